@@ -1,0 +1,141 @@
+//! The validated spec: typed values only, every budget with its line.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use candle_core::DType;
+
+use crate::metric::Metric;
+use crate::runner::Timing;
+use crate::units::{Bytes, Percent};
+use crate::workload::{Resolved, Workload};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Op {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        }
+    }
+
+    /// Whether `value` satisfies `op limit`.
+    pub fn holds(self, value: f64, limit: f64) -> bool {
+        match self {
+            Op::Lt => value < limit,
+            Op::Le => value <= limit,
+            Op::Gt => value > limit,
+            Op::Ge => value >= limit,
+        }
+    }
+
+    /// An upper bound (`<`, `<=`) rather than a lower one.
+    pub fn is_max(self) -> bool {
+        matches!(self, Op::Lt | Op::Le)
+    }
+}
+
+/// `< 300 MB`: an operator and a value in the metric's canonical unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limit {
+    pub op: Op,
+    pub value: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Budget {
+    pub metric: Metric,
+    pub limit: Limit,
+    /// The budget's line in the spec (for annotations and `results[].line`).
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Component {
+    pub name: String,
+    pub line: usize,
+    pub kind: String,
+    pub workload: Resolved,
+    pub batch_size: usize,
+    pub dtype: DType,
+    pub seed: u64,
+    pub tolerance: Percent,
+    pub timing: Timing,
+    pub budgets: Vec<Budget>,
+}
+
+impl Component {
+    pub fn ready(&self) -> Option<&Arc<dyn Workload>> {
+        match &self.workload {
+            Resolved::Ready(w) => Some(w),
+            Resolved::Unavailable(_) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnsembleMetric {
+    Total,
+    Headroom,
+}
+
+impl EnsembleMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            EnsembleMetric::Total => "total",
+            EnsembleMetric::Headroom => "headroom",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct EnsembleBudget {
+    pub metric: EnsembleMetric,
+    pub limit: Limit,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Ensemble {
+    pub members: Vec<String>,
+    /// The member metric that is summed (a byte metric; `training_peak` by default).
+    pub metric: Metric,
+    /// How many processes (CUDA contexts) the ensemble runs in; each costs the reserve.
+    pub processes: u64,
+    pub budgets: Vec<EnsembleBudget>,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeviceSpec {
+    pub name: String,
+    pub capacity: Bytes,
+    /// Per-process context cost assumed on CPU runs (measured on CUDA).
+    pub reserve: Bytes,
+}
+
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The file as the user named it (used in messages and annotations).
+    pub path: PathBuf,
+    pub version: u32,
+    pub device: DeviceSpec,
+    pub default_tolerance: Percent,
+    pub components: Vec<Component>,
+    pub ensemble: Option<Ensemble>,
+}
+
+impl Spec {
+    pub fn component(&self, name: &str) -> Option<&Component> {
+        self.components.iter().find(|c| c.name == name)
+    }
+}

@@ -1,0 +1,737 @@
+//! The marked YAML tree → a validated [`Spec`]. Every problem is collected
+//! (not just the first) with its position and a hint.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use candle_core::DType;
+
+use super::diagnostic::{did_you_mean, Diagnostic, Diagnostics};
+use super::spec::*;
+use super::yaml::{Node, Pos};
+use crate::metric::{Metric, Unit};
+use crate::runner::Timing;
+use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent};
+use crate::workload::{self, ConfigMap, ConfigValue};
+
+struct Ctx {
+    file: String,
+    diags: Vec<Diagnostic>,
+}
+
+impl Ctx {
+    fn err(&mut self, pos: Pos, message: impl Into<String>, hint: impl Into<String>) {
+        self.diags.push(Diagnostic {
+            file: self.file.clone(),
+            pos,
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+
+    /// The entries of a mapping, or an error naming `what` it should be.
+    fn map<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n [(String, Pos, Node)]> {
+        match node {
+            Node::Map { entries, .. } => Some(entries),
+            other => {
+                self.err(
+                    other.pos(),
+                    format!("{what} must be a mapping, found {}", other.kind()),
+                    format!("write {what} as `key: value` lines indented under it"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reports keys of `entries` not in `known`.
+    fn known_keys(&mut self, entries: &[(String, Pos, Node)], known: &[&str], where_: &str) {
+        for (key, pos, _) in entries {
+            if !known.contains(&key.as_str()) {
+                let hint = match did_you_mean(key, known) {
+                    Some(k) => format!("did you mean `{k}`? {where_} takes: {}", known.join(", ")),
+                    None => format!("{where_} takes: {}", known.join(", ")),
+                };
+                self.err(*pos, format!("unknown key `{key}` in {where_}"), hint);
+            }
+        }
+    }
+
+    fn text<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
+        match node {
+            Node::Scalar { text, .. } => Some(text),
+            other => {
+                self.err(
+                    other.pos(),
+                    format!("{what} must be a value, found {}", other.kind()),
+                    "",
+                );
+                None
+            }
+        }
+    }
+
+    fn positive_int(&mut self, node: &Node, what: &str) -> Option<u64> {
+        let text = self.text(node, what)?;
+        match text.trim().parse::<i64>() {
+            Ok(v) if v >= 1 => Some(v as u64),
+            Ok(v) => {
+                self.err(
+                    node.pos(),
+                    format!("{what} must be at least 1, found {v}"),
+                    format!("give {what} as a whole number of at least 1"),
+                );
+                None
+            }
+            Err(_) => {
+                self.err(
+                    node.pos(),
+                    format!("{what} must be a whole number, found `{text}`"),
+                    format!("give {what} as a whole number of at least 1"),
+                );
+                None
+            }
+        }
+    }
+
+    fn non_negative_int(&mut self, node: &Node, what: &str) -> Option<u64> {
+        let text = self.text(node, what)?;
+        match text.trim().parse::<u64>() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.err(
+                    node.pos(),
+                    format!("{what} must be a whole number of 0 or more, found `{text}`"),
+                    "",
+                );
+                None
+            }
+        }
+    }
+
+    fn size(&mut self, node: &Node, what: &str) -> Option<Bytes> {
+        let text = self.text(node, what)?;
+        match parse_size(text) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.err(node.pos(), format!("{what}: {}", e.message), e.hint);
+                None
+            }
+        }
+    }
+
+    fn percent(&mut self, node: &Node, what: &str) -> Option<Percent> {
+        let text = self.text(node, what)?;
+        match parse_percent(text) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.err(node.pos(), format!("{what}: {}", e.message), e.hint);
+                None
+            }
+        }
+    }
+
+    fn dtype(&mut self, node: &Node) -> Option<DType> {
+        let text = self.text(node, "dtype")?;
+        match text {
+            "f32" => Some(DType::F32),
+            "f16" => Some(DType::F16),
+            "bf16" => Some(DType::BF16),
+            other => {
+                self.err(
+                    node.pos(),
+                    format!("unknown dtype `{other}`"),
+                    "use one of: f32, f16, bf16",
+                );
+                None
+            }
+        }
+    }
+
+    fn timing(&mut self, node: &Node, base: Timing) -> Timing {
+        let mut t = base;
+        let Some(entries) = self.map(node, "timing") else {
+            return t;
+        };
+        self.known_keys(entries, &["warmup", "steps"], "timing");
+        for (key, _, value) in entries {
+            match key.as_str() {
+                "warmup" => {
+                    t.warmup = self.non_negative_int(value, "timing.warmup").unwrap_or(t.warmup as u64) as usize
+                }
+                "steps" => t.steps = self.positive_int(value, "timing.steps").unwrap_or(t.steps as u64) as usize,
+                _ => {}
+            }
+        }
+        t
+    }
+
+    /// `< 300 MB`, `"> 1 GB"`, `{ max: 300 MB }`, `{ min: 1 GB }` in `unit`.
+    fn limit(&mut self, node: &Node, unit: Unit, what: &str) -> Option<Limit> {
+        let example = match unit {
+            Unit::Bytes => "`< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`",
+            Unit::Ms => "`< 500 ms` or `{ max: 2 s }`",
+            Unit::One => "`< 0.5` or `{ max: 0.5 }`",
+        };
+        let (op, text, pos) = match node {
+            Node::Scalar { text, pos, .. } => {
+                let t = text.trim();
+                let (op, rest) = if let Some(r) = t.strip_prefix("<=") {
+                    (Op::Le, r)
+                } else if let Some(r) = t.strip_prefix(">=") {
+                    (Op::Ge, r)
+                } else if let Some(r) = t.strip_prefix('<') {
+                    (Op::Lt, r)
+                } else if let Some(r) = t.strip_prefix('>') {
+                    (Op::Gt, r)
+                } else {
+                    self.err(
+                        *pos,
+                        format!("budget for {what} has no comparison: `{t}`"),
+                        format!("write the limit with an operator, e.g. {example}"),
+                    );
+                    return None;
+                };
+                (op, rest.trim().to_string(), *pos)
+            }
+            Node::Map { entries, pos } => {
+                if entries.len() != 1 || !matches!(entries[0].0.as_str(), "max" | "min") {
+                    self.err(
+                        *pos,
+                        format!("budget for {what} must have exactly one of `max` or `min`"),
+                        format!("e.g. {example}"),
+                    );
+                    return None;
+                }
+                let (key, _, value) = &entries[0];
+                let op = if key == "max" { Op::Le } else { Op::Ge };
+                let text = self.text(value, what)?.to_string();
+                (op, text, value.pos())
+            }
+            other => {
+                self.err(
+                    other.pos(),
+                    format!("budget for {what} must be a limit, found {}", other.kind()),
+                    format!("e.g. {example}"),
+                );
+                return None;
+            }
+        };
+        let value = match unit {
+            Unit::Bytes => parse_size(&text).map(|b| b.0 as f64),
+            Unit::Ms => parse_millis(&text),
+            Unit::One => text.parse::<f64>().map_err(|_| crate::units::UnitError {
+                message: format!("`{text}` is not a number"),
+                hint: "write a plain number".into(),
+            }),
+        };
+        match value {
+            Ok(v) => Some(Limit { op, value: v }),
+            Err(e) => {
+                self.err(pos, format!("budget for {what}: {}", e.message), e.hint);
+                None
+            }
+        }
+    }
+}
+
+const TOP_KEYS: &[&str] = &["version", "device", "defaults", "components", "ensemble"];
+const DEVICE_KEYS: &[&str] = &["name", "capacity", "reserve"];
+const DEFAULT_KEYS: &[&str] = &["dtype", "batch_size", "tolerance", "seed", "timing"];
+const COMPONENT_KEYS: &[&str] = &[
+    "workload",
+    "config",
+    "batch_size",
+    "dtype",
+    "seed",
+    "tolerance",
+    "timing",
+    "budgets",
+];
+const ENSEMBLE_KEYS: &[&str] = &["members", "metric", "processes", "budgets"];
+
+struct Defaults {
+    dtype: DType,
+    batch_size: usize,
+    tolerance: Percent,
+    seed: u64,
+    timing: Timing,
+}
+
+/// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
+pub fn validate(path: &Path, root: &Node, yaml_issues: Vec<super::yaml::YamlIssue>) -> Result<Spec, Diagnostics> {
+    let file = path.display().to_string();
+    let mut cx = Ctx {
+        file: file.clone(),
+        diags: Vec::new(),
+    };
+    for i in yaml_issues {
+        cx.err(i.pos, i.message, i.hint);
+    }
+    let spec = validate_root(&mut cx, path, root);
+    let mut diags = cx.diags;
+    diags.sort_by_key(|d| d.pos);
+    match spec {
+        Some(spec) if diags.is_empty() => Ok(spec),
+        _ => Err(Diagnostics(diags)),
+    }
+}
+
+fn find<'n>(entries: &'n [(String, Pos, Node)], key: &str) -> Option<&'n Node> {
+    entries.iter().find(|(k, _, _)| k == key).map(|(_, _, n)| n)
+}
+
+fn validate_root(cx: &mut Ctx, path: &Path, root: &Node) -> Option<Spec> {
+    if let Node::Null { .. } = root {
+        cx.err(
+            Pos { line: 1, col: 1 },
+            "the spec is empty",
+            "start with `version: 1`, then `device:` and `components:` (see the README's budgets.yaml reference)",
+        );
+        return None;
+    }
+    let top = cx.map(root, "the spec")?;
+    cx.known_keys(top, TOP_KEYS, "the spec");
+
+    let version = match find(top, "version") {
+        None => {
+            cx.err(
+                root.pos(),
+                "missing `version`",
+                "add `version: 1` at the top of the spec",
+            );
+            None
+        }
+        Some(n) => match cx.text(n, "version") {
+            Some("1") => Some(1),
+            Some(other) => {
+                cx.err(
+                    n.pos(),
+                    format!("unsupported spec version `{other}`"),
+                    "this gate reads `version: 1`",
+                );
+                None
+            }
+            None => None,
+        },
+    };
+
+    let device = match find(top, "device") {
+        None => {
+            cx.err(
+                root.pos(),
+                "missing `device`",
+                "describe the card that is gated: `device: { name: RTX 3050 Ti, capacity: 4 GiB, reserve: 300 MiB }`",
+            );
+            None
+        }
+        Some(n) => validate_device(cx, n),
+    };
+
+    let mut defaults = Defaults {
+        dtype: DType::F32,
+        batch_size: 32,
+        tolerance: Percent(5.0),
+        seed: 42,
+        timing: Timing::default(),
+    };
+    if let Some(n) = find(top, "defaults") {
+        if let Some(entries) = cx.map(n, "defaults") {
+            cx.known_keys(entries, DEFAULT_KEYS, "defaults");
+            for (key, _, value) in entries {
+                match key.as_str() {
+                    "dtype" => defaults.dtype = cx.dtype(value).unwrap_or(defaults.dtype),
+                    "batch_size" => defaults.batch_size = cx.positive_int(value, "batch_size").unwrap_or(32) as usize,
+                    "tolerance" => defaults.tolerance = cx.percent(value, "tolerance").unwrap_or(defaults.tolerance),
+                    "seed" => defaults.seed = cx.non_negative_int(value, "seed").unwrap_or(defaults.seed),
+                    "timing" => defaults.timing = cx.timing(value, defaults.timing),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    let mut components = Vec::new();
+    match find(top, "components") {
+        None => cx.err(
+            root.pos(),
+            "missing `components`",
+            "add `components:` with at least one model to gate",
+        ),
+        Some(n) => {
+            if let Some(entries) = cx.map(n, "components") {
+                if entries.is_empty() {
+                    cx.err(n.pos(), "`components` is empty", "add at least one component");
+                }
+                for (name, pos, node) in entries {
+                    if let Some(c) = validate_component(cx, name, *pos, node, &defaults) {
+                        components.push(c);
+                    }
+                }
+            }
+        }
+    }
+
+    let ensemble = find(top, "ensemble").and_then(|n| validate_ensemble(cx, n, top));
+
+    Some(Spec {
+        path: path.to_path_buf(),
+        version: version?,
+        device: device?,
+        default_tolerance: defaults.tolerance,
+        components,
+        ensemble,
+    })
+}
+
+fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {
+    let entries = cx.map(node, "device")?;
+    cx.known_keys(entries, DEVICE_KEYS, "device");
+    let name = match find(entries, "name") {
+        Some(n) => cx.text(n, "device.name").map(str::to_string),
+        None => {
+            cx.err(
+                node.pos(),
+                "missing `device.name`",
+                "name the card, e.g. `name: RTX 3050 Ti Laptop`",
+            );
+            None
+        }
+    };
+    let capacity = match find(entries, "capacity") {
+        Some(n) => cx.size(n, "device.capacity"),
+        None => {
+            cx.err(
+                node.pos(),
+                "missing `device.capacity`",
+                "give the card's memory, e.g. `capacity: 4 GiB`",
+            );
+            None
+        }
+    };
+    let reserve = match find(entries, "reserve") {
+        Some(n) => cx.size(n, "device.reserve"),
+        None => Some(Bytes(0)),
+    };
+    if let (Some(c), Some(r), Some(n)) = (capacity, reserve, find(entries, "reserve")) {
+        if r >= c {
+            cx.err(
+                n.pos(),
+                format!("device.reserve ({r}) is not smaller than device.capacity ({c})"),
+                "the reserve is the per-process context cost; it must leave room for the models",
+            );
+        }
+    }
+    Some(DeviceSpec {
+        name: name?,
+        capacity: capacity?,
+        reserve: reserve?,
+    })
+}
+
+fn scalar_to_config(node: &Node) -> Option<ConfigValue> {
+    let Node::Scalar { text, quoted, .. } = node else {
+        return None;
+    };
+    if *quoted {
+        return Some(ConfigValue::Str(text.clone()));
+    }
+    if let Ok(i) = text.parse::<i64>() {
+        return Some(ConfigValue::Int(i));
+    }
+    if let Ok(f) = text.parse::<f64>() {
+        return Some(ConfigValue::Float(f));
+    }
+    match text.as_str() {
+        "true" => Some(ConfigValue::Bool(true)),
+        "false" => Some(ConfigValue::Bool(false)),
+        _ => Some(ConfigValue::Str(text.clone())),
+    }
+}
+
+fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &Defaults) -> Option<Component> {
+    let entries = cx.map(node, &format!("component `{name}`"))?;
+    let where_ = format!("component `{name}`");
+    cx.known_keys(entries, COMPONENT_KEYS, &where_);
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        cx.err(
+            name_pos,
+            format!("component name `{name}` is not a plain name"),
+            "use letters, digits, `_` and `-` only",
+        );
+    }
+
+    let mut batch_size = d.batch_size;
+    let mut dtype = d.dtype;
+    let mut seed = d.seed;
+    let mut tolerance = d.tolerance;
+    let mut timing = d.timing;
+    let mut batch_pos = None;
+    let mut dtype_pos = None;
+    for (key, kpos, value) in entries {
+        match key.as_str() {
+            "batch_size" => {
+                batch_size = cx.positive_int(value, "batch_size").unwrap_or(batch_size as u64) as usize;
+                batch_pos = Some(*kpos);
+            }
+            "dtype" => {
+                dtype = cx.dtype(value).unwrap_or(dtype);
+                dtype_pos = Some(*kpos);
+            }
+            "seed" => seed = cx.non_negative_int(value, "seed").unwrap_or(seed),
+            "tolerance" => tolerance = cx.percent(value, "tolerance").unwrap_or(tolerance),
+            "timing" => timing = cx.timing(value, timing),
+            _ => {}
+        }
+    }
+
+    // The workload's own keys; `batch_size` and `dtype` may also be written here
+    // (the original TFT config lists them), but only once per component.
+    let mut config = ConfigMap::new();
+    let mut config_pos: Vec<(String, Pos)> = Vec::new();
+    let config_node = find(entries, "config");
+    if let Some(cn) = config_node {
+        if let Some(centries) = cx.map(cn, &format!("config of `{name}`")) {
+            for (key, kpos, value) in centries {
+                match key.as_str() {
+                    "batch_size" => {
+                        if let Some(p) = batch_pos {
+                            cx.err(
+                                *kpos,
+                                format!("`batch_size` of `{name}` is given twice (also at line {})", p.line),
+                                "keep one: either in the component or in its config",
+                            );
+                        } else if let Some(b) = cx.positive_int(value, "batch_size") {
+                            batch_size = b as usize;
+                        }
+                    }
+                    "dtype" => {
+                        if let Some(p) = dtype_pos {
+                            cx.err(
+                                *kpos,
+                                format!("`dtype` of `{name}` is given twice (also at line {})", p.line),
+                                "keep one: either in the component or in its config",
+                            );
+                        } else if let Some(t) = cx.dtype(value) {
+                            dtype = t;
+                        }
+                    }
+                    _ => match scalar_to_config(value) {
+                        Some(v) => {
+                            config.insert(key.clone(), v);
+                            config_pos.push((key.clone(), *kpos));
+                        }
+                        None => cx.err(
+                            value.pos(),
+                            format!(
+                                "config key `{key}` of `{name}` must be a single value, found {}",
+                                value.kind()
+                            ),
+                            "workload settings are numbers, booleans or text",
+                        ),
+                    },
+                }
+            }
+        }
+    }
+
+    let kind_node = find(entries, "workload");
+    let workload = match kind_node {
+        None => {
+            cx.err(
+                name_pos,
+                format!("component `{name}` has no `workload`"),
+                format!("say which model to build: {}", workload::KINDS.join(", ")),
+            );
+            None
+        }
+        Some(n) => match cx.text(n, "workload") {
+            Some(kind) if workload::KINDS.contains(&kind) => match workload::resolve(kind, &config) {
+                Ok(r) => Some((kind.to_string(), r)),
+                Err(errors) => {
+                    for e in errors {
+                        let pos = e
+                            .key
+                            .as_ref()
+                            .and_then(|k| config_pos.iter().find(|(ck, _)| ck == k).map(|(_, p)| *p))
+                            .or(config_node.map(Node::pos))
+                            .unwrap_or(n.pos());
+                        cx.err(pos, format!("{} (component `{name}`)", e.message), e.hint);
+                    }
+                    None
+                }
+            },
+            Some(kind) => {
+                let hint = match did_you_mean(kind, workload::KINDS) {
+                    Some(k) => format!("did you mean `{k}`? known workloads: {}", workload::KINDS.join(", ")),
+                    None => format!("known workloads: {}", workload::KINDS.join(", ")),
+                };
+                cx.err(n.pos(), format!("unknown workload `{kind}`"), hint);
+                None
+            }
+            None => None,
+        },
+    };
+
+    let mut budgets = Vec::new();
+    match find(entries, "budgets") {
+        None => cx.err(
+            name_pos,
+            format!("component `{name}` has no `budgets`"),
+            "add `budgets:` with at least one metric, e.g. `training_peak: < 1 GB`",
+        ),
+        Some(bn) => {
+            if let Some(bentries) = cx.map(bn, &format!("budgets of `{name}`")) {
+                let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+                for (key, kpos, value) in bentries {
+                    match Metric::parse(key) {
+                        Some(metric) => {
+                            if let Some(limit) = cx.limit(value, metric.unit(), &format!("`{name}.{key}`")) {
+                                budgets.push(Budget {
+                                    metric,
+                                    limit,
+                                    line: kpos.line,
+                                });
+                            }
+                        }
+                        None => {
+                            let hint = match did_you_mean(key, &names) {
+                                Some(k) => format!("did you mean `{k}`? metrics: {}", names.join(", ")),
+                                None => format!("metrics: {}", names.join(", ")),
+                            };
+                            cx.err(
+                                *kpos,
+                                format!("unknown metric `{key}` in the budgets of `{name}`"),
+                                hint,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    let (kind, workload) = workload?;
+    Some(Component {
+        name: name.to_string(),
+        line: name_pos.line,
+        kind,
+        workload,
+        batch_size,
+        dtype,
+        seed,
+        tolerance,
+        timing,
+        budgets,
+    })
+}
+
+fn validate_ensemble(cx: &mut Ctx, node: &Node, top: &[(String, Pos, Node)]) -> Option<Ensemble> {
+    let entries = cx.map(node, "ensemble")?;
+    cx.known_keys(entries, ENSEMBLE_KEYS, "ensemble");
+    let declared: BTreeSet<&str> = match find(top, "components") {
+        Some(Node::Map { entries, .. }) => entries.iter().map(|(k, _, _)| k.as_str()).collect(),
+        _ => BTreeSet::new(),
+    };
+    let mut members = Vec::new();
+    match find(entries, "members") {
+        None => cx.err(
+            node.pos(),
+            "missing `ensemble.members`",
+            "list the components that share the card, e.g. `members: [tft, dqn]`",
+        ),
+        Some(Node::Seq { items, pos }) => {
+            if items.is_empty() {
+                cx.err(*pos, "`ensemble.members` is empty", "list at least one component");
+            }
+            for item in items {
+                if let Some(m) = cx.text(item, "an ensemble member") {
+                    if !declared.contains(m) {
+                        let known: Vec<&str> = declared.iter().copied().collect();
+                        let hint = match did_you_mean(m, &known) {
+                            Some(k) => format!("did you mean `{k}`? components: {}", known.join(", ")),
+                            None => format!("members must be components of this spec: {}", known.join(", ")),
+                        };
+                        cx.err(item.pos(), format!("ensemble member `{m}` is not a component"), hint);
+                    } else if members.iter().any(|x| x == m) {
+                        cx.err(
+                            item.pos(),
+                            format!("ensemble member `{m}` is listed twice"),
+                            "list each component once",
+                        );
+                    } else {
+                        members.push(m.to_string());
+                    }
+                }
+            }
+        }
+        Some(other) => cx.err(
+            other.pos(),
+            format!("`ensemble.members` must be a list, found {}", other.kind()),
+            "write `members: [tft, dqn, ppo]`",
+        ),
+    }
+    let metric = match find(entries, "metric") {
+        None => Some(Metric::TrainingPeak),
+        Some(n) => match cx.text(n, "ensemble.metric") {
+            Some(t) => match Metric::parse(t) {
+                Some(m) if m.unit() == Unit::Bytes => Some(m),
+                Some(m) => {
+                    cx.err(
+                        n.pos(),
+                        format!("ensemble.metric `{m}` is not a size"),
+                        "sum a byte metric such as `training_peak` or `inference_peak`",
+                    );
+                    None
+                }
+                None => {
+                    cx.err(
+                        n.pos(),
+                        format!("unknown metric `{t}`"),
+                        "use a byte metric such as `training_peak`",
+                    );
+                    None
+                }
+            },
+            None => None,
+        },
+    };
+    let processes = match find(entries, "processes") {
+        None => Some(1),
+        Some(n) => cx.positive_int(n, "ensemble.processes"),
+    };
+    let mut budgets = Vec::new();
+    match find(entries, "budgets") {
+        None => cx.err(
+            node.pos(),
+            "missing `ensemble.budgets`",
+            "add `budgets: { total: < 2.5 GB, headroom: \"> 1 GB\" }`",
+        ),
+        Some(bn) => {
+            if let Some(bentries) = cx.map(bn, "ensemble.budgets") {
+                cx.known_keys(bentries, &["total", "headroom"], "ensemble.budgets");
+                for (key, kpos, value) in bentries {
+                    let metric = match key.as_str() {
+                        "total" => EnsembleMetric::Total,
+                        "headroom" => EnsembleMetric::Headroom,
+                        _ => continue,
+                    };
+                    if let Some(limit) = cx.limit(value, Unit::Bytes, &format!("`ensemble.{key}`")) {
+                        budgets.push(EnsembleBudget {
+                            metric,
+                            limit,
+                            line: kpos.line,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Some(Ensemble {
+        members,
+        metric: metric?,
+        processes: processes?,
+        budgets,
+        line: node.pos().line,
+    })
+}

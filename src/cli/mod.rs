@@ -1,0 +1,111 @@
+//! The command line: clap definitions and one file per subcommand. Data
+//! goes to stdout, logs and errors to stderr (with `hint:` lines).
+
+mod check;
+mod output;
+mod profile;
+mod validate;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::exit::Exit;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gate",
+    version,
+    about = "Stops GPU-memory regressions in candle models before they merge"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Profile every component of the spec, decide, write the report; exit 0 pass, 1 fail.
+    Check(check::CheckArgs),
+    /// Check a spec and run nothing.
+    Validate(validate::ValidateArgs),
+    /// Profile one component in this process (used by `check` for isolation).
+    #[command(hide = true)]
+    Profile(profile::ProfileArgs),
+}
+
+/// Default spec path.
+pub fn default_budgets() -> PathBuf {
+    PathBuf::from("budgets.yaml")
+}
+
+/// A failure that ends the command, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Spec(#[from] crate::budget::SpecError),
+    #[error("{message}")]
+    Usage { message: String, hint: String },
+    #[error("{message}")]
+    Infrastructure { message: String, hint: String },
+}
+
+impl CliError {
+    pub fn exit(&self) -> Exit {
+        match self {
+            CliError::Spec(_) | CliError::Usage { .. } => Exit::BadInput,
+            CliError::Infrastructure { .. } => Exit::Infrastructure,
+        }
+    }
+
+    fn hint(&self) -> Option<&str> {
+        match self {
+            CliError::Usage { hint, .. } | CliError::Infrastructure { hint, .. } if !hint.is_empty() => Some(hint),
+            CliError::Spec(crate::budget::SpecError::Read { .. }) => {
+                Some("pass the spec with `--budgets FILE` (default: budgets.yaml in the current folder)")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Runs the parsed command and returns the process exit.
+pub fn run(cli: Cli) -> Exit {
+    let result = match cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Validate(a) => validate::run(a),
+        Command::Profile(a) => profile::run(a),
+    };
+    match result {
+        Ok(exit) => exit,
+        Err(e) => {
+            match &e {
+                // Diagnostics already carry their own `hint:` lines.
+                CliError::Spec(crate::budget::SpecError::Invalid(d)) => {
+                    eprintln!("{d}");
+                    let n = d.0.len();
+                    eprintln!("error: the spec has {n} error{}", if n == 1 { "" } else { "s" });
+                }
+                other => {
+                    eprintln!("error: {other}");
+                    if let Some(h) = other.hint() {
+                        eprintln!("hint: {h}");
+                    }
+                }
+            }
+            e.exit()
+        }
+    }
+}
+
+/// Parses the process arguments and runs; used by `main.rs`.
+pub fn main() -> Exit {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { Exit::BadInput } else { Exit::Pass };
+        }
+    };
+    run(cli)
+}

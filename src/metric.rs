@@ -1,0 +1,97 @@
+//! The metrics `gate` measures, their units and how values are written.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{trim_float, Bytes};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    Params,
+    Activations,
+    Gradients,
+    Optimizer,
+    TrainingPeak,
+    InferencePeak,
+    DeviceUsed,
+    StepTime,
+    Loss,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Bytes,
+    Ms,
+    /// A plain number (the loss).
+    #[serde(rename = "1")]
+    One,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 9] = [
+        Metric::Params,
+        Metric::Activations,
+        Metric::Gradients,
+        Metric::Optimizer,
+        Metric::TrainingPeak,
+        Metric::InferencePeak,
+        Metric::DeviceUsed,
+        Metric::StepTime,
+        Metric::Loss,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Params => "params",
+            Metric::Activations => "activations",
+            Metric::Gradients => "gradients",
+            Metric::Optimizer => "optimizer",
+            Metric::TrainingPeak => "training_peak",
+            Metric::InferencePeak => "inference_peak",
+            Metric::DeviceUsed => "device_used",
+            Metric::StepTime => "step_time",
+            Metric::Loss => "loss",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    pub fn unit(self) -> Unit {
+        match self {
+            Metric::StepTime => Unit::Ms,
+            Metric::Loss => Unit::One,
+            _ => Unit::Bytes,
+        }
+    }
+
+    /// Whether a smaller value is better (all of them today; kept explicit for the verdict).
+    pub fn lower_is_better(self) -> bool {
+        true
+    }
+}
+
+impl fmt::Display for Metric {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Writes a value of `unit` for people: MiB for bytes, ms, or the plain number.
+pub fn format_value(unit: Unit, value: f64) -> String {
+    match unit {
+        Unit::Bytes => Bytes(value.max(0.0).round() as u64).to_string(),
+        Unit::Ms => format!("{value:.1} ms"),
+        Unit::One => {
+            if value.abs() >= 1e-3 || value == 0.0 {
+                trim_float(value)
+            } else {
+                format!("{value:.3e}")
+            }
+        }
+    }
+}

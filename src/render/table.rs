@@ -1,0 +1,165 @@
+//! The terminal table: readable without colour; colour only on a terminal
+//! and never when `NO_COLOR` is set.
+
+use std::fmt::Write;
+
+use crate::metric::Unit;
+use crate::report::{Report, Status};
+use crate::units::Bytes;
+
+use super::{limit_text, measured_text};
+
+/// How many blocks each component lists.
+pub const TOP_BLOCKS: usize = 5;
+
+pub fn render(report: &Report, color: bool) -> String {
+    let mut rows: Vec<[String; 6]> = vec![[
+        "component".into(),
+        "metric".into(),
+        "budget".into(),
+        "measured".into(),
+        "used".into(),
+        "status".into(),
+    ]];
+    for r in &report.results {
+        let used = match (r.ratio(), r.unit) {
+            (Some(x), Unit::Bytes | Unit::Ms) if r.op.starts_with('<') => format!("{:.0}%", x * 100.0),
+            _ => String::new(),
+        };
+        rows.push([
+            r.component.clone(),
+            r.metric.clone(),
+            limit_text(r),
+            measured_text(r),
+            used,
+            r.status.name().to_string(),
+        ]);
+    }
+    let mut widths = [0usize; 6];
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "gate: {} on {} ({}), gating {} with {}",
+        report.spec,
+        report.testbed.backend,
+        report.testbed.device_name,
+        report.testbed.gated_device,
+        Bytes(report.testbed.capacity_bytes)
+    );
+    out.push('\n');
+    for (i, row) in rows.iter().enumerate() {
+        let mut line = String::new();
+        for (j, cell) in row.iter().enumerate() {
+            // Right-align the numbers, left-align the names.
+            let w = widths[j];
+            let padded = if (2..=4).contains(&j) {
+                format!("{cell:>w$}")
+            } else {
+                format!("{cell:<w$}")
+            };
+            let padded = if j == 5 && i > 0 {
+                paint(&padded, report.results[i - 1].status, color)
+            } else {
+                padded
+            };
+            line.push_str(&padded);
+            if j < 5 {
+                line.push_str("  ");
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+
+    for (name, c) in &report.components {
+        if let Some(e) = &c.error {
+            let phase = e.phase.as_deref().map(|p| format!(" in phase {p}")).unwrap_or_default();
+            let what = match e.kind {
+                crate::report::ErrorKind::NotMeasured => "not measured",
+                crate::report::ErrorKind::Failed => "failed",
+            };
+            let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
+        }
+        let top: Vec<_> = c
+            .blocks
+            .iter()
+            .filter(|b| !b.name.contains('.'))
+            .take(TOP_BLOCKS)
+            .collect();
+        if !top.is_empty() {
+            let _ = writeln!(out, "\n{name}: blocks by activation memory kept for backward");
+            for b in top {
+                let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "  {:<28} {:>12}{share}   peak +{}",
+                    b.name,
+                    Bytes(b.retained_bytes.max(0) as u64).to_string(),
+                    Bytes(b.peak_bytes)
+                );
+            }
+        }
+    }
+
+    if let Some(e) = &report.ensemble {
+        let total = e.total_bytes.map_or("—".into(), |t| Bytes(t).to_string());
+        let headroom = e.headroom_bytes.map_or("—".into(), |h| {
+            if h < 0 {
+                format!("-{}", Bytes(h.unsigned_abs()))
+            } else {
+                Bytes(h as u64).to_string()
+            }
+        });
+        let _ = writeln!(
+            out,
+            "\nensemble ({}): Σ {} + reserve {} ({}) = {total}; headroom on {} = {headroom}",
+            e.members.join(" + "),
+            e.metric,
+            Bytes(e.reserve_bytes),
+            e.reserve_source,
+            Bytes(e.capacity_bytes)
+        );
+    }
+    for w in &report.summary.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
+    let s = &report.summary;
+    let total = report.results.len();
+    let verdict = if s.status == "pass" { "PASS" } else { "FAIL" };
+    let _ = writeln!(
+        out,
+        "\n{}: {} of {total} budgets pass, {} fail, {} regressed, {} not measured{}",
+        paint(
+            verdict,
+            if s.status == "pass" { Status::Pass } else { Status::Fail },
+            color
+        ),
+        s.passed,
+        s.failed,
+        s.regressed,
+        s.not_measured,
+        if s.strict { " (strict)" } else { "" }
+    );
+    out
+}
+
+fn paint(text: &str, status: Status, color: bool) -> String {
+    if !color {
+        return text.to_string();
+    }
+    let code = match status {
+        Status::Pass => "32",
+        Status::Fail | Status::Regressed => "31",
+        Status::NotMeasured => "33",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// Colour only when writing to a terminal and `NO_COLOR` is unset or empty.
+pub fn use_color(is_terminal: bool) -> bool {
+    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

@@ -1,0 +1,116 @@
+//! Measurements → report records (still pure: the caller supplies everything).
+
+use std::collections::BTreeMap;
+
+use crate::budget::Component;
+use crate::metric::Metric;
+use crate::runner::{DeviceInfo, Measurement};
+
+use super::model::*;
+
+/// The candle version this gate is built against (checked against Cargo.toml by a test).
+pub const CANDLE_VERSION: &str = "0.11.1";
+
+pub fn dtype_name(dtype: candle_core::DType) -> &'static str {
+    dtype.as_str()
+}
+
+fn component_fingerprint(c: &Component, config: &serde_json::Value) -> String {
+    format!(
+        "{:016x}",
+        fnv1a(&format!(
+            "{}|{}|{}|{}|{}",
+            c.kind,
+            dtype_name(c.dtype),
+            c.batch_size,
+            c.seed,
+            config
+        ))
+    )
+}
+
+pub fn component_report(c: &Component, config: serde_json::Value, m: &Measurement) -> ComponentReport {
+    let metrics: BTreeMap<Metric, MetricValue> = m
+        .values
+        .iter()
+        .map(|(k, v)| {
+            (
+                *k,
+                MetricValue {
+                    value: *v,
+                    unit: k.unit(),
+                },
+            )
+        })
+        .collect();
+    let activations = m.values.get(&Metric::Activations).copied();
+    ComponentReport {
+        workload: c.kind.clone(),
+        dtype: dtype_name(c.dtype).into(),
+        batch_size: c.batch_size,
+        seed: c.seed,
+        fingerprint: component_fingerprint(c, &config),
+        config,
+        metrics,
+        param_count: m.param_elems,
+        analytic_params_bytes: m.analytic_params_bytes,
+        batch_bytes: m.batch_bytes,
+        unpruned_gradient_bytes: m.unpruned_gradient_bytes,
+        blocks: ComponentReport::blocks_from(&m.blocks, activations),
+        step_times_ms: m.step_times_ms.clone(),
+        losses: m.losses.clone(),
+        error: m.failure.as_ref().map(|f| ComponentError {
+            kind: ErrorKind::Failed,
+            phase: Some(f.phase.to_string()),
+            reason: f.reason.clone(),
+        }),
+    }
+}
+
+pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
+    ComponentReport {
+        workload: c.kind.clone(),
+        dtype: dtype_name(c.dtype).into(),
+        batch_size: c.batch_size,
+        seed: c.seed,
+        fingerprint: component_fingerprint(c, &serde_json::Value::Null),
+        config: serde_json::Value::Null,
+        metrics: BTreeMap::new(),
+        param_count: 0,
+        analytic_params_bytes: 0,
+        batch_bytes: 0,
+        unpruned_gradient_bytes: 0,
+        blocks: Vec::new(),
+        step_times_ms: Vec::new(),
+        losses: Vec::new(),
+        error: Some(ComponentError {
+            kind: ErrorKind::NotMeasured,
+            phase: None,
+            reason: reason.into(),
+        }),
+    }
+}
+
+pub fn testbed(device: &DeviceInfo, spec: &crate::budget::Spec) -> Testbed {
+    Testbed {
+        backend: device.backend.clone(),
+        device_name: device.name.clone(),
+        capacity_bytes: spec.device.capacity.0,
+        gated_device: spec.device.name.clone(),
+        device_total_bytes: device.total_bytes,
+        driver: device.driver.clone(),
+        cuda: device.cuda.clone(),
+        candle_version: CANDLE_VERSION.into(),
+        os: std::env::consts::OS.into(),
+        arch: std::env::consts::ARCH.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn candle_version_matches_cargo_toml() {
+        let toml = include_str!("../../Cargo.toml");
+        assert!(toml.contains(&format!("candle-core = \"{}\"", super::CANDLE_VERSION)));
+    }
+}

@@ -1,0 +1,10 @@
+//! The report model (versioned JSON), its assembly from measurements, and
+//! the verdict.
+
+mod assemble;
+mod model;
+mod verdict;
+
+pub use assemble::{component_report, not_measured_report, testbed};
+pub use model::*;
+pub use verdict::{decide, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR};

@@ -1,0 +1,277 @@
+//! The report (schema 1): the stable contract other tools read. Add fields
+//! freely; never rename or drop one without bumping [`SCHEMA`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::metric::{Metric, Unit};
+use crate::probe::BlockStat;
+
+pub const SCHEMA: u32 = 1;
+
+/// A metric value with its unit. Bytes are written as integers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricValue {
+    pub value: f64,
+    pub unit: Unit,
+}
+
+impl Serialize for MetricValue {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("MetricValue", 2)?;
+        if self.unit == Unit::Bytes {
+            st.serialize_field("value", &(self.value.max(0.0).round() as u64))?;
+        } else {
+            st.serialize_field("value", &self.value)?;
+        }
+        st.serialize_field("unit", &self.unit)?;
+        st.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            value: f64,
+            unit: Unit,
+        }
+        let r = Raw::deserialize(d)?;
+        Ok(MetricValue {
+            value: r.value,
+            unit: r.unit,
+        })
+    }
+}
+
+/// Where and with what the figures were measured. Reports from different
+/// testbeds are never compared.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Testbed {
+    pub backend: String,
+    pub device_name: String,
+    /// The capacity that is gated (the spec's card), whatever card ran the gate.
+    pub capacity_bytes: u64,
+    /// The declared card's name from the spec.
+    pub gated_device: String,
+    /// Memory of the device that actually ran the profiles, when known.
+    pub device_total_bytes: Option<u64>,
+    pub driver: Option<String>,
+    pub cuda: Option<String>,
+    pub candle_version: String,
+    pub os: String,
+    pub arch: String,
+}
+
+impl Testbed {
+    /// A short stable hash of what makes figures comparable across runs.
+    pub fn fingerprint(&self) -> String {
+        let key = format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.backend,
+            self.device_name,
+            self.capacity_bytes,
+            self.driver.as_deref().unwrap_or(""),
+            self.cuda.as_deref().unwrap_or(""),
+            self.candle_version,
+            self.arch
+        );
+        format!("{:016x}", fnv1a(&key))
+    }
+}
+
+pub(crate) fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The component was not run (its workload is not available in this build).
+    NotMeasured,
+    /// The profile failed (out of memory, a device error, a crash, a non-finite loss).
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentError {
+    pub kind: ErrorKind,
+    /// The phase it happened in, for failures.
+    pub phase: Option<String>,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockReport {
+    pub name: String,
+    pub retained_bytes: i64,
+    pub peak_bytes: u64,
+    pub calls: u64,
+    /// Share of the component's retained activations, in percent (top-level blocks only).
+    pub share_percent: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentReport {
+    pub workload: String,
+    pub dtype: String,
+    pub batch_size: usize,
+    pub seed: u64,
+    pub config: serde_json::Value,
+    pub metrics: BTreeMap<Metric, MetricValue>,
+    /// Parameter elements counted on the built model.
+    pub param_count: u64,
+    /// The closed-form parameter (and frozen-state) bytes, to check `params` against.
+    pub analytic_params_bytes: u64,
+    pub batch_bytes: u64,
+    /// The gradient store right after `backward()`, before only the parameters'
+    /// gradients are kept: candle's extra gradients for untracked operands.
+    pub unpruned_gradient_bytes: u64,
+    pub blocks: Vec<BlockReport>,
+    pub step_times_ms: Vec<f64>,
+    pub losses: Vec<f64>,
+    /// Fingerprint of what makes this component's figures comparable (dtype, batch, config).
+    pub fingerprint: String,
+    pub error: Option<ComponentError>,
+}
+
+impl ComponentReport {
+    pub fn value(&self, metric: Metric) -> Option<f64> {
+        self.metrics.get(&metric).map(|v| v.value)
+    }
+
+    /// Builds the component's share figures from raw block stats.
+    pub fn blocks_from(stats: &[BlockStat], activations: Option<f64>) -> Vec<BlockReport> {
+        stats
+            .iter()
+            .map(|b| BlockReport {
+                name: b.name.clone(),
+                retained_bytes: b.retained_bytes,
+                peak_bytes: b.peak_bytes,
+                calls: b.calls,
+                share_percent: match activations {
+                    Some(a) if a > 0.0 && !b.name.contains('.') => {
+                        Some((b.retained_bytes as f64 / a * 1000.0).round() / 10.0)
+                    }
+                    _ => None,
+                },
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnsembleReport {
+    pub members: Vec<String>,
+    pub metric: Metric,
+    /// Σ members' metric + reserve × processes; absent when a member was not measured.
+    pub total_bytes: Option<u64>,
+    /// capacity − total (negative when the ensemble does not fit).
+    pub headroom_bytes: Option<i64>,
+    pub reserve_bytes: u64,
+    /// `declared` (from the spec, CPU runs) or `measured` (NVML, CUDA runs).
+    pub reserve_source: String,
+    pub processes: u64,
+    pub capacity_bytes: u64,
+    /// Members with no value for the metric.
+    pub missing: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    Regressed,
+    NotMeasured,
+}
+
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Fail => "fail",
+            Status::Regressed => "regressed",
+            Status::NotMeasured => "not_measured",
+        }
+    }
+}
+
+/// One budget's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetResult {
+    /// The component's name, or `ensemble`.
+    pub component: String,
+    /// A metric name, or `total` / `headroom` for the ensemble.
+    pub metric: String,
+    pub unit: Unit,
+    /// `<`, `<=`, `>`, `>=`.
+    pub op: String,
+    pub limit: f64,
+    pub measured: Option<f64>,
+    pub baseline: Option<f64>,
+    /// Allowed growth over the baseline, in percent.
+    pub tolerance_percent: f64,
+    pub status: Status,
+    /// The budget's line in the spec.
+    pub line: usize,
+    /// Why it is not measured or failed without a value; or a note on the comparison.
+    pub reason: Option<String>,
+}
+
+impl BudgetResult {
+    /// measured / limit, the factor by which a budget is used.
+    pub fn ratio(&self) -> Option<f64> {
+        self.measured.filter(|_| self.limit != 0.0).map(|m| m / self.limit)
+    }
+
+    /// Change against the baseline (measured − baseline).
+    pub fn delta(&self) -> Option<f64> {
+        Some(self.measured? - self.baseline?)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// `pass` or `fail` (warnings do not fail unless `--strict`).
+    pub status: String,
+    pub passed: usize,
+    pub failed: usize,
+    pub regressed: usize,
+    pub not_measured: usize,
+    pub warnings: Vec<String>,
+    pub strict: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineInfo {
+    /// Where it came from: a file path or `commit SHA`.
+    pub source: String,
+    pub commit: Option<String>,
+    /// Whether its testbed matched; figures are compared only when it does.
+    pub comparable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: u32,
+    pub gate_version: String,
+    pub commit: Option<String>,
+    /// The spec file as named on the command line.
+    pub spec: String,
+    pub testbed: Testbed,
+    pub components: BTreeMap<String, ComponentReport>,
+    pub ensemble: Option<EnsembleReport>,
+    pub results: Vec<BudgetResult>,
+    pub summary: Summary,
+    pub baseline: Option<BaselineInfo>,
+    /// Wall time of the whole run, in seconds.
+    pub wall_seconds: f64,
+}

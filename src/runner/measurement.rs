@@ -1,0 +1,79 @@
+//! What one component's profile produced; crosses the child-process boundary as JSON.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::metric::Metric;
+use crate::probe::BlockStat;
+
+/// The phases of a profile, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Starting the child process and the device.
+    Setup,
+    /// One throwaway training step, so lazily allocated runtime buffers exist before measuring.
+    Warmup,
+    Build,
+    Batch,
+    Forward,
+    Backward,
+    Optimizer,
+    TrainingStep,
+    Timing,
+    Inference,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        f.write_str(&s)
+    }
+}
+
+/// Why a profile stopped early, and where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub phase: Phase,
+    pub reason: String,
+}
+
+/// The device a measurement was taken on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub backend: String,
+    pub name: String,
+    /// Total memory of the device, when the probe knows it.
+    pub total_bytes: Option<u64>,
+    pub driver: Option<String>,
+    pub cuda: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub device: DeviceInfo,
+    /// Metric values in canonical units (bytes, ms, plain number).
+    pub values: BTreeMap<Metric, f64>,
+    /// Parameter elements counted on the built model.
+    pub param_elems: u64,
+    /// Elements of frozen (non-trained) state the model holds, from the closed form.
+    pub frozen_elems: u64,
+    /// Closed-form elements × dtype size.
+    pub analytic_params_bytes: u64,
+    /// Bytes of the synthetic batch (kept on the device during the whole profile).
+    pub batch_bytes: u64,
+    /// The gradient store straight after `backward()`, before the runner keeps
+    /// only the parameters' gradients (the difference is candle's extra).
+    pub unpruned_gradient_bytes: u64,
+    /// Blocks of the grad-enabled forward pass, ranked by retained bytes.
+    pub blocks: Vec<BlockStat>,
+    pub step_times_ms: Vec<f64>,
+    /// Loss after each training step, in order.
+    pub losses: Vec<f64>,
+    pub failure: Option<Failure>,
+}

@@ -1,0 +1,10 @@
+//! The runner: profiles components (each in its own child process) and
+//! returns their measurements.
+
+mod child;
+mod measurement;
+mod phases;
+
+pub use child::{emit, run_child, ChildArgs, ChildEvent};
+pub use measurement::{DeviceInfo, Failure, Measurement, Phase};
+pub use phases::{median, profile, Timing};

@@ -1,0 +1,284 @@
+//! One component's profile, in process: build, batch, forward, backward,
+//! optimizer, a steady training step, timing, inference. Each phase's bytes
+//! come from the probe through a [`Recorder`] span. A failing phase stops the
+//! profile; figures measured before it are kept.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, TensorId, Var};
+use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+
+use super::measurement::{Failure, Measurement, Phase};
+use crate::metric::Metric;
+use crate::probe::Recorder;
+use crate::workload::{ParamStore, RunCtx, Step, Workload};
+
+/// How many training steps are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub warmup: usize,
+    pub steps: usize,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing { warmup: 1, steps: 3 }
+    }
+}
+
+/// Profiles `workload`, reporting each phase to `on_phase` before it starts
+/// (the child process forwards these so a crash can be placed).
+pub fn profile(
+    workload: &dyn Workload,
+    ctx: &RunCtx,
+    timing: Timing,
+    recorder: &Recorder,
+    on_phase: &mut dyn FnMut(Phase),
+) -> Measurement {
+    let mut m = Measurement::default();
+    if let Err((phase, err)) = run(workload, ctx, timing, recorder, on_phase, &mut m) {
+        m.failure = Some(Failure {
+            phase,
+            reason: err.to_string(),
+        });
+    }
+    m
+}
+
+type PhaseResult<T> = Result<T, (Phase, candle_core::Error)>;
+
+fn at<T>(phase: Phase, r: candle_core::Result<T>) -> PhaseResult<T> {
+    r.map_err(|e| (phase, e))
+}
+
+fn finite_loss(phase: Phase, loss: &Tensor) -> PhaseResult<f64> {
+    let v = at(
+        phase,
+        loss.to_dtype(candle_core::DType::F64)
+            .and_then(|l| l.to_scalar::<f64>()),
+    )?;
+    if !v.is_finite() {
+        return Err((
+            phase,
+            candle_core::Error::Msg(format!("the loss is {v}, not a finite number")),
+        ));
+    }
+    Ok(v)
+}
+
+/// Keeps only the trainable variables' gradients, detached. candle's
+/// backward also leaves gradients for untracked operands (inputs, masks),
+/// and a gradient built from tracked tensors keeps their op chain alive
+/// (models.md §5 pitfall 3); a careful training loop drops both before the
+/// optimizer step, and so does the runner.
+pub fn prune_grads(grads: &mut GradStore, vars: &[Var]) -> candle_core::Result<()> {
+    let keep: HashSet<TensorId> = vars.iter().map(|v| v.as_tensor().id()).collect();
+    let ids: Vec<TensorId> = grads.get_ids().copied().collect();
+    for id in ids {
+        if keep.contains(&id) {
+            if let Some(g) = grads.get_id(id) {
+                let detached = g.detach();
+                grads.insert_id(id, detached);
+            }
+        } else if let Some(g) = grads.get_id(id) {
+            // GradStore has no remove-by-id: swap in an empty tensor.
+            let empty = Tensor::zeros(0, g.dtype(), g.device())?;
+            grads.insert_id(id, empty);
+        }
+    }
+    Ok(())
+}
+
+fn train_step(
+    model: &dyn crate::workload::Model,
+    batch: &crate::workload::Batch,
+    vars: &[Var],
+    opt: &mut AdamW,
+    seed: u64,
+    phase: Phase,
+) -> PhaseResult<f64> {
+    let loss = at(phase, model.loss(batch, &Step::train(seed)))?;
+    let value = finite_loss(phase, &loss)?;
+    let mut grads = at(phase, loss.backward())?;
+    drop(loss);
+    at(phase, prune_grads(&mut grads, vars))?;
+    at(phase, opt.step(&grads))?;
+    Ok(value)
+}
+
+fn run(
+    workload: &dyn Workload,
+    ctx: &RunCtx,
+    timing: Timing,
+    rec: &Recorder,
+    on_phase: &mut dyn FnMut(Phase),
+    m: &mut Measurement,
+) -> PhaseResult<()> {
+    let probe = rec.probe().clone();
+    // Warm up on a throwaway copy: thread pools and the CPU matmul kernels'
+    // per-thread scratch buffers are allocated once and kept, and would
+    // otherwise land in whichever phase first needs them.
+    on_phase(Phase::Warmup);
+    warm_up(workload, ctx)?;
+    probe.sync();
+    let base = probe.live();
+    let dsize = ctx.dtype.size_in_bytes() as u64;
+    let count = workload.param_count();
+    m.analytic_params_bytes = (count.trainable + count.frozen) * dsize;
+    m.frozen_elems = count.frozen;
+
+    on_phase(Phase::Build);
+    let store = ParamStore::new(ctx.seed);
+    let (model, span, _) = rec.span(false, || workload.build(store.builder(ctx.dtype, &ctx.device), ctx));
+    let mut model = at(Phase::Build, model)?;
+    m.param_elems = store.elem_count();
+    m.values.insert(Metric::Params, span.retained().max(0) as f64);
+
+    on_phase(Phase::Batch);
+    let (batch, span, _) = rec.span(false, || workload.batch(ctx, ctx.seed ^ 0xBA7C));
+    let batch = at(Phase::Batch, batch)?;
+    m.batch_bytes = span.retained().max(0) as u64;
+
+    // Forward with gradients: what stays live is what backward will need.
+    on_phase(Phase::Forward);
+    let (loss, fwd, blocks) = rec.span(true, || model.loss(&batch, &Step::train(ctx.seed)));
+    let loss = at(Phase::Forward, loss)?;
+    m.values.insert(Metric::Activations, fwd.retained().max(0) as f64);
+    m.blocks = blocks;
+
+    on_phase(Phase::Backward);
+    let (grads, span, _) = rec.span(false, || -> candle_core::Result<GradStore> {
+        let grads = loss.backward()?;
+        Ok(grads)
+    });
+    let mut grads = at(Phase::Backward, grads)?;
+    m.losses.push(finite_loss(Phase::Backward, &loss)?);
+    let peak_first_step = span.peak;
+    drop(loss);
+    // The graph is gone; what is left above the pre-forward level is the gradient store.
+    probe.sync();
+    m.unpruned_gradient_bytes = probe.live().saturating_sub(fwd.live_before);
+    let vars = store.vars();
+    at(Phase::Backward, prune_grads(&mut grads, &vars))?;
+    probe.sync();
+    m.values
+        .insert(Metric::Gradients, probe.live().saturating_sub(fwd.live_before) as f64);
+
+    on_phase(Phase::Optimizer);
+    let params = ParamsAdamW {
+        lr: workload.learning_rate(),
+        ..Default::default()
+    };
+    let (opt, span, _) = rec.span(false, || -> candle_core::Result<AdamW> {
+        let mut opt = AdamW::new(vars.clone(), params)?;
+        opt.step(&grads)?;
+        Ok(opt)
+    });
+    let mut opt = at(Phase::Optimizer, opt)?;
+    let peak_first_step = peak_first_step.max(span.peak);
+    drop(grads);
+    probe.sync();
+    m.values
+        .insert(Metric::Optimizer, probe.live().saturating_sub(fwd.live_before) as f64);
+    at(Phase::Optimizer, model.after_step(0))?;
+
+    // A steady step: parameters, optimizer state and batch resident.
+    on_phase(Phase::TrainingStep);
+    let (loss, span, _) = rec.span(false, || {
+        train_step(
+            model.as_ref(),
+            &batch,
+            &vars,
+            &mut opt,
+            ctx.seed ^ 1,
+            Phase::TrainingStep,
+        )
+    });
+    m.losses.push(loss?);
+    at(Phase::TrainingStep, model.after_step(1))?;
+    let peak = span.peak.max(peak_first_step);
+    m.values.insert(Metric::TrainingPeak, peak.saturating_sub(base) as f64);
+
+    on_phase(Phase::Timing);
+    let mut step = 2;
+    for i in 0..timing.warmup + timing.steps {
+        let t = Instant::now();
+        let loss = train_step(
+            model.as_ref(),
+            &batch,
+            &vars,
+            &mut opt,
+            ctx.seed ^ step as u64,
+            Phase::Timing,
+        )?;
+        probe.sync();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        if i >= timing.warmup {
+            m.step_times_ms.push(ms);
+        }
+        m.losses.push(loss);
+        at(Phase::Timing, model.after_step(step))?;
+        step += 1;
+    }
+    if !m.step_times_ms.is_empty() {
+        m.values.insert(Metric::StepTime, median(&m.step_times_ms));
+    }
+    // The loss after the seeded steps, without dropout.
+    let final_loss = at(Phase::Timing, model.loss(&batch, &Step::eval()))?;
+    m.values.insert(Metric::Loss, finite_loss(Phase::Timing, &final_loss)?);
+    drop(final_loss);
+
+    // Inference: weights as plain tensors (no graph), optimizer state gone.
+    on_phase(Phase::Inference);
+    drop(opt);
+    let infer = at(
+        Phase::Inference,
+        workload.build(store.detached(ctx.dtype, &ctx.device), ctx),
+    )?;
+    let (pred, span, _) = rec.span(false, || infer.predict(&batch));
+    at(Phase::Inference, pred)?;
+    m.values
+        .insert(Metric::InferencePeak, span.peak.saturating_sub(base) as f64);
+    Ok(())
+}
+
+fn warm_up(workload: &dyn Workload, ctx: &RunCtx) -> PhaseResult<()> {
+    let w = Phase::Warmup;
+    let store = ParamStore::new(ctx.seed);
+    let model = at(w, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;
+    let batch = at(w, workload.batch(ctx, ctx.seed ^ 0xBA7C))?;
+    let vars = store.vars();
+    let mut opt = at(w, AdamW::new(vars.clone(), ParamsAdamW::default()))?;
+    train_step(model.as_ref(), &batch, &vars, &mut opt, ctx.seed, w)?;
+    let infer = at(w, workload.build(store.detached(ctx.dtype, &ctx.device), ctx))?;
+    at(w, infer.predict(&batch))?;
+    Ok(())
+}
+
+/// The median of `xs` (the mean of the two middle values for an even count).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

@@ -1,0 +1,213 @@
+//! Typed quantities: sizes in bytes, percentages, milliseconds. Parsing is
+//! text-only (no YAML here) so the spec loader, the CLI and tests share it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub const KIB: u64 = 1024;
+pub const MIB: u64 = 1024 * 1024;
+pub const GIB: u64 = 1024 * 1024 * 1024;
+
+/// A size in bytes. Displayed in MiB with the unit printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    pub fn mib(self) -> f64 {
+        self.0 as f64 / MIB as f64
+    }
+}
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mib = self.mib();
+        if self.0 != 0 && mib < 0.1 {
+            // Small figures (a DQN's few KiB of optimizer temporaries) would read 0.0 MiB.
+            write!(f, "{:.1} KiB", self.0 as f64 / KIB as f64)
+        } else {
+            write!(f, "{mib:.1} MiB")
+        }
+    }
+}
+
+/// A signed byte difference, for deltas against a baseline.
+pub fn fmt_delta_bytes(delta: i128) -> String {
+    let sign = if delta < 0 { "-" } else { "+" };
+    format!("{sign}{}", Bytes(delta.unsigned_abs() as u64))
+}
+
+/// A percentage such as a regression tolerance (`5%`).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Percent(pub f64);
+
+impl Percent {
+    pub fn fraction(self) -> f64 {
+        self.0 / 100.0
+    }
+}
+
+impl fmt::Display for Percent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}%", trim_float(self.0))
+    }
+}
+
+/// Why a quantity did not parse; the message is user-facing, the hint says the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnitError {
+    pub message: String,
+    pub hint: String,
+}
+
+const SIZE_HINT: &str =
+    "write a number and a unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. `300 MB`";
+
+/// Parses `300 MB`, `1.5GiB`, `512 B`. A bare number is refused: the unit must be explicit.
+pub fn parse_size(text: &str) -> Result<Bytes, UnitError> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_' || c == '-' || c == '+'))
+        .unwrap_or(t.len());
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    if num.is_empty() {
+        return Err(UnitError {
+            message: format!("`{text}` is not a size"),
+            hint: SIZE_HINT.into(),
+        });
+    }
+    let value: f64 = num.replace('_', "").parse().map_err(|_| UnitError {
+        message: format!("`{text}` is not a size"),
+        hint: SIZE_HINT.into(),
+    })?;
+    if unit.is_empty() {
+        return Err(UnitError {
+            message: format!("size `{text}` has no unit"),
+            hint: SIZE_HINT.into(),
+        });
+    }
+    let scale = match unit {
+        "B" => 1,
+        "KB" | "kB" => 1000,
+        "MB" => 1000 * 1000,
+        "GB" => 1000 * 1000 * 1000,
+        "KiB" => KIB,
+        "MiB" => MIB,
+        "GiB" => GIB,
+        _ => {
+            return Err(UnitError {
+                message: format!("unknown size unit `{unit}` in `{text}`"),
+                hint: SIZE_HINT.into(),
+            })
+        }
+    };
+    if !value.is_finite() || value <= 0.0 {
+        return Err(UnitError {
+            message: format!("size `{text}` must be greater than zero"),
+            hint: "a budget or capacity of zero or less can never be met; give a positive size".into(),
+        });
+    }
+    let bytes = value * scale as f64;
+    if bytes > u64::MAX as f64 / 2.0 {
+        return Err(UnitError {
+            message: format!("size `{text}` is too large"),
+            hint: "sizes are capped at 8 EiB".into(),
+        });
+    }
+    Ok(Bytes(bytes.round() as u64))
+}
+
+/// Parses `5%` or `12.5 %`.
+pub fn parse_percent(text: &str) -> Result<Percent, UnitError> {
+    let hint = "write a percentage such as `5%`";
+    let t = text.trim();
+    let Some(num) = t.strip_suffix('%') else {
+        return Err(UnitError {
+            message: format!("`{text}` is not a percentage"),
+            hint: hint.into(),
+        });
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(Percent(v)),
+        Ok(_) => Err(UnitError {
+            message: format!("percentage `{text}` must be zero or more"),
+            hint: hint.into(),
+        }),
+        Err(_) => Err(UnitError {
+            message: format!("`{text}` is not a percentage"),
+            hint: hint.into(),
+        }),
+    }
+}
+
+/// Parses a duration `250 ms` or `1.5 s` into milliseconds.
+pub fn parse_millis(text: &str) -> Result<f64, UnitError> {
+    let hint = "write a duration with a unit, e.g. `250 ms` or `2 s`";
+    let t = text.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1000.0)
+    } else {
+        return Err(UnitError {
+            message: format!("duration `{text}` has no unit"),
+            hint: hint.into(),
+        });
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(UnitError {
+            message: format!("`{text}` is not a positive duration"),
+            hint: hint.into(),
+        }),
+    }
+}
+
+/// `1.0` → `1`, `2.50` → `2.5`: numbers as a person writes them.
+pub fn trim_float(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_decimal_and_binary_units_exactly() {
+        assert_eq!(parse_size("300 MB").unwrap(), Bytes(300_000_000));
+        assert_eq!(parse_size("1 GiB").unwrap(), Bytes(GIB));
+        assert_eq!(parse_size("1.5KiB").unwrap(), Bytes(1536));
+        assert_eq!(parse_size("512 B").unwrap(), Bytes(512));
+        assert_eq!(parse_size("2.5 GB").unwrap(), Bytes(2_500_000_000));
+    }
+
+    #[test]
+    fn bare_numbers_zero_and_unknown_units_are_refused() {
+        assert_eq!(parse_size("300").unwrap_err().message, "size `300` has no unit");
+        assert!(parse_size("0 MB").unwrap_err().message.contains("greater than zero"));
+        assert!(parse_size("-3 MB").unwrap_err().message.contains("greater than zero"));
+        assert_eq!(
+            parse_size("3 mb").unwrap_err().message,
+            "unknown size unit `mb` in `3 mb`"
+        );
+    }
+
+    #[test]
+    fn percents_and_durations() {
+        assert_eq!(parse_percent("5%").unwrap(), Percent(5.0));
+        assert!(parse_percent("5").is_err());
+        assert_eq!(parse_millis("250 ms").unwrap(), 250.0);
+        assert_eq!(parse_millis("2s").unwrap(), 2000.0);
+    }
+
+    #[test]
+    fn display_in_mib_with_unit() {
+        assert_eq!(Bytes(300 * MIB).to_string(), "300.0 MiB");
+        assert_eq!(Bytes(2048).to_string(), "2.0 KiB");
+        assert_eq!(fmt_delta_bytes(-(MIB as i128)), "-1.0 MiB");
+    }
+}

@@ -1,0 +1,124 @@
+//! Small building blocks shared by workloads: seeded dropout, losses, and
+//! norms that keep their gradients (candle's fused `layer_norm`,
+//! `rms_norm` and `softmax_last_dim` silently cut the graph).
+
+use std::cell::RefCell;
+
+use candle_core::{DType, Result, Tensor, D};
+
+use super::rng::Rng;
+
+/// One forward pass's mode: training (dropout on, seeded) or evaluation.
+pub struct Step {
+    train: bool,
+    rng: RefCell<Rng>,
+}
+
+impl Step {
+    pub fn train(seed: u64) -> Self {
+        Step {
+            train: true,
+            rng: RefCell::new(Rng::new(seed)),
+        }
+    }
+
+    pub fn eval() -> Self {
+        Step {
+            train: false,
+            rng: RefCell::new(Rng::new(0)),
+        }
+    }
+
+    pub fn is_train(&self) -> bool {
+        self.train
+    }
+
+    /// Inverted dropout with a mask drawn from this step's seeded generator.
+    pub fn dropout(&self, x: &Tensor, p: f64) -> Result<Tensor> {
+        if !self.train || p <= 0.0 {
+            return Ok(x.clone());
+        }
+        let scale = (1.0 / (1.0 - p)) as f32;
+        let mut rng = self.rng.borrow_mut();
+        let mask: Vec<f32> = (0..x.elem_count())
+            .map(|_| if rng.uniform() < p { 0.0 } else { scale })
+            .collect();
+        let mask = Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?;
+        x.mul(&mask)
+    }
+}
+
+/// Mean squared error.
+pub fn mse(pred: &Tensor, target: &Tensor) -> Result<Tensor> {
+    pred.sub(target)?.sqr()?.mean_all()
+}
+
+/// Huber loss (smooth L1) with threshold `delta`, averaged.
+pub fn huber(pred: &Tensor, target: &Tensor, delta: f64) -> Result<Tensor> {
+    let diff = pred.sub(target)?;
+    let abs = diff.abs()?;
+    let quad = abs.minimum(delta)?;
+    let lin = abs.sub(&quad)?;
+    // 0.5·q² + δ·(|d| − q)
+    (quad.sqr()?.affine(0.5, 0.0)? + lin.affine(delta, 0.0)?)?.mean_all()
+}
+
+/// Layer norm over the last axis, composed of differentiable ops.
+pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f64) -> Result<Tensor> {
+    candle_nn::ops::layer_norm_slow(x, weight, bias, eps as f32)
+}
+
+/// RMS norm over the last axis, composed of differentiable ops.
+pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
+    let dtype = x.dtype();
+    let x32 = x.to_dtype(DType::F32)?;
+    let ms = x32.sqr()?.mean_keepdim(D::Minus1)?;
+    let normed = x32.broadcast_div(&(ms + eps)?.sqrt()?)?;
+    normed.to_dtype(dtype)?.broadcast_mul(weight)
+}
+
+/// Softmax over the last axis that keeps its gradient.
+pub fn softmax(x: &Tensor) -> Result<Tensor> {
+    candle_nn::ops::softmax(x, D::Minus1)
+}
+
+/// softplus(x) = ln(1 + eˣ), computed stably as max(x,0) + ln(1 + e^−|x|).
+pub fn softplus(x: &Tensor) -> Result<Tensor> {
+    let relu = x.relu()?;
+    let tail = x.abs()?.neg()?.exp()?.affine(1.0, 1.0)?.log()?;
+    relu + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn huber_matches_hand_computation() -> Result<()> {
+        let p = Tensor::new(&[0.0f32, 0.0, 0.0], &Device::Cpu)?;
+        let t = Tensor::new(&[0.5f32, 2.0, -3.0], &Device::Cpu)?;
+        // 0.125, 1.5, 2.5 → mean 4.125 / 3
+        let v: f32 = huber(&p, &t, 1.0)?.to_scalar()?;
+        assert!((v - 4.125 / 3.0).abs() < 1e-6);
+        Ok(())
+    }
+
+    #[test]
+    fn softplus_is_stable_and_correct() -> Result<()> {
+        let x = Tensor::new(&[-50.0f32, 0.0, 50.0], &Device::Cpu)?;
+        let v = softplus(&x)?.to_vec1::<f32>()?;
+        assert!(v[0] < 1e-20 && (v[1] - 2f32.ln()).abs() < 1e-6 && (v[2] - 50.0).abs() < 1e-4);
+        Ok(())
+    }
+
+    #[test]
+    fn dropout_repeats_with_the_seed_and_is_off_in_eval() -> Result<()> {
+        let x = Tensor::ones((4, 8), DType::F32, &Device::Cpu)?;
+        let a = Step::train(9).dropout(&x, 0.5)?.to_vec2::<f32>()?;
+        let b = Step::train(9).dropout(&x, 0.5)?.to_vec2::<f32>()?;
+        assert_eq!(a, b);
+        assert_eq!(Step::eval().dropout(&x, 0.5)?.to_vec2::<f32>()?, x.to_vec2::<f32>()?);
+        Ok(())
+    }
+}
