@@ -5,10 +5,14 @@
 //! and are added to [`resolve`].
 
 pub mod config;
+pub mod dqn;
+pub mod mamba2;
 pub mod mlp;
 pub mod nn;
 pub mod params;
+pub mod ppo;
 pub mod rng;
+pub mod tft;
 
 use std::fmt;
 use std::sync::Arc;
@@ -104,8 +108,12 @@ pub enum Resolved {
 pub fn resolve(kind: &str, config: &ConfigMap) -> std::result::Result<Resolved, Vec<ConfigError>> {
     match kind {
         "mlp" => Ok(Resolved::Ready(Arc::new(mlp::Mlp::from_config(config)?))),
+        "tft" => tft::resolve(config),
+        "dqn" => dqn::resolve(config),
+        "ppo" => ppo::resolve(config),
+        "mamba2" => mamba2::resolve(config),
         other => Ok(Resolved::Unavailable(format!(
-            "the `{other}` workload is not implemented in this build of gate"
+            "`{other}` has no implementation in this build of gate"
         ))),
     }
 }
