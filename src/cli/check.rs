@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::output::write_atomic;
 use super::CliError;
 use crate::exit::Exit;
+use crate::probe::Backend;
 use crate::report::{self, Report, Reserve, SCHEMA};
 use crate::runner::{run_child, ChildArgs, Failure, Phase};
 use crate::workload::Resolved;
@@ -30,6 +31,9 @@ pub struct CheckArgs {
     /// Treat warnings (not measured, missing baseline, other testbed) as failures.
     #[arg(long)]
     pub strict: bool,
+    /// Where to run the models: `cpu` (counting allocator), `cuda` (memory pool + NVML), or `auto`.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
 }
 
 pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
@@ -47,6 +51,12 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
             });
         }
     }
+    let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
+        message: e.message,
+        hint: e.hint,
+    })?;
+    let mut child_args = ChildArgs::new();
+    child_args.extra = vec!["--backend".into(), backend.name().into()];
     let selected: Vec<_> = spec
         .components
         .iter()
@@ -72,7 +82,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
                 bar.set_message(format!("{}: starting", c.name));
                 let name = c.name.clone();
                 let bar2 = bar.clone();
-                let m = run_child(&exe, &spec.path, &c.name, &ChildArgs::new(), &mut |p: Phase| {
+                let m = run_child(&exe, &spec.path, &c.name, &child_args, &mut |p: Phase| {
                     bar2.set_message(format!("{name}: {p}"));
                 })
                 .map_err(|e| CliError::Infrastructure {

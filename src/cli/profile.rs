@@ -9,7 +9,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::exit::Exit;
-use crate::probe::{CpuProbe, MemoryProbe, Recorder};
+use crate::probe::{Backend, CpuProbe, MemoryProbe, Recorder};
 use crate::runner::{emit, profile, ChildEvent};
 use crate::workload::RunCtx;
 
@@ -19,6 +19,8 @@ pub struct ProfileArgs {
     pub budgets: PathBuf,
     #[arg(long)]
     pub component: String,
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
 }
 
 pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
@@ -33,6 +35,16 @@ pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
             hint: String::new(),
         });
     };
+    if args.backend != Backend::Cpu {
+        let b = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
+            message: e.message,
+            hint: e.hint,
+        })?;
+        return Err(CliError::Infrastructure {
+            message: format!("the {} backend is not available in this build", b.name()),
+            hint: String::new(),
+        });
+    }
     if !CpuProbe::is_counting() {
         return Err(CliError::Infrastructure {
             message: "the counting allocator is not installed in this binary".into(),

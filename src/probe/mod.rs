@@ -8,6 +8,52 @@ pub mod scope;
 pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};
 pub use scope::{enter, scoped, BlockStat, Recorder, ScopeGuard, Span};
 
+/// Where models run and memory is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The CPU, measured by the counting allocator (the embedded default).
+    Cpu,
+    /// An NVIDIA GPU, measured by the CUDA memory pool and NVML (`cuda` feature).
+    Cuda,
+    /// CUDA when this build has it and a GPU is usable, else the CPU.
+    Auto,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+            Backend::Auto => "auto",
+        }
+    }
+}
+
+/// Why a backend cannot be used, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    pub message: String,
+    pub hint: String,
+}
+
+/// Resolves `auto` and checks that the backend exists in this build.
+pub fn resolve_backend(requested: Backend) -> Result<Backend, BackendError> {
+    match requested {
+        Backend::Cpu => Ok(Backend::Cpu),
+        Backend::Auto => Ok(if cfg!(feature = "cuda") {
+            Backend::Cuda
+        } else {
+            Backend::Cpu
+        }),
+        Backend::Cuda if cfg!(feature = "cuda") => Ok(Backend::Cuda),
+        Backend::Cuda => Err(BackendError {
+            message: "--backend cuda needs a gate built with the `cuda` feature".into(),
+            hint: "build with `cargo build --release --features cuda` (see docs/gpu.md), or use `--backend cpu`".into(),
+        }),
+    }
+}
+
 /// Live and peak bytes of one memory domain.
 pub trait MemoryProbe: Send + Sync {
     /// Short name of the backend this probe measures (`cpu`, `cuda`).
