@@ -47,7 +47,7 @@ pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(2) && *d < c.len())
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
@@ -77,5 +77,7 @@ mod tests {
             Some("activations")
         );
         assert_eq!(did_you_mean("zzz", &["activations", "params"]), None);
+        assert_eq!(did_you_mean("mpl", &["mlp", "tft", "dqn"]), Some("mlp"));
+        assert_eq!(did_you_mean("xyz", &["mlp", "tft", "dqn"]), None);
     }
 }

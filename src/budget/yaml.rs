@@ -172,7 +172,10 @@ impl MarkedEventReceiver for Builder {
             }
             Event::MappingEnd => {
                 if let Some(Frame::Map(entries, p, _)) = self.stack.pop() {
-                    self.push_value(Node::Map { entries, pos: p });
+                    // A block mapping's start event is marked after its first key;
+                    // the first key's own position is what a reader looks for.
+                    let pos = entries.first().map_or(p, |(_, kpos, _)| *kpos);
+                    self.push_value(Node::Map { entries, pos });
                 }
             }
             _ => {}

@@ -1,0 +1,621 @@
+//! The spec loader's errors: every malformed spec gets `file:line:col`, what
+//! is wrong and a `hint:`, and the exact text is pinned here.
+
+use std::path::Path;
+
+/// (name, spec text, exact error text)
+const CASES: &[(&str, &str, &str)] = &[
+    (
+        "anchor",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: &w mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:8:18: error: anchors and tags are not supported in a spec
+  hint: write the value out in full"#,
+    ),
+    (
+        "bare_number_budget",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 300
+"#,
+        r#"budgets.yaml:10:15: error: budget for `m.params`: size `300` has no unit
+  hint: write a number and a unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. `300 MB`"#,
+    ),
+    (
+        "bare_number_capacity",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4096
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:4:13: error: device.capacity: size `4096` has no unit
+  hint: write a number and a unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. `300 MB`"#,
+    ),
+    (
+        "batch_size_zero",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    batch_size: 0
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:17: error: batch_size must be at least 1, found 0
+  hint: give batch_size as a whole number of at least 1"#,
+    ),
+    (
+        "component_not_a_mapping",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m: mlp
+"#,
+        r#"budgets.yaml:7:6: error: component `m` must be a mapping, found a scalar
+  hint: write component `m` as `key: value` lines indented under it"#,
+    ),
+    (
+        "components_empty",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components: {}
+"#,
+        r#"budgets.yaml:6:13: error: `components` is empty
+  hint: add at least one component"#,
+    ),
+    (
+        "config_unknown_key",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    config:
+      hiden_dim: 64
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:10:7: error: unknown config key `hiden_dim` (component `m`)
+  hint: this workload takes: hidden_dim, hidden_layers, input_dim, output_dim"#,
+    ),
+    (
+        "config_wrong_type",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    config:
+      hidden_dim: big
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:10:7: error: `hidden_dim` must be a positive integer, found the text `big` (component `m`)
+  hint: use a whole number of at least 1"#,
+    ),
+    (
+        "duplicate_key",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    workload: tft
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:5: error: duplicate key `workload` (first at line 8)
+  hint: each key may appear once in a mapping; remove or rename one"#,
+    ),
+    (
+        "empty_file",
+        r#""#,
+        r#"budgets.yaml:1:1: error: the spec is empty
+  hint: start with `version: 1`, then `device:` and `components:` (see the README's budgets.yaml reference)"#,
+    ),
+    (
+        "ensemble_member_twice",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+ensemble:
+  members: [m, m]
+  budgets:
+    total: < 1 GB
+"#,
+        r#"budgets.yaml:12:16: error: ensemble member `m` is listed twice
+  hint: list each component once"#,
+    ),
+    (
+        "ensemble_member_unknown",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+ensemble:
+  members: [m, dqn]
+  budgets:
+    total: < 1 GB
+"#,
+        r#"budgets.yaml:12:16: error: ensemble member `dqn` is not a component
+  hint: members must be components of this spec: m"#,
+    ),
+    (
+        "ensemble_members_not_list",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+ensemble:
+  members: m
+  budgets:
+    total: < 1 GB
+"#,
+        r#"budgets.yaml:12:12: error: `ensemble.members` must be a list, found a scalar
+  hint: write `members: [tft, dqn, ppo]`"#,
+    ),
+    (
+        "ensemble_metric_not_size",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+ensemble:
+  members: [m]
+  metric: step_time
+  budgets:
+    total: < 1 GB
+"#,
+        r#"budgets.yaml:13:11: error: ensemble.metric `step_time` is not a size
+  hint: sum a byte metric such as `training_peak` or `inference_peak`"#,
+    ),
+    (
+        "limit_max_and_min",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: { max: 1 MiB, min: 1 KiB }
+"#,
+        r#"budgets.yaml:10:17: error: budget for `m.params` must have exactly one of `max` or `min`
+  hint: e.g. `< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`"#,
+    ),
+    (
+        "missing_budgets",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+"#,
+        r#"budgets.yaml:7:3: error: component `m` has no `budgets`
+  hint: add `budgets:` with at least one metric, e.g. `training_peak: < 1 GB`"#,
+    ),
+    (
+        "missing_capacity",
+        r#"version: 1
+device:
+  name: card
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:3:3: error: missing `device.capacity`
+  hint: give the card's memory, e.g. `capacity: 4 GiB`"#,
+    ),
+    (
+        "missing_version",
+        r#"device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:1:1: error: missing `version`
+  hint: add `version: 1` at the top of the spec"#,
+    ),
+    (
+        "negative_capacity",
+        r#"version: 1
+device:
+  name: card
+  capacity: -4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:4:13: error: device.capacity: size `-4 GiB` must be greater than zero
+  hint: a budget or capacity of zero or less can never be met; give a positive size"#,
+    ),
+    (
+        "no_comparison",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: 1 MiB
+"#,
+        r#"budgets.yaml:10:15: error: budget for `m.params` has no comparison: `1 MiB`
+  hint: write the limit with an operator, e.g. `< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`"#,
+    ),
+    (
+        "reserve_over_capacity",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 5 GiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:5:12: error: device.reserve (5120.0 MiB) is not smaller than device.capacity (4096.0 MiB)
+  hint: the reserve is the per-process context cost; it must leave room for the models"#,
+    ),
+    (
+        "step_time_without_unit",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      step_time: < 500
+"#,
+        r#"budgets.yaml:10:18: error: budget for `m.step_time`: duration `500` has no unit
+  hint: write a duration with a unit, e.g. `250 ms` or `2 s`"#,
+    ),
+    (
+        "timing_steps_zero",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    timing: { steps: 0 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:22: error: timing.steps must be at least 1, found 0
+  hint: give timing.steps as a whole number of at least 1"#,
+    ),
+    (
+        "tolerance_without_percent",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    tolerance: 5
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:16: error: tolerance: `5` is not a percentage
+  hint: write a percentage such as `5%`"#,
+    ),
+    (
+        "unknown_component_key",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budget:
+      params: < 1 MiB
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:5: error: unknown key `budget` in component `m`
+  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets"#,
+    ),
+    (
+        "unknown_dtype",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    dtype: fp32
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:12: error: unknown dtype `fp32`
+  hint: use one of: f32, f16, bf16"#,
+    ),
+    (
+        "unknown_metric",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      activation: < 1 MiB
+"#,
+        r#"budgets.yaml:10:7: error: unknown metric `activation` in the budgets of `m`
+  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss"#,
+    ),
+    (
+        "unknown_size_unit",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 300 mb
+"#,
+        r#"budgets.yaml:10:15: error: budget for `m.params`: unknown size unit `mb` in `300 mb`
+  hint: write a number and a unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. `300 MB`"#,
+    ),
+    (
+        "unknown_top_key",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+devices: {}
+"#,
+        r#"budgets.yaml:11:1: error: unknown key `devices` in the spec
+  hint: did you mean `device`? the spec takes: version, device, defaults, components, ensemble"#,
+    ),
+    (
+        "unknown_workload",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mpl
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:8:15: error: unknown workload `mpl`
+  hint: did you mean `mlp`? known workloads: mlp, tft, dqn, ppo, mamba2"#,
+    ),
+    (
+        "unquoted_greater_than",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+ensemble:
+  members: [m]
+  budgets:
+    headroom: > 1 GB
+"#,
+        r#"budgets.yaml:14:15: error: invalid YAML: while scanning a block scalar, did not find expected comment or line break
+  hint: a value starting with `>` must be quoted in YAML: write `"> 1 GB"` or `{ min: 1 GB }`"#,
+    ),
+    (
+        "version_2",
+        r#"version: 2
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:1:10: error: unsupported spec version `2`
+  hint: this gate reads `version: 1`"#,
+    ),
+    (
+        "yaml_syntax_error",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: [< 1 MiB
+"#,
+        r#"budgets.yaml:11:1: error: invalid YAML: while parsing a flow sequence, expected ',' or ']'
+  hint: check the indentation and quoting around this position"#,
+    ),
+    (
+        "zero_size",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 0 MB
+"#,
+        r#"budgets.yaml:10:15: error: budget for `m.params`: size `0 MB` must be greater than zero
+  hint: a budget or capacity of zero or less can never be met; give a positive size"#,
+    ),
+];
+
+#[test]
+fn every_malformed_spec_gets_its_exact_error() {
+    assert!(CASES.len() >= 25);
+    let mut mismatches = Vec::new();
+    for (name, text, expected) in CASES {
+        match gate::budget::parse(Path::new("budgets.yaml"), text) {
+            Ok(_) => mismatches.push(format!("{name}: accepted, expected an error")),
+            Err(d) => {
+                let got = d.to_string();
+                if got != *expected {
+                    mismatches.push(format!("{name}:\n  got:      {got:?}\n  expected: {expected:?}"));
+                }
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+#[test]
+fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
+    let text = "version: 1\ndevice:\n  name: card\n  capacity: 4096\ncomponents:\n  a:\n    workload: mpl\n    budgets:\n      activation: < 1 MiB\n  b:\n    workload: mlp\n    batch_size: 0\n    budgets:\n      params: 3 MB\n";
+    let d = gate::budget::parse(Path::new("budgets.yaml"), text).unwrap_err();
+    let lines: Vec<String> = d.0.iter().map(|e| format!("{}:{}", e.pos.line, e.pos.col)).collect();
+    assert_eq!(lines, ["4:13", "7:15", "9:7", "12:17", "14:15"]);
+    assert!(d.0.iter().all(|e| !e.hint.is_empty()), "every error carries a hint");
+}
+
+#[test]
+fn the_repository_specs_are_valid() {
+    for path in ["budgets.yaml", "examples/mlp.yaml"] {
+        let spec = gate::budget::load(Path::new(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(!spec.components.is_empty());
+    }
+}
+
+#[test]
+fn limits_accept_every_written_form() {
+    let text = "version: 1\ndevice: { name: c, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets:\n      params: < 300 MB\n      gradients: <= 1 GiB\n      optimizer: { max: 2 MiB }\n      step_time: < 2 s\n      loss: < 0.5\nensemble:\n  members: [m]\n  budgets:\n    headroom: \"> 1 GB\"\n    total: { max: 3 GB }\n";
+    let spec = gate::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let b = &spec.components[0].budgets;
+    use gate::budget::Op;
+    let got: Vec<(Op, f64, usize)> = b.iter().map(|b| (b.limit.op, b.limit.value, b.line)).collect();
+    assert_eq!(
+        got,
+        [
+            (Op::Lt, 300e6, 7),
+            (Op::Le, 1073741824.0, 8),
+            (Op::Le, 2097152.0, 9),
+            (Op::Lt, 2000.0, 10),
+            (Op::Lt, 0.5, 11)
+        ]
+    );
+    let e = spec.ensemble.unwrap();
+    assert_eq!((e.budgets[0].limit.op, e.budgets[0].limit.value, e.budgets[0].line), (Op::Gt, 1e9, 15));
+    assert_eq!((e.budgets[1].limit.op, e.budgets[1].limit.value), (Op::Le, 3e9));
+}
