@@ -122,3 +122,62 @@ mod tests {
         Ok(())
     }
 }
+
+/// Checks shared by the workloads' unit tests: seeded training on a tiny
+/// config, and gradient coverage of every parameter.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use candle_core::{DType, Device, Result};
+    use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+
+    use super::Step;
+    use crate::workload::{ParamStore, RunCtx, Workload};
+
+    pub fn ctx(batch_size: usize) -> RunCtx {
+        RunCtx {
+            device: Device::Cpu,
+            dtype: DType::F32,
+            batch_size,
+            seed: 7,
+        }
+    }
+
+    /// Trains `steps` AdamW steps on one seeded batch; returns the loss before
+    /// and the evaluation loss after.
+    pub fn loss_after_steps(w: &dyn Workload, batch_size: usize, steps: usize) -> Result<(f64, f64)> {
+        let c = ctx(batch_size);
+        let store = ParamStore::new(c.seed);
+        let mut model = w.build(store.builder(c.dtype, &c.device), &c)?;
+        let batch = w.batch(&c, 11)?;
+        let first = model.loss(&batch, &Step::eval())?.to_scalar::<f32>()? as f64;
+        let params = ParamsAdamW {
+            lr: w.learning_rate(),
+            ..Default::default()
+        };
+        let mut opt = AdamW::new(store.vars(), params)?;
+        for i in 0..steps {
+            let loss = model.loss(&batch, &Step::train(i as u64))?;
+            opt.step(&loss.backward()?)?;
+            model.after_step(i)?;
+        }
+        let last = model.loss(&batch, &Step::eval())?.to_scalar::<f32>()? as f64;
+        Ok((first, last))
+    }
+
+    /// Every trainable parameter receives a finite, non-zero gradient.
+    pub fn assert_every_param_has_grad(w: &dyn Workload, batch_size: usize) -> Result<()> {
+        let c = ctx(batch_size);
+        let store = ParamStore::new(c.seed);
+        let model = w.build(store.builder(c.dtype, &c.device), &c)?;
+        let batch = w.batch(&c, 11)?;
+        let grads = model.loss(&batch, &Step::train(1))?.backward()?;
+        for (name, var) in store.named_vars() {
+            let g = grads
+                .get(var.as_tensor())
+                .unwrap_or_else(|| panic!("`{name}` gets no gradient"));
+            let norm = g.abs()?.sum_all()?.to_scalar::<f32>()?;
+            assert!(norm.is_finite() && norm > 0.0, "`{name}` has gradient norm {norm}");
+        }
+        Ok(())
+    }
+}
