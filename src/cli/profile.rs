@@ -10,7 +10,7 @@ use clap::Args;
 use super::CliError;
 use crate::exit::Exit;
 use crate::probe::{Backend, CpuProbe, MemoryProbe, Recorder};
-use crate::runner::{emit, profile, ChildEvent};
+use crate::runner::{emit, profile, ChildEvent, Measurement};
 use crate::workload::RunCtx;
 
 #[derive(Debug, Args)]
@@ -61,12 +61,14 @@ pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
     };
     let mut stdout = std::io::stdout().lock();
     let mut io_err = None;
-    let mut m = profile(workload.as_ref(), &ctx, component.timing, &recorder, &mut |phase| {
-        if let Err(e) = emit(&mut stdout, &ChildEvent::Phase(phase)) {
+    let device = crate::probe::cpu_device_info();
+    let mut m = profile(workload.as_ref(), &ctx, component.timing, &recorder, &mut |phase, so_far| {
+        let so_far = Box::new(Measurement { device: device.clone(), ..so_far.clone() });
+        if let Err(e) = emit(&mut stdout, &ChildEvent::Phase { phase, so_far }) {
             io_err = Some(e);
         }
     });
-    m.device = crate::probe::cpu_device_info();
+    m.device = device;
     if let Some(e) = io_err {
         return Err(CliError::Infrastructure {
             message: format!("cannot write to the parent gate process: {e}"),

@@ -27,11 +27,12 @@ pub fn failure_message(r: &BudgetResult) -> String {
             crate::units::trim_float(r.tolerance_percent)
         ),
         Some(v) => {
-            let negated = match r.op.as_str() {
-                "<" => ">=",
-                "<=" => ">",
-                ">" => "<=",
-                _ => "<",
+            let negated = if v == r.limit {
+                "="
+            } else if v > r.limit {
+                ">"
+            } else {
+                "<"
             };
             let factor = match (r.ratio(), r.unit) {
                 (Some(x), Unit::Bytes | Unit::Ms) if r.limit > 0.0 && x > 0.0 => format!(" ({x:.1}x)"),

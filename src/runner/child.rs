@@ -15,7 +15,8 @@ use super::measurement::{Failure, Measurement, Phase};
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChildEvent {
-    Phase(Phase),
+    /// A phase starts; the figures measured so far come with it.
+    Phase { phase: Phase, so_far: Box<Measurement> },
     Done(Box<Measurement>),
 }
 
@@ -77,13 +78,15 @@ pub fn run_child(
         String::from_utf8_lossy(&buf).into_owned()
     });
     let mut last_phase = Phase::Setup;
+    let mut so_far = Measurement::default();
     let mut done = None;
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         match serde_json::from_str::<ChildEvent>(&line) {
-            Ok(ChildEvent::Phase(p)) => {
-                last_phase = p;
-                on_phase(p);
+            Ok(ChildEvent::Phase { phase, so_far: m }) => {
+                last_phase = phase;
+                so_far = *m;
+                on_phase(phase);
             }
             Ok(ChildEvent::Done(m)) => done = Some(*m),
             Err(_) => {} // not ours (a library printing to stdout); ignore
@@ -96,22 +99,18 @@ pub fn run_child(
             return Ok(m);
         }
     }
-    Ok(Measurement {
-        failure: Some(Failure {
-            phase: last_phase,
-            reason: describe_exit(&status, &stderr_text),
-        }),
-        ..Default::default()
-    })
+    so_far.failure = Some(Failure { phase: last_phase, reason: describe_exit(&status, &stderr_text) });
+    Ok(so_far)
 }
 
 /// A one-line reason for a child that ended without a measurement.
 fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> String {
-    let detail = stderr
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
-        .next_back()
+    let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
+    // A panic's message is the line after "panicked at"; otherwise the last
+    // line that is not a backtrace or a note.
+    let panic_message = lines.iter().position(|l| l.contains("panicked at")).and_then(|i| lines.get(i + 1)).copied();
+    let detail = panic_message
+        .or_else(|| lines.iter().rev().find(|l| !l.is_empty() && !l.starts_with("note:") && !l.starts_with("stack backtrace") && !l.starts_with("at ") && !l.chars().next().is_some_and(|c| c.is_ascii_digit())).copied())
         .unwrap_or("")
         .to_string();
     let how = exit_how(status);

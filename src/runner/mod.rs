@@ -2,6 +2,7 @@
 //! returns their measurements.
 
 mod child;
+pub mod fault;
 mod measurement;
 mod phases;
 

@@ -28,14 +28,15 @@ impl Default for Timing {
     }
 }
 
-/// Profiles `workload`, reporting each phase to `on_phase` before it starts
-/// (the child process forwards these so a crash can be placed).
+/// Profiles `workload`, reporting each phase and the figures so far to
+/// `on_phase` before the phase starts (the child process forwards these, so
+/// a crash can be placed and earlier figures survive it).
 pub fn profile(
     workload: &dyn Workload,
     ctx: &RunCtx,
     timing: Timing,
     recorder: &Recorder,
-    on_phase: &mut dyn FnMut(Phase),
+    on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
     let mut m = Measurement::default();
     if let Err((phase, err)) = run(workload, ctx, timing, recorder, on_phase, &mut m) {
@@ -48,6 +49,12 @@ pub fn profile(
 }
 
 type PhaseResult<T> = Result<T, (Phase, candle_core::Error)>;
+
+/// Announces `phase` with the figures so far and applies any injected fault (see `fault`).
+fn begin(on_phase: &mut dyn FnMut(Phase, &Measurement), m: &Measurement, phase: Phase) -> PhaseResult<()> {
+    on_phase(phase, m);
+    at(phase, super::fault::at(phase))
+}
 
 fn at<T>(phase: Phase, r: candle_core::Result<T>) -> PhaseResult<T> {
     r.map_err(|e| (phase, e))
@@ -113,14 +120,14 @@ fn run(
     ctx: &RunCtx,
     timing: Timing,
     rec: &Recorder,
-    on_phase: &mut dyn FnMut(Phase),
+    on_phase: &mut dyn FnMut(Phase, &Measurement),
     m: &mut Measurement,
 ) -> PhaseResult<()> {
     let probe = rec.probe().clone();
     // Warm up on a throwaway copy: thread pools and the CPU matmul kernels'
     // per-thread scratch buffers are allocated once and kept, and would
     // otherwise land in whichever phase first needs them.
-    on_phase(Phase::Warmup);
+    begin(on_phase, m, Phase::Warmup)?;
     warm_up(workload, ctx)?;
     probe.sync();
     let base = probe.live();
@@ -129,26 +136,26 @@ fn run(
     m.analytic_params_bytes = (count.trainable + count.frozen) * dsize;
     m.frozen_elems = count.frozen;
 
-    on_phase(Phase::Build);
+    begin(on_phase, m, Phase::Build)?;
     let store = ParamStore::new(ctx.seed);
     let (model, span, _) = rec.span(false, || workload.build(store.builder(ctx.dtype, &ctx.device), ctx));
     let mut model = at(Phase::Build, model)?;
     m.param_elems = store.elem_count();
     m.values.insert(Metric::Params, span.retained().max(0) as f64);
 
-    on_phase(Phase::Batch);
+    begin(on_phase, m, Phase::Batch)?;
     let (batch, span, _) = rec.span(false, || workload.batch(ctx, ctx.seed ^ 0xBA7C));
     let batch = at(Phase::Batch, batch)?;
     m.batch_bytes = span.retained().max(0) as u64;
 
     // Forward with gradients: what stays live is what backward will need.
-    on_phase(Phase::Forward);
+    begin(on_phase, m, Phase::Forward)?;
     let (loss, fwd, blocks) = rec.span(true, || model.loss(&batch, &Step::train(ctx.seed)));
     let loss = at(Phase::Forward, loss)?;
     m.values.insert(Metric::Activations, fwd.retained().max(0) as f64);
     m.blocks = blocks;
 
-    on_phase(Phase::Backward);
+    begin(on_phase, m, Phase::Backward)?;
     let (grads, span, _) = rec.span(false, || -> candle_core::Result<GradStore> {
         let grads = loss.backward()?;
         Ok(grads)
@@ -166,7 +173,7 @@ fn run(
     m.values
         .insert(Metric::Gradients, probe.live().saturating_sub(fwd.live_before) as f64);
 
-    on_phase(Phase::Optimizer);
+    begin(on_phase, m, Phase::Optimizer)?;
     let params = ParamsAdamW {
         lr: workload.learning_rate(),
         ..Default::default()
@@ -185,7 +192,7 @@ fn run(
     at(Phase::Optimizer, model.after_step(0))?;
 
     // A steady step: parameters, optimizer state and batch resident.
-    on_phase(Phase::TrainingStep);
+    begin(on_phase, m, Phase::TrainingStep)?;
     let (loss, span, _) = rec.span(false, || {
         train_step(
             model.as_ref(),
@@ -201,7 +208,7 @@ fn run(
     let peak = span.peak.max(peak_first_step);
     m.values.insert(Metric::TrainingPeak, peak.saturating_sub(base) as f64);
 
-    on_phase(Phase::Timing);
+    begin(on_phase, m, Phase::Timing)?;
     let mut step = 2;
     for i in 0..timing.warmup + timing.steps {
         let t = Instant::now();
@@ -231,7 +238,7 @@ fn run(
     drop(final_loss);
 
     // Inference: weights as plain tensors (no graph), optimizer state gone.
-    on_phase(Phase::Inference);
+    begin(on_phase, m, Phase::Inference)?;
     drop(opt);
     let infer = at(
         Phase::Inference,

@@ -1,0 +1,208 @@
+//! The gate end to end through the built binary, on the CPU, with the MLP
+//! workload (profiles in well under a second).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn gate(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env("NO_COLOR", "1").env_remove("GATE_INJECT_FAULT");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("the gate binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn report(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
+}
+
+fn out_dir(t: &tempfile::TempDir) -> PathBuf {
+    t.path().join("out")
+}
+
+/// A spec with the MLP and the budgets given (YAML lines under `budgets:`).
+fn spec_with(t: &tempfile::TempDir, budgets: &str, extra: &str) -> PathBuf {
+    let p = t.path().join("budgets.yaml");
+    let text = format!(
+        "version: 1\ndevice:\n  name: card\n  capacity: 4 GiB\n  reserve: 300 MiB\ndefaults:\n  seed: 7\ncomponents:\n  mlp:\n    workload: mlp\n    batch_size: 64\n    budgets:\n{budgets}{extra}"
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn check_passes_writes_report_and_junit_and_prints_the_table() {
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(stdout.contains("mlp        params"), "{stdout}");
+    assert!(stdout.contains("PASS: 9 of 9 budgets pass"), "{stdout}");
+    assert!(!stdout.contains('\x1b'), "NO_COLOR: no escape codes");
+    assert!(text(&o.stderr).contains("report.json"), "logs go to stderr");
+
+    let r = report(&out);
+    assert_eq!(r["schema"], 1);
+    assert_eq!(r["testbed"]["backend"], "cpu");
+    assert_eq!(r["results"].as_array().unwrap().len(), 9);
+    assert!(r["results"].as_array().unwrap().iter().all(|x| x["status"] == "pass"));
+    assert_eq!(r["results"][0]["line"], 17, "the budget's line in the spec");
+
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let suites: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testsuite")).collect();
+    let names: Vec<_> = suites.iter().map(|s| s.attribute("name").unwrap()).collect();
+    assert_eq!(names, ["mlp", "ensemble"]);
+    let cases = doc.descendants().filter(|n| n.has_tag_name("testcase")).count();
+    assert_eq!(cases, 9);
+    assert_eq!(doc.descendants().filter(|n| n.has_tag_name("failure")).count(), 0);
+}
+
+/// The MLP's figures against exact arithmetic: 256→256→256→3 in f32.
+#[test]
+fn mlp_figures_follow_the_arithmetic_and_repeat_to_the_byte() {
+    let params: f64 = ((256 * 256 + 256) * 2 + 256 * 3 + 3) as f64 * 4.0;
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let t = tempfile::tempdir().unwrap();
+        let out = out_dir(&t);
+        let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--out", out.to_str().unwrap()], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        runs.push(report(&out)["components"]["mlp"].clone());
+    }
+    let c = &runs[0];
+    let v = |m: &str| c["metrics"][m]["value"].as_f64().unwrap();
+    assert_eq!(c["analytic_params_bytes"].as_f64().unwrap(), params);
+    assert_eq!(c["param_count"].as_u64().unwrap() as f64 * 4.0, params);
+    // Measured bytes = tensor storage + a few hundred bytes of metadata per tensor (6 tensors).
+    let meta = 6.0 * 512.0;
+    assert!(v("params") >= params && v("params") <= params + meta, "params {}", v("params"));
+    assert!((v("gradients") - params).abs() <= meta, "gradients {}", v("gradients"));
+    assert!((v("optimizer") - 2.0 * params).abs() <= 2.0 * meta, "optimizer {}", v("optimizer"));
+    // Retained by the forward pass at batch 64: at least the three layer outputs
+    // (matmul and bias add each, ReLU for the hidden ones) ...
+    let b = 64.0 * 4.0;
+    let floor = b * (256.0 * 3.0 * 2.0 + 3.0 * 2.0);
+    assert!(v("activations") >= floor && v("activations") <= 2.0 * floor, "activations {}", v("activations"));
+    assert!(v("training_peak") > v("params") + v("optimizer") + v("gradients"));
+    assert!(v("inference_peak") < v("training_peak") / 2.0);
+    // The same seed gives the same bytes and the same loss.
+    for m in ["params", "activations", "gradients", "optimizer", "training_peak", "inference_peak", "loss"] {
+        assert_eq!(runs[0]["metrics"][m]["value"], runs[1]["metrics"][m]["value"], "{m} repeats");
+    }
+    let losses = c["losses"].as_array().unwrap();
+    assert!(losses.last().unwrap().as_f64().unwrap() < losses[0].as_f64().unwrap(), "the loss falls");
+}
+
+#[test]
+fn an_exceeded_budget_exits_1_with_the_ratio_in_junit() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = spec_with(&t, "      params: < 100 KiB\n      gradients: < 10 MiB\n", "");
+    let out = out_dir(&t);
+    let o = gate(&["check", "--budgets", spec.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let failure = doc.descendants().find(|n| n.has_tag_name("failure")).unwrap();
+    let msg = failure.attribute("message").unwrap();
+    assert!(msg.starts_with("0.5 MiB > 100.0 KiB budget (5.2x)"), "{msg}");
+    assert!(text(&o.stdout).contains("FAIL: 1 of 2 budgets pass, 1 fail"));
+}
+
+#[test]
+fn only_runs_a_subset_and_rejects_unknown_names() {
+    let o = gate(&["check", "--only", "nope"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("error: --only names `nope`"), "{e}");
+    assert!(e.contains("hint: components: tft, dqn, ppo, mamba2"), "{e}");
+
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--only", "mlp", "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(out.join("report.json").exists() && out.join("junit.xml").exists());
+}
+
+#[test]
+fn validate_accepts_good_specs_and_rejects_bad_ones_with_position_and_hint() {
+    let o = gate(&["validate", "--budgets", "examples/mlp.yaml"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(text(&o.stdout).contains("examples/mlp.yaml: ok"));
+
+    let t = tempfile::tempdir().unwrap();
+    let spec = spec_with(&t, "      params: 300\n", "");
+    let o = gate(&["validate", "--budgets", spec.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = text(&o.stderr);
+    assert!(e.contains("budgets.yaml:13:15: error: budget for `mlp.params` has no comparison: `300`"), "{e}");
+    assert!(e.contains("\n  hint: "), "{e}");
+
+    let o = gate(&["validate", "--budgets", "missing.yaml"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("hint: pass the spec with `--budgets FILE`"));
+}
+
+#[test]
+fn unimplemented_workloads_are_not_measured_visibly_and_fail_under_strict() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("budgets.yaml");
+    std::fs::write(
+        &p,
+        "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  future:\n    workload: mlp\n    budgets:\n      device_used: < 1 GiB\n",
+    )
+    .unwrap();
+    let out = out_dir(&t);
+    let o = gate(&["check", "--budgets", p.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "a warning alone passes");
+    assert!(text(&o.stdout).contains("not_measured"));
+    assert!(text(&o.stdout).contains("device_used is measured on CUDA runs only"));
+    let r = report(&out);
+    assert_eq!(r["results"][0]["status"], "not_measured");
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(xml.contains("<skipped"), "{xml}");
+
+    let o = gate(&["check", "--budgets", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--strict"], &[]);
+    assert_eq!(o.status.code(), Some(1), "--strict turns warnings into failures");
+}
+
+#[test]
+fn a_crash_in_a_component_is_a_failed_measurement_and_outputs_are_still_written() {
+    for (kind, needle) in [("panic", "injected panic in phase forward"), ("abort", "SIGABRT"), ("oom", "out of memory")] {
+        let t = tempfile::tempdir().unwrap();
+        let out = out_dir(&t);
+        let fault = "forward:".to_string() + kind;
+        let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--out", out.to_str().unwrap()], &[("GATE_INJECT_FAULT", &fault)]);
+        assert_eq!(o.status.code(), Some(1), "{kind}: {}", text(&o.stderr));
+        let r = report(&out);
+        let c = &r["components"]["mlp"];
+        assert_eq!(c["error"]["kind"], "failed");
+        assert_eq!(c["error"]["phase"], "forward");
+        assert!(c["error"]["reason"].as_str().unwrap().contains(needle), "{kind}: {}", c["error"]["reason"]);
+        // Figures measured before the crash survive it.
+        assert!(c["metrics"]["params"]["value"].as_u64().unwrap() > 0);
+        assert!(out.join("junit.xml").exists());
+    }
+}
+
+#[test]
+fn cuda_backend_without_the_feature_is_an_infrastructure_error() {
+    let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--backend", "cuda"], &[]);
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("hint: build with"));
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let o = gate(&["check", "--no-such-flag"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+}
