@@ -121,6 +121,8 @@ pub struct DeviceSpec {
     pub capacity: Bytes,
     /// Per-process context cost assumed on CPU runs (measured on CUDA).
     pub reserve: Bytes,
+    /// On a larger GPU, hold back the difference so the run sees only `capacity`.
+    pub emulate: bool,
 }
 
 #[derive(Debug, Clone)]

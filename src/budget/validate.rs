@@ -236,7 +236,7 @@ impl Ctx {
 }
 
 const TOP_KEYS: &[&str] = &["version", "device", "defaults", "components", "ensemble"];
-const DEVICE_KEYS: &[&str] = &["name", "capacity", "reserve"];
+const DEVICE_KEYS: &[&str] = &["name", "capacity", "reserve", "emulate"];
 const DEFAULT_KEYS: &[&str] = &["dtype", "batch_size", "tolerance", "seed", "timing"];
 const COMPONENT_KEYS: &[&str] = &[
     "workload",
@@ -422,10 +422,27 @@ fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {
             );
         }
     }
+    let emulate = match find(entries, "emulate") {
+        None => Some(false),
+        Some(n) => match cx.text(n, "device.emulate") {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(other) => {
+                cx.err(
+                    n.pos(),
+                    format!("device.emulate must be true or false, found `{other}`"),
+                    "write `emulate: true` to emulate the card's capacity on a larger GPU",
+                );
+                None
+            }
+            None => None,
+        },
+    };
     Some(DeviceSpec {
         name: name?,
         capacity: capacity?,
         reserve: reserve?,
+        emulate: emulate?,
     })
 }
 

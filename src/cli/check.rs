@@ -34,6 +34,10 @@ pub struct CheckArgs {
     /// Where to run the models: `cpu` (counting allocator), `cuda` (memory pool + NVML), or `auto`.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
+    /// On a GPU larger than the spec's `capacity`, hold back the difference so
+    /// a model that would not fit on the gated card runs out of memory here too.
+    #[arg(long)]
+    pub emulate_capacity: bool,
 }
 
 pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
@@ -57,6 +61,22 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     })?;
     let mut child_args = ChildArgs::new();
     child_args.extra = vec!["--backend".into(), backend.name().into()];
+    if args.emulate_capacity {
+        child_args.extra.push("--emulate-capacity".into());
+    }
+    // Two gate runs on one GPU would see each other's memory: one at a time.
+    let _gpu_lock = match backend {
+        Backend::Cuda => Some(
+            crate::probe::lock::acquire("cuda0", |p| {
+                eprintln!("waiting for another gate run on this GPU ({})", p.display())
+            })
+            .map_err(|e| CliError::Infrastructure {
+                message: format!("cannot take the GPU lock: {e}"),
+                hint: String::new(),
+            })?,
+        ),
+        _ => None,
+    };
     let selected: Vec<_> = spec
         .components
         .iter()
@@ -71,6 +91,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     let mut components = BTreeMap::new();
     let mut device = None;
     let mut infra: Option<String> = None;
+    let mut measured_reserve: Option<u64> = None;
     for c in &selected {
         match &c.workload {
             Resolved::Unavailable(reason) => {
@@ -97,6 +118,9 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
                 } else {
                     bar.println(format!("{}: profiled in {:.1} s", c.name, t.elapsed().as_secs_f64()));
                 }
+                if let Some(r) = m.context_reserve_bytes {
+                    measured_reserve = Some(measured_reserve.map_or(r, |x| x.max(r)));
+                }
                 if device.is_none() && !m.device.backend.is_empty() {
                     device = Some(m.device.clone());
                 }
@@ -109,9 +133,14 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
 
     let device = device.unwrap_or_else(crate::probe::cpu_device_info);
     // Ensemble members left out by --only are not measured: say so rather than sum less.
-    let reserve = Reserve {
-        bytes: spec.device.reserve.0,
-        measured: false,
+    // On CUDA the reserve is measured (the largest per-process context seen);
+    // on the CPU it is the spec's declared figure.
+    let reserve = match measured_reserve {
+        Some(bytes) => Reserve { bytes, measured: true },
+        None => Reserve {
+            bytes: spec.device.reserve.0,
+            measured: false,
+        },
     };
     let verdict = report::decide(&spec, &components, None, false, reserve, args.strict);
     let mut summary = verdict.summary;

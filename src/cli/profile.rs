@@ -9,8 +9,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::exit::Exit;
-use crate::probe::{Backend, CpuProbe, MemoryProbe, Recorder};
-use crate::runner::{emit, profile, ChildEvent, Measurement};
+use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
+use crate::runner::{emit, profile, ChildEvent, DeviceInfo, Measurement};
 use crate::workload::RunCtx;
 
 #[derive(Debug, Args)]
@@ -21,6 +21,57 @@ pub struct ProfileArgs {
     pub component: String,
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
+    /// Hold back the part of a larger card that the spec's card does not have.
+    #[arg(long)]
+    pub emulate_capacity: bool,
+}
+
+/// An opened backend: where tensors live and how their bytes are read.
+struct Opened {
+    device: Device,
+    probe: Arc<dyn MemoryProbe>,
+    info: DeviceInfo,
+    emulated_block: Option<u64>,
+}
+
+fn open(backend: Backend, emulate: Option<u64>) -> Result<Opened, BackendError> {
+    match crate::probe::resolve_backend(backend)? {
+        Backend::Cuda => open_cuda(emulate),
+        _ => {
+            if !CpuProbe::is_counting() {
+                return Err(BackendError {
+                    message: "the counting allocator is not installed in this binary".into(),
+                    hint: "run the `gate` binary itself; the library alone cannot measure CPU memory".into(),
+                });
+            }
+            Ok(Opened {
+                device: Device::Cpu,
+                probe: Arc::new(CpuProbe),
+                info: crate::probe::cpu_device_info(),
+                emulated_block: None,
+            })
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda(emulate: Option<u64>) -> Result<Opened, BackendError> {
+    let (mut probe, info) = crate::probe::cuda::CudaProbe::open(0)?;
+    let emulated_block = match emulate {
+        Some(capacity) => Some(probe.emulate_capacity(capacity)?),
+        None => None,
+    };
+    Ok(Opened {
+        device: probe.device().clone(),
+        probe: Arc::new(probe),
+        info,
+        emulated_block,
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_emulate: Option<u64>) -> Result<Opened, BackendError> {
+    crate::probe::resolve_backend(Backend::Cuda).map(|_| unreachable!("cuda resolves only with the feature"))
 }
 
 pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
@@ -35,40 +86,43 @@ pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
             hint: String::new(),
         });
     };
-    if args.backend != Backend::Cpu {
-        let b = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
-            message: e.message,
-            hint: e.hint,
-        })?;
-        return Err(CliError::Infrastructure {
-            message: format!("the {} backend is not available in this build", b.name()),
-            hint: String::new(),
-        });
-    }
-    if !CpuProbe::is_counting() {
-        return Err(CliError::Infrastructure {
-            message: "the counting allocator is not installed in this binary".into(),
-            hint: "run the `gate` binary itself; the library alone cannot measure CPU memory".into(),
-        });
-    }
-    let probe: Arc<dyn MemoryProbe> = Arc::new(CpuProbe);
-    let recorder = Recorder::new(probe);
+    let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
+    let opened = open(args.backend, emulate).map_err(|e| CliError::Infrastructure {
+        message: e.message,
+        hint: e.hint,
+    })?;
+    let recorder = Recorder::new(opened.probe.clone());
     let ctx = RunCtx {
-        device: Device::Cpu,
+        device: opened.device.clone(),
         dtype: component.dtype,
         batch_size: component.batch_size,
         seed: component.seed,
     };
+    let base = Measurement {
+        device: opened.info.clone(),
+        emulated_block_bytes: opened.emulated_block,
+        ..Default::default()
+    };
     let mut stdout = std::io::stdout().lock();
     let mut io_err = None;
-    let device = crate::probe::cpu_device_info();
-    let mut m = profile(workload.as_ref(), &ctx, component.timing, &recorder, &mut |phase, so_far| {
-        let so_far = Box::new(Measurement { device: device.clone(), ..so_far.clone() });
-        if let Err(e) = emit(&mut stdout, &ChildEvent::Phase { phase, so_far }) {
-            io_err = Some(e);
-        }
-    });
-    m.device = device;
+    let mut m = profile(
+        workload.as_ref(),
+        &ctx,
+        component.timing,
+        &recorder,
+        &mut |phase, so_far| {
+            let so_far = Box::new(Measurement {
+                device: base.device.clone(),
+                emulated_block_bytes: base.emulated_block_bytes,
+                ..so_far.clone()
+            });
+            if let Err(e) = emit(&mut stdout, &ChildEvent::Phase { phase, so_far }) {
+                io_err = Some(e);
+            }
+        },
+    );
+    m.device = base.device;
+    m.emulated_block_bytes = base.emulated_block_bytes;
     if let Some(e) = io_err {
         return Err(CliError::Infrastructure {
             message: format!("cannot write to the parent gate process: {e}"),

@@ -3,6 +3,9 @@
 //! attribute bytes to named model blocks on top of either.
 
 pub mod alloc;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod lock;
 pub mod scope;
 
 pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};
@@ -66,4 +69,16 @@ pub trait MemoryProbe: Send + Sync {
     fn reset_peak(&self);
     /// Waits for outstanding device work so the counters are current.
     fn sync(&self) {}
+    /// What the device holds for this process (context included), if the probe can see it.
+    fn device_used(&self) -> Option<u64> {
+        None
+    }
+    /// Process memory outside the tensor allocator (CUDA context, kernels, workspaces).
+    fn context_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// The allocator's high-water reservation from the device.
+    fn pool_reserved_peak(&self) -> Option<u64> {
+        None
+    }
 }

@@ -134,6 +134,12 @@ pub struct ComponentReport {
     /// The gradient store right after `backward()`, before only the parameters'
     /// gradients are kept: candle's extra gradients for untracked operands.
     pub unpruned_gradient_bytes: u64,
+    /// CUDA runs: process memory outside the pool (context, kernels, workspaces).
+    pub context_reserve_bytes: Option<u64>,
+    /// CUDA runs: the pool's high-water reservation from the device.
+    pub pool_reserved_peak_bytes: Option<u64>,
+    /// Capacity emulation: bytes held back so the run saw only the spec's card.
+    pub emulated_block_bytes: Option<u64>,
     pub blocks: Vec<BlockReport>,
     pub step_times_ms: Vec<f64>,
     pub losses: Vec<f64>,

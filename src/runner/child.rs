@@ -16,7 +16,10 @@ use super::measurement::{Failure, Measurement, Phase};
 #[serde(rename_all = "snake_case")]
 pub enum ChildEvent {
     /// A phase starts; the figures measured so far come with it.
-    Phase { phase: Phase, so_far: Box<Measurement> },
+    Phase {
+        phase: Phase,
+        so_far: Box<Measurement>,
+    },
     Done(Box<Measurement>),
 }
 
@@ -99,7 +102,10 @@ pub fn run_child(
             return Ok(m);
         }
     }
-    so_far.failure = Some(Failure { phase: last_phase, reason: describe_exit(&status, &stderr_text) });
+    so_far.failure = Some(Failure {
+        phase: last_phase,
+        reason: describe_exit(&status, &stderr_text),
+    });
     Ok(so_far)
 }
 
@@ -108,9 +114,25 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> String {
     let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
     // A panic's message is the line after "panicked at"; otherwise the last
     // line that is not a backtrace or a note.
-    let panic_message = lines.iter().position(|l| l.contains("panicked at")).and_then(|i| lines.get(i + 1)).copied();
+    let panic_message = lines
+        .iter()
+        .position(|l| l.contains("panicked at"))
+        .and_then(|i| lines.get(i + 1))
+        .copied();
     let detail = panic_message
-        .or_else(|| lines.iter().rev().find(|l| !l.is_empty() && !l.starts_with("note:") && !l.starts_with("stack backtrace") && !l.starts_with("at ") && !l.chars().next().is_some_and(|c| c.is_ascii_digit())).copied())
+        .or_else(|| {
+            lines
+                .iter()
+                .rev()
+                .find(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("note:")
+                        && !l.starts_with("stack backtrace")
+                        && !l.starts_with("at ")
+                        && !l.chars().next().is_some_and(|c| c.is_ascii_digit())
+                })
+                .copied()
+        })
         .unwrap_or("")
         .to_string();
     let how = exit_how(status);

@@ -11,7 +11,9 @@ pub const ENV: &str = "GATE_INJECT_FAULT";
 /// Misbehaves as asked if `phase` is the injected one; otherwise does nothing.
 pub fn at(phase: Phase) -> candle_core::Result<()> {
     let Ok(spec) = std::env::var(ENV) else { return Ok(()) };
-    let Some((p, kind)) = spec.split_once(':') else { return Ok(()) };
+    let Some((p, kind)) = spec.split_once(':') else {
+        return Ok(());
+    };
     if p != phase.to_string() {
         return Ok(());
     }

@@ -73,6 +73,12 @@ pub struct Measurement {
     /// Blocks of the grad-enabled forward pass, ranked by retained bytes.
     pub blocks: Vec<BlockStat>,
     pub step_times_ms: Vec<f64>,
+    /// Process memory outside the tensor allocator (CUDA context and workspaces), measured.
+    pub context_reserve_bytes: Option<u64>,
+    /// The CUDA pool's high-water reservation from the device.
+    pub pool_reserved_peak_bytes: Option<u64>,
+    /// Bytes held back to emulate a smaller card, when emulation is on.
+    pub emulated_block_bytes: Option<u64>,
     /// Loss after each training step, in order.
     pub losses: Vec<f64>,
     pub failure: Option<Failure>,

@@ -207,6 +207,12 @@ fn run(
     at(Phase::TrainingStep, model.after_step(1))?;
     let peak = span.peak.max(peak_first_step);
     m.values.insert(Metric::TrainingPeak, peak.saturating_sub(base) as f64);
+    // The device's own view right after the peak step (the pool keeps its reservation).
+    if let Some(used) = probe.device_used() {
+        m.values.insert(Metric::DeviceUsed, used as f64);
+    }
+    m.context_reserve_bytes = probe.context_bytes();
+    m.pool_reserved_peak_bytes = probe.pool_reserved_peak();
 
     begin(on_phase, m, Phase::Timing)?;
     let mut step = 2;
