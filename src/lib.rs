@@ -3,6 +3,7 @@
 pub mod budget;
 pub mod cli;
 pub mod exit;
+pub mod github;
 pub mod metric;
 pub mod probe;
 pub mod render;

@@ -38,6 +38,12 @@ pub struct CheckArgs {
     /// a model that would not fit on the gated card runs out of memory here too.
     #[arg(long)]
     pub emulate_capacity: bool,
+    /// What to compare with: a report FILE, `auto` (the baseline store, in GitHub Actions), or `none`.
+    #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
+    pub baseline: String,
+    /// The branch of the baseline store read by `--baseline auto`.
+    #[arg(long, default_value = crate::github::store::DEFAULT_BRANCH)]
+    pub baseline_branch: String,
 }
 
 pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
@@ -55,6 +61,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
             });
         }
     }
+    let baseline = resolve_baseline(&args.baseline, &args.baseline_branch)?;
     let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
         message: e.message,
         hint: e.hint,
@@ -142,25 +149,23 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
             measured: false,
         },
     };
-    let verdict = report::decide(&spec, &components, None, false, reserve, args.strict);
+    let testbed = report::testbed(&device, &spec);
+    let base = baseline.report();
+    let comparable = base.is_some_and(|b| report::baseline::comparable(&testbed, &b.testbed));
+    let verdict = report::decide(&spec, &components, base, comparable, reserve, args.strict);
     let mut summary = verdict.summary;
-    summary
-        .warnings
-        .insert(0, "no baseline to compare with (regressions are not checked)".into());
-    if args.strict && summary.status == "pass" {
-        summary.status = "fail".into();
-    }
+    report::baseline::annotate(&mut summary, &baseline, &testbed);
     let report = Report {
         schema: SCHEMA,
         gate_version: env!("CARGO_PKG_VERSION").into(),
         commit: current_commit(),
         spec: args.budgets.display().to_string(),
-        testbed: report::testbed(&device, &spec),
+        baseline: report::baseline::info(&baseline, &testbed),
+        testbed,
         components,
         ensemble: verdict.ensemble,
         results: verdict.results,
         summary,
-        baseline: None,
         wall_seconds: started.elapsed().as_secs_f64(),
     };
 
@@ -180,6 +185,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     };
     write("report.json", json.as_bytes())?;
     write("junit.xml", junit.as_bytes())?;
+    write_github_outputs(&args.out, &report, base)?;
 
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
     print!("{}", crate::render::table::render(&report, color));
@@ -230,4 +236,85 @@ fn current_commit() -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+/// `--baseline FILE|auto|none`: a bad FILE is bad input (exit 2); under
+/// `auto` every problem is a missing baseline with its reason, never a crash.
+pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseline::Outcome, CliError> {
+    use report::baseline::Outcome;
+    match arg {
+        "none" => Ok(Outcome::Missing {
+            reason: "--baseline none".into(),
+        }),
+        "auto" => {
+            let auto = crate::github::auto_baseline(crate::github::AutoInputs::from_env(
+                branch,
+                crate::github::store::DEFAULT_DEPTH,
+            ));
+            for n in &auto.notes {
+                eprintln!("{n}");
+            }
+            Ok(auto.outcome)
+        }
+        file => {
+            let path = std::path::Path::new(file);
+            let r = report::baseline::load_file(path).map_err(|e| CliError::Usage {
+                message: e.to_string(),
+                hint: "pass a report.json written by `gate check`, `auto`, or `none`".into(),
+            })?;
+            Ok(Outcome::Found {
+                report: Box::new(r),
+                source: file.to_string(),
+            })
+        }
+    }
+}
+
+/// Writes what GitHub uses next to report.json: comment.md, baseline.json
+/// (for the diff when `gate comment` re-renders), pr.json (for the
+/// `workflow_run` comment job); in Actions also the step summary and the
+/// annotations (workflow commands, on stdout).
+pub(super) fn write_github_outputs(
+    out: &std::path::Path,
+    report: &Report,
+    baseline: Option<&Report>,
+) -> Result<(), CliError> {
+    use crate::render::markdown;
+    let write = |name: &str, bytes: &[u8]| {
+        let path = out.join(name);
+        write_atomic(&path, bytes).map_err(|e| CliError::Infrastructure {
+            message: format!("cannot write {}: {e}", path.display()),
+            hint: "check that --out names a writable folder".into(),
+        })
+    };
+    // Room for the marker `gate comment` puts in front.
+    let body = markdown::render(report, baseline, markdown::COMMENT_LIMIT - 100);
+    write("comment.md", body.as_bytes())?;
+    match baseline {
+        Some(b) => write(
+            "baseline.json",
+            serde_json::to_string_pretty(b).expect("the report serializes").as_bytes(),
+        )?,
+        None => {
+            let _ = std::fs::remove_file(out.join("baseline.json"));
+        }
+    }
+    if let crate::github::Event::PullRequest(pr) = crate::github::context::event_from_env() {
+        write("pr.json", serde_json::to_string_pretty(&pr).expect("serializes").as_bytes())?;
+    }
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        use std::io::Write as _;
+        let appended = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(format!("{body}\n").as_bytes()));
+        if let Err(e) = appended {
+            eprintln!("warning: cannot write the step summary: {e}");
+        }
+    }
+    if crate::github::context::in_actions() {
+        print!("{}", crate::render::annotations::render(report));
+    }
+    Ok(())
 }

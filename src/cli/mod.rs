@@ -1,7 +1,10 @@
 //! The command line: clap definitions and one file per subcommand. Data
 //! goes to stdout, logs and errors to stderr (with `hint:` lines).
 
+mod baseline;
 mod check;
+mod comment;
+mod merge;
 mod output;
 mod profile;
 mod validate;
@@ -27,6 +30,12 @@ pub struct Cli {
 pub enum Command {
     /// Profile every component of the spec, decide, write the report; exit 0 pass, 1 fail.
     Check(check::CheckArgs),
+    /// Upsert the pull-request comment from an output folder (one comment per gate id).
+    Comment(comment::CommentArgs),
+    /// Combine the output folders of sharded `check --only` jobs into one report and verdict.
+    Merge(merge::MergeArgs),
+    /// The baseline store: `publish` this run's report (on the default branch).
+    Baseline(baseline::BaselineArgs),
     /// Check a spec and run nothing.
     Validate(validate::ValidateArgs),
     /// Profile one component in this process (used by `check` for isolation).
@@ -74,6 +83,9 @@ pub fn run(cli: Cli) -> Exit {
     let result = match cli.command {
         Command::Check(a) => check::run(a),
         Command::Validate(a) => validate::run(a),
+        Command::Comment(a) => comment::run(a),
+        Command::Merge(a) => merge::run(a),
+        Command::Baseline(a) => baseline::run(a),
         Command::Profile(a) => profile::run(a),
     };
     match result {

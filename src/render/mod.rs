@@ -1,7 +1,9 @@
 //! Renderers: report → text. They never decide pass or fail; they show the
 //! statuses the verdict gave.
 
+pub mod annotations;
 pub mod junit;
+pub mod markdown;
 pub mod table;
 
 use crate::metric::{format_value, Unit};

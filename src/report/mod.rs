@@ -2,6 +2,8 @@
 //! the verdict.
 
 mod assemble;
+pub mod baseline;
+pub mod merge;
 mod model;
 mod verdict;
 

@@ -1,0 +1,115 @@
+//! `gate baseline publish`: stores this run's report as the baseline of its
+//! commit in the repository's baseline store (run on the default branch).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::comment::read_report;
+use super::CliError;
+use crate::exit::Exit;
+use crate::github::store::{Published, Store, DEFAULT_BRANCH};
+use crate::github::{context, Client, Event, GithubError, Repo, Settings};
+
+#[derive(Debug, Args)]
+pub struct BaselineArgs {
+    #[command(subcommand)]
+    pub command: BaselineCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BaselineCommand {
+    /// Store DIR/report.json as the baseline of its commit (on the default branch, after `gate check`).
+    Publish(PublishArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The output folder of `gate check` or `gate merge`.
+    #[arg(long, default_value = "target/gate")]
+    pub from: PathBuf,
+    /// The commit the report belongs to (default: the report's commit, then GITHUB_SHA).
+    #[arg(long)]
+    pub sha: Option<String>,
+    /// The branch of the baseline store.
+    #[arg(long, default_value = DEFAULT_BRANCH)]
+    pub branch: String,
+    /// OWNER/NAME (default: GITHUB_REPOSITORY).
+    #[arg(long)]
+    pub repo: Option<String>,
+}
+
+fn infra(e: GithubError) -> CliError {
+    CliError::Infrastructure {
+        message: e.to_string(),
+        hint: e.hint(),
+    }
+}
+
+fn usage(e: GithubError) -> CliError {
+    CliError::Usage {
+        message: e.to_string(),
+        hint: e.hint(),
+    }
+}
+
+pub fn run(args: BaselineArgs) -> Result<Exit, CliError> {
+    match args.command {
+        BaselineCommand::Publish(a) => publish(a),
+    }
+}
+
+fn publish(args: PublishArgs) -> Result<Exit, CliError> {
+    if let Event::PullRequest(pr) = context::event_from_env() {
+        return Err(CliError::Usage {
+            message: format!(
+                "refusing to publish a baseline from pull request #{}: baselines come from the default branch",
+                pr.number
+            ),
+            hint: "run `gate baseline publish` in a workflow on `push` to the default branch".into(),
+        });
+    }
+    let report = read_report(&args.from)?;
+    let sha = args
+        .sha
+        .clone()
+        .or_else(|| report.commit.clone())
+        .or_else(|| std::env::var("GITHUB_SHA").ok())
+        .ok_or_else(|| CliError::Usage {
+            message: "the report names no commit and GITHUB_SHA is not set".into(),
+            hint: "pass --sha SHA".into(),
+        })?;
+    let sha = context::check_sha(&sha).map_err(usage)?;
+    let branch = context::check_branch(&args.branch).map_err(usage)?;
+    let repo = match &args.repo {
+        Some(r) => Repo::parse(r),
+        None => Repo::from_env(),
+    }
+    .map_err(usage)?;
+    let settings = Settings::from_env();
+    if settings.token.is_none() {
+        return Err(infra(GithubError::Config {
+            message: "GITHUB_TOKEN is not set: cannot write the baseline store".into(),
+            hint: "pass `GITHUB_TOKEN: ${{ github.token }}` in the step's env, with `permissions: { contents: write }`"
+                .into(),
+        }));
+    }
+    let json = serde_json::to_string_pretty(&report).expect("the report serializes");
+    let result = crate::github::block_on(async {
+        let client = Client::new(settings)?;
+        let store = Store {
+            client: &client,
+            repo: &repo,
+            branch: branch.clone(),
+        };
+        store.publish(&sha, &json).await
+    })
+    .map_err(infra)?;
+    let (what, path) = match result {
+        Published::Created { path } => ("stored", path),
+        Published::Updated { path } => ("replaced", path),
+        Published::Unchanged { path } => ("already stored", path),
+    };
+    eprintln!("gate baseline publish: {what} {path} on branch {branch} of {repo}");
+    Ok(Exit::Pass)
+}

@@ -1,0 +1,174 @@
+//! `gate comment --from DIR`: upserts ONE comment per gate id on the pull
+//! request, rendered again from DIR/report.json (never posted verbatim from
+//! an artifact). Reads GITHUB_REPOSITORY, GITHUB_EVENT_PATH, GITHUB_TOKEN and
+//! GITHUB_API_URL.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::CliError;
+use crate::exit::Exit;
+use crate::github::comment::{self, Upsert};
+use crate::github::{context, Client, Event, GithubError, PullRequest, Repo, Settings};
+use crate::render::markdown;
+use crate::report::Report;
+
+#[derive(Debug, Args)]
+pub struct CommentArgs {
+    /// The output folder of `gate check` or `gate merge`.
+    #[arg(long, default_value = "target/gate")]
+    pub from: PathBuf,
+    /// The gate id: one comment per id on a pull request (default: the spec's file name).
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Post only when something failed or changed against the baseline (an existing comment is always kept current).
+    #[arg(long)]
+    pub quiet: bool,
+    /// The pull request (default: the event in GITHUB_EVENT_PATH, then DIR/pr.json).
+    #[arg(long)]
+    pub pr: Option<u64>,
+    /// OWNER/NAME (default: GITHUB_REPOSITORY).
+    #[arg(long)]
+    pub repo: Option<String>,
+}
+
+/// Reads DIR/report.json; a missing or bad one is bad input.
+pub(super) fn read_report(dir: &Path) -> Result<Report, CliError> {
+    let path = dir.join("report.json");
+    crate::report::baseline::load_file(&path).map_err(|e| CliError::Usage {
+        message: e.to_string().replacen("the baseline ", "", 1),
+        hint: format!(
+            "run `gate check --out {}` first (or download the job's output folder there)",
+            dir.display()
+        ),
+    })
+}
+
+/// DIR/baseline.json, when `gate check` had a baseline; unreadable is a warning.
+pub(super) fn read_baseline(dir: &Path) -> Option<Report> {
+    let path = dir.join("baseline.json");
+    if !path.exists() {
+        return None;
+    }
+    match crate::report::baseline::load_file(&path) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("warning: {e}; the comment has no diff");
+            None
+        }
+    }
+}
+
+fn github_error(e: GithubError, from: &Path) -> CliError {
+    CliError::Infrastructure {
+        message: e.to_string(),
+        hint: format!(
+            "{}\nhint: nothing was lost: the report is on disk at {}",
+            e.hint(),
+            from.join("report.json").display()
+        ),
+    }
+}
+
+/// The default gate id: the spec's file name (`budgets.yaml`), else `gate`.
+pub(super) fn default_id(report: &Report) -> String {
+    Path::new(&report.spec)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(comment::clean_id)
+        .unwrap_or_else(|| "gate".into())
+}
+
+pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
+    let report = read_report(&args.from)?;
+    let baseline = read_baseline(&args.from);
+    let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
+    let body = markdown::render(
+        &report,
+        baseline.as_ref(),
+        markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
+    );
+
+    let event = context::event_from_env();
+    let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let (pr, verify_head) = match (&args.pr, &event, &stored) {
+        (Some(n), _, _) => (*n, None),
+        (None, Event::PullRequest(p), _) => (p.number, None),
+        // workflow_run: the number comes from the artifact, so check it against the run.
+        (None, Event::WorkflowRun { head_sha, .. }, Some(p)) => (p.number, Some(head_sha.clone())),
+        (None, _, Some(p)) => (p.number, None),
+        (None, _, None) => {
+            eprintln!(
+                "gate comment: not a pull request (no --pr, no {}, and the event is not a pull_request); nothing posted",
+                args.from.join("pr.json").display()
+            );
+            return Ok(Exit::Pass);
+        }
+    };
+    let repo = match &args.repo {
+        Some(r) => Repo::parse(r),
+        None => Repo::from_env(),
+    }
+    .map_err(|e| github_error(e, &args.from))?;
+    let settings = Settings::from_env();
+    if settings.token.is_none() {
+        return Err(github_error(
+            GithubError::Config {
+                message: "GITHUB_TOKEN is not set: cannot comment".into(),
+                hint: "pass `GITHUB_TOKEN: ${{ github.token }}` in the step's env, with `permissions: { pull-requests: write }`".into(),
+            },
+            &args.from,
+        ));
+    }
+    let noteworthy = markdown::noteworthy(&report);
+    let result = crate::github::block_on(async {
+        let client = Client::new(settings)?;
+        if let Some(head) = &verify_head {
+            comment::verify_pr_head(&client, &repo, pr, head).await?;
+        }
+        comment::upsert(
+            &client,
+            &comment::Request {
+                repo: &repo,
+                pr,
+                id: &id,
+                body: &body,
+                quiet: args.quiet,
+                noteworthy,
+            },
+        )
+        .await
+    });
+    match result {
+        Ok(Upsert::Created { id: cid, url }) => {
+            eprintln!("gate comment: created comment {cid} on #{pr} (id {id})");
+            if let Some(u) = url {
+                println!("{u}");
+            }
+        }
+        Ok(Upsert::Updated { id: cid, url }) => {
+            eprintln!("gate comment: updated comment {cid} on #{pr} (id {id})");
+            if let Some(u) = url {
+                println!("{u}");
+            }
+        }
+        Ok(Upsert::Unchanged { id: cid, url }) => {
+            eprintln!("gate comment: comment {cid} on #{pr} already says this (id {id})");
+            if let Some(u) = url {
+                println!("{u}");
+            }
+        }
+        Ok(Upsert::Skipped) => {
+            eprintln!("gate comment: --quiet and nothing failed or changed: no comment on #{pr}");
+        }
+        Err(GithubError::Refused { message, hint }) => {
+            eprintln!("warning: {message}");
+            eprintln!("hint: {hint}");
+        }
+        Err(e) => return Err(github_error(e, &args.from)),
+    }
+    Ok(Exit::Pass)
+}

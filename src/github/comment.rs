@@ -1,0 +1,233 @@
+//! One pull-request comment per gate id, found again by a hidden marker
+//! (paging through every comment), updated in place, created if absent.
+
+use serde::Deserialize;
+
+use super::client::Client;
+use super::context::Repo;
+use super::error::{GithubError, Op};
+
+/// Comments per page (GitHub's maximum).
+pub const PER_PAGE: usize = 100;
+/// Pages read at most (30,000 comments).
+pub const MAX_PAGES: usize = 300;
+
+/// The gate id as it goes into the marker: letters, digits, `-_./`, at most 64.
+pub fn clean_id(id: &str) -> String {
+    let s: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_./".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(64)
+        .collect();
+    if s.is_empty() {
+        "gate".into()
+    } else {
+        s
+    }
+}
+
+/// The hidden marker, e.g. `<!-- gate:id=budgets.yaml -->`.
+pub fn marker(id: &str) -> String {
+    format!("<!-- gate:id={} -->", clean_id(id))
+}
+
+/// The full comment: the marker line, then the rendered body.
+pub fn with_marker(id: &str, body: &str) -> String {
+    format!("{}\n{body}", marker(id))
+}
+
+#[derive(Debug, Deserialize)]
+struct User {
+    login: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Comment {
+    id: u64,
+    body: Option<String>,
+    user: Option<User>,
+    html_url: Option<String>,
+}
+
+/// What the upsert did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upsert {
+    Created {
+        id: u64,
+        url: Option<String>,
+    },
+    Updated {
+        id: u64,
+        url: Option<String>,
+    },
+    /// The comment already says exactly this.
+    Unchanged {
+        id: u64,
+        url: Option<String>,
+    },
+    /// Quiet mode and nothing worth saying: no comment posted.
+    Skipped,
+}
+
+pub struct Request<'a> {
+    pub repo: &'a Repo,
+    pub pr: u64,
+    pub id: &'a str,
+    /// The rendered body, without the marker.
+    pub body: &'a str,
+    /// `--quiet`: create a comment only when `noteworthy`.
+    pub quiet: bool,
+    /// Something failed or changed against the baseline.
+    pub noteworthy: bool,
+}
+
+fn normalize(s: &str) -> String {
+    s.replace("\r\n", "\n").trim().to_string()
+}
+
+/// Finds this gate's comment, paging through all comments.
+async fn find(client: &Client, repo: &Repo, pr: u64, id: &str) -> Result<Option<Comment>, GithubError> {
+    let mark = marker(id);
+    let mut found: Vec<Comment> = Vec::new();
+    for page in 1..=MAX_PAGES {
+        let path = format!("/repos/{repo}/issues/{pr}/comments?per_page={PER_PAGE}&page={page}");
+        let comments: Vec<Comment> = client.get_json(Op::ReadComments, &path).await?;
+        let n = comments.len();
+        found.extend(
+            comments
+                .into_iter()
+                .filter(|c| c.body.as_deref().is_some_and(|b| b.trim_start().starts_with(&mark))),
+        );
+        if n < PER_PAGE {
+            break;
+        }
+    }
+    // Prefer the bot's own comment: anyone can paste the marker into theirs.
+    let bot = found
+        .iter()
+        .position(|c| c.user.as_ref().is_some_and(|u| u.login.ends_with("[bot]")));
+    Ok(match bot {
+        Some(i) => Some(found.swap_remove(i)),
+        None => found.into_iter().next(),
+    })
+}
+
+/// Creates or updates the comment. Never creates a duplicate: a create whose
+/// outcome is unknown (5xx, timeout) is followed by a fresh look.
+pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, GithubError> {
+    let full = with_marker(req.id, req.body);
+    let repo = req.repo;
+    const ROUNDS: u32 = 3;
+    let mut last_err = None;
+    let mut skip_update = false;
+    for _ in 0..ROUNDS {
+        let existing = find(client, repo, req.pr, req.id).await?;
+        match existing {
+            Some(c) if !skip_update => {
+                if normalize(c.body.as_deref().unwrap_or_default()) == normalize(&full) {
+                    return Ok(Upsert::Unchanged {
+                        id: c.id,
+                        url: c.html_url,
+                    });
+                }
+                let path = format!("/repos/{repo}/issues/comments/{}", c.id);
+                let resp = client
+                    .request(
+                        Op::WriteComment,
+                        "PATCH",
+                        &path,
+                        Some(&serde_json::json!({ "body": full })),
+                    )
+                    .await?;
+                match resp.status {
+                    200..=299 => {
+                        let url = client
+                            .decode::<Comment>("PATCH", &path, &resp)
+                            .ok()
+                            .and_then(|c| c.html_url);
+                        return Ok(Upsert::Updated {
+                            id: c.id,
+                            url: url.or(c.html_url),
+                        });
+                    }
+                    // Deleted meanwhile: look again.
+                    404 => continue,
+                    // Someone else's comment carrying our marker: post our own.
+                    403 if c.user.as_ref().is_some_and(|u| !u.login.ends_with("[bot]")) => {
+                        skip_update = true;
+                        continue;
+                    }
+                    _ => return Err(client.status_error(Op::WriteComment, "PATCH", &path, &resp)),
+                }
+            }
+            _ => {
+                if req.quiet && !req.noteworthy {
+                    return Ok(Upsert::Skipped);
+                }
+                let path = format!("/repos/{repo}/issues/{}/comments", req.pr);
+                match client
+                    .request(
+                        Op::WriteComment,
+                        "POST",
+                        &path,
+                        Some(&serde_json::json!({ "body": full })),
+                    )
+                    .await
+                {
+                    Ok(resp) if resp.ok() => {
+                        let c: Comment = client.decode("POST", &path, &resp)?;
+                        return Ok(Upsert::Created {
+                            id: c.id,
+                            url: c.html_url,
+                        });
+                    }
+                    Ok(resp) if resp.status >= 500 || resp.status == 429 => {
+                        last_err = Some(client.status_error(Op::WriteComment, "POST", &path, &resp));
+                    }
+                    Ok(resp) => return Err(client.status_error(Op::WriteComment, "POST", &path, &resp)),
+                    Err(e @ (GithubError::Timeout { .. } | GithubError::Transport { .. })) => last_err = Some(e),
+                    Err(e) => return Err(e),
+                }
+                // The create may have happened: wait, then look before trying again.
+                tokio::time::sleep(client.settings().backoff).await;
+            }
+        }
+    }
+    Err(last_err.unwrap_or(GithubError::Conflict {
+        path: format!("/repos/{repo}/issues/{}/comments", req.pr),
+        attempts: ROUNDS,
+    }))
+}
+
+/// Checks that `pr`'s head is `head_sha` (a `workflow_run` job must not be
+/// steered by a forged PR number inside an artifact).
+pub async fn verify_pr_head(client: &Client, repo: &Repo, pr: u64, head_sha: &str) -> Result<(), GithubError> {
+    #[derive(Deserialize)]
+    struct Head {
+        sha: String,
+    }
+    #[derive(Deserialize)]
+    struct Pull {
+        head: Head,
+    }
+    let path = format!("/repos/{repo}/pulls/{pr}");
+    let pull: Pull = client.get_json(Op::ReadPull, &path).await?;
+    if pull.head.sha.eq_ignore_ascii_case(head_sha) {
+        Ok(())
+    } else {
+        Err(GithubError::Refused {
+            message: format!(
+                "pull request #{pr} is at {} but the measured run was for {head_sha}; not commenting",
+                pull.head.sha
+            ),
+            hint: "the PR moved on (a newer run will comment), or the artifact's pr.json does not belong to this run"
+                .into(),
+        })
+    }
+}

@@ -1,0 +1,161 @@
+//! The run's GitHub context, from the environment Actions sets:
+//! `GITHUB_REPOSITORY`, `GITHUB_EVENT_PATH`, `GITHUB_EVENT_NAME`, `GITHUB_SHA`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::GithubError;
+
+/// `owner/name`, checked so it can go into a URL path as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo(String);
+
+impl Repo {
+    pub fn parse(s: &str) -> Result<Repo, GithubError> {
+        let ok_part = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        match s.trim().split_once('/') {
+            Some((o, n)) if ok_part(o) && ok_part(n) && n != "." && n != ".." => Ok(Repo(s.trim().into())),
+            _ => Err(GithubError::Config {
+                message: format!("`{s}` is not a repository (expected OWNER/NAME)"),
+                hint: "GITHUB_REPOSITORY is set by GitHub Actions; elsewhere pass --repo OWNER/NAME".into(),
+            }),
+        }
+    }
+
+    pub fn from_env() -> Result<Repo, GithubError> {
+        match std::env::var("GITHUB_REPOSITORY") {
+            Ok(s) if !s.trim().is_empty() => Repo::parse(&s),
+            _ => Err(GithubError::Config {
+                message: "GITHUB_REPOSITORY is not set".into(),
+                hint: "run inside GitHub Actions, or pass --repo OWNER/NAME".into(),
+            }),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Repo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A commit SHA (hex), checked so it can go into a URL path.
+pub fn check_sha(s: &str) -> Result<String, GithubError> {
+    let t = s.trim();
+    if (7..=64).contains(&t.len()) && t.chars().all(|c| c.is_ascii_hexdigit()) {
+        Ok(t.to_ascii_lowercase())
+    } else {
+        Err(GithubError::Config {
+            message: format!("`{s}` is not a commit SHA"),
+            hint: "pass the full 40-character SHA".into(),
+        })
+    }
+}
+
+/// A branch name, checked so it can go into a query string.
+pub fn check_branch(s: &str) -> Result<String, GithubError> {
+    let t = s.trim();
+    if !t.is_empty()
+        && !t.contains("..")
+        && !t.starts_with('/')
+        && t.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+    {
+        Ok(t.into())
+    } else {
+        Err(GithubError::Config {
+            message: format!("`{s}` is not a usable branch name"),
+            hint: "use letters, digits, `-`, `_`, `.` and `/`, e.g. gate-baselines".into(),
+        })
+    }
+}
+
+/// The parts of a pull request event `gate` uses; also what `gate check`
+/// writes to `pr.json` so a `workflow_run` job knows which PR to comment on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRequest {
+    pub number: u64,
+    pub base_ref: String,
+    pub base_sha: String,
+    pub head_sha: String,
+    /// `owner/name` of the head repository (differs from the base for forks).
+    pub head_repo: Option<String>,
+    pub base_repo: Option<String>,
+}
+
+impl PullRequest {
+    pub fn is_fork(&self) -> bool {
+        match (&self.head_repo, &self.base_repo) {
+            (Some(h), Some(b)) => h != b,
+            _ => false,
+        }
+    }
+}
+
+/// The event that started the workflow, as far as `gate` cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    PullRequest(PullRequest),
+    /// A `workflow_run` event: the run whose artifact is being commented.
+    WorkflowRun {
+        head_sha: String,
+        event: String,
+    },
+    /// Anything else (push, tag, schedule, dispatch).
+    Other,
+}
+
+/// Parses an event payload.
+pub fn parse_event(json: &serde_json::Value) -> Event {
+    let s = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    if let Some(pr) = json.get("pull_request") {
+        if let (Some(number), Some(base_sha), Some(head_sha)) = (
+            pr.get("number")
+                .and_then(|n| n.as_u64())
+                .or_else(|| json.get("number").and_then(|n| n.as_u64())),
+            pr.pointer("/base/sha").and_then(s),
+            pr.pointer("/head/sha").and_then(s),
+        ) {
+            return Event::PullRequest(PullRequest {
+                number,
+                base_ref: pr.pointer("/base/ref").and_then(s).unwrap_or_default(),
+                base_sha,
+                head_sha,
+                head_repo: pr.pointer("/head/repo/full_name").and_then(s),
+                base_repo: pr.pointer("/base/repo/full_name").and_then(s),
+            });
+        }
+    }
+    if let Some(run) = json.get("workflow_run") {
+        if let Some(head_sha) = run.get("head_sha").and_then(s) {
+            return Event::WorkflowRun {
+                head_sha,
+                event: run.get("event").and_then(s).unwrap_or_default(),
+            };
+        }
+    }
+    Event::Other
+}
+
+/// Reads `GITHUB_EVENT_PATH` (absent or unreadable: [`Event::Other`]).
+pub fn event_from_env() -> Event {
+    let Some(path) = std::env::var_os("GITHUB_EVENT_PATH") else {
+        return Event::Other;
+    };
+    read_event(Path::new(&path)).unwrap_or(Event::Other)
+}
+
+pub fn read_event(path: &Path) -> Option<Event> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(parse_event(&json))
+}
+
+/// Whether this process runs inside GitHub Actions.
+pub fn in_actions() -> bool {
+    std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
+}

@@ -1,0 +1,116 @@
+//! GitHub errors that say the fix. Messages never contain the token.
+
+/// What a request was for; it picks the hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    ReadComments,
+    WriteComment,
+    ReadPull,
+    ReadCommits,
+    ReadBaseline,
+    WriteBaseline,
+}
+
+impl Op {
+    fn what(self) -> &'static str {
+        match self {
+            Op::ReadComments => "read the pull request's comments",
+            Op::WriteComment => "write the pull request comment",
+            Op::ReadPull => "read the pull request",
+            Op::ReadCommits => "read the commit history",
+            Op::ReadBaseline => "read the baseline store",
+            Op::WriteBaseline => "write the baseline store",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GithubError {
+    /// The environment lacks something (GITHUB_REPOSITORY, a token, the event).
+    #[error("{message}")]
+    Config { message: String, hint: String },
+    /// GitHub answered with an error status.
+    #[error("GitHub refused to {} ({method} {path}): {status} {message}", op.what())]
+    Status {
+        op: Op,
+        method: String,
+        path: String,
+        status: u16,
+        message: String,
+    },
+    /// No answer in time, after every retry.
+    #[error("GitHub did not answer in time to {} ({method} {path}) after {attempts} attempts", op.what())]
+    Timeout {
+        op: Op,
+        method: String,
+        path: String,
+        attempts: u32,
+    },
+    /// The connection failed, after every retry.
+    #[error("cannot reach the GitHub API to {} ({method} {path}) after {attempts} attempts: {reason}", op.what())]
+    Transport {
+        op: Op,
+        method: String,
+        path: String,
+        attempts: u32,
+        reason: String,
+    },
+    /// The answer was not what the API documents.
+    #[error("unexpected answer from GitHub to {method} {path}: {reason}")]
+    Decode {
+        method: String,
+        path: String,
+        reason: String,
+    },
+    /// Concurrent writers kept winning.
+    #[error("the baseline store kept changing under us ({path}); gave up after {attempts} attempts")]
+    Conflict { path: String, attempts: u32 },
+    /// Refused for safety (e.g. a PR number that does not match the run).
+    #[error("{message}")]
+    Refused { message: String, hint: String },
+}
+
+impl GithubError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            GithubError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The fix, for people.
+    pub fn hint(&self) -> String {
+        match self {
+            GithubError::Config { hint, .. } | GithubError::Refused { hint, .. } => hint.clone(),
+            GithubError::Status { op, status, .. } => match (status, op) {
+                (401, _) => "the token is missing, expired or wrong: pass `GITHUB_TOKEN: ${{ github.token }}` in the step's `env`".into(),
+                (403, Op::WriteComment) | (404, Op::WriteComment) => {
+                    "the token cannot write to the pull request: give the job `permissions: { pull-requests: write }`. \
+                     Pull requests from forks always get a read-only token: measure under `pull_request`, upload the output \
+                     folder, and comment from a `workflow_run` workflow (see the README, \"GitHub Actions\")"
+                        .into()
+                }
+                (403, Op::WriteBaseline) | (404, Op::WriteBaseline) => {
+                    "the token cannot push to the baseline branch: give the publishing job `permissions: { contents: write }` \
+                     (and allow that branch in any branch protection rules)"
+                        .into()
+                }
+                (403, _) => "the token lacks a permission: the gate needs `contents: read` and `pull-requests: read` (write to comment); \
+                             a 403 can also be a rate limit"
+                    .into(),
+                (404, Op::ReadPull) | (404, Op::ReadComments) => {
+                    "check the pull request number and GITHUB_REPOSITORY; a token without access to a private repository also gets 404".into()
+                }
+                (404, _) => "check GITHUB_REPOSITORY; a token without access to a private repository also gets 404".into(),
+                (409, _) | (422, _) => "another job wrote at the same time; run it again".into(),
+                (s, _) if *s >= 500 => "GitHub is failing (a 5xx after every retry): check https://www.githubstatus.com and rerun the job".into(),
+                _ => "see the message above; GITHUB_API_URL must point at the REST API (https://api.github.com, or https://HOST/api/v3 on GitHub Enterprise)".into(),
+            },
+            GithubError::Timeout { .. } | GithubError::Transport { .. } => {
+                "check GITHUB_API_URL and the runner's network; the GitHub API may be degraded: rerun the job".into()
+            }
+            GithubError::Decode { .. } => "GITHUB_API_URL must point at the GitHub REST API".into(),
+            GithubError::Conflict { .. } => "several jobs publish at once; run the publish again".into(),
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Everything that talks to GitHub (the only module that uses the network):
+//! the event context from the environment, the comment upsert, the baseline
+//! store. Errors are [`GithubError`]s that say the fix; the token never
+//! appears in any of them.
+
+pub mod client;
+pub mod comment;
+pub mod context;
+pub mod error;
+pub mod store;
+
+pub use client::{block_on, Client, Settings};
+pub use context::{Event, PullRequest, Repo};
+pub use error::{GithubError, Op};
+
+use crate::report::baseline::Outcome;
+
+/// Where `--baseline auto` starts looking, and what it found.
+#[derive(Debug, Clone)]
+pub struct AutoBaseline {
+    pub outcome: Outcome,
+    /// Notes for the log (stderr): where the walk started, what failed.
+    pub notes: Vec<String>,
+}
+
+/// The inputs of `--baseline auto`, read from the environment by the caller.
+pub struct AutoInputs {
+    pub settings: Settings,
+    pub repo: Option<Repo>,
+    pub event: Event,
+    /// `GITHUB_SHA`: the commit under test.
+    pub sha: Option<String>,
+    pub branch: String,
+    pub depth: usize,
+}
+
+impl AutoInputs {
+    pub fn from_env(branch: &str, depth: usize) -> AutoInputs {
+        AutoInputs {
+            settings: Settings::from_env(),
+            repo: Repo::from_env().ok(),
+            event: context::event_from_env(),
+            sha: std::env::var("GITHUB_SHA").ok().filter(|s| !s.trim().is_empty()),
+            branch: branch.to_string(),
+            depth,
+        }
+    }
+}
+
+/// The baseline under `--baseline auto`: for a pull request, the stored
+/// report of the nearest first-parent ancestor of its merge-base on the
+/// target branch; for a push, of the pushed commit's nearest ancestor.
+/// Network errors become a missing baseline with the reason, never a crash.
+pub fn auto_baseline(inputs: AutoInputs) -> AutoBaseline {
+    let Some(repo) = inputs.repo.clone() else {
+        return missing("not in GitHub Actions (GITHUB_REPOSITORY is not set); pass --baseline FILE to compare");
+    };
+    if inputs.settings.token.is_none() {
+        return missing(
+            "GITHUB_TOKEN is not set: pass `GITHUB_TOKEN: ${{ github.token }}` to the step to read the baseline store",
+        );
+    }
+    let branch = match context::check_branch(&inputs.branch) {
+        Ok(b) => b,
+        Err(e) => return missing(&e.to_string()),
+    };
+    block_on(async move {
+        let client = match Client::new(inputs.settings.clone()) {
+            Ok(c) => c,
+            Err(e) => return missing(&e.to_string()),
+        };
+        let mut notes = Vec::new();
+        let (start, skip_start) = match &inputs.event {
+            Event::PullRequest(pr) => match merge_base(&client, &repo, pr).await {
+                Ok(mb) => {
+                    notes.push(format!(
+                        "pull request #{}: merge-base {mb} with {}",
+                        pr.number, pr.base_ref
+                    ));
+                    (mb, false)
+                }
+                Err(e) => {
+                    notes.push(format!(
+                        "cannot find the merge-base ({e}); starting from the base {}",
+                        pr.base_sha
+                    ));
+                    (pr.base_sha.clone(), false)
+                }
+            },
+            _ => match inputs.sha.as_deref().map(context::check_sha) {
+                Some(Ok(sha)) => (sha, true),
+                _ => return missing("GITHUB_SHA is not set: no commit to start from"),
+            },
+        };
+        let start = match context::check_sha(&start) {
+            Ok(s) => s,
+            Err(e) => return missing(&e.to_string()),
+        };
+        let store = store::Store {
+            client: &client,
+            repo: &repo,
+            branch,
+        };
+        match store.find_nearest(&start, skip_start, inputs.depth).await {
+            Ok(store::Found::Report { sha, report, steps }) => {
+                notes.push(format!(
+                    "baseline: the report of {sha}, {steps} first-parent steps from {start}"
+                ));
+                AutoBaseline {
+                    outcome: Outcome::Found {
+                        report,
+                        source: format!("commit {sha}"),
+                    },
+                    notes,
+                }
+            }
+            Ok(store::Found::Missing { reason }) => AutoBaseline {
+                outcome: Outcome::Missing { reason },
+                notes,
+            },
+            Err(e) => {
+                notes.push(format!("hint: {}", e.hint()));
+                AutoBaseline {
+                    outcome: Outcome::Missing {
+                        reason: format!("cannot read the baseline store: {e}"),
+                    },
+                    notes,
+                }
+            }
+        }
+    })
+}
+
+fn missing(reason: &str) -> AutoBaseline {
+    AutoBaseline {
+        outcome: Outcome::Missing { reason: reason.into() },
+        notes: Vec::new(),
+    }
+}
+
+/// The merge-base of a pull request's base and head (compare API).
+async fn merge_base(client: &Client, repo: &Repo, pr: &PullRequest) -> Result<String, GithubError> {
+    #[derive(serde::Deserialize)]
+    struct Sha {
+        sha: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Compare {
+        merge_base_commit: Sha,
+    }
+    let base = context::check_sha(&pr.base_sha)?;
+    let head = context::check_sha(&pr.head_sha)?;
+    let path = format!("/repos/{repo}/compare/{base}...{head}?per_page=1");
+    let c: Compare = client.get_json(Op::ReadCommits, &path).await?;
+    Ok(c.merge_base_commit.sha)
+}

@@ -1,0 +1,312 @@
+//! The baseline store: reports kept in the repository itself, one JSON per
+//! commit (`reports/<sha>.json`) on a dedicated orphan branch, read and
+//! written through the contents API. Writes carry the blob sha, so a
+//! concurrent update is a 409/422 that is re-read and retried.
+
+use std::collections::{HashMap, HashSet};
+
+use base64::Engine;
+use serde::Deserialize;
+
+use super::client::Client;
+use super::context::Repo;
+use super::error::{GithubError, Op};
+use crate::report::Report;
+
+pub const DEFAULT_BRANCH: &str = "gate-baselines";
+/// First-parent steps walked at most when looking for a baseline.
+pub const DEFAULT_DEPTH: usize = 50;
+/// Attempts to publish against concurrent writers.
+pub const PUBLISH_ATTEMPTS: u32 = 5;
+
+pub struct Store<'a> {
+    pub client: &'a Client,
+    pub repo: &'a Repo,
+    pub branch: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct FileEntry {
+    name: String,
+    sha: String,
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    encoding: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Blob {
+    content: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShaOnly {
+    sha: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct CommitEntry {
+    sha: String,
+    #[serde(default)]
+    parents: Vec<ShaOnly>,
+}
+
+/// What the store holds, as far as one listing says.
+enum Listing {
+    /// No branch or no `reports/` folder yet.
+    Empty,
+    Known(HashSet<String>),
+    /// The listing was capped (1,000 entries): probe commit by commit.
+    TooMany,
+}
+
+/// The nearest stored ancestor, or why there is none.
+#[derive(Debug, Clone)]
+pub enum Found {
+    Report {
+        sha: String,
+        report: Box<Report>,
+        steps: usize,
+    },
+    Missing {
+        reason: String,
+    },
+}
+
+/// What a publish did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Published {
+    Created { path: String },
+    Updated { path: String },
+    Unchanged { path: String },
+}
+
+fn decode_b64(text: &str) -> Option<String> {
+    let clean: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let bytes = base64::engine::general_purpose::STANDARD.decode(clean).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+impl Store<'_> {
+    pub fn file_path(sha: &str) -> String {
+        format!("reports/{sha}.json")
+    }
+
+    async fn list(&self) -> Result<Listing, GithubError> {
+        let path = format!("/repos/{}/contents/reports?ref={}", self.repo, self.branch);
+        let entries: Option<Vec<FileEntry>> = self.client.get_json_opt(Op::ReadBaseline, &path).await?;
+        Ok(match entries {
+            None => Listing::Empty,
+            Some(e) if e.len() >= 1000 => Listing::TooMany,
+            Some(e) => Listing::Known(
+                e.into_iter()
+                    .filter_map(|f| f.name.strip_suffix(".json").map(|s| s.to_ascii_lowercase()))
+                    .collect(),
+            ),
+        })
+    }
+
+    /// The stored file for `sha`: its text and blob sha.
+    async fn get_file(&self, sha: &str) -> Result<Option<(String, String)>, GithubError> {
+        let path = format!(
+            "/repos/{}/contents/{}?ref={}",
+            self.repo,
+            Self::file_path(sha),
+            self.branch
+        );
+        let Some(entry) = self.client.get_json_opt::<FileEntry>(Op::ReadBaseline, &path).await? else {
+            return Ok(None);
+        };
+        let text = match (entry.encoding.as_deref(), entry.content.as_deref()) {
+            (Some("base64"), Some(c)) if !c.is_empty() => decode_b64(c),
+            _ => {
+                // Files over 1 MB come without content: read the blob.
+                let blob_path = format!("/repos/{}/git/blobs/{}", self.repo, entry.sha);
+                let blob: Blob = self.client.get_json(Op::ReadBaseline, &blob_path).await?;
+                decode_b64(&blob.content)
+            }
+        };
+        let text = text.ok_or_else(|| GithubError::Decode {
+            method: "GET".into(),
+            path: path.clone(),
+            reason: "the file's content is not base64 UTF-8".into(),
+        })?;
+        Ok(Some((text, entry.sha)))
+    }
+
+    /// The stored report of `sha`, if any.
+    pub async fn get(&self, sha: &str) -> Result<Option<Report>, GithubError> {
+        match self.get_file(sha).await? {
+            None => Ok(None),
+            Some((text, _)) => crate::report::baseline::parse(&text, &Self::file_path(sha))
+                .map(Some)
+                .map_err(|e| GithubError::Decode {
+                    method: "GET".into(),
+                    path: Self::file_path(sha),
+                    reason: e.to_string(),
+                }),
+        }
+    }
+
+    /// Walks first parents from `start` (itself included unless `skip_start`)
+    /// up to `depth` commits and returns the nearest stored report.
+    pub async fn find_nearest(&self, start: &str, skip_start: bool, depth: usize) -> Result<Found, GithubError> {
+        let listing = self.list().await?;
+        if let Listing::Empty = listing {
+            return Ok(Found::Missing {
+                reason: format!(
+                    "the baseline store (branch `{}`) is empty: run `gate baseline publish` on the default branch",
+                    self.branch
+                ),
+            });
+        }
+        // sha → first parent, filled a page of history at a time.
+        let mut parents: HashMap<String, Option<String>> = HashMap::new();
+        let mut cur = Some(start.to_ascii_lowercase());
+        let mut steps = 0usize;
+        while let Some(sha) = cur.clone() {
+            if steps >= depth {
+                break;
+            }
+            if !(skip_start && steps == 0) {
+                let stored = match &listing {
+                    Listing::Known(set) => set.contains(&sha),
+                    _ => true,
+                };
+                if stored {
+                    if let Some(report) = self.get(&sha).await? {
+                        return Ok(Found::Report {
+                            sha,
+                            report: Box::new(report),
+                            steps,
+                        });
+                    }
+                }
+            }
+            if !parents.contains_key(&sha) {
+                let path = format!("/repos/{}/commits?sha={sha}&per_page=100", self.repo);
+                let page: Vec<CommitEntry> = self.client.get_json(Op::ReadCommits, &path).await?;
+                for c in page {
+                    parents.insert(
+                        c.sha.to_ascii_lowercase(),
+                        c.parents.first().map(|p| p.sha.to_ascii_lowercase()),
+                    );
+                }
+                if !parents.contains_key(&sha) {
+                    break;
+                }
+            }
+            cur = parents.get(&sha).cloned().flatten();
+            steps += 1;
+        }
+        Ok(Found::Missing {
+            reason: format!(
+                "no stored report for {} or its {} nearest first-parent ancestors on branch `{}`",
+                &start[..start.len().min(12)],
+                depth.saturating_sub(1),
+                self.branch
+            ),
+        })
+    }
+
+    /// Creates the store branch (an orphan with a README) if it is missing.
+    async fn ensure_branch(&self) -> Result<(), GithubError> {
+        let path = format!("/repos/{}/git/ref/heads/{}", self.repo, self.branch);
+        let resp = self.client.request(Op::WriteBaseline, "GET", &path, None).await?;
+        if resp.ok() {
+            return Ok(());
+        }
+        if resp.status != 404 {
+            return Err(self.client.status_error(Op::WriteBaseline, "GET", &path, &resp));
+        }
+        let readme = "# gate baselines\n\nOne `gate` report per commit of the default branch, \
+                      written by `gate baseline publish`. Do not merge this branch.\n";
+        let post = |p: String, body: serde_json::Value| async move {
+            let resp = self.client.request(Op::WriteBaseline, "POST", &p, Some(&body)).await?;
+            Ok::<_, GithubError>((p, resp))
+        };
+        let (p, resp) = post(
+            format!("/repos/{}/git/trees", self.repo),
+            serde_json::json!({ "tree": [ { "path": "README.md", "mode": "100644", "type": "blob", "content": readme } ] }),
+        )
+        .await?;
+        if !resp.ok() {
+            return Err(self.client.status_error(Op::WriteBaseline, "POST", &p, &resp));
+        }
+        let tree: ShaOnly = self.client.decode("POST", &p, &resp)?;
+        let (p, resp) = post(
+            format!("/repos/{}/git/commits", self.repo),
+            serde_json::json!({ "message": "gate: baseline store", "tree": tree.sha, "parents": [] }),
+        )
+        .await?;
+        if !resp.ok() {
+            return Err(self.client.status_error(Op::WriteBaseline, "POST", &p, &resp));
+        }
+        let commit: ShaOnly = self.client.decode("POST", &p, &resp)?;
+        let (p, resp) = post(
+            format!("/repos/{}/git/refs", self.repo),
+            serde_json::json!({ "ref": format!("refs/heads/{}", self.branch), "sha": commit.sha }),
+        )
+        .await?;
+        // 422: another job created it first, which is just as good.
+        if resp.ok() || resp.status == 422 {
+            Ok(())
+        } else {
+            Err(self.client.status_error(Op::WriteBaseline, "POST", &p, &resp))
+        }
+    }
+
+    /// Stores `report_json` as the report of `sha`, retrying on concurrent updates.
+    pub async fn publish(&self, sha: &str, report_json: &str) -> Result<Published, GithubError> {
+        self.ensure_branch().await?;
+        let file = Self::file_path(sha);
+        let path = format!("/repos/{}/contents/{file}", self.repo);
+        let content = base64::engine::general_purpose::STANDARD.encode(report_json.as_bytes());
+        for attempt in 1..=PUBLISH_ATTEMPTS {
+            let existing = self.get_file(sha).await?;
+            if let Some((text, _)) = &existing {
+                if text.trim() == report_json.trim() {
+                    return Ok(Published::Unchanged { path: file });
+                }
+            }
+            let mut body = serde_json::json!({
+                "message": format!("gate: baseline for {sha}"),
+                "content": content,
+                "branch": self.branch,
+            });
+            if let Some((_, blob)) = &existing {
+                body["sha"] = serde_json::Value::String(blob.clone());
+            }
+            let resp = self
+                .client
+                .request(Op::WriteBaseline, "PUT", &path, Some(&body))
+                .await?;
+            match resp.status {
+                200..=299 => {
+                    return Ok(if existing.is_some() {
+                        Published::Updated { path: file }
+                    } else {
+                        Published::Created { path: file }
+                    })
+                }
+                // The branch or the file moved under us: re-read and try again.
+                409 | 422 if attempt < PUBLISH_ATTEMPTS => {
+                    let wait = self.client.settings().backoff.saturating_mul(attempt);
+                    tokio::time::sleep(wait).await;
+                }
+                409 | 422 => {
+                    return Err(GithubError::Conflict {
+                        path: file,
+                        attempts: attempt,
+                    })
+                }
+                _ => return Err(self.client.status_error(Op::WriteBaseline, "PUT", &path, &resp)),
+            }
+        }
+        Err(GithubError::Conflict {
+            path: file,
+            attempts: PUBLISH_ATTEMPTS,
+        })
+    }
+}

@@ -1,0 +1,802 @@
+//! The GitHub integration end to end: the built binary against a fake
+//! GitHub API on 127.0.0.1 (tests/github_fake). Comments are upserted (one
+//! per gate id, across pages), errors say the fix, retries are bounded, the
+//! baseline store is written and read, and the token never shows.
+
+mod github_fake;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use github_fake::{Fake, FaultKind, REPO, TOKEN};
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gate");
+const MLP: &str = "examples/mlp.yaml";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A command with a clean GitHub environment pointed at the fake.
+fn gate(fake: Option<&Fake>, event: Option<&Path>) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(root());
+    for k in [
+        "GITHUB_ACTIONS",
+        "GITHUB_STEP_SUMMARY",
+        "GITHUB_SHA",
+        "GITHUB_EVENT_NAME",
+        "GITHUB_EVENT_PATH",
+        "GITHUB_REPOSITORY",
+        "GITHUB_TOKEN",
+        "GITHUB_API_URL",
+        "NO_COLOR",
+    ] {
+        c.env_remove(k);
+    }
+    c.env("GATE_GITHUB_TIMEOUT_MS", "400")
+        .env("GATE_GITHUB_ATTEMPTS", "3")
+        .env("GATE_GITHUB_BACKOFF_MS", "10");
+    if let Some(f) = fake {
+        c.env("GITHUB_API_URL", &f.url)
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("GITHUB_REPOSITORY", REPO);
+    }
+    if let Some(e) = event {
+        c.env("GITHUB_EVENT_PATH", e);
+    }
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The token must not be in stdout, stderr or any file of `dir`.
+fn assert_no_token(o: &Output, dir: &Path) {
+    assert!(!text(o).contains(TOKEN), "token leaked to the output:\n{}", text(o));
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_file() {
+            let t = std::fs::read_to_string(e.path()).unwrap_or_default();
+            assert!(!t.contains(TOKEN), "token leaked into {}", e.path().display());
+        }
+    }
+}
+
+/// Runs `gate check` on the MLP example into a fresh folder.
+fn check_mlp(dir: &Path) {
+    let o = gate(None, None)
+        .args(["check", "--budgets", MLP, "--baseline", "none", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some(), "{}", text(&o));
+    assert!(dir.join("report.json").exists(), "{}", text(&o));
+}
+
+fn pr_event(dir: &Path, number: u64, base_sha: &str, head_sha: &str) -> PathBuf {
+    let p = dir.join("event.json");
+    let ev = json!({
+        "number": number,
+        "pull_request": {
+            "number": number,
+            "base": { "ref": "main", "sha": base_sha, "repo": { "full_name": REPO } },
+            "head": { "ref": "topic", "sha": head_sha, "repo": { "full_name": REPO } },
+        }
+    });
+    std::fs::write(&p, ev.to_string()).unwrap();
+    p
+}
+
+fn sha(n: u32) -> String {
+    format!("{n:040x}")
+}
+
+fn edit_report(dir: &Path, f: impl FnOnce(&mut Value)) {
+    let p = dir.join("report.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+fn setup_pr(fake: &Fake, pr: u64) -> (tempfile::TempDir, PathBuf) {
+    fake.state.lock().unwrap().pulls.insert(pr, sha(0xbeef));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    let ev = pr_event(tmp.path(), pr, &sha(1), &sha(0xbeef));
+    (tmp, ev)
+}
+
+#[test]
+fn comment_is_created_then_updated_never_duplicated() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 7);
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("created comment"), "{}", text(&o));
+    let c = fake.comments(7);
+    assert_eq!(c.len(), 1);
+    assert!(
+        c[0].body.starts_with("<!-- gate:id=mlp.yaml -->\n### "),
+        "{}",
+        c[0].body
+    );
+    assert!(fake
+        .log()
+        .iter()
+        .all(|r| r.auth.as_deref() == Some(&*format!("Bearer {TOKEN}"))));
+
+    // Same report: nothing to change, no write at all.
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("already says this"), "{}", text(&o));
+    assert_eq!(fake.count("PATCH", "/comments/"), 0);
+
+    // A changed report: updated in place.
+    edit_report(&out, |v| v["results"][0]["measured"] = json!(12345.0));
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("updated comment"), "{}", text(&o));
+    let c = fake.comments(7);
+    assert_eq!(c.len(), 1, "never a duplicate");
+    assert!(c[0].body.contains("12.1 KiB"), "{}", c[0].body);
+    assert_eq!(fake.count("POST", "/comments"), 1);
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn comment_is_found_past_the_first_hundred() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 8);
+    let out = tmp.path().join("out");
+    for i in 0..130 {
+        fake.add_comment(8, &format!("chatter {i}"), "someone");
+    }
+    let ours = fake.add_comment(8, "<!-- gate:id=mlp.yaml -->\nold", "github-actions[bot]");
+    for i in 0..40 {
+        fake.add_comment(8, &format!("more {i}"), "someone");
+    }
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains(&format!("updated comment {ours}")), "{}", text(&o));
+    assert_eq!(fake.comments(8).len(), 171);
+    assert_eq!(fake.count("POST", "/comments"), 0);
+    assert!(fake.count("GET", "page=2") >= 1, "paged");
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn each_gate_id_keeps_its_own_comment() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 9);
+    let out = tmp.path().join("out");
+    for id in ["cpu", "gpu", "cpu"] {
+        let o = gate(Some(&fake), Some(&ev))
+            .args(["comment", "--id", id, "--from"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let c = fake.comments(9);
+    assert_eq!(c.len(), 2);
+    assert!(c[0].body.starts_with("<!-- gate:id=cpu -->"));
+    assert!(c[1].body.starts_with("<!-- gate:id=gpu -->"));
+}
+
+#[test]
+fn a_forged_marker_in_someone_elses_comment_is_not_ours() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 10);
+    let out = tmp.path().join("out");
+    fake.add_comment(10, "<!-- gate:id=mlp.yaml -->\nfake", "mallory");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let c = fake.comments(10);
+    assert_eq!(c.len(), 2);
+    assert_eq!(c[0].body, "<!-- gate:id=mlp.yaml -->\nfake");
+}
+
+#[test]
+fn quiet_posts_nothing_when_nothing_failed_or_changed() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 11);
+    let out = tmp.path().join("out");
+    // The MLP passes (step_time aside); make sure it reads as a pass.
+    edit_report(&out, |v| {
+        for r in v["results"].as_array_mut().unwrap() {
+            r["status"] = json!("pass");
+        }
+        v["summary"]["status"] = json!("pass");
+    });
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--quiet", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("no comment"), "{}", text(&o));
+    assert!(fake.comments(11).is_empty());
+    // A failure is always posted.
+    edit_report(&out, |v| {
+        v["results"][0]["status"] = json!("fail");
+        v["summary"]["status"] = json!("fail");
+    });
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--quiet", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fake.comments(11).len(), 1);
+}
+
+#[test]
+fn forbidden_names_the_fix_and_keeps_the_report() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 12);
+    let out = tmp.path().join("out");
+    fake.fault(
+        "POST",
+        "/issues/12/comments",
+        usize::MAX,
+        FaultKind::Status(403, "Resource not accessible by integration".into()),
+    );
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let t = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        t.contains("error: GitHub refused to write the pull request comment"),
+        "{t}"
+    );
+    assert!(t.contains("403 Resource not accessible by integration"), "{t}");
+    assert!(t.contains("pull-requests: write"), "{t}");
+    assert!(t.contains("workflow_run"), "{t}");
+    assert!(t.contains("report is on disk"), "{t}");
+    assert!(out.join("report.json").exists());
+    assert_eq!(fake.count("POST", "/comments"), 1, "a 403 is not retried");
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn not_found_says_what_to_check() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 13);
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--pr", "404", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let t = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(t.contains("404 Not Found"), "{t}");
+    assert!(
+        t.contains("hint: check the pull request number and GITHUB_REPOSITORY"),
+        "{t}"
+    );
+    assert_eq!(fake.count("GET", "/issues/404/comments"), 1, "a 404 is not retried");
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn server_errors_are_retried_a_bounded_number_of_times() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 14);
+    let out = tmp.path().join("out");
+    // Two 502s, then it works.
+    fake.fault(
+        "GET",
+        "/issues/14/comments",
+        2,
+        FaultKind::Status(502, "Bad Gateway".into()),
+    );
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fake.comments(14).len(), 1);
+
+    // Always 503: exactly GATE_GITHUB_ATTEMPTS tries, then exit 3.
+    let fake = Fake::start();
+    fake.state.lock().unwrap().pulls.insert(14, sha(0xbeef));
+    fake.fault(
+        "GET",
+        "/issues/14/comments",
+        usize::MAX,
+        FaultKind::Status(503, "unavailable".into()),
+    );
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(fake.count("GET", "/issues/14/comments"), 3);
+    assert!(text(&o).contains("503"), "{}", text(&o));
+    assert!(text(&o).contains("githubstatus"), "{}", text(&o));
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn a_failed_create_is_not_repeated_blindly() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 15);
+    let out = tmp.path().join("out");
+    // The create answers 500 once: gate looks again, then creates once.
+    fake.fault("POST", "/issues/15/comments", 1, FaultKind::Status(500, "oops".into()));
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fake.comments(15).len(), 1);
+    assert_eq!(fake.count("POST", "/issues/15/comments"), 2);
+    assert!(
+        fake.count("GET", "/issues/15/comments") >= 2,
+        "looked again before the second create"
+    );
+}
+
+#[test]
+fn timeouts_are_bounded() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 16);
+    let out = tmp.path().join("out");
+    fake.fault(
+        "GET",
+        "/issues/16/comments",
+        usize::MAX,
+        FaultKind::Delay(Duration::from_secs(3)),
+    );
+    let t0 = Instant::now();
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    assert!(text(&o).contains("did not answer in time"), "{}", text(&o));
+    assert!(text(&o).contains("after 3 attempts"), "{}", text(&o));
+    assert_eq!(fake.count("GET", "/issues/16/comments"), 3);
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn unreachable_api_is_an_infrastructure_error() {
+    // A loopback port with nothing listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    let ev = pr_event(tmp.path(), 1, &sha(1), &sha(2));
+    let o = gate(None, Some(&ev))
+        .env("GITHUB_API_URL", format!("http://127.0.0.1:{port}"))
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_REPOSITORY", REPO)
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("cannot reach the GitHub API"), "{}", text(&o));
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn bad_credentials_say_so() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 17);
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .env("GITHUB_TOKEN", "ghs_wrong_token_value")
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("401 Bad credentials"), "{}", text(&o));
+    assert!(!text(&o).contains("ghs_wrong_token_value"));
+}
+
+#[test]
+fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
+    let fake = Fake::start();
+    let (tmp, _ev) = setup_pr(&fake, 18);
+    let out = tmp.path().join("out");
+    std::fs::write(
+        out.join("pr.json"),
+        json!({"number": 18, "base_ref": "main", "base_sha": sha(1), "head_sha": sha(0xbeef), "head_repo": "fork/repo", "base_repo": REPO}).to_string(),
+    )
+    .unwrap();
+    let run_event = |head: &str| {
+        let p = tmp.path().join("run.json");
+        std::fs::write(
+            &p,
+            json!({"workflow_run": {"head_sha": head, "event": "pull_request"}}).to_string(),
+        )
+        .unwrap();
+        p
+    };
+    // A run for another commit: refused, nothing posted, not a failure.
+    let o = gate(Some(&fake), Some(&run_event(&sha(0xdead))))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("not commenting"), "{}", text(&o));
+    assert!(fake.comments(18).is_empty());
+    // The run of the PR's head: posted.
+    let o = gate(Some(&fake), Some(&run_event(&sha(0xbeef))))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fake.comments(18).len(), 1);
+}
+
+#[test]
+fn check_writes_pr_json_comment_md_and_the_step_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let ev = pr_event(tmp.path(), 21, &sha(1), &sha(2));
+    let summary = tmp.path().join("summary.md");
+    let o = gate(None, Some(&ev))
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .args(["check", "--budgets", MLP, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let pr: Value = serde_json::from_str(&std::fs::read_to_string(out.join("pr.json")).unwrap()).unwrap();
+    assert_eq!(pr["number"], 21);
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    assert!(md.starts_with("### "));
+    assert!(std::fs::read_to_string(&summary).unwrap().contains(&md));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("::warning title=gate::no baseline"), "{stdout}");
+}
+
+/// A stored baseline three first-parent steps behind the merge-base.
+#[test]
+fn auto_baseline_is_the_nearest_stored_ancestor_of_the_merge_base() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    check_mlp(&seed);
+    let chain: Vec<String> = (0..8).map(|i| sha(0x100 + i)).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[2].clone());
+    // Stored: chain[5] (the nearest) and chain[7] (older).
+    let mut base: Value = serde_json::from_str(&std::fs::read_to_string(seed.join("report.json")).unwrap()).unwrap();
+    base["commit"] = json!(chain[5]);
+    fake.store_file(&format!("reports/{}.json", chain[5]), &base.to_string());
+    base["commit"] = json!(chain[7]);
+    fake.store_file(&format!("reports/{}.json", chain[7]), &base.to_string());
+
+    let ev = pr_event(tmp.path(), 30, &chain[0], &sha(0xfeed));
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--budgets", MLP, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["baseline"]["commit"], json!(chain[5]), "{}", text(&o));
+    assert_eq!(r["baseline"]["comparable"], json!(true));
+    assert!(r["results"][0]["baseline"].is_number());
+    assert!(out.join("baseline.json").exists());
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    assert!(md.contains("Text report: baseline → current"), "{md}");
+    assert!(text(&o).contains("3 first-parent steps"), "{}", text(&o));
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn a_baseline_from_another_testbed_is_never_compared_and_every_output_says_so() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    check_mlp(&seed);
+    let chain: Vec<String> = (0..3).map(|i| sha(0x200 + i)).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[0].clone());
+    let mut base: Value = serde_json::from_str(&std::fs::read_to_string(seed.join("report.json")).unwrap()).unwrap();
+    base["commit"] = json!(chain[1]);
+    base["testbed"]["device_name"] = json!("NVIDIA H200");
+    base["testbed"]["backend"] = json!("cuda");
+    fake.store_file(&format!("reports/{}.json", chain[1]), &base.to_string());
+
+    let ev = pr_event(tmp.path(), 31, &chain[0], &sha(0xfeed));
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .env("GITHUB_ACTIONS", "true")
+        .args(["check", "--budgets", MLP, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = "baseline from a different testbed: not compared";
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains(&format!("warning: {said}")), "table: {stdout}");
+    assert!(
+        stdout.contains(&format!("::warning title=gate::{said}")),
+        "annotation: {stdout}"
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["baseline"]["comparable"], json!(false));
+    assert!(r["results"].as_array().unwrap().iter().all(|x| x["baseline"].is_null()));
+    assert!(r["summary"]["warnings"][0].as_str().unwrap().starts_with(said));
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    assert!(md.contains(said), "{md}");
+
+    // Under --strict that warning fails the gate.
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--strict", "--budgets", MLP, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn auto_baseline_network_failure_is_a_warning_not_a_crash() {
+    let fake = Fake::start();
+    fake.fault(
+        "GET",
+        "/contents/reports",
+        usize::MAX,
+        FaultKind::Status(500, "boom".into()),
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let ev = pr_event(tmp.path(), 32, &sha(1), &sha(2));
+    fake.state.lock().unwrap().merge_base = Some(sha(1));
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--budgets", MLP, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(
+        text(&o).contains("warning: no baseline (cannot read the baseline store"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(fake.count("GET", "/contents/reports"), 3, "bounded retries");
+    assert_no_token(&o, &out);
+    // --strict: a missing baseline fails.
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--strict", "--budgets", MLP, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
+
+#[test]
+fn a_bad_baseline_file_is_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.json");
+    std::fs::write(&bad, "{ not json").unwrap();
+    let o = gate(None, None)
+        .args(["check", "--budgets", MLP, "--baseline"])
+        .arg(&bad)
+        .arg("--out")
+        .arg(tmp.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("error: the baseline") && e.contains("bad.json") && e.contains("is not a gate report"),
+        "{e}"
+    );
+    assert!(e.contains("hint: "), "{e}");
+}
+
+#[test]
+fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    let commit = sha(0xabc);
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &commit, "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(fake.state.lock().unwrap().branch_exists);
+    let stored = fake.file(&format!("reports/{commit}.json")).expect("stored");
+    assert_eq!(
+        stored.trim(),
+        std::fs::read_to_string(out.join("report.json")).unwrap().trim()
+    );
+    assert_eq!(fake.count("POST", "/git/refs"), 1);
+
+    // Again, unchanged: no write.
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &commit, "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("already stored"), "{}", text(&o));
+    assert_eq!(fake.count("PUT", "/contents/"), 1);
+
+    // A changed report while another job writes: 409 once, re-read, retried.
+    edit_report(&out, |v| v["wall_seconds"] = json!(99.0));
+    fake.fault(
+        "PUT",
+        "/contents/reports/",
+        1,
+        FaultKind::Status(409, "is at abc but expected def".into()),
+    );
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &commit, "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("replaced"), "{}", text(&o));
+    assert_eq!(fake.count("PUT", "/contents/"), 3);
+    assert!(fake.file(&format!("reports/{commit}.json")).unwrap().contains("99.0"));
+    assert_no_token(&o, &out);
+
+    // Forbidden: the fix is `contents: write`.
+    fake.fault(
+        "PUT",
+        "/contents/reports/",
+        usize::MAX,
+        FaultKind::Status(403, "Resource not accessible by integration".into()),
+    );
+    edit_report(&out, |v| v["wall_seconds"] = json!(7.0));
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &commit, "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("contents: write"), "{}", text(&o));
+}
+
+#[test]
+fn publish_refuses_pull_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    let ev = pr_event(tmp.path(), 5, &sha(1), &sha(2));
+    let o = gate(None, Some(&ev))
+        .args(["baseline", "publish", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("refusing to publish"), "{}", text(&o));
+}
+
+#[test]
+fn merge_combines_shards_into_one_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text_spec = std::fs::read_to_string(root().join(MLP)).unwrap();
+    // Two components: the MLP twice under two names.
+    let two = text_spec
+        .replace("  mlp:\n", "  mlp_a:\n")
+        .replace("members: [mlp]", "members: [mlp_a, mlp_b]");
+    let comp_start = two.find("  mlp_a:").unwrap();
+    let comp_end = two.find("ensemble:").unwrap();
+    let second = two[comp_start..comp_end].replace("mlp_a:", "mlp_b:");
+    let spec_text = format!("{}{second}{}", &two[..comp_end], &two[comp_end..]);
+    let spec = tmp.path().join("two.yaml");
+    std::fs::write(&spec, spec_text).unwrap();
+    for (only, dir) in [("mlp_a", "s1"), ("mlp_b", "s2")] {
+        let o = gate(None, None)
+            .args(["check", "--baseline", "none", "--only", only, "--budgets"])
+            .arg(&spec)
+            .arg("--out")
+            .arg(tmp.path().join(dir))
+            .output()
+            .unwrap();
+        assert!(o.status.code().is_some(), "{}", text(&o));
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(tmp.path().join(dir).join("report.json")).unwrap()).unwrap();
+        assert!(
+            r["ensemble"]["total_bytes"].is_null(),
+            "a shard cannot sum the ensemble"
+        );
+    }
+    let m = tmp.path().join("merged");
+    let o = gate(None, None)
+        .arg("merge")
+        .arg(tmp.path().join("s1"))
+        .arg(tmp.path().join("s2"))
+        .arg("--out")
+        .arg(&m)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(m.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["components"].as_object().unwrap().len(), 2);
+    assert!(r["ensemble"]["total_bytes"].is_number(), "{}", r["ensemble"]);
+    assert!(m.join("junit.xml").exists() && m.join("comment.md").exists());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("ensemble (mlp_a + mlp_b)"));
+
+    // A component in two shards is refused.
+    let o = gate(None, None)
+        .arg("merge")
+        .arg(tmp.path().join("s1"))
+        .arg(tmp.path().join("s1"))
+        .arg("--out")
+        .arg(tmp.path().join("bad"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is in two shards"), "{}", text(&o));
+
+    // A missing shard shows as not measured (and fails under --strict).
+    let o = gate(None, None)
+        .arg("merge")
+        .arg(tmp.path().join("s1"))
+        .arg("--strict")
+        .arg("--out")
+        .arg(tmp.path().join("partial"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("no shard measured it"), "{}", text(&o));
+}
+
+#[test]
+fn comment_outside_a_pull_request_posts_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    let o = gate(None, None).args(["comment", "--from"]).arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("not a pull request"), "{}", text(&o));
+}

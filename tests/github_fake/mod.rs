@@ -1,0 +1,412 @@
+//! A small fake of the GitHub REST API, started by a test on 127.0.0.1: the
+//! issue comments, pulls, compare, commits, contents and git-data endpoints
+//! `gate` uses, with scripted faults (status codes, delays). Bounded: it
+//! answers at most `MAX_REQUESTS` requests and only on loopback.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+pub const TOKEN: &str = "ghs_FAKEtoken_4f2a9c_DO_NOT_LEAK";
+pub const REPO: &str = "octo/repo";
+const MAX_REQUESTS: usize = 3000;
+
+#[derive(Debug, Clone)]
+pub struct Req {
+    pub method: String,
+    pub path: String,
+    pub auth: Option<String>,
+    pub body: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum FaultKind {
+    Status(u16, String),
+    Delay(Duration),
+}
+
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub method: String,
+    pub path_contains: String,
+    /// How many matching requests it applies to (`usize::MAX`: all).
+    pub times: usize,
+    pub kind: FaultKind,
+}
+
+#[derive(Debug, Clone)]
+pub struct Comment {
+    pub id: u64,
+    pub body: String,
+    pub login: String,
+}
+
+#[derive(Default)]
+pub struct State {
+    pub comments: BTreeMap<u64, Vec<Comment>>,
+    pub next_id: u64,
+    /// path → (text, blob sha) on the store branch.
+    pub files: BTreeMap<String, (String, String)>,
+    pub branch_exists: bool,
+    /// sha → parents.
+    pub commits: HashMap<String, Vec<String>>,
+    /// pr → head sha.
+    pub pulls: HashMap<u64, String>,
+    pub merge_base: Option<String>,
+    pub faults: Vec<Fault>,
+    pub log: Vec<Req>,
+    blob_counter: u64,
+}
+
+#[derive(Clone)]
+pub struct Fake {
+    pub url: String,
+    pub state: Arc<Mutex<State>>,
+}
+
+impl Fake {
+    pub fn start() -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let addr = listener.local_addr().unwrap();
+        assert!(addr.ip().is_loopback());
+        let state = Arc::new(Mutex::new(State {
+            next_id: 1000,
+            ..Default::default()
+        }));
+        let st = state.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(MAX_REQUESTS) {
+                let Ok(stream) = stream else { continue };
+                let st = st.clone();
+                std::thread::spawn(move || {
+                    let _ = handle(stream, &st);
+                });
+            }
+        });
+        Fake {
+            url: format!("http://{addr}"),
+            state,
+        }
+    }
+
+    pub fn fault(&self, method: &str, path_contains: &str, times: usize, kind: FaultKind) {
+        self.state.lock().unwrap().faults.push(Fault {
+            method: method.into(),
+            path_contains: path_contains.into(),
+            times,
+            kind,
+        });
+    }
+
+    pub fn log(&self) -> Vec<Req> {
+        self.state.lock().unwrap().log.clone()
+    }
+
+    pub fn count(&self, method: &str, path_contains: &str) -> usize {
+        self.log()
+            .iter()
+            .filter(|r| r.method == method && r.path.contains(path_contains))
+            .count()
+    }
+
+    pub fn comments(&self, pr: u64) -> Vec<Comment> {
+        self.state
+            .lock()
+            .unwrap()
+            .comments
+            .get(&pr)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn add_comment(&self, pr: u64, body: &str, login: &str) -> u64 {
+        let mut s = self.state.lock().unwrap();
+        s.next_id += 1;
+        let id = s.next_id;
+        s.comments.entry(pr).or_default().push(Comment {
+            id,
+            body: body.into(),
+            login: login.into(),
+        });
+        id
+    }
+
+    /// A first-parent chain: `shas[0]` is the newest.
+    pub fn add_chain(&self, shas: &[String]) {
+        let mut s = self.state.lock().unwrap();
+        for w in shas.windows(2) {
+            s.commits.insert(w[0].clone(), vec![w[1].clone()]);
+        }
+        if let Some(last) = shas.last() {
+            s.commits.entry(last.clone()).or_default();
+        }
+    }
+
+    pub fn store_file(&self, path: &str, text: &str) {
+        let mut s = self.state.lock().unwrap();
+        s.branch_exists = true;
+        s.blob_counter += 1;
+        let blob = format!("blob{}", s.blob_counter);
+        s.files.insert(path.into(), (text.into(), blob));
+    }
+
+    pub fn file(&self, path: &str) -> Option<String> {
+        self.state.lock().unwrap().files.get(path).map(|f| f.0.clone())
+    }
+}
+
+fn respond(mut stream: TcpStream, status: u16, body: &str) -> std::io::Result<()> {
+    let text = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(text.as_bytes())?;
+    stream.flush()
+}
+
+fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let mut parts = line.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let target = parts.next().unwrap_or_default().to_string();
+    let mut len = 0usize;
+    let mut auth = None;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" {
+            break;
+        }
+        let (k, v) = h.split_once(':').unwrap_or((&h, ""));
+        match k.trim().to_ascii_lowercase().as_str() {
+            "content-length" => len = v.trim().parse().unwrap_or(0),
+            "authorization" => auth = Some(v.trim().to_string()),
+            _ => {}
+        }
+    }
+    let mut body = vec![0u8; len];
+    reader.read_exact(&mut body)?;
+    let body = String::from_utf8_lossy(&body).into_owned();
+    // Absolute-form targets are reduced to the path.
+    let path = match target.find("://") {
+        Some(i) => target[i + 3..]
+            .find('/')
+            .map_or("/".to_string(), |j| target[i + 3 + j..].to_string()),
+        None => target.clone(),
+    };
+    let fault = {
+        let mut s = state.lock().unwrap();
+        s.log.push(Req {
+            method: method.clone(),
+            path: path.clone(),
+            auth: auth.clone(),
+            body: body.clone(),
+        });
+        let f = s
+            .faults
+            .iter_mut()
+            .find(|f| f.method == method && path.contains(&f.path_contains) && f.times > 0);
+        f.map(|f| {
+            if f.times != usize::MAX {
+                f.times -= 1;
+            }
+            f.kind.clone()
+        })
+    };
+    match fault {
+        Some(FaultKind::Status(code, msg)) => {
+            return respond(stream, code, &json!({ "message": msg }).to_string());
+        }
+        Some(FaultKind::Delay(d)) => std::thread::sleep(d),
+        None => {}
+    }
+    if auth.as_deref() != Some(&format!("Bearer {TOKEN}")) {
+        return respond(stream, 401, r#"{"message":"Bad credentials"}"#);
+    }
+    let (status, out) = route(&method, &path, &body, state);
+    respond(stream, status, &out.to_string())
+}
+
+fn query(path: &str) -> (String, HashMap<String, String>) {
+    let (p, q) = path.split_once('?').unwrap_or((path, ""));
+    let map = q
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    (p.to_string(), map)
+}
+
+fn comment_json(c: &Comment, pr: u64) -> Value {
+    json!({
+        "id": c.id,
+        "body": c.body,
+        "user": { "login": c.login, "type": "Bot" },
+        "html_url": format!("https://github.com/{REPO}/pull/{pr}#issuecomment-{}", c.id),
+    })
+}
+
+fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u16, Value) {
+    let (p, q) = query(path);
+    let prefix = format!("/repos/{REPO}/");
+    let Some(rest) = p.strip_prefix(&prefix) else {
+        return (404, json!({"message": "Not Found"}));
+    };
+    let segs: Vec<&str> = rest.split('/').collect();
+    let input: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let mut s = state.lock().unwrap();
+    match (method, segs.as_slice()) {
+        ("GET", ["issues", pr, "comments"]) => {
+            let pr: u64 = pr.parse().unwrap_or(0);
+            if !s.pulls.contains_key(&pr) {
+                return (404, json!({"message": "Not Found"}));
+            }
+            let per: usize = q.get("per_page").and_then(|v| v.parse().ok()).unwrap_or(30).min(100);
+            let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+            let all = s.comments.get(&pr).cloned().unwrap_or_default();
+            let items: Vec<Value> = all
+                .iter()
+                .skip((page - 1) * per)
+                .take(per)
+                .map(|c| comment_json(c, pr))
+                .collect();
+            (200, Value::Array(items))
+        }
+        ("POST", ["issues", pr, "comments"]) => {
+            let pr: u64 = pr.parse().unwrap_or(0);
+            if !s.pulls.contains_key(&pr) {
+                return (404, json!({"message": "Not Found"}));
+            }
+            s.next_id += 1;
+            let c = Comment {
+                id: s.next_id,
+                body: input["body"].as_str().unwrap_or_default().into(),
+                login: "github-actions[bot]".into(),
+            };
+            let out = comment_json(&c, pr);
+            s.comments.entry(pr).or_default().push(c);
+            (201, out)
+        }
+        ("PATCH", ["issues", "comments", id]) => {
+            let id: u64 = id.parse().unwrap_or(0);
+            for (pr, list) in s.comments.iter_mut() {
+                if let Some(c) = list.iter_mut().find(|c| c.id == id) {
+                    if !c.login.ends_with("[bot]") {
+                        return (403, json!({"message": "Resource not accessible by integration"}));
+                    }
+                    c.body = input["body"].as_str().unwrap_or_default().into();
+                    return (200, comment_json(c, *pr));
+                }
+            }
+            (404, json!({"message": "Not Found"}))
+        }
+        ("GET", ["pulls", n]) => match s.pulls.get(&n.parse().unwrap_or(0)) {
+            Some(head) => (
+                200,
+                json!({ "number": n.parse::<u64>().unwrap_or(0), "head": { "sha": head } }),
+            ),
+            None => (404, json!({"message": "Not Found"})),
+        },
+        ("GET", ["compare", _range]) => match &s.merge_base {
+            Some(mb) => (200, json!({ "merge_base_commit": { "sha": mb } })),
+            None => (404, json!({"message": "Not Found"})),
+        },
+        ("GET", ["commits"]) => {
+            let mut cur = q.get("sha").cloned();
+            let per: usize = q.get("per_page").and_then(|v| v.parse().ok()).unwrap_or(30).min(100);
+            let mut out = Vec::new();
+            while let Some(sha) = cur {
+                if out.len() >= per {
+                    break;
+                }
+                let Some(parents) = s.commits.get(&sha) else { break };
+                out.push(
+                    json!({ "sha": sha, "parents": parents.iter().map(|p| json!({"sha": p})).collect::<Vec<_>>() }),
+                );
+                cur = parents.first().cloned();
+            }
+            if out.is_empty() {
+                return (422, json!({"message": "No commit found for SHA"}));
+            }
+            (200, Value::Array(out))
+        }
+        ("GET", ["contents", "reports"]) => {
+            if !s.branch_exists || s.files.is_empty() {
+                return (404, json!({"message": "Not Found"}));
+            }
+            let items: Vec<Value> = s
+                .files
+                .iter()
+                .map(|(path, (_, blob))| json!({ "name": path.rsplit('/').next().unwrap(), "path": path, "sha": blob, "type": "file" }))
+                .collect();
+            (200, Value::Array(items))
+        }
+        ("GET", ["contents", "reports", file]) => {
+            let path = format!("reports/{file}");
+            match s.files.get(&path) {
+                Some((text, blob)) if s.branch_exists => (
+                    200,
+                    json!({
+                        "name": file, "path": path, "sha": blob, "encoding": "base64",
+                        "content": base64::engine::general_purpose::STANDARD.encode(text.as_bytes()),
+                    }),
+                ),
+                _ => (404, json!({"message": "Not Found"})),
+            }
+        }
+        ("PUT", ["contents", "reports", file]) => {
+            let path = format!("reports/{file}");
+            if !s.branch_exists {
+                return (404, json!({"message": "Branch not found"}));
+            }
+            let given = input["sha"].as_str().map(str::to_string);
+            match (s.files.get(&path).map(|f| f.1.clone()), given) {
+                (Some(_), None) => return (422, json!({"message": "\"sha\" wasn't supplied."})),
+                (Some(cur), Some(g)) if cur != g => return (409, json!({"message": "does not match"})),
+                (None, Some(_)) => return (409, json!({"message": "does not match"})),
+                _ => {}
+            }
+            let existed = s.files.contains_key(&path);
+            let text = base64::engine::general_purpose::STANDARD
+                .decode(input["content"].as_str().unwrap_or_default())
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            s.blob_counter += 1;
+            let blob = format!("blob{}", s.blob_counter);
+            s.files.insert(path.clone(), (text, blob.clone()));
+            (
+                if existed { 200 } else { 201 },
+                json!({ "content": { "path": path, "sha": blob } }),
+            )
+        }
+        ("GET", ["git", "ref", "heads", _b]) => {
+            if s.branch_exists {
+                (
+                    200,
+                    json!({ "ref": "refs/heads/gate-baselines", "object": { "sha": "c0ffee" } }),
+                )
+            } else {
+                (404, json!({"message": "Not Found"}))
+            }
+        }
+        ("POST", ["git", "trees"]) => (201, json!({ "sha": "tree1" })),
+        ("POST", ["git", "commits"]) => (201, json!({ "sha": "commit1" })),
+        ("POST", ["git", "refs"]) => {
+            if s.branch_exists {
+                return (422, json!({"message": "Reference already exists"}));
+            }
+            s.branch_exists = true;
+            (201, json!({ "ref": input["ref"] }))
+        }
+        _ => (404, json!({"message": "Not Found"})),
+    }
+}
