@@ -311,9 +311,13 @@ fn blocks_section(report: &Report) -> String {
         }
         let _ = writeln!(
             out,
-            "**{}**: top {} blocks by activation memory kept for backward\n",
+            "**{}**: {} by activation memory kept for backward\n",
             escape(name),
-            top.len()
+            if top.len() == 1 {
+                "the top block".to_string()
+            } else {
+                format!("top {} blocks", top.len())
+            }
         );
         out.push_str("| block | retained | share | peak |\n|---|--:|--:|--:|\n");
         for b in top {

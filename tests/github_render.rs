@@ -1,0 +1,357 @@
+//! Snapshots (insta) of every GitHub-facing text: the comment / step
+//! summary markdown and the workflow-command annotations, on fixed reports;
+//! plus the escaping of hostile names and the 65,536-character cap.
+
+use gate::render::{annotations, markdown};
+use gate::report::Report;
+use serde_json::{json, Value};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn testbed(device: &str) -> Value {
+    json!({
+        "backend": "cpu", "device_name": device, "capacity_bytes": 4u64 << 30,
+        "gated_device": "RTX 3050 Ti Laptop GPU", "device_total_bytes": null,
+        "driver": null, "cuda": null, "candle_version": "0.11.1", "os": "linux", "arch": "x86_64"
+    })
+}
+
+fn component(workload: &str, metrics: &[(&str, f64)], blocks: &[(&str, i64)]) -> Value {
+    let mut m = serde_json::Map::new();
+    for (k, v) in metrics {
+        let unit = match *k {
+            "step_time" => "ms",
+            "loss" => "1",
+            _ => "bytes",
+        };
+        m.insert(k.to_string(), json!({ "value": v, "unit": unit }));
+    }
+    let total: i64 = blocks.iter().map(|b| b.1).sum();
+    json!({
+        "workload": workload, "dtype": "f32", "batch_size": 32, "seed": 7, "config": {},
+        "metrics": m, "param_count": 1000, "analytic_params_bytes": 0, "batch_bytes": 0,
+        "unpruned_gradient_bytes": 0,
+        "blocks": blocks.iter().map(|(n, b)| json!({
+            "name": n, "retained_bytes": b, "peak_bytes": (*b as u64) * 2, "calls": 1,
+            "share_percent": if total > 0 { Some((*b as f64 / total as f64 * 1000.0).round() / 10.0) } else { None },
+        })).collect::<Vec<_>>(),
+        "step_times_ms": [], "losses": [], "fingerprint": format!("fp-{workload}"), "error": null,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn result(
+    c: &str,
+    metric: &str,
+    op: &str,
+    limit: f64,
+    measured: Option<f64>,
+    baseline: Option<f64>,
+    status: &str,
+    line: usize,
+) -> Value {
+    let unit = match metric {
+        "step_time" => "ms",
+        "loss" => "1",
+        _ => "bytes",
+    };
+    json!({
+        "component": c, "metric": metric, "unit": unit, "op": op, "limit": limit,
+        "measured": measured, "baseline": baseline, "tolerance_percent": 5.0,
+        "status": status, "line": line,
+        "reason": if status == "not_measured" { Some("mamba2 is not built in this binary") } else { None },
+    })
+}
+
+/// A failing run: TFT over its activation budget, an MLP regressed, a DQN improved.
+fn current() -> Value {
+    let results = vec![
+        result(
+            "tft",
+            "activations",
+            "<",
+            200.0 * MIB,
+            Some(2952.0 * MIB),
+            Some(2950.0 * MIB),
+            "fail",
+            14,
+        ),
+        result(
+            "tft",
+            "params",
+            "<",
+            300.0 * MIB,
+            Some(12.5 * MIB),
+            Some(12.5 * MIB),
+            "pass",
+            13,
+        ),
+        result(
+            "mlp",
+            "training_peak",
+            "<",
+            8.0 * MIB,
+            Some(6.0 * MIB),
+            Some(5.0 * MIB),
+            "regressed",
+            30,
+        ),
+        result("mlp", "step_time", "<", 1000.0, Some(8.25), Some(8.0), "pass", 31),
+        result(
+            "dqn",
+            "training_peak",
+            "<",
+            50.0 * MIB,
+            Some(5.0 * MIB),
+            Some(6.0 * MIB),
+            "pass",
+            40,
+        ),
+        result(
+            "mamba2",
+            "training_peak",
+            "<",
+            300.0 * MIB,
+            None,
+            None,
+            "not_measured",
+            50,
+        ),
+        result(
+            "ensemble",
+            "total",
+            "<",
+            2560.0 * MIB,
+            Some(3300.0 * MIB),
+            Some(3290.0 * MIB),
+            "fail",
+            60,
+        ),
+        result(
+            "ensemble",
+            "headroom",
+            ">",
+            1024.0 * MIB,
+            Some(796.0 * MIB),
+            Some(806.0 * MIB),
+            "fail",
+            61,
+        ),
+    ];
+    json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": "1111111111111111111111111111111111111111",
+        "spec": "budgets.yaml", "testbed": testbed("AMD EPYC"),
+        "components": {
+            "tft": component("tft", &[("activations", 2952.0 * MIB), ("params", 12.5 * MIB)],
+                &[("vsn", 2_000_000_000), ("attention", 700_000_000), ("grn", 200_000_000), ("lstm", 100_000_000), ("head", 5_000_000), ("quantile", 1_000)]),
+            "mlp": component("mlp", &[("training_peak", 6.0 * MIB), ("step_time", 8.25)], &[("mlp", 400_000)]),
+            "dqn": component("dqn", &[("training_peak", 5.0 * MIB)], &[]),
+            "mamba2": component("mamba2", &[], &[]),
+        },
+        "ensemble": null,
+        "results": results,
+        "summary": { "status": "fail", "passed": 3, "failed": 3, "regressed": 1, "not_measured": 1,
+            "warnings": ["mamba2: not measured: mamba2 is not built in this binary"], "strict": false },
+        "baseline": { "source": "commit 0000000000000000000000000000000000000000",
+            "commit": "0000000000000000000000000000000000000000", "comparable": true },
+        "wall_seconds": 12.0,
+    })
+}
+
+fn baseline_of(cur: &Value) -> Value {
+    let mut b = cur.clone();
+    b["commit"] = json!("0000000000000000000000000000000000000000");
+    for r in b["results"].as_array_mut().unwrap() {
+        r["measured"] = r["baseline"].clone();
+        r["baseline"] = Value::Null;
+        if r["status"] == "regressed" {
+            r["status"] = json!("pass");
+        }
+    }
+    b["baseline"] = Value::Null;
+    b
+}
+
+fn report(v: Value) -> Report {
+    serde_json::from_value(v).expect("a valid report fixture")
+}
+
+#[test]
+fn markdown_with_a_baseline() {
+    let cur = current();
+    let base = report(baseline_of(&cur));
+    let md = markdown::render(&report(cur), Some(&base), markdown::COMMENT_LIMIT);
+    insta::assert_snapshot!(md);
+}
+
+#[test]
+fn markdown_with_a_baseline_from_another_testbed() {
+    let mut cur = current();
+    cur["baseline"]["comparable"] = json!(false);
+    for r in cur["results"].as_array_mut().unwrap() {
+        r["baseline"] = Value::Null;
+        if r["status"] == "regressed" {
+            r["status"] = json!("pass");
+        }
+    }
+    cur["summary"]["warnings"] = json!([
+        "baseline from a different testbed: not compared (baseline: cuda on NVIDIA H200, fingerprint aaaa; this run: cpu on AMD EPYC, fingerprint bbbb)"
+    ]);
+    let mut base = baseline_of(&cur);
+    base["testbed"] = testbed("NVIDIA H200");
+    let md = markdown::render(&report(cur), Some(&report(base)), markdown::COMMENT_LIMIT);
+    assert!(md.contains("baseline from a different testbed: not compared"));
+    assert!(!md.contains("Text report: baseline"), "never diffed");
+    insta::assert_snapshot!(md);
+}
+
+#[test]
+fn markdown_of_a_pass_without_baseline() {
+    let v = json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "examples/mlp.yaml",
+        "testbed": testbed("AMD EPYC"),
+        "components": { "mlp": component("mlp", &[("params", 0.5 * MIB)], &[("mlp", 400_000)]) },
+        "ensemble": null,
+        "results": [ result("mlp", "params", "<", MIB, Some(0.5 * MIB), None, "pass", 18) ],
+        "summary": { "status": "pass", "passed": 1, "failed": 0, "regressed": 0, "not_measured": 0,
+            "warnings": ["no baseline (--baseline none): regressions are not checked"], "strict": false },
+        "baseline": null, "wall_seconds": 0.3,
+    });
+    let md = markdown::render(&report(v), None, markdown::COMMENT_LIMIT);
+    assert!(md.contains("no baseline"));
+    insta::assert_snapshot!(md);
+}
+
+#[test]
+fn annotations_one_error_per_failing_budget() {
+    let a = annotations::render(&report(current()));
+    assert_eq!(
+        a.lines()
+            .filter(|l| l.starts_with("::error file=budgets.yaml,line="))
+            .count(),
+        4
+    );
+    insta::assert_snapshot!(a);
+}
+
+#[test]
+fn annotations_under_strict_make_warnings_errors() {
+    let mut v = current();
+    v["summary"]["strict"] = json!(true);
+    let a = annotations::render(&report(v));
+    assert!(a.contains("::error title=gate::mamba2: not measured"));
+    insta::assert_snapshot!(a);
+}
+
+const HOSTILE: &str =
+    "@org/team <img src=x onerror=alert(1)> %0A::error::pwned\n::warning::x `code` | pipe *b* [l](http://e) &amp;";
+
+fn hostile() -> Report {
+    let mut v = current();
+    let c = v["components"]["tft"].clone();
+    v["components"].as_object_mut().unwrap().insert(HOSTILE.into(), c);
+    v["results"][0]["component"] = json!(HOSTILE);
+    v["components"][HOSTILE]["blocks"][0]["name"] = json!("@here <script>");
+    v["summary"]["warnings"] = json!([format!("{HOSTILE}: not measured")]);
+    v["spec"] = json!("spec,with:odd%chars.yaml");
+    report(v)
+}
+
+#[test]
+fn hostile_names_are_escaped_in_markdown() {
+    let md = markdown::render(&hostile(), None, markdown::COMMENT_LIMIT);
+    assert!(!md.contains("<img"), "no raw HTML");
+    assert!(!md.contains("<script"), "no raw HTML");
+    assert!(!md.contains("@org"), "no mention");
+    assert!(!md.contains("@here"), "no mention");
+    assert!(
+        md.contains("@\u{200D}org/team &lt;img src=x onerror=alert\\(1\\)&gt;")
+            || md.contains("@\u{200D}org/team &lt;img")
+    );
+    for line in md.lines().filter(|l| l.starts_with("| ") && l.contains("org/team")) {
+        // The row keeps its 8 cells: the name's pipe is escaped.
+        assert_eq!(line.matches(" | ").count(), 7, "{line}");
+    }
+    assert!(
+        !md.lines().any(|l| l.starts_with("::")),
+        "no line starts a workflow command"
+    );
+    insta::assert_snapshot!(md);
+}
+
+#[test]
+fn hostile_names_are_escaped_in_annotations() {
+    let a = annotations::render(&hostile());
+    for line in a.lines() {
+        assert!(line.starts_with("::error ") || line.starts_with("::warning "), "{line}");
+    }
+    assert!(a.contains("file=spec%2Cwith%3Aodd%25chars.yaml"), "{a}");
+    assert!(
+        a.contains("%250A%3A%3Aerror%3A%3Apwned%0A%3A%3Awarning"),
+        "properties: {a}"
+    );
+    assert!(a.contains("%250A::error::pwned%0A::warning::x"), "data: {a}");
+    insta::assert_snapshot!(a);
+}
+
+#[test]
+fn escape_rules() {
+    assert_eq!(markdown::escape("a|b"), "a\\|b");
+    assert_eq!(markdown::escape("<b>&"), "&lt;b&gt;&amp;");
+    assert_eq!(markdown::escape("@me"), "@\u{200D}me");
+    assert_eq!(markdown::escape("x\ny\rz"), "x y z");
+    assert_eq!(markdown::escape("`tick`"), "\\`tick\\`");
+    let long = "n".repeat(10_000);
+    assert_eq!(markdown::escape(&long).chars().count(), markdown::NAME_LIMIT + 1);
+    assert_eq!(annotations::escape_data("100%\r\n"), "100%25%0D%0A");
+    assert_eq!(annotations::escape_property("a:b,c"), "a%3Ab%2Cc");
+}
+
+#[test]
+fn the_comment_never_exceeds_65536_characters() {
+    let mut v = current();
+    let tft = v["components"]["tft"].clone();
+    let row = v["results"][0].clone();
+    let mut results = Vec::new();
+    for i in 0..3000 {
+        let name = format!("{i}-{}", "x".repeat(10_000));
+        v["components"]
+            .as_object_mut()
+            .unwrap()
+            .insert(name.clone(), tft.clone());
+        let mut r = row.clone();
+        r["component"] = json!(name);
+        results.push(r);
+    }
+    v["results"] = Value::Array(results);
+    v["summary"]["warnings"] = json!((0..500)
+        .map(|i| format!("warning {i} {}", "w".repeat(5000)))
+        .collect::<Vec<_>>());
+    let r = report(v);
+    let base = report(baseline_of(&current()));
+    let md = markdown::render(&r, Some(&base), markdown::COMMENT_LIMIT);
+    assert!(md.chars().count() <= markdown::COMMENT_LIMIT, "{}", md.chars().count());
+    assert!(
+        md.contains("**Truncated** to fit GitHub's 65536-character limit"),
+        "says so"
+    );
+    assert!(md.contains("table rows"), "names what was left out");
+    assert!(md.trim_end().ends_with("</sub>"), "the footer survives");
+    // And with the marker the comment adds, still within GitHub's limit.
+    let full = gate::github::comment::with_marker("gate", &markdown::render(&r, None, markdown::COMMENT_LIMIT - 30));
+    assert!(full.chars().count() <= markdown::COMMENT_LIMIT);
+}
+
+#[test]
+fn diff_fence_survives_backticks_in_names() {
+    let mut cur = current();
+    let c = cur["components"]["mlp"].clone();
+    cur["components"]
+        .as_object_mut()
+        .unwrap()
+        .insert("a```b````c".into(), c);
+    cur["results"][2]["component"] = json!("a```b````c");
+    let base = report(baseline_of(&cur));
+    let md = markdown::render(&report(cur), Some(&base), markdown::COMMENT_LIMIT);
+    assert!(md.contains("`````diff\n"), "fence longer than any run inside");
+}
