@@ -1,10 +1,242 @@
-//! The Temporal Fusion Transformer workload (models.md §1). Not implemented
-//! yet: components using it are reported `not_measured`.
+//! The Temporal Fusion Transformer workload (models.md §1, pytorch-forecasting
+//! variant), one file per block. The encoder selection network sees the known
+//! and the observed reals (Ve = known + unknown). Every block of models.md §6
+//! runs in a named scope so reports can rank where the memory goes.
 
-use super::{ConfigError, ConfigMap, Resolved};
+pub mod attention;
+pub mod config;
+pub mod data;
+pub mod dense;
+pub mod glu;
+pub mod grn;
+pub mod loss;
+pub mod lstm;
+pub mod vsn;
 
-pub fn resolve(_config: &ConfigMap) -> Result<Resolved, Vec<ConfigError>> {
-    Ok(Resolved::Unavailable(
-        "the `tft` workload is not implemented in this build of gate".into(),
+use std::sync::Arc;
+
+use candle_core::{Result, Tensor};
+use candle_nn::{Init, VarBuilder};
+
+use self::attention::InterpretableAttention;
+use self::config::TftConfig;
+use self::dense::{Dense, Stack};
+use self::glu::GateAddNorm;
+use self::grn::{Grn, GrnDims};
+use self::lstm::{Lstm, State};
+use self::vsn::{Prescale, Vsn};
+use super::{Batch, ConfigError, ConfigMap, Model, ParamCount, Resolved, RunCtx, Step, Workload};
+use crate::probe::scoped;
+
+pub fn resolve(config: &ConfigMap) -> std::result::Result<Resolved, Vec<ConfigError>> {
+    let tft = Tft::new(TftConfig::from_config(config)?);
+    Ok(Resolved::Ready(Arc::new(tft)))
+}
+
+/// The workload: a validated config.
+#[derive(Debug, Clone)]
+pub struct Tft {
+    pub cfg: TftConfig,
+}
+
+impl Tft {
+    pub fn new(cfg: TftConfig) -> Self {
+        Tft { cfg }
+    }
+
+    /// Builds the concrete model (the trait object hides its extra methods).
+    pub fn build_model(&self, vb: VarBuilder) -> Result<TftModel> {
+        TftModel::new(&self.cfg, vb)
+    }
+}
+
+impl Workload for Tft {
+    fn kind(&self) -> &'static str {
+        "tft"
+    }
+
+    fn config(&self) -> serde_json::Value {
+        self.cfg.to_json()
+    }
+
+    fn param_count(&self) -> ParamCount {
+        ParamCount {
+            trainable: self.cfg.param_count(),
+            frozen: 0,
+        }
+    }
+
+    fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {
+        Ok(Box::new(self.build_model(vb)?))
+    }
+
+    fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch> {
+        data::synthetic(&self.cfg, ctx.batch_size, seed, ctx.dtype, &ctx.device)
+    }
+}
+
+pub struct TftModel {
+    cfg: TftConfig,
+    static_vsn: Vsn,
+    /// Contexts for variable selection, LSTM hidden and cell state, and enrichment.
+    static_encoders: [Grn; 4],
+    encoder_vsn: Vsn,
+    decoder_vsn: Vsn,
+    lstm_encoder: Lstm,
+    lstm_decoder: Lstm,
+    /// Shared by the encoder and decoder outputs, as in the library.
+    post_lstm_gate: GateAddNorm,
+    static_enrichment: Grn,
+    attention: InterpretableAttention,
+    post_attention_gate: GateAddNorm,
+    positionwise_grn: Grn,
+    pre_output_gate: GateAddNorm,
+    output: Dense,
+    mask: Tensor,
+    quantiles: Tensor,
+}
+
+/// One Linear(1 → d_c) per variable, stacked `[V, d_c]`.
+fn prescalers(vars: usize, dc: usize, vb: VarBuilder) -> Result<(Tensor, Tensor)> {
+    // PyTorch's Linear(1, d_c) default: U(±1/√1).
+    let init = Init::Uniform { lo: -1.0, up: 1.0 };
+    Ok((
+        vb.get_with_hints((vars, dc), "weight", init)?,
+        vb.get_with_hints((vars, dc), "bias", init)?,
     ))
 }
+
+fn stacked(parts: &[&Tensor]) -> Result<Tensor> {
+    let t = Tensor::cat(parts, 0)?;
+    let (v, dc) = t.dims2()?;
+    t.reshape((v, 1, dc))
+}
+
+impl TftModel {
+    pub fn new(cfg: &TftConfig, vb: VarBuilder) -> Result<Self> {
+        let h = cfg.hidden_dim;
+        let dc = cfg.prescale_dim;
+        let p = cfg.dropout;
+        let (vs, vk, vo) = (cfg.num_static_features, cfg.num_known_features, cfg.num_unknown_features);
+        let (sw, sb) = prescalers(vs, dc, vb.pp("prescalers.static"))?;
+        let (kw, kb) = prescalers(vk, dc, vb.pp("prescalers.known"))?;
+        let (ow, ob) = prescalers(vo, dc, vb.pp("prescalers.observed"))?;
+        let static_prescale = Prescale {
+            weight: stacked(&[&sw])?,
+            bias: stacked(&[&sb])?,
+        };
+        let encoder_prescale = Prescale {
+            weight: stacked(&[&kw, &ow])?,
+            bias: stacked(&[&kb, &ob])?,
+        };
+        let decoder_prescale = Prescale {
+            weight: stacked(&[&kw])?,
+            bias: stacked(&[&kb])?,
+        };
+        let square = |context| GrnDims {
+            input: h,
+            hidden: h,
+            output: h,
+            context,
+        };
+        let static_grn = |name: &str| Grn::new(square(0), p, Stack::One, vb.pp("static_encoders").pp(name));
+        Ok(TftModel {
+            cfg: cfg.clone(),
+            static_vsn: Vsn::new(vs, static_prescale, dc, h, 0, p, vb.pp("static_vsn"))?,
+            static_encoders: [
+                static_grn("variable_selection")?,
+                static_grn("initial_hidden")?,
+                static_grn("initial_cell")?,
+                static_grn("enrichment")?,
+            ],
+            encoder_vsn: Vsn::new(vk + vo, encoder_prescale, dc, h, h, p, vb.pp("encoder_vsn"))?,
+            decoder_vsn: Vsn::new(vk, decoder_prescale, dc, h, h, p, vb.pp("decoder_vsn"))?,
+            lstm_encoder: Lstm::new(h, h, cfg.num_layers, p, vb.pp("lstm_encoder"))?,
+            lstm_decoder: Lstm::new(h, h, cfg.num_layers, p, vb.pp("lstm_decoder"))?,
+            post_lstm_gate: GateAddNorm::new(h, h, p, Stack::One, vb.pp("post_lstm_gate"))?,
+            static_enrichment: Grn::new(square(h), p, Stack::One, vb.pp("static_enrichment"))?,
+            attention: InterpretableAttention::new(h, cfg.num_heads, p, vb.pp("attention"))?,
+            post_attention_gate: GateAddNorm::new(h, h, p, Stack::One, vb.pp("post_attention_gate"))?,
+            positionwise_grn: Grn::new(square(0), p, Stack::One, vb.pp("positionwise_grn"))?,
+            // The library's pre-output gate has no dropout.
+            pre_output_gate: GateAddNorm::new(h, h, 0.0, Stack::One, vb.pp("pre_output_gate"))?,
+            output: Dense::new(h, cfg.num_quantiles, true, Stack::One, vb.pp("output"))?,
+            mask: attention::decoder_mask(cfg.sequence_length, cfg.prediction_horizon, vb.dtype(), vb.device())?,
+            quantiles: {
+                let q: Vec<f32> = cfg.quantiles().iter().map(|&q| q as f32).collect();
+                Tensor::new(q, vb.device())?.to_dtype(vb.dtype())?
+            },
+        })
+    }
+
+    /// Quantile forecasts `[B, horizon, quantiles]`.
+    pub fn forward(&self, batch: &Batch, step: &Step) -> Result<Tensor> {
+        let t = &batch.tensors;
+        if t.len() < 3 {
+            candle_core::bail!("a TFT batch holds static, encoder and decoder reals; got {} tensors", t.len());
+        }
+        let te = self.cfg.sequence_length;
+        let td = self.cfg.prediction_horizon;
+        let static_in = t[data::STATIC].unsqueeze(1)?;
+        let static_embedding = scoped("static_vsn", || self.static_vsn.forward(&static_in, None, step))?;
+        let contexts = scoped("static_encoders", || {
+            self.static_encoders
+                .iter()
+                .map(|g| g.forward(&static_embedding, None, step))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        let (c_selection, c_hidden, c_cell, c_enrichment) = (&contexts[0], &contexts[1], &contexts[2], &contexts[3]);
+        let encoder_in = scoped("encoder_vsn", || {
+            self.encoder_vsn.forward(&t[data::ENCODER], Some(c_selection), step)
+        })?;
+        let decoder_in = scoped("decoder_vsn", || {
+            self.decoder_vsn.forward(&t[data::DECODER], Some(c_selection), step)
+        })?;
+        let init = State {
+            h: c_hidden.squeeze(1)?,
+            c: c_cell.squeeze(1)?,
+        };
+        // Every encoder layer starts from the static state; each decoder layer
+        // continues from the matching encoder layer.
+        let (encoder_out, states) = scoped("lstm_encoder", || {
+            self.lstm_encoder.forward(&encoder_in, &vec![init; self.cfg.num_layers], step)
+        })?;
+        let (decoder_out, _) = scoped("lstm_decoder", || self.lstm_decoder.forward(&decoder_in, &states, step))?;
+        let phi = scoped("post_lstm_gate", || {
+            let lstm_out = Tensor::cat(&[&encoder_out, &decoder_out], 1)?;
+            let selected = Tensor::cat(&[&encoder_in, &decoder_in], 1)?;
+            self.post_lstm_gate.forward(&lstm_out, &selected, step)
+        })?;
+        let theta = scoped("static_enrichment", || {
+            self.static_enrichment.forward(&phi, Some(c_enrichment), step)
+        })?;
+        let queries = theta.narrow(1, te, td)?.contiguous()?;
+        let (attended, _weights) = scoped("attention", || self.attention.forward(&queries, &theta, &self.mask, step))?;
+        let gated = scoped("post_attention_gate", || {
+            self.post_attention_gate.forward(&attended, &queries, step)
+        })?;
+        let ff = scoped("positionwise_grn", || self.positionwise_grn.forward(&gated, None, step))?;
+        scoped("output", || {
+            let skip = phi.narrow(1, te, td)?.contiguous()?;
+            let y = self.pre_output_gate.forward(&ff, &skip, step)?;
+            self.output.forward(&y)
+        })
+    }
+}
+
+impl Model for TftModel {
+    fn loss(&self, batch: &Batch, step: &Step) -> Result<Tensor> {
+        let pred = self.forward(batch, step)?;
+        let Some(target) = batch.tensors.get(data::TARGET) else {
+            candle_core::bail!("a TFT training batch needs the target at position {}", data::TARGET);
+        };
+        scoped("quantile_loss", || loss::quantile_loss(&pred, target, &self.quantiles))
+    }
+
+    fn predict(&self, batch: &Batch) -> Result<Tensor> {
+        self.forward(batch, &Step::eval())
+    }
+}
+
+#[cfg(test)]
+mod tests;
