@@ -1,0 +1,59 @@
+//! GPU tests: only with `--features cuda` and a GPU (CI has neither; they are
+//! run on the H200 by hand, see docs/gpu.md and scripts/gpu-run.sh).
+#![cfg(feature = "cuda")]
+
+use std::process::Command;
+
+fn gate(args: &[&str]) -> (i32, serde_json::Value) {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_gate"))
+        .args(args)
+        .arg("--out")
+        .arg(out.path())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(out.path().join("report.json")).unwrap_or_else(|_| "null".into());
+    (o.status.code().unwrap_or(-1), serde_json::from_str(&report).unwrap())
+}
+
+#[test]
+fn mlp_on_cuda_gives_exact_pool_bytes_close_to_the_cpu_figures() {
+    let (code, gpu) = gate(&["check", "--backend", "cuda", "--budgets", "examples/mlp.yaml"]);
+    assert_eq!(code, 0);
+    let (_, cpu) = gate(&["check", "--budgets", "examples/mlp.yaml"]);
+    assert_eq!(gpu["testbed"]["backend"], "cuda");
+    let g = &gpu["components"]["mlp"];
+    let c = &cpu["components"]["mlp"];
+    // Pool bytes carry no tensor metadata: params are the closed form, rounded to the allocator's granularity.
+    let params = g["metrics"]["params"]["value"].as_f64().unwrap();
+    let analytic = g["analytic_params_bytes"].as_f64().unwrap();
+    assert!(
+        params >= analytic && params <= analytic * 1.05,
+        "{params} vs {analytic}"
+    );
+    for m in ["params", "gradients", "optimizer"] {
+        let (x, y) = (
+            c["metrics"][m]["value"].as_f64().unwrap(),
+            g["metrics"][m]["value"].as_f64().unwrap(),
+        );
+        assert!((x - y).abs() / x < 0.05, "{m}: cpu {x} gpu {y}");
+    }
+    assert!(g["metrics"]["device_used"]["value"].as_f64().unwrap() > params);
+    assert!(g["context_reserve_bytes"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn an_emulated_small_card_turns_out_of_memory_into_a_failed_measurement() {
+    let (code, r) = gate(&[
+        "check",
+        "--backend",
+        "cuda",
+        "--emulate-capacity",
+        "--budgets",
+        "examples/seed-report.yaml",
+    ]);
+    assert_eq!(code, 1);
+    let tft = &r["components"]["tft"];
+    assert!(tft["emulated_block_bytes"].as_f64().unwrap() > 0.0);
+}
