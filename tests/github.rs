@@ -36,7 +36,7 @@ fn gate(fake: Option<&Fake>, event: Option<&Path>) -> Command {
     ] {
         c.env_remove(k);
     }
-    c.env("GATE_GITHUB_TIMEOUT_MS", "400")
+    c.env("GATE_GITHUB_TIMEOUT_MS", "5000")
         .env("GATE_GITHUB_ATTEMPTS", "3")
         .env("GATE_GITHUB_BACKOFF_MS", "10");
     if let Some(f) = fake {
@@ -382,10 +382,11 @@ fn timeouts_are_bounded() {
         "GET",
         "/issues/16/comments",
         usize::MAX,
-        FaultKind::Delay(Duration::from_secs(3)),
+        FaultKind::Delay(Duration::from_secs(4)),
     );
     let t0 = Instant::now();
     let o = gate(Some(&fake), Some(&ev))
+        .env("GATE_GITHUB_TIMEOUT_MS", "500")
         .args(["comment", "--from"])
         .arg(&out)
         .output()

@@ -379,13 +379,14 @@ fn charts_section(report: &Report) -> String {
             .iter()
             .flat_map(|r| [r.measured.unwrap_or(0.0), r.limit])
             .fold(0.0f64, f64::max);
+        let y_max = format!("{:.2}", (top * 1.1 / crate::units::MIB as f64).max(0.01));
         let _ = writeln!(
             out,
             "```mermaid\nxychart-beta\n    title \"{}: measured (bars) vs budget (line), MiB\"\n    \
              x-axis [{}]\n    y-axis \"MiB\" 0 --> {}\n    bar [{}]\n    line [{}]\n```\n",
             mermaid_text(name),
             labels.join(", "),
-            format!("{:.2}", (top * 1.1 / crate::units::MIB as f64).max(0.01)),
+            y_max,
             measured.join(", "),
             limits.join(", ")
         );
