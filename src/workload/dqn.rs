@@ -151,11 +151,18 @@ impl DqnModel {
     fn double_dqn_target(&self, batch: &Batch) -> Result<Tensor> {
         let next = &batch.tensors[slot::NEXT_STATES];
         let best = self.online_view.forward(next)?.argmax_keepdim(D::Minus1)?;
-        let q_next = self.target.forward(next)?.gather(&best, D::Minus1)?.squeeze(D::Minus1)?;
+        let q_next = self
+            .target
+            .forward(next)?
+            .gather(&best, D::Minus1)?
+            .squeeze(D::Minus1)?;
         let dones = &batch.tensors[slot::DONES];
         let not_done = dones.affine(-1.0, 1.0)?;
         let bootstrap = q_next.mul(&not_done)?.affine(self.cfg.gamma, 0.0)?;
-        batch.tensors[slot::REWARDS].add(&bootstrap)?.detach().to_dtype(q_next.dtype())
+        batch.tensors[slot::REWARDS]
+            .add(&bootstrap)?
+            .detach()
+            .to_dtype(q_next.dtype())
     }
 }
 
@@ -174,7 +181,7 @@ impl Model for DqnModel {
     }
 
     fn after_step(&mut self, step: usize) -> Result<()> {
-        if (step + 1) % self.cfg.target_sync == 0 {
+        if (step + 1).is_multiple_of(self.cfg.target_sync) {
             self.target = self.online.snapshot()?;
         }
         Ok(())
@@ -299,7 +306,10 @@ mod tests {
 
     #[test]
     fn target_network_is_frozen_until_sync() -> Result<()> {
-        let w = Dqn { target_sync: 2, ..tiny() };
+        let w = Dqn {
+            target_sync: 2,
+            ..tiny()
+        };
         let c = ctx(8);
         let store = crate::workload::ParamStore::new(3);
         let mut model = w.build(store.builder(c.dtype, &c.device), &c)?;

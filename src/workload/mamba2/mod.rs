@@ -89,7 +89,7 @@ impl Mamba2 {
             output_dim: r.positive("output_dim", d.output_dim),
             learning_rate: r.number("learning_rate", d.learning_rate, 1e-8, 1.0),
         };
-        if m.d_inner % m.head_dim != 0 {
+        if !m.d_inner.is_multiple_of(m.head_dim) {
             r.error(
                 "head_dim",
                 format!(
@@ -124,7 +124,7 @@ impl Mamba2 {
 }
 
 fn largest_divisor_at_most(n: usize, at_most: usize) -> usize {
-    (1..=at_most.min(n)).rev().find(|k| n % k == 0).unwrap_or(1)
+    (1..=at_most.min(n)).rev().find(|k| n.is_multiple_of(*k)).unwrap_or(1)
 }
 
 /// ln(eˣ − 1): the dt_bias that makes softplus give `dt`.
