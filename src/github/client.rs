@@ -337,3 +337,25 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .expect("a tokio runtime starts")
         .block_on(f)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_redacted_everywhere() {
+        assert_eq!(
+            redact("Bearer ghs_secret1 and ghs_secret1", Some("ghs_secret1")),
+            "Bearer *** and ***"
+        );
+        assert_eq!(redact("nothing", None), "nothing");
+        let s = Settings {
+            api_url: "http://127.0.0.1:1".into(),
+            token: Some("ghs_secret1".into()),
+            timeout: Duration::from_millis(1),
+            attempts: 1,
+            backoff: Duration::from_millis(1),
+        };
+        assert!(!format!("{s:?}").contains("ghs_secret1"));
+    }
+}

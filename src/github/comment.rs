@@ -231,3 +231,17 @@ pub async fn verify_pr_head(client: &Client, repo: &Repo, pr: u64, head_sha: &st
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marker_carries_a_clean_id() {
+        assert_eq!(marker("budgets.yaml"), "<!-- gate:id=budgets.yaml -->");
+        assert_eq!(marker("a b-->c"), "<!-- gate:id=a-b---c -->");
+        assert_eq!(marker(""), "<!-- gate:id=gate -->");
+        assert_eq!(clean_id(&"x".repeat(500)).len(), 64);
+        assert!(with_marker("gpu", "body").starts_with("<!-- gate:id=gpu -->\nbody"));
+    }
+}

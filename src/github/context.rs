@@ -159,3 +159,58 @@ pub fn read_event(path: &Path) -> Option<Event> {
 pub fn in_actions() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_names_are_checked() {
+        assert!(Repo::parse("octo/repo").is_ok());
+        assert!(Repo::parse("octo/re.po-1_x").is_ok());
+        for bad in ["octo", "octo/", "/repo", "o/r/x", "o/..", "o/r?x=1", "o/r#", "o /r"] {
+            assert!(Repo::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shas_and_branches_are_checked() {
+        assert_eq!(check_sha(&"A".repeat(40)).unwrap(), "a".repeat(40));
+        assert!(check_sha("main").is_err());
+        assert!(check_sha("abc/../x").is_err());
+        assert!(check_branch("gate-baselines").is_ok());
+        assert!(check_branch("a/../b").is_err());
+        assert!(check_branch("x&ref=main").is_err());
+    }
+
+    #[test]
+    fn events_are_parsed() {
+        let pr = serde_json::json!({
+            "number": 3,
+            "pull_request": {
+                "number": 3,
+                "base": { "ref": "main", "sha": "aaa", "repo": { "full_name": "o/r" } },
+                "head": { "sha": "bbb", "repo": { "full_name": "fork/r" } }
+            }
+        });
+        match parse_event(&pr) {
+            Event::PullRequest(p) => {
+                assert_eq!((p.number, p.base_sha.as_str(), p.head_sha.as_str()), (3, "aaa", "bbb"));
+                assert!(p.is_fork());
+            }
+            e => panic!("{e:?}"),
+        }
+        let run = serde_json::json!({ "workflow_run": { "head_sha": "ccc", "event": "pull_request" } });
+        assert_eq!(
+            parse_event(&run),
+            Event::WorkflowRun {
+                head_sha: "ccc".into(),
+                event: "pull_request".into()
+            }
+        );
+        assert_eq!(
+            parse_event(&serde_json::json!({ "ref": "refs/heads/main" })),
+            Event::Other
+        );
+    }
+}
