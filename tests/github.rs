@@ -499,6 +499,11 @@ fn check_writes_pr_json_comment_md_and_the_step_summary() {
     assert!(std::fs::read_to_string(&summary).unwrap().contains(&md));
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("::warning title=gate::no baseline"), "{stdout}");
+    // The table (names from the spec) cannot issue workflow commands.
+    let start = stdout.find("::stop-commands::").expect("guarded");
+    let token = stdout[start + 17..].lines().next().unwrap();
+    assert!(stdout.contains(&format!("::{token}::")), "{stdout}");
+    assert!(stdout.find("component  metric").unwrap() > start);
 }
 
 /// A stored baseline three first-parent steps behind the merge-base.

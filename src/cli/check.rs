@@ -188,7 +188,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     write_github_outputs(&args.out, &report, base)?;
 
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
-    print!("{}", crate::render::table::render(&report, color));
+    print!("{}", guard_commands(crate::render::table::render(&report, color)));
     eprintln!(
         "wrote {} and {} in {:.1} s",
         args.out.join("report.json").display(),
@@ -293,14 +293,19 @@ pub(super) fn write_github_outputs(
     match baseline {
         Some(b) => write(
             "baseline.json",
-            serde_json::to_string_pretty(b).expect("the report serializes").as_bytes(),
+            serde_json::to_string_pretty(b)
+                .expect("the report serializes")
+                .as_bytes(),
         )?,
         None => {
             let _ = std::fs::remove_file(out.join("baseline.json"));
         }
     }
     if let crate::github::Event::PullRequest(pr) = crate::github::context::event_from_env() {
-        write("pr.json", serde_json::to_string_pretty(&pr).expect("serializes").as_bytes())?;
+        write(
+            "pr.json",
+            serde_json::to_string_pretty(&pr).expect("serializes").as_bytes(),
+        )?;
     }
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
         use std::io::Write as _;
@@ -317,4 +322,21 @@ pub(super) fn write_github_outputs(
         print!("{}", crate::render::annotations::render(report));
     }
     Ok(())
+}
+
+/// In GitHub Actions, stdout is parsed for workflow commands: wrap text that
+/// carries names from the spec in `::stop-commands::` so no line of it can
+/// act as one (the annotations are printed outside).
+pub(super) fn guard_commands(text: String) -> String {
+    if !crate::github::context::in_actions() {
+        return text;
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let token = format!(
+        "gate-{:016x}",
+        crate::report::fnv1a(&format!("{nanos}-{}", std::process::id()))
+    );
+    format!("::stop-commands::{token}\n{text}::{token}::\n")
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::check::write_github_outputs;
+use super::check::{guard_commands, write_github_outputs};
 use super::comment::{read_baseline, read_report};
 use super::output::write_atomic;
 use super::CliError;
@@ -123,7 +123,7 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     }
     write_github_outputs(&args.out, &report, base)?;
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
-    print!("{}", crate::render::table::render(&report, color));
+    print!("{}", guard_commands(crate::render::table::render(&report, color)));
     eprintln!(
         "merged {} shards into {}",
         args.dirs.len(),
