@@ -66,7 +66,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
         message: e.message,
         hint: e.hint,
     })?;
-    let mut child_args = ChildArgs::new();
+    let mut child_args = ChildArgs::default();
     child_args.extra = vec!["--backend".into(), backend.name().into()];
     if args.emulate_capacity {
         child_args.extra.push("--emulate-capacity".into());

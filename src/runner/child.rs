@@ -39,8 +39,8 @@ pub struct ChildArgs {
     pub threads: usize,
 }
 
-impl ChildArgs {
-    pub fn new() -> Self {
+impl Default for ChildArgs {
+    fn default() -> Self {
         ChildArgs {
             extra: Vec::new(),
             threads: 1,

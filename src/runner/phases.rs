@@ -215,8 +215,8 @@ fn run(
     m.pool_reserved_peak_bytes = probe.pool_reserved_peak();
 
     begin(on_phase, m, Phase::Timing)?;
-    let mut step = 2;
-    for i in 0..timing.warmup + timing.steps {
+    // Steps 0 and 1 ran above; the timed ones follow.
+    for (i, step) in (0..timing.warmup + timing.steps).zip(2..) {
         let t = Instant::now();
         let loss = train_step(
             model.as_ref(),
@@ -233,7 +233,6 @@ fn run(
         }
         m.losses.push(loss);
         at(Phase::Timing, model.after_step(step))?;
-        step += 1;
     }
     if !m.step_times_ms.is_empty() {
         m.values.insert(Metric::StepTime, median(&m.step_times_ms));
