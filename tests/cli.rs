@@ -6,7 +6,10 @@ use std::process::{Command, Output};
 
 fn gate(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
-    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env("NO_COLOR", "1").env_remove("GATE_INJECT_FAULT");
+    cmd.args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .env_remove("GATE_INJECT_FAULT");
     for (k, v) in envs {
         cmd.env(k, v);
     }
@@ -39,7 +42,16 @@ fn spec_with(t: &tempfile::TempDir, budgets: &str, extra: &str) -> PathBuf {
 fn check_passes_writes_report_and_junit_and_prints_the_table() {
     let t = tempfile::tempdir().unwrap();
     let out = out_dir(&t);
-    let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--out", out.to_str().unwrap()], &[]);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
     let stdout = text(&o.stdout);
     assert!(stdout.contains("mlp        params"), "{stdout}");
@@ -58,9 +70,16 @@ fn check_passes_writes_report_and_junit_and_prints_the_table() {
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let suites: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testsuite")).collect();
     let names: Vec<_> = suites.iter().map(|s| s.attribute("name").unwrap()).collect();
-    assert_eq!(names, ["mlp", "ensemble"]);
-    let cases = doc.descendants().filter(|n| n.has_tag_name("testcase")).count();
-    assert_eq!(cases, 9);
+    // One suite per component, the ensemble, and the run's warnings (here: no baseline).
+    assert_eq!(names, ["mlp", "ensemble", "gate"]);
+    let budget_cases = suites[..2]
+        .iter()
+        .flat_map(|s| s.children())
+        .filter(|n| n.has_tag_name("testcase"))
+        .count();
+    assert_eq!(budget_cases, 9);
+    let warning = suites[2].descendants().find(|n| n.has_tag_name("skipped")).unwrap();
+    assert!(warning.attribute("message").unwrap().contains("baseline"), "{xml}");
     assert_eq!(doc.descendants().filter(|n| n.has_tag_name("failure")).count(), 0);
 }
 
@@ -72,7 +91,16 @@ fn mlp_figures_follow_the_arithmetic_and_repeat_to_the_byte() {
     for _ in 0..2 {
         let t = tempfile::tempdir().unwrap();
         let out = out_dir(&t);
-        let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--out", out.to_str().unwrap()], &[]);
+        let o = gate(
+            &[
+                "check",
+                "--budgets",
+                "examples/mlp.yaml",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            &[],
+        );
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         runs.push(report(&out)["components"]["mlp"].clone());
     }
@@ -82,22 +110,48 @@ fn mlp_figures_follow_the_arithmetic_and_repeat_to_the_byte() {
     assert_eq!(c["param_count"].as_u64().unwrap() as f64 * 4.0, params);
     // Measured bytes = tensor storage + a few hundred bytes of metadata per tensor (6 tensors).
     let meta = 6.0 * 512.0;
-    assert!(v("params") >= params && v("params") <= params + meta, "params {}", v("params"));
+    assert!(
+        v("params") >= params && v("params") <= params + meta,
+        "params {}",
+        v("params")
+    );
     assert!((v("gradients") - params).abs() <= meta, "gradients {}", v("gradients"));
-    assert!((v("optimizer") - 2.0 * params).abs() <= 2.0 * meta, "optimizer {}", v("optimizer"));
+    assert!(
+        (v("optimizer") - 2.0 * params).abs() <= 2.0 * meta,
+        "optimizer {}",
+        v("optimizer")
+    );
     // Retained by the forward pass at batch 64: at least the three layer outputs
     // (matmul and bias add each, ReLU for the hidden ones) ...
     let b = 64.0 * 4.0;
     let floor = b * (256.0 * 3.0 * 2.0 + 3.0 * 2.0);
-    assert!(v("activations") >= floor && v("activations") <= 2.0 * floor, "activations {}", v("activations"));
+    assert!(
+        v("activations") >= floor && v("activations") <= 2.0 * floor,
+        "activations {}",
+        v("activations")
+    );
     assert!(v("training_peak") > v("params") + v("optimizer") + v("gradients"));
     assert!(v("inference_peak") < v("training_peak") / 2.0);
     // The same seed gives the same bytes and the same loss.
-    for m in ["params", "activations", "gradients", "optimizer", "training_peak", "inference_peak", "loss"] {
-        assert_eq!(runs[0]["metrics"][m]["value"], runs[1]["metrics"][m]["value"], "{m} repeats");
+    for m in [
+        "params",
+        "activations",
+        "gradients",
+        "optimizer",
+        "training_peak",
+        "inference_peak",
+        "loss",
+    ] {
+        assert_eq!(
+            runs[0]["metrics"][m]["value"], runs[1]["metrics"][m]["value"],
+            "{m} repeats"
+        );
     }
     let losses = c["losses"].as_array().unwrap();
-    assert!(losses.last().unwrap().as_f64().unwrap() < losses[0].as_f64().unwrap(), "the loss falls");
+    assert!(
+        losses.last().unwrap().as_f64().unwrap() < losses[0].as_f64().unwrap(),
+        "the loss falls"
+    );
 }
 
 #[test]
@@ -105,7 +159,16 @@ fn an_exceeded_budget_exits_1_with_the_ratio_in_junit() {
     let t = tempfile::tempdir().unwrap();
     let spec = spec_with(&t, "      params: < 100 KiB\n      gradients: < 10 MiB\n", "");
     let out = out_dir(&t);
-    let o = gate(&["check", "--budgets", spec.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            spec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap();
@@ -125,7 +188,18 @@ fn only_runs_a_subset_and_rejects_unknown_names() {
 
     let t = tempfile::tempdir().unwrap();
     let out = out_dir(&t);
-    let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--only", "mlp", "--out", out.to_str().unwrap()], &[]);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--only",
+            "mlp",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0));
     assert!(out.join("report.json").exists() && out.join("junit.xml").exists());
 }
@@ -141,7 +215,10 @@ fn validate_accepts_good_specs_and_rejects_bad_ones_with_position_and_hint() {
     let o = gate(&["validate", "--budgets", spec.to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(2));
     let e = text(&o.stderr);
-    assert!(e.contains("budgets.yaml:13:15: error: budget for `mlp.params` has no comparison: `300`"), "{e}");
+    assert!(
+        e.contains("budgets.yaml:13:15: error: budget for `mlp.params` has no comparison: `300`"),
+        "{e}"
+    );
     assert!(e.contains("\n  hint: "), "{e}");
 
     let o = gate(&["validate", "--budgets", "missing.yaml"], &[]);
@@ -159,7 +236,16 @@ fn unimplemented_workloads_are_not_measured_visibly_and_fail_under_strict() {
     )
     .unwrap();
     let out = out_dir(&t);
-    let o = gate(&["check", "--budgets", p.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(0), "a warning alone passes");
     assert!(text(&o.stdout).contains("not_measured"));
     assert!(text(&o.stdout).contains("device_used is measured on CUDA runs only"));
@@ -168,23 +254,50 @@ fn unimplemented_workloads_are_not_measured_visibly_and_fail_under_strict() {
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     assert!(xml.contains("<skipped"), "{xml}");
 
-    let o = gate(&["check", "--budgets", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--strict"], &[]);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            p.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--strict",
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(1), "--strict turns warnings into failures");
 }
 
 #[test]
 fn a_crash_in_a_component_is_a_failed_measurement_and_outputs_are_still_written() {
-    for (kind, needle) in [("panic", "injected panic in phase forward"), ("abort", "SIGABRT"), ("oom", "out of memory")] {
+    for (kind, needle) in [
+        ("panic", "injected panic in phase forward"),
+        ("abort", "SIGABRT"),
+        ("oom", "out of memory"),
+    ] {
         let t = tempfile::tempdir().unwrap();
         let out = out_dir(&t);
         let fault = "forward:".to_string() + kind;
-        let o = gate(&["check", "--budgets", "examples/mlp.yaml", "--out", out.to_str().unwrap()], &[("GATE_INJECT_FAULT", &fault)]);
+        let o = gate(
+            &[
+                "check",
+                "--budgets",
+                "examples/mlp.yaml",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            &[("GATE_INJECT_FAULT", &fault)],
+        );
         assert_eq!(o.status.code(), Some(1), "{kind}: {}", text(&o.stderr));
         let r = report(&out);
         let c = &r["components"]["mlp"];
         assert_eq!(c["error"]["kind"], "failed");
         assert_eq!(c["error"]["phase"], "forward");
-        assert!(c["error"]["reason"].as_str().unwrap().contains(needle), "{kind}: {}", c["error"]["reason"]);
+        assert!(
+            c["error"]["reason"].as_str().unwrap().contains(needle),
+            "{kind}: {}",
+            c["error"]["reason"]
+        );
         // Figures measured before the crash survive it.
         assert!(c["metrics"]["params"]["value"].as_u64().unwrap() > 0);
         assert!(out.join("junit.xml").exists());

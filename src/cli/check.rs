@@ -66,8 +66,10 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
         message: e.message,
         hint: e.hint,
     })?;
-    let mut child_args = ChildArgs::default();
-    child_args.extra = vec!["--backend".into(), backend.name().into()];
+    let mut child_args = ChildArgs {
+        extra: vec!["--backend".into(), backend.name().into()],
+        ..Default::default()
+    };
     if args.emulate_capacity {
         child_args.extra.push("--emulate-capacity".into());
     }

@@ -69,6 +69,23 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, juni
         }
         suites.push(suite.build());
     }
+    // Warnings (not measured, no baseline, another testbed) are visible too:
+    // skipped cases, or failures under --strict.
+    if !report.summary.warnings.is_empty() {
+        let mut suite = TestSuiteBuilder::new("gate");
+        suite.set_timestamp(timestamp);
+        for (i, w) in report.summary.warnings.iter().enumerate() {
+            let name = format!("warning.{}", i + 1);
+            let mut case = if report.summary.strict {
+                TestCase::failure(&name, Duration::ZERO, "warning", w)
+            } else {
+                TestCase::skipped_with_cause(&name, "warning", w)
+            };
+            case.set_classname("gate.warnings");
+            suite.add_testcase(case);
+        }
+        suites.push(suite.build());
+    }
     let junit = ReportBuilder::new().add_testsuites(suites).build();
     let mut buf = Vec::new();
     junit.write_xml(&mut buf)?;

@@ -35,7 +35,10 @@ fn judge(limit: &Limit, measured: f64) -> Status {
     }
 }
 
-/// Whether `measured` grew past `baseline` by more than `tolerance` percent.
+/// Whether `measured` moved the wrong way past `baseline` by more than
+/// `tolerance` percent. Only sizes are held to it: wall time on shared
+/// runners varies more than any useful tolerance, so `step_time` and `loss`
+/// are shown against the baseline but gated only by their budgets.
 fn regressed(measured: f64, baseline: f64, tolerance: f64, lower_is_better: bool) -> bool {
     if lower_is_better {
         measured > baseline * (1.0 + tolerance / 100.0) && measured - baseline > 0.0
@@ -91,6 +94,7 @@ pub fn decide(
                     match base_value {
                         Some(bv)
                             if s == Status::Pass
+                                && b.metric.unit() == Unit::Bytes
                                 && b.metric.lower_is_better() == b.limit.op.is_max()
                                 && regressed(v, bv, c.tolerance.0, b.metric.lower_is_better()) =>
                         {
@@ -190,8 +194,19 @@ pub fn decide(
                     base_ens.and_then(|x| x.headroom_bytes).map(|v| v as f64),
                 ),
             };
+            // Total grows when memory grows; headroom shrinks.
+            let lower_is_better = b.metric == crate::budget::EnsembleMetric::Total;
             let (status, reason) = match measured {
-                Some(v) => (judge(&b.limit, v), None),
+                Some(v) => match (judge(&b.limit, v), base_value) {
+                    (Status::Pass, Some(bv)) if regressed(v, bv, spec.default_tolerance.0, lower_is_better) => (
+                        Status::Regressed,
+                        Some(format!(
+                            "moved more than {} the wrong way over the baseline",
+                            spec.default_tolerance
+                        )),
+                    ),
+                    (s, _) => (s, None),
+                },
                 None => {
                     let failed: Vec<&String> = missing
                         .iter()
