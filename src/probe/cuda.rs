@@ -80,7 +80,7 @@ impl CudaProbe {
                 "cuDeviceGetDefaultMemPool",
             )?
         };
-        let mut probe = CudaProbe {
+        let probe = CudaProbe {
             device: device.clone(),
             ctx,
             pool,
