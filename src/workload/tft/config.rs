@@ -70,15 +70,15 @@ impl TftConfig {
                 format!(
                     "`input_dim` is {} but the feature counts add up to {features} \
                      ({} static + {} known + {} unknown)",
-                    cfg.input_dim,
-                    cfg.num_static_features,
-                    cfg.num_known_features,
-                    cfg.num_unknown_features
+                    cfg.input_dim, cfg.num_static_features, cfg.num_known_features, cfg.num_unknown_features
                 ),
-                format!("set `input_dim: {features}`, or change the feature counts to add up to {}", cfg.input_dim),
+                format!(
+                    "set `input_dim: {features}`, or change the feature counts to add up to {}",
+                    cfg.input_dim
+                ),
             );
         }
-        if cfg.hidden_dim % cfg.num_heads != 0 {
+        if !cfg.hidden_dim.is_multiple_of(cfg.num_heads) {
             r.error(
                 "num_heads",
                 format!(
@@ -238,7 +238,10 @@ mod tests {
         let keys: Vec<_> = errs.iter().map(|e| e.key.clone().unwrap()).collect();
         assert_eq!(keys, ["input_dim", "num_heads"]);
         assert!(errs[0].message.contains("add up to 256"), "{}", errs[0].message);
-        assert_eq!(errs[0].hint, "set `input_dim: 256`, or change the feature counts to add up to 250");
+        assert_eq!(
+            errs[0].hint,
+            "set `input_dim: 256`, or change the feature counts to add up to 250"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! observed) `[B, Te, Vk + Vo]`, 2 decoder known reals `[B, Td, Vk]`,
 //! 3 target `[B, Td]`.
 
-use candle_core::{Device, DType, Result, Tensor};
+use candle_core::{DType, Device, Result, Tensor};
 
 use super::config::TftConfig;
 use crate::workload::{Batch, Rng};
@@ -19,7 +19,11 @@ pub const TARGET: usize = 3;
 
 pub fn synthetic(cfg: &TftConfig, batch: usize, seed: u64, dtype: DType, device: &Device) -> Result<Batch> {
     let mut rng = Rng::new(seed);
-    let (vs, vk, vo) = (cfg.num_static_features, cfg.num_known_features, cfg.num_unknown_features);
+    let (vs, vk, vo) = (
+        cfg.num_static_features,
+        cfg.num_known_features,
+        cfg.num_unknown_features,
+    );
     let (te, td) = (cfg.sequence_length, cfg.prediction_horizon);
     let t_all = te + td;
     let statics: Vec<f32> = rng.normal_vec(batch * vs, 0.0, 1.0);
@@ -61,6 +65,9 @@ pub fn synthetic(cfg: &TftConfig, batch: usize, seed: u64, dtype: DType, device:
         Tensor::from_vec(decoder, (batch, td, vk), device)?,
         Tensor::from_vec(future, (batch, td), device)?,
     ];
-    let tensors = tensors.into_iter().map(|t| t.to_dtype(dtype)).collect::<Result<Vec<_>>>()?;
+    let tensors = tensors
+        .into_iter()
+        .map(|t| t.to_dtype(dtype))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Batch::new(tensors))
 }

@@ -23,9 +23,11 @@ impl Glu {
         })
     }
 
-    pub fn forward(&self, x: &Tensor, step: &Step) -> Result<Tensor> {
-        let x = step.dropout(x, self.dropout)?;
-        let y = self.fc.forward(&x)?;
+    /// Takes `x` by value so that, with no graph, it is freed as soon as the
+    /// projection exists (a shadowed binding would live to the end of the call).
+    pub fn forward(&self, x: Tensor, step: &Step) -> Result<Tensor> {
+        let y = self.fc.forward(&step.dropout(&x, self.dropout)?)?;
+        drop(x);
         let value = y.narrow(D::Minus1, 0, self.output)?;
         let gate = y.narrow(D::Minus1, self.output, self.output)?;
         value.mul(&candle_nn::ops::sigmoid(&gate)?)
@@ -47,8 +49,8 @@ impl GateAddNorm {
         })
     }
 
-    pub fn forward(&self, x: &Tensor, skip: &Tensor, step: &Step) -> Result<Tensor> {
-        let gated = self.glu.forward(x, step)?;
-        self.norm.forward(&(gated + skip)?)
+    pub fn forward(&self, x: Tensor, skip: &Tensor, step: &Step) -> Result<Tensor> {
+        let sum = (self.glu.forward(x, step)? + skip)?;
+        self.norm.forward(&sum)
     }
 }

@@ -128,15 +128,19 @@ impl Grn {
             Some(r) => r.forward(x)?,
             None => x.clone(),
         };
-        let mut h = self.fc1.forward(x)?;
-        if let (Some(layer), Some(ctx)) = (&self.context, context) {
-            h = h.broadcast_add(&layer.forward(ctx)?)?;
-        }
-        let h = self.fc2.forward(&h.elu(1.0)?)?;
-        self.gate.forward(&h, &residual, step)
+        // Intermediates go out of scope as soon as the next one exists, so a
+        // forward with no graph holds as few full-size tensors as it can.
+        let hidden = {
+            let mut h = self.fc1.forward(x)?;
+            if let (Some(layer), Some(ctx)) = (&self.context, context) {
+                h = h.broadcast_add(&layer.forward(ctx)?)?;
+            }
+            h = h.elu(1.0)?;
+            self.fc2.forward(&h)?
+        };
+        self.gate.forward(hidden, &residual, step)
     }
 }
-
 
 #[cfg(test)]
 mod tests {

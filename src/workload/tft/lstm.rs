@@ -56,7 +56,11 @@ impl Lstm {
     /// each layer's final state.
     pub fn forward(&self, x: &Tensor, init: &[State], step: &Step) -> Result<(Tensor, Vec<State>)> {
         if init.len() != self.layers.len() {
-            candle_core::bail!("the LSTM has {} layers but got {} initial states", self.layers.len(), init.len());
+            candle_core::bail!(
+                "the LSTM has {} layers but got {} initial states",
+                self.layers.len(),
+                init.len()
+            );
         }
         let hsz = self.hidden;
         let (b, t, _) = x.dims3()?;
@@ -76,10 +80,7 @@ impl Lstm {
             let (mut h, mut c) = (state.h.clone(), state.c.clone());
             let mut outputs = Vec::with_capacity(t);
             for s in 0..t {
-                let gates = xw
-                    .get(s)?
-                    .add(&h.matmul(&w_hh_t)?)?
-                    .broadcast_add(&layer.b_hh)?;
+                let gates = xw.get(s)?.add(&h.matmul(&w_hh_t)?)?.broadcast_add(&layer.b_hh)?;
                 let input_gate = candle_nn::ops::sigmoid(&gates.narrow(D::Minus1, 0, hsz)?)?;
                 let forget_gate = candle_nn::ops::sigmoid(&gates.narrow(D::Minus1, hsz, hsz)?)?;
                 let cell_input = gates.narrow(D::Minus1, 2 * hsz, hsz)?.tanh()?;

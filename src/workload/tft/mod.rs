@@ -117,7 +117,11 @@ impl TftModel {
         let h = cfg.hidden_dim;
         let dc = cfg.prescale_dim;
         let p = cfg.dropout;
-        let (vs, vk, vo) = (cfg.num_static_features, cfg.num_known_features, cfg.num_unknown_features);
+        let (vs, vk, vo) = (
+            cfg.num_static_features,
+            cfg.num_known_features,
+            cfg.num_unknown_features,
+        );
         let (sw, sb) = prescalers(vs, dc, vb.pp("prescalers.static"))?;
         let (kw, kb) = prescalers(vk, dc, vb.pp("prescalers.known"))?;
         let (ow, ob) = prescalers(vo, dc, vb.pp("prescalers.observed"))?;
@@ -173,7 +177,10 @@ impl TftModel {
     pub fn forward(&self, batch: &Batch, step: &Step) -> Result<Tensor> {
         let t = &batch.tensors;
         if t.len() < 3 {
-            candle_core::bail!("a TFT batch holds static, encoder and decoder reals; got {} tensors", t.len());
+            candle_core::bail!(
+                "a TFT batch holds static, encoder and decoder reals; got {} tensors",
+                t.len()
+            );
         }
         let te = self.cfg.sequence_length;
         let td = self.cfg.prediction_horizon;
@@ -199,26 +206,29 @@ impl TftModel {
         // Every encoder layer starts from the static state; each decoder layer
         // continues from the matching encoder layer.
         let (encoder_out, states) = scoped("lstm_encoder", || {
-            self.lstm_encoder.forward(&encoder_in, &vec![init; self.cfg.num_layers], step)
+            self.lstm_encoder
+                .forward(&encoder_in, &vec![init; self.cfg.num_layers], step)
         })?;
         let (decoder_out, _) = scoped("lstm_decoder", || self.lstm_decoder.forward(&decoder_in, &states, step))?;
         let phi = scoped("post_lstm_gate", || {
             let lstm_out = Tensor::cat(&[&encoder_out, &decoder_out], 1)?;
             let selected = Tensor::cat(&[&encoder_in, &decoder_in], 1)?;
-            self.post_lstm_gate.forward(&lstm_out, &selected, step)
+            self.post_lstm_gate.forward(lstm_out, &selected, step)
         })?;
         let theta = scoped("static_enrichment", || {
             self.static_enrichment.forward(&phi, Some(c_enrichment), step)
         })?;
         let queries = theta.narrow(1, te, td)?.contiguous()?;
-        let (attended, _weights) = scoped("attention", || self.attention.forward(&queries, &theta, &self.mask, step))?;
+        let (attended, _weights) = scoped("attention", || {
+            self.attention.forward(&queries, &theta, &self.mask, step)
+        })?;
         let gated = scoped("post_attention_gate", || {
-            self.post_attention_gate.forward(&attended, &queries, step)
+            self.post_attention_gate.forward(attended, &queries, step)
         })?;
         let ff = scoped("positionwise_grn", || self.positionwise_grn.forward(&gated, None, step))?;
         scoped("output", || {
             let skip = phi.narrow(1, te, td)?.contiguous()?;
-            let y = self.pre_output_gate.forward(&ff, &skip, step)?;
+            let y = self.pre_output_gate.forward(ff, &skip, step)?;
             self.output.forward(&y)
         })
     }

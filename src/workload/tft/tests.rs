@@ -42,6 +42,78 @@ fn inference_model(tft: &Tft, seed: u64) -> Result<Box<dyn Model>> {
     tft.build(store.detached(DType::F32, &Device::Cpu), &ctx(1))
 }
 
+/// models.md §1's closed form, written out here on its own.
+fn closed_form(c: &TftConfig) -> u64 {
+    let glu = |i: u64, o: u64| 2 * o * (i + 1);
+    let gan = |i: u64, o: u64| glu(i, o) + 2 * o;
+    let grn = |i: u64, h: u64, o: u64, ctx: u64| {
+        h * (i + 1) + ctx * h + h * (h + 1) + gan(h, o) + if i != o { 3 * o } else { 0 }
+    };
+    let h = c.hidden_dim as u64;
+    let dc = c.prescale_dim as u64;
+    let vsn = |v: u64, ctx: u64| match v {
+        0 => 0,
+        1 => grn(dc, dc.min(h), h, 0),
+        _ => v * grn(dc, dc.min(h), h, 0) + grn(v * dc, h.min(v), v, ctx),
+    };
+    let (vs, vk, vo) = (
+        c.num_static_features as u64,
+        c.num_known_features as u64,
+        c.num_unknown_features as u64,
+    );
+    let d = h / c.num_heads as u64;
+    let q = c.num_quantiles as u64;
+    2 * dc * (vs + vk + vo)
+        + vsn(vs, 0)
+        + 4 * grn(h, h, h, 0)
+        + vsn(vk + vo, h)
+        + vsn(vk, h)
+        + 2 * c.num_layers as u64 * (4 * h * 2 * h + 8 * h)
+        + gan(h, h)
+        + grn(h, h, h, h)
+        + (2 * c.num_heads as u64 + 1) * (h * d + d)
+        + d * h
+        + gan(h, h)
+        + grn(h, h, h, 0)
+        + gan(h, h)
+        + h * q
+        + q
+}
+
+#[test]
+fn parameter_count_is_the_closed_form_for_three_configs() -> Result<()> {
+    let original = TftConfig::default();
+    assert_eq!(closed_form(&original), 5_846_644);
+    assert_eq!(Tft::new(original.clone()).param_count().trainable, 5_846_644);
+
+    let library_default = TftConfig {
+        prescale_dim: 8,
+        ..original.clone()
+    };
+    assert_eq!(closed_form(&library_default), 880_956);
+    assert_eq!(Tft::new(library_default).param_count().trainable, 880_956);
+
+    // A third, built for real: the store holds exactly the closed form.
+    let third = TftConfig {
+        input_dim: 3 + 4 + 20,
+        hidden_dim: 32,
+        num_heads: 2,
+        num_layers: 1,
+        num_quantiles: 7,
+        num_static_features: 3,
+        num_known_features: 4,
+        num_unknown_features: 20,
+        prescale_dim: 12,
+        ..original
+    };
+    let tft = Tft::new(third.clone());
+    assert_eq!(tft.param_count().trainable, closed_form(&third));
+    let store = ParamStore::new(1);
+    tft.build(store.builder(DType::F32, &Device::Cpu), &ctx(1))?;
+    assert_eq!(store.elem_count(), closed_form(&third));
+    Ok(())
+}
+
 #[test]
 fn built_model_has_exactly_the_closed_form_count() -> Result<()> {
     let configs = [
@@ -79,7 +151,14 @@ fn output_is_batch_by_horizon_by_quantiles() -> Result<()> {
 
 #[test]
 fn every_parameter_gets_a_nonzero_gradient() -> Result<()> {
-    for cfg in [tiny(), TftConfig { num_static_features: 2, input_dim: 9, ..tiny() }] {
+    for cfg in [
+        tiny(),
+        TftConfig {
+            num_static_features: 2,
+            input_dim: 9,
+            ..tiny()
+        },
+    ] {
         let tft = Tft::new(cfg);
         let store = ParamStore::new(2);
         let model = tft.build(store.builder(DType::F32, &Device::Cpu), &ctx(4))?;
@@ -135,7 +214,10 @@ fn attention_is_causal_over_the_decoder() -> Result<()> {
     let after = model.predict(&Batch::new(changed))?;
     let diff = |a: &Tensor, b: &Tensor| -> Result<f32> { (a - b)?.abs()?.max_all()?.to_scalar() };
     assert_eq!(diff(&before.narrow(1, 0, k)?, &after.narrow(1, 0, k)?)?, 0.0);
-    assert!(diff(&before.narrow(1, k, 1)?, &after.narrow(1, k, 1)?)? > 1e-4, "the changed step must move");
+    assert!(
+        diff(&before.narrow(1, k, 1)?, &after.narrow(1, k, 1)?)? > 1e-4,
+        "the changed step must move"
+    );
     Ok(())
 }
 

@@ -111,10 +111,7 @@ impl Vsn {
         })?;
         scoped("combine", || -> Result<Tensor> {
             let w = weights.reshape((n, v))?.t()?.contiguous()?.reshape((v, n, 1))?;
-            per_variable
-                .broadcast_mul(&w)?
-                .sum(0)?
-                .reshape((b, t, self.hidden))
+            per_variable.broadcast_mul(&w)?.sum(0)?.reshape((b, t, self.hidden))
         })
     }
 }
