@@ -140,6 +140,8 @@ pub struct ComponentReport {
     pub pool_reserved_peak_bytes: Option<u64>,
     /// Capacity emulation: bytes held back so the run saw only the spec's card.
     pub emulated_block_bytes: Option<u64>,
+    /// Why the warm-up step failed (the profile then ran cold), if it did.
+    pub warmup_error: Option<String>,
     pub blocks: Vec<BlockReport>,
     pub step_times_ms: Vec<f64>,
     pub losses: Vec<f64>,

@@ -82,4 +82,6 @@ pub struct Measurement {
     /// Loss after each training step, in order.
     pub losses: Vec<f64>,
     pub failure: Option<Failure>,
+    /// Why the warm-up step failed, when it did (the profile then ran cold).
+    pub warmup_error: Option<String>,
 }

@@ -40,10 +40,7 @@ pub fn profile(
 ) -> Measurement {
     let mut m = Measurement::default();
     if let Err((phase, err)) = run(workload, ctx, timing, recorder, on_phase, &mut m) {
-        m.failure = Some(Failure {
-            phase,
-            reason: err.to_string(),
-        });
+        m.failure = Some(Failure { phase, reason: first_line(&err.to_string()) });
     }
     m
 }
@@ -127,8 +124,13 @@ fn run(
     // Warm up on a throwaway copy: thread pools and the CPU matmul kernels'
     // per-thread scratch buffers are allocated once and kept, and would
     // otherwise land in whichever phase first needs them.
+    // A model too big for the (emulated) card fails here first; then go on
+    // without the warm-up, so the failure is placed in the phase that really
+    // runs out and the figures before it are still measured.
     begin(on_phase, m, Phase::Warmup)?;
-    warm_up(workload, ctx)?;
+    if let Err((_, e)) = warm_up(workload, ctx) {
+        m.warmup_error = Some(first_line(&e.to_string()));
+    }
     probe.sync();
     let base = probe.live();
     let dsize = ctx.dtype.size_in_bytes() as u64;
@@ -267,6 +269,11 @@ fn warm_up(workload: &dyn Workload, ctx: &RunCtx) -> PhaseResult<()> {
     let infer = at(w, workload.build(store.detached(ctx.dtype, &ctx.device), ctx))?;
     at(w, infer.predict(&batch))?;
     Ok(())
+}
+
+/// The error's first line: candle appends a backtrace when one was captured.
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_string()
 }
 
 /// The median of `xs` (the mean of the two middle values for an even count).
