@@ -84,7 +84,9 @@ impl fmt::Display for Metric {
 /// Writes a value of `unit` for people: MiB for bytes, ms, or the plain number.
 pub fn format_value(unit: Unit, value: f64) -> String {
     match unit {
-        Unit::Bytes => Bytes(value.max(0.0).round() as u64).to_string(),
+        // Headroom can be negative: the ensemble does not fit.
+        Unit::Bytes if value < 0.0 => format!("-{}", Bytes((-value).round() as u64)),
+        Unit::Bytes => Bytes(value.round() as u64).to_string(),
         Unit::Ms => format!("{value:.1} ms"),
         Unit::One => {
             if value.abs() >= 1e-3 || value == 0.0 {
