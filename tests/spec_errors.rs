@@ -616,6 +616,9 @@ fn limits_accept_every_written_form() {
         ]
     );
     let e = spec.ensemble.unwrap();
-    assert_eq!((e.budgets[0].limit.op, e.budgets[0].limit.value, e.budgets[0].line), (Op::Gt, 1e9, 15));
+    assert_eq!(
+        (e.budgets[0].limit.op, e.budgets[0].limit.value, e.budgets[0].line),
+        (Op::Gt, 1e9, 15)
+    );
     assert_eq!((e.budgets[1].limit.op, e.budgets[1].limit.value), (Op::Le, 3e9));
 }
