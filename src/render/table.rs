@@ -57,8 +57,11 @@ pub fn render(report: &Report, color: bool) -> String {
         for (j, cell) in row.iter().enumerate() {
             // Right-align the numbers, left-align the names.
             let w = widths[j];
+            // Right-align the numbers; the last column is not padded (no trailing blanks).
             let padded = if (2..=4).contains(&j) {
                 format!("{cell:>w$}")
+            } else if j == 5 {
+                cell.clone()
             } else {
                 format!("{cell:<w$}")
             };
