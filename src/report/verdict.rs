@@ -291,3 +291,174 @@ fn not_measured_reason(metric: Metric) -> String {
         m => format!("{m} was not measured"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const SPEC: &str = "version: 1
+device: { name: card, capacity: 1000 B, reserve: 100 B }
+components:
+  a:
+    workload: mlp
+    budgets:
+      params: < 500 B
+      step_time: < 10 ms
+  b:
+    workload: mlp
+    budgets:
+      training_peak: <= 300 B
+ensemble:
+  members: [a, b]
+  metric: params
+  budgets:
+    total: < 900 B
+    headroom: \"> 100 B\"
+";
+
+    fn spec() -> Spec {
+        crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap()
+    }
+
+    fn comp(metrics: &[(Metric, f64)], fingerprint: &str) -> ComponentReport {
+        let mut c = crate::report::not_measured_report(&spec().components[0], "");
+        c.error = None;
+        c.fingerprint = fingerprint.into();
+        for (m, v) in metrics {
+            c.metrics.insert(
+                *m,
+                MetricValue {
+                    value: *v,
+                    unit: m.unit(),
+                },
+            );
+        }
+        c
+    }
+
+    fn reports(a: &[(Metric, f64)], b: &[(Metric, f64)]) -> BTreeMap<String, ComponentReport> {
+        BTreeMap::from([("a".to_string(), comp(a, "x")), ("b".to_string(), comp(b, "x"))])
+    }
+
+    const RESERVE: Reserve = Reserve {
+        bytes: 100,
+        measured: false,
+    };
+
+    fn statuses(v: &Verdict) -> Vec<(&str, &str, Status)> {
+        v.results
+            .iter()
+            .map(|r| (r.component.as_str(), r.metric.as_str(), r.status))
+            .collect()
+    }
+
+    #[test]
+    fn budgets_pass_and_fail_and_the_ensemble_sums_with_the_reserve() {
+        let c = reports(
+            &[(Metric::Params, 400.0), (Metric::StepTime, 12.0)],
+            &[(Metric::Params, 300.0), (Metric::TrainingPeak, 300.0)],
+        );
+        let v = decide(&spec(), &c, None, false, RESERVE, false);
+        assert_eq!(
+            statuses(&v),
+            [
+                ("a", "params", Status::Pass),
+                ("a", "step_time", Status::Fail),
+                ("b", "training_peak", Status::Pass),
+                ("ensemble", "total", Status::Pass),
+                ("ensemble", "headroom", Status::Pass)
+            ]
+        );
+        let e = v.ensemble.unwrap();
+        assert_eq!((e.total_bytes, e.headroom_bytes), (Some(800), Some(200)));
+        assert_eq!(v.summary.status, "fail");
+    }
+
+    #[test]
+    fn growth_past_the_tolerance_is_a_regression_for_sizes_only() {
+        let base_components = reports(
+            &[(Metric::Params, 300.0), (Metric::StepTime, 1.0)],
+            &[(Metric::Params, 100.0), (Metric::TrainingPeak, 100.0)],
+        );
+        let baseline = Report {
+            schema: 1,
+            gate_version: "0".into(),
+            commit: None,
+            spec: "budgets.yaml".into(),
+            testbed: Testbed::default(),
+            ensemble: decide(&spec(), &base_components, None, false, RESERVE, false).ensemble,
+            components: base_components,
+            results: vec![],
+            summary: Summary {
+                status: "pass".into(),
+                passed: 0,
+                failed: 0,
+                regressed: 0,
+                not_measured: 0,
+                warnings: vec![],
+                strict: false,
+            },
+            baseline: None,
+            wall_seconds: 0.0,
+        };
+        // params 300 → 330 (+10 % > 5 %), step_time 1 → 5 ms (noise is not gated), b unchanged.
+        let c = reports(
+            &[(Metric::Params, 330.0), (Metric::StepTime, 5.0)],
+            &[(Metric::Params, 100.0), (Metric::TrainingPeak, 100.0)],
+        );
+        let v = decide(&spec(), &c, Some(&baseline), true, RESERVE, false);
+        assert_eq!(v.results[0].status, Status::Regressed);
+        assert_eq!(v.results[0].baseline, Some(300.0));
+        assert_eq!(v.results[1].status, Status::Pass);
+        assert_eq!(v.results[2].status, Status::Pass);
+        // The ensemble total grew 500 → 530 (+6 %): regressed as well.
+        assert_eq!(v.results[3].status, Status::Regressed);
+        // From another testbed, nothing is compared.
+        let v = decide(&spec(), &c, Some(&baseline), false, RESERVE, false);
+        assert!(v
+            .results
+            .iter()
+            .all(|r| r.baseline.is_none() && r.status != Status::Regressed));
+    }
+
+    #[test]
+    fn a_failed_member_fails_the_ensemble_and_unmeasured_metrics_are_warnings() {
+        let mut c = reports(&[(Metric::Params, 400.0)], &[]);
+        c.get_mut("b").unwrap().error = Some(ComponentError {
+            kind: ErrorKind::Failed,
+            phase: Some("forward".into()),
+            reason: "out of memory".into(),
+        });
+        let v = decide(&spec(), &c, None, false, RESERVE, false);
+        assert_eq!(
+            v.results[1].status,
+            Status::NotMeasured,
+            "a's step_time was not measured"
+        );
+        assert_eq!(v.results[2].status, Status::Fail);
+        assert_eq!(
+            v.results[2].reason.as_deref(),
+            Some("measurement failed in phase forward: out of memory")
+        );
+        assert_eq!(v.results[3].status, Status::Fail);
+        assert!(v.summary.warnings.iter().any(|w| w.contains("a.step_time")));
+        assert_eq!(
+            decide(
+                &spec(),
+                &reports(
+                    &[(Metric::Params, 1.0)],
+                    &[(Metric::Params, 1.0), (Metric::TrainingPeak, 1.0)]
+                ),
+                None,
+                false,
+                RESERVE,
+                true
+            )
+            .summary
+            .status,
+            "fail",
+            "strict: the unmeasured step_time fails"
+        );
+    }
+}
