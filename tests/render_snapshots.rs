@@ -18,7 +18,11 @@ fn table_with_colour_marks_only_statuses() {
     let text = gate::render::table::render(&fixture(), true);
     let plain = gate::render::table::render(&fixture(), false);
     // Colour adds escape codes around statuses and the verdict, nothing else.
-    let stripped = text.replace("\x1b[31m", "").replace("\x1b[32m", "").replace("\x1b[33m", "").replace("\x1b[0m", "");
+    let stripped = text
+        .replace("\x1b[31m", "")
+        .replace("\x1b[32m", "")
+        .replace("\x1b[33m", "")
+        .replace("\x1b[0m", "");
     assert_eq!(stripped, plain);
     assert!(text.contains("\x1b[31mfail"));
 }
