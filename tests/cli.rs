@@ -319,3 +319,27 @@ fn bad_arguments_exit_2() {
     let o = gate(&["check", "--no-such-flag"], &[]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Across processes the counting allocator repeats to the byte, for a model
+/// with dropout, LSTMs and attention too (a small TFT).
+#[test]
+fn a_small_tft_repeats_to_the_byte_across_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("budgets.yaml");
+    std::fs::write(
+        &p,
+        "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  tft:\n    workload: tft\n    batch_size: 4\n    config: { input_dim: 25, hidden_dim: 8, num_heads: 2, num_layers: 1, sequence_length: 12, prediction_horizon: 3, num_quantiles: 3, num_static_features: 2, num_known_features: 3, num_unknown_features: 20 }\n    budgets: { training_peak: < 1 GiB }\n",
+    )
+    .unwrap();
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        let out = t.path().join(format!("out{i}"));
+        let o = gate(&["check", "--budgets", p.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        runs.push(report(&out)["components"]["tft"].clone());
+    }
+    for m in ["params", "activations", "gradients", "optimizer", "training_peak", "inference_peak", "loss"] {
+        assert_eq!(runs[0]["metrics"][m]["value"], runs[1]["metrics"][m]["value"], "{m} repeats");
+    }
+    assert_eq!(runs[0]["blocks"], runs[1]["blocks"]);
+}

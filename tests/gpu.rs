@@ -1,12 +1,19 @@
 //! GPU tests: only with `--features cuda` and a GPU (CI has neither; they are
-//! run on the H200 by hand, see docs/gpu.md and scripts/gpu-run.sh).
+//! run on the H200 by hand, see docs/gpu.md). Run them from the repository
+//! root; set GATE_BIN to the CUDA gate binary when it was built elsewhere.
 #![cfg(feature = "cuda")]
 
 use std::process::Command;
 
+/// The gate binary: `GATE_BIN` when the tests run on another machine than
+/// the one that built them (the GPU machine), else the one cargo built.
+fn gate_bin() -> String {
+    std::env::var("GATE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gate").to_string())
+}
+
 fn gate(args: &[&str]) -> (i32, serde_json::Value) {
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let o = Command::new(gate_bin())
         .args(args)
         .arg("--out")
         .arg(out.path())
