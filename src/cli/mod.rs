@@ -4,6 +4,9 @@
 mod baseline;
 mod check;
 mod comment;
+mod completions;
+mod doctor;
+mod init;
 mod merge;
 mod output;
 mod profile;
@@ -19,6 +22,7 @@ use crate::exit::Exit;
 #[command(
     name = "gate",
     version,
+    long_version = LONG_VERSION,
     about = "Stops GPU-memory regressions in candle models before they merge"
 )]
 pub struct Cli {
@@ -38,10 +42,40 @@ pub enum Command {
     Baseline(baseline::BaselineArgs),
     /// Check a spec and run nothing.
     Validate(validate::ValidateArgs),
+    /// Print what this machine offers (CPU, GPU, driver, CUDA, NVML, memory) and what a run here can measure.
+    Doctor(doctor::DoctorArgs),
+    /// Write a starter budgets.yaml and the GitHub Actions workflows for your repository.
+    Init(init::InitArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff) to stdout.
+    Man(completions::ManArgs),
     /// Profile one component in this process (used by `check` for isolation).
     #[command(hide = true)]
     Profile(profile::ProfileArgs),
 }
+
+/// `gate --version`: the version, the commit it was built from (`unknown`
+/// outside a git checkout) and whether this build has CUDA (see build.rs).
+#[cfg(feature = "cuda")]
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("GATE_GIT_COMMIT"),
+    "\ncuda: yes (compute capability ",
+    env!("GATE_CUDA_COMPUTE_CAP"),
+    ")\ntarget: ",
+    env!("GATE_TARGET"),
+);
+#[cfg(not(feature = "cuda"))]
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("GATE_GIT_COMMIT"),
+    "\ncuda: no (CPU build: `--backend cpu` only; a GPU run needs a build with `--features cuda`)",
+    "\ntarget: ",
+    env!("GATE_TARGET"),
+);
 
 /// Default spec path.
 pub fn default_budgets() -> PathBuf {
@@ -87,6 +121,10 @@ pub fn run(cli: Cli) -> Exit {
         Command::Merge(a) => merge::run(a),
         Command::Baseline(a) => baseline::run(a),
         Command::Profile(a) => profile::run(a),
+        Command::Doctor(a) => doctor::run(a),
+        Command::Init(a) => init::run(a),
+        Command::Completions(a) => completions::run(a),
+        Command::Man(a) => completions::man(a),
     };
     match result {
         Ok(exit) => exit,

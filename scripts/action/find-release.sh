@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The gate action, step 1: look for a prebuilt gate that matches this runner
+# and this action's source; download and verify it when there is one. Always
+# writes the paths and the cache key a build from source would use.
+# Env (from action.yml): ACTION_PATH BACKEND VERSION REPO COMMAND
+# RUNNER_OS_NAME RUNNER_ARCH_NAME, and the runner's GITHUB_* variables.
+set -euo pipefail
+out() { echo "$1=$2" >> "$GITHUB_OUTPUT"; }
+note() { echo "gate action: $*" >&2; }
+
+features=cpu
+if [ "$COMMAND" = check ]; then
+  case "$BACKEND" in
+    cuda) features=cuda ;;
+    auto) [ -e /proc/driver/nvidia/version ] && features=cuda ;;
+  esac
+fi
+out features "$features"
+
+# Paths and cache key of a build from this action's source.
+root="$HOME/.cache/gate-action"
+bin_dir="$root/bin-$features"
+out bin-dir "$bin_dir"
+out target-dir "$root/target-$features"
+source_key=$(cd "$ACTION_PATH" && find Cargo.toml Cargo.lock build.rs src scripts/build-cuda.sh -type f 2>/dev/null |
+  LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+out source-key "$source_key"
+prefix="gate-${RUNNER_OS_NAME}-${RUNNER_ARCH_NAME}-${features}-"
+out cache-key "${prefix}${source_key}"
+out cache-restore-key "$prefix"
+
+found=false
+finish() { out found "$found"; }
+trap finish EXIT
+
+if [ "$VERSION" = source ]; then note "version: source: building from the action's source"; exit 0; fi
+if [ "$RUNNER_OS_NAME" != Linux ] || [ "$RUNNER_ARCH_NAME" != X64 ]; then
+  note "no prebuilt gate for $RUNNER_OS_NAME/$RUNNER_ARCH_NAME (only Linux X64): building from source"; exit 0
+fi
+tag="$VERSION"
+if [ -z "$tag" ]; then
+  ver=$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' "$ACTION_PATH/Cargo.toml" | head -1)
+  tag="v$ver"
+fi
+repo="$REPO"
+if [ -z "$repo" ]; then
+  # A remote action lives in .../_actions/OWNER/REPO/REF
+  case "$ACTION_PATH" in
+    */_actions/*/*/*) rest="${ACTION_PATH#*/_actions/}"; repo="${rest%%/*}/$(echo "$rest" | cut -d/ -f2)" ;;
+  esac
+fi
+if [ -z "$repo" ]; then note "the gate repository is unknown (set gate-repository): building from source"; exit 0; fi
+
+triple=x86_64-unknown-linux-gnu
+asset="gate-${tag}-${triple}$([ "$features" = cuda ] && echo -cuda).tar.gz"
+base="${GITHUB_SERVER_URL:-https://github.com}/$repo/releases/download/$tag"
+tmp=$(mktemp -d)
+if ! curl -fsSL --retry 3 -o "$tmp/$asset" "$base/$asset" || ! curl -fsSL --retry 3 -o "$tmp/SHA256SUMS" "$base/SHA256SUMS"; then
+  note "no release asset $base/$asset: building from source"; exit 0
+fi
+if ! (cd "$tmp" && grep " ${asset}\$" SHA256SUMS | sha256sum -c --status); then
+  echo "::error title=gate action::$asset does not match its SHA256SUMS entry; not using it"; exit 1
+fi
+tar -xzf "$tmp/$asset" -C "$tmp"
+exe=$(find "$tmp" -type f -name gate -perm -u+x | head -1)
+[ -n "$exe" ] || { note "no gate binary in $asset: building from source"; exit 0; }
+# The binary must be the action's own commit when that is known (a checkout
+# of a branch may be ahead of the release with the same version number).
+own=""
+if git -C "$ACTION_PATH" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  own=$(git -C "$ACTION_PATH" rev-parse --short=12 HEAD 2>/dev/null || true)
+fi
+# --version of a cuda build may not start without the CUDA libraries yet: read
+# the commit from the release's own note instead when it fails.
+commit=$(sed -n 's/^commit: //p' "$(dirname "$exe")/VERSION" 2>/dev/null || true)
+if [ -n "$own" ] && [ -n "$commit" ] && [ "$own" != "$commit" ]; then
+  note "release $tag is commit $commit, this action is $own: building from source"; exit 0
+fi
+mkdir -p "$bin_dir"
+install -m 0755 "$exe" "$bin_dir/gate"
+found=true
+out from release
+note "using the release $tag ($asset, commit ${commit:-?})"

@@ -1,0 +1,329 @@
+//! Packaging through the built binary: `--version`, `doctor`, `init`,
+//! completions and the man page; and the structure of the GitHub Action
+//! (action.yml is not a workflow, so actionlint does not read it).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn gate_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gate"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_REPOSITORY")
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .output()
+        .expect("the gate binary runs")
+}
+
+fn gate(args: &[&str]) -> Output {
+    gate_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn version_names_the_version_the_commit_and_cuda() {
+    let o = gate(&["--version"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.starts_with(&format!("gate {}\n", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
+    let commit = out
+        .lines()
+        .find_map(|l| l.strip_prefix("commit: "))
+        .expect("a commit line");
+    assert!(
+        commit == "unknown" || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{commit}"
+    );
+    let cuda = out.lines().find_map(|l| l.strip_prefix("cuda: ")).expect("a cuda line");
+    assert_eq!(cuda.starts_with("yes"), cfg!(feature = "cuda"), "{out}");
+    // -V stays the short form.
+    let o = gate(&["-V"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stdout).trim(), format!("gate {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn doctor_describes_the_machine_and_what_it_can_measure() {
+    let o = gate(&["doctor"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for needle in [
+        "machine",
+        "cpu:",
+        "cores:",
+        "memory:",
+        "gpu",
+        "what a run here can measure",
+        "--backend cpu:  yes",
+    ] {
+        assert!(out.contains(needle), "missing `{needle}` in:\n{out}");
+    }
+    if !cfg!(feature = "cuda") {
+        assert!(out.contains("CPU build (no CUDA)"), "{out}");
+        assert!(out.contains("hint:") && out.contains("`cuda` build"), "{out}");
+        assert!(out.contains("--backend auto: cpu"), "{out}");
+        // --require-gpu: infrastructure failure with the same hint.
+        let o = gate(&["doctor", "--require-gpu"]);
+        assert_eq!(o.status.code(), Some(3));
+        assert!(text(&o.stderr).contains("--require-gpu"), "{}", text(&o.stderr));
+    }
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_clap_definition() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = gate(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(out.len() > 200, "{shell}: {out}");
+        for sub in ["check", "validate", "doctor", "init"] {
+            assert!(out.contains(sub), "{shell} completions lack `{sub}`");
+        }
+    }
+    let o = gate(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2), "an unknown shell is bad input");
+
+    let o = gate(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let man = text(&o.stdout);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH gate"),
+        "{}",
+        &man[..man.len().min(300)]
+    );
+    for needle in [
+        ".SH NAME",
+        ".SH SYNOPSIS",
+        "GATE CHECK",
+        "\\-\\-budgets",
+        "\\-\\-strict",
+        "EXIT STATUS",
+    ] {
+        assert!(man.contains(needle), "man page lacks `{needle}`");
+    }
+}
+
+/// Every key the spec format knows, as written in the starter.
+const SPEC_KEYS: &[&str] = &[
+    "version:",
+    "device:",
+    "name:",
+    "capacity:",
+    "reserve:",
+    "emulate:",
+    "defaults:",
+    "dtype:",
+    "batch_size:",
+    "tolerance:",
+    "seed:",
+    "timing:",
+    "components:",
+    "workload:",
+    "config:",
+    "budgets:",
+    "params:",
+    "activations:",
+    "gradients:",
+    "optimizer:",
+    "training_peak:",
+    "inference_peak:",
+    "device_used:",
+    "step_time:",
+    "loss:",
+    "ensemble:",
+    "members:",
+    "metric:",
+    "processes:",
+    "total:",
+    "headroom:",
+];
+
+#[test]
+fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
+    let t = tempfile::tempdir().unwrap();
+    let o = gate_in(t.path(), &["init", "--gate-repo", "acme/gate", "--gate-ref", "v9.9.9"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let spec = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
+    for key in SPEC_KEYS {
+        assert!(spec.contains(key), "the starter spec lacks `{key}`");
+    }
+    assert!(spec.lines().filter(|l| l.contains('#')).count() >= 20, "commented");
+
+    let wf = std::fs::read_to_string(t.path().join(".github/workflows/gate.yml")).unwrap();
+    assert!(
+        wf.contains("uses: acme/gate/.github/workflows/gate-reusable.yml@v9.9.9"),
+        "{wf}"
+    );
+    assert!(!wf.contains("{{"), "{wf}");
+    let comment = std::fs::read_to_string(t.path().join(".github/workflows/gate-comment.yml")).unwrap();
+    assert!(comment.contains("uses: acme/gate@v9.9.9"), "{comment}");
+    // The comment workflow follows the gate workflow by its name.
+    let wf_yaml = &YamlLoader::load_from_str(&wf).unwrap()[0];
+    let c_yaml = &YamlLoader::load_from_str(&comment).unwrap()[0];
+    let name = wf_yaml["name"].as_str().unwrap();
+    let follows = &c_yaml["on"]["workflow_run"]["workflows"][0];
+    assert_eq!(follows.as_str(), Some(name));
+    // The reusable workflow's inputs that the starter sets exist.
+    let reusable = load(".github/workflows/gate-reusable.yml");
+    let declared = keys(&reusable["on"]["workflow_call"]["inputs"]);
+    for job in ["pr", "baseline"] {
+        for k in keys(&wf_yaml["jobs"][job]["with"]) {
+            assert!(
+                declared.contains(&k),
+                "gate.yml sets `{k}`, which gate-reusable.yml does not declare"
+            );
+        }
+    }
+
+    let o = gate_in(t.path(), &["validate"]);
+    assert_eq!(o.status.code(), Some(0), "the starter validates: {}", text(&o.stderr));
+    assert!(text(&o.stderr).is_empty(), "no warnings: {}", text(&o.stderr));
+
+    // The first check takes seconds on a CPU and passes.
+    let started = std::time::Instant::now();
+    let o = gate_in(t.path(), &["check", "--baseline", "none", "--out", "out"]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    assert!(started.elapsed().as_secs() < 60, "the starter check is quick");
+    assert!(t.path().join("out/report.json").exists());
+
+    // A second init refuses, with a hint; --force overwrites.
+    std::fs::write(t.path().join("budgets.yaml"), "mine").unwrap();
+    let o = gate_in(t.path(), &["init"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("not overwriting") && err.contains("hint:") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap(), "mine");
+    let o = gate_in(t.path(), &["init", "--force", "--no-workflows"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap(), spec);
+
+    // --dir writes elsewhere.
+    let o = gate_in(t.path(), &["init", "--dir", "sub/repo", "--gate-repo", "acme/gate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t.path().join("sub/repo/.github/workflows/gate.yml").exists());
+    // Names that would land in YAML unchecked are refused.
+    let o = gate_in(t.path(), &["init", "--dir", "x", "--gate-ref", "v1\n  evil: 1"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn load(rel: &str) -> Yaml {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    YamlLoader::load_from_str(&text).unwrap().remove(0)
+}
+
+fn keys(y: &Yaml) -> BTreeSet<String> {
+    y.as_hash()
+        .map(|h| h.keys().filter_map(|k| k.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// `${{ inputs.NAME` / `steps.ID.outputs` references in a text.
+fn refs(text: &str, prefix: &str) -> BTreeSet<String> {
+    text.match_indices(prefix)
+        // `steps.inputs.outputs` is not an `inputs.` reference.
+        .filter(|(i, _)| !text[..*i].ends_with(|c: char| c == '.' || c == '_' || c.is_ascii_alphanumeric()))
+        .map(|(i, _)| {
+            text[i + prefix.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+#[test]
+fn the_composite_action_is_well_formed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let atext = std::fs::read_to_string(root.join("action.yml")).unwrap();
+    let action = load("action.yml");
+    assert!(action["name"].as_str().is_some() && action["description"].as_str().is_some());
+    assert_eq!(action["runs"]["using"].as_str(), Some("composite"));
+    let inputs = keys(&action["inputs"]);
+    for i in [
+        "budgets", "backend", "baseline", "comment", "strict", "command", "version",
+    ] {
+        assert!(inputs.contains(i), "input `{i}`");
+    }
+    for (name, spec) in action["inputs"].as_hash().unwrap() {
+        assert!(
+            spec["description"].as_str().is_some(),
+            "input {name:?} has a description"
+        );
+    }
+    for r in refs(&atext, "inputs.") {
+        assert!(inputs.contains(&r), "action.yml uses undeclared `inputs.{r}`");
+    }
+    let steps = action["runs"]["steps"].as_vec().unwrap();
+    let ids: BTreeSet<String> = steps
+        .iter()
+        .filter_map(|s| s["id"].as_str().map(str::to_string))
+        .collect();
+    for r in refs(&atext, "steps.") {
+        assert!(ids.contains(&r), "action.yml uses unknown `steps.{r}`");
+    }
+    for s in steps {
+        let label = s["name"].as_str().or(s["uses"].as_str()).unwrap_or("?");
+        assert!(s["name"].as_str().is_some() || s["uses"].as_str().is_some(), "{s:?}");
+        if s["run"].as_str().is_some() {
+            assert!(s["shell"].as_str().is_some(), "composite step `{label}` needs `shell`");
+            assert!(s["uses"].is_badvalue(), "`{label}`: run and uses");
+        } else {
+            assert!(s["uses"].as_str().is_some(), "`{label}`: neither run nor uses");
+        }
+    }
+    for (name, o) in action["outputs"].as_hash().unwrap() {
+        assert!(o["value"].as_str().is_some(), "composite output {name:?} needs `value`");
+    }
+    // The scripts it runs exist, are executable and parse.
+    for script in refs(&atext, "$ACTION_PATH/scripts/action/") {
+        let p = root.join("scripts/action").join(format!("{script}.sh"));
+        assert!(p.exists(), "{}", p.display());
+    }
+    for entry in std::fs::read_dir(root.join("scripts"))
+        .unwrap()
+        .chain(std::fs::read_dir(root.join("scripts/action")).unwrap())
+    {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "sh") {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+            assert!(mode & 0o111 != 0, "{} is executable", p.display());
+            let o = Command::new("bash").arg("-n").arg(&p).output().unwrap();
+            assert!(o.status.success(), "{}: {}", p.display(), text(&o.stderr));
+        }
+    }
+    // The reusable workflow passes only inputs the action declares.
+    let reusable = load(".github/workflows/gate-reusable.yml");
+    let steps = reusable["jobs"]["gate"]["steps"].as_vec().unwrap();
+    let call = steps
+        .iter()
+        .find(|s| s["uses"].as_str() == Some("./.gate-action"))
+        .expect("uses the action");
+    for k in keys(&call["with"]) {
+        assert!(
+            inputs.contains(&k),
+            "gate-reusable.yml passes `{k}`, which action.yml does not declare"
+        );
+    }
+    let declared = keys(&reusable["on"]["workflow_call"]["inputs"]);
+    let rtext = std::fs::read_to_string(root.join(".github/workflows/gate-reusable.yml")).unwrap();
+    for r in refs(&rtext, "inputs.") {
+        assert!(declared.contains(&r), "gate-reusable.yml uses undeclared `inputs.{r}`");
+    }
+}
