@@ -13,6 +13,8 @@ pub enum Exit {
     BadInput = 2,
     /// 3: infrastructure: no GPU where one was required, CUDA/driver error, network failure.
     Infrastructure = 3,
+    /// 130: interrupted (SIGINT or SIGTERM): the profiles were stopped and no output was written.
+    Interrupted = 130,
 }
 
 impl Exit {

@@ -48,6 +48,10 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     let started = Instant::now();
+    // Ctrl-C / SIGTERM: stop the profiles, write nothing, exit 130 (see `stopped`).
+    if let Err(e) = crate::runner::forward_signals() {
+        eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
+    }
     let spec = crate::budget::load(&args.budgets)?;
     for name in &args.only {
         if spec.component(name).is_none() {
@@ -102,6 +106,9 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     let mut infra: Option<String> = None;
     let mut measured_reserve: Option<u64> = None;
     for c in &selected {
+        if let Some(exit) = stopped() {
+            return Ok(exit);
+        }
         match &c.workload {
             Resolved::Unavailable(reason) => {
                 bar.println(format!("{}: not measured: {reason}", c.name));
@@ -114,14 +121,17 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
                 let bar2 = bar.clone();
                 let m = run_child(&exe, &spec.path, &c.name, &child_args, &mut |p: Phase| {
                     bar2.set_message(format!("{name}: {p}"));
-                })
-                .map_err(|e| CliError::Infrastructure {
+                });
+                if let Some(exit) = stopped() {
+                    return Ok(exit);
+                }
+                let m = m.map_err(|e| CliError::Infrastructure {
                     message: format!("cannot start the profile of `{}`: {e}", c.name),
                     hint: String::new(),
                 })?;
-                if let Some(Failure { phase, reason }) = &m.failure {
+                if let Some(f @ Failure { phase, reason }) = &m.failure {
                     bar.println(format!("{}: failed in phase {phase}: {reason}", c.name));
-                    if *phase == Phase::Setup && reason.contains("status 3") {
+                    if crate::runner::infrastructure_failure(f) {
                         infra = Some(format!("{}: {reason}", c.name));
                     }
                 } else {
@@ -185,6 +195,11 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
             hint: "check that --out names a writable folder".into(),
         })
     };
+    // Interrupted before writing: write nothing. Once writing has begun the
+    // signal waits (a few milliseconds) so the files are one run's set.
+    if let Some(exit) = stopped() {
+        return Ok(exit);
+    }
     write("report.json", json.as_bytes())?;
     write("junit.xml", junit.as_bytes())?;
     write_github_outputs(&args.out, &report, base)?;
@@ -207,6 +222,14 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     } else {
         Exit::Fail
     })
+}
+
+/// `Some(Exit::Interrupted)` once SIGINT/SIGTERM arrived (the profiles are already stopped).
+fn stopped() -> Option<Exit> {
+    let sig = crate::runner::interrupted()?;
+    let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
+    eprintln!("gate check: interrupted by {name}: profiles stopped, no output written");
+    Some(Exit::Interrupted)
 }
 
 fn progress_bar(len: u64) -> ProgressBar {
@@ -310,13 +333,7 @@ pub(super) fn write_github_outputs(
         )?;
     }
     if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-        use std::io::Write as _;
-        let appended = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(format!("{body}\n").as_bytes()));
-        if let Err(e) = appended {
+        if let Err(e) = super::output::append_atomic(std::path::Path::new(&path), format!("{body}\n").as_bytes()) {
             eprintln!("warning: cannot write the step summary: {e}");
         }
     }

@@ -119,7 +119,9 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     }
     // A shard's pr.json tells the comment job which pull request this is.
     if let Some(pr) = args.dirs.iter().map(|d| d.join("pr.json")).find(|p| p.exists()) {
-        let _ = std::fs::copy(pr, args.out.join("pr.json"));
+        if let Ok(bytes) = std::fs::read(pr) {
+            let _ = write_atomic(&args.out.join("pr.json"), &bytes);
+        }
     }
     write_github_outputs(&args.out, &report, base)?;
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());

@@ -1,8 +1,19 @@
 //! Writing output files atomically: a temp file in the same folder, then a
 //! rename, so a killed run leaves the old file or the new one, never a torn one.
+//!
+//! The temp file is `.NAME.tmp.PID` (hidden, next to NAME). A run killed
+//! between writing it and the rename leaves it behind; the next write of
+//! NAME in that folder removes those of processes that no longer run.
+//!
+//! Tests of the gate itself can kill the process inside a write:
+//! `GATE_INJECT_WRITE_KILL=NAME:POINT` SIGKILLs it while writing the file
+//! NAME, at POINT: `partial` (half the temp file written), `before_rename`
+//! (temp file complete) or `after_rename` (NAME replaced, before the next file).
 
 use std::io::Write;
 use std::path::Path;
+
+pub const WRITE_KILL_ENV: &str = "GATE_INJECT_WRITE_KILL";
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path
@@ -11,13 +22,127 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    sweep_stale(dir, name);
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    {
+    let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
+        if injected(name, "partial") {
+            f.write_all(&bytes[..bytes.len() / 2])?;
+            f.sync_all()?;
+            kill_self();
+        }
         f.write_all(bytes)?;
         f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path).inspect_err(|_| {
+        if injected(name, "before_rename") {
+            kill_self();
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    // Make the rename itself durable (best effort: not every file system allows it).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    if injected(name, "after_rename") {
+        kill_self();
+    }
+    Ok(())
+}
+
+/// Appends `bytes` to a file someone else owns (GitHub's step summary),
+/// atomically: the old content and the new part go to a temp file that
+/// replaces the file, so a killed run leaves it as it was or with the whole
+/// part added. Where no temp file can be made next to it, a single append.
+pub fn append_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut all = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    all.extend_from_slice(bytes);
+    write_atomic(path, &all).or_else(|_| {
+        let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path)?;
+        f.write_all(bytes)
     })
+}
+
+/// Removes `.NAME.tmp.PID` files in `dir` left by processes that are gone.
+fn sweep_stale(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.tmp.");
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let file = e.file_name();
+        let Some(pid) = file
+            .to_str()
+            .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !alive(pid) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(unix)]
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(not(unix))]
+fn alive(_pid: u32) -> bool {
+    true
+}
+
+fn injected(name: &str, point: &str) -> bool {
+    std::env::var(WRITE_KILL_ENV).is_ok_and(|v| v.split_once(':') == Some((name, point)))
+}
+
+fn kill_self() {
+    #[cfg(unix)]
+    // SAFETY: kill(2) on our own pid.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    std::process::abort();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_file_and_leaves_no_temp_file() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("report.json");
+        std::fs::write(&p, "old").unwrap();
+        // A temp file of a process that is gone (pid beyond pid_max) is swept.
+        let stale = t.path().join(".report.json.tmp.4294967295");
+        std::fs::write(&stale, "torn").unwrap();
+        write_atomic(&p, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        let names: Vec<_> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["report.json"]);
+    }
+
+    #[test]
+    fn append_keeps_what_was_there() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("summary.md");
+        append_atomic(&p, b"one\n").unwrap();
+        append_atomic(&p, b"two\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\ntwo\n");
+    }
 }

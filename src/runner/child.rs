@@ -8,9 +8,76 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Mutex;
+
 use serde::{Deserialize, Serialize};
 
 use super::measurement::{Failure, Measurement, Phase};
+
+/// The profiles running now (pids of children not yet waited for, so a pid
+/// here is never a recycled one).
+static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// The first SIGINT/SIGTERM received (0: none).
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+/// Ctrl-C for `gate check`: on the first SIGINT or SIGTERM, the signal is
+/// passed on to every running profile (SIGKILL follows after 2 s if one is
+/// still there) and [`interrupted`] says so, so the caller stops and writes
+/// nothing; a second signal ends the process at once (exit 130). Profiles
+/// also die with the parent if it is killed outright (Linux: PDEATHSIG).
+#[cfg(unix)]
+pub fn forward_signals() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new().name("gate-signals".into()).spawn(move || {
+        for sig in signals.forever() {
+            if INTERRUPTED
+                .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                signal_running(libc::SIGKILL);
+                std::process::exit(crate::exit::Exit::Interrupted.code().into());
+            }
+            signal_running(sig);
+            std::thread::spawn(|| {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                signal_running(libc::SIGKILL);
+            });
+        }
+    })?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+pub fn forward_signals() -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(unix)]
+fn signal_running(sig: i32) {
+    let pids = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for pid in pids {
+        // SAFETY: kill(2) on a child we have not reaped yet.
+        unsafe {
+            libc::kill(pid as libc::pid_t, sig);
+        }
+    }
+}
+
+/// The signal that interrupted this run (SIGINT 2, SIGTERM 15), if one did.
+pub fn interrupted() -> Option<i32> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Whether a failed measurement is the infrastructure's fault (a CUDA or
+/// driver error other than out of memory; see `fault::is_device_error`).
+pub fn infrastructure_failure(f: &Failure) -> bool {
+    (f.phase == Phase::Setup && f.reason.contains("status 3")) || super::fault::is_device_error(&f.reason)
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -57,8 +124,8 @@ pub fn run_child(
     args: &ChildArgs,
     on_phase: &mut dyn FnMut(Phase),
 ) -> std::io::Result<Measurement> {
-    let mut child = Command::new(exe)
-        .arg("profile")
+    let mut cmd = Command::new(exe);
+    cmd.arg("profile")
         .arg("--budgets")
         .arg(spec)
         .arg("--component")
@@ -68,10 +135,31 @@ pub fn run_child(
         // worker thread, and which workers run a kernel varies between runs,
         // so more threads would make the byte counts wobble.
         .env("RAYON_NUM_THREADS", args.threads.to_string())
+        .env(super::fault::COMPONENT_ENV, component)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()?;
+        .stderr(Stdio::piped());
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: prctl(2) is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                // The profile dies with this process, even when it is SIGKILLed.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+    }
+    let mut child = {
+        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+        if interrupted().is_some() {
+            return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted"));
+        }
+        let child = cmd.spawn()?;
+        running.push(child.id());
+        child
+    };
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
     // Drain stderr on its own thread so a chatty child never blocks on a full pipe.
@@ -95,7 +183,12 @@ pub fn run_child(
             Err(_) => {} // not ours (a library printing to stdout); ignore
         }
     }
-    let status = child.wait()?;
+    let status = child.wait();
+    RUNNING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != child.id());
+    let status = status?;
     let stderr_text = err_thread.join().unwrap_or_default();
     if let Some(m) = done {
         if status.success() {

@@ -63,6 +63,7 @@ fn finite_loss(phase: Phase, loss: &Tensor) -> PhaseResult<f64> {
         loss.to_dtype(candle_core::DType::F64)
             .and_then(|l| l.to_scalar::<f64>()),
     )?;
+    let v = super::fault::loss(v); // an injected `nan`/`inf` (tests only)
     if !v.is_finite() {
         return Err((
             phase,

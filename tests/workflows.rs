@@ -1,0 +1,327 @@
+//! A lint of `.github/workflows/*.yml`, read as YAML: whatever file is added
+//! or changed, these hold or the suite fails.
+//! - A self-hosted (GPU) job never runs an untrusted fork's code: in a
+//!   workflow that pull requests trigger, its `if:` is a disjunction whose
+//!   every branch requires a same-repository PR or the maintainer's label.
+//! - Least privilege: every workflow declares `permissions` (never
+//!   `write-all`; writes per job); a workflow that runs PR code writes
+//!   nothing. A reusable (`workflow_call`-only) workflow takes its caller's.
+//! - No `pull_request_target` or `workflow_run` job checks out the PR's code.
+//! - No `secrets.` in a job that runs PR code.
+//! - No `${{ github.event... }}` expanded inside a `run:` script (script
+//!   injection through a branch name or title); pass it through `env:`.
+
+use std::path::PathBuf;
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// Branches of an `if:` that admit a pull request's code onto a self-hosted runner.
+const SAME_REPO: &str = "github.event.pull_request.head.repo.full_name == github.repository";
+const MAINTAINER_LABEL: &str = "github.event.label.name == 'gate-gpu'";
+
+struct Workflow {
+    file: String,
+    text: String,
+    doc: Yaml,
+}
+
+fn workflows() -> Vec<Workflow> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".github/workflows");
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        if !matches!(p.extension().and_then(|x| x.to_str()), Some("yml" | "yaml")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        let doc = YamlLoader::load_from_str(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .remove(0);
+        v.push(Workflow {
+            file: p.file_name().unwrap().to_string_lossy().into_owned(),
+            text,
+            doc,
+        });
+    }
+    assert!(v.len() >= 4, "the workflows are found");
+    v
+}
+
+fn key<'a>(y: &'a Yaml, k: &str) -> &'a Yaml {
+    &y[k]
+}
+
+/// The events that trigger a workflow (`on:` as a string, list or map).
+fn triggers(w: &Workflow) -> Vec<String> {
+    match key(&w.doc, "on") {
+        Yaml::String(s) => vec![s.clone()],
+        Yaml::Array(a) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+        Yaml::Hash(h) => h.keys().filter_map(|x| x.as_str().map(String::from)).collect(),
+        other => panic!("{}: no `on:` ({other:?})", w.file),
+    }
+}
+
+/// Whether a workflow's jobs may run a pull request's code (its triggers come from PRs).
+fn runs_pr_code(w: &Workflow) -> bool {
+    triggers(w).iter().any(|t| t == "pull_request")
+}
+
+fn untrusted_trigger(w: &Workflow) -> bool {
+    triggers(w).iter().any(|t| {
+        matches!(
+            t.as_str(),
+            "pull_request"
+                | "pull_request_target"
+                | "workflow_run"
+                | "issue_comment"
+                | "pull_request_review"
+                | "pull_request_review_comment"
+                | "merge_group"
+        )
+    })
+}
+
+fn jobs(w: &Workflow) -> Vec<(String, &Yaml)> {
+    key(&w.doc, "jobs")
+        .as_hash()
+        .unwrap_or_else(|| panic!("{}: no jobs", w.file))
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap().to_string(), v))
+        .collect()
+}
+
+/// Whether a job may run on a self-hosted runner: its `runs-on`, or the
+/// `runs-on` it passes to a reusable workflow (`with: { runs-on: ... }`).
+fn self_hosted(job: &Yaml) -> bool {
+    [&job["runs-on"], &job["with"]["runs-on"]].into_iter().any(|r| match r {
+        // An expression may name any runner: treat it as possibly self-hosted.
+        Yaml::String(s) => s.contains("self-hosted") || s.contains("${{"),
+        Yaml::Array(a) => a.iter().any(|x| x.as_str().is_some_and(|s| s.contains("self-hosted"))),
+        // A matrix or an expression: treat as possibly self-hosted.
+        Yaml::Hash(_) => true,
+        _ => false,
+    })
+}
+
+/// A workflow only other workflows call: the caller's trigger, `if:` and
+/// permissions apply (a called workflow can only lower them), and the
+/// callers in this repository are checked as jobs of their own workflows.
+fn only_called(w: &Workflow) -> bool {
+    triggers(w) == ["workflow_call"]
+}
+
+/// The `if:` split into its top-level `||` branches (parentheses respected).
+fn disjuncts(cond: &str) -> Vec<String> {
+    let cond = cond.trim().trim_start_matches("${{").trim_end_matches("}}");
+    let (mut depth, mut cur, mut out) = (0i32, String::new(), Vec::new());
+    let chars: Vec<char> = cond.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            '|' if depth == 0 && chars.get(i + 1) == Some(&'|') => {
+                out.push(std::mem::take(&mut cur));
+                i += 2;
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+        i += 1;
+    }
+    out.push(cur);
+    out.into_iter()
+        .map(|d| d.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// Whether one branch of an `if:` admits only trusted code: it requires the
+/// same-repo check or the label, as a conjunct (not negated, not inside an
+/// `||`), and it is not weakened by a `!`.
+fn trusted_branch(d: &str) -> bool {
+    let d = d.trim().trim_start_matches('(').trim_end_matches(')');
+    let conjuncts: Vec<&str> = d
+        .split("&&")
+        .map(|c| c.trim().trim_matches(|c| c == '(' || c == ')').trim())
+        .collect();
+    conjuncts.iter().any(|c| *c == SAME_REPO || *c == MAINTAINER_LABEL)
+}
+
+#[test]
+fn a_self_hosted_job_never_runs_untrusted_fork_code() {
+    let mut checked = 0;
+    for w in workflows() {
+        if !untrusted_trigger(&w) {
+            continue; // push to a branch, tags, workflow_dispatch: maintainers' code
+        }
+        for (name, job) in jobs(&w) {
+            if !self_hosted(job) {
+                continue;
+            }
+            let cond = job["if"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}: job `{name}` runs on a self-hosted runner with no `if:`", w.file));
+            for d in disjuncts(cond) {
+                assert!(
+                    trusted_branch(&d),
+                    "{}: job `{name}`: the branch `{d}` of its `if:` admits a fork's code to the self-hosted runner; require `{SAME_REPO}` or `{MAINTAINER_LABEL}`",
+                    w.file
+                );
+            }
+            assert!(
+                !triggers(&w)
+                    .iter()
+                    .any(|t| t == "pull_request_target" || t == "workflow_run"),
+                "{}: job `{name}`: a self-hosted job on a privileged trigger",
+                w.file
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1, "the PR workflow's GPU job is checked");
+}
+
+#[test]
+fn the_lint_catches_an_open_condition() {
+    assert!(trusted_branch(SAME_REPO));
+    assert!(trusted_branch(&format!(
+        "github.event.action == 'labeled' && {MAINTAINER_LABEL}"
+    )));
+    assert!(!trusted_branch("github.event.action != 'labeled'"));
+    assert!(!trusted_branch(&format!("!({SAME_REPO})")));
+    let open = format!("({SAME_REPO}) || github.event.action == 'opened'");
+    assert!(!disjuncts(&open).iter().all(|d| trusted_branch(d)));
+    let ok = format!("(github.event.action != 'labeled' && {SAME_REPO}) ||\n (github.event.action == 'labeled' && {MAINTAINER_LABEL})");
+    assert_eq!(disjuncts(&ok).len(), 2);
+    assert!(disjuncts(&ok).iter().all(|d| trusted_branch(d)));
+}
+
+fn permissions_write(p: &Yaml) -> Vec<String> {
+    match p {
+        Yaml::String(s) => vec![s.clone()],
+        Yaml::Hash(h) => h
+            .iter()
+            .filter(|(_, v)| v.as_str() == Some("write"))
+            .map(|(k, _)| k.as_str().unwrap_or("?").to_string())
+            .collect(),
+        _ => vec![],
+    }
+}
+
+#[test]
+fn every_workflow_declares_least_privilege() {
+    for w in workflows() {
+        if only_called(&w) {
+            continue;
+        }
+        let top = key(&w.doc, "permissions");
+        assert!(!top.is_badvalue(), "{}: no top-level `permissions`", w.file);
+        for (name, job) in jobs(&w) {
+            let p = if job["permissions"].is_badvalue() {
+                top
+            } else {
+                &job["permissions"]
+            };
+            let writes = permissions_write(p);
+            assert!(
+                !writes.iter().any(|s| s == "write-all"),
+                "{}: job `{name}`: write-all",
+                w.file
+            );
+            if runs_pr_code(&w) {
+                assert!(
+                    writes.is_empty(),
+                    "{}: job `{name}` runs PR code and may write {writes:?}",
+                    w.file
+                );
+            }
+        }
+        // The top level grants writes only where every job needs them: a
+        // workflow's write permission is either per job or in a one-job workflow.
+        let top_writes = permissions_write(top);
+        assert!(
+            top_writes.is_empty() || jobs(&w).len() == 1,
+            "{}: write permissions {top_writes:?} at the top of a multi-job workflow; grant them per job",
+            w.file
+        );
+    }
+}
+
+fn steps(job: &Yaml) -> Vec<&Yaml> {
+    job["steps"].as_vec().map(|v| v.iter().collect()).unwrap_or_default()
+}
+
+#[test]
+fn no_privileged_workflow_checks_out_pr_code() {
+    for w in workflows() {
+        let privileged = triggers(&w)
+            .iter()
+            .any(|t| t == "pull_request_target" || t == "workflow_run");
+        for (name, job) in jobs(&w) {
+            for step in steps(job) {
+                let uses = step["uses"].as_str().unwrap_or("");
+                if uses.starts_with("actions/checkout") {
+                    assert_eq!(
+                        step["with"]["persist-credentials"].as_bool(),
+                        Some(false),
+                        "{}: job `{name}`: checkout keeps the token in .git/config",
+                        w.file
+                    );
+                    if privileged {
+                        let r = step["with"]["ref"].as_str().unwrap_or("");
+                        let repo = step["with"]["repository"].as_str().unwrap_or("");
+                        for bad in [
+                            "pull_request.head",
+                            "workflow_run.head",
+                            "refs/pull",
+                            "head_sha",
+                            "head_ref",
+                            "head.repo",
+                        ] {
+                            assert!(
+                                !r.contains(bad) && !repo.contains(bad),
+                                "{}: job `{name}` checks out the PR's code ({r} {repo}) with a privileged token",
+                                w.file
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn no_secrets_where_pr_code_runs() {
+    for w in workflows() {
+        let pr_code = runs_pr_code(&w) || triggers(&w).iter().any(|t| t == "pull_request_target");
+        if !pr_code {
+            continue;
+        }
+        assert!(
+            !w.text.contains("secrets."),
+            "{}: a workflow that runs PR code names a secret",
+            w.file
+        );
+    }
+}
+
+#[test]
+fn no_event_text_is_expanded_inside_a_script() {
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            for step in steps(job) {
+                let Some(run) = step["run"].as_str() else { continue };
+                for bad in ["github.event.", "github.head_ref", "inputs.", "matrix."] {
+                    assert!(
+                        !run.contains(&format!("${{{{ {bad}")),
+                        "{}: job `{name}`: `run:` expands `{bad}...` into the script; pass it through `env:`",
+                        w.file
+                    );
+                }
+            }
+        }
+    }
+}
