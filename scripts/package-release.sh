@@ -14,7 +14,9 @@ OUT=$(cd "$OUT" && pwd)
 chmod +x "$CPU" "$CUDA"
 commit=$("$CPU" --version | sed -n 's/^commit: //p')
 for variant in cpu cuda; do
-  name="gate-${TAG}-${TRIPLE}$([ "$variant" = cuda ] && echo -cuda)"
+  suffix=""
+  if [ "$variant" = cuda ]; then suffix=-cuda; fi
+  name="gate-${TAG}-${TRIPLE}${suffix}"
   dir=$(mktemp -d)/$name
   mkdir -p "$dir/completions" "$dir/man"
   if [ "$variant" = cpu ]; then

@@ -23,7 +23,7 @@ bin_dir="$root/bin-$features"
 out bin-dir "$bin_dir"
 out target-dir "$root/target-$features"
 source_key=$(cd "$ACTION_PATH" && find Cargo.toml Cargo.lock build.rs src scripts/build-cuda.sh -type f 2>/dev/null |
-  LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+  LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -c1-16 || true)
 out source-key "$source_key"
 prefix="gate-${RUNNER_OS_NAME}-${RUNNER_ARCH_NAME}-${features}-"
 out cache-key "${prefix}${source_key}"
@@ -52,7 +52,9 @@ fi
 if [ -z "$repo" ]; then note "the gate repository is unknown (set gate-repository): building from source"; exit 0; fi
 
 triple=x86_64-unknown-linux-gnu
-asset="gate-${tag}-${triple}$([ "$features" = cuda ] && echo -cuda).tar.gz"
+suffix=""
+if [ "$features" = cuda ]; then suffix=-cuda; fi
+asset="gate-${tag}-${triple}${suffix}.tar.gz"
 base="${GITHUB_SERVER_URL:-https://github.com}/$repo/releases/download/$tag"
 tmp=$(mktemp -d)
 if ! curl -fsSL --retry 3 -o "$tmp/$asset" "$base/$asset" || ! curl -fsSL --retry 3 -o "$tmp/SHA256SUMS" "$base/SHA256SUMS"; then
