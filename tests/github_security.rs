@@ -176,7 +176,11 @@ fn hostile_names_in_the_spec_are_escaped_end_to_end() {
     }
     for file in [out.join("comment.md"), summary] {
         let md = std::fs::read_to_string(&file).unwrap();
-        assert!(md.contains("org/team &lt;img"), "{}: the name is there, escaped", file.display());
+        assert!(
+            md.contains("org/team &lt;img"),
+            "{}: the name is there, escaped",
+            file.display()
+        );
         assert!(!md.contains("<img"), "{}: raw HTML", file.display());
         assert!(!md.contains("@org"), "{}: a mention", file.display());
         assert!(md.chars().count() <= 65_536, "{}", file.display());
