@@ -334,12 +334,32 @@ fn a_small_tft_repeats_to_the_byte_across_runs() {
     let mut runs = Vec::new();
     for i in 0..2 {
         let out = t.path().join(format!("out{i}"));
-        let o = gate(&["check", "--budgets", p.to_str().unwrap(), "--out", out.to_str().unwrap()], &[]);
+        let o = gate(
+            &[
+                "check",
+                "--budgets",
+                p.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            &[],
+        );
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         runs.push(report(&out)["components"]["tft"].clone());
     }
-    for m in ["params", "activations", "gradients", "optimizer", "training_peak", "inference_peak", "loss"] {
-        assert_eq!(runs[0]["metrics"][m]["value"], runs[1]["metrics"][m]["value"], "{m} repeats");
+    for m in [
+        "params",
+        "activations",
+        "gradients",
+        "optimizer",
+        "training_peak",
+        "inference_peak",
+        "loss",
+    ] {
+        assert_eq!(
+            runs[0]["metrics"][m]["value"], runs[1]["metrics"][m]["value"],
+            "{m} repeats"
+        );
     }
     assert_eq!(runs[0]["blocks"], runs[1]["blocks"]);
 }
