@@ -312,6 +312,74 @@ components:
   hint: a budget or capacity of zero or less can never be met; give a positive size"#,
     ),
     (
+        "checkpoint_unsupported_workload",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    checkpoint: { chunk: 8 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:5: error: workload `mlp` of `m` has no position-wise block to checkpoint
+  hint: remove `checkpoint:`; it applies to workloads with a position-wise block (tft: the encoder variable selection)"#,
+    ),
+    (
+        "checkpoint_chunk_zero",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    checkpoint: { chunk: 0 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:26: error: checkpoint.chunk must be at least 1, found 0
+  hint: give checkpoint.chunk as a whole number of at least 1"#,
+    ),
+    (
+        "checkpoint_not_a_mapping",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    checkpoint: 64
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:17: error: `checkpoint` must be a mapping, found a scalar
+  hint: write `checkpoint: { chunk: 64 }` (positions per recomputed chunk)"#,
+    ),
+    (
+        "checkpoint_unknown_key",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    checkpoint: { chunks: 64 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:19: error: unknown key `chunks` in checkpoint
+  hint: did you mean `chunk`? checkpoint takes: chunk"#,
+    ),
+    (
         "no_comparison",
         r#"version: 1
 device:
@@ -409,7 +477,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:9:5: error: unknown key `budget` in component `m`
-  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets"#,
+  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint"#,
     ),
     (
         "unknown_dtype",

@@ -71,6 +71,9 @@ pub struct Component {
     pub tolerance: Percent,
     pub timing: Timing,
     pub budgets: Vec<Budget>,
+    /// `checkpoint: { chunk: N }`: the workload's position-wise blocks are
+    /// checkpointed in chunks of N positions (already applied to `workload`).
+    pub checkpoint: Option<usize>,
 }
 
 impl Component {

@@ -166,6 +166,30 @@ impl Ctx {
         t
     }
 
+    /// `checkpoint: { chunk: N }`: positions per recomputed chunk.
+    fn checkpoint(&mut self, node: &Node) -> Option<usize> {
+        let hint = "write `checkpoint: { chunk: 64 }` (positions per recomputed chunk)";
+        let Node::Map { entries, pos } = node else {
+            self.err(
+                node.pos(),
+                format!("`checkpoint` must be a mapping, found {}", node.kind()),
+                hint,
+            );
+            return None;
+        };
+        self.known_keys(entries, &["chunk"], "checkpoint");
+        match find(entries, "chunk") {
+            Some(n) => self.positive_int(n, "checkpoint.chunk").map(|c| c as usize),
+            None => {
+                // An unknown key was most likely the chunk misspelt: said once, above.
+                if entries.is_empty() {
+                    self.err(*pos, "missing `checkpoint.chunk`", hint);
+                }
+                None
+            }
+        }
+    }
+
     /// `< 300 MB`, `"> 1 GB"`, `{ max: 300 MB }`, `{ min: 1 GB }` in `unit`.
     fn limit(&mut self, node: &Node, unit: Unit, what: &str) -> Option<Limit> {
         let example = match unit {
@@ -247,6 +271,7 @@ const COMPONENT_KEYS: &[&str] = &[
     "tolerance",
     "timing",
     "budgets",
+    "checkpoint",
 ];
 const ENSEMBLE_KEYS: &[&str] = &["members", "metric", "processes", "budgets"];
 
@@ -501,6 +526,10 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
             _ => {}
         }
     }
+    let checkpoint = entries
+        .iter()
+        .find(|(k, _, _)| k == "checkpoint")
+        .map(|(_, kpos, n)| (*kpos, cx.checkpoint(n)));
 
     // The workload's own keys; `batch_size` and `dtype` may also be written here
     // (the original TFT config lists them), but only once per component.
@@ -628,7 +657,23 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         }
     }
 
-    let (kind, workload) = workload?;
+    let (kind, mut workload) = workload?;
+    let mut chunk = None;
+    if let Some((pos, Some(c))) = checkpoint {
+        if let workload::Resolved::Ready(w) = &workload {
+            match w.checkpointed(c) {
+                Some(ck) => {
+                    workload = workload::Resolved::Ready(ck);
+                    chunk = Some(c);
+                }
+                None => cx.err(
+                    pos,
+                    format!("workload `{kind}` of `{name}` has no position-wise block to checkpoint"),
+                    "remove `checkpoint:`; it applies to workloads with a position-wise block (tft: the encoder variable selection)",
+                ),
+            }
+        }
+    }
     Some(Component {
         name: name.to_string(),
         line: name_pos.line,
@@ -640,6 +685,7 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         tolerance,
         timing,
         budgets,
+        checkpoint: chunk,
     })
 }
 

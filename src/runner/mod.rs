@@ -1,6 +1,7 @@
 //! The runner: profiles components (each in its own child process) and
 //! returns their measurements.
 
+pub mod checkpoint;
 mod child;
 pub mod fault;
 mod measurement;

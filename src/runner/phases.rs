@@ -40,7 +40,10 @@ pub fn profile(
 ) -> Measurement {
     let mut m = Measurement::default();
     if let Err((phase, err)) = run(workload, ctx, timing, recorder, on_phase, &mut m) {
-        m.failure = Some(Failure { phase, reason: first_line(&err.to_string()) });
+        m.failure = Some(Failure {
+            phase,
+            reason: first_line(&err.to_string()),
+        });
     }
     m
 }
@@ -104,10 +107,9 @@ fn train_step(
     seed: u64,
     phase: Phase,
 ) -> PhaseResult<f64> {
-    let loss = at(phase, model.loss(batch, &Step::train(seed)))?;
-    let value = finite_loss(phase, &loss)?;
-    let mut grads = at(phase, loss.backward())?;
-    drop(loss);
+    let fwd = at(phase, model.forward_train(batch, &Step::train(seed)))?;
+    let value = finite_loss(phase, fwd.loss())?;
+    let mut grads = at(phase, fwd.backward(vars))?;
     at(phase, prune_grads(&mut grads, vars))?;
     at(phase, opt.step(&grads))?;
     Ok(value)
@@ -153,24 +155,21 @@ fn run(
 
     // Forward with gradients: what stays live is what backward will need.
     begin(on_phase, m, Phase::Forward)?;
-    let (loss, fwd, blocks) = rec.span(true, || model.loss(&batch, &Step::train(ctx.seed)));
-    let loss = at(Phase::Forward, loss)?;
+    // (A checkpointed model keeps its blocks' inputs and output leaves, not their graphs.)
+    let (training, fwd, blocks) = rec.span(true, || model.forward_train(&batch, &Step::train(ctx.seed)));
+    let training = at(Phase::Forward, training)?;
     m.values.insert(Metric::Activations, fwd.retained().max(0) as f64);
     m.blocks = blocks;
 
     begin(on_phase, m, Phase::Backward)?;
-    let (grads, span, _) = rec.span(false, || -> candle_core::Result<GradStore> {
-        let grads = loss.backward()?;
-        Ok(grads)
-    });
+    let vars = store.vars();
+    m.losses.push(finite_loss(Phase::Backward, training.loss())?);
+    let (grads, span, _) = rec.span(false, || -> candle_core::Result<GradStore> { training.backward(&vars) });
     let mut grads = at(Phase::Backward, grads)?;
-    m.losses.push(finite_loss(Phase::Backward, &loss)?);
     let peak_first_step = span.peak;
-    drop(loss);
     // The graph is gone; what is left above the pre-forward level is the gradient store.
     probe.sync();
     m.unpruned_gradient_bytes = probe.live().saturating_sub(fwd.live_before);
-    let vars = store.vars();
     at(Phase::Backward, prune_grads(&mut grads, &vars))?;
     probe.sync();
     m.values

@@ -17,7 +17,8 @@ pub mod tft;
 use std::fmt;
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Device, Result, Tensor, Var};
 use candle_nn::VarBuilder;
 
 pub use config::{ConfigError, ConfigMap, ConfigReader, ConfigValue};
@@ -79,6 +80,35 @@ pub trait Workload: Send + Sync + fmt::Debug {
     fn learning_rate(&self) -> f64 {
         1e-3
     }
+    /// This workload with its position-wise blocks checkpointed in chunks of
+    /// `chunk` positions (the spec's `checkpoint: { chunk: N }`); `None` when
+    /// it has no block that can opt in.
+    fn checkpointed(&self, _chunk: usize) -> Option<Arc<dyn Workload>> {
+        None
+    }
+}
+
+/// A training forward pass whose graph is held until [`TrainingForward::backward`]:
+/// what it keeps alive is what the runner reports as `activations`.
+pub trait TrainingForward {
+    /// The scalar loss.
+    fn loss(&self) -> &Tensor;
+    /// Gradients of the loss (the trainable variables' at least). A
+    /// checkpointed model recomputes its dropped blocks here.
+    fn backward(self: Box<Self>, vars: &[Var]) -> Result<GradStore>;
+}
+
+/// The plain forward: candle's graph, candle's backward.
+pub struct PlainForward(pub Tensor);
+
+impl TrainingForward for PlainForward {
+    fn loss(&self) -> &Tensor {
+        &self.0
+    }
+
+    fn backward(self: Box<Self>, _vars: &[Var]) -> Result<GradStore> {
+        self.0.backward()
+    }
 }
 
 pub trait Model {
@@ -87,6 +117,12 @@ pub trait Model {
     fn loss(&self, batch: &Batch, step: &Step) -> Result<Tensor>;
     /// Forward pass for inference (no dropout), returning the prediction.
     fn predict(&self, batch: &Batch) -> Result<Tensor>;
+    /// The forward of a training step, kept for its backward. The default is
+    /// [`Model::loss`] with candle's own backward; a model that checkpoints
+    /// blocks overrides it.
+    fn forward_train<'a>(&'a self, batch: &Batch, step: &Step) -> Result<Box<dyn TrainingForward + 'a>> {
+        Ok(Box::new(PlainForward(self.loss(batch, step)?)))
+    }
     /// Called after each optimizer step (e.g. to sync a target network).
     fn after_step(&mut self, _step: usize) -> Result<()> {
         Ok(())

@@ -33,6 +33,21 @@ impl Step {
         self.train
     }
 
+    /// A seed drawn from this step's stream, for a block that must replay its
+    /// dropout masks (a checkpointed block recomputed in backward).
+    pub fn fork_seed(&self) -> u64 {
+        self.rng.borrow_mut().next_u64()
+    }
+
+    /// The step for chunk `index` of a block forked at `seed`: the same
+    /// (seed, index) gives the same masks; evaluation stays evaluation.
+    pub fn chunk(&self, seed: u64, index: usize) -> Step {
+        if !self.train {
+            return Step::eval();
+        }
+        Step::train(seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+
     /// Inverted dropout with a mask drawn from this step's seeded generator.
     pub fn dropout(&self, x: &Tensor, p: f64) -> Result<Tensor> {
         if !self.train || p <= 0.0 {

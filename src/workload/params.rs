@@ -103,8 +103,12 @@ fn fan_for(fan: FanInOut, shape: &Shape) -> usize {
 
 impl SimpleBackend for ParamStore {
     fn get(&self, s: Shape, name: &str, h: Init, dtype: DType, dev: &Device) -> Result<Tensor> {
-        if let Some(&i) = self.lock().index.get(name) {
-            let t = self.lock().vars[i].1.as_tensor().clone();
+        // One lock at a time: a guard held across a second `lock()` deadlocks.
+        let existing = {
+            let inner = self.lock();
+            inner.index.get(name).map(|&i| inner.vars[i].1.as_tensor().clone())
+        };
+        if let Some(t) = existing {
             if t.shape() != &s {
                 candle_core::bail!(
                     "parameter `{name}` was created as {:?} and asked for as {:?}",
@@ -124,8 +128,9 @@ impl SimpleBackend for ParamStore {
     }
 
     fn get_unchecked(&self, name: &str, _dtype: DType, _dev: &Device) -> Result<Tensor> {
-        match self.lock().index.get(name) {
-            Some(&i) => Ok(self.lock().vars[i].1.as_tensor().clone()),
+        let inner = self.lock();
+        match inner.index.get(name) {
+            Some(&i) => Ok(inner.vars[i].1.as_tensor().clone()),
             None => candle_core::bail!("no parameter named `{name}`"),
         }
     }
@@ -152,6 +157,9 @@ mod tests {
         assert!(!d.weight().is_variable());
         assert!(la.weight().is_variable());
         assert_eq!(d.weight().to_vec2::<f32>()?, la.weight().to_vec2::<f32>()?);
+        // A second trainable build shares the first one's variables.
+        let again = candle_nn::linear(4, 3, a.builder(DType::F32, &dev).pp("fc"))?;
+        assert_eq!(again.weight().id(), la.weight().id());
         Ok(())
     }
 }

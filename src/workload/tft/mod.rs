@@ -25,8 +25,11 @@ use self::glu::GateAddNorm;
 use self::grn::{Grn, GrnDims};
 use self::lstm::{Lstm, State};
 use self::vsn::{Prescale, Vsn};
-use super::{Batch, ConfigError, ConfigMap, Model, ParamCount, Resolved, RunCtx, Step, Workload};
+use super::{Batch, ConfigError, ConfigMap, Model, ParamCount, Resolved, RunCtx, Step, TrainingForward, Workload};
 use crate::probe::scoped;
+use crate::runner::checkpoint::{self, Checkpointed, RowWise};
+use candle_core::backprop::GradStore;
+use candle_core::Var;
 
 pub fn resolve(config: &ConfigMap) -> std::result::Result<Resolved, Vec<ConfigError>> {
     let tft = Tft::new(TftConfig::from_config(config)?);
@@ -37,16 +40,20 @@ pub fn resolve(config: &ConfigMap) -> std::result::Result<Resolved, Vec<ConfigEr
 #[derive(Debug, Clone)]
 pub struct Tft {
     pub cfg: TftConfig,
+    /// Positions per chunk when the encoder VSN is checkpointed (`checkpoint: { chunk: N }`).
+    pub checkpoint: Option<usize>,
 }
 
 impl Tft {
     pub fn new(cfg: TftConfig) -> Self {
-        Tft { cfg }
+        Tft { cfg, checkpoint: None }
     }
 
     /// Builds the concrete model (the trait object hides its extra methods).
     pub fn build_model(&self, vb: VarBuilder) -> Result<TftModel> {
-        TftModel::new(&self.cfg, vb)
+        let mut m = TftModel::new(&self.cfg, vb)?;
+        m.checkpoint = self.checkpoint;
+        Ok(m)
     }
 }
 
@@ -56,7 +63,21 @@ impl Workload for Tft {
     }
 
     fn config(&self) -> serde_json::Value {
-        self.cfg.to_json()
+        let mut json = self.cfg.to_json();
+        if let (Some(chunk), Some(map)) = (self.checkpoint, json.as_object_mut()) {
+            map.insert(
+                "checkpoint".into(),
+                serde_json::json!({ "block": "encoder_vsn", "chunk": chunk }),
+            );
+        }
+        json
+    }
+
+    fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn Workload>> {
+        Some(Arc::new(Tft {
+            cfg: self.cfg.clone(),
+            checkpoint: Some(chunk),
+        }))
     }
 
     fn param_count(&self) -> ParamCount {
@@ -94,6 +115,53 @@ pub struct TftModel {
     output: Dense,
     mask: Tensor,
     quantiles: Tensor,
+    /// Run the encoder VSN in chunks of this many positions (B·T rows):
+    /// checkpointed in training, chunk by chunk with no graph in inference.
+    checkpoint: Option<usize>,
+}
+
+/// The encoder VSN over positions: `[N, V]` reals and `[N, c]` context → `[N, H]`.
+struct VsnRows<'a> {
+    vsn: &'a Vsn,
+    hidden: usize,
+}
+
+impl RowWise for VsnRows<'_> {
+    fn forward_rows(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+        let (n, v) = inputs[0].dims2()?;
+        let x = inputs[0].reshape((1, n, v))?;
+        let context = inputs[1].unsqueeze(0)?;
+        self.vsn.forward(&x, Some(&context), step)?.reshape((n, self.hidden))
+    }
+}
+
+/// The static part of a forward: contexts for selection, LSTM state and enrichment.
+struct Statics {
+    selection: Tensor,
+    hidden: Tensor,
+    cell: Tensor,
+    enrichment: Tensor,
+}
+
+/// A checkpointed training forward: the encoder VSN's output leaf and the rest's graph.
+struct CheckpointedForward<'a> {
+    model: &'a TftModel,
+    vsn: Checkpointed,
+    loss: Tensor,
+}
+
+impl TrainingForward for CheckpointedForward<'_> {
+    fn loss(&self) -> &Tensor {
+        &self.loss
+    }
+
+    fn backward(self: Box<Self>, vars: &[Var]) -> Result<GradStore> {
+        let CheckpointedForward { model, vsn, loss } = *self;
+        let mut grads = loss.backward()?;
+        drop(loss);
+        vsn.backward(&model.encoder_vsn_rows(), &mut grads, vars)?;
+        Ok(grads)
+    }
 }
 
 /// One Linear(1 → d_c) per variable, stacked `[V, d_c]`.
@@ -170,32 +238,93 @@ impl TftModel {
                 let q: Vec<f32> = cfg.quantiles().iter().map(|&q| q as f32).collect();
                 Tensor::new(q, vb.device())?.to_dtype(vb.dtype())?
             },
+            checkpoint: None,
+        })
+    }
+
+    fn encoder_vsn_rows(&self) -> VsnRows<'_> {
+        VsnRows {
+            vsn: &self.encoder_vsn,
+            hidden: self.cfg.hidden_dim,
+        }
+    }
+
+    /// The encoder VSN's inputs as rows: reals `[B·T, V]`, context `[B·T, H]`.
+    fn encoder_vsn_inputs(&self, x: &Tensor, selection: &Tensor) -> Result<Vec<Tensor>> {
+        let (b, t, v) = x.dims3()?;
+        let c = selection.dim(2)?;
+        let context = selection.broadcast_as((b, t, c))?.contiguous()?.reshape((b * t, c))?;
+        Ok(vec![x.reshape((b * t, v))?, context])
+    }
+
+    fn check_batch(&self, batch: &Batch) -> Result<()> {
+        if batch.tensors.len() < 3 {
+            candle_core::bail!(
+                "a TFT batch holds static, encoder and decoder reals; got {} tensors",
+                batch.tensors.len()
+            );
+        }
+        Ok(())
+    }
+
+    fn statics(&self, batch: &Batch, step: &Step) -> Result<Statics> {
+        let static_in = batch.tensors[data::STATIC].unsqueeze(1)?;
+        let static_embedding = scoped("static_vsn", || self.static_vsn.forward(&static_in, None, step))?;
+        let mut contexts = scoped("static_encoders", || {
+            self.static_encoders
+                .iter()
+                .map(|g| g.forward(&static_embedding, None, step))
+                .collect::<Result<Vec<_>>>()
+        })?
+        .into_iter();
+        let mut next = || contexts.next().expect("four static encoders");
+        Ok(Statics {
+            selection: next(),
+            hidden: next(),
+            cell: next(),
+            enrichment: next(),
+        })
+    }
+
+    /// The encoder VSN, plain or (when checkpointing is on) chunk by chunk.
+    fn encoder_vsn(&self, batch: &Batch, statics: &Statics, step: &Step) -> Result<Tensor> {
+        let x = &batch.tensors[data::ENCODER];
+        scoped("encoder_vsn", || match self.checkpoint {
+            None => self.encoder_vsn.forward(x, Some(&statics.selection), step),
+            Some(chunk) => {
+                let (b, t, _) = x.dims3()?;
+                let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
+                checkpoint::forward_chunked(&self.encoder_vsn_rows(), &inputs, chunk, step)?.reshape((
+                    b,
+                    t,
+                    self.cfg.hidden_dim,
+                ))
+            }
         })
     }
 
     /// Quantile forecasts `[B, horizon, quantiles]`.
     pub fn forward(&self, batch: &Batch, step: &Step) -> Result<Tensor> {
+        self.check_batch(batch)?;
+        let statics = self.statics(batch, step)?;
+        let encoder_in = self.encoder_vsn(batch, &statics, step)?;
+        self.rest(batch, &statics, &encoder_in, step)
+    }
+
+    fn loss_of(&self, pred: &Tensor, batch: &Batch) -> Result<Tensor> {
+        let Some(target) = batch.tensors.get(data::TARGET) else {
+            candle_core::bail!("a TFT training batch needs the target at position {}", data::TARGET);
+        };
+        scoped("quantile_loss", || loss::quantile_loss(pred, target, &self.quantiles))
+    }
+
+    /// Everything after the encoder VSN, from its output `encoder_in` `[B, T, H]`.
+    fn rest(&self, batch: &Batch, statics: &Statics, encoder_in: &Tensor, step: &Step) -> Result<Tensor> {
         let t = &batch.tensors;
-        if t.len() < 3 {
-            candle_core::bail!(
-                "a TFT batch holds static, encoder and decoder reals; got {} tensors",
-                t.len()
-            );
-        }
         let te = self.cfg.sequence_length;
         let td = self.cfg.prediction_horizon;
-        let static_in = t[data::STATIC].unsqueeze(1)?;
-        let static_embedding = scoped("static_vsn", || self.static_vsn.forward(&static_in, None, step))?;
-        let contexts = scoped("static_encoders", || {
-            self.static_encoders
-                .iter()
-                .map(|g| g.forward(&static_embedding, None, step))
-                .collect::<Result<Vec<_>>>()
-        })?;
-        let (c_selection, c_hidden, c_cell, c_enrichment) = (&contexts[0], &contexts[1], &contexts[2], &contexts[3]);
-        let encoder_in = scoped("encoder_vsn", || {
-            self.encoder_vsn.forward(&t[data::ENCODER], Some(c_selection), step)
-        })?;
+        let (c_selection, c_hidden, c_cell, c_enrichment) =
+            (&statics.selection, &statics.hidden, &statics.cell, &statics.enrichment);
         let decoder_in = scoped("decoder_vsn", || {
             self.decoder_vsn.forward(&t[data::DECODER], Some(c_selection), step)
         })?;
@@ -207,12 +336,12 @@ impl TftModel {
         // continues from the matching encoder layer.
         let (encoder_out, states) = scoped("lstm_encoder", || {
             self.lstm_encoder
-                .forward(&encoder_in, &vec![init; self.cfg.num_layers], step)
+                .forward(encoder_in, &vec![init; self.cfg.num_layers], step)
         })?;
         let (decoder_out, _) = scoped("lstm_decoder", || self.lstm_decoder.forward(&decoder_in, &states, step))?;
         let phi = scoped("post_lstm_gate", || {
             let lstm_out = Tensor::cat(&[&encoder_out, &decoder_out], 1)?;
-            let selected = Tensor::cat(&[&encoder_in, &decoder_in], 1)?;
+            let selected = Tensor::cat(&[encoder_in, &decoder_in], 1)?;
             self.post_lstm_gate.forward(lstm_out, &selected, step)
         })?;
         let theta = scoped("static_enrichment", || {
@@ -235,12 +364,30 @@ impl TftModel {
 }
 
 impl Model for TftModel {
+    /// With checkpointing on, this keeps every chunk's graph (the reference
+    /// the checkpointed backward is tested against); training uses
+    /// [`Model::forward_train`].
     fn loss(&self, batch: &Batch, step: &Step) -> Result<Tensor> {
         let pred = self.forward(batch, step)?;
-        let Some(target) = batch.tensors.get(data::TARGET) else {
-            candle_core::bail!("a TFT training batch needs the target at position {}", data::TARGET);
+        self.loss_of(&pred, batch)
+    }
+
+    fn forward_train<'a>(&'a self, batch: &Batch, step: &Step) -> Result<Box<dyn TrainingForward + 'a>> {
+        let Some(chunk) = self.checkpoint else {
+            return Ok(Box::new(super::PlainForward(self.loss(batch, step)?)));
         };
-        scoped("quantile_loss", || loss::quantile_loss(&pred, target, &self.quantiles))
+        self.check_batch(batch)?;
+        let statics = self.statics(batch, step)?;
+        let x = &batch.tensors[data::ENCODER];
+        let (b, t, _) = x.dims3()?;
+        let vsn = scoped("encoder_vsn", || {
+            let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
+            Checkpointed::forward(&self.encoder_vsn_rows(), inputs, chunk, step)
+        })?;
+        let encoder_in = vsn.output().reshape((b, t, self.cfg.hidden_dim))?;
+        let pred = self.rest(batch, &statics, &encoder_in, step)?;
+        let loss = self.loss_of(&pred, batch)?;
+        Ok(Box::new(CheckpointedForward { model: self, vsn, loss }))
     }
 
     fn predict(&self, batch: &Batch) -> Result<Tensor> {

@@ -267,3 +267,86 @@ fn runs_in_half_precision() -> Result<()> {
     }
     Ok(())
 }
+
+/// The largest relative difference between two models' parameter gradients,
+/// relative to each gradient's own largest magnitude.
+fn max_relative_grad_diff(
+    store: &ParamStore,
+    want: &candle_core::backprop::GradStore,
+    got: &candle_core::backprop::GradStore,
+) -> Result<f32> {
+    let mut worst = 0f32;
+    for (name, var) in store.named_vars() {
+        let a = want.get(var.as_tensor());
+        let b = got.get(var.as_tensor());
+        let (a, b) = match (a, b) {
+            (Some(a), Some(b)) => (a, b),
+            (None, None) => continue,
+            _ => panic!("`{name}` has a gradient in one model only"),
+        };
+        let scale = a.abs()?.max_all()?.to_scalar::<f32>()?.max(1e-12);
+        let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        worst = worst.max(diff / scale);
+    }
+    Ok(worst)
+}
+
+/// Checkpointed gradients against a reference model's, on the same weights.
+fn checkpoint_grads(cfg: TftConfig, chunk: usize, reference_chunked: bool) -> Result<f32> {
+    let plain = Tft::new(cfg);
+    let ck = Tft {
+        checkpoint: Some(chunk),
+        ..plain.clone()
+    };
+    let c = ctx(3);
+    let store = ParamStore::new(4);
+    let reference = if reference_chunked { &ck } else { &plain };
+    let reference = reference.build(store.builder(DType::F32, &Device::Cpu), &c)?;
+    let model = ck.build(store.builder(DType::F32, &Device::Cpu), &c)?;
+    let batch = plain.batch(&c, 9)?;
+    let want = reference.loss(&batch, &Step::train(5))?.backward()?;
+    let fwd = model.forward_train(&batch, &Step::train(5))?;
+    let loss_gap = (reference.loss(&batch, &Step::train(5))? - fwd.loss())?
+        .abs()?
+        .to_scalar::<f32>()?;
+    assert!(loss_gap < 1e-6, "losses differ by {loss_gap}");
+    let got = fwd.backward(&store.vars())?;
+    max_relative_grad_diff(&store, &want, &got)
+}
+
+#[test]
+fn checkpointed_gradients_equal_the_plain_model_without_dropout() -> Result<()> {
+    // 3 × 6 = 18 positions: chunks of 4 leave a ragged last one; 18 is one chunk.
+    for chunk in [4, 18, 64] {
+        let cfg = TftConfig { dropout: 0.0, ..tiny() };
+        let worst = checkpoint_grads(cfg, chunk, false)?;
+        assert!(worst <= 1e-5, "chunk {chunk}: relative gradient difference {worst}");
+    }
+    Ok(())
+}
+
+#[test]
+fn checkpointed_gradients_replay_the_dropout_masks() -> Result<()> {
+    // With dropout the reference keeps every chunk's graph (same chunks, same masks).
+    let worst = checkpoint_grads(tiny(), 5, true)?;
+    assert!(worst <= 1e-5, "relative gradient difference {worst}");
+    Ok(())
+}
+
+#[test]
+fn chunked_inference_equals_the_plain_prediction() -> Result<()> {
+    let plain = Tft::new(tiny());
+    let ck = Tft {
+        checkpoint: Some(4),
+        ..plain.clone()
+    };
+    let a = inference_model(&plain, 3)?;
+    let b = inference_model(&ck, 3)?;
+    let batch = plain.batch(&ctx(3), 2)?;
+    let diff = (a.predict(&batch)? - b.predict(&batch)?)?
+        .abs()?
+        .max_all()?
+        .to_scalar::<f32>()?;
+    assert!(diff < 1e-5, "{diff}");
+    Ok(())
+}
