@@ -198,6 +198,7 @@ fn gpu_section() -> GpuFinding {
                     .unwrap_or_else(|_| "memory unknown".into());
                 let cc = d.cuda_compute_capability().ok();
                 let cc_text = cc
+                    .as_ref()
                     .map(|c| format!(", compute capability {}.{}", c.major, c.minor))
                     .unwrap_or_default();
                 println!("    {i}: {name}: {mem}{cc_text}");
