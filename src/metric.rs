@@ -18,6 +18,10 @@ pub enum Metric {
     DeviceUsed,
     StepTime,
     Loss,
+    /// loss / the reference variant's loss (a component with `variants:`).
+    LossRatio,
+    /// step_time / the reference variant's step_time.
+    StepTimeRatio,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +35,7 @@ pub enum Unit {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 11] = [
         Metric::Params,
         Metric::Activations,
         Metric::Gradients,
@@ -41,6 +45,8 @@ impl Metric {
         Metric::DeviceUsed,
         Metric::StepTime,
         Metric::Loss,
+        Metric::LossRatio,
+        Metric::StepTimeRatio,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +60,8 @@ impl Metric {
             Metric::DeviceUsed => "device_used",
             Metric::StepTime => "step_time",
             Metric::Loss => "loss",
+            Metric::LossRatio => "loss_ratio",
+            Metric::StepTimeRatio => "step_time_ratio",
         }
     }
 
@@ -64,8 +72,17 @@ impl Metric {
     pub fn unit(self) -> Unit {
         match self {
             Metric::StepTime => Unit::Ms,
-            Metric::Loss => Unit::One,
+            Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio => Unit::One,
             _ => Unit::Bytes,
+        }
+    }
+
+    /// The measured metric a ratio metric divides, against the reference's.
+    pub fn ratio_of(self) -> Option<Metric> {
+        match self {
+            Metric::LossRatio => Some(Metric::Loss),
+            Metric::StepTimeRatio => Some(Metric::StepTime),
+            _ => None,
         }
     }
 

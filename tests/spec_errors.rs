@@ -312,6 +312,79 @@ components:
   hint: a budget or capacity of zero or less can never be met; give a positive size"#,
     ),
     (
+        "variant_unknown_key",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    variants:
+      half: { dtpye: bf16 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:10:15: error: unknown key `dtpye` in variant `m@half`
+  hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets"#,
+    ),
+    (
+        "variant_bad_config",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    variants:
+      small:
+        config: { num_heads: 5 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:11:19: error: `num_heads` (5) must divide `hidden_dim` (64) (variant `m@small`)
+  hint: each head gets hidden_dim / num_heads features; pick a divisor such as 1, 2 or 4"#,
+    ),
+    (
+        "reference_unknown_variant",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    reference: plian
+    variants:
+      plain: { checkpoint: none }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:16: error: `reference` of `m`: no variant `plian`
+  hint: did you mean `plain`? variants of `m`: plain"#,
+    ),
+    (
+        "reference_without_variants",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    reference: plain
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:5: error: `reference` of `m` names a variant, but `m` has no `variants`
+  hint: add `variants:` (e.g. `plain: { checkpoint: none }`) or remove `reference`"#,
+    ),
+    (
         "checkpoint_unsupported_workload",
         r#"version: 1
 device:
@@ -359,8 +432,8 @@ components:
     budgets:
       params: < 1 MiB
 "#,
-        r#"budgets.yaml:9:17: error: `checkpoint` must be a mapping, found a scalar
-  hint: write `checkpoint: { chunk: 64 }` (positions per recomputed chunk)"#,
+        r#"budgets.yaml:9:17: error: `checkpoint` must be `{ chunk: N }` or `none`, found `64`
+  hint: write `checkpoint: { chunk: 64 }` (positions per recomputed chunk), or `checkpoint: none`"#,
     ),
     (
         "checkpoint_unknown_key",
@@ -477,7 +550,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:9:5: error: unknown key `budget` in component `m`
-  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint"#,
+  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference"#,
     ),
     (
         "unknown_dtype",
@@ -510,7 +583,7 @@ components:
       activation: < 1 MiB
 "#,
         r#"budgets.yaml:10:7: error: unknown metric `activation` in the budgets of `m`
-  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss"#,
+  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss, loss_ratio, step_time_ratio"#,
     ),
     (
         "unknown_size_unit",

@@ -74,6 +74,10 @@ pub struct Component {
     /// `checkpoint: { chunk: N }`: the workload's position-wise blocks are
     /// checkpointed in chunks of N positions (already applied to `workload`).
     pub checkpoint: Option<usize>,
+    /// The component the ratio metrics (`loss_ratio`, `step_time_ratio`)
+    /// compare against: a variant of the same component, or the component
+    /// itself for its variants. `None` for the reference itself.
+    pub reference: Option<String>,
 }
 
 impl Component {

@@ -166,26 +166,96 @@ impl Ctx {
         t
     }
 
-    /// `checkpoint: { chunk: N }`: positions per recomputed chunk.
-    fn checkpoint(&mut self, node: &Node) -> Option<usize> {
-        let hint = "write `checkpoint: { chunk: 64 }` (positions per recomputed chunk)";
-        let Node::Map { entries, pos } = node else {
-            self.err(
-                node.pos(),
-                format!("`checkpoint` must be a mapping, found {}", node.kind()),
-                hint,
-            );
-            return None;
+    /// `checkpoint: { chunk: N }` (positions per recomputed chunk) or
+    /// `checkpoint: none`. `Err` when it is malformed (already reported).
+    fn checkpoint(&mut self, node: &Node) -> Result<Option<usize>, ()> {
+        let hint = "write `checkpoint: { chunk: 64 }` (positions per recomputed chunk), or `checkpoint: none`";
+        let (entries, pos) = match node {
+            Node::Map { entries, pos } => (entries, pos),
+            Node::Scalar { text, .. } if text.trim() == "none" => return Ok(None),
+            other => {
+                let found = match other {
+                    Node::Scalar { text, .. } => format!("`{text}`"),
+                    n => n.kind().to_string(),
+                };
+                self.err(
+                    other.pos(),
+                    format!("`checkpoint` must be `{{ chunk: N }}` or `none`, found {found}"),
+                    hint,
+                );
+                return Err(());
+            }
         };
         self.known_keys(entries, &["chunk"], "checkpoint");
         match find(entries, "chunk") {
-            Some(n) => self.positive_int(n, "checkpoint.chunk").map(|c| c as usize),
+            Some(n) => self
+                .positive_int(n, "checkpoint.chunk")
+                .map(|c| Some(c as usize))
+                .ok_or(()),
             None => {
                 // An unknown key was most likely the chunk misspelt: said once, above.
                 if entries.is_empty() {
                     self.err(*pos, "missing `checkpoint.chunk`", hint);
                 }
-                None
+                Err(())
+            }
+        }
+    }
+
+    /// A component's (or a variant's) `budgets:` mapping.
+    fn budgets(&mut self, bn: &Node, name: &str) -> Vec<Budget> {
+        let mut budgets = Vec::new();
+        if let Some(bentries) = self.map(bn, &format!("budgets of `{name}`")) {
+            let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+            for (key, kpos, value) in bentries {
+                match Metric::parse(key) {
+                    Some(metric) => {
+                        if let Some(limit) = self.limit(value, metric.unit(), &format!("`{name}.{key}`")) {
+                            budgets.push(Budget {
+                                metric,
+                                limit,
+                                line: kpos.line,
+                            });
+                        }
+                    }
+                    None => {
+                        let hint = match did_you_mean(key, &names) {
+                            Some(k) => format!("did you mean `{k}`? metrics: {}", names.join(", ")),
+                            None => format!("metrics: {}", names.join(", ")),
+                        };
+                        self.err(
+                            *kpos,
+                            format!("unknown metric `{key}` in the budgets of `{name}`"),
+                            hint,
+                        );
+                    }
+                }
+            }
+        }
+        budgets
+    }
+
+    /// Applies `checkpoint` to a resolved workload; reports a workload that cannot.
+    fn apply_checkpoint(
+        &mut self,
+        workload: workload::Resolved,
+        checkpoint: Option<usize>,
+        pos: Pos,
+        kind: &str,
+        name: &str,
+    ) -> (workload::Resolved, Option<usize>) {
+        let (Some(c), workload::Resolved::Ready(w)) = (checkpoint, &workload) else {
+            return (workload, None);
+        };
+        match w.checkpointed(c) {
+            Some(ck) => (workload::Resolved::Ready(ck), Some(c)),
+            None => {
+                self.err(
+                    pos,
+                    format!("workload `{kind}` of `{name}` has no position-wise block to checkpoint"),
+                    "remove `checkpoint:`; it applies to workloads with a position-wise block (tft: the encoder variable selection)",
+                );
+                (workload, None)
             }
         }
     }
@@ -272,7 +342,10 @@ const COMPONENT_KEYS: &[&str] = &[
     "timing",
     "budgets",
     "checkpoint",
+    "variants",
+    "reference",
 ];
+const VARIANT_KEYS: &[&str] = &["dtype", "batch_size", "checkpoint", "config", "budgets"];
 const ENSEMBLE_KEYS: &[&str] = &["members", "metric", "processes", "budgets"];
 
 struct Defaults {
@@ -390,7 +463,7 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node) -> Option<Spec> {
                 }
                 for (name, pos, node) in entries {
                     if let Some(c) = validate_component(cx, name, *pos, node, &defaults) {
-                        components.push(c);
+                        components.extend(c);
                     }
                 }
             }
@@ -491,7 +564,8 @@ fn scalar_to_config(node: &Node) -> Option<ConfigValue> {
     }
 }
 
-fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &Defaults) -> Option<Component> {
+/// A component and its variants (`NAME@VARIANT`), base first.
+fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &Defaults) -> Option<Vec<Component>> {
     let entries = cx.map(node, &format!("component `{name}`"))?;
     let where_ = format!("component `{name}`");
     cx.known_keys(entries, COMPONENT_KEYS, &where_);
@@ -619,62 +693,25 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         },
     };
 
-    let mut budgets = Vec::new();
-    match find(entries, "budgets") {
-        None => cx.err(
-            name_pos,
-            format!("component `{name}` has no `budgets`"),
-            "add `budgets:` with at least one metric, e.g. `training_peak: < 1 GB`",
-        ),
-        Some(bn) => {
-            if let Some(bentries) = cx.map(bn, &format!("budgets of `{name}`")) {
-                let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
-                for (key, kpos, value) in bentries {
-                    match Metric::parse(key) {
-                        Some(metric) => {
-                            if let Some(limit) = cx.limit(value, metric.unit(), &format!("`{name}.{key}`")) {
-                                budgets.push(Budget {
-                                    metric,
-                                    limit,
-                                    line: kpos.line,
-                                });
-                            }
-                        }
-                        None => {
-                            let hint = match did_you_mean(key, &names) {
-                                Some(k) => format!("did you mean `{k}`? metrics: {}", names.join(", ")),
-                                None => format!("metrics: {}", names.join(", ")),
-                            };
-                            cx.err(
-                                *kpos,
-                                format!("unknown metric `{key}` in the budgets of `{name}`"),
-                                hint,
-                            );
-                        }
-                    }
-                }
-            }
+    let budgets = match find(entries, "budgets") {
+        None => {
+            cx.err(
+                name_pos,
+                format!("component `{name}` has no `budgets`"),
+                "add `budgets:` with at least one metric, e.g. `training_peak: < 1 GB`",
+            );
+            Vec::new()
         }
-    }
+        Some(bn) => cx.budgets(bn, name),
+    };
 
-    let (kind, mut workload) = workload?;
-    let mut chunk = None;
-    if let Some((pos, Some(c))) = checkpoint {
-        if let workload::Resolved::Ready(w) = &workload {
-            match w.checkpointed(c) {
-                Some(ck) => {
-                    workload = workload::Resolved::Ready(ck);
-                    chunk = Some(c);
-                }
-                None => cx.err(
-                    pos,
-                    format!("workload `{kind}` of `{name}` has no position-wise block to checkpoint"),
-                    "remove `checkpoint:`; it applies to workloads with a position-wise block (tft: the encoder variable selection)",
-                ),
-            }
-        }
-    }
-    Some(Component {
+    let (kind, workload) = workload?;
+    let (ck_pos, ck) = match &checkpoint {
+        Some((pos, Ok(c))) => (*pos, *c),
+        _ => (name_pos, None),
+    };
+    let (workload, chunk) = cx.apply_checkpoint(workload, ck, ck_pos, &kind, name);
+    let base = Component {
         name: name.to_string(),
         line: name_pos.line,
         kind,
@@ -686,7 +723,121 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         timing,
         budgets,
         checkpoint: chunk,
-    })
+        reference: None,
+    };
+    let mut out = vec![base.clone()];
+    let Some(vnode) = find(entries, "variants") else {
+        if let Some((_, kpos, _)) = entries.iter().find(|(k, _, _)| k == "reference") {
+            cx.err(
+                *kpos,
+                format!("`reference` of `{name}` names a variant, but `{name}` has no `variants`"),
+                "add `variants:` (e.g. `plain: { checkpoint: none }`) or remove `reference`",
+            );
+        }
+        return Some(out);
+    };
+    let Some(ventries) = cx.map(vnode, &format!("variants of `{name}`")) else {
+        return Some(out);
+    };
+    for (vname, vpos, vnode) in ventries {
+        let full = format!("{name}@{vname}");
+        if vname.is_empty() || !vname.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            cx.err(
+                *vpos,
+                format!("variant name `{vname}` of `{name}` is not a plain name"),
+                "use letters, digits, `_` and `-` only",
+            );
+            continue;
+        }
+        let Some(ventries) = cx.map(vnode, &format!("variant `{full}`")) else {
+            continue;
+        };
+        cx.known_keys(ventries, VARIANT_KEYS, &format!("variant `{full}`"));
+        let mut v = base.clone();
+        v.name = full.clone();
+        v.line = vpos.line;
+        v.budgets = Vec::new();
+        let mut vconfig = config.clone();
+        let mut vconfig_pos = config_pos.clone();
+        let mut vck = (ck_pos, chunk);
+        for (key, kpos, value) in ventries {
+            match key.as_str() {
+                "dtype" => v.dtype = cx.dtype(value).unwrap_or(v.dtype),
+                "batch_size" => {
+                    v.batch_size = cx.positive_int(value, "batch_size").unwrap_or(v.batch_size as u64) as usize
+                }
+                "checkpoint" => {
+                    if let Ok(c) = cx.checkpoint(value) {
+                        vck = (*kpos, c);
+                    }
+                }
+                "budgets" => v.budgets = cx.budgets(value, &full),
+                "config" => {
+                    if let Some(centries) = cx.map(value, &format!("config of `{full}`")) {
+                        for (ckey, cpos, cvalue) in centries {
+                            match scalar_to_config(cvalue) {
+                                Some(cv) => {
+                                    vconfig.insert(ckey.clone(), cv);
+                                    vconfig_pos.push((ckey.clone(), *cpos));
+                                }
+                                None => cx.err(
+                                    cvalue.pos(),
+                                    format!(
+                                        "config key `{ckey}` of `{full}` must be a single value, found {}",
+                                        cvalue.kind()
+                                    ),
+                                    "workload settings are numbers, booleans or text",
+                                ),
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let resolved = match workload::resolve(&v.kind, &vconfig) {
+            Ok(r) => r,
+            Err(errors) => {
+                for e in errors {
+                    let pos = e
+                        .key
+                        .as_ref()
+                        .and_then(|k| vconfig_pos.iter().rev().find(|(ck, _)| ck == k).map(|(_, p)| *p))
+                        .unwrap_or(*vpos);
+                    cx.err(pos, format!("{} (variant `{full}`)", e.message), e.hint);
+                }
+                continue;
+            }
+        };
+        let (w, c) = cx.apply_checkpoint(resolved, vck.1, vck.0, &v.kind, &full);
+        v.workload = w;
+        v.checkpoint = c;
+        out.push(v);
+    }
+    // Ratios compare against `reference` (a variant), or against the component itself.
+    let reference = match entries.iter().find(|(k, _, _)| k == "reference") {
+        None => name.to_string(),
+        Some((_, _, rnode)) => match cx.text(rnode, "reference") {
+            Some(r) if r == name => name.to_string(),
+            Some(r) if ventries.iter().any(|(k, _, _)| k == r) => format!("{name}@{r}"),
+            Some(r) => {
+                let known: Vec<&str> = ventries.iter().map(|(k, _, _)| k.as_str()).collect();
+                let hint = match did_you_mean(r, &known) {
+                    Some(k) => format!("did you mean `{k}`? variants of `{name}`: {}", known.join(", ")),
+                    None => format!("name one of the variants of `{name}`: {}", known.join(", ")),
+                };
+                cx.err(rnode.pos(), format!("`reference` of `{name}`: no variant `{r}`"), hint);
+                name.to_string()
+            }
+            None => name.to_string(),
+        },
+    };
+    for c in &mut out {
+        if c.name != reference {
+            c.reference = Some(reference.clone());
+        }
+    }
+    Some(out)
 }
 
 fn validate_ensemble(cx: &mut Ctx, node: &Node, top: &[(String, Pos, Node)]) -> Option<Ensemble> {

@@ -55,7 +55,13 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     let spec = crate::budget::load(&args.budgets)?;
     for name in &args.only {
         if spec.component(name).is_none() {
-            let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
+            // Variants (`NAME@VARIANT`) come with their component: list the components.
+            let names: Vec<&str> = spec
+                .components
+                .iter()
+                .map(|c| c.name.as_str())
+                .filter(|n| !n.contains('@'))
+                .collect();
             return Err(CliError::Usage {
                 message: format!(
                     "--only names `{name}`, which is not a component of {}",
@@ -93,7 +99,11 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     let selected: Vec<_> = spec
         .components
         .iter()
-        .filter(|c| args.only.is_empty() || args.only.contains(&c.name))
+        // A component's variants (`NAME@VARIANT`) come with it.
+        .filter(|c| {
+            let base = c.name.split_once('@').map_or(c.name.as_str(), |(b, _)| b);
+            args.only.is_empty() || args.only.contains(&c.name) || args.only.iter().any(|o| o == base)
+        })
         .collect();
     let exe = std::env::current_exe().map_err(|e| CliError::Infrastructure {
         message: format!("cannot locate the gate binary to start profiles: {e}"),
@@ -164,6 +174,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     let testbed = report::testbed(&device, &spec);
     let base = baseline.report();
     let comparable = base.is_some_and(|b| report::baseline::comparable(&testbed, &b.testbed));
+    report::add_ratios(&mut components); // variants: loss and step-time ratios
     let verdict = report::decide(&spec, &components, base, comparable, reserve, args.strict);
     let mut summary = verdict.summary;
     report::baseline::annotate(&mut summary, &baseline, &testbed);

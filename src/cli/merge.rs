@@ -86,6 +86,7 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     let testbed = merged.testbed.clone();
     let base = baseline.report();
     let comparable = base.is_some_and(|b| report::baseline::comparable(&testbed, &b.testbed));
+    report::add_ratios(&mut components); // variants: loss and step-time ratios
     let verdict = report::decide(&spec, &components, base, comparable, reserve, strict);
     let mut summary = verdict.summary;
     report::baseline::annotate(&mut summary, &baseline, &testbed);

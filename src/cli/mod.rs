@@ -6,6 +6,7 @@ mod check;
 mod comment;
 mod completions;
 mod doctor;
+mod fit;
 mod init;
 mod merge;
 mod output;
@@ -50,6 +51,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff) to stdout.
     Man(completions::ManArgs),
+    /// The largest batch of a component that passes every budget (two measured batches, a linear fit, confirmed).
+    Fit(fit::FitArgs),
     /// Profile one component in this process (used by `check` for isolation).
     #[command(hide = true)]
     Profile(profile::ProfileArgs),
@@ -116,6 +119,7 @@ impl CliError {
 pub fn run(cli: Cli) -> Exit {
     let result = match cli.command {
         Command::Check(a) => check::run(a),
+        Command::Fit(a) => fit::run(a),
         Command::Validate(a) => validate::run(a),
         Command::Comment(a) => comment::run(a),
         Command::Merge(a) => merge::run(a),

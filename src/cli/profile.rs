@@ -24,6 +24,9 @@ pub struct ProfileArgs {
     /// Hold back the part of a larger card that the spec's card does not have.
     #[arg(long)]
     pub emulate_capacity: bool,
+    /// Profile at this batch size instead of the spec's (used by `gate fit`).
+    #[arg(long, hide = true)]
+    pub batch_size: Option<usize>,
 }
 
 /// An opened backend: where tensors live and how their bytes are read.
@@ -95,7 +98,7 @@ pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
     let ctx = RunCtx {
         device: opened.device.clone(),
         dtype: component.dtype,
-        batch_size: component.batch_size,
+        batch_size: args.batch_size.unwrap_or(component.batch_size),
         seed: component.seed,
     };
     let base = Measurement {

@@ -47,6 +47,21 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, juni
         }
         if let Some(c) = report.components.get(name) {
             let mut out = String::new();
+            if name.contains('@') || c.reference.is_some() {
+                let figures: Vec<String> = super::table::VARIANT_METRICS
+                    .iter()
+                    .filter_map(|m| {
+                        c.value(*m)
+                            .map(|v| format!("{m} {}", crate::metric::format_value(m.unit(), v)))
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "variant ({}); against {}: {}\n",
+                    super::table::variant_settings(c),
+                    c.reference.as_deref().unwrap_or("itself (the reference)"),
+                    figures.join(", ")
+                ));
+            }
             if let Some(e) = &c.error {
                 out.push_str(&format!(
                     "{}: {}\n",

@@ -33,6 +33,7 @@ pub fn render(report: &Report, baseline: Option<&Report>, limit: usize) -> Strin
     let footer = footer(report);
     let rows = table_rows(report);
     let sections: Vec<(&str, String)> = vec![
+        ("the variants", variants_section(report)),
         ("the top blocks", blocks_section(report)),
         ("the charts", charts_section(report)),
         ("the text diff", diff_section(report, baseline)),
@@ -282,6 +283,47 @@ fn failing_components(report: &Report) -> Vec<&str> {
         }
     }
     names
+}
+
+/// Components with `variants:`: each variant's settings and metrics side by
+/// side, with the loss and step-time ratios against the reference.
+fn variants_section(report: &Report) -> String {
+    use super::table::{variant_groups, variant_settings, VARIANT_METRICS};
+    let mut out = String::new();
+    for (base, members) in variant_groups(report) {
+        let reference = members
+            .iter()
+            .find_map(|m| report.components[m].reference.clone())
+            .unwrap_or_else(|| base.clone());
+        let _ = writeln!(
+            out,
+            "#### Variants of {} (ratios against {})\n",
+            escape(&base),
+            escape(&reference)
+        );
+        let names: Vec<String> = VARIANT_METRICS.iter().map(|m| escape(m.name())).collect();
+        let _ = writeln!(out, "| variant | settings | {} |", names.join(" | "));
+        let _ = writeln!(out, "|---|---|{}", "--:|".repeat(names.len()));
+        for m in &members {
+            let c = &report.components[m];
+            let cells: Vec<String> = VARIANT_METRICS
+                .iter()
+                .map(|metric| {
+                    c.value(*metric)
+                        .map_or("—".into(), |v| crate::metric::format_value(metric.unit(), v))
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                escape(m),
+                escape(&variant_settings(c)),
+                cells.join(" | ")
+            );
+        }
+        out.push('\n');
+    }
+    out
 }
 
 fn blocks_section(report: &Report) -> String {

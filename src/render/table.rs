@@ -78,6 +78,8 @@ pub fn render(report: &Report, color: bool) -> String {
         let _ = writeln!(out, "{}", line.trim_end());
     }
 
+    out.push_str(&variants(report));
+
     for (name, c) in &report.components {
         if let Some(e) = &c.error {
             let phase = e.phase.as_deref().map(|p| format!(" in phase {p}")).unwrap_or_default();
@@ -165,4 +167,109 @@ fn paint(text: &str, status: Status, color: bool) -> String {
 /// Colour only when writing to a terminal and `NO_COLOR` is unset or empty.
 pub fn use_color(is_terminal: bool) -> bool {
     is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Components with `variants:`: (base name, [base, base@variant, …]), in report order.
+pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for name in report.components.keys() {
+        // `NAME@VARIANT`, both plain names as the spec loader makes them.
+        let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let Some((base, variant)) = name.split_once('@') else {
+            continue;
+        };
+        if !plain(base) || !plain(variant) {
+            continue;
+        }
+        match groups.iter_mut().find(|(b, _)| b == base) {
+            Some((_, members)) => members.push(name.clone()),
+            None => {
+                let mut members = Vec::new();
+                if report.components.contains_key(base) {
+                    members.push(base.to_string());
+                }
+                members.push(name.clone());
+                groups.push((base.to_string(), members));
+            }
+        }
+    }
+    groups
+}
+
+/// The metrics shown side by side for variants.
+pub const VARIANT_METRICS: [crate::metric::Metric; 7] = {
+    use crate::metric::Metric::*;
+    [
+        TrainingPeak,
+        Activations,
+        InferencePeak,
+        StepTime,
+        Loss,
+        LossRatio,
+        StepTimeRatio,
+    ]
+};
+
+/// A variant's settings in a few words: dtype, batch and checkpointing.
+pub fn variant_settings(c: &crate::report::ComponentReport) -> String {
+    let ck = c
+        .config
+        .get("checkpoint")
+        .and_then(|k| k.get("chunk"))
+        .and_then(|v| v.as_u64())
+        .map_or("no checkpoint".to_string(), |n| format!("checkpoint {n}"));
+    format!("{}, batch {}, {ck}", c.dtype, c.batch_size)
+}
+
+/// The variants of each component side by side, with their ratios to the reference.
+fn variants(report: &Report) -> String {
+    let mut out = String::new();
+    for (base, members) in variant_groups(report) {
+        let reference = members
+            .iter()
+            .find_map(|m| report.components[m].reference.clone())
+            .unwrap_or_else(|| base.clone());
+        let _ = writeln!(
+            out,
+            "
+{base}: variants side by side (ratios against {reference})"
+        );
+        let mut rows: Vec<Vec<String>> = vec![std::iter::once("variant".to_string())
+            .chain(std::iter::once("settings".to_string()))
+            .chain(VARIANT_METRICS.iter().map(|m| m.name().to_string()))
+            .collect()];
+        for m in &members {
+            let c = &report.components[m];
+            let mut row = vec![m.clone(), variant_settings(c)];
+            for metric in VARIANT_METRICS {
+                row.push(
+                    c.value(metric)
+                        .map_or("—".into(), |v| crate::metric::format_value(metric.unit(), v)),
+                );
+            }
+            rows.push(row);
+        }
+        let mut widths = vec![0usize; rows[0].len()];
+        for row in &rows {
+            for (i, cell) in row.iter().enumerate() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        for row in &rows {
+            let line: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, cell)| {
+                    let w = widths[i];
+                    if i < 2 {
+                        format!("{cell:<w$}")
+                    } else {
+                        format!("{cell:>w$}")
+                    }
+                })
+                .collect();
+            let _ = writeln!(out, "  {}", line.join("  ").trim_end());
+        }
+    }
+    out
 }

@@ -68,6 +68,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
             phase: Some(f.phase.to_string()),
             reason: f.reason.clone(),
         }),
+        reference: c.reference.clone(),
     }
 }
 
@@ -96,6 +97,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
             phase: None,
             reason: reason.into(),
         }),
+        reference: c.reference.clone(),
     }
 }
 

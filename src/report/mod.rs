@@ -9,4 +9,4 @@ mod verdict;
 
 pub use assemble::{component_report, not_measured_report, testbed};
 pub use model::*;
-pub use verdict::{decide, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR};
+pub use verdict::{add_ratios, decide, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR};

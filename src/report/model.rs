@@ -148,6 +148,11 @@ pub struct ComponentReport {
     /// Fingerprint of what makes this component's figures comparable (dtype, batch, config).
     pub fingerprint: String,
     pub error: Option<ComponentError>,
+    /// A variant's reference (the component its `loss_ratio` and
+    /// `step_time_ratio` compare against); absent for the reference itself
+    /// and for components without variants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 impl ComponentReport {

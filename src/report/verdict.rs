@@ -47,6 +47,50 @@ fn regressed(measured: f64, baseline: f64, tolerance: f64, lower_is_better: bool
     }
 }
 
+/// `metric / reference's metric` for a ratio metric, from the two reports.
+fn ratio(components: &BTreeMap<String, ComponentReport>, report: &ComponentReport, metric: Metric) -> Option<f64> {
+    let of = metric.ratio_of()?;
+    let reference = components.get(report.reference.as_ref()?)?;
+    let (v, r) = (report.value(of)?, reference.value(of)?);
+    (r != 0.0 && v.is_finite() && r.is_finite()).then(|| v / r)
+}
+
+/// Adds each variant's ratio metrics (`loss_ratio`, `step_time_ratio`,
+/// against its reference) to its metrics. Pure; [`decide`] computes the
+/// same values on its own, so calling this only changes what is shown.
+pub fn add_ratios(components: &mut BTreeMap<String, ComponentReport>) {
+    let ratios: Vec<(String, Metric, f64)> = components
+        .iter()
+        .flat_map(|(name, r)| {
+            [Metric::LossRatio, Metric::StepTimeRatio]
+                .into_iter()
+                .filter_map(|m| ratio(components, r, m).map(|v| (name.clone(), m, v)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (name, metric, value) in ratios {
+        if let Some(r) = components.get_mut(&name) {
+            r.metrics.insert(
+                metric,
+                MetricValue {
+                    value,
+                    unit: metric.unit(),
+                },
+            );
+        }
+    }
+}
+
+fn not_measured_ratio(report: &ComponentReport, metric: Metric) -> String {
+    match &report.reference {
+        None => format!("`{metric}` needs a reference variant (`variants:` on the component)"),
+        Some(r) => format!(
+            "`{metric}` needs `{}` measured here and in `{r}`",
+            metric.ratio_of().map(Metric::name).unwrap_or("")
+        ),
+    }
+}
+
 pub fn decide(
     spec: &Spec,
     components: &BTreeMap<String, ComponentReport>,
@@ -86,7 +130,7 @@ pub fn decide(
             }
         }
         for b in &c.budgets {
-            let measured = report.value(b.metric);
+            let measured = report.value(b.metric).or_else(|| ratio(components, report, b.metric));
             let base_value = base.and_then(|r| r.value(b.metric));
             let (status, reason) = match (measured, &report.error) {
                 (Some(v), _) => {
@@ -128,6 +172,9 @@ pub fn decide(
                         phase.as_deref().unwrap_or("unknown")
                     )),
                 ),
+                (None, None) if b.metric.ratio_of().is_some() => {
+                    (Status::NotMeasured, Some(not_measured_ratio(report, b.metric)))
+                }
                 (None, None) => (Status::NotMeasured, Some(not_measured_reason(b.metric))),
             };
             if status == Status::NotMeasured && report.error.is_none() {
@@ -460,5 +507,77 @@ ensemble:
             "fail",
             "strict: the unmeasured step_time fails"
         );
+    }
+}
+
+#[cfg(test)]
+mod variant_tests {
+    use super::*;
+    use std::path::Path;
+
+    const SPEC: &str = "version: 1
+device: { name: card, capacity: 1000 B, reserve: 100 B }
+components:
+  t:
+    workload: mlp
+    reference: plain
+    budgets:
+      loss_ratio: < 1.05
+      step_time_ratio: < 2
+    variants:
+      plain: { batch_size: 4 }
+      half: { dtype: bf16, budgets: { loss_ratio: < 1.01 } }
+";
+
+    fn report(c: &crate::budget::Component, loss: f64, ms: f64) -> ComponentReport {
+        let mut r = crate::report::not_measured_report(c, "");
+        r.error = None;
+        for (m, v) in [(Metric::Loss, loss), (Metric::StepTime, ms)] {
+            r.metrics.insert(
+                m,
+                MetricValue {
+                    value: v,
+                    unit: m.unit(),
+                },
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn variants_are_judged_by_their_ratios_to_the_reference() {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["t", "t@plain", "t@half"]);
+        let refs: Vec<Option<&str>> = spec.components.iter().map(|c| c.reference.as_deref()).collect();
+        assert_eq!(refs, [Some("t@plain"), None, Some("t@plain")]);
+        assert_eq!(spec.components[1].batch_size, 4);
+        assert!(spec.components[1].budgets.is_empty());
+        let figures = [(0.41, 300.0), (0.40, 200.0), (0.41, 100.0)];
+        let mut reports: BTreeMap<String, ComponentReport> = spec
+            .components
+            .iter()
+            .zip(figures)
+            .map(|(c, (l, ms))| (c.name.clone(), report(c, l, ms)))
+            .collect();
+        let reserve = Reserve {
+            bytes: 0,
+            measured: false,
+        };
+        let v = decide(&spec, &reports, None, false, reserve, false);
+        let got: Vec<(&str, &str, Status, f64)> = v
+            .results
+            .iter()
+            .map(|r| (r.component.as_str(), r.metric.as_str(), r.status, r.measured.unwrap()))
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!((got[0].0, got[0].1, got[0].2), ("t", "loss_ratio", Status::Pass));
+        assert!((got[0].3 - 1.025).abs() < 1e-12, "{got:?}");
+        assert_eq!((got[1].1, got[1].2), ("step_time_ratio", Status::Pass));
+        assert!((got[1].3 - 1.5).abs() < 1e-12);
+        assert_eq!((got[2].0, got[2].2), ("t@half", Status::Fail)); // 0.41 / 0.40 = 1.025
+        add_ratios(&mut reports);
+        assert_eq!(reports["t@half"].value(Metric::StepTimeRatio), Some(0.5));
+        assert_eq!(reports["t@plain"].value(Metric::LossRatio), None);
     }
 }

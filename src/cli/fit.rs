@@ -1,0 +1,265 @@
+//! `gate fit COMPONENT [--metric M]`: the largest batch size at which the
+//! component passes every budget. Two batch sizes are measured (each in its
+//! own child process, as `gate check` does), each size budget's metric is
+//! fitted as a straight line in the batch size (activations and peaks grow
+//! linearly with it), the largest batch under every limit is predicted, and
+//! the prediction is confirmed by measuring it (stepping down while a budget
+//! still fails). Prints the batch and the predicted vs measured bytes.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::budget::{Budget, Component};
+use crate::exit::Exit;
+use crate::metric::{format_value, Metric, Unit};
+use crate::probe::Backend;
+use crate::runner::{run_child, ChildArgs, Measurement};
+
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// The component to fit (a name in the spec, e.g. `tft` or `tft@plain`).
+    pub component: String,
+    #[arg(long, default_value = "budgets.yaml")]
+    pub budgets: PathBuf,
+    /// Fit only this metric's budget (default: every size budget of the component).
+    #[arg(long)]
+    pub metric: Option<String>,
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
+    /// The two batch sizes measured for the slope (default: half the spec's batch, and the spec's).
+    #[arg(long, num_args = 2, value_delimiter = ',')]
+    pub probe: Option<Vec<usize>>,
+    /// Never predict beyond this batch size.
+    #[arg(long, default_value_t = 4096)]
+    pub max_batch: usize,
+}
+
+/// A size budget's straight line: bytes = intercept + slope · batch.
+#[derive(Debug, Clone, Copy)]
+pub struct Line {
+    pub intercept: f64,
+    pub slope: f64,
+}
+
+impl Line {
+    pub fn through(b1: usize, v1: f64, b2: usize, v2: f64) -> Line {
+        let slope = (v2 - v1) / (b2 as f64 - b1 as f64);
+        Line {
+            intercept: v1 - slope * b1 as f64,
+            slope,
+        }
+    }
+
+    pub fn at(&self, batch: usize) -> f64 {
+        self.intercept + self.slope * batch as f64
+    }
+
+    /// The largest batch (≤ `max`) the budget allows; 0 when none does.
+    pub fn largest_batch(&self, budget: &Budget, max: usize) -> usize {
+        if self.slope <= 0.0 {
+            return if budget.limit.op.holds(self.at(1), budget.limit.value) {
+                max
+            } else {
+                0
+            };
+        }
+        let mut b = ((budget.limit.value - self.intercept) / self.slope).floor().max(0.0) as usize;
+        b = b.min(max);
+        while b > 0 && !budget.limit.op.holds(self.at(b), budget.limit.value) {
+            b -= 1;
+        }
+        b
+    }
+}
+
+fn usage(message: String) -> CliError {
+    CliError::Usage {
+        message,
+        hint: String::new(),
+    }
+}
+
+fn measure(c: &Component, spec: &std::path::Path, backend: Backend, batch: usize) -> Result<Measurement, CliError> {
+    let exe = std::env::current_exe().map_err(|e| CliError::Infrastructure {
+        message: format!("cannot locate the gate binary to start profiles: {e}"),
+        hint: String::new(),
+    })?;
+    let args = ChildArgs {
+        extra: vec![
+            "--backend".into(),
+            backend.name().into(),
+            "--batch-size".into(),
+            batch.to_string(),
+        ],
+        ..Default::default()
+    };
+    eprintln!("{}: profiling at batch {batch}", c.name);
+    let m = run_child(&exe, spec, &c.name, &args, &mut |_| {}).map_err(|e| CliError::Infrastructure {
+        message: format!("cannot start the profile of `{}`: {e}", c.name),
+        hint: String::new(),
+    })?;
+    Ok(m)
+}
+
+/// The budgets `m` fails (ratio budgets need a reference run and are skipped).
+fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
+    c.budgets
+        .iter()
+        .filter(|b| b.metric.ratio_of().is_none())
+        .filter(|b| match m.values.get(&b.metric) {
+            Some(v) => !b.limit.op.holds(*v, b.limit.value),
+            None => m.failure.is_some(),
+        })
+        .collect()
+}
+
+pub fn run(args: FitArgs) -> Result<Exit, CliError> {
+    let spec = crate::budget::load(&args.budgets)?;
+    let c = spec.component(&args.component).ok_or_else(|| {
+        usage(format!(
+            "no component `{}` in {}",
+            args.component,
+            args.budgets.display()
+        ))
+    })?;
+    if c.ready().is_none() {
+        return Err(usage(format!(
+            "component `{}` cannot be profiled by this build",
+            c.name
+        )));
+    }
+    let metric = match &args.metric {
+        None => None,
+        Some(name) => Some(Metric::parse(name).ok_or_else(|| usage(format!("unknown metric `{name}`")))?),
+    };
+    let fitted: Vec<&Budget> = c
+        .budgets
+        .iter()
+        .filter(|b| b.metric.unit() == Unit::Bytes && b.limit.op.is_max())
+        .filter(|b| metric.is_none_or(|m| b.metric == m))
+        .collect();
+    if fitted.is_empty() {
+        return Err(CliError::Usage {
+            message: format!(
+                "`{}` has no size budget to fit{}",
+                c.name,
+                metric.map(|m| format!(" for `{m}`")).unwrap_or_default()
+            ),
+            hint: "fit needs an upper limit on a size metric, e.g. `training_peak: < 1 GB`".into(),
+        });
+    }
+    let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
+        message: e.message,
+        hint: e.hint,
+    })?;
+    let (b1, b2) = match args.probe.as_deref() {
+        Some([a, b]) if a != b && *a > 0 && *b > 0 => (*a.min(b), *a.max(b)),
+        Some(_) => return Err(usage("--probe takes two different batch sizes of at least 1".into())),
+        None if c.batch_size >= 2 => (c.batch_size / 2, c.batch_size),
+        None => (1, 2),
+    };
+    let m1 = measure(c, &spec.path, backend, b1)?;
+    let m2 = measure(c, &spec.path, backend, b2)?;
+    for (b, m) in [(b1, &m1), (b2, &m2)] {
+        if let Some(f) = &m.failure {
+            return Err(CliError::Infrastructure {
+                message: format!("the profile at batch {b} failed in phase {}: {}", f.phase, f.reason),
+                hint: "pick smaller probe batches with --probe A,B".into(),
+            });
+        }
+    }
+    let mut lines = Vec::new();
+    for b in &fitted {
+        let (Some(v1), Some(v2)) = (m1.values.get(&b.metric), m2.values.get(&b.metric)) else {
+            return Err(CliError::Infrastructure {
+                message: format!("`{}` was not measured, so it cannot be fitted", b.metric),
+                hint: String::new(),
+            });
+        };
+        lines.push((*b, Line::through(b1, *v1, b2, *v2)));
+    }
+    let predicted = lines
+        .iter()
+        .map(|(b, l)| l.largest_batch(b, args.max_batch))
+        .min()
+        .unwrap_or(0);
+    let show = |v: f64| format_value(Unit::Bytes, v);
+    println!("{}: fitted at batch {b1} and {b2} ({})", c.name, backend.name());
+    for (b, l) in &lines {
+        println!(
+            "  {:<16} {} + {} per sample; limit {} {} → batch ≤ {}",
+            b.metric.name(),
+            show(l.intercept),
+            show(l.slope),
+            b.limit.op.symbol(),
+            show(b.limit.value),
+            l.largest_batch(b, args.max_batch)
+        );
+    }
+    if predicted == 0 {
+        println!("no batch size passes every size budget of `{}`", c.name);
+        return Ok(Exit::Fail);
+    }
+    // Confirm: measure the prediction; step down while a budget still fails.
+    let mut batch = predicted;
+    for _ in 0..6 {
+        let m = measure(c, &spec.path, backend, batch)?;
+        let fails = failing(c, &m);
+        println!("\nbatch {batch}: predicted vs measured");
+        for (b, l) in &lines {
+            let measured = m.values.get(&b.metric).map_or("—".to_string(), |v| show(*v));
+            println!(
+                "  {:<16} predicted {:>12}  measured {:>12}  limit {} {}",
+                b.metric.name(),
+                show(l.at(batch)),
+                measured,
+                b.limit.op.symbol(),
+                show(b.limit.value)
+            );
+        }
+        if fails.is_empty() {
+            println!(
+                "\n{}: the largest batch that passes every budget is {batch} (predicted {predicted})",
+                c.name
+            );
+            return Ok(Exit::Pass);
+        }
+        let names: Vec<&str> = fails.iter().map(|b| b.metric.name()).collect();
+        println!("  fails: {}", names.join(", "));
+        if batch == 1 {
+            break;
+        }
+        batch = batch.saturating_sub((batch / 20).max(1)).max(1);
+    }
+    println!("\n{}: no passing batch confirmed", c.name);
+    Ok(Exit::Fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::{Limit, Op};
+
+    fn budget(op: Op, value: f64) -> Budget {
+        Budget {
+            metric: Metric::TrainingPeak,
+            limit: Limit { op, value },
+            line: 1,
+        }
+    }
+
+    #[test]
+    fn the_line_gives_the_largest_batch_under_the_limit() {
+        // 100 + 10 per sample.
+        let l = Line::through(4, 140.0, 8, 180.0);
+        assert_eq!(l.at(0), 100.0);
+        assert_eq!(l.largest_batch(&budget(Op::Le, 200.0), 1000), 10);
+        assert_eq!(l.largest_batch(&budget(Op::Lt, 200.0), 1000), 9);
+        assert_eq!(l.largest_batch(&budget(Op::Lt, 100.0), 1000), 0);
+        assert_eq!(l.largest_batch(&budget(Op::Le, 1e9), 64), 64);
+        let flat = Line::through(1, 50.0, 2, 50.0);
+        assert_eq!(flat.largest_batch(&budget(Op::Le, 60.0), 64), 64);
+    }
+}
