@@ -142,16 +142,18 @@ impl CudaProbe {
     pub fn process_used(&self) -> Option<u64> {
         let nvml = self.nvml.as_ref()?;
         let dev = nvml.device_by_index(self.ordinal).ok()?;
+        // The emulation block is this process's too, but it stands for memory
+        // the gated card does not have: it is never part of the figures.
+        let blocked = self.blocker.map_or(0, |(_, b)| b);
         let me = std::process::id();
         if let Ok(procs) = dev.running_compute_processes() {
             if let Some(p) = procs.iter().find(|p| p.pid == me) {
                 if let UsedGpuMemory::Used(b) = p.used_gpu_memory {
-                    return Some(b);
+                    return Some(b.saturating_sub(blocked));
                 }
             }
         }
         let used = dev.memory_info().ok()?.used;
-        let blocked = self.blocker.map_or(0, |(_, b)| b);
         Some(used.saturating_sub(self.used_before_context?).saturating_sub(blocked))
     }
 
