@@ -85,6 +85,7 @@ fn bench(name: &str, kind: &str, cfg: ConfigMap, batch: usize, rounds: usize) {
         dtype: DType::F32,
         batch_size: batch,
         seed: 1,
+        master_dtype: None,
     };
     let store = ParamStore::new(1);
     let model = w.build(store.builder(ctx.dtype, &ctx.device), &ctx).expect("build");

@@ -24,6 +24,7 @@ fn main() -> candle_core::Result<()> {
         dtype: DType::F32,
         batch_size: 32,
         seed: 42,
+        master_dtype: None,
     };
     let store = ParamStore::new(ctx.seed);
     let model = tft.build(store.builder(ctx.dtype, &ctx.device), &ctx)?;

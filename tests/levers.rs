@@ -145,3 +145,28 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
     );
     assert!(x.contains("step_time_ratio 0.446"), "{x}");
 }
+
+#[test]
+fn master_weights_are_a_variant_setting_with_their_own_fingerprint() {
+    let text = SPEC.replace(
+        "      half: { batch_size: 16 }",
+        "      mixed: { dtype: bf16, master_weights: f32 }",
+    );
+    let spec = gate::budget::parse(Path::new("budgets.yaml"), &text).unwrap();
+    let mixed = spec.component("tft@mixed").unwrap();
+    assert_eq!(mixed.dtype, candle_core::DType::BF16);
+    assert_eq!(mixed.master_dtype, Some(candle_core::DType::F32));
+    let w = mixed.ready().unwrap();
+    let r = report::component_report(mixed, w.config(), &Default::default());
+    assert_eq!(r.master_dtype.as_deref(), Some("f32"));
+    let pure = gate::budget::Component {
+        master_dtype: None,
+        ..mixed.clone()
+    };
+    let p = report::component_report(&pure, w.config(), &Default::default());
+    assert_ne!(r.fingerprint, p.fingerprint);
+    assert_eq!(
+        table::variant_settings(&r),
+        "bf16 (f32 master), batch 32, checkpoint 64"
+    );
+}

@@ -327,7 +327,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:10:15: error: unknown key `dtpye` in variant `m@half`
-  hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets"#,
+  hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets, master_weights"#,
     ),
     (
         "variant_bad_config",
@@ -383,6 +383,59 @@ components:
 "#,
         r#"budgets.yaml:9:5: error: `reference` of `m` names a variant, but `m` has no `variants`
   hint: add `variants:` (e.g. `plain: { checkpoint: none }`) or remove `reference`"#,
+    ),
+    (
+        "master_weights_with_f32",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    master_weights: f32
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:5: error: `master_weights` of `m` needs `dtype: bf16` or `f16`; `m` computes in f32
+  hint: set `dtype: bf16` (or f16) with it, or remove `master_weights`"#,
+    ),
+    (
+        "master_weights_unknown",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    dtype: bf16
+    master_weights: f64
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:10:21: error: unknown master_weights `f64`
+  hint: write `master_weights: f32` (f32 parameters, optimizer state and gradients; compute in `dtype`) or `none`"#,
+    ),
+    (
+        "variant_master_weights_with_f32",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: tft
+    variants:
+      mixed: { master_weights: f32 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:10:16: error: `master_weights` of `m@mixed` needs `dtype: bf16` or `f16`; `m@mixed` computes in f32
+  hint: set `dtype: bf16` (or f16) with it, or remove `master_weights`"#,
     ),
     (
         "checkpoint_unsupported_workload",
@@ -550,7 +603,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:9:5: error: unknown key `budget` in component `m`
-  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference"#,
+  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference, master_weights"#,
     ),
     (
         "unknown_dtype",

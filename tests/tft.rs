@@ -73,6 +73,7 @@ fn cpu(batch_size: usize) -> RunCtx {
         dtype: DType::F32,
         batch_size,
         seed: 42,
+        master_dtype: None,
     }
 }
 

@@ -78,6 +78,9 @@ pub struct Component {
     /// compare against: a variant of the same component, or the component
     /// itself for its variants. `None` for the reference itself.
     pub reference: Option<String>,
+    /// `master_weights: f32`: mixed precision, parameters (gradients, AdamW
+    /// state) in this dtype, compute in `dtype`.
+    pub master_dtype: Option<DType>,
 }
 
 impl Component {

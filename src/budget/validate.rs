@@ -202,6 +202,35 @@ impl Ctx {
         }
     }
 
+    /// `master_weights: f32` (mixed precision) or `none`.
+    fn master_weights(&mut self, node: &Node) -> Option<Option<DType>> {
+        match self.text(node, "master_weights")?.trim() {
+            "f32" => Some(Some(DType::F32)),
+            "none" => Some(None),
+            other => {
+                self.err(
+                    node.pos(),
+                    format!("unknown master_weights `{other}`"),
+                    "write `master_weights: f32` (f32 parameters, optimizer state and gradients; compute in `dtype`) or `none`",
+                );
+                None
+            }
+        }
+    }
+
+    /// Master weights only make sense with a half-precision compute dtype.
+    fn check_master(&mut self, master: Option<DType>, dtype: DType, pos: Pos, name: &str) -> Option<DType> {
+        if master.is_some() && dtype == DType::F32 {
+            self.err(
+                pos,
+                format!("`master_weights` of `{name}` needs `dtype: bf16` or `f16`; `{name}` computes in f32"),
+                "set `dtype: bf16` (or f16) with it, or remove `master_weights`",
+            );
+            return None;
+        }
+        master
+    }
+
     /// A component's (or a variant's) `budgets:` mapping.
     fn budgets(&mut self, bn: &Node, name: &str) -> Vec<Budget> {
         let mut budgets = Vec::new();
@@ -344,8 +373,16 @@ const COMPONENT_KEYS: &[&str] = &[
     "checkpoint",
     "variants",
     "reference",
+    "master_weights",
 ];
-const VARIANT_KEYS: &[&str] = &["dtype", "batch_size", "checkpoint", "config", "budgets"];
+const VARIANT_KEYS: &[&str] = &[
+    "dtype",
+    "batch_size",
+    "checkpoint",
+    "config",
+    "budgets",
+    "master_weights",
+];
 const ENSEMBLE_KEYS: &[&str] = &["members", "metric", "processes", "budgets"];
 
 struct Defaults {
@@ -604,6 +641,10 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         .iter()
         .find(|(k, _, _)| k == "checkpoint")
         .map(|(_, kpos, n)| (*kpos, cx.checkpoint(n)));
+    let master = entries
+        .iter()
+        .find(|(k, _, _)| k == "master_weights")
+        .and_then(|(_, kpos, n)| cx.master_weights(n).map(|m| (*kpos, m)));
 
     // The workload's own keys; `batch_size` and `dtype` may also be written here
     // (the original TFT config lists them), but only once per component.
@@ -711,6 +752,10 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         _ => (name_pos, None),
     };
     let (workload, chunk) = cx.apply_checkpoint(workload, ck, ck_pos, &kind, name);
+    let master_dtype = match master {
+        Some((pos, m)) => cx.check_master(m, dtype, pos, name),
+        None => None,
+    };
     let base = Component {
         name: name.to_string(),
         line: name_pos.line,
@@ -724,6 +769,7 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         budgets,
         checkpoint: chunk,
         reference: None,
+        master_dtype,
     };
     let mut out = vec![base.clone()];
     let Some(vnode) = find(entries, "variants") else {
@@ -760,6 +806,7 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         let mut vconfig = config.clone();
         let mut vconfig_pos = config_pos.clone();
         let mut vck = (ck_pos, chunk);
+        let mut vmaster: Option<(Pos, Option<DType>)> = None;
         for (key, kpos, value) in ventries {
             match key.as_str() {
                 "dtype" => v.dtype = cx.dtype(value).unwrap_or(v.dtype),
@@ -772,6 +819,11 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
                     }
                 }
                 "budgets" => v.budgets = cx.budgets(value, &full),
+                "master_weights" => {
+                    if let Some(m) = cx.master_weights(value) {
+                        vmaster = Some((*kpos, m));
+                    }
+                }
                 "config" => {
                     if let Some(centries) = cx.map(value, &format!("config of `{full}`")) {
                         for (ckey, cpos, cvalue) in centries {
@@ -812,6 +864,11 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         let (w, c) = cx.apply_checkpoint(resolved, vck.1, vck.0, &v.kind, &full);
         v.workload = w;
         v.checkpoint = c;
+        v.master_dtype = match vmaster {
+            Some((pos, m)) => cx.check_master(m, v.dtype, pos, &full),
+            // Inherited: a variant back in f32 computes in f32 with no masters.
+            None => v.master_dtype.filter(|_| v.dtype != DType::F32),
+        };
         out.push(v);
     }
     // Ratios compare against `reference` (a variant), or against the component itself.

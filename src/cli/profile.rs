@@ -100,6 +100,7 @@ pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
         dtype: component.dtype,
         batch_size: args.batch_size.unwrap_or(component.batch_size),
         seed: component.seed,
+        master_dtype: component.master_dtype,
     };
     let base = Measurement {
         device: opened.info.clone(),

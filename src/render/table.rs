@@ -218,7 +218,11 @@ pub fn variant_settings(c: &crate::report::ComponentReport) -> String {
         .and_then(|k| k.get("chunk"))
         .and_then(|v| v.as_u64())
         .map_or("no checkpoint".to_string(), |n| format!("checkpoint {n}"));
-    format!("{}, batch {}, {ck}", c.dtype, c.batch_size)
+    let dtype = match &c.master_dtype {
+        Some(m) => format!("{} ({m} master)", c.dtype),
+        None => c.dtype.clone(),
+    };
+    format!("{dtype}, batch {}, {ck}", c.batch_size)
 }
 
 /// The variants of each component side by side, with their ratios to the reference.

@@ -16,17 +16,19 @@ pub fn dtype_name(dtype: candle_core::DType) -> &'static str {
 }
 
 fn component_fingerprint(c: &Component, config: &serde_json::Value) -> String {
-    format!(
-        "{:016x}",
-        fnv1a(&format!(
-            "{}|{}|{}|{}|{}",
-            c.kind,
-            dtype_name(c.dtype),
-            c.batch_size,
-            c.seed,
-            config
-        ))
-    )
+    let mut key = format!(
+        "{}|{}|{}|{}|{}",
+        c.kind,
+        dtype_name(c.dtype),
+        c.batch_size,
+        c.seed,
+        config
+    );
+    // Mixed precision only: older reports' fingerprints stay as they were.
+    if let Some(m) = c.master_dtype {
+        key.push_str(&format!("|master={}", dtype_name(m)));
+    }
+    format!("{:016x}", fnv1a(&key))
 }
 
 pub fn component_report(c: &Component, config: serde_json::Value, m: &Measurement) -> ComponentReport {
@@ -69,6 +71,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
             reason: f.reason.clone(),
         }),
         reference: c.reference.clone(),
+        master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
     }
 }
 
@@ -98,6 +101,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
             reason: reason.into(),
         }),
         reference: c.reference.clone(),
+        master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
     }
 }
 

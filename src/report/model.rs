@@ -153,6 +153,10 @@ pub struct ComponentReport {
     /// and for components without variants.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
+    /// Mixed precision: the dtype of the master weights (and gradients and
+    /// optimizer state); `dtype` is then the compute dtype.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub master_dtype: Option<String>,
 }
 
 impl ComponentReport {

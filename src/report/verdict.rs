@@ -83,7 +83,10 @@ pub fn add_ratios(components: &mut BTreeMap<String, ComponentReport>) {
 
 fn not_measured_ratio(report: &ComponentReport, metric: Metric) -> String {
     match &report.reference {
-        None => format!("`{metric}` needs a reference variant (`variants:` on the component)"),
+        None => format!(
+            "`{metric}` compares a variant with its reference, and this component is a reference \
+             (add `variants:` and name one in `reference:`)"
+        ),
         Some(r) => format!(
             "`{metric}` needs `{}` measured here and in `{r}`",
             metric.ratio_of().map(Metric::name).unwrap_or("")

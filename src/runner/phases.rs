@@ -136,13 +136,14 @@ fn run(
     }
     probe.sync();
     let base = probe.live();
-    let dsize = ctx.dtype.size_in_bytes() as u64;
+    // With master weights the model holds the masters and their casts.
+    let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
     let count = workload.param_count();
     m.analytic_params_bytes = (count.trainable + count.frozen) * dsize;
     m.frozen_elems = count.frozen;
 
     begin(on_phase, m, Phase::Build)?;
-    let store = ParamStore::new(ctx.seed);
+    let store = ParamStore::with_master(ctx.seed, ctx.master_dtype);
     let (model, span, _) = rec.span(false, || workload.build(store.builder(ctx.dtype, &ctx.device), ctx));
     let mut model = at(Phase::Build, model)?;
     m.param_elems = store.elem_count();
@@ -192,6 +193,7 @@ fn run(
     m.values
         .insert(Metric::Optimizer, probe.live().saturating_sub(fwd.live_before) as f64);
     at(Phase::Optimizer, model.after_step(0))?;
+    recast(&mut model, workload, &store, ctx, Phase::Optimizer)?;
 
     // A steady step: parameters, optimizer state and batch resident.
     begin(on_phase, m, Phase::TrainingStep)?;
@@ -207,6 +209,7 @@ fn run(
     });
     m.losses.push(loss?);
     at(Phase::TrainingStep, model.after_step(1))?;
+    recast(&mut model, workload, &store, ctx, Phase::TrainingStep)?;
     let peak = span.peak.max(peak_first_step);
     m.values.insert(Metric::TrainingPeak, peak.saturating_sub(base) as f64);
     // The device's own view right after the peak step (the pool keeps its reservation).
@@ -235,6 +238,7 @@ fn run(
         }
         m.losses.push(loss);
         at(Phase::Timing, model.after_step(step))?;
+        recast(&mut model, workload, &store, ctx, Phase::Timing)?;
     }
     if !m.step_times_ms.is_empty() {
         m.values.insert(Metric::StepTime, median(&m.step_times_ms));
@@ -258,9 +262,26 @@ fn run(
     Ok(())
 }
 
+/// Mixed precision: the model holds casts of the master weights taken when
+/// it was built; after an optimizer step, build it again from the updated
+/// masters (the old casts go when the new model replaces them, so both
+/// sets of casts are live for a moment). Nothing to do otherwise.
+fn recast(
+    model: &mut Box<dyn crate::workload::Model>,
+    workload: &dyn Workload,
+    store: &ParamStore,
+    ctx: &RunCtx,
+    phase: Phase,
+) -> PhaseResult<()> {
+    if store.master().is_some() {
+        *model = at(phase, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;
+    }
+    Ok(())
+}
+
 fn warm_up(workload: &dyn Workload, ctx: &RunCtx) -> PhaseResult<()> {
     let w = Phase::Warmup;
-    let store = ParamStore::new(ctx.seed);
+    let store = ParamStore::with_master(ctx.seed, ctx.master_dtype);
     let model = at(w, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;
     let batch = at(w, workload.batch(ctx, ctx.seed ^ 0xBA7C))?;
     let vars = store.vars();

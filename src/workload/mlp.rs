@@ -131,6 +131,7 @@ mod tests {
             dtype: candle_core::DType::F32,
             batch_size: 4,
             seed: 1,
+            master_dtype: None,
         };
         let store = crate::workload::ParamStore::new(1);
         mlp.build(store.builder(ctx.dtype, &ctx.device), &ctx)?;

@@ -33,6 +33,9 @@ pub struct RunCtx {
     pub dtype: DType,
     pub batch_size: usize,
     pub seed: u64,
+    /// Mixed precision: parameters (and so gradients and optimizer state)
+    /// kept in this dtype, cast to `dtype` for compute. `None`: all `dtype`.
+    pub master_dtype: Option<DType>,
 }
 
 /// The closed-form count of elements a built model keeps, from its config alone.

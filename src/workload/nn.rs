@@ -154,6 +154,7 @@ pub(crate) mod test_support {
             dtype: DType::F32,
             batch_size,
             seed: 7,
+            master_dtype: None,
         }
     }
 

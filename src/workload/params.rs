@@ -23,6 +23,10 @@ struct Inner {
 #[derive(Clone)]
 pub struct ParamStore {
     seed: u64,
+    /// Mixed precision: variables are created in this dtype (f32 master
+    /// weights) and handed out cast to the builder's dtype, the cast tracked
+    /// so gradients reach the masters in their own dtype.
+    master: Option<DType>,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -30,8 +34,23 @@ impl ParamStore {
     pub fn new(seed: u64) -> Self {
         ParamStore {
             seed,
+            master: None,
             inner: Arc::default(),
         }
+    }
+
+    /// A store whose variables live in `master` (e.g. f32) whatever dtype
+    /// the model computes in. A built model holds casts of the variables
+    /// taken at build time: rebuild it after each optimizer step.
+    pub fn with_master(seed: u64, master: Option<DType>) -> Self {
+        ParamStore {
+            master,
+            ..ParamStore::new(seed)
+        }
+    }
+
+    pub fn master(&self) -> Option<DType> {
+        self.master
     }
 
     /// A builder whose tensors are trainable `Var`s created on first use.
@@ -116,10 +135,10 @@ impl SimpleBackend for ParamStore {
                     s
                 );
             }
-            return Ok(t);
+            return t.to_dtype(dtype);
         }
-        let var = self.create(&s, name, h, dtype, dev)?;
-        let t = var.as_tensor().clone();
+        let var = self.create(&s, name, h, self.master.unwrap_or(dtype), dev)?;
+        let t = var.as_tensor().to_dtype(dtype)?;
         let mut inner = self.lock();
         let i = inner.vars.len();
         inner.vars.push((name.to_string(), var));
@@ -130,7 +149,7 @@ impl SimpleBackend for ParamStore {
     fn get_unchecked(&self, name: &str, _dtype: DType, _dev: &Device) -> Result<Tensor> {
         let inner = self.lock();
         match inner.index.get(name) {
-            Some(&i) => Ok(inner.vars[i].1.as_tensor().clone()),
+            Some(&i) => inner.vars[i].1.as_tensor().to_dtype(_dtype),
             None => candle_core::bail!("no parameter named `{name}`"),
         }
     }
@@ -160,6 +179,30 @@ mod tests {
         // A second trainable build shares the first one's variables.
         let again = candle_nn::linear(4, 3, a.builder(DType::F32, &dev).pp("fc"))?;
         assert_eq!(again.weight().id(), la.weight().id());
+        Ok(())
+    }
+
+    #[test]
+    fn master_weights_stay_f32_and_receive_the_gradients() -> Result<()> {
+        let dev = Device::Cpu;
+        let store = ParamStore::with_master(5, Some(DType::F32));
+        let l = candle_nn::linear(4, 3, store.builder(DType::BF16, &dev).pp("fc"))?;
+        assert_eq!(l.weight().dtype(), DType::BF16);
+        let vars = store.vars();
+        assert!(vars.iter().all(|v| v.dtype() == DType::F32));
+        let x = Tensor::ones((2, 4), DType::BF16, &dev)?;
+        let grads = candle_nn::Module::forward(&l, &x)?.sum_all()?.backward()?;
+        for v in &vars {
+            assert_eq!(grads.get(v.as_tensor()).expect("a gradient").dtype(), DType::F32);
+        }
+        // Same weights as a plain f32 store, to bf16 precision.
+        let plain = ParamStore::new(5);
+        let p = candle_nn::linear(4, 3, plain.builder(DType::F32, &dev).pp("fc"))?;
+        let diff = (p.weight() - l.weight().to_dtype(DType::F32)?)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f32>()?;
+        assert!(diff < 1e-2);
         Ok(())
     }
 }

@@ -32,6 +32,7 @@ fn ctx(batch_size: usize) -> RunCtx {
         dtype: DType::F32,
         batch_size,
         seed: 11,
+        master_dtype: None,
     }
 }
 
@@ -348,5 +349,34 @@ fn chunked_inference_equals_the_plain_prediction() -> Result<()> {
         .max_all()?
         .to_scalar::<f32>()?;
     assert!(diff < 1e-5, "{diff}");
+    Ok(())
+}
+
+#[test]
+fn mixed_precision_computes_in_bf16_and_trains_f32_masters() -> Result<()> {
+    let tft = Tft {
+        checkpoint: Some(5),
+        ..Tft::new(tiny())
+    };
+    let c = RunCtx {
+        dtype: DType::BF16,
+        master_dtype: Some(DType::F32),
+        ..ctx(3)
+    };
+    let store = ParamStore::with_master(2, Some(DType::F32));
+    let model = tft.build(store.builder(DType::BF16, &Device::Cpu), &c)?;
+    let batch = tft.batch(&c, 4)?;
+    let fwd = model.forward_train(&batch, &Step::train(1))?;
+    assert_eq!(fwd.loss().dtype(), DType::BF16);
+    let grads = fwd.backward(&store.vars())?;
+    for (name, var) in store.named_vars() {
+        assert_eq!(var.dtype(), DType::F32, "`{name}`");
+        let g = grads
+            .get(var.as_tensor())
+            .unwrap_or_else(|| panic!("`{name}` gets no gradient"));
+        assert_eq!(g.dtype(), DType::F32, "`{name}`");
+        let norm = g.abs()?.sum_all()?.to_scalar::<f32>()?;
+        assert!(norm.is_finite(), "`{name}`: {norm}");
+    }
     Ok(())
 }
