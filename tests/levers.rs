@@ -170,3 +170,17 @@ fn master_weights_are_a_variant_setting_with_their_own_fingerprint() {
         "bf16 (f32 master), batch 32, checkpoint 64"
     );
 }
+
+#[test]
+fn fit_rejects_bad_probes_and_specs_without_size_budgets() {
+    let gate = env!("CARGO_BIN_EXE_gate");
+    let run = |args: &[&str]| std::process::Command::new(gate).args(args).output().unwrap();
+    let o = run(&["fit", "tft", "--probe", "8,8"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--probe takes two different batch sizes"));
+    let o = run(&["fit", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["fit", "tft", "--metric", "step_time"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`tft` has no size budget to fit for `step_time`"));
+}

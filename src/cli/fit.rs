@@ -29,7 +29,7 @@ pub struct FitArgs {
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
     /// The two batch sizes measured for the slope (default: half the spec's batch, and the spec's).
-    #[arg(long, num_args = 2, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
     pub probe: Option<Vec<usize>>,
     /// Never predict beyond this batch size.
     #[arg(long, default_value_t = 4096)]

@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::dense::{Dense, Stack};
-use crate::workload::{nn, Step};
+use crate::workload::Step;
 
 #[derive(Debug, Clone)]
 pub struct InterpretableAttention {
@@ -49,7 +49,7 @@ impl InterpretableAttention {
             let qs = wq.forward(q)?;
             let ks = wk.forward(kv)?;
             let scores = (qs.matmul(&ks.t()?.contiguous()?)? * scale)?.broadcast_add(mask)?;
-            let attn = nn::softmax(&scores)?;
+            let attn = super::dense::softmax(&scores)?;
             heads.push(step.dropout(&attn.matmul(&values)?, self.dropout)?);
             weights.push(attn);
         }

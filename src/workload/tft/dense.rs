@@ -4,10 +4,19 @@
 //! per-variable layout runs a VSN's V GRNs as a handful of large kernels
 //! instead of V small ones, with exactly the same parameter count.
 
-use candle_core::{Result, Tensor};
+use candle_core::{DType, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use crate::workload::nn;
+
+/// Softmax over the last axis, in f32 for half-precision inputs (its sum
+/// would otherwise accumulate in bf16/f16).
+pub fn softmax(x: &Tensor) -> Result<Tensor> {
+    if x.dtype() == DType::F32 {
+        return nn::softmax(x);
+    }
+    nn::softmax(&x.to_dtype(DType::F32)?)?.to_dtype(x.dtype())
+}
 
 /// How many independent copies of a layer there are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +104,13 @@ impl LayerNorm {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        nn::layer_norm(x, &self.weight, &self.bias, LN_EPS)
+        if x.dtype() == DType::F32 {
+            return nn::layer_norm(x, &self.weight, &self.bias, LN_EPS);
+        }
+        // Half precision: the mean and variance in f32 (candle's CPU sums
+        // accumulate in the tensor's dtype), as autocast does.
+        let f = |t: &Tensor| t.to_dtype(DType::F32);
+        nn::layer_norm(&f(x)?, &f(&self.weight)?, &f(&self.bias)?, LN_EPS)?.to_dtype(x.dtype())
     }
 }
 

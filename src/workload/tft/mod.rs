@@ -315,7 +315,12 @@ impl TftModel {
         let Some(target) = batch.tensors.get(data::TARGET) else {
             candle_core::bail!("a TFT training batch needs the target at position {}", data::TARGET);
         };
-        scoped("quantile_loss", || loss::quantile_loss(pred, target, &self.quantiles))
+        // The loss in f32 whatever the compute dtype: its mean over B·horizon·Q
+        // terms would accumulate in bf16 and lose most of them (as autocast does).
+        scoped("quantile_loss", || {
+            let f = |t: &Tensor| t.to_dtype(candle_core::DType::F32);
+            loss::quantile_loss(&f(pred)?, &f(target)?, &f(&self.quantiles)?)
+        })
     }
 
     /// Everything after the encoder VSN, from its output `encoder_in` `[B, T, H]`.

@@ -12,7 +12,7 @@ use candle_nn::VarBuilder;
 use super::dense::Stack;
 use super::grn::{Grn, GrnDims};
 use crate::probe::scoped;
-use crate::workload::{nn, Step};
+use crate::workload::Step;
 
 /// Per-variable Linear(1 → d_c), weights `[V, 1, d_c]`. The model shares one
 /// prescaler per variable name between the VSNs that see that variable.
@@ -107,7 +107,7 @@ impl Vsn {
                 .transpose(0, 1)?
                 .contiguous()?
                 .reshape((b, t, v * self.prescale_dim))?;
-            nn::softmax(&flattened.forward(&flat, context, step)?)
+            super::dense::softmax(&flattened.forward(&flat, context, step)?)
         })?;
         scoped("combine", || -> Result<Tensor> {
             let w = weights.reshape((n, v))?.t()?.contiguous()?.reshape((v, n, 1))?;
