@@ -4,7 +4,9 @@
 #[test]
 fn the_readme_spec_example_validates() {
     let readme = include_str!("../README.md");
-    let section = readme.find("## budgets.yaml").expect("the README has a budgets.yaml section");
+    let section = readme
+        .find("## budgets.yaml")
+        .expect("the README has a budgets.yaml section");
     let start = readme[section..].find("```yaml\n").expect("a yaml block") + section + "```yaml\n".len();
     let end = readme[start..].find("```").expect("the block ends") + start;
     let spec = gate::budget::parse(std::path::Path::new("README.md"), &readme[start..end])
