@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use candle_core::{Module, Result, Tensor, D};
+use candle_core::{Result, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
 use serde_json::json;
 
@@ -103,14 +103,7 @@ struct QNet {
 
 impl QNet {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let mut h = x.clone();
-        for (i, layer) in self.layers.iter().enumerate() {
-            h = layer.forward(&h)?;
-            if i + 1 < self.layers.len() {
-                h = h.relu()?;
-            }
-        }
-        Ok(h)
+        super::nn::linear_stack(&self.layers, x, Tensor::relu)
     }
 
     /// A view of the same storage with gradient tracking off: sees every optimizer update.

@@ -1,7 +1,7 @@
 //! A plain MLP regressor: the smallest real workload, whose memory follows
 //! exactly from its shapes. It proves the measurement loop.
 
-use candle_core::{Module, Result, Tensor};
+use candle_core::{Result, Tensor};
 use candle_nn::{Linear, VarBuilder};
 use serde_json::json;
 
@@ -43,14 +43,7 @@ struct MlpModel {
 
 impl MlpModel {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let mut h = x.clone();
-        for (i, layer) in self.layers.iter().enumerate() {
-            h = layer.forward(&h)?;
-            if i + 1 < self.layers.len() {
-                h = h.relu()?;
-            }
-        }
-        Ok(h)
+        super::nn::linear_stack(&self.layers, x, Tensor::relu)
     }
 }
 

@@ -63,6 +63,22 @@ impl Step {
     }
 }
 
+/// A stack of linear layers with `activation` between them (not after the last).
+pub fn linear_stack(
+    layers: &[candle_nn::Linear],
+    x: &Tensor,
+    activation: fn(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    let mut h = x.clone();
+    for (i, layer) in layers.iter().enumerate() {
+        h = candle_core::Module::forward(layer, &h)?;
+        if i + 1 < layers.len() {
+            h = activation(&h)?;
+        }
+    }
+    Ok(h)
+}
+
 /// Mean squared error.
 pub fn mse(pred: &Tensor, target: &Tensor) -> Result<Tensor> {
     pred.sub(target)?.sqr()?.mean_all()

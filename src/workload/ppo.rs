@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use candle_core::{Module, Result, Tensor, D};
+use candle_core::{Result, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
 use serde_json::json;
 
@@ -145,14 +145,7 @@ impl Trunk {
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let mut h = x.clone();
-        for (i, layer) in self.layers.iter().enumerate() {
-            h = layer.forward(&h)?;
-            if i + 1 < self.layers.len() {
-                h = h.tanh()?;
-            }
-        }
-        Ok(h)
+        super::nn::linear_stack(&self.layers, x, Tensor::tanh)
     }
 }
 
