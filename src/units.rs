@@ -66,6 +66,13 @@ const SIZE_HINT: &str =
     "write a number and a unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. `300 MB`";
 
 /// Parses `300 MB`, `1.5GiB`, `512 B`. A bare number is refused: the unit must be explicit.
+///
+/// ```
+/// use gate::units::{parse_size, Bytes};
+/// assert_eq!(parse_size("300 MB").unwrap(), Bytes(300_000_000));
+/// assert_eq!(parse_size("1 GiB").unwrap(), Bytes(1 << 30));
+/// assert!(parse_size("300").unwrap_err().hint.contains("KiB"));
+/// ```
 pub fn parse_size(text: &str) -> Result<Bytes, UnitError> {
     let t = text.trim();
     let split = t
