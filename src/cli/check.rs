@@ -121,7 +121,7 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
         }
         match &c.workload {
             Resolved::Unavailable(reason) => {
-                bar.println(format!("{}: not measured: {reason}", c.name));
+                log(&bar, format!("{}: not measured: {reason}", c.name));
                 components.insert(c.name.clone(), report::not_measured_report(c, reason));
             }
             Resolved::Ready(w) => {
@@ -140,12 +140,15 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
                     hint: String::new(),
                 })?;
                 if let Some(f @ Failure { phase, reason }) = &m.failure {
-                    bar.println(format!("{}: failed in phase {phase}: {reason}", c.name));
+                    log(&bar, format!("{}: failed in phase {phase}: {reason}", c.name));
                     if crate::runner::infrastructure_failure(f) {
                         infra = Some(format!("{}: {reason}", c.name));
                     }
                 } else {
-                    bar.println(format!("{}: profiled in {:.1} s", c.name, t.elapsed().as_secs_f64()));
+                    log(
+                        &bar,
+                        format!("{}: profiled in {:.1} s", c.name, t.elapsed().as_secs_f64()),
+                    );
                 }
                 if let Some(r) = m.context_reserve_bytes {
                     measured_reserve = Some(measured_reserve.map_or(r, |x| x.max(r)));
@@ -241,6 +244,16 @@ fn stopped() -> Option<Exit> {
     let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
     eprintln!("gate check: interrupted by {name}: profiles stopped, no output written");
     Some(Exit::Interrupted)
+}
+
+/// A log line on stderr: above the progress bar on a terminal, plain otherwise
+/// (a hidden bar would swallow it, and CI logs need it).
+fn log(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
 }
 
 fn progress_bar(len: u64) -> ProgressBar {
