@@ -133,6 +133,7 @@ pub struct ComponentReport {
     pub batch_bytes: u64,
     /// The gradient store right after `backward()`, before only the parameters'
     /// gradients are kept: candle's extra gradients for untracked operands.
+    #[serde(default)]
     pub unpruned_gradient_bytes: u64,
     /// CUDA runs: process memory outside the pool (context, kernels, workspaces).
     pub context_reserve_bytes: Option<u64>,
