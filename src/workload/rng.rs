@@ -18,12 +18,7 @@ impl Rng {
     /// A generator for a named stream under `seed` (a parameter's name, say),
     /// so values do not depend on the order things are built in.
     pub fn for_name(seed: u64, name: &str) -> Self {
-        // FNV-1a over the name, mixed with the seed.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in name.bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
+        let h = crate::report::fnv1a(name);
         Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ h)
     }
 
