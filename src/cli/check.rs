@@ -164,7 +164,6 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     bar.finish_and_clear();
 
     let device = device.unwrap_or_else(crate::probe::cpu_device_info);
-    // Ensemble members left out by --only are not measured: say so rather than sum less.
     // On CUDA the reserve is measured (the largest per-process context seen);
     // on the CPU it is the spec's declared figure.
     let reserve = match measured_reserve {
