@@ -118,11 +118,11 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
 pub fn run(args: FitArgs) -> Result<Exit, CliError> {
     let spec = crate::budget::load(&args.budgets)?;
     let c = spec.component(&args.component).ok_or_else(|| {
-        usage(format!(
-            "no component `{}` in {}",
-            args.component,
-            args.budgets.display()
-        ))
+        let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
+        CliError::Usage {
+            message: format!("no component `{}` in {}", args.component, args.budgets.display()),
+            hint: format!("components: {}", names.join(", ")),
+        }
     })?;
     if c.ready().is_none() {
         return Err(usage(format!(
