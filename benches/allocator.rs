@@ -13,8 +13,10 @@ use std::time::Instant;
 
 use candle_core::{DType, Device};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
-use gate::probe::CountingAlloc;
-use gate::workload::{ConfigMap, ConfigValue, ParamStore, Resolved, RunCtx, Step};
+use gate::__private::models::tft::config::TftConfig;
+use gate::__private::models::{Mlp, Tft};
+use gate::__private::sdk::DynWorkload;
+use gate::{CountingAlloc, ParamStore, RunCtx, Step};
 
 static COUNTING: AtomicBool = AtomicBool::new(true);
 
@@ -56,30 +58,12 @@ unsafe impl GlobalAlloc for Switch {
 #[global_allocator]
 static A: Switch = Switch;
 
-fn config(pairs: &[(&str, i64)], floats: &[(&str, f64)]) -> ConfigMap {
-    let mut m = ConfigMap::new();
-    for (k, v) in pairs {
-        m.insert((*k).into(), ConfigValue::Int(*v));
-    }
-    for (k, v) in floats {
-        m.insert((*k).into(), ConfigValue::Float(*v));
-    }
-    m
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
 }
 
-fn bench(name: &str, kind: &str, cfg: ConfigMap, batch: usize, rounds: usize) {
-    let w = match gate::workload::resolve(kind, &cfg) {
-        Ok(Resolved::Ready(w)) => w,
-        _ => {
-            println!("{name:<28} (workload `{kind}` not available in this build)");
-            return;
-        }
-    };
+fn bench(name: &str, w: &dyn DynWorkload, batch: usize, rounds: usize) {
     let ctx = RunCtx {
         device: Device::Cpu,
         dtype: DType::F32,
@@ -125,37 +109,31 @@ fn main() {
     );
     bench(
         "mlp 1024x3, batch 256",
-        "mlp",
-        config(
-            &[
-                ("input_dim", 256),
-                ("hidden_dim", 1024),
-                ("hidden_layers", 3),
-                ("output_dim", 3),
-            ],
-            &[],
-        ),
+        &Mlp {
+            input_dim: 256,
+            hidden_dim: 1024,
+            hidden_layers: 3,
+            output_dim: 3,
+        },
         256,
         15,
     );
     bench(
         "tft hidden 16, 40 vars",
-        "tft",
-        config(
-            &[
-                ("input_dim", 45),
-                ("hidden_dim", 16),
-                ("num_heads", 2),
-                ("num_layers", 1),
-                ("sequence_length", 24),
-                ("prediction_horizon", 4),
-                ("num_quantiles", 3),
-                ("num_static_features", 2),
-                ("num_known_features", 3),
-                ("num_unknown_features", 40),
-            ],
-            &[("dropout", 0.1)],
-        ),
+        &Tft::new(TftConfig {
+            input_dim: 45,
+            hidden_dim: 16,
+            num_heads: 2,
+            num_layers: 1,
+            sequence_length: 24,
+            prediction_horizon: 4,
+            num_quantiles: 3,
+            num_static_features: 2,
+            num_known_features: 3,
+            num_unknown_features: 40,
+            dropout: 0.1,
+            prescale_dim: 16,
+        }),
         16,
         9,
     );

@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use candle_core::{DType, Device};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
-use gate::runner::median;
-use gate::workload::tft::config::TftConfig;
-use gate::workload::tft::Tft;
-use gate::workload::{ParamStore, RunCtx, Step, Workload};
+use gate::__private::runner::median;
+use gate::__private::models::tft::config::TftConfig;
+use gate::__private::models::tft::Tft;
+use gate::{ParamStore, RunCtx, Step, Workload};
 
 fn main() -> candle_core::Result<()> {
     let runs: usize = std::env::var("TFT_BENCH_RUNS")

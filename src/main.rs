@@ -1,9 +1,4 @@
-use std::process::ExitCode;
+//! The stock `gate`: the built-in workloads, made through the same
+//! `gate::main!` an adopter's harness uses.
 
-// The CPU probe counts every allocation of the process.
-#[global_allocator]
-static ALLOC: gate::probe::CountingAlloc = gate::probe::CountingAlloc;
-
-fn main() -> ExitCode {
-    gate::cli::main().into()
-}
+gate::main!();

@@ -1,6 +1,6 @@
 //! A small, deterministic version of the spec loader's fuzzing (the real
 //! run is cargo-fuzz, see fuzz/README.md): 10,000 mutations of the fuzz
-//! corpus through `gate::budget::parse`, each within a time bound, none
+//! corpus through `gate::__private::budget::parse`, each within a time bound, none
 //! panicking. Any crash cargo-fuzz finds is added to fuzz/corpus and so
 //! replayed here too.
 
@@ -112,14 +112,14 @@ fn ten_thousand_mutated_specs_never_panic_or_hang() {
     let path = Path::new("budgets.yaml");
     // Every corpus file as it is (crashes found by cargo-fuzz are kept there).
     for s in &seeds {
-        let _ = gate::budget::parse(path, s).map_err(|d| d.to_string());
+        let _ = gate::__private::budget::parse(path, s).map_err(|d| d.to_string());
     }
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let mut slowest = Duration::ZERO;
     for i in 0..10_000 {
         let input = mutate(&seeds[i % seeds.len()], &mut rng);
         let t = Instant::now();
-        let _ = gate::budget::parse(path, &input).map_err(|d| d.to_string());
+        let _ = gate::__private::budget::parse(path, &input).map_err(|d| d.to_string());
         slowest = slowest.max(t.elapsed());
     }
     assert!(slowest < Duration::from_secs(1), "an input took {slowest:?}");

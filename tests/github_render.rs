@@ -2,8 +2,8 @@
 //! summary markdown and the workflow-command annotations, on fixed reports;
 //! plus the escaping of hostile names and the 65,536-character cap.
 
-use gate::render::{annotations, markdown};
-use gate::report::Report;
+use gate::__private::render::{annotations, markdown};
+use gate::__private::report::Report;
 use serde_json::{json, Value};
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -338,7 +338,7 @@ fn the_comment_never_exceeds_65536_characters() {
     assert!(md.contains("table rows"), "names what was left out");
     assert!(md.trim_end().ends_with("</sub>"), "the footer survives");
     // And with the marker the comment adds, still within GitHub's limit.
-    let full = gate::github::comment::with_marker("gate", &markdown::render(&r, None, markdown::COMMENT_LIMIT - 30));
+    let full = gate::__private::github::comment::with_marker("gate", &markdown::render(&r, None, markdown::COMMENT_LIMIT - 30));
     assert!(full.chars().count() <= markdown::COMMENT_LIMIT);
 }
 

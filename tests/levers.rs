@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gate::metric::Metric;
-use gate::render::{junit, markdown, table};
-use gate::report::{self, MetricValue, Report, Reserve, Status, Testbed};
+use gate::__private::metric::Metric;
+use gate::__private::render::{junit, markdown, table};
+use gate::__private::report::{self, MetricValue, Report, Reserve, Status, Testbed};
 
 const SPEC: &str = "version: 1
 device: { name: card, capacity: 4 GiB, reserve: 300 MiB }
@@ -28,7 +28,13 @@ components:
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-fn reports(spec: &gate::budget::Spec) -> BTreeMap<String, report::ComponentReport> {
+/// The spec's workloads, resolved as the stock gate resolves them.
+fn config_of(spec: &gate::__private::budget::Spec, name: &str) -> serde_json::Value {
+    let w = gate::__private::runner::resolve(spec, &gate::__private::builtins()).unwrap();
+    w.get(name).unwrap().config()
+}
+
+fn reports(spec: &gate::__private::budget::Spec) -> BTreeMap<String, report::ComponentReport> {
     let figures = [
         ("tft", 307.0, 6200.0, 0.441),
         ("tft@plain", 5387.0, 13900.0, 0.443),
@@ -38,8 +44,7 @@ fn reports(spec: &gate::budget::Spec) -> BTreeMap<String, report::ComponentRepor
         .iter()
         .map(|(name, peak, ms, loss)| {
             let c = spec.component(name).unwrap();
-            let w = c.ready().unwrap();
-            let mut r = report::component_report(c, w.config(), &Default::default());
+            let mut r = report::component_report(c, config_of(spec, name), &Default::default());
             for (m, v) in [
                 (Metric::TrainingPeak, peak * MIB),
                 (Metric::StepTime, *ms),
@@ -60,7 +65,7 @@ fn reports(spec: &gate::budget::Spec) -> BTreeMap<String, report::ComponentRepor
 
 #[test]
 fn the_spec_expands_variants_with_their_settings() {
-    let spec = gate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
     let got: Vec<(&str, usize, Option<usize>, Option<&str>)> = spec
         .components
         .iter()
@@ -74,14 +79,14 @@ fn the_spec_expands_variants_with_their_settings() {
             ("tft@half", 16, Some(64), Some("tft@plain")),
         ]
     );
-    let config = spec.components[0].ready().unwrap().config();
+    let config = config_of(&spec, "tft");
     assert_eq!(config["checkpoint"]["chunk"], 64);
-    assert!(spec.components[1].ready().unwrap().config().get("checkpoint").is_none());
+    assert!(config_of(&spec, "tft@plain").get("checkpoint").is_none());
 }
 
 #[test]
 fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
-    let spec = gate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
     let mut components = reports(&spec);
     report::add_ratios(&mut components);
     let reserve = Reserve {
@@ -152,18 +157,16 @@ fn master_weights_are_a_variant_setting_with_their_own_fingerprint() {
         "      half: { batch_size: 16 }",
         "      mixed: { dtype: bf16, master_weights: f32 }",
     );
-    let spec = gate::budget::parse(Path::new("budgets.yaml"), &text).unwrap();
+    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), &text).unwrap();
     let mixed = spec.component("tft@mixed").unwrap();
     assert_eq!(mixed.dtype, candle_core::DType::BF16);
     assert_eq!(mixed.master_dtype, Some(candle_core::DType::F32));
-    let w = mixed.ready().unwrap();
-    let r = report::component_report(mixed, w.config(), &Default::default());
+    let config = config_of(&spec, "tft@mixed");
+    let r = report::component_report(mixed, config.clone(), &Default::default());
     assert_eq!(r.master_dtype.as_deref(), Some("f32"));
-    let pure = gate::budget::Component {
-        master_dtype: None,
-        ..mixed.clone()
-    };
-    let p = report::component_report(&pure, w.config(), &Default::default());
+    let mut pure = mixed.clone();
+    pure.master_dtype = None;
+    let p = report::component_report(&pure, config, &Default::default());
     assert_ne!(r.fingerprint, p.fingerprint);
     assert_eq!(
         table::variant_settings(&r),

@@ -2,7 +2,7 @@
 //! real report: the repository's budgets measured on an H200 on 2026-12-02
 //! (tests/fixtures/report-h200.json; the TFT fails, the others pass).
 
-use gate::report::Report;
+use gate::__private::report::Report;
 
 fn fixture() -> Report {
     serde_json::from_str(include_str!("fixtures/report-h200.json")).expect("the fixture is a schema-1 report")
@@ -10,13 +10,13 @@ fn fixture() -> Report {
 
 #[test]
 fn table_without_colour() {
-    insta::assert_snapshot!(gate::render::table::render(&fixture(), false));
+    insta::assert_snapshot!(gate::__private::render::table::render(&fixture(), false));
 }
 
 #[test]
 fn table_with_colour_marks_only_statuses() {
-    let text = gate::render::table::render(&fixture(), true);
-    let plain = gate::render::table::render(&fixture(), false);
+    let text = gate::__private::render::table::render(&fixture(), true);
+    let plain = gate::__private::render::table::render(&fixture(), false);
     // Colour adds escape codes around statuses and the verdict, nothing else.
     let stripped = text
         .replace("\x1b[31m", "")
@@ -30,7 +30,7 @@ fn table_with_colour_marks_only_statuses() {
 #[test]
 fn junit_xml() {
     let ts = time::OffsetDateTime::from_unix_timestamp(1_764_684_000).unwrap();
-    let xml = gate::render::junit::render(&fixture(), ts).unwrap();
+    let xml = gate::__private::render::junit::render(&fixture(), ts).unwrap();
     insta::assert_snapshot!(xml);
 }
 

@@ -762,7 +762,7 @@ fn every_malformed_spec_gets_its_exact_error() {
     assert!(CASES.len() >= 25);
     let mut mismatches = Vec::new();
     for (name, text, expected) in CASES {
-        match gate::budget::parse(Path::new("budgets.yaml"), text) {
+        match gate::__private::budget::parse(Path::new("budgets.yaml"), text) {
             Ok(_) => mismatches.push(format!("{name}: accepted, expected an error")),
             Err(d) => {
                 let got = d.to_string();
@@ -778,7 +778,7 @@ fn every_malformed_spec_gets_its_exact_error() {
 #[test]
 fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
     let text = "version: 1\ndevice:\n  name: card\n  capacity: 4096\ncomponents:\n  a:\n    workload: mpl\n    budgets:\n      activation: < 1 MiB\n  b:\n    workload: mlp\n    batch_size: 0\n    budgets:\n      params: 3 MB\n";
-    let d = gate::budget::parse(Path::new("budgets.yaml"), text).unwrap_err();
+    let d = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap_err();
     let lines: Vec<String> = d.0.iter().map(|e| format!("{}:{}", e.pos.line, e.pos.col)).collect();
     assert_eq!(lines, ["4:13", "7:15", "9:7", "12:17", "14:15"]);
     assert!(d.0.iter().all(|e| !e.hint.is_empty()), "every error carries a hint");
@@ -787,7 +787,7 @@ fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
 #[test]
 fn the_repository_specs_are_valid() {
     for path in ["budgets.yaml", "examples/mlp.yaml"] {
-        let spec = gate::budget::load(Path::new(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let spec = gate::__private::budget::load(Path::new(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert!(!spec.components.is_empty());
     }
 }
@@ -795,9 +795,9 @@ fn the_repository_specs_are_valid() {
 #[test]
 fn limits_accept_every_written_form() {
     let text = "version: 1\ndevice: { name: c, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets:\n      params: < 300 MB\n      gradients: <= 1 GiB\n      optimizer: { max: 2 MiB }\n      step_time: < 2 s\n      loss: < 0.5\nensemble:\n  members: [m]\n  budgets:\n    headroom: \"> 1 GB\"\n    total: { max: 3 GB }\n";
-    let spec = gate::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
     let b = &spec.components[0].budgets;
-    use gate::budget::Op;
+    use gate::__private::budget::Op;
     let got: Vec<(Op, f64, usize)> = b.iter().map(|b| (b.limit.op, b.limit.value, b.line)).collect();
     assert_eq!(
         got,

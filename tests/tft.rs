@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use candle_core::{DType, Device};
-use gate::metric::Metric;
-use gate::probe::{CountingAlloc, CpuProbe, Recorder};
-use gate::runner::{profile, Measurement, Timing};
-use gate::workload::tft::config::TftConfig;
-use gate::workload::tft::Tft;
-use gate::workload::{ParamStore, RunCtx, Step, Workload};
+use gate::__private::metric::Metric;
+use gate::__private::probe::{CountingAlloc, CpuProbe, Recorder};
+use gate::__private::runner::{profile, Measurement, Timing};
+use gate::__private::models::tft::config::TftConfig;
+use gate::__private::models::tft::Tft;
+use gate::{ParamStore, RunCtx, Step, Workload};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

@@ -1,14 +1,26 @@
 //! The validated spec: typed values only, every budget with its line.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use candle_core::DType;
 
 use crate::metric::Metric;
-use crate::runner::Timing;
 use crate::units::{Bytes, Percent};
-use crate::workload::{Resolved, Workload};
+use crate::sdk::config;
+use crate::sdk::Pos;
+
+/// How many training steps are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub warmup: usize,
+    pub steps: usize,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing { warmup: 1, steps: 3 }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -63,8 +75,13 @@ pub struct Budget {
 pub struct Component {
     pub name: String,
     pub line: usize,
+    /// The `workload:` kind, resolved against the binary's registry by the runner.
     pub kind: String,
-    pub workload: Resolved,
+    /// Where `workload:` is written (for an unknown kind).
+    pub kind_pos: Pos,
+    /// The workload's `config:` (without `batch_size` and `dtype`), plain
+    /// data with positions; a variant's is its component's with its own keys over it.
+    pub(crate) config: config::Node,
     pub batch_size: usize,
     pub dtype: DType,
     pub seed: u64,
@@ -72,8 +89,10 @@ pub struct Component {
     pub timing: Timing,
     pub budgets: Vec<Budget>,
     /// `checkpoint: { chunk: N }`: the workload's position-wise blocks are
-    /// checkpointed in chunks of N positions (already applied to `workload`).
+    /// checkpointed in chunks of N positions.
     pub checkpoint: Option<usize>,
+    /// Where `checkpoint:` is written (the component's line when it is not).
+    pub checkpoint_pos: Pos,
     /// The component the ratio metrics (`loss_ratio`, `step_time_ratio`)
     /// compare against: a variant of the same component, or the component
     /// itself for its variants. `None` for the reference itself.
@@ -81,15 +100,6 @@ pub struct Component {
     /// `master_weights: f32`: mixed precision, parameters (gradients, AdamW
     /// state) in this dtype, compute in `dtype`.
     pub master_dtype: Option<DType>,
-}
-
-impl Component {
-    pub fn ready(&self) -> Option<&Arc<dyn Workload>> {
-        match &self.workload {
-            Resolved::Ready(w) => Some(w),
-            Resolved::Unavailable(_) => None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +154,25 @@ pub struct Spec {
     pub default_tolerance: Percent,
     pub components: Vec<Component>,
     pub ensemble: Option<Ensemble>,
+    /// `harness:`: the adopter's binary that knows the spec's workloads.
+    pub harness: Option<HarnessSpec>,
+}
+
+/// `harness:` in the spec: how to build the binary (made with `gate::main!`
+/// in the adopter's crate) that measures this spec's workloads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HarnessSpec {
+    /// The cargo package that has the harness binary.
+    pub package: String,
+    /// The binary target (`src/bin/NAME.rs`).
+    pub bin: String,
+    /// Cargo features to build it with (the backend's `cuda` is added on CUDA).
+    pub features: Vec<String>,
+    /// The manifest to build from, relative to the spec (default: the
+    /// `Cargo.toml` beside the spec).
+    pub manifest: Option<PathBuf>,
+    /// The line of `harness:`.
+    pub line: usize,
 }
 
 impl Spec {

@@ -10,9 +10,9 @@ use super::diagnostic::{did_you_mean, Diagnostic, Diagnostics};
 use super::spec::*;
 use super::yaml::{Node, Pos};
 use crate::metric::{Metric, Unit};
-use crate::runner::Timing;
+use super::spec::Timing;
 use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent};
-use crate::workload::{self, ConfigMap, ConfigValue};
+use crate::sdk::config;
 
 struct Ctx {
     file: String,
@@ -264,31 +264,6 @@ impl Ctx {
         budgets
     }
 
-    /// Applies `checkpoint` to a resolved workload; reports a workload that cannot.
-    fn apply_checkpoint(
-        &mut self,
-        workload: workload::Resolved,
-        checkpoint: Option<usize>,
-        pos: Pos,
-        kind: &str,
-        name: &str,
-    ) -> (workload::Resolved, Option<usize>) {
-        let (Some(c), workload::Resolved::Ready(w)) = (checkpoint, &workload) else {
-            return (workload, None);
-        };
-        match w.checkpointed(c) {
-            Some(ck) => (workload::Resolved::Ready(ck), Some(c)),
-            None => {
-                self.err(
-                    pos,
-                    format!("workload `{kind}` of `{name}` has no position-wise block to checkpoint"),
-                    "remove `checkpoint:`; it applies to workloads with a position-wise block (tft: the encoder variable selection)",
-                );
-                (workload, None)
-            }
-        }
-    }
-
     /// `< 300 MB`, `"> 1 GB"`, `{ max: 300 MB }`, `{ min: 1 GB }` in `unit`.
     fn limit(&mut self, node: &Node, unit: Unit, what: &str) -> Option<Limit> {
         let example = match unit {
@@ -358,7 +333,8 @@ impl Ctx {
     }
 }
 
-const TOP_KEYS: &[&str] = &["version", "device", "defaults", "components", "ensemble"];
+const TOP_KEYS: &[&str] = &["version", "device", "defaults", "components", "ensemble", "harness"];
+const HARNESS_KEYS: &[&str] = &["package", "bin", "features", "manifest"];
 const DEVICE_KEYS: &[&str] = &["name", "capacity", "reserve", "emulate"];
 const DEFAULT_KEYS: &[&str] = &["dtype", "batch_size", "tolerance", "seed", "timing"];
 const COMPONENT_KEYS: &[&str] = &[
@@ -508,6 +484,10 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node) -> Option<Spec> {
     }
 
     let ensemble = find(top, "ensemble").and_then(|n| validate_ensemble(cx, n, top));
+    let harness = match find(top, "harness") {
+        None => Some(None),
+        Some(n) => validate_harness(cx, n).map(Some),
+    };
 
     Some(Spec {
         path: path.to_path_buf(),
@@ -516,6 +496,62 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node) -> Option<Spec> {
         default_tolerance: defaults.tolerance,
         components,
         ensemble,
+        harness: harness?,
+    })
+}
+
+/// `harness: { package: NAME, bin: NAME, features: [..], manifest: PATH }`.
+fn validate_harness(cx: &mut Ctx, node: &Node) -> Option<HarnessSpec> {
+    let entries = cx.map(node, "harness")?;
+    cx.known_keys(entries, HARNESS_KEYS, "harness");
+    let mut name = |key: &str, example: &str| match find(entries, key) {
+        Some(n) => match cx.text(n, &format!("harness.{key}")) {
+            Some(t) if !t.is_empty() && !t.starts_with('-') && !t.chars().any(char::is_whitespace) => Some(t.to_string()),
+            Some(t) => {
+                cx.err(
+                    n.pos(),
+                    format!("harness.{key} `{t}` is not a cargo name"),
+                    format!("write the name as in Cargo.toml, e.g. `{key}: {example}`"),
+                );
+                None
+            }
+            None => None,
+        },
+        None => {
+            cx.err(
+                node.pos(),
+                format!("missing `harness.{key}`"),
+                format!("name the crate's {key} that calls `gate::main!`, e.g. `{key}: {example}`"),
+            );
+            None
+        }
+    };
+    let package = name("package", "ml");
+    let bin = name("bin", "gate-harness");
+    let mut features = Vec::new();
+    if let Some(n) = find(entries, "features") {
+        match n {
+            Node::Seq { items, .. } => {
+                for item in items {
+                    if let Some(f) = cx.text(item, "a harness feature") {
+                        features.push(f.to_string());
+                    }
+                }
+            }
+            other => cx.err(
+                other.pos(),
+                format!("harness.features must be a list, found {}", other.kind()),
+                "write `features: [name, other]`",
+            ),
+        }
+    }
+    let manifest = find(entries, "manifest").and_then(|n| cx.text(n, "harness.manifest").map(std::path::PathBuf::from));
+    Some(HarnessSpec {
+        package: package?,
+        bin: bin?,
+        features,
+        manifest,
+        line: node.pos().line,
     })
 }
 
@@ -581,24 +617,26 @@ fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {
     })
 }
 
-fn scalar_to_config(node: &Node) -> Option<ConfigValue> {
-    let Node::Scalar { text, quoted, .. } = node else {
-        return None;
+/// A workload config as plain data: the YAML tree without YAML, every
+/// value with its position. Unquoted `~` and `null` are nothing.
+fn to_config(node: &Node) -> config::Node {
+    let (value, pos) = match node {
+        Node::Null { pos } => (config::Value::Null, *pos),
+        Node::Scalar { text, quoted: false, pos } if text == "~" || text == "null" => (config::Value::Null, *pos),
+        Node::Scalar { text, quoted, pos } => (
+            config::Value::Scalar {
+                text: text.clone(),
+                quoted: *quoted,
+            },
+            *pos,
+        ),
+        Node::Seq { items, pos } => (config::Value::Seq(items.iter().map(to_config).collect()), *pos),
+        Node::Map { entries, pos } => (
+            config::Value::Map(entries.iter().map(|(k, p, n)| (k.clone(), *p, to_config(n))).collect()),
+            *pos,
+        ),
     };
-    if *quoted {
-        return Some(ConfigValue::Str(text.clone()));
-    }
-    if let Ok(i) = text.parse::<i64>() {
-        return Some(ConfigValue::Int(i));
-    }
-    if let Ok(f) = text.parse::<f64>() {
-        return Some(ConfigValue::Float(f));
-    }
-    match text.as_str() {
-        "true" => Some(ConfigValue::Bool(true)),
-        "false" => Some(ConfigValue::Bool(false)),
-        _ => Some(ConfigValue::Str(text.clone())),
-    }
+    config::Node { value, pos }
 }
 
 /// A component and its variants (`NAME@VARIANT`), base first.
@@ -648,11 +686,11 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
 
     // The workload's own keys; `batch_size` and `dtype` may also be written here
     // (the original TFT config lists them), but only once per component.
-    let mut config = ConfigMap::new();
-    let mut config_pos: Vec<(String, Pos)> = Vec::new();
     let config_node = find(entries, "config");
+    let mut config = config::Node::empty_map(config_node.map_or(name_pos, Node::pos));
     if let Some(cn) = config_node {
         if let Some(centries) = cx.map(cn, &format!("config of `{name}`")) {
+            let mut kept = Vec::new();
             for (key, kpos, value) in centries {
                 match key.as_str() {
                     "batch_size" => {
@@ -677,61 +715,25 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
                             dtype = t;
                         }
                     }
-                    _ => match scalar_to_config(value) {
-                        Some(v) => {
-                            config.insert(key.clone(), v);
-                            config_pos.push((key.clone(), *kpos));
-                        }
-                        None => cx.err(
-                            value.pos(),
-                            format!(
-                                "config key `{key}` of `{name}` must be a single value, found {}",
-                                value.kind()
-                            ),
-                            "workload settings are numbers, booleans or text",
-                        ),
-                    },
+                    _ => kept.push((key.clone(), *kpos, to_config(value))),
                 }
             }
+            config.value = config::Value::Map(kept);
         }
     }
 
-    let kind_node = find(entries, "workload");
-    let workload = match kind_node {
+    // Which workload builds it is checked against the binary's registry when
+    // the runner resolves the spec: a harness knows kinds this module cannot.
+    let kind = match find(entries, "workload") {
         None => {
             cx.err(
                 name_pos,
                 format!("component `{name}` has no `workload`"),
-                format!("say which model to build: {}", workload::KINDS.join(", ")),
+                "say which model to build, e.g. `workload: mlp` (or a kind your harness registers)",
             );
             None
         }
-        Some(n) => match cx.text(n, "workload") {
-            Some(kind) if workload::KINDS.contains(&kind) => match workload::resolve(kind, &config) {
-                Ok(r) => Some((kind.to_string(), r)),
-                Err(errors) => {
-                    for e in errors {
-                        let pos = e
-                            .key
-                            .as_ref()
-                            .and_then(|k| config_pos.iter().find(|(ck, _)| ck == k).map(|(_, p)| *p))
-                            .or(config_node.map(Node::pos))
-                            .unwrap_or(n.pos());
-                        cx.err(pos, format!("{} (component `{name}`)", e.message), e.hint);
-                    }
-                    None
-                }
-            },
-            Some(kind) => {
-                let hint = match did_you_mean(kind, workload::KINDS) {
-                    Some(k) => format!("did you mean `{k}`? known workloads: {}", workload::KINDS.join(", ")),
-                    None => format!("known workloads: {}", workload::KINDS.join(", ")),
-                };
-                cx.err(n.pos(), format!("unknown workload `{kind}`"), hint);
-                None
-            }
-            None => None,
-        },
+        Some(n) => cx.text(n, "workload").map(|k| (k.to_string(), n.pos())),
     };
 
     let budgets = match find(entries, "budgets") {
@@ -746,12 +748,11 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         Some(bn) => cx.budgets(bn, name),
     };
 
-    let (kind, workload) = workload?;
-    let (ck_pos, ck) = match &checkpoint {
+    let (kind, kind_pos) = kind?;
+    let (ck_pos, chunk) = match &checkpoint {
         Some((pos, Ok(c))) => (*pos, *c),
         _ => (name_pos, None),
     };
-    let (workload, chunk) = cx.apply_checkpoint(workload, ck, ck_pos, &kind, name);
     let master_dtype = match master {
         Some((pos, m)) => cx.check_master(m, dtype, pos, name),
         None => None,
@@ -760,7 +761,8 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         name: name.to_string(),
         line: name_pos.line,
         kind,
-        workload,
+        kind_pos,
+        config,
         batch_size,
         dtype,
         seed,
@@ -768,6 +770,7 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         timing,
         budgets,
         checkpoint: chunk,
+        checkpoint_pos: ck_pos,
         reference: None,
         master_dtype,
     };
@@ -803,8 +806,6 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
         v.name = full.clone();
         v.line = vpos.line;
         v.budgets = Vec::new();
-        let mut vconfig = config.clone();
-        let mut vconfig_pos = config_pos.clone();
         let mut vck = (ck_pos, chunk);
         let mut vmaster: Option<(Pos, Option<DType>)> = None;
         for (key, kpos, value) in ventries {
@@ -825,45 +826,15 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
                     }
                 }
                 "config" => {
-                    if let Some(centries) = cx.map(value, &format!("config of `{full}`")) {
-                        for (ckey, cpos, cvalue) in centries {
-                            match scalar_to_config(cvalue) {
-                                Some(cv) => {
-                                    vconfig.insert(ckey.clone(), cv);
-                                    vconfig_pos.push((ckey.clone(), *cpos));
-                                }
-                                None => cx.err(
-                                    cvalue.pos(),
-                                    format!(
-                                        "config key `{ckey}` of `{full}` must be a single value, found {}",
-                                        cvalue.kind()
-                                    ),
-                                    "workload settings are numbers, booleans or text",
-                                ),
-                            }
-                        }
+                    if cx.map(value, &format!("config of `{full}`")).is_some() {
+                        v.config = v.config.overlaid(&to_config(value));
                     }
                 }
                 _ => {}
             }
         }
-        let resolved = match workload::resolve(&v.kind, &vconfig) {
-            Ok(r) => r,
-            Err(errors) => {
-                for e in errors {
-                    let pos = e
-                        .key
-                        .as_ref()
-                        .and_then(|k| vconfig_pos.iter().rev().find(|(ck, _)| ck == k).map(|(_, p)| *p))
-                        .unwrap_or(*vpos);
-                    cx.err(pos, format!("{} (variant `{full}`)", e.message), e.hint);
-                }
-                continue;
-            }
-        };
-        let (w, c) = cx.apply_checkpoint(resolved, vck.1, vck.0, &v.kind, &full);
-        v.workload = w;
-        v.checkpoint = c;
+        v.checkpoint = vck.1;
+        v.checkpoint_pos = vck.0;
         v.master_dtype = match vmaster {
             Some((pos, m)) => cx.check_master(m, v.dtype, pos, &full),
             // Inherited: a variant back in f32 computes in f32 with no masters.

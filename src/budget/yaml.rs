@@ -5,12 +5,7 @@
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-/// A 1-based position in the spec file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Pos {
-    pub line: usize,
-    pub col: usize,
-}
+pub use crate::sdk::Pos;
 
 impl Pos {
     fn from_marker(m: &Marker) -> Self {

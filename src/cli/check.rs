@@ -15,7 +15,8 @@ use crate::exit::Exit;
 use crate::probe::Backend;
 use crate::report::{self, Report, Reserve, SCHEMA};
 use crate::runner::{run_child, ChildArgs, Failure, Phase};
-use crate::workload::Resolved;
+use super::harness::Loaded;
+use super::App;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -46,13 +47,16 @@ pub struct CheckArgs {
     pub baseline_branch: String,
 }
 
-pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
+pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     let started = Instant::now();
     // Ctrl-C / SIGTERM: stop the profiles, write nothing, exit 130 (see `stopped`).
     if let Err(e) = crate::runner::forward_signals() {
         eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
     }
-    let spec = crate::budget::load(&args.budgets)?;
+    let (spec, workloads) = match super::harness::load(&args.budgets, app, Some(args.backend))? {
+        Loaded::Here(spec, w) => (spec, w),
+        Loaded::Delegated(exit) => return Ok(exit),
+    };
     for name in &args.only {
         if spec.component(name).is_none() {
             // Variants (`NAME@VARIANT`) come with their component: list the components.
@@ -119,12 +123,12 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
         if let Some(exit) = stopped() {
             return Ok(exit);
         }
-        match &c.workload {
-            Resolved::Unavailable(reason) => {
-                log(&bar, format!("{}: not measured: {reason}", c.name));
-                components.insert(c.name.clone(), report::not_measured_report(c, reason));
-            }
-            Resolved::Ready(w) => {
+        let Some(w) = workloads.get(&c.name) else {
+            // Every component resolved when the spec was loaded.
+            continue;
+        };
+        {
+            {
                 let t = Instant::now();
                 bar.set_message(format!("{}: starting", c.name));
                 let name = c.name.clone();

@@ -115,8 +115,11 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
         .collect()
 }
 
-pub fn run(args: FitArgs) -> Result<Exit, CliError> {
-    let spec = crate::budget::load(&args.budgets)?;
+pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
+    let spec = match super::harness::load(&args.budgets, app, Some(args.backend))? {
+        super::harness::Loaded::Here(spec, _) => spec,
+        super::harness::Loaded::Delegated(exit) => return Ok(exit),
+    };
     let c = spec.component(&args.component).ok_or_else(|| {
         let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
         CliError::Usage {
@@ -124,12 +127,6 @@ pub fn run(args: FitArgs) -> Result<Exit, CliError> {
             hint: format!("components: {}", names.join(", ")),
         }
     })?;
-    if c.ready().is_none() {
-        return Err(usage(format!(
-            "component `{}` cannot be profiled by this build",
-            c.name
-        )));
-    }
     let metric = match &args.metric {
         None => None,
         Some(name) => Some(Metric::parse(name).ok_or_else(|| usage(format!("unknown metric `{name}`")))?),

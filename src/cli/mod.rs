@@ -7,13 +7,12 @@ mod comment;
 mod completions;
 mod doctor;
 mod fit;
+mod harness;
 mod init;
 mod merge;
 mod output;
 mod profile;
 mod validate;
-
-use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
@@ -80,9 +79,21 @@ pub const LONG_VERSION: &str = concat!(
     env!("GATE_TARGET"),
 );
 
-/// Default spec path.
-pub fn default_budgets() -> PathBuf {
-    PathBuf::from("budgets.yaml")
+/// What this binary knows: its workloads, and which harness it is (a spec's
+/// `harness:` naming another binary is handed to that one).
+#[derive(Debug, Clone)]
+pub struct App {
+    pub registry: crate::sdk::Registry,
+    /// The cargo package and binary of a harness made with `gate::main!`.
+    pub package: Option<&'static str>,
+    pub bin: Option<&'static str>,
+}
+
+impl App {
+    /// Whether this binary is the harness `h` names.
+    fn is(&self, h: &crate::budget::HarnessSpec) -> bool {
+        self.package == Some(h.package.as_str()) && self.bin == Some(h.bin.as_str())
+    }
 }
 
 /// A failure that ends the command, with the exit code it maps to.
@@ -116,15 +127,15 @@ impl CliError {
 }
 
 /// Runs the parsed command and returns the process exit.
-pub fn run(cli: Cli) -> Exit {
+pub fn run(cli: Cli, app: &App) -> Exit {
     let result = match cli.command {
-        Command::Check(a) => check::run(a),
-        Command::Fit(a) => fit::run(a),
-        Command::Validate(a) => validate::run(a),
+        Command::Check(a) => check::run(a, app),
+        Command::Fit(a) => fit::run(a, app),
+        Command::Validate(a) => validate::run(a, app),
         Command::Comment(a) => comment::run(a),
         Command::Merge(a) => merge::run(a),
         Command::Baseline(a) => baseline::run(a),
-        Command::Profile(a) => profile::run(a),
+        Command::Profile(a) => profile::run(a, app),
         Command::Doctor(a) => doctor::run(a),
         Command::Init(a) => init::run(a),
         Command::Completions(a) => completions::run(a),
@@ -152,14 +163,14 @@ pub fn run(cli: Cli) -> Exit {
     }
 }
 
-/// Parses the process arguments and runs; used by `main.rs`.
-pub fn main() -> Exit {
-    let cli = match Cli::try_parse() {
+/// Parses `args` (the program name first) and runs them.
+pub fn main_with(args: Vec<std::ffi::OsString>, app: &App) -> Exit {
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { Exit::BadInput } else { Exit::Pass };
         }
     };
-    run(cli)
+    run(cli, app)
 }

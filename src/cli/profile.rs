@@ -11,7 +11,7 @@ use super::CliError;
 use crate::exit::Exit;
 use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
 use crate::runner::{emit, profile, ChildEvent, DeviceInfo, Measurement};
-use crate::workload::RunCtx;
+use crate::sdk::RunCtx;
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -77,13 +77,16 @@ fn open_cuda(_emulate: Option<u64>) -> Result<Opened, BackendError> {
     crate::probe::resolve_backend(Backend::Cuda).map(|_| unreachable!("cuda resolves only with the feature"))
 }
 
-pub fn run(args: ProfileArgs) -> Result<Exit, CliError> {
-    let spec = crate::budget::load(&args.budgets)?;
+pub fn run(args: ProfileArgs, app: &super::App) -> Result<Exit, CliError> {
+    let (spec, workloads) = match super::harness::load(&args.budgets, app, Some(args.backend))? {
+        super::harness::Loaded::Here(spec, w) => (spec, w),
+        super::harness::Loaded::Delegated(exit) => return Ok(exit),
+    };
     let component = spec.component(&args.component).ok_or_else(|| CliError::Usage {
         message: format!("no component `{}` in {}", args.component, args.budgets.display()),
         hint: String::new(),
     })?;
-    let Some(workload) = component.ready() else {
+    let Some(workload) = workloads.get(&component.name) else {
         return Err(CliError::Usage {
             message: format!("component `{}` cannot be profiled by this build", component.name),
             hint: String::new(),

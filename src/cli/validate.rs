@@ -6,7 +6,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::exit::Exit;
-use crate::workload::Resolved;
+use super::harness::Loaded;
+use super::App;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -15,8 +16,11 @@ pub struct ValidateArgs {
     pub budgets: PathBuf,
 }
 
-pub fn run(args: ValidateArgs) -> Result<Exit, CliError> {
-    let spec = crate::budget::load(&args.budgets)?;
+pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
+    let spec = match super::harness::load(&args.budgets, app, None)? {
+        Loaded::Here(spec, _) => spec,
+        Loaded::Delegated(exit) => return Ok(exit),
+    };
     let budgets: usize = spec.components.iter().map(|c| c.budgets.len()).sum::<usize>()
         + spec.ensemble.as_ref().map_or(0, |e| e.budgets.len());
     println!(
@@ -24,10 +28,5 @@ pub fn run(args: ValidateArgs) -> Result<Exit, CliError> {
         args.budgets.display(),
         spec.components.len()
     );
-    for c in &spec.components {
-        if let Resolved::Unavailable(reason) = &c.workload {
-            eprintln!("warning: component `{}` will not be measured: {reason}", c.name);
-        }
-    }
     Ok(Exit::Pass)
 }

@@ -101,7 +101,7 @@ impl MemoryProbe for CpuProbe {
 }
 
 /// The host CPU as a device: its model name and total memory, when readable.
-pub fn cpu_device_info() -> crate::runner::DeviceInfo {
+pub fn cpu_device_info() -> super::DeviceInfo {
     let name = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -116,7 +116,7 @@ pub fn cpu_device_info() -> crate::runner::DeviceInfo {
         let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kb * 1024)
     });
-    crate::runner::DeviceInfo {
+    super::DeviceInfo {
         backend: "cpu".into(),
         name,
         total_bytes: total,

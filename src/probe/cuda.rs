@@ -14,7 +14,7 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::Nvml;
 
 use super::{BackendError, MemoryProbe};
-use crate::runner::DeviceInfo;
+use super::DeviceInfo;
 
 fn check(r: sys::CUresult, what: &str) -> Result<(), BackendError> {
     if r == sys::CUresult::CUDA_SUCCESS {

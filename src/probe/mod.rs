@@ -82,3 +82,14 @@ pub trait MemoryProbe: Send + Sync {
         None
     }
 }
+
+/// The device a measurement was taken on.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceInfo {
+    pub backend: String,
+    pub name: String,
+    /// Total memory of the device, when the probe knows it.
+    pub total_bytes: Option<u64>,
+    pub driver: Option<String>,
+    pub cuda: Option<String>,
+}

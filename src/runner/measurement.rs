@@ -43,16 +43,7 @@ pub struct Failure {
     pub reason: String,
 }
 
-/// The device a measurement was taken on.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DeviceInfo {
-    pub backend: String,
-    pub name: String,
-    /// Total memory of the device, when the probe knows it.
-    pub total_bytes: Option<u64>,
-    pub driver: Option<String>,
-    pub cuda: Option<String>,
-}
+pub use crate::probe::DeviceInfo;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {

@@ -1,12 +1,13 @@
 //! The runner: profiles components (each in its own child process) and
 //! returns their measurements.
 
-pub mod checkpoint;
 mod child;
 pub mod fault;
 mod measurement;
 mod phases;
+mod resolve;
 
 pub use child::{emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent};
 pub use measurement::{DeviceInfo, Failure, Measurement, Phase};
 pub use phases::{median, profile, Timing};
+pub use resolve::{resolve, Workloads};

@@ -3,36 +3,24 @@
 //! come from the probe through a [`Recorder`] span. A failing phase stops the
 //! profile; figures measured before it are kept.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use candle_core::backprop::GradStore;
-use candle_core::{Tensor, TensorId, Var};
+use candle_core::{Tensor, Var};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 
 use super::measurement::{Failure, Measurement, Phase};
 use crate::metric::Metric;
 use crate::probe::Recorder;
-use crate::workload::{ParamStore, RunCtx, Step, Workload};
+use crate::sdk::{prune_grads, DynWorkload, ParamStore, RunCtx, Step};
 
-/// How many training steps are timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
-    pub warmup: usize,
-    pub steps: usize,
-}
-
-impl Default for Timing {
-    fn default() -> Self {
-        Timing { warmup: 1, steps: 3 }
-    }
-}
+pub use crate::budget::Timing;
 
 /// Profiles `workload`, reporting each phase and the figures so far to
 /// `on_phase` before the phase starts (the child process forwards these, so
 /// a crash can be placed and earlier figures survive it).
 pub fn profile(
-    workload: &dyn Workload,
+    workload: &dyn DynWorkload,
     ctx: &RunCtx,
     timing: Timing,
     recorder: &Recorder,
@@ -76,32 +64,9 @@ fn finite_loss(phase: Phase, loss: &Tensor) -> PhaseResult<f64> {
     Ok(v)
 }
 
-/// Keeps only the trainable variables' gradients, detached. candle's
-/// backward also leaves gradients for untracked operands (inputs, masks),
-/// and a gradient built from tracked tensors keeps their op chain alive
-/// (models.md §5 pitfall 3); a careful training loop drops both before the
-/// optimizer step, and so does the runner.
-pub fn prune_grads(grads: &mut GradStore, vars: &[Var]) -> candle_core::Result<()> {
-    let keep: HashSet<TensorId> = vars.iter().map(|v| v.as_tensor().id()).collect();
-    let ids: Vec<TensorId> = grads.get_ids().copied().collect();
-    for id in ids {
-        if keep.contains(&id) {
-            if let Some(g) = grads.get_id(id) {
-                let detached = g.detach();
-                grads.insert_id(id, detached);
-            }
-        } else if let Some(g) = grads.get_id(id) {
-            // GradStore has no remove-by-id: swap in an empty tensor.
-            let empty = Tensor::zeros(0, g.dtype(), g.device())?;
-            grads.insert_id(id, empty);
-        }
-    }
-    Ok(())
-}
-
 fn train_step(
-    model: &dyn crate::workload::Model,
-    batch: &crate::workload::Batch,
+    model: &dyn crate::sdk::Model,
+    batch: &crate::sdk::Batch,
     vars: &[Var],
     opt: &mut AdamW,
     seed: u64,
@@ -116,7 +81,7 @@ fn train_step(
 }
 
 fn run(
-    workload: &dyn Workload,
+    workload: &dyn DynWorkload,
     ctx: &RunCtx,
     timing: Timing,
     rec: &Recorder,
@@ -267,8 +232,8 @@ fn run(
 /// masters (the old casts go when the new model replaces them, so both
 /// sets of casts are live for a moment). Nothing to do otherwise.
 fn recast(
-    model: &mut Box<dyn crate::workload::Model>,
-    workload: &dyn Workload,
+    model: &mut Box<dyn crate::sdk::Model>,
+    workload: &dyn DynWorkload,
     store: &ParamStore,
     ctx: &RunCtx,
     phase: Phase,
@@ -279,7 +244,7 @@ fn recast(
     Ok(())
 }
 
-fn warm_up(workload: &dyn Workload, ctx: &RunCtx) -> PhaseResult<()> {
+fn warm_up(workload: &dyn DynWorkload, ctx: &RunCtx) -> PhaseResult<()> {
     let w = Phase::Warmup;
     let store = ParamStore::with_master(ctx.seed, ctx.master_dtype);
     let model = at(w, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;

@@ -1,0 +1,217 @@
+//! The spec's `harness:`: when the workloads live in the adopter's crate,
+//! this `gate` builds the adopter's harness binary with cargo and hands the
+//! whole command to it (same arguments, same exit code). A harness that is
+//! itself running never delegates: it knows its own package and binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{App, CliError};
+use crate::budget::{HarnessSpec, Spec};
+use crate::exit::Exit;
+use crate::probe::Backend;
+use crate::runner::Workloads;
+
+/// Set in the environment of a harness this process started: a harness
+/// that does not match the spec then stops instead of building another.
+const DELEGATED_ENV: &str = "GATE_DELEGATED_FROM";
+
+/// A spec ready to run here, or the exit of the harness that ran it.
+pub enum Loaded {
+    Here(Box<Spec>, Workloads),
+    Delegated(Exit),
+}
+
+/// Loads the spec at `path`; runs it through its harness when it names one
+/// that is not this binary; else resolves its workloads against `app`.
+pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, CliError> {
+    let spec = crate::budget::load(path)?;
+    if let Some(h) = &spec.harness {
+        if !app.is(h) {
+            return delegate(&spec, h, backend).map(Loaded::Delegated);
+        }
+    }
+    let workloads = crate::runner::resolve(&spec, &app.registry).map_err(crate::budget::SpecError::from)?;
+    Ok(Loaded::Here(Box::new(spec), workloads))
+}
+
+fn delegate(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<Exit, CliError> {
+    if let Ok(from) = std::env::var(DELEGATED_ENV) {
+        return Err(CliError::Infrastructure {
+            message: format!(
+                "the harness started by {from} is not `{}` of package `{}`, which {} names",
+                h.bin,
+                h.package,
+                spec.path.display()
+            ),
+            hint: "make `harness:` name the binary that calls `gate::main!` (`bin:` is its target name)".into(),
+        });
+    }
+    let exe = build(spec, h, backend)?;
+    let mut cmd = Command::new(&exe);
+    cmd.args(std::env::args_os().skip(1))
+        .env(DELEGATED_ENV, std::env::current_exe().unwrap_or_default());
+    let status = cmd.status().map_err(|e| CliError::Infrastructure {
+        message: format!("cannot start the harness {}: {e}", exe.display()),
+        hint: String::new(),
+    })?;
+    Ok(match status.code() {
+        Some(0) => Exit::Pass,
+        Some(1) => Exit::Fail,
+        Some(2) => Exit::BadInput,
+        Some(130) => Exit::Interrupted,
+        // 3, and a harness that crashed outright (101 for a panic).
+        Some(_) => Exit::Infrastructure,
+        // Killed by a signal (Ctrl-C reaches the harness too): interrupted.
+        None => Exit::Interrupted,
+    })
+}
+
+/// The manifest the harness is built from: `manifest:` relative to the spec,
+/// else the Cargo.toml beside the spec.
+fn manifest(spec: &Spec, h: &HarnessSpec) -> PathBuf {
+    let dir = spec.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match &h.manifest {
+        Some(m) => dir.join(m),
+        None => dir.join("Cargo.toml"),
+    }
+}
+
+/// `cargo build --release` of the harness (incremental: a second build with
+/// nothing changed costs a second); returns the binary's path.
+fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathBuf, CliError> {
+    let manifest = manifest(spec, h);
+    if !manifest.is_file() {
+        return Err(CliError::Usage {
+            message: format!(
+                "{}:{}: `harness:` builds from {}, which does not exist",
+                spec.path.display(),
+                h.line,
+                manifest.display()
+            ),
+            hint: "put budgets.yaml beside the workspace's Cargo.toml, or set `harness.manifest: path/to/Cargo.toml`"
+                .into(),
+        });
+    }
+    let mut features = h.features.clone();
+    if backend == Some(Backend::Cuda) && !features.iter().any(|f| f == "cuda") {
+        features.push("cuda".into());
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--release", "--message-format=json-render-diagnostics"])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .args(["-p", &h.package, "--bin", &h.bin]);
+    if !features.is_empty() {
+        cmd.arg("--features").arg(features.join(","));
+    }
+    eprintln!(
+        "building the harness `{}` of `{}` ({}{})",
+        h.bin,
+        h.package,
+        manifest.display(),
+        if features.is_empty() {
+            String::new()
+        } else {
+            format!(", features {}", features.join(","))
+        }
+    );
+    // stdout carries cargo's JSON messages; stderr its progress and the
+    // rendered compiler errors: shown as they come (a cold build takes
+    // minutes) and kept to quote the first error.
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| CliError::Infrastructure {
+            message: format!("cannot run cargo ({}) to build the harness: {e}", Path::new(&cargo).display()),
+            hint: "install a Rust toolchain (rustup.rs), or set CARGO to the cargo binary".into(),
+        })?;
+    let err_pipe = child.stderr.take().expect("stderr is piped");
+    let echo = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut kept = String::new();
+        for line in std::io::BufReader::new(err_pipe).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+        kept
+    });
+    let mut stdout = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        use std::io::Read;
+        let _ = pipe.read_to_string(&mut stdout);
+    }
+    let status = child.wait().map_err(|e| CliError::Infrastructure {
+        message: format!("cargo did not finish building the harness: {e}"),
+        hint: String::new(),
+    })?;
+    let stderr = echo.join().unwrap_or_default();
+    if !status.success() {
+        return Err(CliError::Infrastructure {
+            message: format!("the harness `{}` of `{}` does not build:\n{}", h.bin, h.package, first_error(&stderr)),
+            hint: format!(
+                "fix the error above (`cargo build --release -p {} --bin {}` shows them all)",
+                h.package, h.bin
+            ),
+        });
+    }
+    executable(&stdout, &h.bin).ok_or_else(|| CliError::Infrastructure {
+        message: format!("cargo built `{}` but did not say where the binary is", h.bin),
+        hint: "check that `bin:` names a binary target, not a library or an example".into(),
+    })
+}
+
+/// The path of binary `bin` among cargo's `compiler-artifact` messages.
+fn executable(messages: &str, bin: &str) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == bin)
+        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .next_back()
+}
+
+/// cargo's first `error` block: from its first `error` line up to the next
+/// blank line (what a reader needs to fix it), or the last lines when there
+/// is none.
+fn first_error(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr.lines().collect();
+    if let Some(start) = lines.iter().position(|l| l.starts_with("error")) {
+        let end = lines[start..]
+            .iter()
+            .position(|l| l.trim().is_empty())
+            .map_or(lines.len(), |n| start + n);
+        return lines[start..end.min(start + 30)].join("\n");
+    }
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_compiler_error_is_quoted_whole() {
+        let stderr = "   Compiling ml v0.1.0\nerror[E0425]: cannot find value `x` in this scope\n --> src/lib.rs:3:5\n  |\n3 |     x\n  |     ^ not found\n\nerror: could not compile `ml`\n";
+        assert_eq!(
+            first_error(stderr),
+            "error[E0425]: cannot find value `x` in this scope\n --> src/lib.rs:3:5\n  |\n3 |     x\n  |     ^ not found"
+        );
+    }
+
+    #[test]
+    fn finds_the_binary_in_cargo_messages() {
+        let msgs = r#"{"reason":"compiler-artifact","target":{"name":"ml"},"executable":null}
+{"reason":"compiler-artifact","target":{"name":"gate-harness"},"executable":"/w/target/release/gate-harness"}
+{"reason":"build-finished","success":true}"#;
+        assert_eq!(
+            executable(msgs, "gate-harness"),
+            Some(PathBuf::from("/w/target/release/gate-harness"))
+        );
+        assert_eq!(executable(msgs, "other"), None);
+    }
+}

@@ -1,0 +1,26 @@
+//! "Did you mean": the nearest known name to a misspelt one, shared by every
+//! message that offers a correction (spec keys, metrics, workloads, config keys).
+
+/// The candidate closest to `word` by edit distance, when it is close enough
+/// to be a plausible typo (at most a third of its length, and at least 2 edits allowed).
+pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (strsim::levenshtein(word, c), *c))
+        .filter(|(d, c)| *d <= (c.len() / 3).max(2) && *d < c.len())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::did_you_mean;
+
+    #[test]
+    fn suggests_near_names_only() {
+        assert_eq!(did_you_mean("activation", &["activations", "params"]), Some("activations"));
+        assert_eq!(did_you_mean("zzz", &["activations", "params"]), None);
+        assert_eq!(did_you_mean("mpl", &["mlp", "tft", "dqn"]), Some("mlp"));
+        assert_eq!(did_you_mean("my_forcaster", &["my_forecaster", "tft"]), Some("my_forecaster"));
+    }
+}

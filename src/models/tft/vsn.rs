@@ -1,0 +1,117 @@
+//! Variable selection (models.md §1): each real variable is prescaled to
+//! `d_c` and goes through its own GRN; a flattened GRN over all prescaled
+//! variables (with an optional static context) gives softmax weights over
+//! the variables; the output is the weighted sum of the per-variable GRNs.
+//!
+//! Layout: the V variables are the leading axis, `[V, N, ·]` with N = B·T,
+//! so the per-variable GRNs are batched matmuls over contiguous tensors.
+
+use candle_core::{Result, Tensor};
+use candle_nn::VarBuilder;
+
+use super::dense::Stack;
+use super::grn::{Grn, GrnDims};
+use crate::sdk::scoped;
+use crate::sdk::Step;
+
+/// Per-variable Linear(1 → d_c), weights `[V, 1, d_c]`. The model shares one
+/// prescaler per variable name between the VSNs that see that variable.
+#[derive(Debug, Clone)]
+pub struct Prescale {
+    pub weight: Tensor,
+    pub bias: Tensor,
+}
+
+impl Prescale {
+    /// `x` `[N, V]` → `[V, N, d_c]`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (n, v) = x.dims2()?;
+        let xt = x.t()?.contiguous()?.reshape((v, n, 1))?;
+        xt.broadcast_mul(&self.weight)?.broadcast_add(&self.bias)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Vsn {
+    prescale: Prescale,
+    vars: usize,
+    prescale_dim: usize,
+    hidden: usize,
+    single: Grn,
+    /// None for a single variable (its weight is 1).
+    flattened: Option<Grn>,
+}
+
+impl Vsn {
+    /// `context`: width of the static context fed to the flattened GRN (0: none).
+    pub fn new(
+        vars: usize,
+        prescale: Prescale,
+        prescale_dim: usize,
+        hidden: usize,
+        context: usize,
+        dropout: f64,
+        vb: VarBuilder,
+    ) -> Result<Self> {
+        let single = Grn::new(
+            GrnDims {
+                input: prescale_dim,
+                hidden: prescale_dim.min(hidden),
+                output: hidden,
+                context: 0,
+            },
+            dropout,
+            Stack::PerVariable(vars),
+            vb.pp("single_grns"),
+        )?;
+        let flattened = if vars > 1 {
+            Some(Grn::new(
+                GrnDims {
+                    input: vars * prescale_dim,
+                    hidden: hidden.min(vars),
+                    output: vars,
+                    context,
+                },
+                dropout,
+                Stack::One,
+                vb.pp("flattened_grn"),
+            )?)
+        } else {
+            None
+        };
+        Ok(Vsn {
+            prescale,
+            vars,
+            prescale_dim,
+            hidden,
+            single,
+            flattened,
+        })
+    }
+
+    /// `x` `[B, T, V]` raw reals, `context` `[B, 1, c]` → `[B, T, hidden]`.
+    pub fn forward(&self, x: &Tensor, context: Option<&Tensor>, step: &Step) -> Result<Tensor> {
+        let (b, t, v) = x.dims3()?;
+        if v != self.vars {
+            candle_core::bail!("the selection network expects {} variables, got {v}", self.vars);
+        }
+        let n = b * t;
+        let prescaled = scoped("prescale", || self.prescale.forward(&x.reshape((n, v))?))?;
+        let per_variable = scoped("variable_grns", || self.single.forward(&prescaled, None, step))?;
+        let Some(flattened) = &self.flattened else {
+            return per_variable.reshape((b, t, self.hidden));
+        };
+        let weights = scoped("flattened_grn", || -> Result<Tensor> {
+            // [V, N, d_c] → [B, T, V·d_c], variable-major as the library concatenates.
+            let flat = prescaled
+                .transpose(0, 1)?
+                .contiguous()?
+                .reshape((b, t, v * self.prescale_dim))?;
+            super::dense::softmax(&flattened.forward(&flat, context, step)?)
+        })?;
+        scoped("combine", || -> Result<Tensor> {
+            let w = weights.reshape((n, v))?.t()?.contiguous()?.reshape((v, n, 1))?;
+            per_variable.broadcast_mul(&w)?.sum(0)?.reshape((b, t, self.hidden))
+        })
+    }
+}

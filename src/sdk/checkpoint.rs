@@ -1,0 +1,262 @@
+//! Activation checkpointing for position-wise blocks, which candle does not
+//! offer. A block whose output at a position depends only on its inputs at
+//! that position ([`RowWise`]) can run in chunks of positions with no graph
+//! kept: the rest of the model runs from a leaf at the block's output, and in
+//! backward each chunk is recomputed and backpropagated with its slice of
+//! that leaf's gradient, accumulating the parameters' gradients. Memory then
+//! scales with the chunk, not the batch; the cost is one more forward of the
+//! block per step.
+//!
+//! Dropout inside the block is replayed exactly: the block's chunk `k` runs
+//! with [`Step::chunk`] of a seed forked from the step, in forward and in the
+//! recompute alike.
+//!
+//! Inputs may be tracked (a static context computed from parameters): their
+//! gradients are gathered chunk by chunk and pushed into their own graph
+//! once, at the end.
+
+use std::collections::HashSet;
+
+use candle_core::backprop::GradStore;
+use candle_core::{Result, Tensor, TensorId, Var};
+
+use super::nn::Step;
+
+/// Keeps only the trainable variables' gradients, detached. candle's
+/// backward also leaves gradients for untracked operands (inputs, masks),
+/// and a gradient built from tracked tensors keeps their op chain alive
+/// (models.md §5 pitfall 3); a careful training loop drops both before the
+/// optimizer step, and so does the runner.
+pub(crate) fn prune_grads(grads: &mut GradStore, vars: &[Var]) -> candle_core::Result<()> {
+    let keep: HashSet<TensorId> = vars.iter().map(|v| v.as_tensor().id()).collect();
+    let ids: Vec<TensorId> = grads.get_ids().copied().collect();
+    for id in ids {
+        if keep.contains(&id) {
+            if let Some(g) = grads.get_id(id) {
+                let detached = g.detach();
+                grads.insert_id(id, detached);
+            }
+        } else if let Some(g) = grads.get_id(id) {
+            // GradStore has no remove-by-id: swap in an empty tensor.
+            let empty = Tensor::zeros(0, g.dtype(), g.device())?;
+            grads.insert_id(id, empty);
+        }
+    }
+    Ok(())
+}
+
+/// A block whose output row `i` depends only on its inputs' row `i`. Every
+/// input has the positions as axis 0 (the same count for all); the output
+/// too.
+pub trait RowWise {
+    /// The block's output for these rows of its inputs (axis 0), with `step`'s dropout.
+    fn forward_rows(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor>;
+}
+
+fn chunks(rows: usize, chunk: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let chunk = chunk.max(1);
+    (0..rows.div_ceil(chunk)).map(move |k| (k, k * chunk, chunk.min(rows - k * chunk)))
+}
+
+fn rows_of(inputs: &[Tensor]) -> Result<usize> {
+    let Some(first) = inputs.first() else {
+        candle_core::bail!("a checkpointed block needs at least one input");
+    };
+    let n = first.dim(0)?;
+    for x in inputs {
+        if x.dim(0)? != n {
+            candle_core::bail!(
+                "the inputs of a checkpointed block disagree on the positions: {n} and {}",
+                x.dim(0)?
+            );
+        }
+    }
+    Ok(n)
+}
+
+/// Runs `block` chunk by chunk and concatenates the outputs, each chunk's
+/// intermediates dropped before the next starts. With tracked weights the
+/// result still carries each chunk's graph; use it for inference (detached
+/// weights), or through [`Checkpointed`] for training.
+pub fn forward_chunked(block: &dyn RowWise, inputs: &[Tensor], chunk: usize, step: &Step) -> Result<Tensor> {
+    let n = rows_of(inputs)?;
+    let seed = step.fork_seed();
+    let mut outs = Vec::with_capacity(n.div_ceil(chunk.max(1)));
+    for (k, start, len) in chunks(n, chunk) {
+        let part: Vec<Tensor> = inputs.iter().map(|x| x.narrow(0, start, len)).collect::<Result<_>>()?;
+        outs.push(block.forward_rows(&part, &step.chunk(seed, k))?);
+    }
+    Tensor::cat(&outs, 0)
+}
+
+/// A checkpointed block's forward: its output as a leaf, and what the
+/// recompute needs (the inputs and the dropout seed), nothing else.
+pub struct Checkpointed {
+    inputs: Vec<Tensor>,
+    output: Var,
+    chunk: usize,
+    seed: u64,
+    train: bool,
+}
+
+impl Checkpointed {
+    /// Runs the block with no graph kept. `step` is the training step's
+    /// (a seed for the block's dropout is forked from it).
+    pub fn forward(block: &dyn RowWise, inputs: Vec<Tensor>, chunk: usize, step: &Step) -> Result<Self> {
+        let n = rows_of(&inputs)?;
+        let seed = step.fork_seed();
+        let mut outs = Vec::with_capacity(n.div_ceil(chunk.max(1)));
+        for (k, start, len) in chunks(n, chunk) {
+            let part: Vec<Tensor> = inputs
+                .iter()
+                .map(|x| x.detach().narrow(0, start, len))
+                .collect::<Result<_>>()?;
+            // Detached at once: the chunk's graph goes with `part`.
+            outs.push(block.forward_rows(&part, &step.chunk(seed, k))?.detach());
+        }
+        let output = Var::from_tensor(&Tensor::cat(&outs, 0)?)?;
+        Ok(Checkpointed {
+            inputs,
+            output,
+            chunk: chunk.max(1),
+            seed,
+            train: step.is_train(),
+        })
+    }
+
+    /// The leaf the rest of the model runs from.
+    pub fn output(&self) -> &Tensor {
+        self.output.as_tensor()
+    }
+
+    /// Backpropagates the block into `grads`, which holds the rest of the
+    /// model's backward (and so the leaf's gradient). Only `vars`' gradients
+    /// are accumulated; the leaf's gradient is removed.
+    pub fn backward(&self, block: &dyn RowWise, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        let Some(grad_out) = grads.remove(self.output.as_tensor()) else {
+            return Ok(()); // the loss does not depend on the block
+        };
+        // Drop the gradients of untracked operands (and the op chains they
+        // hold) before the recompute adds its own chunk-sized graphs.
+        prune_grads(grads, vars)?;
+        let keep: HashSet<TensorId> = vars.iter().map(|v| v.as_tensor().id()).collect();
+        let step = if self.train { Step::train(0) } else { Step::eval() };
+        let n = self.output.dim(0)?;
+        let tracked: Vec<bool> = self.inputs.iter().map(Tensor::track_op).collect();
+        let mut input_grads: Vec<Vec<Tensor>> = vec![Vec::new(); self.inputs.len()];
+        for (k, start, len) in chunks(n, self.chunk) {
+            let leaves: Vec<Tensor> = self
+                .inputs
+                .iter()
+                .zip(&tracked)
+                .map(|(x, &t)| {
+                    let part = x.detach().narrow(0, start, len)?;
+                    if t {
+                        Ok(Var::from_tensor(&part)?.as_tensor().clone())
+                    } else {
+                        Ok(part)
+                    }
+                })
+                .collect::<Result<_>>()?;
+            let chunk_grads = {
+                let out = block.forward_rows(&leaves, &step.chunk(self.seed, k))?;
+                let g = grad_out.narrow(0, start, len)?;
+                out.mul(&g)?.sum_all()?.backward()?
+            };
+            accumulate(grads, &chunk_grads, &keep)?;
+            for (i, leaf) in leaves.iter().enumerate() {
+                if tracked[i] {
+                    let g = match chunk_grads.get(leaf) {
+                        Some(g) => g.detach(),
+                        None => leaf.zeros_like()?,
+                    };
+                    input_grads[i].push(g);
+                }
+            }
+        }
+        // Push the inputs' gradients into their own graph in one backward.
+        let mut surrogate: Option<Tensor> = None;
+        for (x, parts) in self.inputs.iter().zip(input_grads) {
+            if parts.is_empty() {
+                continue;
+            }
+            let g = Tensor::cat(&parts, 0)?;
+            let term = x.mul(&g)?.sum_all()?;
+            surrogate = Some(match surrogate {
+                Some(s) => (s + term)?,
+                None => term,
+            });
+        }
+        if let Some(s) = surrogate {
+            let upstream = s.backward()?;
+            accumulate(grads, &upstream, &keep)?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds `from`'s gradients of the `keep` tensors into `into`, detached.
+fn accumulate(into: &mut GradStore, from: &GradStore, keep: &HashSet<TensorId>) -> Result<()> {
+    for &id in from.get_ids() {
+        if !keep.contains(&id) {
+            continue;
+        }
+        let Some(g) = from.get_id(id) else { continue };
+        let sum = match into.get_id(id) {
+            Some(old) => old.add(g)?.detach(),
+            None => g.detach(),
+        };
+        into.insert_id(id, sum);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    /// y = tanh(x·W + c), position-wise.
+    struct Layer {
+        w: Var,
+    }
+
+    impl RowWise for Layer {
+        fn forward_rows(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+            let h = inputs[0].matmul(self.w.as_tensor())?.add(&inputs[1])?;
+            step.dropout(&h.tanh()?, 0.3)
+        }
+    }
+
+    #[test]
+    fn chunked_recompute_gives_the_full_graph_gradients() -> Result<()> {
+        let dev = Device::Cpu;
+        let w = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 4), &dev)?)?;
+        let u = Var::from_tensor(&Tensor::randn(0f32, 1.0, (7, 4), &dev)?)?;
+        let x = Tensor::randn(0f32, 1.0, (7, 3), &dev)?;
+        let layer = Layer { w: w.clone() };
+        // The context input is tracked: c = u².
+        let loss_of = |y: &Tensor| y.sqr()?.sum_all();
+        let vars = vec![w.clone(), u.clone()];
+
+        // Reference: the same chunks and masks, graph kept.
+        let c = u.as_tensor().sqr()?;
+        let y = forward_chunked(&layer, &[x.clone(), c], 3, &Step::train(5))?;
+        let want = loss_of(&y)?.backward()?;
+
+        let c = u.as_tensor().sqr()?;
+        let ck = Checkpointed::forward(&layer, vec![x.clone(), c], 3, &Step::train(5))?;
+        let mut got = loss_of(ck.output())?.backward()?;
+        ck.backward(&layer, &mut got, &vars)?;
+        for v in &vars {
+            let a = want.get(v.as_tensor()).unwrap();
+            let b = got.get(v.as_tensor()).unwrap();
+            let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            let scale = a.abs()?.max_all()?.to_scalar::<f32>()?;
+            assert!(diff <= 1e-5 * scale.max(1.0), "diff {diff} scale {scale}");
+        }
+        assert!(got.get(ck.output()).is_none());
+        assert_eq!(w.dtype(), DType::F32);
+        Ok(())
+    }
+}

@@ -1,0 +1,716 @@
+//! Typed workload configs. The spec's `config:` mapping reaches a workload as
+//! plain data with positions ([`Node`]; no YAML here), read into the
+//! workload's own `#[derive(Deserialize)]` struct by the serde
+//! [`Deserializer`](serde::Deserializer) below. Every problem keeps the
+//! position and key path it came from, so a wrong type, an unknown key or an
+//! out-of-range value reads like any other spec error: `file:line:col`, what
+//! is wrong, a `hint:`.
+
+use std::fmt::{self, Display};
+
+use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+
+/// A 1-based position in the spec file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+pub struct Pos {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column, from 1.
+    pub col: usize,
+}
+
+/// One value of a config tree.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Value {
+    Null,
+    /// A scalar keeps its text; `quoted` tells `"300"` (text) from `300`.
+    Scalar { text: String, quoted: bool },
+    Seq(Vec<Node>),
+    /// Keys in file order, each with its own position.
+    Map(Vec<(String, Pos, Node)>),
+}
+
+/// A value and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Node {
+    pub value: Value,
+    pub pos: Pos,
+}
+
+impl Node {
+    pub fn empty_map(pos: Pos) -> Node {
+        Node {
+            value: Value::Map(Vec::new()),
+            pos,
+        }
+    }
+
+    /// The position of the key path `a.b` (its key), if the tree has it.
+    pub fn key_pos(&self, path: &str) -> Option<Pos> {
+        let mut node = self;
+        let mut found = None;
+        for part in path.split('.') {
+            let Value::Map(entries) = &node.value else {
+                return found;
+            };
+            let (_, kpos, child) = entries.iter().rev().find(|(k, _, _)| k == part)?;
+            found = Some(*kpos);
+            node = child;
+        }
+        found
+    }
+
+    /// `self` with the top-level keys of `over` replacing or adding to its own
+    /// (a variant's `config:` over its component's).
+    pub fn overlaid(&self, over: &Node) -> Node {
+        let (Value::Map(base), Value::Map(top)) = (&self.value, &over.value) else {
+            return over.clone();
+        };
+        let mut entries = base.clone();
+        for (k, p, n) in top {
+            match entries.iter_mut().find(|(bk, _, _)| bk == k) {
+                Some(e) => *e = (k.clone(), *p, n.clone()),
+                None => entries.push((k.clone(), *p, n.clone())),
+            }
+        }
+        Node {
+            value: Value::Map(entries),
+            pos: self.pos,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.value {
+            Value::Null => "nothing".into(),
+            Value::Scalar { text, quoted: true } => format!("the text \"{text}\""),
+            Value::Scalar { text, .. } => format!("`{text}`"),
+            Value::Seq(_) => "a list".into(),
+            Value::Map(_) => "a mapping".into(),
+        }
+    }
+}
+
+/// One problem with a config: where, which key, what, and the fix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigIssue {
+    /// Where it was found; `None` until the reader knows.
+    pub pos: Option<Pos>,
+    /// The key path (`hidden_dim`, `encoder.width`), or `None` for the whole config.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub hint: String,
+}
+
+/// The problems a workload finds in its config after it was read: values
+/// out of range, keys that disagree. Each names its key, so the spec error
+/// points at the line where the key is written.
+///
+/// ```
+/// let mut p = gate::Problems::new();
+/// p.at_least("hidden_dim", 0usize, 1);
+/// p.error("heads", "`heads` must divide `hidden_dim`", "use 4 heads for hidden_dim 64");
+/// assert_eq!(p.len(), 2);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Problems {
+    issues: Vec<ConfigIssue>,
+}
+
+impl Problems {
+    /// No problems yet.
+    pub fn new() -> Self {
+        Problems::default()
+    }
+
+    /// Records a problem with `key` (a top-level key of the config, or a
+    /// dotted path into it).
+    pub fn error(&mut self, key: &str, message: impl Into<String>, hint: impl Into<String>) {
+        self.issues.push(ConfigIssue {
+            pos: None,
+            key: Some(key.to_string()),
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+
+    /// Records that `key` must be a positive integer when `value` is 0.
+    pub fn positive(&mut self, key: &str, value: usize) {
+        if value == 0 {
+            self.error(
+                key,
+                format!("`{key}` must be a positive integer, found 0"),
+                "use a whole number of at least 1",
+            );
+        }
+    }
+
+    /// Records that the number `key` must lie in `[lo, hi]` when `value` does not.
+    pub fn number(&mut self, key: &str, value: f64, lo: f64, hi: f64) {
+        if !(value >= lo && value <= hi) {
+            self.error(
+                key,
+                format!("`{key}` must be a number from {lo} to {hi}, found {value}"),
+                format!("set `{key}` to a number from {lo} to {hi}"),
+            );
+        }
+    }
+
+    /// Records that `key` must be at least `min` when `value` is below it.
+    pub fn at_least<T: PartialOrd + Display>(&mut self, key: &str, value: T, min: T) {
+        if value < min {
+            self.error(
+                key,
+                format!("`{key}` must be at least {min}, found {value}"),
+                format!("set `{key}` to {min} or more"),
+            );
+        }
+    }
+
+    /// Records that `key` must lie in `[lo, hi]` when `value` does not.
+    pub fn within<T: PartialOrd + Display>(&mut self, key: &str, value: T, lo: T, hi: T) {
+        if !(value >= lo && value <= hi) {
+            self.error(
+                key,
+                format!("`{key}` must be from {lo} to {hi}, found {value}"),
+                format!("set `{key}` to a value from {lo} to {hi}"),
+            );
+        }
+    }
+
+    /// How many problems were recorded.
+    pub fn len(&self) -> usize {
+        self.issues.len()
+    }
+
+    /// Whether none were.
+    pub fn is_empty(&self) -> bool {
+        self.issues.is_empty()
+    }
+
+    /// `Ok(value)` when nothing was recorded, else the problems.
+    pub fn finish<T>(self, value: T) -> Result<T, Problems> {
+        if self.issues.is_empty() {
+            Ok(value)
+        } else {
+            Err(self)
+        }
+    }
+
+    /// The recorded problems.
+    pub fn issues(&self) -> &[ConfigIssue] {
+        &self.issues
+    }
+
+    pub(crate) fn into_issues(self) -> Vec<ConfigIssue> {
+        self.issues
+    }
+}
+
+impl Display for Problems {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.issues.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}", p.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads `node` into `T`. Every problem found comes back, each with its
+/// position and key path where the reader knows them. `defaults` (the
+/// config's `Default`, as JSON) names the default of a mistyped key in its hint.
+pub(crate) fn read<T: de::DeserializeOwned>(node: &Node, defaults: Option<&serde_json::Value>) -> Result<T, Vec<ConfigIssue>> {
+    T::deserialize(NodeDe { node, path: String::new() }).map_err(|e| {
+        e.0.into_iter()
+            .map(|mut i| {
+                i.pos = i.pos.or(Some(node.pos));
+                if i.hint.is_empty() {
+                    i.hint = default_hint(i.key.as_deref(), defaults);
+                }
+                i
+            })
+            .collect()
+    })
+}
+
+fn default_hint(key: Option<&str>, defaults: Option<&serde_json::Value>) -> String {
+    let Some(key) = key else {
+        return "see the workload's documentation for its config keys".into();
+    };
+    let mut v = defaults;
+    for part in key.split('.') {
+        v = v.and_then(|d| d.get(part));
+    }
+    match v {
+        Some(serde_json::Value::Null) | None => format!("check the value of `{key}`"),
+        Some(serde_json::Value::String(s)) => format!("for example `{key}: {s}` (the default)"),
+        Some(d) => format!("for example `{key}: {d}` (the default)"),
+    }
+}
+
+/// The deserializer's error: every problem found, not only the first.
+#[derive(Debug)]
+pub(crate) struct DeError(Vec<ConfigIssue>);
+
+impl DeError {
+    fn one(message: String, hint: String) -> Self {
+        DeError(vec![ConfigIssue {
+            pos: None,
+            key: None,
+            message,
+            hint,
+        }])
+    }
+
+    /// Fills in the position and key path that the innermost reader did not know.
+    fn at(mut self, pos: Pos, path: &str) -> Self {
+        for i in &mut self.0 {
+            if i.pos.is_none() {
+                i.pos = Some(pos);
+            }
+            if i.key.is_none() && !path.is_empty() {
+                i.key = Some(path.to_string());
+                i.message = format!("`{path}` {}", i.message);
+            }
+        }
+        self
+    }
+}
+
+impl Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let msgs: Vec<&str> = self.0.iter().map(|i| i.message.as_str()).collect();
+        f.write_str(&msgs.join("; "))
+    }
+}
+
+impl std::error::Error for DeError {}
+
+/// serde's names for what a field expects, as a spec author reads them.
+fn plain_expected(exp: &str) -> String {
+    match exp {
+        "u8" | "u16" | "u32" | "u64" | "u128" | "usize" => "a whole number of at least 0".into(),
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a nonzero usize" | "a nonzero u64" | "a nonzero u32" | "a nonzero u16" | "a nonzero u8" => {
+            "a whole number of at least 1".into()
+        }
+        "a string" => "text".into(),
+        other => other.to_string(),
+    }
+}
+
+fn plain_unexpected(u: &de::Unexpected) -> String {
+    match u {
+        de::Unexpected::Str(s) => format!("the text `{s}`"),
+        de::Unexpected::Signed(i) => format!("{i}"),
+        de::Unexpected::Unsigned(i) => format!("{i}"),
+        de::Unexpected::Float(f) => format!("{f}"),
+        de::Unexpected::Bool(b) => format!("{b}"),
+        other => other.to_string(),
+    }
+}
+
+impl de::Error for DeError {
+    fn custom<M: Display>(msg: M) -> Self {
+        DeError::one(msg.to_string(), String::new())
+    }
+
+    fn invalid_type(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
+        DeError::one(
+            format!("must be {}, found {}", plain_expected(&exp.to_string()), plain_unexpected(&unexp)),
+            String::new(),
+        )
+    }
+
+    fn invalid_value(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
+        DeError::one(
+            format!("must be {}, found {}", plain_expected(&exp.to_string()), plain_unexpected(&unexp)),
+            String::new(),
+        )
+    }
+
+    fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
+        let hint = match crate::hint::did_you_mean(variant, expected) {
+            Some(k) => format!("did you mean `{k}`? one of: {}", expected.join(", ")),
+            None => format!("one of: {}", expected.join(", ")),
+        };
+        DeError::one(format!("must be one of {}, found `{variant}`", expected.join(", ")), hint)
+    }
+
+    fn missing_field(field: &'static str) -> Self {
+        DeError::one(
+            format!("has no `{field}`, which this workload needs"),
+            format!("add `{field}:` to the config"),
+        )
+    }
+}
+
+struct NodeDe<'a> {
+    node: &'a Node,
+    path: String,
+}
+
+impl<'a> NodeDe<'a> {
+    fn child(&self, key: &str, node: &'a Node) -> NodeDe<'a> {
+        let path = if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        };
+        NodeDe { node, path }
+    }
+
+    fn scalar(&self) -> Option<(&'a str, bool)> {
+        match &self.node.value {
+            Value::Scalar { text, quoted } => Some((text.as_str(), *quoted)),
+            _ => None,
+        }
+    }
+
+    fn wrong(&self, expected: &str) -> DeError {
+        DeError::one(format!("must be {expected}, found {}", self.node.describe()), String::new())
+    }
+
+    fn fix<T>(&self, r: Result<T, DeError>) -> Result<T, DeError> {
+        r.map_err(|e| e.at(self.node.pos, &self.path))
+    }
+}
+
+impl<'de, 'a> Deserializer<'de> for NodeDe<'a> {
+    type Error = DeError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let r = match &self.node.value {
+            Value::Null => visitor.visit_unit(),
+            Value::Scalar { text, quoted: true } => visitor.visit_str(text),
+            Value::Scalar { text, quoted: false } => {
+                if let Ok(u) = text.parse::<u64>() {
+                    visitor.visit_u64(u)
+                } else if let Ok(i) = text.parse::<i64>() {
+                    visitor.visit_i64(i)
+                } else if let Ok(f) = text.parse::<f64>() {
+                    visitor.visit_f64(f)
+                } else {
+                    match text.as_str() {
+                        "true" => visitor.visit_bool(true),
+                        "false" => visitor.visit_bool(false),
+                        _ => visitor.visit_str(text),
+                    }
+                }
+            }
+            Value::Seq(items) => visitor.visit_seq(Seq {
+                parent: &self,
+                items: items.iter().enumerate(),
+            }),
+            Value::Map(entries) => visitor.visit_map(Map {
+                parent: &self,
+                entries: entries.iter(),
+                value: None,
+            }),
+        };
+        self.fix(r)
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        // Unquoted text is text too: `activation: relu`, `name: 300`.
+        match self.scalar() {
+            Some((text, _)) => {
+                let r = visitor.visit_str(text);
+                self.fix(r)
+            }
+            None => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        let r = match &self.node.value {
+            Value::Null => visitor.visit_none(),
+            _ => visitor.visit_some(NodeDe {
+                node: self.node,
+                path: self.path.clone(),
+            }),
+        };
+        self.fix(r)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_unit()
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        let Value::Map(entries) = &self.node.value else {
+            let e = if self.node.value == Value::Null {
+                // `config:` with nothing under it: every key takes its default.
+                return self.fix(visitor.visit_map(Map {
+                    parent: &self,
+                    entries: [].iter(),
+                    value: None,
+                }));
+            } else {
+                self.wrong("a mapping of keys")
+            };
+            return Err(self.fix::<()>(Err(e)).unwrap_err());
+        };
+        // Unknown keys are errors whether or not the struct denies them:
+        // a misspelt key silently taking its default is the bug to catch.
+        let mut unknown = Vec::new();
+        for (key, kpos, _) in entries {
+            if !fields.contains(&key.as_str()) {
+                let path = self.child(key, self.node).path;
+                let known = fields.join(", ");
+                let hint = match crate::hint::did_you_mean(key, fields) {
+                    Some(k) => format!("did you mean `{k}`? this workload takes: {known}"),
+                    None => format!("this workload takes: {known}"),
+                };
+                unknown.push(ConfigIssue {
+                    pos: Some(*kpos),
+                    key: Some(path),
+                    message: format!("unknown config key `{key}`"),
+                    hint,
+                });
+            }
+        }
+        let r = visitor.visit_map(Map {
+            parent: &self,
+            entries: entries.iter(),
+            value: None,
+        });
+        let r = self.fix(r);
+        match (r, unknown.is_empty()) {
+            (Ok(v), true) => Ok(v),
+            (Ok(_), false) => Err(DeError(unknown)),
+            (Err(e), _) => {
+                unknown.extend(e.0);
+                unknown.sort_by_key(|i| i.pos);
+                Err(DeError(unknown))
+            }
+        }
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        let r = match &self.node.value {
+            Value::Scalar { text, .. } => {
+                if !variants.contains(&text.as_str()) {
+                    Err(<DeError as de::Error>::unknown_variant(text, variants))
+                } else {
+                    visitor.visit_enum(text.as_str().into_deserializer())
+                }
+            }
+            _ => Err(self.wrong(&format!("one of {}", variants.join(", ")))),
+        };
+        self.fix(r)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map
+    }
+}
+
+struct Seq<'a, 'p> {
+    parent: &'p NodeDe<'a>,
+    items: std::iter::Enumerate<std::slice::Iter<'a, Node>>,
+}
+
+impl<'de, 'a, 'p> SeqAccess<'de> for Seq<'a, 'p> {
+    type Error = DeError;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, DeError> {
+        match self.items.next() {
+            None => Ok(None),
+            Some((i, node)) => seed.deserialize(self.parent.child(&i.to_string(), node)).map(Some),
+        }
+    }
+}
+
+struct Map<'a, 'p> {
+    parent: &'p NodeDe<'a>,
+    entries: std::slice::Iter<'a, (String, Pos, Node)>,
+    value: Option<(&'a str, &'a Node)>,
+}
+
+impl<'de, 'a, 'p> MapAccess<'de> for Map<'a, 'p> {
+    type Error = DeError;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, DeError> {
+        match self.entries.next() {
+            None => Ok(None),
+            Some((key, kpos, node)) => {
+                self.value = Some((key, node));
+                let r = seed.deserialize(key.as_str().into_deserializer());
+                r.map(Some).map_err(|e: DeError| e.at(*kpos, ""))
+            }
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, DeError> {
+        let (key, node) = self.value.take().expect("serde asks for a value after its key");
+        seed.deserialize(self.parent.child(key, node))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::{Deserialize, Serialize};
+
+    use super::*;
+
+    fn scalar(text: &str, line: usize) -> Node {
+        Node {
+            value: Value::Scalar {
+                text: text.into(),
+                quoted: false,
+            },
+            pos: Pos { line, col: 10 },
+        }
+    }
+
+    fn map(entries: &[(&str, Node)]) -> Node {
+        Node {
+            value: Value::Map(
+                entries
+                    .iter()
+                    .map(|(k, n)| (k.to_string(), Pos { line: n.pos.line, col: 3 }, n.clone()))
+                    .collect(),
+            ),
+            pos: Pos { line: 1, col: 1 },
+        }
+    }
+
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    #[serde(default)]
+    struct Cfg {
+        hidden_dim: usize,
+        dropout: f64,
+        activation: Act,
+        name: String,
+        width: Option<std::num::NonZeroUsize>,
+    }
+
+    #[derive(Debug, Deserialize, Serialize, PartialEq, Clone, Copy)]
+    #[serde(rename_all = "snake_case")]
+    enum Act {
+        Relu,
+        Gelu,
+    }
+
+    impl Default for Cfg {
+        fn default() -> Self {
+            Cfg {
+                hidden_dim: 64,
+                dropout: 0.1,
+                activation: Act::Relu,
+                name: "x".into(),
+                width: None,
+            }
+        }
+    }
+
+    #[test]
+    fn reads_typed_values_and_fills_defaults() {
+        let n = map(&[
+            ("hidden_dim", scalar("128", 2)),
+            ("activation", scalar("gelu", 3)),
+            ("name", scalar("300", 4)),
+        ]);
+        let c: Cfg = read(&n, None).unwrap();
+        assert_eq!(
+            c,
+            Cfg {
+                hidden_dim: 128,
+                activation: Act::Gelu,
+                name: "300".into(),
+                ..Cfg::default()
+            }
+        );
+    }
+
+    #[test]
+    fn every_problem_with_its_line_key_and_hint() {
+        let defaults = serde_json::to_value(Cfg::default()).unwrap();
+        let n = map(&[
+            ("hiden_dim", scalar("3", 2)),
+            ("dropout", scalar("lots", 3)),
+            ("activation", scalar("rlu", 4)),
+        ]);
+        let errs = read::<Cfg>(&n, Some(&defaults)).unwrap_err();
+        let got: Vec<(usize, Option<&str>, &str, &str)> = errs
+            .iter()
+            .map(|i| (i.pos.unwrap().line, i.key.as_deref(), i.message.as_str(), i.hint.as_str()))
+            .collect();
+        assert_eq!(
+            got[0],
+            (
+                2,
+                Some("hiden_dim"),
+                "unknown config key `hiden_dim`",
+                "did you mean `hidden_dim`? this workload takes: hidden_dim, dropout, activation, name, width"
+            )
+        );
+        // serde stops at the first bad value; unknown keys are all found up front.
+        assert_eq!(
+            got[1],
+            (
+                3,
+                Some("dropout"),
+                "`dropout` must be a number, found the text `lots`",
+                "for example `dropout: 0.1` (the default)"
+            )
+        );
+        assert_eq!(errs.len(), 2);
+        let n = map(&[("activation", scalar("rlu", 4)), ("width", scalar("0", 5))]);
+        let errs = read::<Cfg>(&n, Some(&defaults)).unwrap_err();
+        assert_eq!(errs[0].message, "`activation` must be one of relu, gelu, found `rlu`");
+        assert_eq!(errs[0].hint, "did you mean `relu`? one of: relu, gelu");
+        assert_eq!(errs[0].pos.unwrap().line, 4);
+    }
+
+    #[test]
+    fn out_of_range_for_the_type_names_the_key() {
+        let n = map(&[("width", scalar("0", 5))]);
+        let errs = read::<Cfg>(&n, None).unwrap_err();
+        assert_eq!(errs[0].message, "`width` must be a whole number of at least 1, found 0");
+        let n = map(&[("hidden_dim", scalar("-4", 6))]);
+        let errs = read::<Cfg>(&n, None).unwrap_err();
+        assert_eq!(errs[0].message, "`hidden_dim` must be a whole number of at least 0, found -4");
+        assert_eq!(errs[0].pos.unwrap().line, 6);
+    }
+
+    #[test]
+    fn key_positions_and_overlay() {
+        let base = map(&[("hidden_dim", scalar("8", 2)), ("dropout", scalar("0.2", 3))]);
+        let over = map(&[("hidden_dim", scalar("16", 9))]);
+        let merged = base.overlaid(&over);
+        assert_eq!(merged.key_pos("hidden_dim").unwrap().line, 9);
+        assert_eq!(merged.key_pos("dropout").unwrap().line, 3);
+        let c: Cfg = read(&merged, None).unwrap();
+        assert_eq!((c.hidden_dim, c.dropout), (16, 0.2));
+    }
+}

@@ -1,0 +1,25 @@
+//! The SDK: what a workload is made of. Everything here is below the runner
+//! and knows nothing of specs, reports or GitHub; the built-in models
+//! (`crate::models`) use exactly this, as an adopter's crate does.
+
+pub mod checkpoint;
+pub(crate) mod config;
+pub mod nn;
+mod params;
+mod registry;
+mod rng;
+mod workload;
+
+pub use config::{ConfigIssue, Pos, Problems};
+pub use nn::Step;
+pub use params::ParamStore;
+pub use registry::{DynWorkload, Registry};
+pub use rng::Rng;
+pub use workload::{Batch, Model, ParamCount, PlainForward, RunCtx, TrainingForward, Workload};
+
+pub(crate) use checkpoint::prune_grads;
+#[cfg(test)]
+pub(crate) use registry::read_workload;
+#[cfg(test)]
+pub(crate) use registry::test_config;
+pub use crate::probe::{enter as scope, scoped, ScopeGuard};

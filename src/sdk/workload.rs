@@ -1,0 +1,176 @@
+//! The traits a workload implements: [`Workload`] (a validated config that
+//! builds a model and makes batches) and [`Model`] (forward, loss, predict).
+//! The runner does everything else: phases, optimizer, measurement.
+
+use std::fmt;
+
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Device, Result, Tensor, Var};
+use candle_nn::VarBuilder;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::config::Problems;
+use super::nn::Step;
+
+/// Where and how a workload runs: the device, the compute dtype, the batch
+/// size and seed of the component being measured.
+#[derive(Debug, Clone)]
+pub struct RunCtx {
+    /// The device tensors live on (the CPU, or the CUDA device under `--backend cuda`).
+    pub device: Device,
+    /// The dtype the model computes in (the spec's `dtype:`).
+    pub dtype: DType,
+    /// Rows per batch (the spec's `batch_size:`).
+    pub batch_size: usize,
+    /// The component's seed: the same seed gives the same weights and batches.
+    pub seed: u64,
+    /// Mixed precision: parameters (and so gradients and optimizer state)
+    /// kept in this dtype, cast to `dtype` for compute. `None`: all `dtype`.
+    pub master_dtype: Option<DType>,
+}
+
+impl RunCtx {
+    /// A context on the CPU in f32 with `batch_size` rows and seed 0 (tests, examples).
+    pub fn cpu(batch_size: usize) -> Self {
+        RunCtx {
+            device: Device::Cpu,
+            dtype: DType::F32,
+            batch_size,
+            seed: 0,
+            master_dtype: None,
+        }
+    }
+}
+
+/// The closed-form count of elements a built model keeps, from its config alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ParamCount {
+    /// Parameters the optimizer trains.
+    pub trainable: u64,
+    /// Frozen state the model also holds (a DQN's target network).
+    pub frozen: u64,
+}
+
+/// A batch of input tensors; each workload defines what its positions mean.
+#[derive(Debug, Clone)]
+pub struct Batch {
+    /// The tensors, in the workload's own order (inputs, targets, masks...).
+    pub tensors: Vec<Tensor>,
+}
+
+impl Batch {
+    /// A batch of these tensors.
+    pub fn new(tensors: Vec<Tensor>) -> Self {
+        Batch { tensors }
+    }
+
+    /// Bytes the batch's tensors occupy (storage shared between them counted once per tensor).
+    pub fn bytes(&self) -> u64 {
+        self.tensors
+            .iter()
+            .map(|t| (t.elem_count() * t.dtype().size_in_bytes()) as u64)
+            .sum()
+    }
+}
+
+/// A model kind `gate` can measure: the spec's `workload: KIND` with its
+/// `config:` read into [`Workload::Config`].
+///
+/// Implement it for a small struct that holds the validated config, register
+/// the type with [`main!`](crate::main) (or [`Harness::register`](crate::Harness::register)),
+/// and name [`Workload::KIND`] in `budgets.yaml`. See docs/sdk.md.
+pub trait Workload: fmt::Debug + Send + Sync + Sized + 'static {
+    /// The `workload:` name in the spec (letters, digits, `_`).
+    const KIND: &'static str;
+
+    /// The config as the spec writes it under `config:`. Derive
+    /// `Deserialize` (with `#[serde(default)]` so every key may be left out)
+    /// and `Serialize` (the resolved config is recorded in the report).
+    /// Unknown keys and wrong types are spec errors with their line.
+    type Config: DeserializeOwned + Serialize + Default;
+
+    /// Checks the config (ranges, keys that must agree) and builds the
+    /// workload. Record each problem on a [`Problems`] with its key and
+    /// return them all: they are reported at the keys' lines.
+    fn from_config(config: Self::Config) -> std::result::Result<Self, Problems>;
+
+    /// The resolved config (defaults filled in), recorded in the report and
+    /// compared with the baseline's.
+    fn config(&self) -> &Self::Config;
+
+    /// What the report records as this component's config (and compares
+    /// with the baseline's). The default is [`Workload::config`] as JSON; a
+    /// workload may add derived figures.
+    fn describe(&self) -> serde_json::Value {
+        serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Closed-form element counts, computed from the config, not from a
+    /// built model: `params` is checked against it.
+    fn param_count(&self) -> ParamCount;
+
+    /// Builds the model. Take every weight from `vb` (candle-nn's layers do):
+    /// with the trainable store they are `Var`s the optimizer updates; with
+    /// the detached one, plain tensors for inference.
+    fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>>;
+
+    /// A seeded synthetic batch of `ctx.batch_size` rows on `ctx.device`;
+    /// the same seed must give the same bytes.
+    fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch>;
+
+    /// AdamW learning rate.
+    fn learning_rate(&self) -> f64 {
+        1e-3
+    }
+
+    /// This workload with its position-wise blocks checkpointed in chunks of
+    /// `chunk` positions (the spec's `checkpoint: { chunk: N }`); `None` (the
+    /// default) when it has no block that can opt in. See [`checkpoint`](crate::checkpoint).
+    fn checkpointed(&self, _chunk: usize) -> Option<Self> {
+        None
+    }
+}
+
+/// A training forward pass whose graph is held until [`TrainingForward::backward`]:
+/// what it keeps alive is what the runner reports as `activations`.
+pub trait TrainingForward {
+    /// The scalar loss.
+    fn loss(&self) -> &Tensor;
+    /// Gradients of the loss (the trainable variables' at least). A
+    /// checkpointed model recomputes its dropped blocks here.
+    fn backward(self: Box<Self>, vars: &[Var]) -> Result<GradStore>;
+}
+
+/// The plain forward: candle's graph, candle's backward.
+pub struct PlainForward(pub Tensor);
+
+impl TrainingForward for PlainForward {
+    fn loss(&self) -> &Tensor {
+        &self.0
+    }
+
+    fn backward(self: Box<Self>, _vars: &[Var]) -> Result<GradStore> {
+        self.0.backward()
+    }
+}
+
+/// A built model. Wrap each block's forward in [`scoped`](crate::scoped) to
+/// have its memory attributed to it.
+pub trait Model {
+    /// Forward pass and scalar loss. Gradients are tracked when the model
+    /// was built from trainable weights; `step` drives dropout.
+    fn loss(&self, batch: &Batch, step: &Step) -> Result<Tensor>;
+    /// Forward pass for inference (no dropout), returning the prediction.
+    fn predict(&self, batch: &Batch) -> Result<Tensor>;
+    /// The forward of a training step, kept for its backward. The default is
+    /// [`Model::loss`] with candle's own backward; a model that checkpoints
+    /// blocks overrides it.
+    fn forward_train<'a>(&'a self, batch: &Batch, step: &Step) -> Result<Box<dyn TrainingForward + 'a>> {
+        Ok(Box::new(PlainForward(self.loss(batch, step)?)))
+    }
+    /// Called after each optimizer step (e.g. to sync a target network).
+    fn after_step(&mut self, _step: usize) -> Result<()> {
+        Ok(())
+    }
+}

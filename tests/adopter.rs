@@ -1,0 +1,237 @@
+//! gate pointed at a crate it has never seen: `examples/adopter/` copied to a
+//! temporary folder as an outside workspace (its path dependency pointed at
+//! this checkout), gated by the stock `gate` binary through the spec's
+//! `harness:`. The harness is built with cargo, release, into this
+//! checkout's `target/` (so the second test onwards reuses the first's
+//! dependencies, and a local `cargo build --release` has already built them).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+/// One adopter build at a time: they share a target folder, and cargo would
+/// only make them wait for each other's lock with nothing to show.
+static BUILD: Mutex<()> = Mutex::new(());
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A copy of the example in a fresh folder, depending on this checkout.
+fn adopter() -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    copy_dir(&root().join("examples/adopter"), t.path());
+    let manifest = t.path().join("crates/ml/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let text = text.replace(
+        r#"gate = { path = "../../../.." }"#,
+        &format!("gate = {{ path = {:?} }}", root().display().to_string()),
+    );
+    assert!(text.contains(&root().display().to_string()), "the path dependency was rewritten");
+    std::fs::write(&manifest, text).unwrap();
+    t
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == "target" {
+            continue;
+        }
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// The stock gate, run in the adopter's folder as a user would.
+fn gate(dir: &Path, args: &[&str]) -> Output {
+    let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    Command::new(env!("CARGO_BIN_EXE_gate"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env("CARGO_TARGET_DIR", root().join("target"))
+        .env_remove("GATE_INJECT_FAULT")
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_EVENT_NAME")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("CARGO_BUILD_TARGET")
+        .output()
+        .expect("the gate binary runs")
+}
+
+fn report(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
+fn closed_form(input: u64, hidden: u64, horizon: u64) -> u64 {
+    (input * hidden + hidden) + (6 * hidden * hidden + 6 * hidden) + (hidden * horizon + horizon)
+}
+
+fn out(t: &tempfile::TempDir) -> PathBuf {
+    t.path().join("out")
+}
+
+#[test]
+fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
+    let t = adopter();
+    let o = out(&t);
+    let r = gate(t.path(), &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
+    let stderr = text(&r.stderr);
+    // One of the example's budgets fails on purpose.
+    assert_eq!(r.status.code(), Some(1), "stderr: {stderr}\nstdout: {}", text(&r.stdout));
+    assert!(stderr.contains("building the harness `gate-harness` of `ml`"), "{stderr}");
+    let rep = report(&o);
+    let c = &rep["components"]["forecaster"];
+    assert_eq!(c["workload"], "gru_forecaster", "{c}");
+    // The example's config: input 16, hidden 64, horizon 12, f32.
+    let elems = closed_form(16, 64, 12);
+    assert_eq!(c["analytic_params_bytes"].as_u64(), Some(elems * 4), "{c}");
+    assert_eq!(c["param_count"].as_u64(), Some(elems), "{c}");
+    let measured = c["metrics"]["params"]["value"].as_f64().unwrap() as u64;
+    // Live bytes: the tensors' data plus candle's per-tensor metadata (7 tensors).
+    assert!(measured >= elems * 4 && measured <= elems * 4 + 7 * 512, "{measured} vs {}", elems * 4);
+    let blocks: Vec<&str> = c["blocks"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    for b in ["embed", "gru", "head"] {
+        assert!(blocks.contains(&b), "block {b} in {blocks:?}");
+    }
+    let gru = c["blocks"].as_array().unwrap().iter().find(|b| b["name"] == "gru").unwrap();
+    assert!(gru["retained_bytes"].as_i64().unwrap() > 0, "{gru}");
+    // The same outputs as for the built-ins.
+    let junit = std::fs::read_to_string(o.join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&junit).unwrap();
+    assert!(doc.descendants().any(|n| n.has_tag_name("failure")), "{junit}");
+    assert!(o.join("comment.md").is_file());
+    assert!(text(&r.stdout).contains("forecaster"), "the table names it");
+
+    // `validate` goes through the harness too, and says it is fine.
+    let v = gate(t.path(), &["validate"]);
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
+    assert!(text(&v.stdout).contains("budgets.yaml: ok"), "{}", text(&v.stdout));
+}
+
+/// A workload written in the test's own harness: it panics or runs the host
+/// out of memory inside its model, as a broken adopter model would.
+const EXPLODING: &str = r#"
+use gate::candle_core::{Result, Tensor};
+use gate::candle_nn::VarBuilder;
+use gate::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
+
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Mode { Panic, Oom }
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+struct Cfg { mode: Mode }
+
+impl Default for Cfg {
+    fn default() -> Self { Cfg { mode: Mode::Panic } }
+}
+
+#[derive(Debug)]
+struct Exploding { cfg: Cfg }
+
+impl Workload for Exploding {
+    const KIND: &'static str = "exploding";
+    type Config = Cfg;
+    fn from_config(cfg: Cfg) -> std::result::Result<Self, Problems> { Ok(Exploding { cfg }) }
+    fn config(&self) -> &Cfg { &self.cfg }
+    fn param_count(&self) -> ParamCount { ParamCount { trainable: 4, frozen: 0 } }
+    fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {
+        let w = vb.get((2, 2), "w")?;
+        Ok(Box::new(Boom { w, mode: self.cfg.mode }))
+    }
+    fn batch(&self, ctx: &RunCtx, _seed: u64) -> Result<Batch> {
+        Ok(Batch::new(vec![Tensor::ones((ctx.batch_size, 2), ctx.dtype, &ctx.device)?]))
+    }
+}
+
+struct Boom { w: Tensor, mode: Mode }
+
+impl Model for Boom {
+    fn loss(&self, batch: &Batch, _step: &Step) -> Result<Tensor> {
+        match self.mode {
+            Mode::Panic => panic!("the adopter's model panicked in its forward"),
+            Mode::Oom => {
+                let v: Vec<u8> = Vec::with_capacity(usize::MAX / 4);
+                std::hint::black_box(&v);
+            }
+        }
+        batch.tensors[0].matmul(&self.w)?.sum_all()
+    }
+    fn predict(&self, batch: &Batch) -> Result<Tensor> { batch.tensors[0].matmul(&self.w) }
+}
+
+gate::main!(ml::GruForecaster, Exploding);
+"#;
+
+#[test]
+fn a_panic_or_oom_inside_the_adopters_model_fails_that_component_only() {
+    let t = adopter();
+    std::fs::write(t.path().join("crates/ml/src/bin/gate-harness.rs"), EXPLODING).unwrap();
+    let spec = t.path().join("budgets.yaml");
+    let text_spec = std::fs::read_to_string(&spec).unwrap();
+    let extra = "  boom:\n    workload: exploding\n    config: { mode: panic }\n    budgets: { training_peak: < 1 GB }\n  oom:\n    workload: exploding\n    config: { mode: oom }\n    budgets: { training_peak: < 1 GB }\n";
+    std::fs::write(&spec, format!("{text_spec}{extra}")).unwrap();
+    let o = out(&t);
+    let r = gate(t.path(), &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
+    let stderr = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "a failed measurement fails the gate, it does not crash it: {stderr}");
+    let rep = report(&o);
+    let boom = &rep["components"]["boom"];
+    assert_eq!(boom["error"]["kind"], "failed", "{boom}");
+    assert!(
+        boom["error"]["reason"].as_str().unwrap().contains("panicked in its forward"),
+        "{boom}"
+    );
+    let oom = &rep["components"]["oom"];
+    assert!(oom["error"]["reason"].as_str().unwrap().contains("out of memory"), "{oom}");
+    // The neighbour is measured in full.
+    let f = &rep["components"]["forecaster"];
+    assert!(f["error"].is_null(), "{f}");
+    assert!(f["metrics"]["training_peak"]["value"].as_f64().unwrap() > 0.0, "{f}");
+}
+
+#[test]
+fn a_mistake_in_the_adopters_config_is_a_spec_error_with_its_line() {
+    let t = adopter();
+    let spec = t.path().join("budgets.yaml");
+    let s = std::fs::read_to_string(&spec).unwrap();
+    let s = s.replace("hidden_dim: 64", "hiden_dim: 64").replace("horizon: 12", "horizon: twelve");
+    std::fs::write(&spec, &s).unwrap();
+    let line_of = |needle: &str| s.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let r = gate(t.path(), &["validate"]);
+    let stderr = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    let l = line_of("hiden_dim");
+    assert!(
+        stderr.contains(&format!("budgets.yaml:{l}:")) && stderr.contains("unknown config key `hiden_dim`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: did you mean `hidden_dim`?"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_harness_that_does_not_compile_is_exit_3_with_cargos_first_error() {
+    let t = adopter();
+    let lib = t.path().join("crates/ml/src/lib.rs");
+    let s = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("{s}\npub fn broken() -> u32 {{ not_defined_anywhere }}\n")).unwrap();
+    let r = gate(t.path(), &["check", "--baseline", "none", "--out", out(&t).to_str().unwrap()]);
+    let stderr = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("does not build"), "{stderr}");
+    assert!(stderr.contains("not_defined_anywhere"), "cargo's error is quoted: {stderr}");
+    assert!(stderr.contains("hint: fix the error above"), "{stderr}");
+}
