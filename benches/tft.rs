@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use candle_core::{DType, Device};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
-use gate::__private::runner::median;
 use gate::__private::models::tft::config::TftConfig;
 use gate::__private::models::tft::Tft;
+use gate::__private::runner::median;
 use gate::{ParamStore, RunCtx, Step, Workload};
 
 fn main() -> candle_core::Result<()> {

@@ -91,7 +91,10 @@ impl Harness {
     fn run_with(self, args: impl IntoIterator<Item = OsString>) -> Exit {
         if let Some(e) = &self.error {
             eprintln!("error: {e}");
-            eprintln!("hint: give each workload its own `KIND`; the built-ins are {}", builtin_kinds());
+            eprintln!(
+                "hint: give each workload its own `KIND`; the built-ins are {}",
+                builtin_kinds()
+            );
             return Exit::BadInput;
         }
         let app = App {

@@ -18,9 +18,15 @@ mod tests {
 
     #[test]
     fn suggests_near_names_only() {
-        assert_eq!(did_you_mean("activation", &["activations", "params"]), Some("activations"));
+        assert_eq!(
+            did_you_mean("activation", &["activations", "params"]),
+            Some("activations")
+        );
         assert_eq!(did_you_mean("zzz", &["activations", "params"]), None);
         assert_eq!(did_you_mean("mpl", &["mlp", "tft", "dqn"]), Some("mlp"));
-        assert_eq!(did_you_mean("my_forcaster", &["my_forecaster", "tft"]), Some("my_forecaster"));
+        assert_eq!(
+            did_you_mean("my_forcaster", &["my_forecaster", "tft"]),
+            Some("my_forecaster")
+        );
     }
 }

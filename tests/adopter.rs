@@ -9,9 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
-/// One adopter build at a time: they share a target folder, and cargo would
-/// only make them wait for each other's lock with nothing to show.
+/// One adopter at a time, from its copy to its last command: they share a
+/// target folder, and cargo decides what to rebuild from file times, so a
+/// copy made while another test builds would look older than that build.
 static BUILD: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    BUILD.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,7 +36,10 @@ fn adopter() -> tempfile::TempDir {
         r#"gate = { path = "../../../.." }"#,
         &format!("gate = {{ path = {:?} }}", root().display().to_string()),
     );
-    assert!(text.contains(&root().display().to_string()), "the path dependency was rewritten");
+    assert!(
+        text.contains(&root().display().to_string()),
+        "the path dependency was rewritten"
+    );
     std::fs::write(&manifest, text).unwrap();
     t
 }
@@ -54,7 +62,6 @@ fn copy_dir(from: &Path, to: &Path) {
 
 /// The stock gate, run in the adopter's folder as a user would.
 fn gate(dir: &Path, args: &[&str]) -> Output {
-    let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     Command::new(env!("CARGO_BIN_EXE_gate"))
         .args(args)
         .current_dir(dir)
@@ -83,13 +90,22 @@ fn out(t: &tempfile::TempDir) -> PathBuf {
 
 #[test]
 fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
+    let _one = one_at_a_time();
     let t = adopter();
     let o = out(&t);
     let r = gate(t.path(), &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
     let stderr = text(&r.stderr);
     // One of the example's budgets fails on purpose.
-    assert_eq!(r.status.code(), Some(1), "stderr: {stderr}\nstdout: {}", text(&r.stdout));
-    assert!(stderr.contains("building the harness `gate-harness` of `ml`"), "{stderr}");
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "stderr: {stderr}\nstdout: {}",
+        text(&r.stdout)
+    );
+    assert!(
+        stderr.contains("building the harness `gate-harness` of `ml`"),
+        "{stderr}"
+    );
     let rep = report(&o);
     let c = &rep["components"]["forecaster"];
     assert_eq!(c["workload"], "gru_forecaster", "{c}");
@@ -99,12 +115,26 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     assert_eq!(c["param_count"].as_u64(), Some(elems), "{c}");
     let measured = c["metrics"]["params"]["value"].as_f64().unwrap() as u64;
     // Live bytes: the tensors' data plus candle's per-tensor metadata (7 tensors).
-    assert!(measured >= elems * 4 && measured <= elems * 4 + 7 * 512, "{measured} vs {}", elems * 4);
-    let blocks: Vec<&str> = c["blocks"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert!(
+        measured >= elems * 4 && measured <= elems * 4 + 7 * 512,
+        "{measured} vs {}",
+        elems * 4
+    );
+    let blocks: Vec<&str> = c["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
     for b in ["embed", "gru", "head"] {
         assert!(blocks.contains(&b), "block {b} in {blocks:?}");
     }
-    let gru = c["blocks"].as_array().unwrap().iter().find(|b| b["name"] == "gru").unwrap();
+    let gru = c["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "gru")
+        .unwrap();
     assert!(gru["retained_bytes"].as_i64().unwrap() > 0, "{gru}");
     // The same outputs as for the built-ins.
     let junit = std::fs::read_to_string(o.join("junit.xml")).unwrap();
@@ -177,6 +207,7 @@ gate::main!(ml::GruForecaster, Exploding);
 
 #[test]
 fn a_panic_or_oom_inside_the_adopters_model_fails_that_component_only() {
+    let _one = one_at_a_time();
     let t = adopter();
     std::fs::write(t.path().join("crates/ml/src/bin/gate-harness.rs"), EXPLODING).unwrap();
     let spec = t.path().join("budgets.yaml");
@@ -186,16 +217,26 @@ fn a_panic_or_oom_inside_the_adopters_model_fails_that_component_only() {
     let o = out(&t);
     let r = gate(t.path(), &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
     let stderr = text(&r.stderr);
-    assert_eq!(r.status.code(), Some(1), "a failed measurement fails the gate, it does not crash it: {stderr}");
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "a failed measurement fails the gate, it does not crash it: {stderr}"
+    );
     let rep = report(&o);
     let boom = &rep["components"]["boom"];
     assert_eq!(boom["error"]["kind"], "failed", "{boom}");
     assert!(
-        boom["error"]["reason"].as_str().unwrap().contains("panicked in its forward"),
+        boom["error"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("panicked in its forward"),
         "{boom}"
     );
     let oom = &rep["components"]["oom"];
-    assert!(oom["error"]["reason"].as_str().unwrap().contains("out of memory"), "{oom}");
+    assert!(
+        oom["error"]["reason"].as_str().unwrap().contains("out of memory"),
+        "{oom}"
+    );
     // The neighbour is measured in full.
     let f = &rep["components"]["forecaster"];
     assert!(f["error"].is_null(), "{f}");
@@ -204,10 +245,13 @@ fn a_panic_or_oom_inside_the_adopters_model_fails_that_component_only() {
 
 #[test]
 fn a_mistake_in_the_adopters_config_is_a_spec_error_with_its_line() {
+    let _one = one_at_a_time();
     let t = adopter();
     let spec = t.path().join("budgets.yaml");
     let s = std::fs::read_to_string(&spec).unwrap();
-    let s = s.replace("hidden_dim: 64", "hiden_dim: 64").replace("horizon: 12", "horizon: twelve");
+    let s = s
+        .replace("hidden_dim: 64", "hiden_dim: 64")
+        .replace("horizon: 12", "horizon: twelve");
     std::fs::write(&spec, &s).unwrap();
     let line_of = |needle: &str| s.lines().position(|l| l.contains(needle)).unwrap() + 1;
     let r = gate(t.path(), &["validate"]);
@@ -224,14 +268,25 @@ fn a_mistake_in_the_adopters_config_is_a_spec_error_with_its_line() {
 
 #[test]
 fn a_harness_that_does_not_compile_is_exit_3_with_cargos_first_error() {
+    let _one = one_at_a_time();
     let t = adopter();
     let lib = t.path().join("crates/ml/src/lib.rs");
     let s = std::fs::read_to_string(&lib).unwrap();
-    std::fs::write(&lib, format!("{s}\npub fn broken() -> u32 {{ not_defined_anywhere }}\n")).unwrap();
-    let r = gate(t.path(), &["check", "--baseline", "none", "--out", out(&t).to_str().unwrap()]);
+    std::fs::write(
+        &lib,
+        format!("{s}\npub fn broken() -> u32 {{ not_defined_anywhere }}\n"),
+    )
+    .unwrap();
+    let r = gate(
+        t.path(),
+        &["check", "--baseline", "none", "--out", out(&t).to_str().unwrap()],
+    );
     let stderr = text(&r.stderr);
     assert_eq!(r.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("does not build"), "{stderr}");
-    assert!(stderr.contains("not_defined_anywhere"), "cargo's error is quoted: {stderr}");
+    assert!(
+        stderr.contains("not_defined_anywhere"),
+        "cargo's error is quoted: {stderr}"
+    );
     assert!(stderr.contains("hint: fix the error above"), "{stderr}");
 }

@@ -8,8 +8,8 @@ use std::path::Path;
 
 /// Top-level modules, lowest first: a module may import only those before it.
 const LAYERS: &[&str] = &[
-    "hash", "hint", "units", "metric", "exit", "probe", "sdk", "models", "budget", "runner", "report", "render", "github",
-    "cli", "harness",
+    "hash", "hint", "units", "metric", "exit", "probe", "sdk", "models", "budget", "runner", "report", "render",
+    "github", "cli", "harness",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -26,7 +26,13 @@ fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// The top-level module a source file belongs to.
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap();
-    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
     first.trim_end_matches(".rs").to_string()
 }
 
@@ -36,6 +42,13 @@ fn crate_refs(text: &str) -> BTreeSet<String> {
         Some(i) => &text[..i],
         None => text,
     };
+    // Doc comments link to items anywhere (`[main!](crate::main)`): code only.
+    let code: String = code
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let code = code.as_str();
     let mut refs = BTreeSet::new();
     for (i, _) in code.match_indices("crate::") {
         let before = code[..i].chars().last();

@@ -110,16 +110,17 @@ fn ten_thousand_mutated_specs_never_panic_or_hang() {
     seeds.sort();
     assert!(seeds.len() >= 10, "the corpus is there");
     let path = Path::new("budgets.yaml");
+    let registry = gate::__private::builtins();
     // Every corpus file as it is (crashes found by cargo-fuzz are kept there).
     for s in &seeds {
-        let _ = gate::__private::budget::parse(path, s).map_err(|d| d.to_string());
+        let _ = gate::__private::runner::parse(path, s, &registry).map_err(|d| d.to_string());
     }
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let mut slowest = Duration::ZERO;
     for i in 0..10_000 {
         let input = mutate(&seeds[i % seeds.len()], &mut rng);
         let t = Instant::now();
-        let _ = gate::__private::budget::parse(path, &input).map_err(|d| d.to_string());
+        let _ = gate::__private::runner::parse(path, &input, &registry).map_err(|d| d.to_string());
         slowest = slowest.max(t.elapsed());
     }
     assert!(slowest < Duration::from_secs(1), "an input took {slowest:?}");

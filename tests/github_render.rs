@@ -338,7 +338,10 @@ fn the_comment_never_exceeds_65536_characters() {
     assert!(md.contains("table rows"), "names what was left out");
     assert!(md.trim_end().ends_with("</sub>"), "the footer survives");
     // And with the marker the comment adds, still within GitHub's limit.
-    let full = gate::__private::github::comment::with_marker("gate", &markdown::render(&r, None, markdown::COMMENT_LIMIT - 30));
+    let full = gate::__private::github::comment::with_marker(
+        "gate",
+        &markdown::render(&r, None, markdown::COMMENT_LIMIT - 30),
+    );
     assert!(full.chars().count() <= markdown::COMMENT_LIMIT);
 }
 

@@ -111,7 +111,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:10:7: error: unknown config key `hiden_dim` (component `m`)
-  hint: this workload takes: hidden_dim, hidden_layers, input_dim, output_dim"#,
+  hint: did you mean `hidden_dim`? this workload takes: input_dim, hidden_dim, hidden_layers, output_dim"#,
     ),
     (
         "config_wrong_type",
@@ -128,8 +128,8 @@ components:
     budgets:
       params: < 1 MiB
 "#,
-        r#"budgets.yaml:10:7: error: `hidden_dim` must be a positive integer, found the text `big` (component `m`)
-  hint: use a whole number of at least 1"#,
+        r#"budgets.yaml:10:19: error: `hidden_dim` must be a whole number of at least 0, found the text `big` (component `m`)
+  hint: for example `hidden_dim: 256` (the default)"#,
     ),
     (
         "duplicate_key",
@@ -669,7 +669,7 @@ components:
 devices: {}
 "#,
         r#"budgets.yaml:11:1: error: unknown key `devices` in the spec
-  hint: did you mean `device`? the spec takes: version, device, defaults, components, ensemble"#,
+  hint: did you mean `device`? the spec takes: version, device, defaults, components, ensemble, harness"#,
     ),
     (
         "unknown_workload",
@@ -685,7 +685,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:8:15: error: unknown workload `mpl`
-  hint: did you mean `mlp`? known workloads: mlp, tft, dqn, ppo, mamba2"#,
+  hint: did you mean `mlp`? known workloads: mlp, tft, dqn, ppo, mamba2; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` to the spec (docs/sdk.md)"#,
     ),
     (
         "unquoted_greater_than",
@@ -762,7 +762,9 @@ fn every_malformed_spec_gets_its_exact_error() {
     assert!(CASES.len() >= 25);
     let mut mismatches = Vec::new();
     for (name, text, expected) in CASES {
-        match gate::__private::budget::parse(Path::new("budgets.yaml"), text) {
+        match gate::__private::runner::parse(Path::new("budgets.yaml"), text, &gate::__private::builtins())
+            .map(|(s, _)| s)
+        {
             Ok(_) => mismatches.push(format!("{name}: accepted, expected an error")),
             Err(d) => {
                 let got = d.to_string();
@@ -778,7 +780,7 @@ fn every_malformed_spec_gets_its_exact_error() {
 #[test]
 fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
     let text = "version: 1\ndevice:\n  name: card\n  capacity: 4096\ncomponents:\n  a:\n    workload: mpl\n    budgets:\n      activation: < 1 MiB\n  b:\n    workload: mlp\n    batch_size: 0\n    budgets:\n      params: 3 MB\n";
-    let d = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap_err();
+    let d = gate::__private::runner::parse(Path::new("budgets.yaml"), text, &gate::__private::builtins()).unwrap_err();
     let lines: Vec<String> = d.0.iter().map(|e| format!("{}:{}", e.pos.line, e.pos.col)).collect();
     assert_eq!(lines, ["4:13", "7:15", "9:7", "12:17", "14:15"]);
     assert!(d.0.iter().all(|e| !e.hint.is_empty()), "every error carries a hint");
@@ -787,7 +789,8 @@ fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
 #[test]
 fn the_repository_specs_are_valid() {
     for path in ["budgets.yaml", "examples/mlp.yaml"] {
-        let spec = gate::__private::budget::load(Path::new(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let (spec, _) = gate::__private::runner::load(Path::new(path), &gate::__private::builtins())
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
         assert!(!spec.components.is_empty());
     }
 }

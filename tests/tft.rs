@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device};
 use gate::__private::metric::Metric;
-use gate::__private::probe::{CountingAlloc, CpuProbe, Recorder};
-use gate::__private::runner::{profile, Measurement, Timing};
 use gate::__private::models::tft::config::TftConfig;
 use gate::__private::models::tft::Tft;
+use gate::__private::probe::{CountingAlloc, CpuProbe, Recorder};
+use gate::__private::runner::{profile, Measurement, Timing};
 use gate::{ParamStore, RunCtx, Step, Workload};
 
 #[global_allocator]

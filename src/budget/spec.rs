@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use candle_core::DType;
 
 use crate::metric::Metric;
-use crate::units::{Bytes, Percent};
 use crate::sdk::config;
 use crate::sdk::Pos;
+use crate::units::{Bytes, Percent};
 
 /// How many training steps are timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,12 +7,12 @@ use std::path::Path;
 use candle_core::DType;
 
 use super::diagnostic::{did_you_mean, Diagnostic, Diagnostics};
+use super::spec::Timing;
 use super::spec::*;
 use super::yaml::{Node, Pos};
 use crate::metric::{Metric, Unit};
-use super::spec::Timing;
-use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent};
 use crate::sdk::config;
+use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent};
 
 struct Ctx {
     file: String,
@@ -370,7 +370,12 @@ struct Defaults {
 }
 
 /// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
-pub fn validate(path: &Path, root: &Node, yaml_issues: Vec<super::yaml::YamlIssue>) -> Result<Spec, Diagnostics> {
+pub fn validate(
+    path: &Path,
+    root: &Node,
+    yaml_issues: Vec<super::yaml::YamlIssue>,
+    check: Option<&dyn super::WorkloadCheck>,
+) -> Result<Spec, Diagnostics> {
     let file = path.display().to_string();
     let mut cx = Ctx {
         file: file.clone(),
@@ -379,7 +384,7 @@ pub fn validate(path: &Path, root: &Node, yaml_issues: Vec<super::yaml::YamlIssu
     for i in yaml_issues {
         cx.err(i.pos, i.message, i.hint);
     }
-    let spec = validate_root(&mut cx, path, root);
+    let spec = validate_root(&mut cx, path, root, check);
     let mut diags = cx.diags;
     diags.sort_by_key(|d| d.pos);
     match spec {
@@ -392,7 +397,7 @@ fn find<'n>(entries: &'n [(String, Pos, Node)], key: &str) -> Option<&'n Node> {
     entries.iter().find(|(k, _, _)| k == key).map(|(_, _, n)| n)
 }
 
-fn validate_root(cx: &mut Ctx, path: &Path, root: &Node) -> Option<Spec> {
+fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn super::WorkloadCheck>) -> Option<Spec> {
     if let Node::Null { .. } = root {
         cx.err(
             Pos { line: 1, col: 1 },
@@ -488,6 +493,9 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node) -> Option<Spec> {
         None => Some(None),
         Some(n) => validate_harness(cx, n).map(Some),
     };
+    if let Some(check) = check {
+        check_workloads(cx, &components, check, find(top, "harness").is_some());
+    }
 
     Some(Spec {
         path: path.to_path_buf(),
@@ -500,13 +508,37 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node) -> Option<Spec> {
     })
 }
 
+/// Each component's workload through `check`, its problems among the
+/// spec's others. A variant shares its component's config: when the
+/// component's fails, the variant's would only repeat it.
+fn check_workloads(cx: &mut Ctx, components: &[Component], check: &dyn super::WorkloadCheck, has_harness: bool) {
+    let mut failed: Vec<&str> = Vec::new();
+    for c in components {
+        let base = c.name.split('@').next().unwrap_or(&c.name);
+        if c.name.contains('@') && failed.contains(&base) {
+            continue;
+        }
+        let problems = check.check(c, has_harness);
+        if !problems.is_empty() && !c.name.contains('@') {
+            failed.push(base);
+        }
+        for (pos, message, hint) in problems {
+            if !cx.diags.iter().any(|d| d.pos == pos && d.message == message) {
+                cx.err(pos, message, hint);
+            }
+        }
+    }
+}
+
 /// `harness: { package: NAME, bin: NAME, features: [..], manifest: PATH }`.
 fn validate_harness(cx: &mut Ctx, node: &Node) -> Option<HarnessSpec> {
     let entries = cx.map(node, "harness")?;
     cx.known_keys(entries, HARNESS_KEYS, "harness");
     let mut name = |key: &str, example: &str| match find(entries, key) {
         Some(n) => match cx.text(n, &format!("harness.{key}")) {
-            Some(t) if !t.is_empty() && !t.starts_with('-') && !t.chars().any(char::is_whitespace) => Some(t.to_string()),
+            Some(t) if !t.is_empty() && !t.starts_with('-') && !t.chars().any(char::is_whitespace) => {
+                Some(t.to_string())
+            }
             Some(t) => {
                 cx.err(
                     n.pos(),
@@ -622,7 +654,11 @@ fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {
 fn to_config(node: &Node) -> config::Node {
     let (value, pos) = match node {
         Node::Null { pos } => (config::Value::Null, *pos),
-        Node::Scalar { text, quoted: false, pos } if text == "~" || text == "null" => (config::Value::Null, *pos),
+        Node::Scalar {
+            text,
+            quoted: false,
+            pos,
+        } if text == "~" || text == "null" => (config::Value::Null, *pos),
         Node::Scalar { text, quoted, pos } => (
             config::Value::Scalar {
                 text: text.clone(),
@@ -825,10 +861,8 @@ fn validate_component(cx: &mut Ctx, name: &str, name_pos: Pos, node: &Node, d: &
                         vmaster = Some((*kpos, m));
                     }
                 }
-                "config" => {
-                    if cx.map(value, &format!("config of `{full}`")).is_some() {
-                        v.config = v.config.overlaid(&to_config(value));
-                    }
+                "config" if cx.map(value, &format!("config of `{full}`")).is_some() => {
+                    v.config = v.config.overlaid(&to_config(value));
                 }
                 _ => {}
             }

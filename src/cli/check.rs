@@ -9,14 +9,14 @@ use std::time::Instant;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::harness::Loaded;
 use super::output::write_atomic;
+use super::App;
 use super::CliError;
 use crate::exit::Exit;
 use crate::probe::Backend;
 use crate::report::{self, Report, Reserve, SCHEMA};
 use crate::runner::{run_child, ChildArgs, Failure, Phase};
-use super::harness::Loaded;
-use super::App;
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {

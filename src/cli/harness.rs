@@ -25,13 +25,15 @@ pub enum Loaded {
 /// Loads the spec at `path`; runs it through its harness when it names one
 /// that is not this binary; else resolves its workloads against `app`.
 pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, CliError> {
+    // Which binary measures the spec comes first: another harness knows
+    // workloads this one cannot check.
     let spec = crate::budget::load(path)?;
     if let Some(h) = &spec.harness {
         if !app.is(h) {
             return delegate(&spec, h, backend).map(Loaded::Delegated);
         }
     }
-    let workloads = crate::runner::resolve(&spec, &app.registry).map_err(crate::budget::SpecError::from)?;
+    let (spec, workloads) = crate::runner::load(path, &app.registry)?;
     Ok(Loaded::Here(Box::new(spec), workloads))
 }
 
@@ -70,7 +72,11 @@ fn delegate(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<Ex
 /// The manifest the harness is built from: `manifest:` relative to the spec,
 /// else the Cargo.toml beside the spec.
 fn manifest(spec: &Spec, h: &HarnessSpec) -> PathBuf {
-    let dir = spec.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = spec
+        .path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     match &h.manifest {
         Some(m) => dir.join(m),
         None => dir.join("Cargo.toml"),
@@ -126,7 +132,10 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| CliError::Infrastructure {
-            message: format!("cannot run cargo ({}) to build the harness: {e}", Path::new(&cargo).display()),
+            message: format!(
+                "cannot run cargo ({}) to build the harness: {e}",
+                Path::new(&cargo).display()
+            ),
             hint: "install a Rust toolchain (rustup.rs), or set CARGO to the cargo binary".into(),
         })?;
     let err_pipe = child.stderr.take().expect("stderr is piped");
@@ -152,7 +161,12 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
     let stderr = echo.join().unwrap_or_default();
     if !status.success() {
         return Err(CliError::Infrastructure {
-            message: format!("the harness `{}` of `{}` does not build:\n{}", h.bin, h.package, first_error(&stderr)),
+            message: format!(
+                "the harness `{}` of `{}` does not build:\n{}",
+                h.bin,
+                h.package,
+                first_error(&stderr)
+            ),
             hint: format!(
                 "fix the error above (`cargo build --release -p {} --bin {}` shows them all)",
                 h.package, h.bin

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::CliError;
-use crate::exit::Exit;
 use super::harness::Loaded;
 use super::App;
+use super::CliError;
+use crate::exit::Exit;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {

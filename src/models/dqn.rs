@@ -4,13 +4,12 @@
 //! state: plain tensors copied from the online network, never seen by the
 //! optimizer, and re-synced every `target_sync` steps.
 
-
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
 use serde_json::json;
 
-use crate::sdk::{Batch, Model, ParamCount, RunCtx, Step, Workload, Problems};
 use crate::sdk::Rng;
+use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
 
 /// Positions in a DQN [`Batch`] (a replay sample).
 pub mod slot {
@@ -158,7 +157,9 @@ impl Model for DqnModel {
             q.gather(&batch.tensors[slot::ACTIONS], D::Minus1)?.squeeze(D::Minus1)
         })?;
         let target = crate::sdk::scoped("target", || self.double_dqn_target(batch))?;
-        crate::sdk::scoped("loss", || crate::sdk::nn::huber(&q_taken, &target, self.cfg.huber_delta))
+        crate::sdk::scoped("loss", || {
+            crate::sdk::nn::huber(&q_taken, &target, self.cfg.huber_delta)
+        })
     }
 
     fn predict(&self, batch: &Batch) -> Result<Tensor> {
@@ -329,7 +330,10 @@ mod tests {
         assert_eq!(errs[0].hint, "did you mean `gamma`? this workload takes: state_dim, hidden_dim, hidden_layers, num_actions, gamma, huber_delta, target_sync, learning_rate");
         let map = crate::sdk::test_config(&[("num_actions", "1")]);
         let errs = crate::sdk::read_workload::<Dqn>(&map).unwrap_err();
-        assert_eq!(errs[0].message, "`num_actions` must be at least 2 for the argmax to choose");
+        assert_eq!(
+            errs[0].message,
+            "`num_actions` must be at least 2 for the argmax to choose"
+        );
         assert_eq!(errs[0].pos.unwrap().line, 2);
     }
 }

@@ -6,8 +6,8 @@ use candle_nn::{Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::sdk::{Batch, Model, ParamCount, RunCtx, Step, Workload, Problems};
 use crate::sdk::Rng;
+use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
 
 /// The config and the workload in one: every key may be left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,14 +7,13 @@
 //! samples drawn from it. `batch_size` is not used: the rollout shape and
 //! `minibatch` fix every size.
 
-
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
 use serde_json::json;
 
-use crate::sdk::{Batch, Model, ParamCount, RunCtx, Step, Workload, Problems};
 use crate::sdk::scoped;
 use crate::sdk::Rng;
+use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
 
 /// Positions in a PPO [`Batch`] (T = rollout steps, E = environments).
 pub mod slot {

@@ -13,8 +13,8 @@ use candle_core::Device;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::Nvml;
 
-use super::{BackendError, MemoryProbe};
 use super::DeviceInfo;
+use super::{BackendError, MemoryProbe};
 
 fn check(r: sys::CUresult, what: &str) -> Result<(), BackendError> {
     if r == sys::CUresult::CUDA_SUCCESS {

@@ -10,4 +10,4 @@ mod resolve;
 pub use child::{emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent};
 pub use measurement::{DeviceInfo, Failure, Measurement, Phase};
 pub use phases::{median, profile, Timing};
-pub use resolve::{resolve, Workloads};
+pub use resolve::{load, parse, resolve, Workloads};

@@ -7,7 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::budget::{Component, Diagnostic, Diagnostics, Spec};
+use std::path::Path;
+
+use crate::budget::{Component, Diagnostic, Diagnostics, Spec, SpecError, WorkloadCheck};
 use crate::hint::did_you_mean;
 use crate::sdk::{DynWorkload, Registry};
 
@@ -24,44 +26,50 @@ impl Workloads {
     }
 }
 
-/// Resolves every component of `spec`; every problem comes back at once.
+/// Checks workloads against a registry while a spec is validated.
+struct Checker<'r>(&'r Registry);
+
+impl WorkloadCheck for Checker<'_> {
+    fn check(&self, c: &Component, has_harness: bool) -> Vec<Problem> {
+        resolve_one(c, self.0, has_harness).err().unwrap_or_default()
+    }
+}
+
+/// Reads and validates the spec at `path` with its workloads checked
+/// against `registry` (every problem reported in one go), then builds them.
+pub fn load(path: &Path, registry: &Registry) -> Result<(Spec, Workloads), SpecError> {
+    let spec = crate::budget::load_with(path, Some(&Checker(registry)))?;
+    let workloads = resolve(&spec, registry)?;
+    Ok((spec, workloads))
+}
+
+/// [`load`] of a spec's text.
+pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
+    let spec = crate::budget::parse_with(path, text, Some(&Checker(registry)))?;
+    let workloads = resolve(&spec, registry)?;
+    Ok((spec, workloads))
+}
+
+/// Builds every component's workload of a validated `spec`.
 pub fn resolve(spec: &Spec, registry: &Registry) -> Result<Workloads, Diagnostics> {
-    let file = spec.path.display().to_string();
-    let mut diags: Vec<Diagnostic> = Vec::new();
     let mut out = Workloads::default();
-    let mut failed_bases: Vec<&str> = Vec::new();
+    let mut diags = Vec::new();
     for c in &spec.components {
-        let base = c.name.split('@').next().unwrap_or(&c.name);
-        // A variant inherits its component's config: its errors are the component's.
-        if c.name.contains('@') && failed_bases.contains(&base) {
-            continue;
-        }
         match resolve_one(c, registry, spec.harness.is_some()) {
             Ok(w) => {
                 out.by_name.insert(c.name.clone(), w);
             }
-            Err(errs) => {
-                if !c.name.contains('@') {
-                    failed_bases.push(base);
-                }
-                for (pos, message, hint) in errs {
-                    let d = Diagnostic {
-                        file: file.clone(),
-                        pos,
-                        message,
-                        hint,
-                    };
-                    if !diags.contains(&d) {
-                        diags.push(d);
-                    }
-                }
-            }
+            Err(errs) => diags.extend(errs.into_iter().map(|(pos, message, hint)| Diagnostic {
+                file: spec.path.display().to_string(),
+                pos,
+                message,
+                hint,
+            })),
         }
     }
     if diags.is_empty() {
         Ok(out)
     } else {
-        diags.sort_by_key(|d| d.pos);
         Err(Diagnostics(diags))
     }
 }
@@ -92,7 +100,13 @@ fn resolve_one(c: &Component, registry: &Registry, has_harness: bool) -> Result<
     let workload = read.map_err(|issues| {
         issues
             .into_iter()
-            .map(|i| (i.pos.unwrap_or(c.config.pos), format!("{} ({whose})", i.message), i.hint))
+            .map(|i| {
+                (
+                    i.pos.unwrap_or(c.config.pos),
+                    format!("{} ({whose})", i.message),
+                    i.hint,
+                )
+            })
             .collect::<Vec<_>>()
     })?;
     let Some(chunk) = c.checkpoint else {

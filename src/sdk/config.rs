@@ -24,7 +24,10 @@ pub struct Pos {
 pub(crate) enum Value {
     Null,
     /// A scalar keeps its text; `quoted` tells `"300"` (text) from `300`.
-    Scalar { text: String, quoted: bool },
+    Scalar {
+        text: String,
+        quoted: bool,
+    },
     Seq(Vec<Node>),
     /// Keys in file order, each with its own position.
     Map(Vec<(String, Pos, Node)>),
@@ -223,8 +226,15 @@ impl Display for Problems {
 /// Reads `node` into `T`. Every problem found comes back, each with its
 /// position and key path where the reader knows them. `defaults` (the
 /// config's `Default`, as JSON) names the default of a mistyped key in its hint.
-pub(crate) fn read<T: de::DeserializeOwned>(node: &Node, defaults: Option<&serde_json::Value>) -> Result<T, Vec<ConfigIssue>> {
-    T::deserialize(NodeDe { node, path: String::new() }).map_err(|e| {
+pub(crate) fn read<T: de::DeserializeOwned>(
+    node: &Node,
+    defaults: Option<&serde_json::Value>,
+) -> Result<T, Vec<ConfigIssue>> {
+    T::deserialize(NodeDe {
+        node,
+        path: String::new(),
+    })
+    .map_err(|e| {
         e.0.into_iter()
             .map(|mut i| {
                 i.pos = i.pos.or(Some(node.pos));
@@ -322,14 +332,22 @@ impl de::Error for DeError {
 
     fn invalid_type(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
         DeError::one(
-            format!("must be {}, found {}", plain_expected(&exp.to_string()), plain_unexpected(&unexp)),
+            format!(
+                "must be {}, found {}",
+                plain_expected(&exp.to_string()),
+                plain_unexpected(&unexp)
+            ),
             String::new(),
         )
     }
 
     fn invalid_value(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
         DeError::one(
-            format!("must be {}, found {}", plain_expected(&exp.to_string()), plain_unexpected(&unexp)),
+            format!(
+                "must be {}, found {}",
+                plain_expected(&exp.to_string()),
+                plain_unexpected(&unexp)
+            ),
             String::new(),
         )
     }
@@ -339,7 +357,10 @@ impl de::Error for DeError {
             Some(k) => format!("did you mean `{k}`? one of: {}", expected.join(", ")),
             None => format!("one of: {}", expected.join(", ")),
         };
-        DeError::one(format!("must be one of {}, found `{variant}`", expected.join(", ")), hint)
+        DeError::one(
+            format!("must be one of {}, found `{variant}`", expected.join(", ")),
+            hint,
+        )
     }
 
     fn missing_field(field: &'static str) -> Self {
@@ -373,7 +394,10 @@ impl<'a> NodeDe<'a> {
     }
 
     fn wrong(&self, expected: &str) -> DeError {
-        DeError::one(format!("must be {expected}, found {}", self.node.describe()), String::new())
+        DeError::one(
+            format!("must be {expected}, found {}", self.node.describe()),
+            String::new(),
+        )
     }
 
     fn fix<T>(&self, r: Result<T, DeError>) -> Result<T, DeError> {
@@ -597,7 +621,16 @@ mod tests {
             value: Value::Map(
                 entries
                     .iter()
-                    .map(|(k, n)| (k.to_string(), Pos { line: n.pos.line, col: 3 }, n.clone()))
+                    .map(|(k, n)| {
+                        (
+                            k.to_string(),
+                            Pos {
+                                line: n.pos.line,
+                                col: 3,
+                            },
+                            n.clone(),
+                        )
+                    })
                     .collect(),
             ),
             pos: Pos { line: 1, col: 1 },
@@ -663,7 +696,14 @@ mod tests {
         let errs = read::<Cfg>(&n, Some(&defaults)).unwrap_err();
         let got: Vec<(usize, Option<&str>, &str, &str)> = errs
             .iter()
-            .map(|i| (i.pos.unwrap().line, i.key.as_deref(), i.message.as_str(), i.hint.as_str()))
+            .map(|i| {
+                (
+                    i.pos.unwrap().line,
+                    i.key.as_deref(),
+                    i.message.as_str(),
+                    i.hint.as_str(),
+                )
+            })
             .collect();
         assert_eq!(
             got[0],
@@ -699,7 +739,10 @@ mod tests {
         assert_eq!(errs[0].message, "`width` must be a whole number of at least 1, found 0");
         let n = map(&[("hidden_dim", scalar("-4", 6))]);
         let errs = read::<Cfg>(&n, None).unwrap_err();
-        assert_eq!(errs[0].message, "`hidden_dim` must be a whole number of at least 0, found -4");
+        assert_eq!(
+            errs[0].message,
+            "`hidden_dim` must be a whole number of at least 0, found -4"
+        );
         assert_eq!(errs[0].pos.unwrap().line, 6);
     }
 

@@ -17,9 +17,9 @@ pub use registry::{DynWorkload, Registry};
 pub use rng::Rng;
 pub use workload::{Batch, Model, ParamCount, PlainForward, RunCtx, TrainingForward, Workload};
 
+pub use crate::probe::{enter as scope, scoped, ScopeGuard};
 pub(crate) use checkpoint::prune_grads;
 #[cfg(test)]
 pub(crate) use registry::read_workload;
 #[cfg(test)]
 pub(crate) use registry::test_config;
-pub use crate::probe::{enter as scope, scoped, ScopeGuard};

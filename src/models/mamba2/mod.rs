@@ -6,16 +6,15 @@
 
 pub mod ssd;
 
-
 use candle_core::{Module, Result, Tensor, D};
 use candle_nn::init::Init;
 use candle_nn::{Linear, VarBuilder};
 use serde_json::json;
 
 use crate::sdk::nn::{rms_norm, softplus};
-use crate::sdk::{Batch, Model, ParamCount, RunCtx, Step, Workload, Problems};
 use crate::sdk::scoped;
 use crate::sdk::Rng;
+use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
 
 /// Positions in a Mamba-2 [`Batch`].
 pub mod slot {

@@ -23,9 +23,9 @@ use self::glu::GateAddNorm;
 use self::grn::{Grn, GrnDims};
 use self::lstm::{Lstm, State};
 use self::vsn::{Prescale, Vsn};
-use crate::sdk::{Batch, Model, ParamCount, RunCtx, Step, TrainingForward, Workload, Problems};
-use crate::sdk::scoped;
 use crate::sdk::checkpoint::{self, Checkpointed, RowWise};
+use crate::sdk::scoped;
+use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, TrainingForward, Workload};
 use candle_core::backprop::GradStore;
 use candle_core::Var;
 
