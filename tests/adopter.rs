@@ -290,3 +290,50 @@ fn a_harness_that_does_not_compile_is_exit_3_with_cargos_first_error() {
     );
     assert!(stderr.contains("hint: fix the error above"), "{stderr}");
 }
+
+/// The fenced blocks of `lang` in a markdown text, in order.
+fn blocks<'a>(md: &'a str, lang: &str) -> Vec<&'a str> {
+    let fence = format!("```{lang}\n");
+    md.match_indices(&fence)
+        .map(|(i, _)| {
+            let body = &md[i + fence.len()..];
+            &body[..body.find("```").unwrap()]
+        })
+        .collect()
+}
+
+#[test]
+fn a_model_written_from_docs_sdk_md_alone_is_gated() {
+    let _one = one_at_a_time();
+    let md = std::fs::read_to_string(root().join("docs/sdk.md")).unwrap();
+    let (toml, rust, yaml) = (blocks(&md, "toml"), blocks(&md, "rust"), blocks(&md, "yaml"));
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::create_dir_all(dir.join("src/bin")).unwrap();
+    // The doc's dependency lines, gate taken from this checkout instead of its tag.
+    let deps = toml[0]
+        .lines()
+        .map(|l| {
+            if l.starts_with("gate = ") {
+                format!("gate = {{ path = {:?} }}", root().display().to_string())
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let manifest = format!("[package]\nname = \"my_crate\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n{deps}\n\n[workspace]\n");
+    std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+    std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), rust[0]).unwrap();
+    std::fs::write(dir.join("src/bin/gate-harness.rs"), rust[1]).unwrap();
+    std::fs::write(dir.join("budgets.yaml"), yaml[0]).unwrap();
+    let o = dir.join("out");
+    let r = gate(dir, &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0), "{}\n{}", text(&r.stderr), text(&r.stdout));
+    let rep = report(&o);
+    let c = &rep["components"]["mlp"];
+    assert_eq!(c["workload"], "my_mlp");
+    // input 32, hidden 256: 32·256 + 256 + 256 + 1
+    assert_eq!(c["param_count"].as_u64(), Some(32 * 256 + 256 + 256 + 1), "{c}");
+}
