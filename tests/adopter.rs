@@ -322,7 +322,8 @@ fn a_model_written_from_docs_sdk_md_alone_is_gated() {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let manifest = format!("[package]\nname = \"my_crate\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n{deps}\n\n[workspace]\n");
+    let manifest =
+        format!("[package]\nname = \"my_crate\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n{deps}\n\n[workspace]\n");
     std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     std::fs::write(dir.join("src/lib.rs"), rust[0]).unwrap();

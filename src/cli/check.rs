@@ -16,7 +16,7 @@ use super::CliError;
 use crate::exit::Exit;
 use crate::probe::Backend;
 use crate::report::{self, Report, Reserve, SCHEMA};
-use crate::runner::{run_child, ChildArgs, Failure, Phase};
+use crate::runner::{ChildArgs, Failure, Progress};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -42,6 +42,10 @@ pub struct CheckArgs {
     /// What to compare with: a report FILE, `auto` (the baseline store, in GitHub Actions), or `none`.
     #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
     pub baseline: String,
+    /// Profiles run side by side (default: one per core on the CPU, one on a GPU).
+    /// Bytes are the same whatever the number; timed steps take turns.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
     /// The branch of the baseline store read by `--baseline auto`.
     #[arg(long, default_value = crate::github::store::DEFAULT_BRANCH)]
     pub baseline_branch: String,
@@ -119,51 +123,58 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     let mut device = None;
     let mut infra: Option<String> = None;
     let mut measured_reserve: Option<u64> = None;
-    for c in &selected {
-        if let Some(exit) = stopped() {
-            return Ok(exit);
-        }
-        let Some(w) = workloads.get(&c.name) else {
-            // Every component resolved when the spec was loaded.
-            continue;
-        };
-        {
-            {
-                let t = Instant::now();
-                bar.set_message(format!("{}: starting", c.name));
-                let name = c.name.clone();
-                let bar2 = bar.clone();
-                let m = run_child(&exe, &spec.path, &c.name, &child_args, &mut |p: Phase| {
-                    bar2.set_message(format!("{name}: {p}"));
-                });
-                if let Some(exit) = stopped() {
-                    return Ok(exit);
-                }
-                let m = m.map_err(|e| CliError::Infrastructure {
-                    message: format!("cannot start the profile of `{}`: {e}", c.name),
-                    hint: String::new(),
-                })?;
-                if let Some(f @ Failure { phase, reason }) = &m.failure {
-                    log(&bar, format!("{}: failed in phase {phase}: {reason}", c.name));
-                    if crate::runner::infrastructure_failure(f) {
-                        infra = Some(format!("{}: {reason}", c.name));
-                    }
-                } else {
-                    log(
-                        &bar,
-                        format!("{}: profiled in {:.1} s", c.name, t.elapsed().as_secs_f64()),
-                    );
-                }
-                if let Some(r) = m.context_reserve_bytes {
-                    measured_reserve = Some(measured_reserve.map_or(r, |x| x.max(r)));
-                }
-                if device.is_none() && !m.device.backend.is_empty() {
-                    device = Some(m.device.clone());
-                }
-                components.insert(c.name.clone(), report::component_report(c, w.config(), &m));
+    let names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| crate::runner::default_jobs(backend == Backend::Cuda));
+    if jobs > 1 && names.len() > 1 {
+        log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
+    }
+    let profiled = crate::runner::profile_all(&exe, &spec.path, &names, &child_args, jobs, &|p| match p {
+        Progress::Phase(name, phase) => {
+            if bar.is_hidden() {
+                eprintln!("{name}: {phase}");
+            } else {
+                bar.set_message(format!("{name}: {phase}"));
             }
         }
-        bar.inc(1);
+        Progress::Done(name, result, elapsed) => {
+            match result {
+                Ok(m) => match &m.failure {
+                    Some(Failure { phase, reason }) => log(&bar, format!("{name}: failed in phase {phase}: {reason}")),
+                    None => log(&bar, format!("{name}: profiled in {:.1} s", elapsed.as_secs_f64())),
+                },
+                Err(e) => log(&bar, format!("{name}: cannot start the profile: {e}")),
+            }
+            bar.inc(1);
+        }
+    });
+    if let Some(exit) = stopped() {
+        return Ok(exit);
+    }
+    for p in profiled {
+        let Some(c) = selected.iter().find(|c| c.name == p.name) else {
+            continue;
+        };
+        let Some(w) = workloads.get(&c.name) else {
+            continue;
+        };
+        let m = p.result.map_err(|e| CliError::Infrastructure {
+            message: format!("cannot start the profile of `{}`: {e}", c.name),
+            hint: String::new(),
+        })?;
+        if let Some(f @ Failure { reason, .. }) = &m.failure {
+            if crate::runner::infrastructure_failure(f) {
+                infra = Some(format!("{}: {reason}", c.name));
+            }
+        }
+        if let Some(r) = m.context_reserve_bytes {
+            measured_reserve = Some(measured_reserve.map_or(r, |x| x.max(r)));
+        }
+        if device.is_none() && !m.device.backend.is_empty() {
+            device = Some(m.device.clone());
+        }
+        components.insert(c.name.clone(), report::component_report(c, w.config(), &m));
     }
     bar.finish_and_clear();
 

@@ -104,6 +104,8 @@ pub struct ChildArgs {
     pub extra: Vec<String>,
     /// Compute threads for the child (1 keeps CPU byte counts repeatable).
     pub threads: usize,
+    /// The lock file children take turns on to time their steps (see `timing_lock`).
+    pub timing_lock: Option<std::path::PathBuf>,
 }
 
 impl Default for ChildArgs {
@@ -111,6 +113,7 @@ impl Default for ChildArgs {
         ChildArgs {
             extra: Vec::new(),
             threads: 1,
+            timing_lock: None,
         }
     }
 }
@@ -136,6 +139,7 @@ pub fn run_child(
         // so more threads would make the byte counts wobble.
         .env("RAYON_NUM_THREADS", args.threads.to_string())
         .env(super::fault::COMPONENT_ENV, component)
+        .envs(args.timing_lock.iter().map(|p| (super::timing_lock::ENV, p)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -162,17 +162,33 @@ fn run(
 
     // A steady step: parameters, optimizer state and batch resident.
     begin(on_phase, m, Phase::TrainingStep)?;
-    let (loss, span, _) = rec.span(false, || {
-        train_step(
+    // Step 0 above was the timing's first warm-up step, so this steady step
+    // is timed too (unless more warm-up was asked for): one measurement
+    // serves both the peak and the first timed sample. Timed steps of
+    // profiles running side by side take turns (see `timing_lock`).
+    let turn = super::timing_lock::acquire();
+    let extra_warmup = timing.warmup.saturating_sub(1);
+    let record = |i: usize, ms: f64, m: &mut Measurement| {
+        if i >= extra_warmup {
+            m.step_times_ms.push(ms);
+        }
+    };
+    let (timed, span, _) = rec.span(false, || {
+        let t = Instant::now();
+        let loss = train_step(
             model.as_ref(),
             &batch,
             &vars,
             &mut opt,
             ctx.seed ^ 1,
             Phase::TrainingStep,
-        )
+        );
+        probe.sync();
+        loss.map(|l| (l, t.elapsed().as_secs_f64() * 1e3))
     });
-    m.losses.push(loss?);
+    let (loss, ms) = timed?;
+    m.losses.push(loss);
+    record(0, ms, m);
     at(Phase::TrainingStep, model.after_step(1))?;
     recast(&mut model, workload, &store, ctx, Phase::TrainingStep)?;
     let peak = span.peak.max(peak_first_step);
@@ -185,8 +201,9 @@ fn run(
     m.pool_reserved_peak_bytes = probe.pool_reserved_peak();
 
     begin(on_phase, m, Phase::Timing)?;
-    // Steps 0 and 1 ran above; the timed ones follow.
-    for (i, step) in (0..timing.warmup + timing.steps).zip(2..) {
+    // Steps 0 and 1 ran above; the rest of the warm-up and timed steps follow.
+    let rest = (extra_warmup + timing.steps).saturating_sub(1);
+    for (i, step) in (1..=rest).zip(2..) {
         let t = Instant::now();
         let loss = train_step(
             model.as_ref(),
@@ -197,14 +214,12 @@ fn run(
             Phase::Timing,
         )?;
         probe.sync();
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        if i >= timing.warmup {
-            m.step_times_ms.push(ms);
-        }
+        record(i, t.elapsed().as_secs_f64() * 1e3, m);
         m.losses.push(loss);
         at(Phase::Timing, model.after_step(step))?;
         recast(&mut model, workload, &store, ctx, Phase::Timing)?;
     }
+    drop(turn);
     if !m.step_times_ms.is_empty() {
         m.values.insert(Metric::StepTime, median(&m.step_times_ms));
     }
