@@ -22,6 +22,9 @@ pub enum Metric {
     LossRatio,
     /// step_time / the reference variant's step_time.
     StepTimeRatio,
+    /// Bytes still held after further training steps (or inference calls)
+    /// beyond what the first steady one held: a leak.
+    Growth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,7 +38,7 @@ pub enum Unit {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 12] = [
         Metric::Params,
         Metric::Activations,
         Metric::Gradients,
@@ -47,6 +50,7 @@ impl Metric {
         Metric::Loss,
         Metric::LossRatio,
         Metric::StepTimeRatio,
+        Metric::Growth,
     ];
 
     pub fn name(self) -> &'static str {
@@ -62,6 +66,7 @@ impl Metric {
             Metric::Loss => "loss",
             Metric::LossRatio => "loss_ratio",
             Metric::StepTimeRatio => "step_time_ratio",
+            Metric::Growth => "growth",
         }
     }
 

@@ -13,12 +13,15 @@
 //! - `cuda`: a CUDA driver error (`CUDA_ERROR_ILLEGAL_ADDRESS`), as candle returns it;
 //! - `cuda_oom`: the device runs out of memory (`CUDA_ERROR_OUT_OF_MEMORY`);
 //! - `nan`, `inf`: every loss from PHASE on is NaN / +inf (the runner's
-//!   finite-loss check places the failure where it first sees one).
+//!   finite-loss check places the failure where it first sees one);
+//! - `leak`: from PHASE on, every training step and inference call keeps a
+//!   copy of the batch's first tensor alive (what `growth` must catch).
 //!
 //! The parent passes the component's name to each child in
 //! [`COMPONENT_ENV`]; without it a filter never matches.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Mutex;
 
 use super::measurement::Phase;
 
@@ -28,6 +31,19 @@ pub const COMPONENT_ENV: &str = "GATE_PROFILE_COMPONENT";
 
 /// 0: losses are left alone; 1: NaN; 2: +inf.
 static POISON: AtomicU8 = AtomicU8::new(0);
+/// Whether each step keeps a tensor alive (`leak`).
+static LEAKING: AtomicBool = AtomicBool::new(false);
+/// What the injected leak keeps.
+static LEAKED: Mutex<Vec<candle_core::Tensor>> = Mutex::new(Vec::new());
+
+/// Keeps a copy of `t` for good once `leak` was injected (tests only).
+pub fn leak(t: &candle_core::Tensor) -> candle_core::Result<()> {
+    if LEAKING.load(Ordering::Relaxed) {
+        let copy = t.copy()?;
+        LEAKED.lock().unwrap_or_else(|e| e.into_inner()).push(copy);
+    }
+    Ok(())
+}
 
 /// A CUDA driver error, displayed as cudarc's `DriverError` is.
 #[derive(Debug)]
@@ -93,6 +109,10 @@ pub fn at(phase: Phase) -> candle_core::Result<()> {
         }
         "inf" => {
             POISON.store(2, Ordering::Relaxed);
+            Ok(())
+        }
+        "leak" => {
+            LEAKING.store(true, Ordering::Relaxed);
             Ok(())
         }
         _ => Ok(()),

@@ -75,4 +75,11 @@ pub struct Measurement {
     pub failure: Option<Failure>,
     /// Why the warm-up step failed, when it did (the profile then ran cold).
     pub warmup_error: Option<String>,
+    /// Live bytes after the timed training steps beyond those after the first
+    /// steady step (`None` with a single timed step).
+    #[serde(default)]
+    pub growth_training_bytes: Option<u64>,
+    /// Live bytes after further inference calls beyond those after the first.
+    #[serde(default)]
+    pub growth_inference_bytes: Option<u64>,
 }

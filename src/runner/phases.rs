@@ -201,9 +201,16 @@ fn run(
     m.pool_reserved_peak_bytes = probe.pool_reserved_peak();
 
     begin(on_phase, m, Phase::Timing)?;
-    // Steps 0 and 1 ran above; the rest of the warm-up and timed steps follow.
     let rest = (extra_warmup + timing.steps).saturating_sub(1);
+    // Growth: what the steady state holds now, against what it holds after
+    // the remaining steps. The figures' own vectors grow meanwhile: reserve.
+    m.losses.reserve(rest + 2);
+    m.step_times_ms.reserve(rest + 2);
+    probe.sync();
+    let steady_live = probe.live();
+    // Steps 0 and 1 ran above; the rest of the warm-up and timed steps follow.
     for (i, step) in (1..=rest).zip(2..) {
+        at(Phase::Timing, super::fault::leak(&batch.tensors[0]))?;
         let t = Instant::now();
         let loss = train_step(
             model.as_ref(),
@@ -220,6 +227,10 @@ fn run(
         recast(&mut model, workload, &store, ctx, Phase::Timing)?;
     }
     drop(turn);
+    if rest > 0 {
+        probe.sync();
+        m.growth_training_bytes = Some(probe.live().saturating_sub(steady_live));
+    }
     if !m.step_times_ms.is_empty() {
         m.values.insert(Metric::StepTime, median(&m.step_times_ms));
     }
@@ -236,11 +247,27 @@ fn run(
         workload.build(store.detached(ctx.dtype, &ctx.device), ctx),
     )?;
     let (pred, span, _) = rec.span(false, || infer.predict(&batch));
-    at(Phase::Inference, pred)?;
+    drop(at(Phase::Inference, pred)?);
     m.values
         .insert(Metric::InferencePeak, span.peak.saturating_sub(base) as f64);
+    // Growth over inference calls: a model that keeps something per call
+    // (a cache that is never cleared) runs out of memory in production.
+    probe.sync();
+    let first = probe.live();
+    for _ in 0..INFERENCE_GROWTH_CALLS {
+        at(Phase::Inference, super::fault::leak(&batch.tensors[0]))?;
+        drop(at(Phase::Inference, infer.predict(&batch))?);
+    }
+    probe.sync();
+    let inference_growth = probe.live().saturating_sub(first);
+    m.growth_inference_bytes = Some(inference_growth);
+    let growth = m.growth_training_bytes.unwrap_or(0).max(inference_growth);
+    m.values.insert(Metric::Growth, growth as f64);
     Ok(())
 }
+
+/// Inference calls after the first whose growth is measured.
+const INFERENCE_GROWTH_CALLS: usize = 2;
 
 /// Mixed precision: the model holds casts of the master weights taken when
 /// it was built; after an optimizer step, build it again from the updated
