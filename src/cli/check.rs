@@ -152,6 +152,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     if let Some(exit) = stopped() {
         return Ok(exit);
     }
+    log(&bar, where_the_time_went(&profiled, jobs, started.elapsed()));
     for p in profiled {
         let Some(c) = selected.iter().find(|c| c.name == p.name) else {
             continue;
@@ -250,6 +251,24 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     } else {
         Exit::Fail
     })
+}
+
+/// One line on where a run's time went: the profiles' wall time, their sum
+/// (what one-at-a-time would cost) and the slowest ones.
+fn where_the_time_went(profiled: &[crate::runner::Profiled], jobs: usize, wall: std::time::Duration) -> String {
+    let mut by_time: Vec<(&str, f64)> = profiled
+        .iter()
+        .map(|p| (p.name.as_str(), p.elapsed.as_secs_f64()))
+        .collect();
+    by_time.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let sum: f64 = by_time.iter().map(|(_, s)| s).sum();
+    let top: Vec<String> = by_time.iter().take(3).map(|(n, s)| format!("{n} {s:.1} s")).collect();
+    format!(
+        "time: {} profiles in {:.1} s ({jobs} at a time; {sum:.1} s one after another); slowest: {}",
+        profiled.len(),
+        wall.as_secs_f64(),
+        top.join(", ")
+    )
 }
 
 /// `Some(Exit::Interrupted)` once SIGINT/SIGTERM arrived (the profiles are already stopped).
