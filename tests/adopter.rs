@@ -338,3 +338,19 @@ fn a_model_written_from_docs_sdk_md_alone_is_gated() {
     // input 32, hidden 256: 32·256 + 256 + 256 + 1
     assert_eq!(c["param_count"].as_u64(), Some(32 * 256 + 256 + 256 + 1), "{c}");
 }
+
+#[test]
+fn the_adopters_own_tests_pass() {
+    let _one = one_at_a_time();
+    let t = adopter();
+    // Release: the dependencies the harness builds are reused.
+    let o = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["test", "--release", "-p", "ml", "--test", "forecaster"])
+        .current_dir(t.path())
+        .env("CARGO_TARGET_DIR", root().join("target"))
+        .output()
+        .unwrap();
+    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("test builds_the_closed_form_and_learns ... ok"), "{out}");
+}
