@@ -1,6 +1,10 @@
 //! The command line: clap definitions and one file per subcommand. Data
 //! goes to stdout, logs and errors to stderr (with `hint:` lines).
 
+// First, so its `print!`/`println!` (which survive a closed stdout) are the
+// ones every subcommand below uses.
+#[macro_use]
+mod output;
 mod baseline;
 mod check;
 mod comment;
@@ -9,7 +13,6 @@ mod doctor;
 mod fit;
 mod init;
 mod merge;
-mod output;
 mod profile;
 mod validate;
 

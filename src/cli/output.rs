@@ -13,6 +13,41 @@
 use std::io::Write;
 use std::path::Path;
 
+/// `print!` for the subcommands: std's panics (exit 101) when stdout is a
+/// closed pipe (`gate check | head -1`); a reader that stops reading must
+/// not change the verdict, so what it no longer reads is dropped.
+macro_rules! print {
+    ($($t:tt)*) => {
+        $crate::cli::output::stdout(format_args!($($t)*))
+    };
+}
+
+/// `println!` for the subcommands: see `print!`.
+macro_rules! println {
+    () => {
+        $crate::cli::output::stdout(format_args!("\n"))
+    };
+    ($($t:tt)*) => {
+        $crate::cli::output::stdout(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// Writes to stdout; a closed or broken pipe (or any other write error) is
+/// ignored: data on stdout is for a reader, and the exit code is the verdict.
+pub fn stdout(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(args).and_then(|()| out.flush());
+}
+
+/// Writes bytes to stdout; a reader that closed the pipe is not an error.
+pub fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 pub const WRITE_KILL_ENV: &str = "GATE_INJECT_WRITE_KILL";
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
