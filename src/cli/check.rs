@@ -210,8 +210,8 @@ pub fn run(args: CheckArgs) -> Result<Exit, CliError> {
     };
     // Interrupted before writing: write nothing. Once writing has begun the
     // signal waits (a few milliseconds) so the files are one run's set.
-    if let Some(exit) = stopped() {
-        return Ok(exit);
+    if !crate::runner::begin_writing() {
+        return Ok(stopped().unwrap_or(Exit::Interrupted));
     }
     write("report.json", json.as_bytes())?;
     write("junit.xml", junit.as_bytes())?;

@@ -120,6 +120,13 @@ impl CliError {
 
 /// Runs the parsed command and returns the process exit.
 pub fn run(cli: Cli) -> Exit {
+    // SIGINT/SIGTERM: exit 130 promptly in every phase (see forward_signals);
+    // a profile child is stopped by its parent and keeps the default.
+    if !matches!(cli.command, Command::Profile(_)) {
+        if let Err(e) = crate::runner::forward_signals() {
+            eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
+        }
+    }
     let result = match cli.command {
         Command::Check(a) => check::run(a),
         Command::Fit(a) => fit::run(a),
