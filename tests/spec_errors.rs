@@ -6,6 +6,38 @@ use std::path::Path;
 /// (name, spec text, exact error text)
 const CASES: &[(&str, &str, &str)] = &[
     (
+        "capacity_rounds_to_zero_bytes",
+        r#"version: 1
+device:
+  name: card
+  capacity: 0.0001 B
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:4:13: error: device.capacity: size `0.0001 B` rounds to 0 bytes
+  hint: sizes count whole bytes: give at least `1 B`"#,
+    ),
+    (
+        "budget_rounds_to_zero_bytes",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 0.4 B
+"#,
+        r#"budgets.yaml:10:15: error: budget for `m.params`: size `0.4 B` rounds to 0 bytes
+  hint: sizes count whole bytes: give at least `1 B`"#,
+    ),
+    (
         "anchor",
         r#"version: 1
 device:
