@@ -10,7 +10,9 @@ use std::time::Instant;
 fn spec(n: usize) -> String {
     let mut s = String::from("version: 1\ndevice:\n  name: card\n  capacity: 4 GiB\n  reserve: 300 MiB\ncomponents:\n");
     for i in 0..n {
-        s.push_str(&format!("  m{i}:\n    workload: mlp\n    budgets:\n      params: < 1 MiB\n"));
+        s.push_str(&format!(
+            "  m{i}:\n    workload: mlp\n    budgets:\n      params: < 1 MiB\n"
+        ));
     }
     s
 }

@@ -174,7 +174,11 @@ fn sigkill_inside_each_write_leaves_old_or_new_files() {
             // writing, nothing is new; killed after NAME's rename, the
             // summary and the files up to NAME are.
             let expected: Vec<&str> = if *name == summary_name {
-                if point == "after_rename" { vec!["summary"] } else { vec![] }
+                if point == "after_rename" {
+                    vec!["summary"]
+                } else {
+                    vec![]
+                }
             } else if point == "after_rename" {
                 let upto = FILES.iter().position(|n| n == name).unwrap();
                 FILES[..=upto].iter().copied().chain(["summary"]).collect()
@@ -299,7 +303,11 @@ fn two_runs_on_one_folder_at_once_leave_one_runs_whole_set() {
         assert_eq!(x.wait().unwrap().code(), Some(0));
         assert_eq!(y.wait().unwrap().code(), Some(0));
         let report = std::fs::read_to_string(out.join("report.json")).unwrap();
-        let winner = if report.contains("\"alpha_run\"") { "alpha_run" } else { "beta_run" };
+        let winner = if report.contains("\"alpha_run\"") {
+            "alpha_run"
+        } else {
+            "beta_run"
+        };
         let loser = if winner == "alpha_run" { "beta_run" } else { "alpha_run" };
         for n in ["report.json", "junit.xml", "comment.md"] {
             let text = std::fs::read_to_string(out.join(n)).unwrap();
@@ -330,5 +338,8 @@ fn planted_symlinks_are_never_written_through() {
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     let meta = std::fs::symlink_metadata(f.out.join("report.json")).unwrap();
     assert!(meta.file_type().is_file(), "report.json is a new file, not the link");
-    assert!(complete("report.json", &std::fs::read_to_string(f.out.join("report.json")).unwrap()));
+    assert!(complete(
+        "report.json",
+        &std::fs::read_to_string(f.out.join("report.json")).unwrap()
+    ));
 }

@@ -33,7 +33,10 @@ fn validate(bytes: &[u8]) -> (i32, String) {
         .arg(&p)
         .output()
         .unwrap();
-    (out.status.code().unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -50,16 +53,25 @@ fn a_nul_byte_is_an_error_at_its_position_not_the_end_of_the_spec() {
 
 #[test]
 fn other_forbidden_control_characters_are_errors_too() {
-    for (c, name) in [('\u{1}', "U+0001"), ('\u{1B}', "U+001B"), ('\u{7F}', "U+007F"), ('\u{9B}', "U+009B")] {
+    for (c, name) in [
+        ('\u{1}', "U+0001"),
+        ('\u{1B}', "U+001B"),
+        ('\u{7F}', "U+007F"),
+        ('\u{9B}', "U+009B"),
+    ] {
         let text = SPEC.replace("name: card", &format!("name: ca{c}rd"));
         let e = err(text.as_bytes());
         assert!(
-            e.starts_with(&format!("budgets.yaml:3:11: error: the control character {name}, which YAML does not allow")),
+            e.starts_with(&format!(
+                "budgets.yaml:3:11: error: the control character {name}, which YAML does not allow"
+            )),
             "{e}"
         );
     }
     // Tab, CR LF and NEL are allowed.
-    let ok = SPEC.replace('\n', "\r\n").replace("name: card", "name: \"ca\trd\u{85}\"");
+    let ok = SPEC
+        .replace('\n', "\r\n")
+        .replace("name: card", "name: \"ca\trd\u{85}\"");
     gate::budget::parse_bytes(Path::new("budgets.yaml"), ok.as_bytes()).unwrap();
 }
 
@@ -82,9 +94,17 @@ fn utf16_and_utf32_are_refused_by_name() {
         b
     };
     let utf32 = |be: bool| -> Vec<u8> {
-        let mut b = if be { vec![0, 0, 0xFE, 0xFF] } else { vec![0xFF, 0xFE, 0, 0] };
+        let mut b = if be {
+            vec![0, 0, 0xFE, 0xFF]
+        } else {
+            vec![0xFF, 0xFE, 0, 0]
+        };
         for c in SPEC.chars() {
-            b.extend(if be { (c as u32).to_be_bytes() } else { (c as u32).to_le_bytes() });
+            b.extend(if be {
+                (c as u32).to_be_bytes()
+            } else {
+                (c as u32).to_le_bytes()
+            });
         }
         b
     };
@@ -100,7 +120,10 @@ fn utf16_and_utf32_are_refused_by_name() {
         );
         let (code, stderr) = validate(&bytes);
         assert_eq!(code, 2, "{stderr}");
-        assert!(stderr.contains(&format!("the spec is {name}; gate reads UTF-8")), "{stderr}");
+        assert!(
+            stderr.contains(&format!("the spec is {name}; gate reads UTF-8")),
+            "{stderr}"
+        );
     }
 }
 

@@ -110,7 +110,7 @@ fn mutate(seed: &[u8], rng: &mut u64) -> Vec<u8> {
             5 => {
                 let t = RAW[(next(rng) as usize) % RAW.len()];
                 // At the very start half the time: where a byte-order mark counts.
-                let at = if next(rng) % 2 == 0 { 0 } else { at };
+                let at = if next(rng).is_multiple_of(2) { 0 } else { at };
                 b.splice(at..at, t.iter().copied());
             }
             4 => {

@@ -215,7 +215,10 @@ fn a_signal_while_reading_a_baseline_from_a_fifo_exits_130_at_once() {
             {
                 Ok(w) => break w,
                 Err(_) => {
-                    assert!(started.elapsed() < Duration::from_secs(60), "gate never opened the baseline");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(60),
+                        "gate never opened the baseline"
+                    );
                     std::thread::sleep(Duration::from_millis(20));
                 }
             }
@@ -253,7 +256,11 @@ fn a_signal_while_waiting_on_the_github_api_exits_130_at_once() {
         .env_remove("GITHUB_EVENT_PATH")
         .output()
         .unwrap();
-    assert!(out.join("report.json").exists(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        out.join("report.json").exists(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let event = t.path().join("event.json");
     let head = format!("{:040x}", 0xbeef);
     std::fs::write(
@@ -282,8 +289,14 @@ fn a_signal_while_waiting_on_the_github_api_exits_130_at_once() {
         .unwrap();
     let started = Instant::now();
     while fake.count("GET", "/issues/5/comments") == 0 {
-        assert!(gate.try_wait().unwrap().is_none(), "gate comment ended before asking for the comments");
-        assert!(started.elapsed() < Duration::from_secs(60), "gate never asked for the comments");
+        assert!(
+            gate.try_wait().unwrap().is_none(),
+            "gate comment ended before asking for the comments"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "gate never asked for the comments"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     signal(gate.id(), libc::SIGINT);

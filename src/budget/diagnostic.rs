@@ -34,7 +34,10 @@ impl fmt::Display for Diagnostic {
 /// diagnostic can start with spec text (in GitHub Actions, a line starting
 /// `::error::` on stderr would be a workflow command).
 fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')) {
+    if !s
+        .chars()
+        .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
         return s.into();
     }
     s.chars()

@@ -75,7 +75,12 @@ enum Frame {
     /// Entries, position, the key awaiting its value, and the keys seen
     /// (with their first position) so a duplicate is found in O(1), not by
     /// a scan of the entries: a scan made 80,000 components take 80 s.
-    Map(Vec<(String, Pos, Node)>, Pos, Option<(String, Pos, bool)>, HashMap<String, Pos>),
+    Map(
+        Vec<(String, Pos, Node)>,
+        Pos,
+        Option<(String, Pos, bool)>,
+        HashMap<String, Pos>,
+    ),
 }
 
 #[derive(Default)]
@@ -223,10 +228,7 @@ pub fn decode(bytes: &[u8]) -> Result<&str, YamlIssue> {
         let col = String::from_utf8_lossy(&good[line_start..]).chars().count() + 1;
         YamlIssue {
             pos: Pos { line, col },
-            message: format!(
-                "the spec is not valid UTF-8 (byte 0x{:02X})",
-                bytes[e.valid_up_to()]
-            ),
+            message: format!("the spec is not valid UTF-8 (byte 0x{:02X})", bytes[e.valid_up_to()]),
             hint: "save it as UTF-8".into(),
         }
     })
@@ -237,9 +239,7 @@ pub fn decode(bytes: &[u8]) -> Result<&str, YamlIssue> {
 /// cannot occur in a `str`, U+FFFE/U+FFFF), at its position. The YAML
 /// parser would otherwise stop at a NUL as if the file ended there.
 fn check_chars(text: &str) -> Result<(), YamlIssue> {
-    let allowed = |c: char| {
-        matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
-    };
+    let allowed = |c: char| matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..);
     let (mut line, mut col) = (1, 1);
     for c in text.chars() {
         if !allowed(c) {

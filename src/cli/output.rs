@@ -140,7 +140,9 @@ impl OutputSet {
 }
 
 fn parent(path: &Path) -> &Path {
-    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// NAME's content in a fresh temp file `.NAME.tmp.PID.RANDOM` in `dir`:

@@ -179,22 +179,6 @@ fn color_wanted(is_terminal: bool, no_color: Option<&std::ffi::OsStr>, term: Opt
     is_terminal && no_color.is_none_or(|v| v.is_empty()) && term.is_none_or(|t| t != "dumb")
 }
 
-#[cfg(test)]
-mod color_tests {
-    use super::color_wanted;
-    use std::ffi::OsStr;
-
-    #[test]
-    fn colour_only_on_a_terminal_that_wants_it() {
-        let os = |s| Some(OsStr::new(s));
-        assert!(color_wanted(true, None, os("xterm-256color")));
-        assert!(color_wanted(true, os(""), None));
-        assert!(!color_wanted(false, None, os("xterm")));
-        assert!(!color_wanted(true, os("1"), os("xterm")));
-        assert!(!color_wanted(true, None, os("dumb")));
-    }
-}
-
 /// Components with `variants:`: (base name, [base, base@variant, …]), in report order.
 pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
@@ -302,4 +286,20 @@ fn variants(report: &Report) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod color_tests {
+    use super::color_wanted;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_that_wants_it() {
+        let os = |s| Some(OsStr::new(s));
+        assert!(color_wanted(true, None, os("xterm-256color")));
+        assert!(color_wanted(true, os(""), None));
+        assert!(!color_wanted(false, None, os("xterm")));
+        assert!(!color_wanted(true, os("1"), os("xterm")));
+        assert!(!color_wanted(true, None, os("dumb")));
+    }
 }
