@@ -154,4 +154,5 @@ fn an_endless_spec_fails_fast_with_the_cap() {
         stderr.contains("/dev/zero: the spec is larger than 67108864 bytes, the most gate reads"),
         "{stderr}"
     );
+    assert!(stderr.contains("hint: "), "{stderr}");
 }

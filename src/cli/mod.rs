@@ -113,6 +113,9 @@ impl CliError {
             CliError::Spec(crate::budget::SpecError::Read { .. }) => {
                 Some("pass the spec with `--budgets FILE` (default: budgets.yaml in the current folder)")
             }
+            CliError::Spec(crate::budget::SpecError::TooLarge { .. }) => {
+                Some("check that --budgets names a spec file, not a device or a stream")
+            }
             _ => None,
         }
     }

@@ -90,6 +90,13 @@ impl OutputSet {
         {
             use std::os::fd::AsRawFd;
             // SAFETY: flock(2) on a descriptor we own; released when it closes.
+            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                eprintln!(
+                    "waiting for another gate run writing to {} (its set goes first)",
+                    dir.display()
+                );
+            }
+            // SAFETY: as above; blocks until the other run's set is written.
             while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() != std::io::ErrorKind::Interrupted {
