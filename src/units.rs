@@ -123,6 +123,13 @@ pub fn parse_size(text: &str) -> Result<Bytes, UnitError> {
             hint: "sizes are capped at 8 EiB".into(),
         });
     }
+    if bytes.round() < 1.0 {
+        // Caught here, at the spec's position, not later as a budget no run can meet.
+        return Err(UnitError {
+            message: format!("size `{text}` rounds to 0 bytes"),
+            hint: "sizes count whole bytes: give at least `1 B`".into(),
+        });
+    }
     Ok(Bytes(bytes.round() as u64))
 }
 

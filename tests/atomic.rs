@@ -1,9 +1,13 @@
-//! Every output file is written atomically (temp file + rename): a run
-//! killed with SIGKILL at any point leaves each file either as it was or as
-//! the complete new one, never torn. Shown two ways: killed inside each
-//! file's write at each step (`GATE_INJECT_WRITE_KILL=NAME:POINT`), and
-//! killed at random moments of whole runs. Left-over temp files
-//! (`.NAME.tmp.PID`) are removed by the next run.
+//! Every output file is written atomically (temp file + rename) and the
+//! files as a set: all temp files are written before the first rename, so a
+//! run killed with SIGKILL while writing, or whose disk fills up, leaves the
+//! old set; each file is always either as it was or the complete new one,
+//! never torn. Shown two ways: killed inside each file's write at each step
+//! (`GATE_INJECT_WRITE_KILL=NAME:POINT`), and killed at random moments of
+//! whole runs. Two runs on one folder at once write their sets one after
+//! the other. Temp files are created exclusively, never through a planted
+//! symlink. Left-over temp files (`.NAME.tmp.PID.RANDOM`) are removed by
+//! the next run.
 #![cfg(unix)]
 
 use std::os::unix::process::ExitStatusExt;
@@ -165,9 +169,27 @@ fn sigkill_inside_each_write_leaves_old_or_new_files() {
             let s = command(&f, &[("GATE_INJECT_WRITE_KILL", &spec)]).status().unwrap();
             assert_eq!(s.signal(), Some(9), "{spec}: killed inside the write ({s:?})");
             let new = assert_old_or_new(&f, &spec);
-            let target = if *name == summary_name { "summary" } else { name };
-            // Killed before the rename: this file is the old one; after: the new one.
-            assert_eq!(new.contains(&target), point == "after_rename", "{spec}: new {new:?}");
+            // The set's temp files are all written, then the step summary is
+            // appended, then the set is renamed in file order: killed while
+            // writing, nothing is new; killed after NAME's rename, the
+            // summary and the files up to NAME are.
+            let expected: Vec<&str> = if *name == summary_name {
+                if point == "after_rename" {
+                    vec!["summary"]
+                } else {
+                    vec![]
+                }
+            } else if point == "after_rename" {
+                let upto = FILES.iter().position(|n| n == name).unwrap();
+                FILES[..=upto].iter().copied().chain(["summary"]).collect()
+            } else {
+                vec![]
+            };
+            let mut new = new;
+            let mut expected = expected;
+            new.sort_unstable();
+            expected.sort_unstable();
+            assert_eq!(new, expected, "{spec}");
         }
     }
     assert_recovers(&f);
@@ -218,4 +240,106 @@ fn sigkill_at_random_moments_never_tears_an_output() {
     }
     println!("{}", outcomes.join("\n"));
     assert_recovers(&f);
+}
+
+#[test]
+fn a_full_disk_in_the_middle_of_the_set_leaves_the_old_set() {
+    let f = fixture();
+    for name in FILES {
+        write_old(&f);
+        let spec = format!("{name}:full");
+        let o = command(&f, &[("GATE_INJECT_WRITE_KILL", &spec)])
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{spec}: {stderr}");
+        assert!(
+            stderr.contains(&format!("cannot write {}", f.out.join(name).display())),
+            "{spec}: {stderr}"
+        );
+        assert!(stderr.contains("hint: "), "{stderr}");
+        for n in FILES {
+            assert_eq!(std::fs::read_to_string(f.out.join(n)).unwrap(), old(n), "{spec}: {n}");
+        }
+        assert_eq!(temp_files(&f.out), Vec::<String>::new(), "{spec}");
+    }
+    assert_recovers(&f);
+}
+
+#[test]
+fn two_runs_on_one_folder_at_once_leave_one_runs_whole_set() {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("out");
+    let spec = |name: &str| {
+        let p = t.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!("version: 1\ndevice: {{ name: card, capacity: 4 GiB, reserve: 300 MiB }}\ndefaults: {{ seed: 7, timing: {{ warmup: 0, steps: 1 }} }}\ncomponents:\n  {name}:\n    workload: mlp\n    batch_size: 4\n    config: {{ input_dim: 8, hidden_dim: 8, hidden_layers: 1, output_dim: 2 }}\n    budgets:\n      params: < 64 MiB\n"),
+        )
+        .unwrap();
+        p
+    };
+    // Names no rendered text carries by itself (the comment has `xychart-beta`).
+    let (a, b) = (spec("alpha_run"), spec("beta_run"));
+    let run = |spec: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_gate"))
+            .args(["check", "--baseline", "none", "--budgets"])
+            .arg(spec)
+            .arg("--out")
+            .arg(&out)
+            .env("NO_COLOR", "1")
+            .env_remove("GITHUB_ACTIONS")
+            .env_remove("GITHUB_EVENT_PATH")
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .env_remove("GATE_INJECT_WRITE_KILL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    for round in 0..4 {
+        let (mut x, mut y) = (run(&a), run(&b));
+        assert_eq!(x.wait().unwrap().code(), Some(0));
+        assert_eq!(y.wait().unwrap().code(), Some(0));
+        let report = std::fs::read_to_string(out.join("report.json")).unwrap();
+        let winner = if report.contains("\"alpha_run\"") {
+            "alpha_run"
+        } else {
+            "beta_run"
+        };
+        let loser = if winner == "alpha_run" { "beta_run" } else { "alpha_run" };
+        for n in ["report.json", "junit.xml", "comment.md"] {
+            let text = std::fs::read_to_string(out.join(n)).unwrap();
+            assert!(
+                text.contains(winner) && !text.contains(loser),
+                "round {round}: {n} is not from the same run as report.json ({winner}):\n{text}"
+            );
+        }
+        assert_eq!(temp_files(&out), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn planted_symlinks_are_never_written_through() {
+    let f = fixture();
+    write_old(&f);
+    let victim = f.out.parent().unwrap().join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    // A link in place of an output, and links under names a temp file of
+    // the next pid or two would have had with the old `.NAME.tmp.PID` scheme.
+    std::fs::remove_file(f.out.join("report.json")).unwrap();
+    std::os::unix::fs::symlink(&victim, f.out.join("report.json")).unwrap();
+    for pid in 0..64 {
+        let _ = std::os::unix::fs::symlink(&victim, f.out.join(format!(".junit.xml.tmp.{pid}")));
+    }
+    let s = command(&f, &[]).status().unwrap();
+    assert!(s.code().is_some(), "{s:?}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let meta = std::fs::symlink_metadata(f.out.join("report.json")).unwrap();
+    assert!(meta.file_type().is_file(), "report.json is a new file, not the link");
+    assert!(complete(
+        "report.json",
+        &std::fs::read_to_string(f.out.join("report.json")).unwrap()
+    ));
 }

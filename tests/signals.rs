@@ -171,3 +171,138 @@ fn a_killed_gate_takes_its_profile_with_it() {
     }
     assert!(!out.join("report.json").exists());
 }
+
+mod github_fake;
+
+/// A tiny spec that checks in well under a second.
+const QUICK: &str = "version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ndefaults: { seed: 7, timing: { warmup: 0, steps: 1 } }\ncomponents:\n  m:\n    workload: mlp\n    batch_size: 4\n    config: { input_dim: 8, hidden_dim: 8, hidden_layers: 1, output_dim: 2 }\n    budgets:\n      params: < 64 MiB\n";
+
+#[test]
+fn a_signal_while_reading_a_baseline_from_a_fifo_exits_130_at_once() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(&spec, QUICK).unwrap();
+    let fifo = t.path().join("baseline.json");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) on a path in our temp folder.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = t.path().join("out");
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let mut gate = Command::new(env!("CARGO_BIN_EXE_gate"))
+            .args(["check", "--budgets"])
+            .arg(&spec)
+            .arg("--baseline")
+            .arg(&fifo)
+            .arg("--out")
+            .arg(&out)
+            .env("NO_COLOR", "1")
+            .env_remove("GITHUB_ACTIONS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A non-blocking open for writing succeeds once gate has the FIFO
+        // open for reading: gate is then blocked reading a baseline that never
+        // comes (the writer stays open and writes nothing).
+        let started = Instant::now();
+        let _writer = loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo)
+            {
+                Ok(w) => break w,
+                Err(_) => {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(60),
+                        "gate never opened the baseline"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        };
+        signal(gate.id(), sig);
+        let status = wait_exit(&mut gate, Duration::from_secs(20));
+        let err = stderr(&mut gate);
+        assert_eq!(status.code(), Some(130), "{err}");
+        let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+        assert!(err.contains(&format!("interrupted by {name}")), "{err}");
+        assert!(!out.exists(), "nothing is written");
+    }
+}
+
+#[test]
+fn a_signal_while_waiting_on_the_github_api_exits_130_at_once() {
+    let fake = github_fake::Fake::start();
+    fake.state.lock().unwrap().pulls.insert(5, format!("{:040x}", 0xbeef));
+    fake.fault(
+        "GET",
+        "/issues/5/comments",
+        usize::MAX,
+        github_fake::FaultKind::Delay(Duration::from_secs(30)),
+    );
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(&spec, QUICK).unwrap();
+    let out = t.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_gate"))
+        .args(["check", "--baseline", "none", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .env_remove("GITHUB_ACTIONS")
+        .env_remove("GITHUB_EVENT_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        out.join("report.json").exists(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let event = t.path().join("event.json");
+    let head = format!("{:040x}", 0xbeef);
+    std::fs::write(
+        &event,
+        format!(
+            r#"{{"number":5,"pull_request":{{"number":5,"base":{{"ref":"main","sha":"{:040x}","repo":{{"full_name":"{r}"}}}},"head":{{"ref":"topic","sha":"{head}","repo":{{"full_name":"{r}"}}}}}}}}"#,
+            1,
+            r = github_fake::REPO
+        ),
+    )
+    .unwrap();
+    let mut gate = Command::new(env!("CARGO_BIN_EXE_gate"))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .env("GITHUB_API_URL", &fake.url)
+        .env("GITHUB_TOKEN", github_fake::TOKEN)
+        .env("GITHUB_REPOSITORY", github_fake::REPO)
+        .env("GITHUB_EVENT_PATH", &event)
+        .env("GITHUB_EVENT_NAME", "pull_request")
+        .env("GATE_GITHUB_TIMEOUT_MS", "60000")
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while fake.count("GET", "/issues/5/comments") == 0 {
+        assert!(
+            gate.try_wait().unwrap().is_none(),
+            "gate comment ended before asking for the comments"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "gate never asked for the comments"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(gate.id(), libc::SIGINT);
+    // Far below the 30 s the fake holds the answer back.
+    let status = wait_exit(&mut gate, Duration::from_secs(10));
+    let err = stderr(&mut gate);
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted by SIGINT"), "{err}");
+}

@@ -6,6 +6,54 @@ use std::path::Path;
 /// (name, spec text, exact error text)
 const CASES: &[(&str, &str, &str)] = &[
     (
+        "line_break_in_quoted_text_stays_escaped",
+        r#"version: 1
+device:
+  name: card
+  capacity: "1\n::error::pwned"
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:4:13: error: device.capacity: unknown size unit `::error::pwned` in `1\n::error::pwned`
+  hint: write a number and a unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. `300 MB`"#,
+    ),
+    (
+        "capacity_rounds_to_zero_bytes",
+        r#"version: 1
+device:
+  name: card
+  capacity: 0.0001 B
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:4:13: error: device.capacity: size `0.0001 B` rounds to 0 bytes
+  hint: sizes count whole bytes: give at least `1 B`"#,
+    ),
+    (
+        "budget_rounds_to_zero_bytes",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 0.4 B
+"#,
+        r#"budgets.yaml:10:15: error: budget for `m.params`: size `0.4 B` rounds to 0 bytes
+  hint: sizes count whole bytes: give at least `1 B`"#,
+    ),
+    (
         "anchor",
         r#"version: 1
 device:

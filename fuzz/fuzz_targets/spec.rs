@@ -1,13 +1,14 @@
-//! Any bytes through the spec loader: `gate::budget::parse` must return a
-//! Spec or diagnostics (and render them) for every input: no panic, no hang,
-//! no stack overflow.
+//! Any bytes through the spec loader's byte-level entry point,
+//! `gate::budget::parse_bytes` (what `load` calls on the file's bytes): the
+//! raw input, NUL bytes, byte-order marks and invalid UTF-8 included, must
+//! give a Spec or diagnostics (rendered here), with no panic, no hang and no
+//! stack overflow.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let text = String::from_utf8_lossy(data);
-    match gate::budget::parse(std::path::Path::new("budgets.yaml"), &text) {
+    match gate::budget::parse_bytes(std::path::Path::new("budgets.yaml"), data) {
         Ok(spec) => {
             std::hint::black_box(format!("{spec:?}"));
         }

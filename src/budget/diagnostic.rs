@@ -17,13 +17,39 @@ impl fmt::Display for Diagnostic {
         write!(
             f,
             "{}:{}:{}: error: {}",
-            self.file, self.pos.line, self.pos.col, self.message
+            one_line(&self.file),
+            self.pos.line,
+            self.pos.col,
+            one_line(&self.message)
         )?;
         if !self.hint.is_empty() {
-            write!(f, "\n  hint: {}", self.hint)?;
+            write!(f, "\n  hint: {}", one_line(&self.hint))?;
         }
         Ok(())
     }
+}
+
+/// Spec text quoted in a message stays on its line: a line break or other
+/// control character from a quoted string is shown escaped, so no line of a
+/// diagnostic can start with spec text (in GitHub Actions, a line starting
+/// `::error::` on stderr would be a workflow command).
+fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s
+        .chars()
+        .any(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
+    {
+        return s.into();
+    }
+    s.chars()
+        .map(|c| match c {
+            '\n' => "\\n".to_string(),
+            '\r' => "\\r".to_string(),
+            '\t' => "\\t".to_string(),
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => format!("\\u{{{:X}}}", c as u32),
+            c => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
 }
 
 /// Every error found in one spec file, in file order.
@@ -69,6 +95,20 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_text_in_a_message_cannot_start_a_line() {
+        let d = Diagnostic {
+            file: "budgets.yaml".into(),
+            pos: Pos { line: 4, col: 13 },
+            message: "device.capacity: `1\n::error::pwned\u{1b}` is not a size".into(),
+            hint: "a\r\nb".into(),
+        };
+        assert_eq!(
+            d.to_string(),
+            "budgets.yaml:4:13: error: device.capacity: `1\\n::error::pwned\\u{1B}` is not a size\n  hint: a\\r\\nb"
+        );
+    }
 
     #[test]
     fn suggests_near_names_only() {

@@ -10,7 +10,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::harness::Loaded;
-use super::output::write_atomic;
+use super::output::OutputSet;
 use super::App;
 use super::CliError;
 use crate::exit::Exit;
@@ -53,10 +53,7 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     let started = Instant::now();
-    // Ctrl-C / SIGTERM: stop the profiles, write nothing, exit 130 (see `stopped`).
-    if let Err(e) = crate::runner::forward_signals() {
-        eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
-    }
+    // Ctrl-C / SIGTERM (handled from `cli::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
     let (spec, workloads) = match super::harness::load(&args.budgets, app, Some(args.backend))? {
         Loaded::Here(spec, w) => (spec, w),
         Loaded::Delegated(exit) => return Ok(exit),
@@ -217,21 +214,17 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             hint: String::new(),
         }
     })?;
-    let write = |name: &str, bytes: &[u8]| {
-        let path = args.out.join(name);
-        write_atomic(&path, bytes).map_err(|e| CliError::Infrastructure {
-            message: format!("cannot write {}: {e}", path.display()),
-            hint: "check that --out names a writable folder".into(),
-        })
-    };
     // Interrupted before writing: write nothing. Once writing has begun the
     // signal waits (a few milliseconds) so the files are one run's set.
-    if let Some(exit) = stopped() {
-        return Ok(exit);
+    if !crate::runner::begin_writing() {
+        return Ok(stopped().unwrap_or(Exit::Interrupted));
     }
-    write("report.json", json.as_bytes())?;
-    write("junit.xml", junit.as_bytes())?;
-    write_github_outputs(&args.out, &report, base)?;
+    // One set: all files or none replace the old ones (see OutputSet).
+    let mut set = begin_set(&args.out)?;
+    add(&mut set, "report.json", json.as_bytes())?;
+    add(&mut set, "junit.xml", junit.as_bytes())?;
+    write_github_outputs(&mut set, &report, base)?;
+    commit_set(set)?;
 
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
     print!("{}", guard_commands(crate::render::table::render(&report, color)));
@@ -357,34 +350,27 @@ pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseli
 /// `workflow_run` comment job); in Actions also the step summary and the
 /// annotations (workflow commands, on stdout).
 pub(super) fn write_github_outputs(
-    out: &std::path::Path,
+    set: &mut OutputSet,
     report: &Report,
     baseline: Option<&Report>,
 ) -> Result<(), CliError> {
     use crate::render::markdown;
-    let write = |name: &str, bytes: &[u8]| {
-        let path = out.join(name);
-        write_atomic(&path, bytes).map_err(|e| CliError::Infrastructure {
-            message: format!("cannot write {}: {e}", path.display()),
-            hint: "check that --out names a writable folder".into(),
-        })
-    };
     // Room for the marker `gate comment` puts in front.
     let body = markdown::render(report, baseline, markdown::COMMENT_LIMIT - 100);
-    write("comment.md", body.as_bytes())?;
+    add(set, "comment.md", body.as_bytes())?;
     match baseline {
-        Some(b) => write(
+        Some(b) => add(
+            set,
             "baseline.json",
             serde_json::to_string_pretty(b)
                 .expect("the report serializes")
                 .as_bytes(),
         )?,
-        None => {
-            let _ = std::fs::remove_file(out.join("baseline.json"));
-        }
+        None => set.remove("baseline.json"),
     }
     if let crate::github::Event::PullRequest(pr) = crate::github::context::event_from_env() {
-        write(
+        add(
+            set,
             "pr.json",
             serde_json::to_string_pretty(&pr).expect("serializes").as_bytes(),
         )?;
@@ -398,6 +384,28 @@ pub(super) fn write_github_outputs(
         print!("{}", crate::render::annotations::render(report));
     }
     Ok(())
+}
+
+fn write_error(path: &std::path::Path, e: std::io::Error) -> CliError {
+    CliError::Infrastructure {
+        message: format!("cannot write {}: {e}", path.display()),
+        hint: "check that --out names a writable folder with room for the files; the old files are left as they were"
+            .into(),
+    }
+}
+
+/// Locks `out` for this run's set of files (another run's set waits).
+pub(super) fn begin_set(out: &std::path::Path) -> Result<OutputSet, CliError> {
+    OutputSet::begin(out).map_err(|e| write_error(out, e))
+}
+
+pub(super) fn add(set: &mut OutputSet, name: &str, bytes: &[u8]) -> Result<(), CliError> {
+    set.add(name, bytes).map_err(|e| write_error(&set.dir().join(name), e))
+}
+
+pub(super) fn commit_set(set: OutputSet) -> Result<(), CliError> {
+    let dir = set.dir().to_path_buf();
+    set.commit().map_err(|e| write_error(&dir, e))
 }
 
 /// In GitHub Actions, stdout is parsed for workflow commands: wrap text that

@@ -33,7 +33,7 @@ pub fn run(args: CompletionsArgs) -> Result<Exit, CliError> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "gate", &mut out);
-    std::io::stdout().write_all(&out).map_err(io_error)?;
+    super::output::stdout_bytes(&out).map_err(io_error)?;
     Ok(Exit::Pass)
 }
 
@@ -41,7 +41,7 @@ pub fn run(args: CompletionsArgs) -> Result<Exit, CliError> {
 /// `man gate` documents every flag.
 pub fn man(_args: ManArgs) -> Result<Exit, CliError> {
     let out = render_man().map_err(io_error)?;
-    std::io::stdout().write_all(&out).map_err(io_error)?;
+    super::output::stdout_bytes(&out).map_err(io_error)?;
     Ok(Exit::Pass)
 }
 

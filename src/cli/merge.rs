@@ -6,9 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::check::{guard_commands, write_github_outputs};
+use super::check::{add, begin_set, commit_set, guard_commands, write_github_outputs};
 use super::comment::{read_baseline, read_report};
-use super::output::write_atomic;
 use super::CliError;
 use crate::exit::Exit;
 use crate::report::{self, baseline::Outcome, Report, Reserve, SCHEMA};
@@ -111,20 +110,21 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
             hint: String::new(),
         }
     })?;
-    for (name, bytes) in [("report.json", json.as_bytes()), ("junit.xml", junit.as_bytes())] {
-        let path = args.out.join(name);
-        write_atomic(&path, bytes).map_err(|e| CliError::Infrastructure {
-            message: format!("cannot write {}: {e}", path.display()),
-            hint: "check that --out names a writable folder".into(),
-        })?;
+    if !crate::runner::begin_writing() {
+        return Ok(Exit::Interrupted);
     }
+    // One set: all files or none replace the old ones (see OutputSet).
+    let mut set = begin_set(&args.out)?;
+    add(&mut set, "report.json", json.as_bytes())?;
+    add(&mut set, "junit.xml", junit.as_bytes())?;
     // A shard's pr.json tells the comment job which pull request this is.
     if let Some(pr) = args.dirs.iter().map(|d| d.join("pr.json")).find(|p| p.exists()) {
         if let Ok(bytes) = std::fs::read(pr) {
-            let _ = write_atomic(&args.out.join("pr.json"), &bytes);
+            add(&mut set, "pr.json", &bytes)?;
         }
     }
-    write_github_outputs(&args.out, &report, base)?;
+    write_github_outputs(&mut set, &report, base)?;
+    commit_set(set)?;
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
     print!("{}", guard_commands(crate::render::table::render(&report, color)));
     eprintln!(

@@ -1,6 +1,10 @@
 //! The command line: clap definitions and one file per subcommand. Data
 //! goes to stdout, logs and errors to stderr (with `hint:` lines).
 
+// First, so its `print!`/`println!` (which survive a closed stdout) are the
+// ones every subcommand below uses.
+#[macro_use]
+mod output;
 mod baseline;
 mod check;
 mod comment;
@@ -10,7 +14,6 @@ mod fit;
 mod harness;
 mod init;
 mod merge;
-mod output;
 mod profile;
 mod validate;
 
@@ -121,6 +124,9 @@ impl CliError {
             CliError::Spec(crate::budget::SpecError::Read { .. }) => {
                 Some("pass the spec with `--budgets FILE` (default: budgets.yaml in the current folder)")
             }
+            CliError::Spec(crate::budget::SpecError::TooLarge { .. }) => {
+                Some("check that --budgets names a spec file, not a device or a stream")
+            }
             _ => None,
         }
     }
@@ -128,6 +134,13 @@ impl CliError {
 
 /// Runs the parsed command and returns the process exit.
 pub fn run(cli: Cli, app: &App) -> Exit {
+    // SIGINT/SIGTERM: exit 130 promptly in every phase (see forward_signals);
+    // a profile child is stopped by its parent and keeps the default.
+    if !matches!(cli.command, Command::Profile(_)) {
+        if let Err(e) = crate::runner::forward_signals() {
+            eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
+        }
+    }
     let result = match cli.command {
         Command::Check(a) => check::run(a, app),
         Command::Fit(a) => fit::run(a, app),

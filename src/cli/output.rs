@@ -1,55 +1,188 @@
 //! Writing output files atomically: a temp file in the same folder, then a
 //! rename, so a killed run leaves the old file or the new one, never a torn one.
 //!
-//! The temp file is `.NAME.tmp.PID` (hidden, next to NAME). A run killed
+//! The temp file is `.NAME.tmp.PID.RANDOM` (hidden, next to NAME, created
+//! exclusively). A run killed
 //! between writing it and the rename leaves it behind; the next write of
 //! NAME in that folder removes those of processes that no longer run.
 //!
 //! Tests of the gate itself can kill the process inside a write:
 //! `GATE_INJECT_WRITE_KILL=NAME:POINT` SIGKILLs it while writing the file
 //! NAME, at POINT: `partial` (half the temp file written), `before_rename`
-//! (temp file complete) or `after_rename` (NAME replaced, before the next file).
+//! (temp file complete) or `after_rename` (NAME replaced, before the next file);
+//! `full` does not kill but fails NAME's write as a full disk would (ENOSPC).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// `print!` for the subcommands: std's panics (exit 101) when stdout is a
+/// closed pipe (`gate check | head -1`); a reader that stops reading must
+/// not change the verdict, so what it no longer reads is dropped.
+macro_rules! print {
+    ($($t:tt)*) => {
+        $crate::cli::output::stdout(format_args!($($t)*))
+    };
+}
+
+/// `println!` for the subcommands: see `print!`.
+macro_rules! println {
+    () => {
+        $crate::cli::output::stdout(format_args!("\n"))
+    };
+    ($($t:tt)*) => {
+        $crate::cli::output::stdout(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// Writes to stdout; a closed or broken pipe (or any other write error) is
+/// ignored: data on stdout is for a reader, and the exit code is the verdict.
+pub fn stdout(args: std::fmt::Arguments) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(args).and_then(|()| out.flush());
+}
+
+/// Writes bytes to stdout; a reader that closed the pipe is not an error.
+pub fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
 
 pub const WRITE_KILL_ENV: &str = "GATE_INJECT_WRITE_KILL";
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = parent(path);
     std::fs::create_dir_all(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
-    sweep_stale(dir, name);
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        if injected(name, "partial") {
-            f.write_all(&bytes[..bytes.len() / 2])?;
-            f.sync_all()?;
-            kill_self();
-        }
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        if injected(name, "before_rename") {
-            kill_self();
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written?;
-    // Make the rename itself durable (best effort: not every file system allows it).
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
+    let tmp = stage(dir, name, bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir);
     if injected(name, "after_rename") {
         kill_self();
     }
     Ok(())
+}
+
+/// A set of output files (report.json, junit.xml, comment.md, …) that
+/// replaces the old set as a whole: every file is first written to a temp
+/// file, and only when all are written are they renamed into place, so a
+/// full disk or a failed write leaves the old set untouched. The folder is
+/// locked (`flock` on the folder itself) from the first temp file to the
+/// last rename, so two runs on one `--out` write their sets one after the
+/// other, never interleaved: the folder ends with one run's whole set.
+/// A SIGKILL between two renames (a few microseconds) is the one case
+/// that can leave a mix; each file is still whole.
+pub struct OutputSet {
+    dir: PathBuf,
+    _lock: std::fs::File,
+    staged: Vec<(String, tempfile::TempPath)>,
+    removed: Vec<String>,
+}
+
+impl OutputSet {
+    /// Creates `dir` if needed and waits for any other run writing there.
+    pub fn begin(dir: &Path) -> std::io::Result<OutputSet> {
+        std::fs::create_dir_all(dir)?;
+        let lock = std::fs::File::open(dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock(2) on a descriptor we own; released when it closes.
+            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                eprintln!(
+                    "waiting for another gate run writing to {} (its set goes first)",
+                    dir.display()
+                );
+            }
+            // SAFETY: as above; blocks until the other run's set is written.
+            while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(OutputSet {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            staged: Vec::new(),
+            removed: Vec::new(),
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes NAME's new content to its temp file (not yet in place).
+    pub fn add(&mut self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+        let tmp = stage(&self.dir, name, bytes)?;
+        self.staged.push((name.to_string(), tmp));
+        Ok(())
+    }
+
+    /// NAME is not part of the new set: removed when the set is put in place.
+    pub fn remove(&mut self, name: &str) {
+        self.removed.push(name.to_string());
+    }
+
+    /// Puts every staged file in place. Dropped without this, the temp
+    /// files are deleted and the old set stays as it was.
+    pub fn commit(mut self) -> std::io::Result<()> {
+        for (name, tmp) in std::mem::take(&mut self.staged) {
+            let name: String = name;
+            tmp.persist(self.dir.join(&name)).map_err(|e| e.error)?;
+            if injected(&name, "after_rename") {
+                kill_self();
+            }
+        }
+        for name in &self.removed {
+            let _ = std::fs::remove_file(self.dir.join(name));
+        }
+        sync_dir(&self.dir);
+        Ok(())
+    }
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// NAME's content in a fresh temp file `.NAME.tmp.PID.RANDOM` in `dir`:
+/// created exclusively (O_EXCL, so never through a symlink or over a file
+/// someone planted) under an unpredictable name, written and fsynced.
+/// Deleted again if anything fails.
+fn stage(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<tempfile::TempPath> {
+    sweep_stale(dir, name);
+    let mut f = tempfile::Builder::new()
+        .prefix(&format!(".{name}.tmp.{}.", std::process::id()))
+        .rand_bytes(12)
+        .tempfile_in(dir)?;
+    if injected(name, "full") {
+        return Err(std::io::Error::from_raw_os_error(28)); // ENOSPC
+    }
+    if injected(name, "partial") {
+        f.write_all(&bytes[..bytes.len() / 2])?;
+        f.as_file().sync_all()?;
+        kill_self();
+    }
+    f.write_all(bytes)?;
+    f.as_file().sync_all()?;
+    if injected(name, "before_rename") {
+        kill_self();
+    }
+    Ok(f.into_temp_path())
+}
+
+/// Makes renames in `dir` durable (best effort: not every file system allows it).
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
 }
 
 /// Appends `bytes` to a file someone else owns (GitHub's step summary),
@@ -69,15 +202,17 @@ pub fn append_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
-/// Removes `.NAME.tmp.PID` files in `dir` left by processes that are gone.
+/// Removes `.NAME.tmp.PID.*` files in `dir` left by processes that are gone.
 fn sweep_stale(dir: &Path, name: &str) {
     let prefix = format!(".{name}.tmp.");
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let file = e.file_name();
+        // `.NAME.tmp.PID.RANDOM` (and `.NAME.tmp.PID` of older gates).
         let Some(pid) = file
             .to_str()
             .and_then(|f| f.strip_prefix(&prefix))
+            .and_then(|p| p.split('.').next())
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;

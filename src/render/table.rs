@@ -166,7 +166,17 @@ fn paint(text: &str, status: Status, color: bool) -> String {
 
 /// Colour only when writing to a terminal and `NO_COLOR` is unset or empty.
 pub fn use_color(is_terminal: bool) -> bool {
-    is_terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    color_wanted(
+        is_terminal,
+        std::env::var_os("NO_COLOR").as_deref(),
+        std::env::var_os("TERM").as_deref(),
+    )
+}
+
+/// Colour only on a terminal that can show it: not with `NO_COLOR` set (to
+/// anything but empty), nor on `TERM=dumb`, which has no escape codes.
+fn color_wanted(is_terminal: bool, no_color: Option<&std::ffi::OsStr>, term: Option<&std::ffi::OsStr>) -> bool {
+    is_terminal && no_color.is_none_or(|v| v.is_empty()) && term.is_none_or(|t| t != "dumb")
 }
 
 /// Components with `variants:`: (base name, [base, base@variant, …]), in report order.
@@ -276,4 +286,20 @@ fn variants(report: &Report) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod color_tests {
+    use super::color_wanted;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_that_wants_it() {
+        let os = |s| Some(OsStr::new(s));
+        assert!(color_wanted(true, None, os("xterm-256color")));
+        assert!(color_wanted(true, os(""), None));
+        assert!(!color_wanted(false, None, os("xterm")));
+        assert!(!color_wanted(true, os("1"), os("xterm")));
+        assert!(!color_wanted(true, None, os("dumb")));
+    }
 }

@@ -24,8 +24,21 @@ pub enum BaselineError {
         source: serde_json::Error,
     },
     #[error("the baseline {path} has report schema {found}; this gate reads schema {SCHEMA}")]
-    Schema { path: String, found: u32 },
+    Schema { path: String, found: u64 },
+    #[error("the baseline {path} has {value} for `{component}.{metric}`; sizes and times are never negative")]
+    Negative {
+        path: String,
+        component: String,
+        metric: String,
+        value: f64,
+    },
+    #[error("cannot read the baseline {path}: it is larger than {limit} bytes, the most gate reads")]
+    TooLarge { path: String, limit: u64 },
 }
+
+/// The largest baseline gate reads (256 MiB, far above any real report): a
+/// baseline read from an endless source fails fast instead of filling memory.
+pub const MAX_BASELINE_BYTES: u64 = 256 << 20;
 
 /// Parses a report from text; `origin` names it in errors.
 pub fn parse(text: &str, origin: &str) -> Result<Report, BaselineError> {
@@ -35,23 +48,47 @@ pub fn parse(text: &str, origin: &str) -> Result<Report, BaselineError> {
             if found != SCHEMA as u64 {
                 return Err(BaselineError::Schema {
                     path: origin.into(),
-                    found: found as u32,
+                    found,
                 });
             }
         }
     }
-    serde_json::from_str(text).map_err(|source| BaselineError::Parse {
+    let report: Report = serde_json::from_str(text).map_err(|source| BaselineError::Parse {
         path: origin.into(),
         source,
-    })
+    })?;
+    // A negative size or time would "regress" or "improve" against anything.
+    for (component, c) in &report.components {
+        for (metric, v) in &c.metrics {
+            if v.unit != crate::metric::Unit::One && (v.value < 0.0 || !v.value.is_finite()) {
+                return Err(BaselineError::Negative {
+                    path: origin.into(),
+                    component: component.clone(),
+                    metric: metric.to_string(),
+                    value: v.value,
+                });
+            }
+        }
+    }
+    Ok(report)
 }
 
 /// Reads a report file (`--baseline FILE`).
 pub fn load_file(path: &Path) -> Result<Report, BaselineError> {
-    let text = std::fs::read_to_string(path).map_err(|source| BaselineError::Read {
+    let read_err = |source| BaselineError::Read {
         path: path.display().to_string(),
         source,
-    })?;
+    };
+    let mut text = String::new();
+    let file = std::fs::File::open(path).map_err(read_err)?;
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_BASELINE_BYTES + 1), &mut text)
+        .map_err(read_err)?;
+    if text.len() as u64 > MAX_BASELINE_BYTES {
+        return Err(BaselineError::TooLarge {
+            path: path.display().to_string(),
+            limit: MAX_BASELINE_BYTES,
+        });
+    }
     parse(&text, &path.display().to_string())
 }
 
@@ -118,5 +155,57 @@ pub fn annotate(summary: &mut Summary, outcome: &Outcome, current: &Testbed) {
     }
     if summary.strict && !summary.warnings.is_empty() {
         summary.status = "fail".into();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture() -> serde_json::Value {
+        let text = include_str!("../../tests/fixtures/report-h200.json");
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn a_negative_size_or_time_is_refused() {
+        let mut v = fixture();
+        let (name, c) = v["components"].as_object_mut().unwrap().iter_mut().next().unwrap();
+        let name = name.clone();
+        let (metric, m) = c["metrics"]
+            .as_object_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|(_, m)| m["unit"] == "bytes")
+            .unwrap();
+        let metric = metric.clone();
+        m["value"] = serde_json::json!(-5);
+        let e = parse(&v.to_string(), "b.json").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("the baseline b.json has -5 for `{name}.{metric}`; sizes and times are never negative")
+        );
+        assert!(parse(&fixture().to_string(), "b.json").is_ok());
+    }
+
+    #[test]
+    fn a_schema_beyond_32_bits_is_shown_exactly() {
+        let mut v = fixture();
+        v["schema"] = serde_json::json!(4_294_967_297u64);
+        let e = parse(&v.to_string(), "b.json").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("the baseline b.json has report schema 4294967297; this gate reads schema {SCHEMA}")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_endless_baseline_fails_fast_with_the_cap() {
+        let e = load_file(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "cannot read the baseline /dev/zero: it is larger than 268435456 bytes, the most gate reads"
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -21,23 +21,53 @@ static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// The first SIGINT/SIGTERM received (0: none).
 static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 
-/// Ctrl-C for `gate check`: on the first SIGINT or SIGTERM, the signal is
-/// passed on to every running profile (SIGKILL follows after 2 s if one is
-/// still there) and [`interrupted`] says so, so the caller stops and writes
-/// nothing; a second signal ends the process at once (exit 130). Profiles
+/// Where the run is, for the signal handler: before any output (a signal
+/// ends the process at once), writing (the signal waits for the set), or
+/// stopped (the handler is ending the process).
+static STAGE: AtomicU8 = AtomicU8::new(EARLY);
+const EARLY: u8 = 0;
+const WRITING: u8 = 1;
+const STOPPED: u8 = 2;
+
+/// Ctrl-C for every command but `gate profile`: on the first SIGINT or
+/// SIGTERM while profiles run, the signal is passed on to each of them
+/// (SIGKILL follows after 2 s if one is still there) and [`interrupted`]
+/// says so, so `gate check` stops and writes nothing. In any other phase
+/// before [`begin_writing`] (reading a spec or baseline from a slow source,
+/// waiting on the GitHub API) the process exits 130 at once, whatever the
+/// main thread is blocked in. Once writing has begun the signal waits for
+/// the files. A second signal ends the process at once (exit 130). Profiles
 /// also die with the parent if it is killed outright (Linux: PDEATHSIG).
+/// Installing it twice is harmless.
 #[cfg(unix)]
 pub fn forward_signals() -> std::io::Result<()> {
+    static INSTALLED: Mutex<bool> = Mutex::new(false);
+    let mut installed = INSTALLED.lock().unwrap_or_else(|e| e.into_inner());
+    if *installed {
+        return Ok(());
+    }
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     std::thread::Builder::new().name("gate-signals".into()).spawn(move || {
         for sig in signals.forever() {
+            let interrupted = crate::exit::Exit::Interrupted.code().into();
             if INTERRUPTED
                 .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
                 .is_err()
             {
                 signal_running(libc::SIGKILL);
-                std::process::exit(crate::exit::Exit::Interrupted.code().into());
+                std::process::exit(interrupted);
+            }
+            let profiling = !RUNNING.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+            if !profiling
+                && STAGE
+                    .compare_exchange(EARLY, STOPPED, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            {
+                let name = if sig == SIGTERM { "SIGTERM" } else { "SIGINT" };
+                eprintln!("gate: interrupted by {name}: no output written");
+                // A profile being started right now dies with us (PDEATHSIG).
+                std::process::exit(interrupted);
             }
             signal_running(sig);
             std::thread::spawn(|| {
@@ -46,7 +76,18 @@ pub fn forward_signals() -> std::io::Result<()> {
             });
         }
     })?;
+    *installed = true;
     Ok(())
+}
+
+/// Called just before the first output file is written: from here on a
+/// signal waits until the set is written. `false`: a signal came first and
+/// the process is ending; write nothing.
+pub fn begin_writing() -> bool {
+    match STAGE.compare_exchange(EARLY, WRITING, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => interrupted().is_none(),
+        Err(s) => s == WRITING,
+    }
 }
 
 #[cfg(not(unix))]

@@ -50,6 +50,13 @@ pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<(Spec, Work
     Ok((spec, workloads))
 }
 
+/// [`load`] of a spec's raw bytes (encodings refused by name, as `load` does).
+pub fn parse_bytes(path: &Path, bytes: &[u8], registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
+    let spec = crate::budget::parse_bytes_with(path, bytes, Some(&Checker(registry)))?;
+    let workloads = resolve(&spec, registry)?;
+    Ok((spec, workloads))
+}
+
 /// Builds every component's workload of a validated `spec`.
 pub fn resolve(spec: &Spec, registry: &Registry) -> Result<Workloads, Diagnostics> {
     let mut out = Workloads::default();
