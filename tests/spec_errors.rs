@@ -684,7 +684,7 @@ components:
       activation: < 1 MiB
 "#,
         r#"budgets.yaml:10:7: error: unknown metric `activation` in the budgets of `m`
-  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss, loss_ratio, step_time_ratio"#,
+  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss, loss_ratio, step_time_ratio, growth"#,
     ),
     (
         "unknown_size_unit",
