@@ -354,3 +354,54 @@ fn the_adopters_own_tests_pass() {
     assert!(o.status.success(), "{out}");
     assert!(out.contains("test builds_the_closed_form_and_learns ... ok"), "{out}");
 }
+
+#[test]
+fn gate_init_harness_makes_a_crate_its_own_gate() {
+    let _one = one_at_a_time();
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "").unwrap();
+    let run = |args: &[&str]| gate(dir, args);
+    let o = run(&[
+        "init",
+        "--harness",
+        "--no-workflows",
+        "--gate-repo",
+        "acme/gate",
+        "--gate-ref",
+        "v0.1.0",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let harness = std::fs::read_to_string(dir.join("src/bin/gate-harness.rs")).unwrap();
+    assert!(harness.contains("gate::main!("), "{harness}");
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(r#"gate = { git = "https://github.com/acme/gate", tag = "v0.1.0" }"#),
+        "{manifest}"
+    );
+    assert!(manifest.contains(r#"cuda = ["gate/cuda"]"#), "{manifest}");
+    let budgets = std::fs::read_to_string(dir.join("budgets.yaml")).unwrap();
+    assert!(
+        budgets.contains("harness: { package: forecasting, bin: gate-harness }"),
+        "{budgets}"
+    );
+    // Run again: nothing is overwritten.
+    let again = run(&["init", "--harness", "--no-workflows"]);
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
+    // With gate from this checkout instead of the tag, the starter spec runs through the harness.
+    let local = manifest.replace(
+        r#"gate = { git = "https://github.com/acme/gate", tag = "v0.1.0" }"#,
+        &format!("gate = {{ path = {:?} }}", root().display().to_string()),
+    );
+    std::fs::write(dir.join("Cargo.toml"), local).unwrap();
+    std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let v = run(&["validate"]);
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
+    assert!(text(&v.stderr).contains("building the harness `gate-harness` of `forecasting`"));
+}

@@ -11,7 +11,7 @@
 //! - No `${{ github.event... }}` expanded inside a `run:` script (script
 //!   injection through a branch name or title); pass it through `env:`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -323,5 +323,98 @@ fn no_event_text_is_expanded_inside_a_script() {
                 }
             }
         }
+    }
+}
+
+/// The `run:` script of the action step named `name`.
+fn action_step(name: &str) -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
+    let step = steps
+        .iter()
+        .find(|s| key(s, "name").as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no step `{name}`"));
+    key(step, "run").as_str().unwrap().to_string()
+}
+
+/// Runs an action script with the environment GitHub gives a step.
+fn run_action_script(script: &str, envs: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("github_output");
+    std::fs::write(&out, "").unwrap();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-e")
+        .arg("-c")
+        .arg(script)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("GITHUB_OUTPUT", &out)
+        .env("RUNNER_OS", "Linux")
+        .env("RUNNER_ARCH", "X64")
+        .env_remove("CARGO_TARGET_DIR");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    (
+        o.status.code(),
+        std::fs::read_to_string(&out).unwrap(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn the_action_finds_a_harness_and_keys_its_cache() {
+    let script = action_step("Find the spec's harness");
+    let (code, outputs, _) = run_action_script(
+        &script,
+        &[
+            ("BUDGETS", "examples/adopter/budgets.yaml"),
+            ("BACKEND", "cpu"),
+            ("HARNESS", "auto"),
+        ],
+    );
+    assert_eq!(code, Some(0));
+    assert!(outputs.contains("uses=true\n"), "{outputs}");
+    assert!(outputs.contains("target=examples/adopter/target\n"), "{outputs}");
+    let cpu_key = outputs
+        .lines()
+        .find(|l| l.starts_with("key=gate-harness-Linux-X64-cpu-"))
+        .unwrap()
+        .to_string();
+    // The cuda backend builds another binary: another cache.
+    let (_, cuda, _) = run_action_script(
+        &script,
+        &[
+            ("BUDGETS", "examples/adopter/budgets.yaml"),
+            ("BACKEND", "cuda"),
+            ("HARNESS", "auto"),
+        ],
+    );
+    assert!(cuda.contains("key=gate-harness-Linux-X64-cuda-"), "{cuda}");
+    assert!(!cuda.contains(&cpu_key), "{cuda}");
+    // A spec of built-ins needs no toolchain and no cache.
+    let (code, outputs, _) = run_action_script(
+        &script,
+        &[("BUDGETS", "budgets.yaml"), ("BACKEND", "cpu"), ("HARNESS", "auto")],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(outputs, "uses=false\n");
+    // No cargo on the runner: a clear error, exit 3.
+    let (code, _, stdout) = run_action_script(
+        &script,
+        &[
+            ("BUDGETS", "examples/adopter/budgets.yaml"),
+            ("BACKEND", "cpu"),
+            ("HARNESS", "auto"),
+            ("PATH", "/usr/bin:/bin"),
+        ],
+    );
+    if !Path::new("/usr/bin/cargo").exists() {
+        assert_eq!(code, Some(3));
+        assert!(
+            stdout.contains("::error title=gate action::") && stdout.contains("Rust toolchain"),
+            "{stdout}"
+        );
     }
 }

@@ -34,6 +34,85 @@ pub struct InitArgs {
     /// Your default branch (its pushes store the baselines).
     #[arg(long, default_value = "main")]
     pub branch: String,
+    /// Gate your own crate's models: write `src/bin/gate-harness.rs`
+    /// (`gate::main!(...)`), add gate to its Cargo.toml, and name the harness
+    /// in budgets.yaml.
+    #[arg(long)]
+    pub harness: bool,
+    /// The crate that holds the models (default: `--dir`); a workspace member's folder.
+    #[arg(long, value_name = "DIR", requires = "harness")]
+    pub crate_dir: Option<PathBuf>,
+}
+
+/// The harness file `gate init --harness` writes.
+const HARNESS: &str = "//! This crate's own `gate`: the built-in workloads plus the ones named
+//! below (each a type that implements `gate::Workload`; see docs/sdk.md).
+//! budgets.yaml names this binary under `harness:`, so `gate check` builds
+//! and runs it.
+
+gate::main!(/* your workloads, e.g. my_crate::MyForecaster */);
+";
+
+/// The `[package] name` of the manifest at `path`.
+fn package_name(manifest: &str) -> Option<String> {
+    let doc = manifest.parse::<toml_edit::DocumentMut>().ok()?;
+    doc.get("package")?.get("name")?.as_str().map(str::to_string)
+}
+
+/// Adds what a harness needs to a crate's manifest, keeping every key the
+/// crate already has: gate, serde (for the configs) and a `cuda` feature
+/// that forwards to gate's. Returns the manifest and what was added.
+fn with_harness_deps(manifest: &str, repo: &str, tag: &str) -> Result<(String, Vec<String>), String> {
+    use toml_edit::{value, Array, DocumentMut, InlineTable, Item, Table};
+    let mut doc = manifest.parse::<DocumentMut>().map_err(|e| e.to_string())?;
+    let mut added = Vec::new();
+    let deps = doc.entry("dependencies").or_insert(Item::Table(Table::new()));
+    let deps = deps.as_table_like_mut().ok_or("`dependencies` is not a table")?;
+    if !deps.contains_key("gate") {
+        let mut t = InlineTable::new();
+        t.insert("git", format!("https://github.com/{repo}").into());
+        t.insert("tag", tag.into());
+        deps.insert("gate", value(t));
+        added.push(format!(
+            "gate = {{ git = \"https://github.com/{repo}\", tag = \"{tag}\" }}"
+        ));
+    }
+    if !deps.contains_key("serde") {
+        let mut t = InlineTable::new();
+        t.insert("version", "1".into());
+        let mut f = Array::new();
+        f.push("derive");
+        t.insert("features", f.into());
+        deps.insert("serde", value(t));
+        added.push("serde = { version = \"1\", features = [\"derive\"] }".into());
+    }
+    let features = doc.entry("features").or_insert(Item::Table(Table::new()));
+    let features = features.as_table_like_mut().ok_or("`features` is not a table")?;
+    if !features.contains_key("cuda") {
+        let mut a = Array::new();
+        a.push("gate/cuda");
+        features.insert("cuda", value(a));
+        added.push("[features] cuda = [\"gate/cuda\"]".into());
+    }
+    Ok((doc.to_string(), added))
+}
+
+/// budgets.yaml with `harness:` after its `version:` line.
+fn with_harness_line(budgets: &str, package: &str) -> String {
+    let line = format!(
+        "harness: {{ package: {package}, bin: gate-harness }}   # your crate's own gate (src/bin/gate-harness.rs)\n"
+    );
+    match budgets
+        .find("\nversion:")
+        .map(|i| i + 1)
+        .or(budgets.starts_with("version:").then_some(0))
+    {
+        Some(i) => {
+            let end = budgets[i..].find('\n').map_or(budgets.len(), |n| i + n + 1);
+            format!("{}{line}{}", &budgets[..end], &budgets[end..])
+        }
+        None => format!("{line}{budgets}"),
+    }
 }
 
 fn fill(template: &str, args: &InitArgs) -> String {
@@ -62,6 +141,27 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
         }
     };
     let mut files: Vec<(PathBuf, String)> = vec![(base("budgets.yaml"), BUDGETS.to_string())];
+    let mut manifest_edit = None;
+    if args.harness {
+        let crate_dir = args.crate_dir.clone().unwrap_or_else(|| args.dir.clone());
+        let manifest = crate_dir.join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest).map_err(|e| CliError::Usage {
+            message: format!("--harness: cannot read {}: {e}", manifest.display()),
+            hint: "run it in the crate that holds your models, or pass `--crate-dir path/to/crate`".into(),
+        })?;
+        let package = package_name(&text).ok_or_else(|| CliError::Usage {
+            message: format!("--harness: {} has no `[package] name`", manifest.display()),
+            hint: "in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`".into(),
+        })?;
+        let (edited, added) =
+            with_harness_deps(&text, &args.gate_repo, &args.gate_ref).map_err(|e| CliError::Usage {
+                message: format!("--harness: cannot edit {}: {e}", manifest.display()),
+                hint: "add the lines by hand (docs/sdk.md, step 1)".into(),
+            })?;
+        files[0].1 = with_harness_line(&files[0].1, &package);
+        files.push((crate_dir.join("src/bin/gate-harness.rs"), HARNESS.to_string()));
+        manifest_edit = Some((manifest, edited, added));
+    }
     if !args.no_workflows {
         let wf = base(".github/workflows");
         files.push((wf.join("gate.yml"), fill(WORKFLOW, &args)));
@@ -87,6 +187,19 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
             hint: String::new(),
         })?;
         println!("wrote {}", path.display());
+    }
+    if let Some((manifest, edited, added)) = manifest_edit {
+        // Only keys the crate did not have are added; nothing is overwritten.
+        if !added.is_empty() {
+            std::fs::write(&manifest, edited).map_err(|e| CliError::Usage {
+                message: format!("cannot write {}: {e}", manifest.display()),
+                hint: String::new(),
+            })?;
+            println!("added to {}: {}", manifest.display(), added.join("; "));
+        }
+        eprintln!(
+            "harness: name your workloads in the `gate::main!(...)` line of src/bin/gate-harness.rs (docs/sdk.md)"
+        );
     }
     if args.gate_repo.starts_with("OWNER/") {
         eprintln!(
