@@ -12,6 +12,7 @@ mod completions;
 mod doctor;
 mod fit;
 mod harness;
+mod history;
 mod init;
 mod merge;
 mod profile;
@@ -55,6 +56,8 @@ pub enum Command {
     Man(completions::ManArgs),
     /// The largest batch of a component that passes every budget (two measured batches, a linear fit, confirmed).
     Fit(fit::FitArgs),
+    /// One metric over the stored baselines, oldest first, with its budget (slow drift).
+    History(history::HistoryArgs),
     /// Profile one component in this process (used by `check` for isolation).
     #[command(hide = true)]
     Profile(profile::ProfileArgs),
@@ -150,6 +153,7 @@ pub fn run(cli: Cli, app: &App) -> Exit {
         Command::Baseline(a) => baseline::run(a),
         Command::Profile(a) => profile::run(a, app),
         Command::Doctor(a) => doctor::run(a),
+        Command::History(a) => history::run(a),
         Command::Init(a) => init::run(a),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => completions::man(a),
