@@ -9,7 +9,7 @@ pub mod lock;
 pub mod scope;
 
 pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};
-pub use scope::{enter, scoped, BlockStat, Recorder, ScopeGuard, Span};
+pub use scope::{enter, quiet, scoped, BlockStat, QuietGuard, Recorder, ScopeGuard, Span};
 
 /// Where models run and memory is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -55,6 +55,8 @@ struct State {
     stack: Vec<Frame>,
     blocks: BTreeMap<String, BlockStat>,
     record_blocks: bool,
+    /// Open [`quiet`] guards: scopes under them track peaks but record nothing.
+    quiet: u32,
 }
 
 thread_local! {
@@ -91,6 +93,7 @@ impl Recorder {
                 stack: Vec::with_capacity(64),
                 blocks: BTreeMap::new(),
                 record_blocks,
+                quiet: 0,
             })
         });
         self.probe.reset_peak();
@@ -177,7 +180,7 @@ impl Drop for ScopeGuard {
             if let Some(parent) = st.stack.last_mut() {
                 parent.peak_seen = parent.peak_seen.max(peak);
             }
-            if st.record_blocks {
+            if st.record_blocks && st.quiet == 0 {
                 let retained = live as i64 - frame.live_at_entry as i64;
                 let above = peak.saturating_sub(frame.live_at_entry);
                 let entry = st.blocks.entry(frame.path.clone()).or_insert_with(|| BlockStat {
@@ -191,6 +194,40 @@ impl Drop for ScopeGuard {
                 entry.calls += 1;
             }
         });
+    }
+}
+
+/// Until dropped, scopes entered on this thread record no block figures (the
+/// enclosing scope still sees their peaks).
+pub struct QuietGuard {
+    active: bool,
+}
+
+/// Silences block figures of nested scopes: a checkpointed block runs its
+/// sub-blocks chunk by chunk and drops what they built, so their per-chunk
+/// "retained" bytes would add up to memory that was never held at once.
+/// The checkpointed block itself reports what it keeps and its peak (the
+/// largest chunk).
+pub fn quiet() -> QuietGuard {
+    let active = with_state(|s| match s.as_mut() {
+        Some(st) => {
+            st.quiet += 1;
+            true
+        }
+        None => false,
+    });
+    QuietGuard { active }
+}
+
+impl Drop for QuietGuard {
+    fn drop(&mut self) {
+        if self.active {
+            with_state(|s| {
+                if let Some(st) = s.as_mut() {
+                    st.quiet = st.quiet.saturating_sub(1);
+                }
+            });
+        }
     }
 }
 
