@@ -98,7 +98,25 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         (Some(n), _, _) => (*n, None),
         (None, Event::PullRequest(p), _) => (p.number, None),
         // workflow_run: the number comes from the artifact, so check it against the run.
-        (None, Event::WorkflowRun { head_sha, .. }, Some(p)) => (p.number, Some(head_sha.clone())),
+        // A PR at the same commit could redirect the comment, so the head
+        // repository and branch must match the run's too (#14 item 5).
+        (
+            None,
+            Event::WorkflowRun {
+                head_sha,
+                head_repo,
+                head_branch,
+                ..
+            },
+            Some(p),
+        ) => (
+            p.number,
+            Some(comment::RunHead {
+                sha: head_sha.clone(),
+                repo: head_repo.clone(),
+                branch: head_branch.clone(),
+            }),
+        ),
         (None, _, Some(p)) => (p.number, None),
         (None, _, None) => {
             eprintln!(

@@ -104,6 +104,10 @@ pub enum Event {
     WorkflowRun {
         head_sha: String,
         event: String,
+        /// `owner/name` of the run's head repository (a fork's, for a fork PR).
+        head_repo: Option<String>,
+        /// The run's head branch.
+        head_branch: Option<String>,
     },
     /// Anything else (push, tag, schedule, dispatch).
     Other,
@@ -135,6 +139,8 @@ pub fn parse_event(json: &serde_json::Value) -> Event {
             return Event::WorkflowRun {
                 head_sha,
                 event: run.get("event").and_then(s).unwrap_or_default(),
+                head_repo: run.pointer("/head_repository/full_name").and_then(s),
+                head_branch: run.get("head_branch").and_then(s),
             };
         }
     }
@@ -205,7 +211,9 @@ mod tests {
             parse_event(&run),
             Event::WorkflowRun {
                 head_sha: "ccc".into(),
-                event: "pull_request".into()
+                event: "pull_request".into(),
+                head_repo: None,
+                head_branch: None,
             }
         );
         assert_eq!(
