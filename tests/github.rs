@@ -847,3 +847,33 @@ fn comment_outside_a_pull_request_posts_nothing() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("not a pull request"), "{}", text(&o));
 }
+
+#[test]
+fn a_pull_request_run_with_a_broken_event_file_says_so_and_exits_3() {
+    let fake = Fake::start();
+    let (tmp, _ev) = setup_pr(&fake, 20);
+    let out = tmp.path().join("out");
+    std::fs::remove_file(out.join("pr.json")).ok();
+    let garbage = tmp.path().join("garbage.json");
+    std::fs::write(&garbage, "{not json").unwrap();
+    for (path, says) in [
+        (tmp.path().join("absent.json"), "cannot be read"),
+        (garbage, "is not valid JSON"),
+    ] {
+        let o = gate(Some(&fake), Some(&path))
+            .env("GITHUB_EVENT_NAME", "pull_request")
+            .args(["comment", "--from"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert!(
+            text(&o).contains("GITHUB_EVENT_NAME is pull_request but the event file"),
+            "{}",
+            text(&o)
+        );
+        assert!(text(&o).contains(says), "{}", text(&o));
+        assert!(!text(&o).contains("nothing posted"), "{}", text(&o));
+        assert!(fake.comments(20).is_empty());
+    }
+}

@@ -90,7 +90,13 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
     );
 
-    let event = context::event_from_env();
+    // Without --pr the event is where the PR comes from: in a pull_request run
+    // a broken event file is an error, not "nothing to post" (#15).
+    let event = if args.pr.is_some() {
+        context::event_from_env()
+    } else {
+        context::event_from_env_checked().map_err(|e| github_error(e, &args.from))?
+    };
     let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
