@@ -877,3 +877,23 @@ fn a_pull_request_run_with_a_broken_event_file_says_so_and_exits_3() {
         assert!(fake.comments(20).is_empty());
     }
 }
+
+#[test]
+fn a_marked_comment_by_someone_else_is_never_edited() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 22);
+    let out = tmp.path().join("out");
+    // Another bot (and a user) pasted gate's marker: not the token's identity.
+    let theirs = fake.add_comment(22, "<!-- gate:id=mlp -->\nplanted", "other-app[bot]");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--id", "mlp", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fake.count("PATCH", "/comments"), 0, "{}", text(&o));
+    let all = fake.comments(22);
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().any(|c| c.id == theirs && c.body.contains("planted")));
+    assert!(all.iter().any(|c| c.login == "github-actions[bot]"));
+}

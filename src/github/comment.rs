@@ -92,7 +92,7 @@ fn normalize(s: &str) -> String {
 }
 
 /// Finds this gate's comment, paging through all comments.
-async fn find(client: &Client, repo: &Repo, pr: u64, id: &str) -> Result<Option<Comment>, GithubError> {
+async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Result<Option<Comment>, GithubError> {
     let mark = marker(id);
     let mut found: Vec<Comment> = Vec::new();
     for page in 1..=MAX_PAGES {
@@ -108,14 +108,25 @@ async fn find(client: &Client, repo: &Repo, pr: u64, id: &str) -> Result<Option<
             break;
         }
     }
-    // Prefer the bot's own comment: anyone can paste the marker into theirs.
-    let bot = found
-        .iter()
-        .position(|c| c.user.as_ref().is_some_and(|u| u.login.ends_with("[bot]")));
-    Ok(match bot {
-        Some(i) => Some(found.swap_remove(i)),
-        None => found.into_iter().next(),
-    })
+    // Only the token's own comments: anyone can paste the marker into theirs.
+    Ok(found
+        .into_iter()
+        .find(|c| c.user.as_ref().is_some_and(|u| u.login.eq_ignore_ascii_case(me))))
+}
+
+/// The login the token writes comments as. A user token answers `GET /user`;
+/// the GITHUB_TOKEN of Actions is an installation token, which `GET /user`
+/// refuses, and its comments are authored by the `github-actions[bot]` app
+/// (docs.github.com, "Automatic token authentication").
+pub async fn identity(client: &Client) -> String {
+    #[derive(Deserialize)]
+    struct User {
+        login: String,
+    }
+    match client.get_json::<User>(Op::ReadComments, "/user").await {
+        Ok(u) => u.login,
+        Err(_) => "github-actions[bot]".into(),
+    }
 }
 
 /// Creates or updates the comment. Never creates a duplicate: a create whose
@@ -126,8 +137,9 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
     const ROUNDS: u32 = 3;
     let mut last_err = None;
     let mut skip_update = false;
+    let me = identity(client).await;
     for _ in 0..ROUNDS {
-        let existing = find(client, repo, req.pr, req.id).await?;
+        let existing = find(client, repo, req.pr, req.id, &me).await?;
         match existing {
             Some(c) if !skip_update => {
                 if normalize(c.body.as_deref().unwrap_or_default()) == normalize(&full) {
