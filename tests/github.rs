@@ -479,6 +479,47 @@ fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
 }
 
 #[test]
+fn workflow_run_from_another_pr_at_the_same_commit_is_refused() {
+    let fake = Fake::start();
+    let (tmp, _ev) = setup_pr(&fake, 19);
+    let out = tmp.path().join("out");
+    std::fs::write(
+        out.join("pr.json"),
+        json!({"number": 19, "base_ref": "main", "base_sha": sha(1), "head_sha": sha(0xbeef), "head_repo": "fork/repo", "base_repo": REPO}).to_string(),
+    )
+    .unwrap();
+    let run_event = |repo: &str, branch: &str| {
+        let p = tmp.path().join("run.json");
+        let ev = json!({"workflow_run": {"head_sha": sha(0xbeef), "event": "pull_request",
+            "head_branch": branch, "head_repository": {"full_name": repo}}});
+        std::fs::write(&p, ev.to_string()).unwrap();
+        p
+    };
+    // Same commit, another repository or another branch: not this PR's run.
+    for (repo, branch, says) in [
+        ("evil/repo", "feature", "comes from fork/repo"),
+        ("fork/repo", "other", "from branch feature"),
+    ] {
+        let o = gate(Some(&fake), Some(&run_event(repo, branch)))
+            .args(["comment", "--from"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(text(&o).contains(says), "{}", text(&o));
+        assert!(text(&o).contains("not commenting"), "{}", text(&o));
+        assert!(fake.comments(19).is_empty());
+    }
+    let o = gate(Some(&fake), Some(&run_event("fork/repo", "feature")))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fake.comments(19).len(), 1);
+}
+
+#[test]
 fn check_writes_pr_json_comment_md_and_the_step_summary() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");
@@ -805,4 +846,54 @@ fn comment_outside_a_pull_request_posts_nothing() {
     let o = gate(None, None).args(["comment", "--from"]).arg(&out).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("not a pull request"), "{}", text(&o));
+}
+
+#[test]
+fn a_pull_request_run_with_a_broken_event_file_says_so_and_exits_3() {
+    let fake = Fake::start();
+    let (tmp, _ev) = setup_pr(&fake, 20);
+    let out = tmp.path().join("out");
+    std::fs::remove_file(out.join("pr.json")).ok();
+    let garbage = tmp.path().join("garbage.json");
+    std::fs::write(&garbage, "{not json").unwrap();
+    for (path, says) in [
+        (tmp.path().join("absent.json"), "cannot be read"),
+        (garbage, "is not valid JSON"),
+    ] {
+        let o = gate(Some(&fake), Some(&path))
+            .env("GITHUB_EVENT_NAME", "pull_request")
+            .args(["comment", "--from"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert!(
+            text(&o).contains("GITHUB_EVENT_NAME is pull_request but the event file"),
+            "{}",
+            text(&o)
+        );
+        assert!(text(&o).contains(says), "{}", text(&o));
+        assert!(!text(&o).contains("nothing posted"), "{}", text(&o));
+        assert!(fake.comments(20).is_empty());
+    }
+}
+
+#[test]
+fn a_marked_comment_by_someone_else_is_never_edited() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 22);
+    let out = tmp.path().join("out");
+    // Another bot (and a user) pasted gate's marker: not the token's identity.
+    let theirs = fake.add_comment(22, "<!-- gate:id=mlp -->\nplanted", "other-app[bot]");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--id", "mlp", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(fake.count("PATCH", "/comments"), 0, "{}", text(&o));
+    let all = fake.comments(22);
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().any(|c| c.id == theirs && c.body.contains("planted")));
+    assert!(all.iter().any(|c| c.login == "github-actions[bot]"));
 }

@@ -90,7 +90,13 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
     );
 
-    let event = context::event_from_env();
+    // Without --pr the event is where the PR comes from: in a pull_request run
+    // a broken event file is an error, not "nothing to post" (#15).
+    let event = if args.pr.is_some() {
+        context::event_from_env()
+    } else {
+        context::event_from_env_checked().map_err(|e| github_error(e, &args.from))?
+    };
     let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
@@ -98,7 +104,25 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         (Some(n), _, _) => (*n, None),
         (None, Event::PullRequest(p), _) => (p.number, None),
         // workflow_run: the number comes from the artifact, so check it against the run.
-        (None, Event::WorkflowRun { head_sha, .. }, Some(p)) => (p.number, Some(head_sha.clone())),
+        // A PR at the same commit could redirect the comment, so the head
+        // repository and branch must match the run's too (#14 item 5).
+        (
+            None,
+            Event::WorkflowRun {
+                head_sha,
+                head_repo,
+                head_branch,
+                ..
+            },
+            Some(p),
+        ) => (
+            p.number,
+            Some(comment::RunHead {
+                sha: head_sha.clone(),
+                repo: head_repo.clone(),
+                branch: head_branch.clone(),
+            }),
+        ),
         (None, _, Some(p)) => (p.number, None),
         (None, _, None) => {
             eprintln!(

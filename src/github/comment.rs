@@ -92,7 +92,7 @@ fn normalize(s: &str) -> String {
 }
 
 /// Finds this gate's comment, paging through all comments.
-async fn find(client: &Client, repo: &Repo, pr: u64, id: &str) -> Result<Option<Comment>, GithubError> {
+async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Result<Option<Comment>, GithubError> {
     let mark = marker(id);
     let mut found: Vec<Comment> = Vec::new();
     for page in 1..=MAX_PAGES {
@@ -108,14 +108,25 @@ async fn find(client: &Client, repo: &Repo, pr: u64, id: &str) -> Result<Option<
             break;
         }
     }
-    // Prefer the bot's own comment: anyone can paste the marker into theirs.
-    let bot = found
-        .iter()
-        .position(|c| c.user.as_ref().is_some_and(|u| u.login.ends_with("[bot]")));
-    Ok(match bot {
-        Some(i) => Some(found.swap_remove(i)),
-        None => found.into_iter().next(),
-    })
+    // Only the token's own comments: anyone can paste the marker into theirs.
+    Ok(found
+        .into_iter()
+        .find(|c| c.user.as_ref().is_some_and(|u| u.login.eq_ignore_ascii_case(me))))
+}
+
+/// The login the token writes comments as. A user token answers `GET /user`;
+/// the GITHUB_TOKEN of Actions is an installation token, which `GET /user`
+/// refuses, and its comments are authored by the `github-actions[bot]` app
+/// (docs.github.com, "Automatic token authentication").
+pub async fn identity(client: &Client) -> String {
+    #[derive(Deserialize)]
+    struct User {
+        login: String,
+    }
+    match client.get_json::<User>(Op::ReadComments, "/user").await {
+        Ok(u) => u.login,
+        Err(_) => "github-actions[bot]".into(),
+    }
 }
 
 /// Creates or updates the comment. Never creates a duplicate: a create whose
@@ -126,8 +137,9 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
     const ROUNDS: u32 = 3;
     let mut last_err = None;
     let mut skip_update = false;
+    let me = identity(client).await;
     for _ in 0..ROUNDS {
-        let existing = find(client, repo, req.pr, req.id).await?;
+        let existing = find(client, repo, req.pr, req.id, &me).await?;
         match existing {
             Some(c) if !skip_update => {
                 if normalize(c.body.as_deref().unwrap_or_default()) == normalize(&full) {
@@ -205,12 +217,30 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
     }))
 }
 
-/// Checks that `pr`'s head is `head_sha` (a `workflow_run` job must not be
-/// steered by a forged PR number inside an artifact).
-pub async fn verify_pr_head(client: &Client, repo: &Repo, pr: u64, head_sha: &str) -> Result<(), GithubError> {
+/// What a `workflow_run` says about the commit it measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunHead {
+    pub sha: String,
+    /// `owner/name` of the head repository, where the event names it.
+    pub repo: Option<String>,
+    pub branch: Option<String>,
+}
+
+/// Checks that `pr`'s head is the run's commit, repository and branch (a
+/// `workflow_run` job must not be steered by a forged PR number inside an
+/// artifact, nor by another PR at the same commit).
+pub async fn verify_pr_head(client: &Client, repo: &Repo, pr: u64, head: &RunHead) -> Result<(), GithubError> {
+    #[derive(Deserialize)]
+    struct HeadRepo {
+        full_name: String,
+    }
     #[derive(Deserialize)]
     struct Head {
         sha: String,
+        #[serde(rename = "ref", default)]
+        branch: Option<String>,
+        #[serde(default)]
+        repo: Option<HeadRepo>,
     }
     #[derive(Deserialize)]
     struct Pull {
@@ -218,18 +248,35 @@ pub async fn verify_pr_head(client: &Client, repo: &Repo, pr: u64, head_sha: &st
     }
     let path = format!("/repos/{repo}/pulls/{pr}");
     let pull: Pull = client.get_json(Op::ReadPull, &path).await?;
-    if pull.head.sha.eq_ignore_ascii_case(head_sha) {
-        Ok(())
-    } else {
-        Err(GithubError::Refused {
-            message: format!(
-                "pull request #{pr} is at {} but the measured run was for {head_sha}; not commenting",
-                pull.head.sha
-            ),
-            hint: "the PR moved on (a newer run will comment), or the artifact's pr.json does not belong to this run"
-                .into(),
-        })
+    let refuse = |what: String| GithubError::Refused {
+        message: format!("{what}; not commenting"),
+        hint: "the PR moved on (a newer run will comment), or the artifact's pr.json does not belong to this run"
+            .into(),
+    };
+    if !pull.head.sha.eq_ignore_ascii_case(&head.sha) {
+        return Err(refuse(format!(
+            "pull request #{pr} is at {} but the measured run was for {}",
+            pull.head.sha, head.sha
+        )));
     }
+    if let Some(want) = &head.repo {
+        let got = pull.head.repo.as_ref().map(|r| r.full_name.as_str());
+        if !got.is_some_and(|g| g.eq_ignore_ascii_case(want)) {
+            return Err(refuse(format!(
+                "pull request #{pr} comes from {} but the measured run was for {want}",
+                got.unwrap_or("a deleted repository")
+            )));
+        }
+    }
+    if let Some(want) = &head.branch {
+        if pull.head.branch.as_deref() != Some(want.as_str()) {
+            return Err(refuse(format!(
+                "pull request #{pr} is from branch {} but the measured run was for {want}",
+                pull.head.branch.as_deref().unwrap_or("(none)")
+            )));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -104,6 +104,10 @@ pub enum Event {
     WorkflowRun {
         head_sha: String,
         event: String,
+        /// `owner/name` of the run's head repository (a fork's, for a fork PR).
+        head_repo: Option<String>,
+        /// The run's head branch.
+        head_branch: Option<String>,
     },
     /// Anything else (push, tag, schedule, dispatch).
     Other,
@@ -135,6 +139,8 @@ pub fn parse_event(json: &serde_json::Value) -> Event {
             return Event::WorkflowRun {
                 head_sha,
                 event: run.get("event").and_then(s).unwrap_or_default(),
+                head_repo: run.pointer("/head_repository/full_name").and_then(s),
+                head_branch: run.get("head_branch").and_then(s),
             };
         }
     }
@@ -147,6 +153,39 @@ pub fn event_from_env() -> Event {
         return Event::Other;
     };
     read_event(Path::new(&path)).unwrap_or(Event::Other)
+}
+
+/// Like [`event_from_env`], but where `GITHUB_EVENT_NAME` says the run is for
+/// a pull request (or a `workflow_run`), an event file that is missing,
+/// unreadable or lacks the PR is an error rather than "not a pull request".
+pub fn event_from_env_checked() -> Result<Event, crate::github::GithubError> {
+    let name = std::env::var("GITHUB_EVENT_NAME").unwrap_or_default();
+    let needs = matches!(name.as_str(), "pull_request" | "pull_request_target" | "workflow_run");
+    let path = std::env::var_os("GITHUB_EVENT_PATH");
+    if !needs {
+        return Ok(event_from_env());
+    }
+    let bad = |what: String| {
+        crate::github::GithubError::Config {
+        message: format!("GITHUB_EVENT_NAME is {name} but {what}"),
+        hint: "GitHub sets GITHUB_EVENT_PATH to the event's JSON payload; outside Actions, unset GITHUB_EVENT_NAME or pass --pr".into(),
+    }
+    };
+    let Some(path) = path else {
+        return Err(bad("GITHUB_EVENT_PATH is not set".into()));
+    };
+    let path = Path::new(&path);
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("the event file {} cannot be read: {e}", path.display())))?;
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("the event file {} is not valid JSON: {e}", path.display())))?;
+    match parse_event(&json) {
+        Event::Other => Err(bad(format!(
+            "the event file {} holds no {name} payload",
+            path.display()
+        ))),
+        e => Ok(e),
+    }
 }
 
 pub fn read_event(path: &Path) -> Option<Event> {
@@ -205,7 +244,9 @@ mod tests {
             parse_event(&run),
             Event::WorkflowRun {
                 head_sha: "ccc".into(),
-                event: "pull_request".into()
+                event: "pull_request".into(),
+                head_repo: None,
+                head_branch: None,
             }
         );
         assert_eq!(

@@ -312,7 +312,9 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
         ("GET", ["pulls", n]) => match s.pulls.get(&n.parse().unwrap_or(0)) {
             Some(head) => (
                 200,
-                json!({ "number": n.parse::<u64>().unwrap_or(0), "head": { "sha": head } }),
+                // Every fake PR comes from branch `feature` of `fork/repo`.
+                json!({ "number": n.parse::<u64>().unwrap_or(0),
+                        "head": { "sha": head, "ref": "feature", "repo": { "full_name": "fork/repo" } } }),
             ),
             None => (404, json!({"message": "Not Found"})),
         },
