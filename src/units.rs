@@ -25,11 +25,22 @@ impl fmt::Display for Bytes {
         let mib = self.mib();
         if self.0 != 0 && mib < 0.1 {
             // Small figures (a DQN's few KiB of optimizer temporaries) would read 0.0 MiB.
-            write!(f, "{:.1} KiB", self.0 as f64 / KIB as f64)
+            let kib = self.0 as f64 / KIB as f64;
+            write!(f, "{kib:.*} KiB", decimals(kib))
         } else {
-            write!(f, "{mib:.1} MiB")
+            // Four significant digits (one decimal at least), so a change
+            // of 0.1 % stays visible: 0.4123 MiB, not 0.4 MiB.
+            write!(f, "{mib:.*} MiB", decimals(mib))
         }
     }
+}
+
+/// Decimals for four significant digits of `v`, one at least.
+fn decimals(v: f64) -> usize {
+    if v <= 0.0 || !v.is_finite() {
+        return 1;
+    }
+    (3 - v.log10().floor() as i64).clamp(1, 6) as usize
 }
 
 /// A signed byte difference, for deltas against a baseline.
@@ -221,7 +232,11 @@ mod tests {
     #[test]
     fn display_in_mib_with_unit() {
         assert_eq!(Bytes(300 * MIB).to_string(), "300.0 MiB");
-        assert_eq!(Bytes(2048).to_string(), "2.0 KiB");
-        assert_eq!(fmt_delta_bytes(-(MIB as i128)), "-1.0 MiB");
+        assert_eq!(Bytes(2048).to_string(), "2.000 KiB");
+        assert_eq!(fmt_delta_bytes(-(MIB as i128)), "-1.000 MiB");
+        // A 17.6 % change on a small figure stays visible.
+        assert_eq!(Bytes(400 * KIB).to_string(), "0.3906 MiB");
+        assert_eq!(Bytes(470 * KIB).to_string(), "0.4590 MiB");
+        assert_eq!(Bytes(2952 * MIB).to_string(), "2952.0 MiB");
     }
 }

@@ -6,6 +6,23 @@ use std::path::Path;
 /// (name, spec text, exact error text)
 const CASES: &[(&str, &str, &str)] = &[
     (
+        "ratio_budget_without_variants_can_never_be_measured",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+      loss_ratio: < 1.05
+"#,
+        r#"budgets.yaml:11:1: error: `loss_ratio` on component `m` can never be measured: it has no variants to compare with
+  hint: add `variants:` to `m` and put the ratio budget on a variant, or budget `loss` directly"#,
+    ),
+    (
         "line_break_in_quoted_text_stays_escaped",
         r#"version: 1
 device:

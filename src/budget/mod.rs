@@ -2,6 +2,7 @@
 //! knows YAML (and only `yaml.rs` inside it).
 
 mod diagnostic;
+mod measurable;
 mod spec;
 mod validate;
 mod yaml;

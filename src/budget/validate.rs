@@ -385,6 +385,9 @@ pub fn validate(
         cx.err(i.pos, i.message, i.hint);
     }
     let spec = validate_root(&mut cx, path, root, check);
+    spec.iter()
+        .flat_map(super::measurable::unmeasurable)
+        .for_each(|(p, m, h)| cx.err(p, m, h));
     let mut diags = cx.diags;
     diags.sort_by_key(|d| d.pos);
     match spec {

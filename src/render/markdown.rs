@@ -152,7 +152,7 @@ fn verdict_line(report: &Report) -> String {
         s.failed,
         s.regressed,
         s.not_measured,
-        if s.strict { " (strict)" } else { "" }
+        super::strict_suffix(s)
     )
 }
 

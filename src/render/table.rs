@@ -147,7 +147,7 @@ pub fn render(report: &Report, color: bool) -> String {
         s.failed,
         s.regressed,
         s.not_measured,
-        if s.strict { " (strict)" } else { "" }
+        super::strict_suffix(s)
     );
     out
 }
