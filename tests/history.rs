@@ -93,7 +93,7 @@ fn the_baseline_branch_in_commit_order_shows_the_drift() {
     assert_eq!(commits, short, "oldest first:\n{stdout}");
     let values = table_values(&stdout);
     assert_eq!(values.len(), 3, "{stdout}");
-    assert!(stdout.contains("< 8.0 MiB"), "the budget is shown: {stdout}");
+    assert!(stdout.contains("< 8.000 MiB"), "the budget is shown: {stdout}");
     // Each wider MLP holds more: every change after the first is positive.
     let changes: Vec<&str> = stdout
         .lines()
