@@ -137,6 +137,6 @@ fn main() {
         16,
         9,
     );
-    // The original report's configuration (models.md §1), at its batch of 32.
+    // The configuration of the report in the README's "Why" (docs/models.md §1), at its batch of 32.
     bench("tft original config, batch 32", &Tft::new(TftConfig::default()), 32, 3);
 }

@@ -1,4 +1,4 @@
-//! The `dqn` workload (models.md §2): a Q-network over a market state
+//! The `dqn` workload (docs/models.md §2): a Q-network over a market state
 //! (short / flat / long), trained with a Huber loss on the double-DQN target
 //! r + γ(1−d)·Q_tgt(s′, argmax_a Q(s′, a)). The target network is frozen
 //! state: plain tensors copied from the online network, never seen by the

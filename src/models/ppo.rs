@@ -1,4 +1,4 @@
-//! The `ppo` workload (models.md §3): separate actor and critic MLPs trained
+//! The `ppo` workload (docs/models.md §3): separate actor and critic MLPs trained
 //! with the clipped surrogate + value loss − entropy bonus, on advantages
 //! from GAE over a seeded rollout. The whole rollout (observations, actions,
 //! old log-probs, rewards, dones, values) is part of the batch, so it lives

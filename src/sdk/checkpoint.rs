@@ -25,7 +25,7 @@ use super::nn::Step;
 /// Keeps only the trainable variables' gradients, detached. candle's
 /// backward also leaves gradients for untracked operands (inputs, masks),
 /// and a gradient built from tracked tensors keeps their op chain alive
-/// (models.md §5 pitfall 3); a careful training loop drops both before the
+/// (docs/models.md §5 pitfall 3); a careful training loop drops both before the
 /// optimizer step, and so does the runner.
 pub(crate) fn prune_grads(grads: &mut GradStore, vars: &[Var]) -> candle_core::Result<()> {
     let keep: HashSet<TensorId> = vars.iter().map(|v| v.as_tensor().id()).collect();

@@ -1,4 +1,4 @@
-//! The `mamba2` workload (models.md §4): a Linear embedding, a stack of
+//! The `mamba2` workload (docs/models.md §4): a Linear embedding, a stack of
 //! Mamba-2 (SSD, ngroups = 1) blocks, a final RMSNorm and a Linear head,
 //! regressing a causal, exponentially decaying signal of the inputs at every
 //! step. Each block runs under named scopes: `layerI.{norm, in_proj, conv,

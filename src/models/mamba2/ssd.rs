@@ -1,7 +1,7 @@
 //! The two sequence kernels of a Mamba-2 block, written with candle ops that
 //! keep their gradients: the causal depthwise conv as shift-and-sum (candle's
 //! grouped conv1d runs one kernel per channel), and the chunked SSD scan
-//! (models.md §4), with matmuls reshaped to rank ≤ 4.
+//! (docs/models.md §4), with matmuls reshaped to rank ≤ 4.
 
 use candle_core::{Result, Tensor, D};
 

@@ -1,6 +1,7 @@
-//! The TFT's configuration: the original report's keys plus `prescale_dim`,
+//! The TFT's configuration: the keys of the report in the README's "Why"
+//! (2,952 MB at batch 32) plus `prescale_dim`,
 //! validated with every problem collected, and the closed-form parameter
-//! count of models.md §1 (pytorch-forecasting variant).
+//! count of docs/models.md §1 (pytorch-forecasting variant).
 
 use serde_json::json;
 
@@ -9,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::sdk::Problems;
 
 /// The TFT's `config:` keys as the spec writes them; each may be left out
-/// (the original report's value).
+/// (the value of the report in the README's "Why"; docs/models.md §1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TftKeys {
@@ -54,7 +55,7 @@ pub struct TftConfig {
 }
 
 impl Default for TftConfig {
-    /// The original report's configuration.
+    /// The configuration of the report in the README's "Why" (docs/models.md §1).
     fn default() -> Self {
         TftConfig {
             input_dim: 256,
@@ -199,7 +200,7 @@ impl TftConfig {
         })
     }
 
-    /// The closed form of models.md §1, block by block.
+    /// The closed form of docs/models.md §1, block by block.
     pub fn param_count(&self) -> u64 {
         let h = self.hidden_dim as u64;
         let dc = self.prescale_dim as u64;
@@ -240,7 +241,7 @@ impl TftConfig {
     }
 }
 
-/// Parameter counts of the building blocks (models.md §1).
+/// Parameter counts of the building blocks (docs/models.md §1).
 pub mod count {
     /// GLU(i→o): one Linear(i, 2o).
     pub fn glu(i: u64, o: u64) -> u64 {

@@ -67,7 +67,7 @@ impl Dense {
             Stack::One => {
                 // Flatten the leading axes into one 2-D matmul: no broadcast
                 // weight copies, and a contiguous operand (CUDA matmul rejects
-                // row-strided views, models.md §5 pitfall 4).
+                // row-strided views, docs/models.md §5 pitfall 4).
                 let dims = x.dims().to_vec();
                 let (lead, input) = dims.split_at(dims.len() - 1);
                 let rows: usize = lead.iter().product();

@@ -1,4 +1,4 @@
-//! GLU and GateAddNorm (models.md §1): dropout → Linear(i, 2o) → first half ⊙
+//! GLU and GateAddNorm (docs/models.md §1): dropout → Linear(i, 2o) → first half ⊙
 //! σ(second half); then LN(· + skip). TFT uses no trainable add.
 
 use candle_core::{Result, Tensor, D};

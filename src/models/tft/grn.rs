@@ -1,4 +1,4 @@
-//! The gated residual network and its resampling skip (models.md §1):
+//! The gated residual network and its resampling skip (docs/models.md §1):
 //! η = ELU(W1·x + b1 [+ Wc·ctx]); η = W2·η + b2; out = LN(GLU(η) + residual),
 //! where residual is x, or ResampleNorm(x) when the width changes.
 

@@ -1,6 +1,6 @@
-//! The Temporal Fusion Transformer workload (models.md §1, pytorch-forecasting
+//! The Temporal Fusion Transformer workload (docs/models.md §1, pytorch-forecasting
 //! variant), one file per block. The encoder selection network sees the known
-//! and the observed reals (Ve = known + unknown). Every block of models.md §6
+//! and the observed reals (Ve = known + unknown). Every block of docs/models.md §6
 //! runs in a named scope so reports can rank where the memory goes.
 
 pub mod attention;

@@ -43,7 +43,7 @@ fn inference_model(tft: &Tft, seed: u64) -> Result<Box<dyn Model>> {
     tft.build(store.detached(DType::F32, &Device::Cpu), &ctx(1))
 }
 
-/// models.md §1's closed form, written out here on its own.
+/// docs/models.md §1's closed form, written out here on its own.
 fn closed_form(c: &TftConfig) -> u64 {
     let glu = |i: u64, o: u64| 2 * o * (i + 1);
     let gan = |i: u64, o: u64| glu(i, o) + 2 * o;

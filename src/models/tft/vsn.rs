@@ -1,4 +1,4 @@
-//! Variable selection (models.md §1): each real variable is prescaled to
+//! Variable selection (docs/models.md §1): each real variable is prescaled to
 //! `d_c` and goes through its own GRN; a flattened GRN over all prescaled
 //! variables (with an optional static context) gives softmax weights over
 //! the variables; the output is the weighted sum of the per-variable GRNs.
