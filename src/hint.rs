@@ -24,6 +24,7 @@ mod tests {
         );
         assert_eq!(did_you_mean("zzz", &["activations", "params"]), None);
         assert_eq!(did_you_mean("mpl", &["mlp", "tft", "dqn"]), Some("mlp"));
+        assert_eq!(did_you_mean("xyz", &["mlp", "tft", "dqn"]), None);
         assert_eq!(
             did_you_mean("my_forcaster", &["my_forecaster", "tft"]),
             Some("my_forecaster")

@@ -68,29 +68,7 @@ impl fmt::Display for Diagnostics {
     }
 }
 
-/// The closest of `candidates` to `word`, if it is a plausible typo.
-pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
-    candidates
-        .iter()
-        .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, c)| *d <= (c.len() / 3).max(2) && *d < c.len())
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
+pub use crate::hint::did_you_mean;
 
 #[cfg(test)]
 mod tests {
@@ -108,16 +86,5 @@ mod tests {
             d.to_string(),
             "budgets.yaml:4:13: error: device.capacity: `1\\n::error::pwned\\u{1B}` is not a size\n  hint: a\\r\\nb"
         );
-    }
-
-    #[test]
-    fn suggests_near_names_only() {
-        assert_eq!(
-            did_you_mean("activation", &["activations", "params"]),
-            Some("activations")
-        );
-        assert_eq!(did_you_mean("zzz", &["activations", "params"]), None);
-        assert_eq!(did_you_mean("mpl", &["mlp", "tft", "dqn"]), Some("mlp"));
-        assert_eq!(did_you_mean("xyz", &["mlp", "tft", "dqn"]), None);
     }
 }
