@@ -897,3 +897,54 @@ fn a_marked_comment_by_someone_else_is_never_edited() {
     assert!(all.iter().any(|c| c.id == theirs && c.body.contains("planted")));
     assert!(all.iter().any(|c| c.login == "github-actions[bot]"));
 }
+
+#[test]
+fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
+    // Waited out: a 403 "secondary rate limit" with retry-after: 1, then the answer.
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 21);
+    let out = tmp.path().join("out");
+    let limited = || {
+        FaultKind::StatusWithHeaders(
+            403,
+            "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.".into(),
+            vec![("retry-after".into(), "1".into())],
+        )
+    };
+    fake.fault("GET", "/issues/21/comments", 1, limited());
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("GitHub rate limit on GET"), "{}", text(&o));
+    assert!(text(&o).contains("waiting 1 s as asked"), "{}", text(&o));
+    assert_eq!(fake.comments(21).len(), 1);
+
+    // Beyond the run's budget: no wait at all, exit 3, and it says what GitHub asked.
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 22);
+    let out = tmp.path().join("out");
+    fake.fault(
+        "GET",
+        "/issues/22/comments",
+        usize::MAX,
+        FaultKind::StatusWithHeaders(
+            429,
+            "API rate limit exceeded".into(),
+            vec![("retry-after".into(), "3600".into())],
+        ),
+    );
+    let o = gate(Some(&fake), Some(&ev))
+        .env("GATE_GITHUB_MAX_RATE_WAIT_MS", "2000")
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("asks to wait 3600 s"), "{}", text(&o));
+    assert!(text(&o).contains("GATE_GITHUB_MAX_RATE_WAIT_MS"), "{}", text(&o));
+    assert_eq!(fake.count("GET", "/issues/22/comments"), 1, "never hammered");
+    assert_no_token(&o, &out);
+}

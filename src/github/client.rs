@@ -25,6 +25,8 @@ pub struct Settings {
     pub attempts: u32,
     /// The first retry waits this long; each next one twice as long.
     pub backoff: Duration,
+    /// The most a run waits, in all, for rate limits to lift (then exit 3).
+    pub max_rate_wait: Duration,
 }
 
 impl std::fmt::Debug for Settings {
@@ -68,8 +70,42 @@ impl Settings {
                 .unwrap_or(4u32)
                 .clamp(1, 10),
             backoff: env_ms("GATE_GITHUB_BACKOFF_MS", 1_000),
+            max_rate_wait: env_ms("GATE_GITHUB_MAX_RATE_WAIT_MS", 300_000),
         }
     }
+}
+
+/// The wait a rate-limited answer asks for, following GitHub's documented
+/// rules (docs.github.com, "Rate limits for the REST API": "If you exceed a
+/// rate limit"): `retry-after` seconds when given; else, with
+/// `x-ratelimit-remaining: 0`, until `x-ratelimit-reset` (epoch seconds);
+/// else, for a secondary rate limit, at least one minute. `None`: not a
+/// rate limit.
+fn rate_limit_wait(
+    status: u16,
+    retry_after: Option<u64>,
+    remaining: Option<u64>,
+    reset: Option<u64>,
+    body: &str,
+    now: u64,
+) -> Option<Duration> {
+    if status != 403 && status != 429 {
+        return None;
+    }
+    let secondary = body.to_ascii_lowercase().contains("secondary rate limit");
+    if let Some(s) = retry_after {
+        return Some(Duration::from_secs(s));
+    }
+    if remaining == Some(0) {
+        return Some(Duration::from_secs(reset.map_or(60, |r| r.saturating_sub(now).max(1))));
+    }
+    (secondary || status == 429).then(|| Duration::from_secs(60))
+}
+
+fn now_epoch() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// An answer: status and body text.
@@ -161,7 +197,7 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> Result<(u16, Option<u64>, String), String> {
+    ) -> Result<(u16, Option<Duration>, String), String> {
         let resp = match method {
             Method::Get => self.octo._get(path).await,
             Method::Post => self.octo._post(path, body).await,
@@ -170,20 +206,21 @@ impl Client {
         }
         .map_err(|e| error_chain(&e))?;
         let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        let limited = status == 403
-            && resp
-                .headers()
-                .get("x-ratelimit-remaining")
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
                 .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim() == "0");
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        };
+        let (retry_after, remaining, reset) = (
+            header("retry-after"),
+            header("x-ratelimit-remaining"),
+            header("x-ratelimit-reset"),
+        );
         let text = self.octo.body_to_string(resp).await.map_err(|e| error_chain(&e))?;
-        // A rate-limited 403 is retried like a 429.
-        Ok((if limited { 429 } else { status }, retry_after, text))
+        let limit = rate_limit_wait(status, retry_after, remaining, reset, &text, now_epoch());
+        // A rate-limited 403 is retried like a 429, after the wait GitHub asks for.
+        Ok((if limit.is_some() { 429 } else { status }, limit, text))
     }
 
     async fn send(
@@ -198,12 +235,38 @@ impl Client {
             Retry::Idempotent => self.settings.attempts.max(1),
             Retry::Once => 1,
         };
-        let mut attempt = 0;
+        let mut attempt: u32 = 0;
+        let mut rate_waited = Duration::ZERO;
         loop {
             attempt += 1;
             let outcome = tokio::time::timeout(self.settings.timeout, self.once(method, path, body)).await;
             let wait_hint = match &outcome {
-                Ok(Ok((status, retry_after, text))) => {
+                Ok(Ok((status, Some(wait), _))) if *status == 429 => {
+                    // Rate limits are waited out as GitHub asks, within a
+                    // total budget; past it the run stops (exit 3) and says so.
+                    let left = self.settings.max_rate_wait.saturating_sub(rate_waited);
+                    if *wait > left {
+                        return Err(GithubError::RateLimited {
+                            op,
+                            method: method.name().into(),
+                            path: self.redact(path),
+                            asked: wait.as_secs(),
+                            waited: rate_waited.as_secs(),
+                        });
+                    }
+                    eprintln!(
+                        "GitHub rate limit on {} {}: waiting {} s as asked ({} s waited so far)",
+                        method.name(),
+                        self.redact(path),
+                        wait.as_secs_f64().ceil(),
+                        rate_waited.as_secs()
+                    );
+                    rate_waited += *wait;
+                    attempt = attempt.saturating_sub(1); // the wait is GitHub's, not a failed attempt
+                    tokio::time::sleep(*wait).await;
+                    continue;
+                }
+                Ok(Ok((status, _, text))) => {
                     let retryable = *status >= 500 || *status == 429;
                     if !retryable || attempt >= attempts {
                         return Ok(Response {
@@ -211,7 +274,7 @@ impl Client {
                             body: text.clone(),
                         });
                     }
-                    retry_after.map(Duration::from_secs)
+                    None
                 }
                 Ok(Err(reason)) => {
                     if attempt >= attempts {
@@ -355,7 +418,36 @@ mod tests {
             timeout: Duration::from_millis(1),
             attempts: 1,
             backoff: Duration::from_millis(1),
+            max_rate_wait: Duration::from_millis(1),
         };
         assert!(!format!("{s:?}").contains("ghs_secret1"));
+    }
+
+    #[test]
+    fn rate_limits_wait_as_github_documents() {
+        let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
+        // Secondary: retry-after when given, else at least a minute.
+        let body = r#"{"message":"You have exceeded a secondary rate limit"}"#;
+        assert_eq!(secs(rate_limit_wait(403, Some(7), None, None, body, 0)), Some(7));
+        assert_eq!(secs(rate_limit_wait(403, None, None, None, body, 0)), Some(60));
+        assert_eq!(secs(rate_limit_wait(429, None, None, None, "{}", 0)), Some(60));
+        // Primary: until the reset time.
+        assert_eq!(
+            secs(rate_limit_wait(403, None, Some(0), Some(1_090), "{}", 1_000)),
+            Some(90)
+        );
+        // A plain 403 (a permission) is no rate limit; nor is a 500.
+        assert_eq!(
+            rate_limit_wait(
+                403,
+                None,
+                Some(4_000),
+                None,
+                r#"{"message":"Resource not accessible"}"#,
+                0
+            ),
+            None
+        );
+        assert_eq!(rate_limit_wait(500, Some(3), None, None, body, 0), None);
     }
 }

@@ -62,6 +62,18 @@ pub enum GithubError {
         path: String,
         reason: String,
     },
+    /// A rate limit asked for a longer wait than the run allows.
+    #[error(
+        "GitHub's rate limit stopped the request to {} ({method} {path}): it asks to wait {asked} s, after {waited} s already waited",
+        op.what()
+    )]
+    RateLimited {
+        op: Op,
+        method: String,
+        path: String,
+        asked: u64,
+        waited: u64,
+    },
     /// Concurrent writers kept winning.
     #[error("the baseline store kept changing under us ({path}); gave up after {attempts} attempts")]
     Conflict { path: String, attempts: u32 },
@@ -111,6 +123,11 @@ impl GithubError {
             }
             GithubError::Decode { .. } => "GITHUB_API_URL must point at the GitHub REST API".into(),
             GithubError::Conflict { .. } => "several jobs publish at once; run the publish again".into(),
+            GithubError::RateLimited { .. } => {
+                "rerun the job later; many jobs sharing one token hit GitHub's limits sooner. \
+                 GATE_GITHUB_MAX_RATE_WAIT_MS sets how long gate waits in all (default 300000)"
+                    .into()
+            }
         }
     }
 }

@@ -30,6 +30,8 @@ pub struct Req {
 pub enum FaultKind {
     Status(u16, String),
     Delay(Duration),
+    /// A status with extra response headers (`retry-after`, `x-ratelimit-*`).
+    StatusWithHeaders(u16, String, Vec<(String, String)>),
 }
 
 #[derive(Debug, Clone)]
@@ -162,6 +164,15 @@ impl Fake {
     }
 }
 
+fn respond_with(mut stream: TcpStream, status: u16, body: &str, headers: &[(String, String)]) -> std::io::Result<()> {
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let text = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    std::io::Write::write_all(&mut stream, text.as_bytes())
+}
+
 fn respond(mut stream: TcpStream, status: u16, body: &str) -> std::io::Result<()> {
     let text = format!(
         "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -227,6 +238,9 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
             return respond(stream, code, &json!({ "message": msg }).to_string());
         }
         Some(FaultKind::Delay(d)) => std::thread::sleep(d),
+        Some(FaultKind::StatusWithHeaders(code, msg, headers)) => {
+            return respond_with(stream, code, &json!({ "message": msg }).to_string(), &headers);
+        }
         None => {}
     }
     if auth.as_deref() != Some(&format!("Bearer {TOKEN}")) {
