@@ -70,6 +70,11 @@ pub fn load(path: &Path) -> Result<Spec, SpecError> {
 
 /// Reads and validates the spec file at `path`, checking each workload with `check`.
 pub fn load_with(path: &Path, check: Option<&dyn WorkloadCheck>) -> Result<Spec, SpecError> {
+    Ok(parse_bytes_with(path, &read(path)?, check)?)
+}
+
+/// The spec file's bytes, at most [`MAX_SPEC_BYTES`].
+pub fn read(path: &Path) -> Result<Vec<u8>, SpecError> {
     let read_err = |source| SpecError::Read {
         path: path.display().to_string(),
         source,
@@ -83,7 +88,7 @@ pub fn load_with(path: &Path, check: Option<&dyn WorkloadCheck>) -> Result<Spec,
             limit: MAX_SPEC_BYTES,
         });
     }
-    Ok(parse_bytes_with(path, &bytes, check)?)
+    Ok(bytes)
 }
 
 fn one(path: &Path, issue: yaml::YamlIssue) -> Diagnostics {

@@ -27,13 +27,25 @@ pub enum Loaded {
 pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, CliError> {
     // Which binary measures the spec comes first: another harness knows
     // workloads this one cannot check.
-    let spec = crate::budget::load(path)?;
+    // The file is read once. A spec with errors is parsed again with its
+    // workloads checked, so every error comes out in one go.
+    let bytes = crate::budget::read(path)?;
+    let spec = match crate::budget::parse_bytes(path, &bytes) {
+        Ok(spec) => spec,
+        Err(plain) => {
+            let all = crate::runner::parse_bytes(path, &bytes, &app.registry)
+                .err()
+                .unwrap_or(plain);
+            return Err(crate::budget::SpecError::from(all).into());
+        }
+    };
     if let Some(h) = &spec.harness {
         if !app.is(h) {
             return delegate(&spec, h, backend).map(Loaded::Delegated);
         }
     }
-    let (spec, workloads) = crate::runner::load(path, &app.registry)?;
+    let (spec, workloads) =
+        crate::runner::parse_bytes(path, &bytes, &app.registry).map_err(crate::budget::SpecError::from)?;
     Ok(Loaded::Here(Box::new(spec), workloads))
 }
 

@@ -6,7 +6,6 @@
 
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
-use serde_json::json;
 
 use crate::sdk::Rng;
 use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
@@ -184,19 +183,6 @@ impl Workload for Dqn {
 
     fn config(&self) -> &Self {
         self
-    }
-
-    fn describe(&self) -> serde_json::Value {
-        json!({
-            "state_dim": self.state_dim,
-            "hidden_dim": self.hidden_dim,
-            "hidden_layers": self.hidden_layers,
-            "num_actions": self.num_actions,
-            "gamma": self.gamma,
-            "huber_delta": self.huber_delta,
-            "target_sync": self.target_sync,
-            "learning_rate": self.learning_rate,
-        })
     }
 
     fn param_count(&self) -> ParamCount {

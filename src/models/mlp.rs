@@ -4,7 +4,6 @@
 use candle_core::{Result, Tensor};
 use candle_nn::{Linear, VarBuilder};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use crate::sdk::Rng;
 use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
@@ -75,15 +74,6 @@ impl Workload for Mlp {
 
     fn config(&self) -> &Self {
         self
-    }
-
-    fn describe(&self) -> serde_json::Value {
-        json!({
-            "input_dim": self.input_dim,
-            "hidden_dim": self.hidden_dim,
-            "hidden_layers": self.hidden_layers,
-            "output_dim": self.output_dim,
-        })
     }
 
     fn param_count(&self) -> ParamCount {

@@ -9,7 +9,6 @@
 
 use candle_core::{Result, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
-use serde_json::json;
 
 use crate::sdk::scoped;
 use crate::sdk::Rng;
@@ -250,24 +249,6 @@ impl Workload for Ppo {
 
     fn config(&self) -> &Self {
         self
-    }
-
-    fn describe(&self) -> serde_json::Value {
-        json!({
-            "obs_dim": self.obs_dim,
-            "hidden_dim": self.hidden_dim,
-            "hidden_layers": self.hidden_layers,
-            "num_actions": self.num_actions,
-            "rollout_steps": self.rollout_steps,
-            "num_envs": self.num_envs,
-            "minibatch": self.minibatch,
-            "gamma": self.gamma,
-            "gae_lambda": self.gae_lambda,
-            "clip": self.clip,
-            "value_coef": self.value_coef,
-            "entropy_coef": self.entropy_coef,
-            "learning_rate": self.learning_rate,
-        })
     }
 
     fn param_count(&self) -> ParamCount {

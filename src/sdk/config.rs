@@ -484,18 +484,11 @@ impl<'de, 'a> Deserializer<'de> for NodeDe<'a> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, DeError> {
-        let Value::Map(entries) = &self.node.value else {
-            let e = if self.node.value == Value::Null {
-                // `config:` with nothing under it: every key takes its default.
-                return self.fix(visitor.visit_map(Map {
-                    parent: &self,
-                    entries: [].iter(),
-                    value: None,
-                }));
-            } else {
-                self.wrong("a mapping of keys")
-            };
-            return Err(self.fix::<()>(Err(e)).unwrap_err());
+        let entries: &[(String, Pos, Node)] = match &self.node.value {
+            Value::Map(entries) => entries,
+            // `config:` with nothing under it: every key takes its default.
+            Value::Null => &[],
+            _ => return Err(self.wrong("a mapping of keys").at(self.node.pos, &self.path)),
         };
         // Unknown keys are errors whether or not the struct denies them:
         // a misspelt key silently taking its default is the bug to catch.

@@ -99,6 +99,11 @@ impl Registry {
         Ok(())
     }
 
+    /// Whether `kind` is registered.
+    pub fn knows(&self, kind: &str) -> bool {
+        self.kinds.iter().any(|k| k.name == kind)
+    }
+
     /// Every registered kind, in registration order.
     pub fn names(&self) -> Vec<&'static str> {
         self.kinds.iter().map(|k| k.name).collect()
