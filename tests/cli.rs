@@ -363,3 +363,20 @@ fn a_small_tft_repeats_to_the_byte_across_runs() {
     }
     assert_eq!(runs[0]["blocks"], runs[1]["blocks"]);
 }
+
+#[test]
+fn validate_reports_spec_and_config_errors_in_one_go() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("budgets.yaml");
+    std::fs::write(
+        &p,
+        "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    config: { hiden_dim: 8 }\n    budgets: { activation: < 1 MiB }\n",
+    )
+    .unwrap();
+    let o = gate(&["validate", "--budgets", p.to_str().unwrap()], &[]);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains(":6:") && e.contains("unknown config key `hiden_dim`"), "{e}");
+    assert!(e.contains(":7:") && e.contains("unknown metric `activation`"), "{e}");
+    assert!(e.contains("the spec has 2 errors"), "{e}");
+}
