@@ -103,6 +103,25 @@ impl fmt::Display for Metric {
     }
 }
 
+/// A value in its budget's unit as written (`312.4 MB` under `< 300 MB`);
+/// without one, as [`format_value`].
+pub fn format_in(unit: Unit, shown: Option<crate::units::SizeUnit>, value: f64) -> String {
+    match (unit, shown) {
+        (Unit::Bytes, Some(u)) => u.format(value),
+        _ => format_value(unit, value),
+    }
+}
+
+/// A budget's limit as written: `< 300 MB`, `< 2 s` shown as `< 2000 ms`, `< 1.05`.
+pub fn format_limit(unit: Unit, shown: Option<crate::units::SizeUnit>, op: &str, value: f64) -> String {
+    let v = match (unit, shown) {
+        (Unit::Bytes, Some(u)) => u.format_limit(value),
+        (Unit::Ms, _) => format!("{} ms", trim_float(value)),
+        _ => format_value(unit, value),
+    };
+    format!("{op} {v}")
+}
+
 /// Writes a value of `unit` for people: MiB for bytes, ms, or the plain number.
 pub fn format_value(unit: Unit, value: f64) -> String {
     match unit {

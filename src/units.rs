@@ -106,15 +106,9 @@ pub fn parse_size(text: &str) -> Result<Bytes, UnitError> {
             hint: SIZE_HINT.into(),
         });
     }
-    let scale = match unit {
-        "B" => 1,
-        "KB" | "kB" => 1000,
-        "MB" => 1000 * 1000,
-        "GB" => 1000 * 1000 * 1000,
-        "KiB" => KIB,
-        "MiB" => MIB,
-        "GiB" => GIB,
-        _ => {
+    let scale = match SizeUnit::parse(unit) {
+        Some(u) => u.scale(),
+        None => {
             return Err(UnitError {
                 message: format!("unknown size unit `{unit}` in `{text}`"),
                 hint: SIZE_HINT.into(),
@@ -190,6 +184,87 @@ pub fn parse_millis(text: &str) -> Result<f64, UnitError> {
     }
 }
 
+/// A size unit as a person writes it in a budget (`300 MB`, `1.5 GiB`):
+/// a budget's figures are shown in the unit its limit was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SizeUnit {
+    B,
+    KB,
+    MB,
+    GB,
+    KiB,
+    MiB,
+    GiB,
+}
+
+impl SizeUnit {
+    pub fn parse(text: &str) -> Option<SizeUnit> {
+        Some(match text {
+            "B" => SizeUnit::B,
+            "KB" | "kB" => SizeUnit::KB,
+            "MB" => SizeUnit::MB,
+            "GB" => SizeUnit::GB,
+            "KiB" => SizeUnit::KiB,
+            "MiB" => SizeUnit::MiB,
+            "GiB" => SizeUnit::GiB,
+            _ => return None,
+        })
+    }
+
+    /// The unit of a size as written (`300 MB` → MB); `None` if it is not a size.
+    pub fn of(text: &str) -> Option<SizeUnit> {
+        let t = text.trim();
+        let split = t.find(|c: char| c.is_ascii_alphabetic())?;
+        SizeUnit::parse(t[split..].trim())
+    }
+
+    pub fn scale(self) -> u64 {
+        match self {
+            SizeUnit::B => 1,
+            SizeUnit::KB => 1000,
+            SizeUnit::MB => 1000 * 1000,
+            SizeUnit::GB => 1000 * 1000 * 1000,
+            SizeUnit::KiB => KIB,
+            SizeUnit::MiB => MIB,
+            SizeUnit::GiB => GIB,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SizeUnit::B => "B",
+            SizeUnit::KB => "KB",
+            SizeUnit::MB => "MB",
+            SizeUnit::GB => "GB",
+            SizeUnit::KiB => "KiB",
+            SizeUnit::MiB => "MiB",
+            SizeUnit::GiB => "GiB",
+        }
+    }
+
+    /// `bytes` in this unit with four significant digits (one decimal at
+    /// least, none for whole bytes), so a change of 0.1 % stays visible:
+    /// `312.4 MB`, `0.9537 GB`, `-1.250 MB`.
+    pub fn format(self, bytes: f64) -> String {
+        let v = bytes / self.scale() as f64;
+        if self == SizeUnit::B {
+            return format!("{} B", bytes.round());
+        }
+        if v == 0.0 {
+            return format!("0 {}", self.name());
+        }
+        format!("{v:.*} {}", decimals(v.abs()), self.name())
+    }
+
+    /// A limit as written: `300 MB`, `1.5 GiB` (the shortest exact number).
+    pub fn format_limit(self, bytes: f64) -> String {
+        let v = bytes / self.scale() as f64;
+        // Shortest round-trip text of the written number, without float noise.
+        let rounded = (v * 1e6).round() / 1e6;
+        format!("{rounded} {}", self.name())
+    }
+}
+
 /// `1.0` → `1`, `2.50` → `2.5`: numbers as a person writes them.
 pub fn trim_float(v: f64) -> String {
     let s = format!("{v:.3}");
@@ -227,6 +302,23 @@ mod tests {
         assert!(parse_percent("5").is_err());
         assert_eq!(parse_millis("250 ms").unwrap(), 250.0);
         assert_eq!(parse_millis("2s").unwrap(), 2000.0);
+    }
+
+    #[test]
+    fn sizes_are_shown_in_the_unit_they_were_written_in() {
+        assert_eq!(SizeUnit::of("300 MB"), Some(SizeUnit::MB));
+        assert_eq!(SizeUnit::of("1.5GiB"), Some(SizeUnit::GiB));
+        assert_eq!(SizeUnit::MB.format_limit(300_000_000.0), "300 MB");
+        assert_eq!(SizeUnit::GB.format_limit(1e9), "1 GB");
+        assert_eq!(SizeUnit::GiB.format_limit(1.5 * GIB as f64), "1.5 GiB");
+        assert_eq!(SizeUnit::MB.format(312_412_345.0), "312.4 MB");
+        assert_eq!(SizeUnit::GB.format(953_700_000.0), "0.9537 GB");
+        assert_eq!(SizeUnit::MB.format(-1_250_000.0), "-1.250 MB");
+        assert_eq!(SizeUnit::MB.format(0.0), "0 MB");
+        assert_eq!(SizeUnit::B.format(512.0), "512 B");
+        // A 0.1 % change is visible at any magnitude.
+        assert_ne!(SizeUnit::MB.format(999_000_000.0), SizeUnit::MB.format(1_000_000_000.0));
+        assert_ne!(SizeUnit::MB.format(100_000_000.0), SizeUnit::MB.format(100_100_000.0));
     }
 
     #[test]

@@ -93,7 +93,10 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
         bytes: 0,
         measured: false,
     };
-    let v = report::decide(&spec, &components, None, false, reserve, false);
+    let none = report::baseline::Outcome::Missing {
+        reason: "--baseline none".into(),
+    };
+    let v = report::decide(&spec, &components, &none, &report::Testbed::default(), reserve, false);
     let statuses: Vec<(&str, &str, Status)> = v
         .results
         .iter()

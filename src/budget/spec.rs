@@ -22,6 +22,7 @@ impl Default for Timing {
     }
 }
 
+/// A budget's comparison; written in reports as its symbol (`<`, `<=`, `>`, `>=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     Lt,
@@ -50,6 +51,16 @@ impl Op {
         }
     }
 
+    pub fn parse(symbol: &str) -> Option<Op> {
+        Some(match symbol {
+            "<" => Op::Lt,
+            "<=" => Op::Le,
+            ">" => Op::Gt,
+            ">=" => Op::Ge,
+            _ => return None,
+        })
+    }
+
     /// An upper bound (`<`, `<=`) rather than a lower one.
     pub fn is_max(self) -> bool {
         matches!(self, Op::Lt | Op::Le)
@@ -61,6 +72,8 @@ impl Op {
 pub struct Limit {
     pub op: Op,
     pub value: f64,
+    /// For sizes, the unit the limit was written in: its figures are shown in it.
+    pub unit: Option<crate::units::SizeUnit>,
 }
 
 #[derive(Debug, Clone)]
@@ -178,5 +191,24 @@ pub struct HarnessSpec {
 impl Spec {
     pub fn component(&self, name: &str) -> Option<&Component> {
         self.components.iter().find(|c| c.name == name)
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.symbol())
+    }
+}
+
+impl serde::Serialize for Op {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.symbol())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Op {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Op::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("`{text}` is not one of <, <=, >, >=")))
     }
 }

@@ -324,7 +324,13 @@ impl Ctx {
             }),
         };
         match value {
-            Ok(v) => Some(Limit { op, value: v }),
+            Ok(v) => Some(Limit {
+                op,
+                value: v,
+                unit: (unit == Unit::Bytes)
+                    .then(|| crate::units::SizeUnit::of(&text))
+                    .flatten(),
+            }),
             Err(e) => {
                 self.err(pos, format!("budget for {what}: {}", e.message), e.hint);
                 None

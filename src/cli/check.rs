@@ -187,26 +187,76 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         },
     };
     let testbed = report::testbed(&device, &spec);
-    let base = baseline.report();
-    let comparable = base.is_some_and(|b| report::baseline::comparable(&testbed, &b.testbed));
+    let report = conclude(
+        Conclusion {
+            spec: &spec,
+            spec_path: args.budgets.display().to_string(),
+            commit: current_commit(),
+            components,
+            baseline: &baseline,
+            testbed,
+            reserve,
+            strict: args.strict,
+            wall_seconds: started.elapsed().as_secs_f64(),
+            out: &args.out,
+            extra: Vec::new(),
+        },
+        |report| {
+            eprintln!(
+                "wrote {} and {} in {:.1} s",
+                args.out.join("report.json").display(),
+                args.out.join("junit.xml").display(),
+                report.wall_seconds
+            )
+        },
+    )?;
+    let Some(report) = report else {
+        return Ok(stopped().unwrap_or(Exit::Interrupted));
+    };
+    if let Some(reason) = infra {
+        eprintln!("error: infrastructure failure: {reason}");
+        return Ok(Exit::Infrastructure);
+    }
+    Ok(verdict_exit(&report))
+}
+
+/// What `check` and `merge` hand to [`conclude`]: the measured components
+/// and everything the verdict and the outputs need.
+pub(super) struct Conclusion<'a> {
+    pub spec: &'a crate::budget::Spec,
+    pub spec_path: String,
+    pub commit: Option<String>,
+    pub components: BTreeMap<String, report::ComponentReport>,
+    pub baseline: &'a report::baseline::Outcome,
+    pub testbed: report::Testbed,
+    pub reserve: Reserve,
+    pub strict: bool,
+    pub wall_seconds: f64,
+    pub out: &'a std::path::Path,
+    /// More files for the set (merge: the shards' pr.json).
+    pub extra: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// The one output path of `check` and `merge`: the verdict, then
+/// report.json, junit.xml and the GitHub files as one set, then the table
+/// on stdout. `None` when a signal arrived before writing began.
+pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
+    let mut components = c.components;
     report::add_ratios(&mut components); // variants: loss and step-time ratios
-    let verdict = report::decide(&spec, &components, base, comparable, reserve, args.strict);
-    let mut summary = verdict.summary;
-    report::baseline::annotate(&mut summary, &baseline, &testbed);
+    let verdict = report::decide(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict);
     let report = Report {
         schema: SCHEMA,
         gate_version: env!("CARGO_PKG_VERSION").into(),
-        commit: current_commit(),
-        spec: args.budgets.display().to_string(),
-        baseline: report::baseline::info(&baseline, &testbed),
-        testbed,
+        commit: c.commit,
+        spec: c.spec_path,
+        baseline: report::baseline::info(c.baseline, &c.testbed),
+        testbed: c.testbed,
         components,
         ensemble: verdict.ensemble,
         results: verdict.results,
-        summary,
-        wall_seconds: started.elapsed().as_secs_f64(),
+        summary: verdict.summary,
+        wall_seconds: c.wall_seconds,
     };
-
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let junit = crate::render::junit::render(&report, time::OffsetDateTime::now_utc()).map_err(|e| {
         CliError::Infrastructure {
@@ -217,33 +267,31 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     // Interrupted before writing: write nothing. Once writing has begun the
     // signal waits (a few milliseconds) so the files are one run's set.
     if !crate::runner::begin_writing() {
-        return Ok(stopped().unwrap_or(Exit::Interrupted));
+        return Ok(None);
     }
     // One set: all files or none replace the old ones (see OutputSet).
-    let mut set = begin_set(&args.out)?;
+    let mut set = begin_set(c.out)?;
     add(&mut set, "report.json", json.as_bytes())?;
     add(&mut set, "junit.xml", junit.as_bytes())?;
-    write_github_outputs(&mut set, &report, base)?;
+    for (name, bytes) in &c.extra {
+        add(&mut set, name, bytes)?;
+    }
+    write_github_outputs(&mut set, &report, c.baseline.report())?;
     commit_set(set)?;
 
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
     print!("{}", guard_commands(crate::render::table::render(&report, color)));
-    eprintln!(
-        "wrote {} and {} in {:.1} s",
-        args.out.join("report.json").display(),
-        args.out.join("junit.xml").display(),
-        report.wall_seconds
-    );
+    after_write(&report);
+    Ok(Some(report))
+}
 
-    if let Some(reason) = infra {
-        eprintln!("error: infrastructure failure: {reason}");
-        return Ok(Exit::Infrastructure);
-    }
-    Ok(if report.summary.status == "pass" {
+/// The exit code of a verdict.
+pub(super) fn verdict_exit(report: &Report) -> Exit {
+    if report.summary.passed_run() {
         Exit::Pass
     } else {
         Exit::Fail
-    })
+    }
 }
 
 /// One line on where a run's time went: the profiles' wall time, their sum
@@ -355,8 +403,10 @@ pub(super) fn write_github_outputs(
     baseline: Option<&Report>,
 ) -> Result<(), CliError> {
     use crate::render::markdown;
+    let event = crate::github::context::event_from_env();
+    let links = crate::github::context::links(&event, &report.spec);
     // Room for the marker `gate comment` puts in front.
-    let body = markdown::render(report, baseline, markdown::COMMENT_LIMIT - 100);
+    let body = markdown::render_with(report, baseline, &links, markdown::COMMENT_LIMIT - 100);
     add(set, "comment.md", body.as_bytes())?;
     match baseline {
         Some(b) => add(
@@ -368,7 +418,7 @@ pub(super) fn write_github_outputs(
         )?,
         None => set.remove("baseline.json"),
     }
-    if let crate::github::Event::PullRequest(pr) = crate::github::context::event_from_env() {
+    if let crate::github::Event::PullRequest(pr) = event {
         add(
             set,
             "pr.json",

@@ -84,11 +84,6 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     let report = read_report(&args.from)?;
     let baseline = read_baseline(&args.from);
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
-    let body = markdown::render(
-        &report,
-        baseline.as_ref(),
-        markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
-    );
 
     // Without --pr the event is where the PR comes from: in a pull_request run
     // a broken event file is an error, not "nothing to post" (#15).
@@ -97,6 +92,14 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     } else {
         context::event_from_env_checked().map_err(|e| github_error(e, &args.from))?
     };
+    // Links come from this run's trusted context, never from the artifact.
+    let links = context::links(&event, &report.spec);
+    let body = markdown::render_with(
+        &report,
+        baseline.as_ref(),
+        &links,
+        markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
+    );
     let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());

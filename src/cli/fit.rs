@@ -242,7 +242,7 @@ mod tests {
     fn budget(op: Op, value: f64) -> Budget {
         Budget {
             metric: Metric::TrainingPeak,
-            limit: Limit { op, value },
+            limit: Limit { op, value, unit: None },
             line: 1,
         }
     }

@@ -110,7 +110,7 @@ fn rows(reports: &[Report], metric: Metric, component: Option<&str>) -> Vec<Row>
                 .results
                 .iter()
                 .find(|b| &b.component == name && b.metric == metric.name())
-                .map(|b| (b.op.clone(), b.limit));
+                .map(|b| (b.op.symbol().to_string(), b.limit));
             if value.is_some() || budget.is_some() {
                 out.push(Row {
                     commit: commit.clone(),

@@ -1,16 +1,15 @@
 //! `gate merge DIR...`: combines the reports of sharded jobs (`gate check
 //! --only ...` on a matrix of runners) into one report, verdict and comment.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::check::{add, begin_set, commit_set, guard_commands, write_github_outputs};
+use super::check::{conclude, verdict_exit, Conclusion};
 use super::comment::{read_baseline, read_report};
 use super::CliError;
 use crate::exit::Exit;
-use crate::report::{self, baseline::Outcome, Report, Reserve, SCHEMA};
+use crate::report::{self, baseline::Outcome, Reserve};
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -82,59 +81,34 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
             measured: false,
         },
     };
-    let testbed = merged.testbed.clone();
-    let base = baseline.report();
-    let comparable = base.is_some_and(|b| report::baseline::comparable(&testbed, &b.testbed));
-    report::add_ratios(&mut components); // variants: loss and step-time ratios
-    let verdict = report::decide(&spec, &components, base, comparable, reserve, strict);
-    let mut summary = verdict.summary;
-    report::baseline::annotate(&mut summary, &baseline, &testbed);
-    let report = Report {
-        schema: SCHEMA,
-        gate_version: env!("CARGO_PKG_VERSION").into(),
-        commit: merged.commit.clone(),
-        spec: budgets.display().to_string(),
-        baseline: report::baseline::info(&baseline, &testbed),
-        testbed,
-        components,
-        ensemble: verdict.ensemble,
-        results: verdict.results,
-        summary,
-        wall_seconds: merged.wall_seconds,
-    };
-
-    let json = serde_json::to_string_pretty(&report).expect("the report serializes");
-    let junit = crate::render::junit::render(&report, time::OffsetDateTime::now_utc()).map_err(|e| {
-        CliError::Infrastructure {
-            message: format!("cannot render JUnit XML: {e}"),
-            hint: String::new(),
-        }
-    })?;
-    if !crate::runner::begin_writing() {
-        return Ok(Exit::Interrupted);
-    }
-    // One set: all files or none replace the old ones (see OutputSet).
-    let mut set = begin_set(&args.out)?;
-    add(&mut set, "report.json", json.as_bytes())?;
-    add(&mut set, "junit.xml", junit.as_bytes())?;
     // A shard's pr.json tells the comment job which pull request this is.
+    let mut extra = Vec::new();
     if let Some(pr) = args.dirs.iter().map(|d| d.join("pr.json")).find(|p| p.exists()) {
         if let Ok(bytes) = std::fs::read(pr) {
-            add(&mut set, "pr.json", &bytes)?;
+            extra.push(("pr.json", bytes));
         }
     }
-    write_github_outputs(&mut set, &report, base)?;
-    commit_set(set)?;
-    let color = crate::render::table::use_color(std::io::stdout().is_terminal());
-    print!("{}", guard_commands(crate::render::table::render(&report, color)));
-    eprintln!(
-        "merged {} shards into {}",
-        args.dirs.len(),
-        args.out.join("report.json").display()
-    );
-    Ok(if report.summary.status == "pass" {
-        Exit::Pass
-    } else {
-        Exit::Fail
-    })
+    let report = conclude(
+        Conclusion {
+            spec: &spec,
+            spec_path: budgets.display().to_string(),
+            commit: merged.commit.clone(),
+            components,
+            baseline: &baseline,
+            testbed: merged.testbed.clone(),
+            reserve,
+            strict,
+            wall_seconds: merged.wall_seconds,
+            out: &args.out,
+            extra,
+        },
+        |_| {
+            eprintln!(
+                "merged {} shards into {}",
+                args.dirs.len(),
+                args.out.join("report.json").display()
+            )
+        },
+    )?;
+    Ok(report.as_ref().map_or(Exit::Interrupted, verdict_exit))
 }

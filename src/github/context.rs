@@ -108,6 +108,8 @@ pub enum Event {
         head_repo: Option<String>,
         /// The run's head branch.
         head_branch: Option<String>,
+        /// The measuring run's id, for a link to it.
+        run_id: Option<u64>,
     },
     /// Anything else (push, tag, schedule, dispatch).
     Other,
@@ -141,6 +143,7 @@ pub fn parse_event(json: &serde_json::Value) -> Event {
                 event: run.get("event").and_then(s).unwrap_or_default(),
                 head_repo: run.pointer("/head_repository/full_name").and_then(s),
                 head_branch: run.get("head_branch").and_then(s),
+                run_id: run.get("id").and_then(|n| n.as_u64()),
             };
         }
     }
@@ -194,6 +197,70 @@ pub fn read_event(path: &Path) -> Option<Event> {
     Some(parse_event(&json))
 }
 
+/// The comment's links in GitHub Actions: each budget's line in `spec` at
+/// the commit under review (a PR's head, else `GITHUB_SHA`) and the
+/// measuring run. Every part is checked before it goes into a URL; outside
+/// Actions, or with anything unexpected, there is simply no link.
+pub fn links(event: &Event, spec: &str) -> crate::render::markdown::Links {
+    use crate::render::markdown::Links;
+    if !in_actions() {
+        return Links::default();
+    }
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    // GitHub Enterprise Server has its own host; github.com otherwise.
+    let server = env("GITHUB_SERVER_URL").unwrap_or_else(|| "https://github.com".into());
+    let server = server.trim_end_matches('/');
+    let server_ok = server.starts_with("https://")
+        && server[8..]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-.:".contains(c));
+    let Some(repo) = Repo::from_env().ok().filter(|_| server_ok) else {
+        return Links::default();
+    };
+    let sha = match event {
+        Event::PullRequest(pr) => Some(pr.head_sha.clone()),
+        Event::WorkflowRun { head_sha, .. } => Some(head_sha.clone()),
+        Event::Other => env("GITHUB_SHA"),
+    }
+    .and_then(|s| check_sha(&s).ok());
+    let run_id = match event {
+        Event::WorkflowRun { run_id, .. } => *run_id,
+        _ => env("GITHUB_RUN_ID").and_then(|id| id.trim().parse::<u64>().ok()),
+    };
+    Links {
+        blob_base: sha.map(|sha| format!("{server}/{repo}/blob/{sha}/")),
+        spec_path: repo_path(spec, env("GITHUB_WORKSPACE").as_deref()),
+        run: run_id.map(|id| format!("{server}/{repo}/actions/runs/{id}")),
+    }
+}
+
+/// The spec's path inside the repository, as URL path segments: relative
+/// (as the spec names it) or under `workspace`; plain names only.
+fn repo_path(spec: &str, workspace: Option<&str>) -> Option<String> {
+    use std::path::Component;
+    let path = Path::new(spec);
+    let rel = if path.is_absolute() {
+        path.strip_prefix(workspace?).ok()?
+    } else {
+        path
+    };
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::CurDir => {}
+            Component::Normal(p) => {
+                let p = p.to_str()?;
+                if !p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                    return None;
+                }
+                parts.push(p);
+            }
+            _ => return None,
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
 /// Whether this process runs inside GitHub Actions.
 pub fn in_actions() -> bool {
     std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true")
@@ -202,6 +269,17 @@ pub fn in_actions() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spec_paths_become_repository_paths_or_nothing() {
+        assert_eq!(repo_path("budgets.yaml", None).as_deref(), Some("budgets.yaml"));
+        assert_eq!(repo_path("./ml/budgets.yaml", None).as_deref(), Some("ml/budgets.yaml"));
+        assert_eq!(repo_path("/w/r/ml/b.yaml", Some("/w/r")).as_deref(), Some("ml/b.yaml"));
+        assert_eq!(repo_path("/etc/b.yaml", Some("/w/r")), None);
+        assert_eq!(repo_path("../b.yaml", None), None);
+        assert_eq!(repo_path("a b.yaml", None), None);
+        assert_eq!(repo_path("x?.yaml", None), None);
+    }
 
     #[test]
     fn repo_names_are_checked() {
@@ -247,6 +325,7 @@ mod tests {
                 event: "pull_request".into(),
                 head_repo: None,
                 head_branch: None,
+                run_id: None,
             }
         );
         assert_eq!(

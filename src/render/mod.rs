@@ -5,9 +5,10 @@ pub mod annotations;
 pub mod junit;
 pub mod markdown;
 pub mod table;
+pub mod view;
 
-use crate::metric::{format_value, Unit};
-use crate::report::{BudgetResult, Summary};
+use crate::metric::{format_in, format_limit, Unit};
+use crate::report::{BudgetResult, RunStatus, Summary};
 
 /// The headline's strict suffix: ` (strict)`, and when only `--strict`
 /// failed the run, what it failed on, so the reader need not guess.
@@ -15,7 +16,7 @@ pub fn strict_suffix(s: &Summary) -> String {
     if !s.strict {
         return String::new();
     }
-    if s.status == "pass" || s.failed + s.regressed > 0 {
+    if s.status == RunStatus::Pass || s.failed + s.regressed > 0 {
         return " (strict)".into();
     }
     let mut reasons: Vec<String> = s.warnings.clone();
@@ -28,14 +29,85 @@ pub fn strict_suffix(s: &Summary) -> String {
     format!(" (strict: failed on {})", reasons.join("; "))
 }
 
-/// `< 200.0 MiB` — the limit as written for people.
+/// The headline's counts: `9 of 10 budgets pass, 1 fail, 0 regressed, 0
+/// not measured`, then what was not compared, and the strict suffix.
+pub fn counts(report: &crate::report::Report) -> String {
+    let s = &report.summary;
+    let mut text = format!(
+        "{} of {} budgets pass, {} fail, {} regressed, {} not measured",
+        s.passed,
+        report.results.len(),
+        s.failed,
+        s.regressed,
+        s.not_measured
+    );
+    if s.not_compared > 0 {
+        text.push_str(&format!(", {} not compared (settings changed)", s.not_compared));
+    }
+    text + &strict_suffix(s)
+}
+
+/// `< 300 MB` — the limit as written in the spec.
 pub fn limit_text(r: &BudgetResult) -> String {
-    format!("{} {}", r.op, format_value(r.unit, r.limit))
+    format_limit(r.unit, r.display_unit, r.op.symbol(), r.limit)
+}
+
+/// The baseline's limit when this run changed it.
+pub fn baseline_limit_text(r: &BudgetResult) -> Option<String> {
+    r.budget_changed().then(|| {
+        format_limit(
+            r.unit,
+            r.display_unit,
+            r.baseline_op.unwrap_or(r.op).symbol(),
+            r.baseline_limit.unwrap_or(r.limit),
+        )
+    })
+}
+
+/// A figure of `r` (measured, baseline) in the unit its limit was written in.
+pub fn value_text(r: &BudgetResult, v: f64) -> String {
+    format_in(r.unit, r.display_unit, v)
 }
 
 /// The measured value, or `—`.
 pub fn measured_text(r: &BudgetResult) -> String {
-    r.measured.map_or_else(|| "—".to_string(), |v| format_value(r.unit, v))
+    r.measured.map_or_else(|| "—".to_string(), |v| value_text(r, v))
+}
+
+/// A signed change of `r`'s figures (`+1.250 MB`, `-3.0 ms`).
+pub fn delta_value_text(r: &BudgetResult, d: f64) -> String {
+    let sign = if d < 0.0 { "-" } else { "+" };
+    match r.unit {
+        Unit::Ms => format!("{d:+.1} ms"),
+        _ => format!("{sign}{}", value_text(r, d.abs())),
+    }
+}
+
+/// How much of the budget is used, for upper bounds on sizes and times (`93.4%`).
+pub fn percent_of_budget(r: &BudgetResult) -> Option<f64> {
+    match (r.ratio(), r.unit) {
+        (Some(x), Unit::Bytes | Unit::Ms) if r.op.is_max() => Some(x * 100.0),
+        _ => None,
+    }
+}
+
+/// The distance to the limit on the passing side, negative when over it:
+/// `limit − measured` for an upper bound, `measured − limit` for a lower one.
+pub fn headroom(r: &BudgetResult) -> Option<f64> {
+    let m = r.measured?;
+    Some(if r.op.is_max() { r.limit - m } else { m - r.limit })
+}
+
+/// [`headroom`] as text: `12.40 MB`; `-2.400 GB over` an upper bound,
+/// `-228.0 MiB short` of a lower one.
+pub fn headroom_text(r: &BudgetResult) -> Option<String> {
+    let h = headroom(r)?;
+    Some(if h < 0.0 {
+        let side = if r.op.is_max() { "over" } else { "short" };
+        format!("{} {side}", delta_value_text(r, h))
+    } else {
+        value_text(r, h)
+    })
 }
 
 /// A failing budget's one-line message, e.g. `2952.0 MiB > 200.0 MiB budget (14.8x)`.
@@ -43,8 +115,8 @@ pub fn failure_message(r: &BudgetResult) -> String {
     match r.measured {
         Some(v) if r.status == crate::report::Status::Regressed => format!(
             "{} grew from {} (baseline) by more than the {}% tolerance",
-            format_value(r.unit, v),
-            r.baseline.map_or_else(|| "—".into(), |b| format_value(r.unit, b)),
+            value_text(r, v),
+            r.baseline.map_or_else(|| "—".into(), |b| value_text(r, b)),
             crate::units::trim_float(r.tolerance_percent)
         ),
         Some(v) => {
@@ -61,8 +133,8 @@ pub fn failure_message(r: &BudgetResult) -> String {
             };
             format!(
                 "{} {negated} {} budget{factor}",
-                format_value(r.unit, v),
-                format_value(r.unit, r.limit)
+                value_text(r, v),
+                format_limit(r.unit, r.display_unit, "", r.limit).trim_start()
             )
         }
         None => r.reason.clone().unwrap_or_else(|| "not measured".into()),
@@ -75,7 +147,13 @@ mod tests {
 
     fn summary(status: &str, strict: bool, warnings: &[&str], not_measured: usize) -> Summary {
         Summary {
-            status: status.into(),
+            status: if status == "pass" {
+                RunStatus::Pass
+            } else {
+                RunStatus::Fail
+            },
+            not_compared: 0,
+            budget_changes: vec![],
             passed: 10,
             failed: 0,
             regressed: 0,

@@ -3,7 +3,6 @@
 
 use std::fmt::Write;
 
-use crate::metric::Unit;
 use crate::report::{Report, Status};
 use crate::units::Bytes;
 
@@ -22,10 +21,7 @@ pub fn render(report: &Report, color: bool) -> String {
         "status".into(),
     ]];
     for r in &report.results {
-        let used = match (r.ratio(), r.unit) {
-            (Some(x), Unit::Bytes | Unit::Ms) if r.op.starts_with('<') => format!("{:.0}%", x * 100.0),
-            _ => String::new(),
-        };
+        let used = super::percent_of_budget(r).map_or_else(String::new, |p| format!("{p:.1}%"));
         rows.push([
             r.component.clone(),
             r.metric.clone(),
@@ -89,23 +85,22 @@ pub fn render(report: &Report, color: bool) -> String {
             };
             let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
         }
-        let top: Vec<_> = c
-            .blocks
-            .iter()
-            .filter(|b| !b.name.contains('.'))
-            .take(TOP_BLOCKS)
-            .collect();
+        let top = super::view::top_blocks(c, TOP_BLOCKS);
         if !top.is_empty() {
             let _ = writeln!(out, "\n{name}: blocks by activation memory kept for backward");
             for b in top {
                 let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "  {:<28} {:>12}{share}   peak +{}",
-                    b.name,
-                    Bytes(b.retained_bytes.max(0) as u64).to_string(),
-                    Bytes(b.peak_bytes)
-                );
+                let retained = crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64);
+                if b.name == super::view::UNATTRIBUTED {
+                    let _ = writeln!(out, "  {:<28} {retained:>12}{share}", b.name);
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "  {:<28} {retained:>12}{share}   peak +{}",
+                        b.name,
+                        Bytes(b.peak_bytes)
+                    );
+                }
             }
         }
     }
@@ -129,26 +124,35 @@ pub fn render(report: &Report, color: bool) -> String {
             Bytes(e.capacity_bytes)
         );
     }
+    for (component, why) in not_compared(report) {
+        let _ = writeln!(out, "\n{component}: baseline shown, not compared: {why}");
+    }
+    for change in &report.summary.budget_changes {
+        let _ = writeln!(out, "\nbudget changed: {change}");
+    }
     for w in &report.summary.warnings {
         let _ = writeln!(out, "\nwarning: {w}");
     }
     let s = &report.summary;
-    let total = report.results.len();
-    let verdict = if s.status == "pass" { "PASS" } else { "FAIL" };
-    let _ = writeln!(
-        out,
-        "\n{}: {} of {total} budgets pass, {} fail, {} regressed, {} not measured{}",
-        paint(
-            verdict,
-            if s.status == "pass" { Status::Pass } else { Status::Fail },
-            color
-        ),
-        s.passed,
-        s.failed,
-        s.regressed,
-        s.not_measured,
-        super::strict_suffix(s)
-    );
+    let (verdict, status) = if s.passed_run() {
+        ("PASS", Status::Pass)
+    } else {
+        ("FAIL", Status::Fail)
+    };
+    let _ = writeln!(out, "\n{}: {}", paint(verdict, status, color), super::counts(report));
+    out
+}
+
+/// Each component whose baseline figures are shown but not compared, and why.
+pub fn not_compared(report: &Report) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in &report.results {
+        if let Some(why) = &r.not_compared {
+            if !out.iter().any(|(c, _)| *c == r.component) {
+                out.push((&r.component, why));
+            }
+        }
+    }
     out
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::model::{BaselineInfo, Report, Summary, Testbed, SCHEMA};
+use super::model::{BaselineInfo, Report, Testbed, SCHEMA};
 
 /// Said wherever a baseline from another testbed was not compared.
 pub const DIFFERENT_TESTBED: &str = "baseline from a different testbed: not compared";
@@ -144,17 +144,6 @@ pub fn warning(outcome: &Outcome, current: &Testbed) -> Option<String> {
             ))
         }
         Outcome::Found { .. } => None,
-    }
-}
-
-/// Adds the baseline's warning to a verdict's summary; under `strict` a
-/// warning fails the run.
-pub fn annotate(summary: &mut Summary, outcome: &Outcome, current: &Testbed) {
-    if let Some(w) = warning(outcome, current) {
-        summary.warnings.insert(0, w);
-    }
-    if summary.strict && !summary.warnings.is_empty() {
-        summary.status = "fail".into();
     }
 }
 

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::budget::Op;
 use crate::metric::{Metric, Unit};
 use crate::probe::BlockStat;
+use crate::units::SizeUnit;
 
 pub const SCHEMA: u32 = 1;
 
@@ -224,7 +226,7 @@ pub struct BudgetResult {
     pub metric: String,
     pub unit: Unit,
     /// `<`, `<=`, `>`, `>=`.
-    pub op: String,
+    pub op: Op,
     pub limit: f64,
     pub measured: Option<f64>,
     pub baseline: Option<f64>,
@@ -235,6 +237,19 @@ pub struct BudgetResult {
     pub line: usize,
     /// Why it is not measured or failed without a value; or a note on the comparison.
     pub reason: Option<String>,
+    /// Sizes: the unit the limit was written in (`300 MB`); figures are shown in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_unit: Option<SizeUnit>,
+    /// Why the baseline's figure is shown but not compared, e.g.
+    /// `config changed: hidden_dim 256 → 300`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_compared: Option<String>,
+    /// The baseline's budget when this run's differs from it (the change is
+    /// in this PR): its operator and limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_op: Option<Op>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_limit: Option<f64>,
 }
 
 impl BudgetResult {
@@ -247,18 +262,46 @@ impl BudgetResult {
     pub fn delta(&self) -> Option<f64> {
         Some(self.measured? - self.baseline?)
     }
+
+    /// Whether the budget changed against the baseline's.
+    pub fn budget_changed(&self) -> bool {
+        self.baseline_limit.is_some() || self.baseline_op.is_some()
+    }
+}
+
+/// The run's verdict: `pass` or `fail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Pass,
+    Fail,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// `pass` or `fail` (warnings do not fail unless `--strict`).
-    pub status: String,
+    pub status: RunStatus,
     pub passed: usize,
     pub failed: usize,
     pub regressed: usize,
     pub not_measured: usize,
     pub warnings: Vec<String>,
     pub strict: bool,
+    /// Budgets whose baseline figure is shown but not compared (the
+    /// component's config, dtype, batch or seed changed).
+    #[serde(default)]
+    pub not_compared: usize,
+    /// Budgets this run has that the baseline's spec did not, had with
+    /// another limit, or had and this one dropped: a PR cannot loosen its
+    /// own gate unseen. One line each, e.g. `tft.activations: < 200 MB → < 250 MB`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub budget_changes: Vec<String>,
+}
+
+impl Summary {
+    pub fn passed_run(&self) -> bool {
+        self.status == RunStatus::Pass
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,92 @@
+//! Mermaid charts: one chart of % of budget per budget with the 100 % line,
+//! and for a failing component the blocks that keep its memory.
+//!
+//! `xychart-beta` (Mermaid ≥ 10.5, which GitHub renders). Bars of one series
+//! share one colour, so the figure that matters is also in each label.
+
+use std::fmt::Write;
+
+use super::escape::mermaid_text;
+use crate::render::view::{self, Row};
+use crate::report::{ComponentReport, Report};
+
+/// Bars are cut at this % so one 1,500 % figure does not flatten the rest;
+/// the label keeps the real figure.
+const AXIS_CAP: f64 = 200.0;
+/// More bars than this are drawn horizontally, so the labels stay readable.
+const HORIZONTAL_AFTER: usize = 6;
+
+/// Strong colours (GitHub's blue for bars, red for the budget line): the
+/// default palette's first colours are pale on a white page.
+const FRONTMATTER: &str =
+    "---\nconfig:\n  themeVariables:\n    xyChart:\n      plotColorPalette: \"#0969da, #cf222e\"\n---\n";
+
+/// % of budget used by every upper-bound size or time budget that was measured.
+pub fn budget_chart(report: &Report) -> String {
+    let rows: Vec<Row> = view::rows(report)
+        .into_iter()
+        .filter(|r| r.percent_of_budget.is_some())
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "\"{} {:.0}%\"",
+                mermaid_text(&r.name()),
+                r.percent_of_budget.unwrap_or(0.0)
+            )
+        })
+        .collect();
+    let bars: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{:.1}", r.percent_of_budget.unwrap_or(0.0).min(AXIS_CAP)))
+        .collect();
+    let top = rows
+        .iter()
+        .filter_map(|r| r.percent_of_budget)
+        .fold(100.0f64, f64::max)
+        .min(AXIS_CAP);
+    let y_max = ((top * 1.1) / 10.0).ceil() * 10.0;
+    let mut out = String::new();
+    let _ =
+        write!(
+        out,
+        "```mermaid\n{FRONTMATTER}xychart-beta{}\n    title \"% of budget used (the line is the budget, 100%)\"\n    \
+         x-axis [{}]\n    y-axis \"% of budget\" 0 --> {y_max}\n    bar [{}]\n",
+        if rows.len() > HORIZONTAL_AFTER { " horizontal" } else { "" },
+        labels.join(", "),
+        bars.join(", ")
+    );
+    // One point is no line: with a single bar the axis and title carry the 100 %.
+    if rows.len() > 1 {
+        let _ = writeln!(out, "    line [{}]", vec!["100"; rows.len()].join(", "));
+    }
+    out.push_str("```\n");
+    out
+}
+
+/// A failing component's top blocks by bytes kept for backward (MiB).
+pub fn blocks_chart(name: &str, c: &ComponentReport) -> String {
+    let top = view::top_blocks(c, super::TOP_BLOCKS);
+    if top.len() < 2 {
+        return String::new();
+    }
+    let mib = |b: i64| b.max(0) as f64 / crate::units::MIB as f64;
+    let labels: Vec<String> = top
+        .iter()
+        .map(|b| format!("\"{} {:.1}\"", mermaid_text(&b.name), mib(b.retained_bytes)))
+        .collect();
+    let bars: Vec<String> = top.iter().map(|b| format!("{:.2}", mib(b.retained_bytes))).collect();
+    let max = top.iter().map(|b| mib(b.retained_bytes)).fold(0.0f64, f64::max);
+    let y_max = format!("{:.2}", (max * 1.1).max(0.01));
+    format!(
+        "```mermaid\n{FRONTMATTER}xychart-beta horizontal\n    title \"{}: activation memory kept for backward, MiB\"\n    \
+         x-axis [{}]\n    y-axis \"MiB\" 0 --> {y_max}\n    bar [{}]\n```\n",
+        mermaid_text(name),
+        labels.join(", "),
+        bars.join(", ")
+    )
+}

@@ -1,0 +1,227 @@
+//! The top of the comment, built for review: the verdict, what the run was
+//! compared with, budget changes made in this PR, the one next step, and
+//! the budgets with what needs a decision first.
+
+use std::fmt::Write;
+
+use super::escape;
+use super::escape::{code, escape_max};
+use super::sections::baseline_phrase;
+use super::Links;
+use crate::render::view::{self, Lever, Rank, Row};
+use crate::report::{Report, Status};
+use crate::units::Bytes;
+
+/// At most this many warnings are listed one by one.
+const MAX_WARNINGS: usize = 30;
+/// With more rows than this, passing rows that did not change are folded.
+const FOLD_AFTER: usize = 8;
+
+pub fn verdict_line(report: &Report) -> String {
+    let (icon, word) = if report.summary.passed_run() {
+        ("✅", "PASS")
+    } else {
+        ("❌", "FAIL")
+    };
+    format!("### {icon} gate: {word} — {}\n", crate::render::counts(report))
+}
+
+/// The verdict, the context line, the warnings and the budget changes.
+pub fn head(report: &Report, links: &Links) -> String {
+    let mut out = verdict_line(report);
+    out.push('\n');
+    let run = links
+        .run
+        .as_deref()
+        .map(|u| format!(" · [the run]({u})"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{} on {} gating {} ({}); {}{run}\n",
+        escape(&report.spec),
+        escape(&format!("{} ({})", report.testbed.backend, report.testbed.device_name)),
+        escape(&report.testbed.gated_device),
+        Bytes(report.testbed.capacity_bytes),
+        baseline_phrase(report)
+    );
+    let changes = &report.summary.budget_changes;
+    if !changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "> [!IMPORTANT]\n> **{} in this PR** — review that the gate is not loosened unseen:",
+            if changes.len() == 1 {
+                "A budget changed".to_string()
+            } else {
+                format!("{} budgets changed", changes.len())
+            }
+        );
+        for c in changes.iter().take(MAX_WARNINGS) {
+            let _ = writeln!(out, "> - {}", escape_max(c, 300));
+        }
+        if changes.len() > MAX_WARNINGS {
+            let _ = writeln!(out, "> - … and {} more", changes.len() - MAX_WARNINGS);
+        }
+        out.push('\n');
+    }
+    let w = &report.summary.warnings;
+    if !w.is_empty() {
+        let _ = writeln!(
+            out,
+            "> [!WARNING]\n> {}",
+            if report.summary.strict {
+                "warnings fail the gate under `--strict`:"
+            } else {
+                "warnings:"
+            }
+        );
+        for line in w.iter().take(MAX_WARNINGS) {
+            let _ = writeln!(out, "> - {}", escape_max(line, 300));
+        }
+        if w.len() > MAX_WARNINGS {
+            let _ = writeln!(out, "> - … and {} more", w.len() - MAX_WARNINGS);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// On failure, one next step: the first failing budget, the block that
+/// keeps the most and the lever that helps it.
+pub fn next_step(report: &Report) -> String {
+    let Some(step) = view::next_step(report) else {
+        return String::new();
+    };
+    let r = step.row.result;
+    let component = &r.component;
+    let what = match (&step.row.measured, r.status) {
+        (Some(m), Status::Regressed) => format!(
+            "{} grew to {m} from {} (more than its {}% tolerance)",
+            code(&step.row.name()),
+            step.row.baseline.as_deref().unwrap_or("—"),
+            crate::units::trim_float(r.tolerance_percent)
+        ),
+        (Some(m), _) => format!("{} is {m} against {}", code(&step.row.name()), escape(&step.row.limit)),
+        (None, _) => format!(
+            "{} has no figure: {}",
+            code(&step.row.name()),
+            escape_max(r.reason.as_deref().unwrap_or("not measured"), 200)
+        ),
+    };
+    let block = step
+        .block
+        .map(|b| {
+            format!(
+                " Block {} keeps {}{} of the activations for backward.",
+                code(&b.name),
+                crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64),
+                b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default()
+            )
+        })
+        .unwrap_or_default();
+    let lever = match step.lever {
+        Lever::Checkpoint => format!(
+            "Recompute {} in backward instead of keeping it (activation checkpointing: `checkpoint:` in the spec, \
+             or `gate::checkpoint` in your model; docs/levers.md), or find the largest batch that passes: {}.",
+            step.block
+                .map_or_else(|| "its largest block".to_string(), |b| code(&b.name)),
+            code(&format!("gate fit {component}"))
+        ),
+        Lever::SmallerModel => "These scale with the parameters, not the batch: a smaller config, or `bf16` \
+                                weights (`dtype:` in the spec; docs/levers.md)."
+            .to_string(),
+        Lever::Leak => "Memory is kept from step to step: look for tensors stored across steps (a history, \
+                        a cache, a metric kept as a tensor; docs/sdk.md §8)."
+            .to_string(),
+        Lever::Tradeoff => {
+            "Compare the variants above: each lever trades memory for time or loss (docs/levers.md).".to_string()
+        }
+        Lever::Ensemble => match view::largest_member(report) {
+            Some((m, v)) => format!(
+                "The largest member is {} ({}); its own budgets are above.",
+                code(m),
+                crate::metric::format_value(crate::metric::Unit::Bytes, v)
+            ),
+            None => "A member was not measured; see its row above.".to_string(),
+        },
+    };
+    format!("**Next step:** {what}.{block} {lever}\n\n")
+}
+
+const HEADER: &str = "| budget | limit | baseline | current | Δ | Δ % | used | headroom | status |\n\
+                      |---|--:|--:|--:|--:|--:|--:|--:|---|\n";
+
+/// The budgets' rows in review order; unchanged passing rows go in a
+/// folded table when there are many. Returns (text before the fold, the
+/// folded part) so the caller can trim rows to the comment's limit.
+pub fn table_rows(report: &Report, links: &Links) -> (Vec<String>, Vec<String>) {
+    let rows = view::rows(report);
+    let unchanged = rows.iter().filter(|r| r.rank == Rank::Unchanged).count();
+    let fold = rows.len() > FOLD_AFTER && unchanged >= 2;
+    let (mut open, mut folded) = (Vec::new(), Vec::new());
+    for r in &rows {
+        let line = row_line(report, r, links);
+        if fold && r.rank == Rank::Unchanged {
+            folded.push(line);
+        } else {
+            open.push(line);
+        }
+    }
+    (open, folded)
+}
+
+pub fn header() -> &'static str {
+    HEADER
+}
+
+/// The summary line of the folded rows.
+pub fn fold_summary(report: &Report, n: usize) -> String {
+    let unchanged = if report.baseline.as_ref().is_some_and(|b| b.comparable) {
+        ", unchanged"
+    } else {
+        ""
+    };
+    format!("<details><summary>{n} passing budgets{unchanged}</summary>\n\n")
+}
+
+fn row_line(report: &Report, r: &Row, links: &Links) -> String {
+    let res = r.result;
+    let name = escape(&r.name());
+    let budget = match links.spec_line(&report.spec, res.line) {
+        Some(url) => format!("[{name}]({url})"),
+        None => name,
+    };
+    let limit = match &r.was_limit {
+        Some(was) => format!("{}<br><sub>was {}</sub>", escape(&r.limit), escape(was)),
+        None => escape(&r.limit),
+    };
+    let current = r
+        .measured
+        .clone()
+        .unwrap_or_else(|| res.reason.as_deref().map_or("—".into(), |x| escape_max(x, 120)));
+    let (d, pct) = r.delta.clone().unwrap_or_else(|| ("—".into(), "—".into()));
+    let used = r.percent_of_budget.map_or_else(|| "—".into(), |p| format!("{p:.1}%"));
+    let headroom = r.headroom.clone().unwrap_or_else(|| "—".into());
+    format!(
+        "| {budget} | {limit} | {} | {current} | {d} | {pct} | {used} | {headroom} | {} |\n",
+        r.baseline.as_deref().unwrap_or("—"),
+        status_cell(r)
+    )
+}
+
+fn status_cell(r: &Row) -> String {
+    let res = r.result;
+    let mut cell = match res.status {
+        Status::Pass if r.improved => "✅ pass, improved".to_string(),
+        Status::Pass => "✅ pass".into(),
+        Status::Fail => "❌ **fail**".into(),
+        Status::Regressed => format!(
+            "📈 **regressed** (> {}%)",
+            crate::units::trim_float(res.tolerance_percent)
+        ),
+        Status::NotMeasured => "⚪ not measured".into(),
+    };
+    if let Some(why) = &res.not_compared {
+        let _ = write!(cell, "<br><sub>⚠️ not compared: {}</sub>", escape_max(why, 200));
+    }
+    cell
+}

@@ -1,0 +1,195 @@
+//! The comment's sections after the review table: variants side by side,
+//! where the memory goes, the text diff and the footer.
+
+use std::fmt::Write;
+
+use super::escape;
+use super::escape::{code_safe, escape_max, fence_for};
+use super::DIFFERENT_TESTBED;
+use crate::render::view::{self, UNATTRIBUTED};
+use crate::report::Report;
+use crate::units::Bytes;
+
+/// Components with `variants:`: each variant's settings and metrics side by
+/// side, with the loss and step-time ratios against the reference.
+pub fn variants_section(report: &Report) -> String {
+    use crate::render::table::{variant_groups, variant_settings, VARIANT_METRICS};
+    let mut out = String::new();
+    for (base, members) in variant_groups(report) {
+        let reference = members
+            .iter()
+            .find_map(|m| report.components[m].reference.clone())
+            .unwrap_or_else(|| base.clone());
+        let _ = writeln!(
+            out,
+            "#### Variants of {} (ratios against {})\n",
+            escape(&base),
+            escape(&reference)
+        );
+        let names: Vec<String> = VARIANT_METRICS.iter().map(|m| escape(m.name())).collect();
+        let _ = writeln!(out, "| variant | settings | {} |", names.join(" | "));
+        let _ = writeln!(out, "|---|---|{}", "--:|".repeat(names.len()));
+        for m in &members {
+            let c = &report.components[m];
+            let cells: Vec<String> = VARIANT_METRICS
+                .iter()
+                .map(|metric| {
+                    c.value(*metric)
+                        .map_or("—".into(), |v| crate::metric::format_value(metric.unit(), v))
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                escape(m),
+                escape(&variant_settings(c)),
+                cells.join(" | ")
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// For each failing component: why it failed (if its profile did), its top
+/// blocks with the `(unattributed)` rest, and their chart.
+pub fn blocks_section(report: &Report) -> String {
+    let mut out = String::new();
+    for name in view::failing_components(report) {
+        let c = &report.components[name];
+        if let Some(e) = &c.error {
+            let _ = writeln!(
+                out,
+                "**{}** failed{}: {}\n",
+                escape(name),
+                e.phase
+                    .as_deref()
+                    .map(|p| format!(" in phase {}", escape(p)))
+                    .unwrap_or_default(),
+                escape_max(&e.reason, 500)
+            );
+        }
+        let top = view::top_blocks(c, super::TOP_BLOCKS);
+        if top.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "**{}**: activation memory kept for backward, by block{}\n",
+            escape(name),
+            c.value(crate::metric::Metric::Activations)
+                .map(|a| format!(" (activations {})", Bytes(a as u64)))
+                .unwrap_or_default()
+        );
+        out.push_str("| block | retained | share | peak |\n|---|--:|--:|--:|\n");
+        for b in top {
+            let peak = if b.name == UNATTRIBUTED {
+                "—".to_string()
+            } else {
+                format!("+{}", Bytes(b.peak_bytes))
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {peak} |",
+                escape(&b.name),
+                crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64),
+                b.share_percent.map_or_else(|| "—".into(), |s| format!("{s:.1}%")),
+            );
+        }
+        out.push('\n');
+        out.push_str(&super::chart::blocks_chart(name, c));
+        out.push('\n');
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!("#### Where the memory goes\n\n{out}")
+}
+
+pub fn diff_section(report: &Report, baseline: Option<&Report>) -> String {
+    let Some(base) = baseline else {
+        return String::new();
+    };
+    if !report.baseline.as_ref().is_some_and(|b| b.comparable) {
+        return String::new();
+    }
+    let old = code_safe(&crate::render::table::render(base, false));
+    let new = code_safe(&crate::render::table::render(report, false));
+    let label = |r: &Report, what: &str| {
+        let c = r.commit.as_deref().map(|c| c.chars().take(12).collect::<String>());
+        format!("{what} {}", c.unwrap_or_default()).trim_end().to_string()
+    };
+    let diff = similar::TextDiff::from_lines(&old, &new);
+    let text = if old == new {
+        "(no change)\n".to_string()
+    } else {
+        diff.unified_diff()
+            .context_radius(3)
+            .header(&label(base, "baseline"), &label(report, "current"))
+            .to_string()
+    };
+    let fence = fence_for(&text);
+    format!(
+        "<details><summary>Text report: baseline → current (unified diff)</summary>\n\n{fence}diff\n{text}{}{fence}\n\n</details>\n\n",
+        if text.ends_with('\n') { "" } else { "\n" }
+    )
+}
+
+pub fn footer(report: &Report) -> String {
+    let tb = &report.testbed;
+    let base = match &report.baseline {
+        None => "baseline: none".to_string(),
+        Some(b) => format!(
+            "baseline: {}{}",
+            b.commit
+                .as_deref()
+                .map_or_else(|| escape(&b.source), |c| format!("`{}`", short(c))),
+            if b.comparable {
+                String::new()
+            } else {
+                format!(" ({DIFFERENT_TESTBED})")
+            }
+        ),
+    };
+    let commit = report
+        .commit
+        .as_deref()
+        .map(|c| format!(" · commit `{}`", short(c)))
+        .unwrap_or_default();
+    format!(
+        "---\n<sub>{base} · testbed: {} · fingerprint `{}`{commit} · gate {}</sub>\n",
+        escape(&format!(
+            "{} on {}{}{}",
+            tb.backend,
+            tb.device_name,
+            tb.driver
+                .as_deref()
+                .map(|d| format!(", driver {d}"))
+                .unwrap_or_default(),
+            tb.cuda.as_deref().map(|d| format!(", CUDA {d}")).unwrap_or_default()
+        )),
+        escape(&tb.fingerprint()),
+        escape(&report.gate_version)
+    )
+}
+
+pub fn short(sha: &str) -> String {
+    escape(&sha.chars().take(12).collect::<String>())
+}
+
+pub fn baseline_phrase(report: &Report) -> String {
+    match &report.baseline {
+        None => "no baseline: regressions are not checked".into(),
+        Some(b) if !b.comparable => format!(
+            "{DIFFERENT_TESTBED} (`{}`)",
+            b.commit.as_deref().map(short).unwrap_or_else(|| escape(&b.source))
+        ),
+        Some(b) => format!(
+            "compared with the baseline {}",
+            match &b.commit {
+                Some(c) => format!("`{}`", short(c)),
+                None => escape(&b.source),
+            }
+        ),
+    }
+}
