@@ -91,6 +91,13 @@ pub fn forward_chunked(block: &dyn RowWise, inputs: &[Tensor], chunk: usize, ste
 
 /// A checkpointed block's forward: its output as a leaf, and what the
 /// recompute needs (the inputs and the dropout seed), nothing else.
+///
+/// Under a scope, the block's retained bytes are therefore what it keeps for
+/// backward: the inputs built inside the scope (a view of a tensor that
+/// already existed costs nothing) and the output leaf, which every block
+/// counts because the next one runs from it. Its peak is the largest chunk's
+/// working memory on top of that; chunks run one after the other, so their
+/// transients are never summed (tests/attribution.rs pins both on the TFT).
 pub struct Checkpointed {
     inputs: Vec<Tensor>,
     output: Var,
@@ -106,7 +113,9 @@ impl Checkpointed {
         let n = rows_of(&inputs)?;
         let seed = step.fork_seed();
         let mut outs = Vec::with_capacity(n.div_ceil(chunk.max(1)));
-        // The sub-blocks' per-chunk figures would sum memory never held at once.
+        // The sub-blocks' per-chunk figures would sum memory never held at
+        // once, and what they build is dropped with the chunk: none of it is
+        // kept for backward, so they record nothing.
         let _quiet = crate::probe::quiet();
         for (k, start, len) in chunks(n, chunk) {
             let part: Vec<Tensor> = inputs

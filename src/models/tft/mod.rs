@@ -359,8 +359,11 @@ impl TftModel {
             self.static_enrichment.forward(&phi, Some(c_enrichment), step)
         })?;
         let queries = theta.narrow(1, te, td)?.contiguous()?;
-        let (attended, _weights) = scoped("attention", || {
-            self.attention.forward(&queries, &theta, &self.mask, step)
+        // The interpretable weights are no part of the loss: dropped inside
+        // the scope, so `attention` retains only what backward keeps.
+        let attended = scoped("attention", || {
+            let (out, _weights) = self.attention.forward(&queries, &theta, &self.mask, step)?;
+            Ok::<_, candle_core::Error>(out)
         })?;
         let gated = scoped("post_attention_gate", || {
             self.post_attention_gate.forward(attended, &queries, step)
