@@ -5,8 +5,7 @@
 use crate::metric::{Metric, Unit};
 use crate::report::{BlockReport, BudgetResult, ComponentReport, Report, Status};
 
-/// The name of the block row that holds what no scope accounted for.
-pub const UNATTRIBUTED: &str = "(unattributed)";
+pub use crate::report::UNATTRIBUTED;
 
 /// Where a row goes in a review: what needs a decision first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -68,23 +68,29 @@ pub fn budget_chart(report: &Report) -> String {
     out
 }
 
-/// A failing component's top blocks by bytes kept for backward (MiB).
+/// A failing component's top blocks by bytes kept for backward, with the
+/// `(unattributed)` rest; none when fewer than two blocks were scoped.
 pub fn blocks_chart(name: &str, c: &ComponentReport) -> String {
     let top = view::top_blocks(c, super::TOP_BLOCKS);
-    if top.len() < 2 {
+    if top.iter().filter(|b| b.name != view::UNATTRIBUTED).count() < 2 {
         return String::new();
     }
-    let mib = |b: i64| b.max(0) as f64 / crate::units::MIB as f64;
+    let max = top.iter().map(|b| b.retained_bytes.max(0)).max().unwrap_or(0) as f64;
+    let (unit, scale) = if max < crate::units::MIB as f64 {
+        ("KiB", crate::units::KIB as f64)
+    } else {
+        ("MiB", crate::units::MIB as f64)
+    };
+    let size = |b: i64| b.max(0) as f64 / scale;
     let labels: Vec<String> = top
         .iter()
-        .map(|b| format!("\"{} {:.1}\"", mermaid_text(&b.name), mib(b.retained_bytes)))
+        .map(|b| format!("\"{} {:.1}\"", mermaid_text(&b.name), size(b.retained_bytes)))
         .collect();
-    let bars: Vec<String> = top.iter().map(|b| format!("{:.2}", mib(b.retained_bytes))).collect();
-    let max = top.iter().map(|b| mib(b.retained_bytes)).fold(0.0f64, f64::max);
-    let y_max = format!("{:.2}", (max * 1.1).max(0.01));
+    let bars: Vec<String> = top.iter().map(|b| format!("{:.2}", size(b.retained_bytes))).collect();
+    let y_max = format!("{:.2}", (max / scale * 1.1).max(0.01));
     format!(
-        "```mermaid\n{FRONTMATTER}xychart-beta horizontal\n    title \"{}: activation memory kept for backward, MiB\"\n    \
-         x-axis [{}]\n    y-axis \"MiB\" 0 --> {y_max}\n    bar [{}]\n```\n",
+        "```mermaid\n{FRONTMATTER}xychart-beta horizontal\n    title \"{}: activation memory kept for backward, {unit}\"\n    \
+         x-axis [{}]\n    y-axis \"{unit}\" 0 --> {y_max}\n    bar [{}]\n```\n",
         mermaid_text(name),
         labels.join(", "),
         bars.join(", ")

@@ -75,7 +75,7 @@ fn longest_run(text: &str, ch: char) -> usize {
 pub fn mermaid_text(s: &str) -> String {
     s.chars()
         .map(|c| {
-            if c.is_alphanumeric() || " _.-+/%".contains(c) {
+            if c.is_alphanumeric() || " _.-+/%()".contains(c) {
                 c
             } else {
                 '_'
