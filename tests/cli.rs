@@ -70,17 +70,75 @@ fn check_passes_writes_report_and_junit_and_prints_the_table() {
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let suites: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testsuite")).collect();
     let names: Vec<_> = suites.iter().map(|s| s.attribute("name").unwrap()).collect();
-    // One suite per component, the ensemble, and the run's warnings (here: no baseline).
+    // One suite per component, the ensemble, and the run's (here: its no-baseline warning).
     assert_eq!(names, ["mlp", "ensemble", "gate"]);
-    let budget_cases = suites[..2]
-        .iter()
-        .flat_map(|s| s.children())
-        .filter(|n| n.has_tag_name("testcase"))
-        .count();
-    assert_eq!(budget_cases, 9);
-    let warning = suites[2].descendants().find(|n| n.has_tag_name("skipped")).unwrap();
-    assert!(warning.attribute("message").unwrap().contains("baseline"), "{xml}");
+    let cases: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testcase")).collect();
+    assert_eq!(cases.len(), 9, "one case per budget, none for the warning");
+    let warning = suites[2].children().find(|n| n.has_tag_name("system-err")).unwrap();
+    assert!(warning.text().unwrap().starts_with("warning: no baseline ("), "{xml}");
     assert_eq!(doc.descendants().filter(|n| n.has_tag_name("failure")).count(), 0);
+    // Real durations: the profile's wall time, and each budget its phase's.
+    let time = |n: &roxmltree::Node| n.attribute("time").unwrap().parse::<f64>().unwrap();
+    assert!(time(&suites[0]) > 0.0, "{xml}");
+    let mlp_cases = suites[0].children().filter(|n| n.has_tag_name("testcase"));
+    assert!(
+        mlp_cases.clone().count() == 7 && mlp_cases.clone().all(|c| time(&c) > 0.0),
+        "{xml}"
+    );
+    let phases = r["components"]["mlp"]["phase_seconds"].as_array().unwrap();
+    let order: Vec<&str> = phases.iter().map(|p| p["phase"].as_str().unwrap()).collect();
+    assert_eq!(
+        order,
+        [
+            "setup",
+            "warmup",
+            "build",
+            "batch",
+            "forward",
+            "backward",
+            "optimizer",
+            "training_step",
+            "timing",
+            "inference"
+        ]
+    );
+    assert!(r["components"]["mlp"]["profile_seconds"].as_f64().unwrap() > 0.0);
+}
+
+/// Under --strict a warning fails the run, and JUnit says which: one case,
+/// `gate.strict`, whose failure names it; the warning itself is no test.
+#[test]
+fn strict_fails_on_a_warning_and_junit_names_it() {
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--out",
+            out.to_str().unwrap(),
+            "--baseline",
+            "none",
+            "--strict",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let failures: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("failure")).collect();
+    assert_eq!(failures.len(), 1, "{xml}");
+    assert_eq!(failures[0].parent().unwrap().attribute("name"), Some("gate.strict"));
+    assert_eq!(
+        failures[0].attribute("message"),
+        Some("--strict: failed on 1 warning(s): no baseline (--baseline none): regressions are not checked")
+    );
+    let root = doc.root_element();
+    assert_eq!(
+        (root.attribute("tests"), root.attribute("failures")),
+        (Some("10"), Some("1"))
+    );
 }
 
 /// The MLP's figures against exact arithmetic: 256→256→256→3 in f32.
