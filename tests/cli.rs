@@ -141,6 +141,69 @@ fn strict_fails_on_a_warning_and_junit_names_it() {
     );
 }
 
+/// `0.4 s` → `N s`: durations change from run to run, the lines do not.
+fn without_seconds(log: &str) -> String {
+    log.lines()
+        .map(|line| {
+            let words: Vec<&str> = line.split(' ').collect();
+            let kept: Vec<&str> = words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let unit = words.get(i + 1).is_some_and(|n| n.trim_end_matches([',', ')']) == "s");
+                    if unit && w.parse::<f64>().is_ok() {
+                        "N"
+                    } else {
+                        w
+                    }
+                })
+                .collect();
+            kept.join(" ") + "\n"
+        })
+        .collect()
+}
+
+/// Outside a terminal (stderr is a pipe here) a line as each profile and
+/// each of its phases starts: a CI log shows where a slow run is.
+#[test]
+fn outside_a_terminal_each_component_and_phase_logs_its_start() {
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--out",
+            out.to_str().unwrap(),
+            "--baseline",
+            "none",
+            "--jobs",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let log = without_seconds(&text(&o.stderr)).replace(out.to_str().unwrap(), "OUT");
+    assert_eq!(
+        log,
+        "mlp: profile started
+mlp: phase warmup
+mlp: phase build
+mlp: phase batch
+mlp: phase forward
+mlp: phase backward
+mlp: phase optimizer
+mlp: phase training_step
+mlp: phase timing
+mlp: phase inference
+mlp: profiled in N s
+time: 1 profiles in N s (1 at a time; N s one after another); slowest: mlp N s
+wrote OUT/report.json and OUT/junit.xml in N s
+"
+    );
+}
+
 /// The MLP's figures against exact arithmetic: 256→256→256→3 in f32.
 #[test]
 fn mlp_figures_follow_the_arithmetic_and_repeat_to_the_byte() {

@@ -127,10 +127,17 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     if jobs > 1 && names.len() > 1 {
         log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
     }
+    // Outside a terminal (CI logs) a line as each profile and each of its
+    // phases starts, so a slow or stuck one shows where it is.
     let profiled = crate::runner::profile_all(&exe, &spec.path, &names, &child_args, jobs, &|p| match p {
+        Progress::Start(name) => {
+            if bar.is_hidden() {
+                eprintln!("{name}: profile started");
+            }
+        }
         Progress::Phase(name, phase) => {
             if bar.is_hidden() {
-                eprintln!("{name}: {phase}");
+                eprintln!("{name}: phase {phase}");
             } else {
                 bar.set_message(format!("{name}: {phase}"));
             }
