@@ -347,8 +347,11 @@ fn validate_accepts_good_specs_and_rejects_bad_ones_with_position_and_hint() {
     assert!(text(&o.stderr).contains("hint: pass the spec with `--budgets FILE`"));
 }
 
+/// `device_used` is read from the CUDA device: `check` on the CPU refuses
+/// it before measuring anything; `validate` warns, or refuses with
+/// `--backend cpu`.
 #[test]
-fn unimplemented_workloads_are_not_measured_visibly_and_fail_under_strict() {
+fn device_used_on_the_cpu_is_refused_before_anything_runs() {
     let t = tempfile::tempdir().unwrap();
     let p = t.path().join("budgets.yaml");
     std::fs::write(
@@ -356,37 +359,37 @@ fn unimplemented_workloads_are_not_measured_visibly_and_fail_under_strict() {
         "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  future:\n    workload: mlp\n    budgets:\n      device_used: < 1 GiB\n",
     )
     .unwrap();
+    let spec = p.to_str().unwrap();
+    let error = format!(
+        "{spec}:7:7: error: `device_used` on component `future` can never be measured on the CPU: it is read from the CUDA device
+  hint: run on a GPU (`--backend cuda`), or budget `training_peak`, which every backend measures
+error: the spec has 1 error
+"
+    );
     let out = out_dir(&t);
-    let o = gate(
-        &[
-            "check",
-            "--budgets",
-            p.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "a warning alone passes");
-    assert!(text(&o.stdout).contains("not_measured"));
-    assert!(text(&o.stdout).contains("device_used is measured on CUDA runs only"));
-    let r = report(&out);
-    assert_eq!(r["results"][0]["status"], "not_measured");
-    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
-    assert!(xml.contains("<skipped"), "{xml}");
+    let o = gate(&["check", "--budgets", spec, "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(text(&o.stderr), error);
+    assert!(!out.exists(), "nothing ran, nothing written");
 
-    let o = gate(
-        &[
-            "check",
-            "--budgets",
-            p.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--strict",
-        ],
-        &[],
+    let o = gate(&["validate", "--budgets", spec, "--backend", "cpu"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(text(&o.stderr), error);
+
+    let o = gate(&["validate", "--budgets", spec], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "{spec}:7:7: warning: `device_used` on component `future` is measured on CUDA only: a run on the CPU refuses this spec
+  hint: pass `--backend cuda` (or `--backend cpu`) to check the spec for the backend that will run it
+"
+        )
     );
-    assert_eq!(o.status.code(), Some(1), "--strict turns warnings into failures");
+    assert_eq!(text(&o.stdout), format!("{spec}: ok — 1 components, 1 budgets\n"));
+
+    let o = gate(&["validate", "--budgets", spec, "--backend", "cuda"], &[]);
+    assert_eq!((o.status.code(), text(&o.stderr)), (Some(0), String::new()));
 }
 
 #[test]

@@ -244,6 +244,7 @@ mod tests {
             metric: Metric::TrainingPeak,
             limit: Limit { op, value },
             line: 1,
+            col: 1,
         }
     }
 
