@@ -70,17 +70,138 @@ fn check_passes_writes_report_and_junit_and_prints_the_table() {
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let suites: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testsuite")).collect();
     let names: Vec<_> = suites.iter().map(|s| s.attribute("name").unwrap()).collect();
-    // One suite per component, the ensemble, and the run's warnings (here: no baseline).
+    // One suite per component, the ensemble, and the run's (here: its no-baseline warning).
     assert_eq!(names, ["mlp", "ensemble", "gate"]);
-    let budget_cases = suites[..2]
-        .iter()
-        .flat_map(|s| s.children())
-        .filter(|n| n.has_tag_name("testcase"))
-        .count();
-    assert_eq!(budget_cases, 9);
-    let warning = suites[2].descendants().find(|n| n.has_tag_name("skipped")).unwrap();
-    assert!(warning.attribute("message").unwrap().contains("baseline"), "{xml}");
+    let cases: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testcase")).collect();
+    assert_eq!(cases.len(), 9, "one case per budget, none for the warning");
+    let warning = suites[2].children().find(|n| n.has_tag_name("system-err")).unwrap();
+    assert!(warning.text().unwrap().starts_with("warning: no baseline ("), "{xml}");
     assert_eq!(doc.descendants().filter(|n| n.has_tag_name("failure")).count(), 0);
+    // Real durations: the profile's wall time, and each budget its phase's.
+    let time = |n: &roxmltree::Node| n.attribute("time").unwrap().parse::<f64>().unwrap();
+    assert!(time(&suites[0]) > 0.0, "{xml}");
+    let mlp_cases = suites[0].children().filter(|n| n.has_tag_name("testcase"));
+    assert!(
+        mlp_cases.clone().count() == 7 && mlp_cases.clone().all(|c| time(&c) > 0.0),
+        "{xml}"
+    );
+    let phases = r["components"]["mlp"]["phase_seconds"].as_array().unwrap();
+    let order: Vec<&str> = phases.iter().map(|p| p["phase"].as_str().unwrap()).collect();
+    assert_eq!(
+        order,
+        [
+            "setup",
+            "warmup",
+            "build",
+            "batch",
+            "forward",
+            "backward",
+            "optimizer",
+            "training_step",
+            "timing",
+            "inference"
+        ]
+    );
+    assert!(r["components"]["mlp"]["profile_seconds"].as_f64().unwrap() > 0.0);
+}
+
+/// Under --strict a warning fails the run, and JUnit says which: one case,
+/// `gate.strict`, whose failure names it; the warning itself is no test.
+#[test]
+fn strict_fails_on_a_warning_and_junit_names_it() {
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--out",
+            out.to_str().unwrap(),
+            "--baseline",
+            "none",
+            "--strict",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let failures: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("failure")).collect();
+    assert_eq!(failures.len(), 1, "{xml}");
+    assert_eq!(failures[0].parent().unwrap().attribute("name"), Some("gate.strict"));
+    assert_eq!(
+        failures[0].attribute("message"),
+        Some("--strict: failed on 1 warning(s): no baseline (--baseline none): regressions are not checked")
+    );
+    let root = doc.root_element();
+    assert_eq!(
+        (root.attribute("tests"), root.attribute("failures")),
+        (Some("10"), Some("1"))
+    );
+}
+
+/// `0.4 s` → `N s`: durations change from run to run, the lines do not.
+fn without_seconds(log: &str) -> String {
+    log.lines()
+        .map(|line| {
+            let words: Vec<&str> = line.split(' ').collect();
+            let kept: Vec<&str> = words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let unit = words.get(i + 1).is_some_and(|n| n.trim_end_matches([',', ')']) == "s");
+                    if unit && w.parse::<f64>().is_ok() {
+                        "N"
+                    } else {
+                        w
+                    }
+                })
+                .collect();
+            kept.join(" ") + "\n"
+        })
+        .collect()
+}
+
+/// Outside a terminal (stderr is a pipe here) a line as each profile and
+/// each of its phases starts: a CI log shows where a slow run is.
+#[test]
+fn outside_a_terminal_each_component_and_phase_logs_its_start() {
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--out",
+            out.to_str().unwrap(),
+            "--baseline",
+            "none",
+            "--jobs",
+            "1",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let log = without_seconds(&text(&o.stderr)).replace(out.to_str().unwrap(), "OUT");
+    assert_eq!(
+        log,
+        "mlp: profile started
+mlp: phase warmup
+mlp: phase build
+mlp: phase batch
+mlp: phase forward
+mlp: phase backward
+mlp: phase optimizer
+mlp: phase training_step
+mlp: phase timing
+mlp: phase inference
+mlp: profiled in N s
+time: 1 profiles in N s (1 at a time; N s one after another); slowest: mlp N s
+wrote OUT/report.json and OUT/junit.xml in N s
+"
+    );
 }
 
 /// The MLP's figures against exact arithmetic: 256→256→256→3 in f32.
@@ -226,8 +347,11 @@ fn validate_accepts_good_specs_and_rejects_bad_ones_with_position_and_hint() {
     assert!(text(&o.stderr).contains("hint: pass the spec with `--budgets FILE`"));
 }
 
+/// `device_used` is read from the CUDA device: `check` on the CPU refuses
+/// it before measuring anything; `validate` warns, or refuses with
+/// `--backend cpu`.
 #[test]
-fn unimplemented_workloads_are_not_measured_visibly_and_fail_under_strict() {
+fn device_used_on_the_cpu_is_refused_before_anything_runs() {
     let t = tempfile::tempdir().unwrap();
     let p = t.path().join("budgets.yaml");
     std::fs::write(
@@ -235,37 +359,37 @@ fn unimplemented_workloads_are_not_measured_visibly_and_fail_under_strict() {
         "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  future:\n    workload: mlp\n    budgets:\n      device_used: < 1 GiB\n",
     )
     .unwrap();
+    let spec = p.to_str().unwrap();
+    let error = format!(
+        "{spec}:7:7: error: `device_used` on component `future` can never be measured on the CPU: it is read from the CUDA device
+  hint: run on a GPU (`--backend cuda`), or budget `training_peak`, which every backend measures
+error: the spec has 1 error
+"
+    );
     let out = out_dir(&t);
-    let o = gate(
-        &[
-            "check",
-            "--budgets",
-            p.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(o.status.code(), Some(0), "a warning alone passes");
-    assert!(text(&o.stdout).contains("not_measured"));
-    assert!(text(&o.stdout).contains("device_used is measured on CUDA runs only"));
-    let r = report(&out);
-    assert_eq!(r["results"][0]["status"], "not_measured");
-    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
-    assert!(xml.contains("<skipped"), "{xml}");
+    let o = gate(&["check", "--budgets", spec, "--out", out.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(text(&o.stderr), error);
+    assert!(!out.exists(), "nothing ran, nothing written");
 
-    let o = gate(
-        &[
-            "check",
-            "--budgets",
-            p.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--strict",
-        ],
-        &[],
+    let o = gate(&["validate", "--budgets", spec, "--backend", "cpu"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(text(&o.stderr), error);
+
+    let o = gate(&["validate", "--budgets", spec], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "{spec}:7:7: warning: `device_used` on component `future` is measured on CUDA only: a run on the CPU refuses this spec
+  hint: pass `--backend cuda` (or `--backend cpu`) to check the spec for the backend that will run it
+"
+        )
     );
-    assert_eq!(o.status.code(), Some(1), "--strict turns warnings into failures");
+    assert_eq!(text(&o.stdout), format!("{spec}: ok — 1 components, 1 budgets\n"));
+
+    let o = gate(&["validate", "--budgets", spec, "--backend", "cuda"], &[]);
+    assert_eq!((o.status.code(), text(&o.stderr)), (Some(0), String::new()));
 }
 
 #[test]

@@ -174,7 +174,7 @@ fn members_are_measured_and_summed_into_the_ensemble() {
         .filter(|n| n.has_tag_name("testsuite"))
         .map(|s| s.attribute("name").unwrap())
         .collect();
-    // One suite per component (in name order), the ensemble's own, then the run's warnings.
+    // One suite per component (in name order), the ensemble's own, then the run's (its warnings).
     assert_eq!(suites, ["dqn", "mamba2", "ppo", "ensemble", "gate"]);
     let ensemble = doc
         .descendants()

@@ -73,7 +73,9 @@ fn run(spec: &Path, out: &Path, fault: Option<&str>) -> (Output, Value) {
 fn figures(report: &Value, name: &str) -> String {
     let mut c = report["components"][name].clone();
     c["metrics"].as_object_mut().unwrap().remove("step_time");
-    c.as_object_mut().unwrap().remove("step_times_ms");
+    for timed in ["step_times_ms", "profile_seconds", "phase_seconds"] {
+        c.as_object_mut().unwrap().remove(timed);
+    }
     let results: Vec<Value> = report["results"]
         .as_array()
         .unwrap()

@@ -147,10 +147,13 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
     let half = md.lines().find(|l| l.starts_with("| tft@\u{200D}half")).unwrap();
     assert_eq!(half.matches(" | ").count(), 8, "{half}");
     let x = junit::render(&report, time::OffsetDateTime::UNIX_EPOCH).unwrap();
+    // One suite for tft and its variants: their settings are properties, their figures its system-out.
+    assert_eq!(x.matches("<testsuite ").count(), 1, "{x}");
     assert!(
-        x.contains("variant (f32, batch 32, no checkpoint); against itself (the reference)"),
+        x.contains(r#"<property name="tft@plain.settings" value="tft, f32, batch 32, no checkpoint"/>"#),
         "{x}"
     );
+    assert!(x.contains("tft@plain: against itself (the reference): "), "{x}");
     assert!(x.contains("step_time_ratio 0.446"), "{x}");
 }
 

@@ -19,7 +19,7 @@ components:
       params: < 1 MiB
       loss_ratio: < 1.05
 "#,
-        r#"budgets.yaml:11:1: error: `loss_ratio` on component `m` can never be measured: it has no variants to compare with
+        r#"budgets.yaml:11:7: error: `loss_ratio` on component `m` can never be measured: it has no variants to compare with
   hint: add `variants:` to `m` and put the ratio budget on a variant, or budget `loss` directly"#,
     ),
     (
@@ -883,4 +883,46 @@ fn limits_accept_every_written_form() {
         (Op::Gt, 1e9, 15)
     );
     assert_eq!((e.budgets[1].limit.op, e.budgets[1].limit.value), (Op::Le, 3e9));
+}
+
+/// `device_used` is read from the CUDA device: on the CPU it can never be
+/// measured. An error where the backend is known to be the CPU (`check`,
+/// `validate --backend cpu`), a warning where it is not (`validate`).
+#[test]
+fn device_used_is_refused_on_the_cpu_and_warned_about_without_a_backend() {
+    let text = "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets:\n      params: < 1 MiB\n      device_used: < 1 GiB\n  n:\n    workload: mlp\n    budgets: { device_used: < 2 GiB }\n";
+    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let all = |_: &str| true;
+    assert_eq!(
+        gate::__private::budget::cuda_only(&spec, &all, true).to_string(),
+        "budgets.yaml:8:7: error: `device_used` on component `m` can never be measured on the CPU: it is read from the CUDA device
+  hint: run on a GPU (`--backend cuda`), or budget `training_peak`, which every backend measures
+budgets.yaml:11:16: error: `device_used` on component `n` can never be measured on the CPU: it is read from the CUDA device
+  hint: run on a GPU (`--backend cuda`), or budget `training_peak`, which every backend measures"
+    );
+    let warnings: Vec<String> = gate::__private::budget::cuda_only(&spec, &all, false)
+        .0
+        .iter()
+        .map(|d| d.warning())
+        .collect();
+    assert_eq!(
+        warnings[0],
+        "budgets.yaml:8:7: warning: `device_used` on component `m` is measured on CUDA only: a run on the CPU refuses this spec
+  hint: pass `--backend cuda` (or `--backend cpu`) to check the spec for the backend that will run it"
+    );
+    // Only the components a run selects (`--only m`) are refused.
+    assert_eq!(
+        gate::__private::budget::cuda_only(&spec, &|c: &str| c == "m", true)
+            .0
+            .len(),
+        1
+    );
+    // An ensemble that sums `device_used` has no total on the CPU.
+    let text = "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets: { params: < 1 MiB }\nensemble:\n  members: [m]\n  metric: device_used\n  budgets: { total: < 1 GiB }\n";
+    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    assert_eq!(
+        gate::__private::budget::cuda_only(&spec, &all, true).to_string(),
+        "budgets.yaml:9:11: error: `ensemble.metric: device_used` can never be measured on the CPU: it is read from the CUDA device
+  hint: run on a GPU (`--backend cuda`), or sum `training_peak`, which every backend measures"
+    );
 }

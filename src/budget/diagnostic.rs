@@ -12,11 +12,18 @@ pub struct Diagnostic {
     pub hint: String,
 }
 
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Diagnostic {
+    /// The same text as a warning: `file:line:col: warning: ...` and its hint.
+    pub fn warning(&self) -> String {
+        let mut s = String::new();
+        let _ = self.write(&mut s, "warning");
+        s
+    }
+
+    fn write(&self, f: &mut impl fmt::Write, severity: &str) -> fmt::Result {
         write!(
             f,
-            "{}:{}:{}: error: {}",
+            "{}:{}:{}: {severity}: {}",
             one_line(&self.file),
             self.pos.line,
             self.pos.col,
@@ -26,6 +33,12 @@ impl fmt::Display for Diagnostic {
             write!(f, "\n  hint: {}", one_line(&self.hint))?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, "error")
     }
 }
 

@@ -1,8 +1,10 @@
 //! Budgets that can never be measured: refused at validate time, so
 //! `check` does not warn and exit 0 on a gate that never gated anything.
+//! Those only a CUDA run measures are refused where the backend is known
+//! to be the CPU (see [`cuda_only`]).
 
 use super::yaml::Pos;
-use super::Spec;
+use super::{Diagnostic, Diagnostics, Spec};
 use crate::metric::Metric;
 
 /// Position, message and hint of each budget in `spec` no run can measure.
@@ -24,7 +26,10 @@ pub(super) fn unmeasurable(spec: &Spec) -> Vec<(Pos, String, String)> {
             .filter(|b| matches!(b.metric, Metric::LossRatio | Metric::StepTimeRatio))
         {
             out.push((
-                Pos { line: b.line, col: 1 },
+                Pos {
+                    line: b.line,
+                    col: b.col,
+                },
                 format!(
                     "`{}` on component `{}` can never be measured: it has no variants to compare with",
                     b.metric.name(),
@@ -43,4 +48,67 @@ pub(super) fn unmeasurable(spec: &Spec) -> Vec<(Pos, String, String)> {
         }
     }
     out
+}
+
+/// The budgets of the components `selected` picks that only a CUDA run can
+/// measure: `device_used` is read from the device itself. `on_cpu`: the run
+/// is known to be on the CPU, so each is an error; otherwise the backend is
+/// not known yet and each is a warning (see [`Diagnostic::warning`]).
+pub fn cuda_only(spec: &Spec, selected: &dyn Fn(&str) -> bool, on_cpu: bool) -> Diagnostics {
+    let mut out = Vec::new();
+    for c in spec.components.iter().filter(|c| selected(&c.name)) {
+        for b in c.budgets.iter().filter(|b| b.metric == Metric::DeviceUsed) {
+            let (message, hint) = if on_cpu {
+                (
+                    format!(
+                        "`device_used` on component `{}` can never be measured on the CPU: it is read from the CUDA device",
+                        c.name
+                    ),
+                    "run on a GPU (`--backend cuda`), or budget `training_peak`, which every backend measures",
+                )
+            } else {
+                (
+                    format!(
+                        "`device_used` on component `{}` is measured on CUDA only: a run on the CPU refuses this spec",
+                        c.name
+                    ),
+                    "pass `--backend cuda` (or `--backend cpu`) to check the spec for the backend that will run it",
+                )
+            };
+            out.push(Diagnostic {
+                file: spec.path.display().to_string(),
+                pos: Pos {
+                    line: b.line,
+                    col: b.col,
+                },
+                message,
+                hint: hint.into(),
+            });
+        }
+    }
+    // An ensemble that sums `device_used` has no total (nor headroom) on the CPU.
+    if let Some(e) = spec
+        .ensemble
+        .as_ref()
+        .filter(|e| e.metric == Metric::DeviceUsed && !e.budgets.is_empty() && e.members.iter().any(|m| selected(m)))
+    {
+        let (message, hint) = if on_cpu {
+            (
+                "`ensemble.metric: device_used` can never be measured on the CPU: it is read from the CUDA device",
+                "run on a GPU (`--backend cuda`), or sum `training_peak`, which every backend measures",
+            )
+        } else {
+            (
+                "`ensemble.metric: device_used` is measured on CUDA only: a run on the CPU refuses this spec",
+                "pass `--backend cuda` (or `--backend cpu`) to check the spec for the backend that will run it",
+            )
+        };
+        out.push(Diagnostic {
+            file: spec.path.display().to_string(),
+            pos: e.metric_pos,
+            message: message.into(),
+            hint: hint.into(),
+        });
+    }
+    Diagnostics(out)
 }

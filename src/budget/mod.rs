@@ -10,6 +10,7 @@ mod yaml;
 use std::path::Path;
 
 pub use diagnostic::{Diagnostic, Diagnostics};
+pub use measurable::cuda_only;
 pub use spec::*;
 pub use yaml::Pos;
 

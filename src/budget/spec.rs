@@ -82,6 +82,8 @@ pub struct Budget {
     pub limit: Limit,
     /// The budget's line in the spec (for annotations and `results[].line`).
     pub line: usize,
+    /// The column of its metric's key, for messages about it.
+    pub col: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -146,6 +148,8 @@ pub struct Ensemble {
     pub processes: u64,
     pub budgets: Vec<EnsembleBudget>,
     pub line: usize,
+    /// Where `metric:` is written (the ensemble's position when it is not).
+    pub metric_pos: Pos,
 }
 
 #[derive(Debug, Clone)]

@@ -244,6 +244,7 @@ impl Ctx {
                                 metric,
                                 limit,
                                 line: kpos.line,
+                                col: kpos.col,
                             });
                         }
                     }
@@ -956,6 +957,8 @@ fn validate_ensemble(cx: &mut Ctx, node: &Node, top: &[(String, Pos, Node)]) -> 
             "write `members: [tft, dqn, ppo]`",
         ),
     }
+    // Where `metric:` is written (the ensemble's own position when it is not).
+    let metric_pos = find(entries, "metric").map_or(node.pos(), |n| n.pos());
     let metric = match find(entries, "metric") {
         None => Some(Metric::TrainingPeak),
         Some(n) => match cx.text(n, "ensemble.metric") {
@@ -1018,5 +1021,6 @@ fn validate_ensemble(cx: &mut Ctx, node: &Node, top: &[(String, Pos, Node)]) -> 
         processes: processes?,
         budgets,
         line: node.pos().line,
+        metric_pos,
     })
 }

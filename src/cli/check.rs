@@ -76,11 +76,23 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             });
         }
     }
-    let baseline = resolve_baseline(&args.baseline, &args.baseline_branch)?;
     let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
         message: e.message,
         hint: e.hint,
     })?;
+    // A budget this backend can never measure is refused before anything
+    // runs, not left "not measured" with exit 0.
+    let selected = |name: &str| {
+        let base = name.split_once('@').map_or(name, |(b, _)| b);
+        args.only.is_empty() || args.only.iter().any(|o| o == name || o == base)
+    };
+    if backend != Backend::Cuda {
+        let refused = crate::budget::cuda_only(&spec, &selected, true);
+        if !refused.0.is_empty() {
+            return Err(crate::budget::SpecError::from(refused).into());
+        }
+    }
+    let baseline = resolve_baseline(&args.baseline, &args.baseline_branch)?;
     let mut child_args = ChildArgs {
         extra: vec!["--backend".into(), backend.name().into()],
         ..Default::default()
@@ -101,15 +113,8 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         ),
         _ => None,
     };
-    let selected: Vec<_> = spec
-        .components
-        .iter()
-        // A component's variants (`NAME@VARIANT`) come with it.
-        .filter(|c| {
-            let base = c.name.split_once('@').map_or(c.name.as_str(), |(b, _)| b);
-            args.only.is_empty() || args.only.contains(&c.name) || args.only.iter().any(|o| o == base)
-        })
-        .collect();
+    // A component's variants (`NAME@VARIANT`) come with it.
+    let selected: Vec<_> = spec.components.iter().filter(|c| selected(&c.name)).collect();
     let exe = std::env::current_exe().map_err(|e| CliError::Infrastructure {
         message: format!("cannot locate the gate binary to start profiles: {e}"),
         hint: String::new(),
@@ -127,10 +132,17 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     if jobs > 1 && names.len() > 1 {
         log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
     }
+    // Outside a terminal (CI logs) a line as each profile and each of its
+    // phases starts, so a slow or stuck one shows where it is.
     let profiled = crate::runner::profile_all(&exe, &spec.path, &names, &child_args, jobs, &|p| match p {
+        Progress::Start(name) => {
+            if bar.is_hidden() {
+                eprintln!("{name}: profile started");
+            }
+        }
         Progress::Phase(name, phase) => {
             if bar.is_hidden() {
-                eprintln!("{name}: {phase}");
+                eprintln!("{name}: phase {phase}");
             } else {
                 bar.set_message(format!("{name}: {phase}"));
             }

@@ -244,6 +244,7 @@ mod tests {
             metric: Metric::TrainingPeak,
             limit: Limit { op, value, unit: None },
             line: 1,
+            col: 1,
         }
     }
 

@@ -8,12 +8,17 @@ use super::harness::Loaded;
 use super::App;
 use super::CliError;
 use crate::exit::Exit;
+use crate::probe::Backend;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The spec to check.
     #[arg(long, default_value = "budgets.yaml")]
     pub budgets: PathBuf,
+    /// The backend `gate check` will run on: budgets it can never measure
+    /// (`device_used` on the CPU) are then errors. Without it they are warnings.
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
 }
 
 pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
@@ -21,6 +26,20 @@ pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
         Loaded::Here(spec, _) => spec,
         Loaded::Delegated(exit) => return Ok(exit),
     };
+    // `auto` is what this build would pick; `cuda` is checked as written
+    // even by a build without it (validate runs nothing).
+    let on_cpu = match args.backend {
+        None => None,
+        Some(Backend::Cuda) => Some(false),
+        Some(Backend::Cpu) => Some(true),
+        Some(Backend::Auto) => Some(!cfg!(feature = "cuda")),
+    };
+    let cuda_only = crate::budget::cuda_only(&spec, &|_| true, on_cpu == Some(true));
+    match on_cpu {
+        Some(true) if !cuda_only.0.is_empty() => return Err(crate::budget::SpecError::from(cuda_only).into()),
+        Some(_) => {}
+        None => cuda_only.0.iter().for_each(|d| eprintln!("{}", d.warning())),
+    }
     let budgets: usize = spec.components.iter().map(|c| c.budgets.len()).sum::<usize>()
         + spec.ensemble.as_ref().map_or(0, |e| e.budgets.len());
     println!(

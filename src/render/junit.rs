@@ -1,108 +1,523 @@
-//! JUnit XML: one testsuite per component plus one for the ensemble, one
-//! testcase per budget. Failures carry `measured > budget (ratio)`; the
-//! block attribution goes to system-out.
+//! JUnit XML: one testsuite per component, its variants' budgets as cases
+//! of the same suite (`tft@plain.step_time`) and their settings as
+//! properties; one suite for the ensemble; and one for the run (`gate`)
+//! when something is run-wide. A case's time is that of the phases that
+//! measured its metric, a suite's the wall time of its profiles (reports
+//! from before they were recorded give 0).
+//!
+//! Warnings are not tests: they go to the `<system-err>` of the suite they
+//! concern. Under `--strict` the run's suite holds one case, `gate.strict`,
+//! which fails naming each warning the run failed on.
 
-use junit_report::{ReportBuilder, TestCase, TestSuiteBuilder};
-use time::{Duration, OffsetDateTime};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write;
 
-use crate::report::{Report, Status};
+use time::OffsetDateTime;
+
+use crate::metric::Metric;
+use crate::report::{BudgetResult, ComponentReport, Report, Status};
 use crate::units::Bytes;
 
 use super::{failure_message, limit_text, measured_text};
 
+/// Blocks listed per component in its suite's system-out.
+const BLOCKS: usize = 20;
+
 /// Renders the report; `timestamp` is the run's start (fixed in tests).
-pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, junit_report::Error> {
+pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std::fmt::Error> {
+    let stamp = rfc3339(timestamp);
+    let mut names = Names::default();
     let mut suites = Vec::new();
-    let mut names: Vec<&str> = report.components.keys().map(String::as_str).collect();
-    if report.ensemble.is_some() {
-        names.push("ensemble");
+
+    // Each base component with its variants (`NAME@VARIANT`), base first.
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let results_of = report.results.iter().map(|r| r.component.as_str());
+    for name in report.components.keys().map(String::as_str).chain(results_of) {
+        if name == "ensemble" {
+            continue;
+        }
+        let members = groups.entry(base_of(name)).or_default();
+        if !members.contains(&name) {
+            members.push(name);
+        }
     }
-    for name in names {
-        let mut suite = TestSuiteBuilder::new(name);
-        suite.set_timestamp(timestamp);
-        for r in report.results.iter().filter(|r| r.component == name) {
-            let case_name = format!("{}.{}", r.component, r.metric);
-            let time = Duration::ZERO;
-            let mut case = match r.status {
-                Status::Pass => TestCase::success(&case_name, time),
-                Status::Fail | Status::Regressed => {
-                    TestCase::failure(&case_name, time, r.status.name(), &failure_message(r))
-                }
-                Status::NotMeasured => TestCase::skipped_with_cause(
-                    &case_name,
-                    "not_measured",
-                    r.reason.as_deref().unwrap_or("not measured"),
-                ),
+    for members in groups.values_mut() {
+        members.sort_by_key(|m| (m.contains('@'), *m));
+    }
+    let known: Vec<&str> = groups
+        .values()
+        .flatten()
+        .copied()
+        .chain(std::iter::once("ensemble"))
+        .collect();
+    let mut run_wide = Vec::new();
+    let mut warnings_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for w in &report.summary.warnings {
+        match concerns(w, &known) {
+            Some(c) => warnings_of.entry(base_of(c)).or_default().push(w),
+            None => run_wide.push(w.as_str()),
+        }
+    }
+
+    for (base, members) in &groups {
+        let cases: Vec<String> = report
+            .results
+            .iter()
+            .filter(|r| members.contains(&r.component.as_str()))
+            .map(|r| {
+                let time = report
+                    .components
+                    .get(&r.component)
+                    .map_or(0.0, |c| metric_seconds(c, r));
+                case(report, r, &names.unique(format!("{}.{}", r.component, r.metric)), time)
+            })
+            .collect::<Result<_, _>>()?;
+        let warnings = warnings_of.remove(base).unwrap_or_default();
+        if cases.is_empty() {
+            // No budget, no test: what it warned about is still said, run-wide.
+            run_wide.extend(warnings);
+            continue;
+        }
+        let with_variants = members.len() > 1;
+        let mut properties = Vec::new();
+        let mut out = String::new();
+        let mut seconds = 0.0;
+        for m in members {
+            let Some(c) = report.components.get(*m) else {
+                continue;
             };
-            case.set_classname(&format!("gate.{}", r.component));
-            case.set_filepath(&report.spec);
-            case.set_system_out(&format!(
-                "{} budget {}, measured {} (line {})",
-                r.metric,
-                limit_text(r),
-                measured_text(r),
-                r.line
-            ));
-            suite.add_testcase(case);
+            seconds += c.profile_seconds.unwrap_or(0.0);
+            properties.push((format!("{m}.settings"), settings(c)));
+            if let Some(r) = &c.reference {
+                properties.push((format!("{m}.reference"), r.clone()));
+            }
+            component_out(&mut out, m, c, with_variants);
         }
-        if let Some(c) = report.components.get(name) {
-            let mut out = String::new();
-            if name.contains('@') || c.reference.is_some() {
-                let figures: Vec<String> = super::table::VARIANT_METRICS
-                    .iter()
-                    .filter_map(|m| {
-                        c.value(*m)
-                            .map(|v| format!("{m} {}", crate::metric::format_value(m.unit(), v)))
-                    })
-                    .collect();
-                out.push_str(&format!(
-                    "variant ({}); against {}: {}\n",
-                    super::table::variant_settings(c),
-                    c.reference.as_deref().unwrap_or("itself (the reference)"),
-                    figures.join(", ")
-                ));
-            }
-            if let Some(e) = &c.error {
-                out.push_str(&format!(
-                    "{}: {}\n",
-                    e.phase.as_deref().unwrap_or("not measured"),
-                    e.reason
-                ));
-            }
-            for b in c.blocks.iter().take(20) {
-                let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
-                out.push_str(&format!(
-                    "{} retains {}{share}, peak +{}\n",
-                    b.name,
-                    Bytes(b.retained_bytes.max(0) as u64),
-                    Bytes(b.peak_bytes)
-                ));
-            }
-            if !out.is_empty() {
-                suite.set_system_out(&out);
-            }
-        }
-        suites.push(suite.build());
+        suites.push(suite(
+            base,
+            &stamp,
+            seconds,
+            &properties,
+            &cases_summary(report, members),
+            &cases,
+            &out,
+            &warnings,
+        )?);
     }
-    // Warnings (not measured, no baseline, another testbed) are visible too:
-    // skipped cases, or failures under --strict.
-    if !report.summary.warnings.is_empty() {
-        let mut suite = TestSuiteBuilder::new("gate");
-        suite.set_timestamp(timestamp);
-        for (i, w) in report.summary.warnings.iter().enumerate() {
-            let name = format!("warning.{}", i + 1);
-            let mut case = if report.summary.strict {
-                TestCase::failure(&name, Duration::ZERO, "warning", w)
+
+    let ensemble: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| r.component == "ensemble")
+        .map(|r| case(report, r, &names.unique(format!("ensemble.{}", r.metric)), 0.0))
+        .collect::<Result<_, _>>()?;
+    let ensemble_warnings = warnings_of.remove("ensemble").unwrap_or_default();
+    if ensemble.is_empty() {
+        run_wide.extend(ensemble_warnings);
+    } else {
+        suites.push(suite(
+            "ensemble",
+            &stamp,
+            0.0,
+            &[],
+            &cases_summary(report, &["ensemble"]),
+            &ensemble,
+            "",
+            &ensemble_warnings,
+        )?);
+    }
+    // Warnings about a component no suite shows (not in this report).
+    run_wide.extend(warnings_of.into_values().flatten());
+
+    let s = &report.summary;
+    let mut strict = Counts::default();
+    if s.strict || !run_wide.is_empty() {
+        let mut cases = Vec::new();
+        if s.strict {
+            // Under --strict every warning fails the run: one case says which.
+            let mut failed_on: Vec<String> = s.warnings.clone();
+            if failed_on.is_empty() && s.not_measured > 0 {
+                failed_on.push(format!("{} budget(s) not measured", s.not_measured));
+            }
+            let name = names.unique("gate.strict".into());
+            let mut x = String::new();
+            write!(
+                x,
+                "    <testcase name=\"{}\" classname=\"gate\" time=\"0\"",
+                attr(&name)
+            )?;
+            strict.tests = 1;
+            if failed_on.is_empty() {
+                x.push_str(">\n      <system-out>--strict: no warnings</system-out>\n    </testcase>\n");
             } else {
-                TestCase::skipped_with_cause(&name, "warning", w)
-            };
-            case.set_classname("gate.warnings");
-            suite.add_testcase(case);
+                strict.failures = 1;
+                write!(
+                    x,
+                    ">\n      <failure type=\"strict\" message=\"{}\">{}</failure>\n    </testcase>\n",
+                    attr(&format!(
+                        "--strict: failed on {} warning(s): {}",
+                        failed_on.len(),
+                        failed_on.join("; ")
+                    )),
+                    text(&failed_on.join("\n"))
+                )?;
+            }
+            cases.push(x);
         }
-        suites.push(suite.build());
+        let testbed = &report.testbed;
+        let properties = [
+            ("gate_version".to_string(), report.gate_version.clone()),
+            ("spec".to_string(), report.spec.clone()),
+            (
+                "testbed".to_string(),
+                format!("{} ({})", testbed.device_name, testbed.backend),
+            ),
+            (
+                "baseline".to_string(),
+                report.baseline.as_ref().map_or("none".into(), |b| b.source.clone()),
+            ),
+            ("strict".to_string(), s.strict.to_string()),
+        ];
+        suites.push(suite("gate", &stamp, 0.0, &properties, &strict, &cases, "", &run_wide)?);
     }
-    let junit = ReportBuilder::new().add_testsuites(suites).build();
-    let mut buf = Vec::new();
-    junit.write_xml(&mut buf)?;
-    Ok(String::from_utf8_lossy(&buf).into_owned())
+
+    let mut total = cases_summary(report, &[]);
+    total.tests += strict.tests;
+    total.failures += strict.failures;
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    writeln!(
+        xml,
+        "<testsuites name=\"gate\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{}\" timestamp=\"{stamp}\">",
+        total.tests,
+        total.failures,
+        total.skipped,
+        seconds(report.wall_seconds)
+    )?;
+    for s in suites {
+        xml.push_str(&s);
+    }
+    xml.push_str("</testsuites>\n");
+    Ok(xml)
+}
+
+/// `tft` for `tft@plain`.
+fn base_of(name: &str) -> &str {
+    name.split_once('@').map_or(name, |(b, _)| b)
+}
+
+/// The component (or `ensemble`) a verdict warning is about: they start
+/// `NAME: ` or `NAME.metric: `; the longest such name wins.
+fn concerns<'a>(warning: &str, names: &[&'a str]) -> Option<&'a str> {
+    names
+        .iter()
+        .filter(|n| {
+            warning
+                .strip_prefix(**n)
+                .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('.'))
+        })
+        .max_by_key(|n| n.len())
+        .copied()
+}
+
+/// Test names, each used once in the file.
+#[derive(Default)]
+struct Names(HashSet<String>);
+
+impl Names {
+    fn unique(&mut self, name: String) -> String {
+        let mut candidate = name.clone();
+        let mut n = 1;
+        while !self.0.insert(candidate.clone()) {
+            n += 1;
+            candidate = format!("{name}#{n}");
+        }
+        candidate
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    tests: usize,
+    failures: usize,
+    skipped: usize,
+}
+
+/// Counts of the results of `components` (all results when empty).
+fn cases_summary(report: &Report, components: &[&str]) -> Counts {
+    let mut c = Counts::default();
+    for r in report
+        .results
+        .iter()
+        .filter(|r| components.is_empty() || components.contains(&r.component.as_str()))
+    {
+        c.tests += 1;
+        match r.status {
+            Status::Pass => {}
+            Status::Fail | Status::Regressed => c.failures += 1,
+            Status::NotMeasured => c.skipped += 1,
+        }
+    }
+    c
+}
+
+/// The time of the phases that measured `r`'s metric in `c`'s profile
+/// (none for a budget with no value: nothing measured it).
+fn metric_seconds(c: &ComponentReport, r: &BudgetResult) -> f64 {
+    let Some(metric) = Metric::parse(&r.metric).filter(|_| r.measured.is_some()) else {
+        return 0.0;
+    };
+    let phases: Vec<String> = crate::runner::measured_in(metric)
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    c.phase_seconds
+        .iter()
+        .filter(|p| phases.contains(&p.phase))
+        .map(|p| p.seconds)
+        .sum()
+}
+
+/// One budget as a testcase.
+fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<String, std::fmt::Error> {
+    let mut x = String::new();
+    writeln!(
+        x,
+        "    <testcase name=\"{}\" classname=\"gate.{}\" file=\"{}\" time=\"{}\">",
+        attr(name),
+        attr(base_of(&r.component)),
+        attr(&report.spec),
+        seconds(time)
+    )?;
+    match r.status {
+        Status::Pass => {}
+        Status::Fail | Status::Regressed => writeln!(
+            x,
+            "      <failure type=\"{}\" message=\"{}\"/>",
+            r.status.name(),
+            attr(&failure_message(r))
+        )?,
+        Status::NotMeasured => writeln!(
+            x,
+            "      <skipped message=\"{}\"/>",
+            attr(r.reason.as_deref().unwrap_or("not measured"))
+        )?,
+    }
+    writeln!(
+        x,
+        "      <system-out>{}</system-out>\n    </testcase>",
+        text(&format!(
+            "{} budget {}, measured {} (line {})",
+            r.metric,
+            limit_text(r),
+            measured_text(r),
+            r.line
+        ))
+    )?;
+    Ok(x)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn suite(
+    name: &str,
+    stamp: &str,
+    time: f64,
+    properties: &[(String, String)],
+    counts: &Counts,
+    cases: &[String],
+    out: &str,
+    warnings: &[&str],
+) -> Result<String, std::fmt::Error> {
+    let mut x = String::new();
+    writeln!(
+        x,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{}\" timestamp=\"{stamp}\">",
+        attr(name),
+        counts.tests,
+        counts.failures,
+        counts.skipped,
+        seconds(time)
+    )?;
+    if !properties.is_empty() {
+        x.push_str("    <properties>\n");
+        for (k, v) in properties {
+            writeln!(x, "      <property name=\"{}\" value=\"{}\"/>", attr(k), attr(v))?;
+        }
+        x.push_str("    </properties>\n");
+    }
+    for c in cases {
+        x.push_str(c);
+    }
+    if !out.is_empty() {
+        writeln!(x, "    <system-out>{}</system-out>", text(out))?;
+    }
+    if !warnings.is_empty() {
+        let lines: Vec<String> = warnings.iter().map(|w| format!("warning: {w}")).collect();
+        writeln!(x, "    <system-err>{}</system-err>", text(&lines.join("\n")))?;
+    }
+    x.push_str("  </testsuite>\n");
+    Ok(x)
+}
+
+/// A component's settings in a few words: workload, dtype, batch, checkpointing.
+fn settings(c: &ComponentReport) -> String {
+    let dtype = match &c.master_dtype {
+        Some(m) => format!("{} ({m} master)", c.dtype),
+        None => c.dtype.clone(),
+    };
+    let ck = c
+        .config
+        .get("checkpoint")
+        .and_then(|k| k.get("chunk"))
+        .and_then(|v| v.as_u64())
+        .map_or("no checkpoint".to_string(), |n| format!("checkpoint {n}"));
+    format!("{}, {dtype}, batch {}, {ck}", c.workload, c.batch_size)
+}
+
+/// What a suite's system-out says of one member: its figures against the
+/// reference (variants), why it failed, where its activations go.
+fn component_out(out: &mut String, name: &str, c: &ComponentReport, with_variants: bool) {
+    let lead = if with_variants {
+        format!("{name}: ")
+    } else {
+        String::new()
+    };
+    if with_variants {
+        let figures: Vec<String> = [
+            Metric::TrainingPeak,
+            Metric::Activations,
+            Metric::InferencePeak,
+            Metric::StepTime,
+            Metric::Loss,
+            Metric::LossRatio,
+            Metric::StepTimeRatio,
+        ]
+        .iter()
+        .filter_map(|m| {
+            c.value(*m)
+                .map(|v| format!("{m} {}", crate::metric::format_value(m.unit(), v)))
+        })
+        .collect();
+        let _ = writeln!(
+            out,
+            "{lead}against {}: {}",
+            c.reference.as_deref().unwrap_or("itself (the reference)"),
+            if figures.is_empty() {
+                "—".into()
+            } else {
+                figures.join(", ")
+            }
+        );
+    }
+    if let Some(e) = &c.error {
+        let _ = writeln!(
+            out,
+            "{lead}{}: {}",
+            e.phase.as_deref().unwrap_or("not measured"),
+            e.reason
+        );
+    }
+    for b in c.blocks.iter().take(BLOCKS) {
+        let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{lead}{} retains {}{share}, peak +{}",
+            b.name,
+            Bytes(b.retained_bytes.max(0) as u64),
+            Bytes(b.peak_bytes)
+        );
+    }
+}
+
+/// Seconds with at most microsecond digits: `12.5`, `0.000421`, `0`.
+fn seconds(s: f64) -> String {
+    // (An empty sum is -0.0.)
+    if !(s > 0.0 && s.is_finite()) {
+        return "0".into();
+    }
+    let s = format!("{s:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// `2025-12-02T14:00:00Z`.
+fn rfc3339(t: OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// Text content: markup escaped, and characters XML 1.0 cannot hold replaced.
+fn text(s: &str) -> String {
+    escape(s, false)
+}
+
+/// An attribute value (line breaks kept as character references).
+fn attr(s: &str) -> String {
+    escape(s, true)
+}
+
+fn escape(s: &str, attribute: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' if attribute => out.push_str("&quot;"),
+            '\n' if attribute => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            '\t' if attribute => out.push_str("&#9;"),
+            '\n' | '\t' => out.push(c),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_and_control_characters_are_escaped() {
+        assert_eq!(attr("a<b & \"c\"\nd\u{1b}"), "a&lt;b &amp; &quot;c&quot;&#10;d\u{FFFD}");
+        assert_eq!(text("x > y\n]]>"), "x &gt; y\n]]&gt;");
+    }
+
+    #[test]
+    fn seconds_keep_microseconds_and_drop_trailing_zeros() {
+        assert_eq!(seconds(12.5), "12.5");
+        assert_eq!(seconds(0.000421), "0.000421");
+        assert_eq!(seconds(0.0), "0");
+        assert_eq!(seconds(-0.0), "0");
+        assert_eq!(seconds(100.0), "100");
+        assert_eq!(seconds(3.0), "3");
+    }
+
+    #[test]
+    fn a_warning_concerns_the_longest_component_it_names() {
+        let names = ["tft", "tft@plain", "ensemble"];
+        assert_eq!(
+            concerns("tft@plain.loss_ratio: not measured", &names),
+            Some("tft@plain")
+        );
+        assert_eq!(concerns("tft: measured params disagree", &names), Some("tft"));
+        assert_eq!(concerns("tfts: x", &names), None);
+        assert_eq!(concerns("no baseline (x): regressions are not checked", &names), None);
+    }
+
+    #[test]
+    fn a_repeated_name_gets_a_number() {
+        let mut n = Names::default();
+        assert_eq!(n.unique("a.b".into()), "a.b");
+        assert_eq!(n.unique("a.b".into()), "a.b#2");
+        assert_eq!(n.unique("a.b".into()), "a.b#3");
+    }
 }

@@ -72,6 +72,15 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         }),
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
+        profile_seconds: m.profile_seconds,
+        phase_seconds: m
+            .phase_seconds
+            .iter()
+            .map(|(p, s)| PhaseTime {
+                phase: p.to_string(),
+                seconds: *s,
+            })
+            .collect(),
     }
 }
 
@@ -102,6 +111,8 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         }),
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
+        profile_seconds: None,
+        phase_seconds: Vec::new(),
     }
 }
 

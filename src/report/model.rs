@@ -153,6 +153,22 @@ pub struct ComponentReport {
     /// optimizer state); `dtype` is then the compute dtype.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub master_dtype: Option<String>,
+    /// Wall time of the component's profile (the child process, start to
+    /// exit), in seconds; absent in reports from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile_seconds: Option<f64>,
+    /// How long each phase of the profile took, in the order they ran
+    /// (`setup` is the child's start until its first phase).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phase_seconds: Vec<PhaseTime>,
+}
+
+/// One phase of a profile and its wall time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseTime {
+    /// The phase's name (`build`, `forward`, ..., as in `error.phase`).
+    pub phase: String,
+    pub seconds: f64,
 }
 
 impl ComponentReport {

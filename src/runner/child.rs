@@ -196,6 +196,9 @@ pub fn run_child(
             });
         }
     }
+    // Phases are timed here, from the events as they arrive: the child's
+    // start-up (`setup`) counts too, and a crashed phase keeps its time.
+    let started = std::time::Instant::now();
     let mut child = {
         let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
         if interrupted().is_some() {
@@ -214,12 +217,17 @@ pub fn run_child(
         String::from_utf8_lossy(&buf).into_owned()
     });
     let mut last_phase = Phase::Setup;
+    let mut phase_started = started;
+    let mut phase_seconds = Vec::new();
     let mut so_far = Measurement::default();
     let mut done = None;
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         match serde_json::from_str::<ChildEvent>(&line) {
             Ok(ChildEvent::Phase { phase, so_far: m }) => {
+                let now = std::time::Instant::now();
+                phase_seconds.push((last_phase, (now - phase_started).as_secs_f64()));
+                phase_started = now;
                 last_phase = phase;
                 so_far = *m;
                 on_phase(phase);
@@ -228,18 +236,25 @@ pub fn run_child(
             Err(_) => {} // not ours (a library printing to stdout); ignore
         }
     }
+    // The last phase ran until the measurement came (or the child died).
+    phase_seconds.push((last_phase, phase_started.elapsed().as_secs_f64()));
     let status = child.wait();
+    let profile_seconds = Some(started.elapsed().as_secs_f64());
     RUNNING
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .retain(|&p| p != child.id());
     let status = status?;
     let stderr_text = err_thread.join().unwrap_or_default();
-    if let Some(m) = done {
+    if let Some(mut m) = done {
         if status.success() {
+            m.phase_seconds = phase_seconds;
+            m.profile_seconds = profile_seconds;
             return Ok(m);
         }
     }
+    so_far.phase_seconds = phase_seconds;
+    so_far.profile_seconds = profile_seconds;
     so_far.failure = Some(Failure {
         phase: last_phase,
         reason: describe_exit(&status, &stderr_text),

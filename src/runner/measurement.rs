@@ -82,4 +82,11 @@ pub struct Measurement {
     /// Live bytes after further inference calls beyond those after the first.
     #[serde(default)]
     pub growth_inference_bytes: Option<u64>,
+    /// How long each phase took, in order; timed by the parent from the
+    /// child's phase events (the child leaves it empty).
+    #[serde(default)]
+    pub phase_seconds: Vec<(Phase, f64)>,
+    /// The child's wall time, start to exit (set by the parent).
+    #[serde(default)]
+    pub profile_seconds: Option<f64>,
 }

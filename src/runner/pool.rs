@@ -12,6 +12,8 @@ use super::measurement::{Measurement, Phase};
 
 /// What the caller hears while the profiles run (from any worker thread).
 pub enum Progress<'a> {
+    /// Component `name`'s profile is starting (its child is about to be started).
+    Start(&'a str),
     /// Component `name` entered `phase`.
     Phase(&'a str, Phase),
     /// Component `name` finished (or could not start), after `elapsed`.
@@ -73,6 +75,7 @@ pub fn profile_all(
                 }
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(name) = names.get(i) else { return };
+                on(Progress::Start(name));
                 let t = Instant::now();
                 let result = run_child(exe, spec, name, &args, &mut |p| on(Progress::Phase(name, p)));
                 let elapsed = t.elapsed();
