@@ -159,7 +159,7 @@ fn comment_is_created_then_updated_never_duplicated() {
     assert!(text(&o).contains("updated comment"), "{}", text(&o));
     let c = fake.comments(7);
     assert_eq!(c.len(), 1, "never a duplicate");
-    assert!(c[0].body.contains("12.06 KiB"), "{}", c[0].body);
+    assert!(c[0].body.contains("0.01177 MiB"), "{}", c[0].body);
     assert_eq!(fake.count("POST", "/comments"), 1);
     assert_no_token(&o, &out);
 }

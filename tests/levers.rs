@@ -110,6 +110,10 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
             ("tft", "step_time_ratio", Status::Pass),
         ]
     );
+    // Only the missing baseline's warning: this test is about the variants.
+    assert_eq!(v.summary.warnings, ["no baseline (--baseline none): regressions are not checked"]);
+    let mut v = v;
+    v.summary.warnings.clear();
     let step_ratio = v.results[2].measured.unwrap();
     assert!((step_ratio - 6200.0 / 13900.0).abs() < 1e-12);
     let report = Report {

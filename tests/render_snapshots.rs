@@ -76,7 +76,7 @@ fn timed_with_a_variant() -> Report {
             component: component.into(),
             metric: metric.into(),
             unit,
-            op: "<".into(),
+            op: gate::__private::budget::Op::Lt,
             limit,
             measured,
             baseline: None,
@@ -84,6 +84,10 @@ fn timed_with_a_variant() -> Report {
             status,
             line,
             reason: reason.map(String::from),
+            display_unit: None,
+            not_compared: None,
+            baseline_op: None,
+            baseline_limit: None,
         };
     use gate::__private::metric::Unit;
     let at = r.results.iter().position(|x| x.component != "tft").unwrap();
