@@ -48,6 +48,19 @@ fn install() -> PathBuf {
              then run the test again"
         );
     }
+    // jsdom and playwright-core need Node 20.
+    let version = Command::new("node").arg("--version").output().unwrap().stdout;
+    let version = String::from_utf8_lossy(&version).trim().to_string();
+    let major: u32 = version
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        major >= 20,
+        "node {version} is too old for scripts/mermaid (jsdom 27 needs Node 20)\nhint: install Node.js 20 or newer"
+    );
     let lock = std::fs::read(src.join("package-lock.json")).unwrap();
     let installed = std::fs::read(dir.join("package-lock.json")).ok();
     if installed.as_deref() != Some(&lock[..]) || !dir.join("node_modules/.package-lock.json").exists() {
