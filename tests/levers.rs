@@ -111,7 +111,10 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
         ]
     );
     // Only the missing baseline's warning: this test is about the variants.
-    assert_eq!(v.summary.warnings, ["no baseline (--baseline none): regressions are not checked"]);
+    assert_eq!(
+        v.summary.warnings,
+        ["no baseline (--baseline none): regressions are not checked"]
+    );
     let mut v = v;
     v.summary.warnings.clear();
     let step_ratio = v.results[2].measured.unwrap();

@@ -3,6 +3,7 @@
 
 mod assemble;
 pub mod baseline;
+mod compare;
 pub mod merge;
 mod model;
 mod verdict;

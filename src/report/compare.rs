@@ -1,0 +1,298 @@
+//! Comparing with the baseline beyond the figures: what changed in a
+//! component's settings (so a comparison that is not made says why) and
+//! which budgets this run's spec added, changed or dropped. Pure.
+
+use crate::budget::Spec;
+
+use super::model::*;
+
+/// What differs between the baseline's component and this run's, e.g.
+/// `config changed: hidden_dim 256 → 300`, so a comparison that is not made
+/// says why.
+pub(super) fn what_changed(base: &ComponentReport, now: &ComponentReport) -> String {
+    let mut parts = Vec::new();
+    let mut field = |name: &str, old: String, new: String| {
+        if old != new {
+            parts.push(format!("{name} {old} → {new}"));
+        }
+    };
+    field("workload", base.workload.clone(), now.workload.clone());
+    field("dtype", base.dtype.clone(), now.dtype.clone());
+    field("batch_size", base.batch_size.to_string(), now.batch_size.to_string());
+    field("seed", base.seed.to_string(), now.seed.to_string());
+    let master = |r: &ComponentReport| r.master_dtype.clone().unwrap_or_else(|| "none".into());
+    field("master_dtype", master(base), master(now));
+    let mut config = Vec::new();
+    diff_json("", &base.config, &now.config, &mut config);
+    const SHOWN: usize = 4;
+    if !config.is_empty() {
+        let more = config.len().saturating_sub(SHOWN);
+        let mut text = format!("config changed: {}", config[..config.len().min(SHOWN)].join(", "));
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        parts.push(text);
+    }
+    if parts.is_empty() {
+        // The fingerprint also covers settings a report does not spell out.
+        return "the component's settings changed".into();
+    }
+    parts.join("; ")
+}
+
+/// Leaf-by-leaf differences of two JSON values, as `path old → new`.
+fn diff_json(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let absent = Value::Null;
+                diff_json(&join(k), a.get(k).unwrap_or(&absent), b.get(k).unwrap_or(&absent), out);
+            }
+        }
+        (a, b) if a != b => {
+            let show = |v: &Value| match v {
+                Value::Null => "(unset)".to_string(),
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            let name = if path.is_empty() { "config" } else { path };
+            out.push(format!("{name} {} → {}", show(a), show(b)));
+        }
+        _ => {}
+    }
+}
+
+/// Budgets added, changed or dropped against the baseline's spec. Marks each
+/// changed row with the baseline's limit and returns one line per change.
+pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    let limit_text = |r: &BudgetResult, op: crate::budget::Op, value: f64| {
+        crate::metric::format_limit(r.unit, r.display_unit, op.symbol(), value)
+    };
+    for r in results.iter_mut() {
+        let old = baseline
+            .results
+            .iter()
+            .find(|b| b.component == r.component && b.metric == r.metric);
+        match old {
+            None if baseline.components.contains_key(&r.component) || r.component == "ensemble" => out.push(format!(
+                "{}.{}: budget {} added in this PR",
+                r.component,
+                r.metric,
+                limit_text(r, r.op, r.limit)
+            )),
+            None => {}
+            Some(b) if b.op != r.op || !same_limit(b.limit, r.limit) => {
+                out.push(format!(
+                    "{}.{}: budget {} → {} in this PR",
+                    r.component,
+                    r.metric,
+                    limit_text(r, b.op, b.limit),
+                    limit_text(r, r.op, r.limit)
+                ));
+                r.baseline_op = Some(b.op);
+                r.baseline_limit = Some(b.limit);
+            }
+            Some(_) => {}
+        }
+    }
+    for b in &baseline.results {
+        let still = results
+            .iter()
+            .any(|r| r.component == b.component && r.metric == b.metric);
+        // A budget is dropped when the spec no longer has it; components
+        // left out of this run (`--only`) are still in the spec.
+        let has = |names: Vec<&str>| names.contains(&b.metric.as_str());
+        let dropped = !still
+            && if b.component == "ensemble" {
+                spec.ensemble
+                    .as_ref()
+                    .is_none_or(|e| !has(e.budgets.iter().map(|x| x.metric.name()).collect()))
+            } else {
+                spec.component(&b.component)
+                    .is_none_or(|c| !has(c.budgets.iter().map(|x| x.metric.name()).collect()))
+            };
+        if dropped {
+            out.push(format!(
+                "{}.{}: budget {} removed in this PR",
+                b.component,
+                b.metric,
+                crate::metric::format_limit(b.unit, b.display_unit, b.op.symbol(), b.limit)
+            ));
+        }
+    }
+    out
+}
+
+fn same_limit(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metric::Metric;
+    use crate::report::baseline::Outcome;
+    use crate::report::verdict::{decide, Reserve, Verdict};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    const OLD: &str = "version: 1
+device: { name: card, capacity: 1 GB }
+components:
+  f:
+    workload: mlp
+    budgets:
+      params: < 300 MB
+      activations: < 200 MB
+      growth: < 1 MiB
+";
+
+    fn component(spec: &Spec, hidden: u64, params: f64) -> ComponentReport {
+        let c = &spec.components[0];
+        let mut r = crate::report::not_measured_report(c, "");
+        r.error = None;
+        r.config = serde_json::json!({ "hidden_dim": hidden, "input_dim": 8 });
+        r.fingerprint = format!("fp-{hidden}");
+        for (m, v) in [
+            (Metric::Params, params),
+            (Metric::Activations, 1e6),
+            (Metric::Growth, 0.0),
+        ] {
+            r.metrics.insert(
+                m,
+                MetricValue {
+                    value: v,
+                    unit: m.unit(),
+                },
+            );
+        }
+        r
+    }
+
+    fn baseline(spec: &Spec, hidden: u64, params: f64) -> Outcome {
+        let components = BTreeMap::from([("f".to_string(), component(spec, hidden, params))]);
+        let none = Outcome::Missing { reason: "x".into() };
+        let v = decide(
+            spec,
+            &components,
+            &none,
+            &Testbed::default(),
+            Reserve {
+                bytes: 0,
+                measured: false,
+            },
+            false,
+        );
+        Outcome::Found {
+            report: Box::new(Report {
+                schema: 1,
+                gate_version: "0".into(),
+                commit: None,
+                spec: "budgets.yaml".into(),
+                testbed: Testbed::default(),
+                components,
+                ensemble: None,
+                results: v.results,
+                summary: v.summary,
+                baseline: None,
+                wall_seconds: 0.0,
+            }),
+            source: "old.json".into(),
+        }
+    }
+
+    fn run(spec: &Spec, base: &Outcome, hidden: u64, params: f64) -> Verdict {
+        let components = BTreeMap::from([("f".to_string(), component(spec, hidden, params))]);
+        decide(
+            spec,
+            &components,
+            base,
+            &Testbed::default(),
+            Reserve {
+                bytes: 0,
+                measured: false,
+            },
+            false,
+        )
+    }
+
+    #[test]
+    fn a_config_change_shows_both_figures_and_says_why_they_are_not_compared() {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let base = baseline(&spec, 256, 200e6);
+        // +30 % would regress, but the config changed: shown, not compared.
+        let v = run(&spec, &base, 300, 260e6);
+        let p = &v.results[0];
+        assert_eq!(p.status, Status::Pass);
+        assert_eq!((p.baseline, p.measured), (Some(200e6), Some(260e6)));
+        assert_eq!(p.not_compared.as_deref(), Some("config changed: hidden_dim 256 → 300"));
+        assert_eq!(v.summary.not_compared, 3);
+        assert_eq!(v.summary.regressed, 0);
+        // The same config regresses.
+        let v = run(&spec, &base, 256, 260e6);
+        assert_eq!(v.results[0].status, Status::Regressed);
+        assert_eq!(v.summary.not_compared, 0);
+    }
+
+    #[test]
+    fn settings_and_nested_config_differences_are_named() {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let mut a = component(&spec, 1, 0.0);
+        let mut b = a.clone();
+        b.batch_size = 64;
+        b.dtype = "bf16".into();
+        a.config = serde_json::json!({ "enc": { "layers": 2 }, "drop": "x" });
+        b.config = serde_json::json!({ "enc": { "layers": 3 }, "extra": true });
+        assert_eq!(
+            what_changed(&a, &b),
+            "dtype f32 → bf16; batch_size 32 → 64; config changed: drop x → (unset), enc.layers 2 → 3, extra (unset) → true"
+        );
+    }
+
+    #[test]
+    fn budgets_changed_added_or_dropped_in_the_pr_are_listed_and_marked() {
+        let old = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let base = baseline(&old, 256, 200e6);
+        let new = crate::budget::parse(
+            Path::new("budgets.yaml"),
+            &OLD.replace("activations: < 200 MB", "activations: < 250 MB")
+                .replace("      growth: < 1 MiB\n", "      gradients: < 1 GB\n"),
+        )
+        .unwrap();
+        let v = run(&new, &base, 256, 200e6);
+        assert_eq!(
+            v.summary.budget_changes,
+            [
+                "f.activations: budget < 200 MB → < 250 MB in this PR",
+                "f.gradients: budget < 1 GB added in this PR",
+                "f.growth: budget < 1 MiB removed in this PR",
+            ]
+        );
+        let act = &v.results[1];
+        assert_eq!(
+            (act.baseline_op, act.baseline_limit),
+            (Some(crate::budget::Op::Lt), Some(200e6))
+        );
+        assert!(!v.results[0].budget_changed());
+    }
+
+    #[test]
+    fn limits_keep_the_unit_they_were_written_in() {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let v = run(&spec, &Outcome::Missing { reason: "x".into() }, 1, 1.0);
+        let units: Vec<Option<crate::units::SizeUnit>> = v.results.iter().map(|r| r.display_unit).collect();
+        use crate::units::SizeUnit::*;
+        assert_eq!(units, [Some(MB), Some(MB), Some(MiB)]);
+        assert_eq!(v.summary.warnings, ["no baseline (x): regressions are not checked"]);
+    }
+}
