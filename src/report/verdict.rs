@@ -109,215 +109,188 @@ pub fn decide(
     strict: bool,
 ) -> Verdict {
     let baseline = outcome.report();
-    let baseline_comparable = baseline.is_some_and(|b| super::baseline::comparable(testbed, &b.testbed));
+    // Figures are compared only with a baseline from the same testbed.
+    let comparable = baseline.filter(|b| super::baseline::comparable(testbed, &b.testbed));
     let mut results = Vec::new();
     // The baseline's own warning (missing, another testbed) comes first.
     let mut warnings: Vec<String> = super::baseline::warning(outcome, testbed).into_iter().collect();
     for c in &spec.components {
-        let Some(report) = components.get(&c.name) else {
-            continue;
-        };
-        let base_any = baseline
-            .filter(|_| baseline_comparable)
-            .and_then(|b| b.components.get(&c.name));
-        // Figures of a component whose settings changed are shown, not compared.
-        let not_compared = base_any
-            .filter(|b| b.fingerprint != report.fingerprint && report.error.is_none() && b.error.is_none())
-            .map(|b| what_changed(b, report));
-        let base = base_any.filter(|b| b.fingerprint == report.fingerprint);
-        if let Some(ComponentError {
-            kind: ErrorKind::NotMeasured,
-            reason,
-            ..
-        }) = &report.error
-        {
-            warnings.push(format!("{}: not measured: {reason}", c.name));
-        }
-        if let (Some(p), true) = (report.value(Metric::Params), report.analytic_params_bytes > 0) {
-            let a = report.analytic_params_bytes as f64;
-            let allowed = (a * PARAMS_AGREEMENT).max(PARAMS_AGREEMENT_FLOOR as f64);
-            if (p - a).abs() > allowed {
-                warnings.push(format!(
-                    "{}: measured params ({}) and the closed form ({}) disagree",
-                    c.name,
-                    crate::units::Bytes(p as u64),
-                    crate::units::Bytes(a as u64)
-                ));
+        if let Some(report) = components.get(&c.name) {
+            warnings.extend(component_warnings(&c.name, report));
+            let base = comparable.and_then(|b| b.components.get(&c.name));
+            for b in &c.budgets {
+                results.push(judge_component_budget(c, b, report, components, base));
             }
-        }
-        for b in &c.budgets {
-            let measured = report.value(b.metric).or_else(|| ratio(components, report, b.metric));
-            let base_value = base.and_then(|r| r.value(b.metric));
-            let shown_base = if not_compared.is_some() {
-                base_any.and_then(|r| r.value(b.metric))
-            } else {
-                base_value
-            };
-            let (status, reason) = match (measured, &report.error) {
-                (Some(v), _) => {
-                    let s = judge(&b.limit, v);
-                    match base_value {
-                        Some(bv)
-                            if s == Status::Pass
-                                && b.metric.unit() == Unit::Bytes
-                                && b.metric.lower_is_better() == b.limit.op.is_max()
-                                && regressed(v, bv, c.tolerance.0, b.metric.lower_is_better()) =>
-                        {
-                            (
-                                Status::Regressed,
-                                Some(format!("grew more than {} over the baseline", c.tolerance)),
-                            )
-                        }
-                        _ => (s, None),
-                    }
-                }
-                (
-                    None,
-                    Some(ComponentError {
-                        kind: ErrorKind::NotMeasured,
-                        reason,
-                        ..
-                    }),
-                ) => (Status::NotMeasured, Some(reason.clone())),
-                (
-                    None,
-                    Some(ComponentError {
-                        kind: ErrorKind::Failed,
-                        phase,
-                        reason,
-                    }),
-                ) => (
-                    Status::Fail,
-                    Some(format!(
-                        "measurement failed in phase {}: {reason}",
-                        phase.as_deref().unwrap_or("unknown")
-                    )),
-                ),
-                (None, None) if b.metric.ratio_of().is_some() => {
-                    (Status::NotMeasured, Some(not_measured_ratio(report, b.metric)))
-                }
-                (None, None) => (Status::NotMeasured, Some(not_measured_reason(b.metric))),
-            };
-            if status == Status::NotMeasured && report.error.is_none() {
-                warnings.push(format!(
-                    "{}.{}: {}",
-                    c.name,
-                    b.metric,
-                    reason.clone().unwrap_or_default()
-                ));
-            }
-            results.push(BudgetResult {
-                component: c.name.clone(),
-                metric: b.metric.name().to_string(),
-                unit: b.metric.unit(),
-                op: b.limit.op,
-                limit: b.limit.value,
-                measured,
-                baseline: shown_base,
-                tolerance_percent: c.tolerance.0,
-                status,
-                line: b.line,
-                reason,
-                display_unit: b.limit.unit,
-                not_compared: not_compared.clone(),
-                baseline_op: None,
-                baseline_limit: None,
-            });
         }
     }
-
     let ensemble = spec.ensemble.as_ref().map(|e| {
-        let mut sum = 0u64;
-        let mut missing = Vec::new();
-        for m in &e.members {
-            match components.get(m).and_then(|r| r.value(e.metric)) {
-                Some(v) => sum += v as u64,
-                None => missing.push(m.clone()),
-            }
+        let (report, rows) = judge_ensemble(spec, e, components, comparable, reserve);
+        results.extend(rows);
+        report
+    });
+    for r in results.iter().filter(|r| r.status == Status::NotMeasured) {
+        // A component that was not run already has its one warning.
+        if r.component == "ensemble" || components.get(&r.component).is_some_and(|c| c.error.is_none()) {
+            warnings.push(format!(
+                "{}.{}: {}",
+                r.component,
+                r.metric,
+                r.reason.clone().unwrap_or_default()
+            ));
         }
-        let total = missing.is_empty().then_some(sum + reserve.bytes * e.processes);
-        let capacity = spec.device.capacity.0;
-        let report = EnsembleReport {
-            members: e.members.clone(),
-            metric: e.metric,
-            total_bytes: total,
-            headroom_bytes: total.map(|t| capacity as i64 - t as i64),
-            reserve_bytes: reserve.bytes * e.processes,
-            reserve_source: if reserve.measured {
-                "measured".into()
-            } else {
-                "declared".into()
-            },
-            processes: e.processes,
-            capacity_bytes: capacity,
-            missing: missing.clone(),
-        };
-        let base_ens = baseline
-            .filter(|_| baseline_comparable)
-            .and_then(|b| b.ensemble.as_ref());
-        for b in &e.budgets {
-            let (measured, base_value) = match b.metric {
-                crate::budget::EnsembleMetric::Total => (
-                    report.total_bytes.map(|v| v as f64),
-                    base_ens.and_then(|x| x.total_bytes).map(|v| v as f64),
-                ),
-                crate::budget::EnsembleMetric::Headroom => (
-                    report.headroom_bytes.map(|v| v as f64),
-                    base_ens.and_then(|x| x.headroom_bytes).map(|v| v as f64),
-                ),
+    }
+    let budget_changes = baseline
+        .map(|b| budget_changes(spec, &mut results, b))
+        .unwrap_or_default();
+    Verdict {
+        summary: summarize(&results, warnings, budget_changes, strict),
+        results,
+        ensemble,
+    }
+}
+
+/// A component's warnings: not run, or params that disagree with the closed form.
+fn component_warnings(name: &str, report: &ComponentReport) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(ComponentError {
+        kind: ErrorKind::NotMeasured,
+        reason,
+        ..
+    }) = &report.error
+    {
+        warnings.push(format!("{name}: not measured: {reason}"));
+    }
+    if let (Some(p), true) = (report.value(Metric::Params), report.analytic_params_bytes > 0) {
+        let a = report.analytic_params_bytes as f64;
+        let allowed = (a * PARAMS_AGREEMENT).max(PARAMS_AGREEMENT_FLOOR as f64);
+        if (p - a).abs() > allowed {
+            warnings.push(format!(
+                "{name}: measured params ({}) and the closed form ({}) disagree",
+                crate::units::Bytes(p as u64),
+                crate::units::Bytes(a as u64)
+            ));
+        }
+    }
+    warnings
+}
+
+/// One component budget: against its limit, and (sizes only) against the
+/// baseline's figure when the component's settings are the baseline's.
+/// When they differ, the baseline's figure is shown and the reason said.
+fn judge_component_budget(
+    c: &crate::budget::Component,
+    b: &crate::budget::Budget,
+    report: &ComponentReport,
+    components: &BTreeMap<String, ComponentReport>,
+    base: Option<&ComponentReport>,
+) -> BudgetResult {
+    let not_compared = base
+        .filter(|x| x.fingerprint != report.fingerprint && report.error.is_none() && x.error.is_none())
+        .map(|x| what_changed(x, report));
+    let shown_base = base.and_then(|r| r.value(b.metric));
+    let base_value = shown_base.filter(|_| base.is_some_and(|x| x.fingerprint == report.fingerprint));
+    let measured = report.value(b.metric).or_else(|| ratio(components, report, b.metric));
+    let (status, reason) = match (measured, &report.error) {
+        (Some(v), _) => match (judge(&b.limit, v), base_value) {
+            (Status::Pass, Some(bv))
+                if b.metric.unit() == Unit::Bytes
+                    && b.metric.lower_is_better() == b.limit.op.is_max()
+                    && regressed(v, bv, c.tolerance.0, b.metric.lower_is_better()) =>
+            {
+                (
+                    Status::Regressed,
+                    Some(format!("grew more than {} over the baseline", c.tolerance)),
+                )
+            }
+            (s, _) => (s, None),
+        },
+        (None, Some(e)) if e.kind == ErrorKind::NotMeasured => (Status::NotMeasured, Some(e.reason.clone())),
+        (None, Some(e)) => (
+            Status::Fail,
+            Some(format!(
+                "measurement failed in phase {}: {}",
+                e.phase.as_deref().unwrap_or("unknown"),
+                e.reason
+            )),
+        ),
+        (None, None) if b.metric.ratio_of().is_some() => {
+            (Status::NotMeasured, Some(not_measured_ratio(report, b.metric)))
+        }
+        (None, None) => (Status::NotMeasured, Some(not_measured_reason(b.metric))),
+    };
+    BudgetResult {
+        component: c.name.clone(),
+        metric: b.metric.name().to_string(),
+        unit: b.metric.unit(),
+        op: b.limit.op,
+        limit: b.limit.value,
+        measured,
+        baseline: if not_compared.is_some() { shown_base } else { base_value },
+        tolerance_percent: c.tolerance.0,
+        status,
+        line: b.line,
+        reason,
+        display_unit: b.limit.unit,
+        not_compared,
+        baseline_op: None,
+        baseline_limit: None,
+    }
+}
+
+/// The ensemble's total and headroom, and one result per ensemble budget.
+fn judge_ensemble(
+    spec: &Spec,
+    e: &crate::budget::Ensemble,
+    components: &BTreeMap<String, ComponentReport>,
+    baseline: Option<&Report>,
+    reserve: Reserve,
+) -> (EnsembleReport, Vec<BudgetResult>) {
+    let mut sum = 0u64;
+    let mut missing = Vec::new();
+    for m in &e.members {
+        match components.get(m).and_then(|r| r.value(e.metric)) {
+            Some(v) => sum += v as u64,
+            None => missing.push(m.clone()),
+        }
+    }
+    let total = missing.is_empty().then_some(sum + reserve.bytes * e.processes);
+    let capacity = spec.device.capacity.0;
+    let report = EnsembleReport {
+        members: e.members.clone(),
+        metric: e.metric,
+        total_bytes: total,
+        headroom_bytes: total.map(|t| capacity as i64 - t as i64),
+        reserve_bytes: reserve.bytes * e.processes,
+        reserve_source: if reserve.measured { "measured" } else { "declared" }.into(),
+        processes: e.processes,
+        capacity_bytes: capacity,
+        missing,
+    };
+    let base = baseline.and_then(|b| b.ensemble.as_ref());
+    let tolerance = spec.default_tolerance;
+    let rows = e
+        .budgets
+        .iter()
+        .map(|b| {
+            use crate::budget::EnsembleMetric;
+            let of = |x: &EnsembleReport| match b.metric {
+                EnsembleMetric::Total => x.total_bytes.map(|v| v as f64),
+                EnsembleMetric::Headroom => x.headroom_bytes.map(|v| v as f64),
             };
+            let (measured, base_value) = (of(&report), base.and_then(of));
             // Total grows when memory grows; headroom shrinks.
-            let lower_is_better = b.metric == crate::budget::EnsembleMetric::Total;
+            let lower_is_better = b.metric == EnsembleMetric::Total;
             let (status, reason) = match measured {
                 Some(v) => match (judge(&b.limit, v), base_value) {
-                    (Status::Pass, Some(bv)) if regressed(v, bv, spec.default_tolerance.0, lower_is_better) => (
+                    (Status::Pass, Some(bv)) if regressed(v, bv, tolerance.0, lower_is_better) => (
                         Status::Regressed,
-                        Some(format!(
-                            "moved more than {} the wrong way over the baseline",
-                            spec.default_tolerance
-                        )),
+                        Some(format!("moved more than {tolerance} the wrong way over the baseline")),
                     ),
                     (s, _) => (s, None),
                 },
-                None => {
-                    let failed: Vec<&String> = missing
-                        .iter()
-                        .filter(|m| {
-                            components.get(*m).is_some_and(|r| {
-                                matches!(
-                                    r.error,
-                                    Some(ComponentError {
-                                        kind: ErrorKind::Failed,
-                                        ..
-                                    })
-                                )
-                            })
-                        })
-                        .collect();
-                    if failed.is_empty() {
-                        (
-                            Status::NotMeasured,
-                            Some(format!("no {} for: {}", e.metric, missing.join(", "))),
-                        )
-                    } else {
-                        (
-                            Status::Fail,
-                            Some(format!(
-                                "the measurement of {} failed",
-                                failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                            )),
-                        )
-                    }
-                }
+                None => unmeasured_ensemble(&report, components),
             };
-            if status == Status::NotMeasured {
-                warnings.push(format!(
-                    "ensemble.{}: {}",
-                    b.metric.name(),
-                    reason.clone().unwrap_or_default()
-                ));
-            }
-            results.push(BudgetResult {
+            BudgetResult {
                 component: "ensemble".into(),
                 metric: b.metric.name().into(),
                 unit: Unit::Bytes,
@@ -325,7 +298,7 @@ pub fn decide(
                 limit: b.limit.value,
                 measured,
                 baseline: base_value,
-                tolerance_percent: spec.default_tolerance.0,
+                tolerance_percent: tolerance.0,
                 status,
                 line: b.line,
                 reason,
@@ -333,14 +306,40 @@ pub fn decide(
                 not_compared: None,
                 baseline_op: None,
                 baseline_limit: None,
-            });
-        }
-        report
-    });
+            }
+        })
+        .collect();
+    (report, rows)
+}
 
-    let budget_changes = baseline
-        .map(|b| budget_changes(spec, &mut results, b))
-        .unwrap_or_default();
+/// Why the ensemble has no figure: a member failed (a failure) or was not
+/// measured (not measured).
+fn unmeasured_ensemble(e: &EnsembleReport, components: &BTreeMap<String, ComponentReport>) -> (Status, Option<String>) {
+    let failed: Vec<&str> = e
+        .missing
+        .iter()
+        .filter(|m| {
+            components
+                .get(*m)
+                .and_then(|r| r.error.as_ref())
+                .is_some_and(|x| x.kind == ErrorKind::Failed)
+        })
+        .map(String::as_str)
+        .collect();
+    if failed.is_empty() {
+        (
+            Status::NotMeasured,
+            Some(format!("no {} for: {}", e.metric, e.missing.join(", "))),
+        )
+    } else {
+        (
+            Status::Fail,
+            Some(format!("the measurement of {} failed", failed.join(", "))),
+        )
+    }
+}
+
+fn summarize(results: &[BudgetResult], warnings: Vec<String>, budget_changes: Vec<String>, strict: bool) -> Summary {
     let count = |s: Status| results.iter().filter(|r| r.status == s).count();
     let (passed, failed, regressed_n, not_measured) = (
         count(Status::Pass),
@@ -349,20 +348,16 @@ pub fn decide(
         count(Status::NotMeasured),
     );
     let failing = failed + regressed_n > 0 || (strict && (!warnings.is_empty() || not_measured > 0));
-    Verdict {
-        summary: Summary {
-            status: if failing { RunStatus::Fail } else { RunStatus::Pass },
-            passed,
-            failed,
-            regressed: regressed_n,
-            not_measured,
-            not_compared: results.iter().filter(|r| r.not_compared.is_some()).count(),
-            warnings,
-            strict,
-            budget_changes,
-        },
-        results,
-        ensemble,
+    Summary {
+        status: if failing { RunStatus::Fail } else { RunStatus::Pass },
+        passed,
+        failed,
+        regressed: regressed_n,
+        not_measured,
+        not_compared: results.iter().filter(|r| r.not_compared.is_some()).count(),
+        warnings,
+        strict,
+        budget_changes,
     }
 }
 
