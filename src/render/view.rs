@@ -192,3 +192,23 @@ pub fn largest_member(report: &Report) -> Option<(&str, f64)> {
         .filter_map(|m| Some((m.as_str(), report.components.get(m)?.value(e.metric)?)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
 }
+
+/// The unit a component's sizes were budgeted in (its `activations` budget's,
+/// else its first size budget's), so block figures read like its budgets.
+pub fn size_unit(report: &Report, component: &str) -> Option<crate::units::SizeUnit> {
+    let sizes = || {
+        report
+            .results
+            .iter()
+            .filter(move |r| r.component == component && r.unit == Unit::Bytes)
+    };
+    sizes()
+        .find(|r| r.metric == Metric::Activations.name())
+        .or_else(|| sizes().find(|r| r.display_unit.is_some()))
+        .and_then(|r| r.display_unit)
+}
+
+/// A block's (or any) size of `component` in [`size_unit`].
+pub fn size_text(report: &Report, component: &str, bytes: f64) -> String {
+    crate::metric::format_in(Unit::Bytes, size_unit(report, component), bytes)
+}

@@ -70,17 +70,21 @@ pub fn budget_chart(report: &Report) -> String {
 
 /// A failing component's top blocks by bytes kept for backward, with the
 /// `(unattributed)` rest; none when fewer than two blocks were scoped.
-pub fn blocks_chart(name: &str, c: &ComponentReport) -> String {
+pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String {
+    use crate::units::SizeUnit;
     let top = view::top_blocks(c, super::TOP_BLOCKS);
     if top.iter().filter(|b| b.name != view::UNATTRIBUTED).count() < 2 {
         return String::new();
     }
     let max = top.iter().map(|b| b.retained_bytes.max(0)).max().unwrap_or(0) as f64;
-    let (unit, scale) = if max < crate::units::MIB as f64 {
-        ("KiB", crate::units::KIB as f64)
+    // The unit of the component's budgets, as the table beside it; else MiB
+    // (KiB for a small model).
+    let unit = view::size_unit(report, name).unwrap_or(if max < crate::units::MIB as f64 {
+        SizeUnit::KiB
     } else {
-        ("MiB", crate::units::MIB as f64)
-    };
+        SizeUnit::MiB
+    });
+    let (unit, scale) = (unit.name(), unit.scale() as f64);
     let size = |b: i64| b.max(0) as f64 / scale;
     let labels: Vec<String> = top
         .iter()

@@ -113,7 +113,7 @@ pub fn next_step(report: &Report) -> String {
             format!(
                 " Block {} keeps {}{} of the activations for backward.",
                 code(&b.name),
-                crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64),
+                view::size_text(report, component, b.retained_bytes as f64),
                 b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default()
             )
         })

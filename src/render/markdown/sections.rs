@@ -8,7 +8,6 @@ use super::escape::{code_safe, escape_max, fence_for};
 use super::DIFFERENT_TESTBED;
 use crate::render::view::{self, UNATTRIBUTED};
 use crate::report::Report;
-use crate::units::Bytes;
 
 /// Components with `variants:`: each variant's settings and metrics side by
 /// side, with the loss and step-time ratios against the reference.
@@ -78,7 +77,7 @@ pub fn blocks_section(report: &Report) -> String {
             "**{}**: activation memory kept for backward, by block{}\n",
             escape(name),
             c.value(crate::metric::Metric::Activations)
-                .map(|a| format!(" (activations {})", Bytes(a as u64)))
+                .map(|a| format!(" (activations {})", view::size_text(report, name, a)))
                 .unwrap_or_default()
         );
         out.push_str("| block | retained | share | peak |\n|---|--:|--:|--:|\n");
@@ -86,18 +85,18 @@ pub fn blocks_section(report: &Report) -> String {
             let peak = if b.name == UNATTRIBUTED {
                 "—".to_string()
             } else {
-                format!("+{}", Bytes(b.peak_bytes))
+                format!("+{}", view::size_text(report, name, b.peak_bytes as f64))
             };
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {peak} |",
                 escape(&b.name),
-                crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64),
+                view::size_text(report, name, b.retained_bytes as f64),
                 b.share_percent.map_or_else(|| "—".into(), |s| format!("{s:.1}%")),
             );
         }
         out.push('\n');
-        out.push_str(&super::chart::blocks_chart(name, c));
+        out.push_str(&super::chart::blocks_chart(report, name, c));
         out.push('\n');
     }
     if out.is_empty() {
