@@ -82,7 +82,25 @@ fn a_config_change_keeps_both_figures_and_says_why_they_are_not_compared() {
         stdout.contains("4 of 4 budgets pass, 0 fail, 0 regressed, 0 not measured, 4 not compared (settings changed)"),
         "{stdout}"
     );
+    let params_row = stdout.lines().find(|l| l.starts_with("mlp        params")).unwrap();
+    assert!(params_row.ends_with("pass (not compared)"), "{params_row}");
     let new = t.path().join("new");
+    let junit = read(&new, "junit.xml");
+    let doc = roxmltree::Document::parse(&junit).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.attribute("name") == Some("mlp.params"))
+        .unwrap();
+    let out = case
+        .children()
+        .find(|n| n.has_tag_name("system-out"))
+        .and_then(|n| n.text())
+        .unwrap();
+    assert!(
+        out.contains(" MB (line 10); baseline ")
+            && out.ends_with("(not compared: config changed: hidden_dim 256 → 300)"),
+        "{out}"
+    );
     let report: serde_json::Value = serde_json::from_str(&read(&new, "report.json")).unwrap();
     assert_eq!(report["summary"]["not_compared"], 4);
     let params = &report["results"][0];

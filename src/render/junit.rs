@@ -305,15 +305,33 @@ fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<Stri
     writeln!(
         x,
         "      <system-out>{}</system-out>\n    </testcase>",
-        text(&format!(
-            "{} budget {}, measured {} (line {})",
-            r.metric,
-            limit_text(r),
-            measured_text(r),
-            r.line
+        text(&comparison_note(
+            r,
+            format!(
+                "{} budget {}, measured {} (line {})",
+                r.metric,
+                limit_text(r),
+                measured_text(r),
+                r.line
+            )
         ))
     )?;
     Ok(x)
+}
+
+/// A case's system-out with what the comment says of its comparison: the
+/// baseline's figure, why it was not compared, a budget changed in this PR.
+fn comparison_note(r: &BudgetResult, mut out: String) -> String {
+    if let Some(b) = r.baseline {
+        out.push_str(&format!("; baseline {}", super::value_text(r, b)));
+    }
+    if let Some(why) = &r.not_compared {
+        out.push_str(&format!(" (not compared: {why})"));
+    }
+    if let Some(was) = super::baseline_limit_text(r) {
+        out.push_str(&format!("; budget was {was} before this change"));
+    }
+    out
 }
 
 #[allow(clippy::too_many_arguments)]

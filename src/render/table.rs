@@ -28,7 +28,11 @@ pub fn render(report: &Report, color: bool) -> String {
             limit_text(r),
             measured_text(r),
             used,
-            r.status.name().to_string(),
+            match (&r.not_compared, r.budget_changed()) {
+                (Some(_), _) => format!("{} (not compared)", r.status.name()),
+                (None, true) => format!("{} (budget changed)", r.status.name()),
+                (None, false) => r.status.name().to_string(),
+            },
         ]);
     }
     let mut widths = [0usize; 6];
