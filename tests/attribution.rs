@@ -7,7 +7,8 @@
 //! leaf), derived here from the shapes; its peak is its largest chunk's, not
 //! the sum of its chunks' transients.
 
-use std::process::Command;
+mod common;
+
 use std::sync::OnceLock;
 
 /// Batch size, encoder length and hidden size of the TFT below.
@@ -44,12 +45,9 @@ components:
     );
     std::fs::write(t.path().join("budgets.yaml"), spec).unwrap();
     let out = t.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let o = common::gate()
         .args(["check", "--baseline", "none", "--out", out.to_str().unwrap()])
         .current_dir(t.path())
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
-        .env_remove("GITHUB_ACTIONS")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));

@@ -1,15 +1,14 @@
 //! The gate end to end through the built binary, on the CPU, with the MLP
 //! workload (profiles in well under a second).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn gate(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
-    cmd.args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT");
+    let mut cmd = common::gate();
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
     for (k, v) in envs {
         cmd.env(k, v);
     }

@@ -3,8 +3,9 @@
 //! dropping the budgets after it); a UTF-8 BOM is accepted; UTF-16/UTF-32
 //! and other non-UTF-8 bytes are refused by name; an endless spec fails fast.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 const SPEC: &str = "version: 1
 device:
@@ -28,11 +29,7 @@ fn validate(bytes: &[u8]) -> (i32, String) {
     let t = tempfile::tempdir().unwrap();
     let p = t.path().join("budgets.yaml");
     std::fs::write(&p, bytes).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gate"))
-        .args(["validate", "--budgets"])
-        .arg(&p)
-        .output()
-        .unwrap();
+    let out = common::gate().args(["validate", "--budgets"]).arg(&p).output().unwrap();
     (
         out.status.code().unwrap(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -144,7 +141,7 @@ fn invalid_utf8_is_refused_at_the_bad_byte() {
 #[cfg(unix)]
 #[test]
 fn an_endless_spec_fails_fast_with_the_cap() {
-    let out = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let out = common::gate()
         .args(["validate", "--budgets", "/dev/zero"])
         .output()
         .unwrap();

@@ -3,15 +3,15 @@
 //! their sum into the ensemble: total = Σ members' training peak + reserve,
 //! headroom = capacity − total, each with its own budget and JUnit suite.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn gate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gate"))
+    common::gate()
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
         .output()
         .expect("the gate binary runs")
 }

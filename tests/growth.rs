@@ -3,7 +3,9 @@
 //! leak injected into one component (a copy of the batch kept per step) is
 //! caught and fails its budget, and only its budget.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 const SPEC: &str = "version: 1
 device: { name: card, capacity: 4 GiB }
@@ -39,12 +41,9 @@ components:
 fn check(dir: &std::path::Path, envs: &[(&str, &str)]) -> (Output, serde_json::Value) {
     std::fs::write(dir.join("budgets.yaml"), SPEC).unwrap();
     let out = dir.join("out");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
+    let mut cmd = common::gate();
     cmd.args(["check", "--baseline", "none", "--out", out.to_str().unwrap()])
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
-        .env_remove("GITHUB_ACTIONS");
+        .current_dir(dir);
     for (k, v) in envs {
         cmd.env(k, v);
     }

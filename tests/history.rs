@@ -2,18 +2,13 @@
 //! budget and the change from one report to the next, from a folder or
 //! from the baseline branch of a local git repository.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
 fn gate(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_gate"))
-        .args(args)
-        .current_dir(dir)
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
-        .env_remove("GITHUB_ACTIONS")
-        .output()
-        .unwrap()
+    common::gate().args(args).current_dir(dir).output().unwrap()
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {

@@ -2,6 +2,8 @@
 //! and `variants:` → components → verdict with ratio budgets → every
 //! renderer shows the variants side by side.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -189,8 +191,7 @@ fn master_weights_are_a_variant_setting_with_their_own_fingerprint() {
 
 #[test]
 fn fit_rejects_bad_probes_and_specs_without_size_budgets() {
-    let gate = env!("CARGO_BIN_EXE_gate");
-    let run = |args: &[&str]| std::process::Command::new(gate).args(args).output().unwrap();
+    let run = |args: &[&str]| common::gate().args(args).output().unwrap();
     let o = run(&["fit", "tft", "--probe", "8,8"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--probe takes two different batch sizes"));

@@ -5,7 +5,9 @@
 //! first and the comment suggests one next step.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
 
 const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -32,7 +34,7 @@ const BUDGETS: &str = "      params: < 1 MB
 
 /// `gate check` in `dir` on its budgets.yaml, outside GitHub unless `envs` say so.
 fn check(dir: &Path, out: &str, baseline: &str, envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
+    let mut cmd = common::gate();
     cmd.args([
         "check",
         "--budgets",
@@ -42,14 +44,7 @@ fn check(dir: &Path, out: &str, baseline: &str, envs: &[(&str, &str)]) -> Output
         "--baseline",
         baseline,
     ])
-    .current_dir(dir)
-    .env("NO_COLOR", "1")
-    .env_remove("GATE_INJECT_FAULT");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GITHUB_") {
-            cmd.env_remove(k);
-        }
-    }
+    .current_dir(dir);
     for (k, v) in envs {
         cmd.env(k, v);
     }
