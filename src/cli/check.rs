@@ -193,7 +193,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     let verdict = report::decide(&spec, &components, base, comparable, reserve, args.strict);
     let mut summary = verdict.summary;
     report::baseline::annotate(&mut summary, &baseline, &testbed);
-    let report = Report {
+    let report = super::output::scrub(Report {
         schema: SCHEMA,
         gate_version: env!("CARGO_PKG_VERSION").into(),
         commit: current_commit(),
@@ -205,7 +205,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         results: verdict.results,
         summary,
         wall_seconds: started.elapsed().as_secs_f64(),
-    };
+    });
 
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let junit = crate::render::junit::render(&report, time::OffsetDateTime::now_utc()).map_err(|e| {

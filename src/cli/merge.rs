@@ -89,7 +89,7 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     let verdict = report::decide(&spec, &components, base, comparable, reserve, strict);
     let mut summary = verdict.summary;
     report::baseline::annotate(&mut summary, &baseline, &testbed);
-    let report = Report {
+    let report = super::output::scrub(Report {
         schema: SCHEMA,
         gate_version: env!("CARGO_PKG_VERSION").into(),
         commit: merged.commit.clone(),
@@ -101,7 +101,7 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
         results: verdict.results,
         summary,
         wall_seconds: merged.wall_seconds,
-    };
+    });
 
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let junit = crate::render::junit::render(&report, time::OffsetDateTime::now_utc()).map_err(|e| {
