@@ -256,7 +256,8 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     let mut components = c.components;
     report::add_ratios(&mut components); // variants: loss and step-time ratios
     let verdict = report::decide(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict);
-    let report = Report {
+    // The token never reaches an output, whatever text carried it (#15).
+    let report = super::output::scrub(Report {
         schema: SCHEMA,
         gate_version: env!("CARGO_PKG_VERSION").into(),
         commit: c.commit,
@@ -268,7 +269,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         results: verdict.results,
         summary: verdict.summary,
         wall_seconds: c.wall_seconds,
-    };
+    });
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let junit = crate::render::junit::render(&report, time::OffsetDateTime::now_utc()).map_err(|e| {
         CliError::Infrastructure {

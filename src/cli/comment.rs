@@ -36,13 +36,17 @@ pub struct CommentArgs {
 /// Reads DIR/report.json; a missing or bad one is bad input.
 pub(super) fn read_report(dir: &Path) -> Result<Report, CliError> {
     let path = dir.join("report.json");
-    crate::report::baseline::load_file(&path).map_err(|e| CliError::Usage {
-        message: e.to_string().replacen("the baseline ", "", 1),
-        hint: format!(
-            "run `gate check --out {}` first (or download the job's output folder there)",
-            dir.display()
-        ),
-    })
+    // Scrubbed: what is posted or published from it is public, and the
+    // folder may come from elsewhere (an artifact).
+    crate::report::baseline::load_file(&path)
+        .map(super::output::scrub)
+        .map_err(|e| CliError::Usage {
+            message: e.to_string().replacen("the baseline ", "", 1),
+            hint: format!(
+                "run `gate check --out {}` first (or download the job's output folder there)",
+                dir.display()
+            ),
+        })
 }
 
 /// DIR/baseline.json, when `gate check` had a baseline; unreadable is a warning.
@@ -52,7 +56,7 @@ pub(super) fn read_baseline(dir: &Path) -> Option<Report> {
         return None;
     }
     match crate::report::baseline::load_file(&path) {
-        Ok(r) => Some(r),
+        Ok(r) => Some(super::output::scrub(r)),
         Err(e) => {
             eprintln!("warning: {e}; the comment has no diff");
             None

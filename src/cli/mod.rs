@@ -185,7 +185,16 @@ pub fn main_with(args: Vec<std::ffi::OsString>, app: &App) -> Exit {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let _ = e.print();
+            // clap repeats a value it refuses, which may be the token.
+            let text = e.render().to_string();
+            let shown = output::redacted(&text);
+            if shown == text {
+                let _ = e.print();
+            } else if e.use_stderr() {
+                eprint!("{shown}");
+            } else {
+                print!("{shown}");
+            }
             return if e.use_stderr() { Exit::BadInput } else { Exit::Pass };
         }
     };

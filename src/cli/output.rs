@@ -1,5 +1,7 @@
 //! Writing output files atomically: a temp file in the same folder, then a
 //! rename, so a killed run leaves the old file or the new one, never a torn one.
+//! Everything the subcommands print (`print!`, `eprint!` and their `ln`
+//! forms below) or write here has the token redacted first (#15).
 //!
 //! The temp file is `.NAME.tmp.PID.RANDOM` (hidden, next to NAME, created
 //! exclusively). A run killed
@@ -34,17 +36,93 @@ macro_rules! println {
     };
 }
 
+/// `eprint!` for the subcommands: std's, with the token redacted.
+macro_rules! eprint {
+    ($($t:tt)*) => {
+        $crate::cli::output::stderr(format_args!($($t)*))
+    };
+}
+
+/// `eprintln!` for the subcommands: see `eprint!`.
+macro_rules! eprintln {
+    () => {
+        $crate::cli::output::stderr(format_args!("\n"))
+    };
+    ($($t:tt)*) => {
+        $crate::cli::output::stderr(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// The token (GITHUB_TOKEN), read once. Whatever gate prints or writes
+/// passes through here first, so its value never shows wherever the text
+/// came from: a server that echoes it, a variable set to it by mistake, the
+/// event file (#15).
+fn secret() -> Option<&'static str> {
+    static TOKEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    TOKEN.get_or_init(crate::github::client::token_from_env).as_deref()
+}
+
+/// `text` with the token replaced by `***`.
+pub fn redacted(text: &str) -> String {
+    crate::github::client::redact(text, secret())
+}
+
+/// `value` (a report) with the token replaced wherever it got in: a commit
+/// taken from GITHUB_SHA, a reason quoting an environment variable or the
+/// event. Done before rendering, because renderers escape and shorten text
+/// (`ghs\_…` in Markdown, a 12-character commit), after which `redacted`
+/// could no longer recognise it.
+pub fn scrub<T: serde::Serialize + serde::de::DeserializeOwned>(value: T) -> T {
+    let Some(token) = secret() else { return value };
+    match serde_json::to_string(&value) {
+        Ok(json) if json.contains(token) => serde_json::from_str(&redacted(&json)).unwrap_or(value),
+        _ => value,
+    }
+}
+
+fn redact_bytes<'a>(bytes: &'a [u8], secret: Option<&str>) -> std::borrow::Cow<'a, [u8]> {
+    let Some(s) = secret.map(str::as_bytes).filter(|s| s.len() >= 4) else {
+        return bytes.into();
+    };
+    if !bytes.windows(s.len()).any(|w| w == s) {
+        return bytes.into();
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        if rest.starts_with(s) {
+            out.extend_from_slice(b"***");
+            rest = &rest[s.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    out.into()
+}
+
 /// Writes to stdout; a closed or broken pipe (or any other write error) is
 /// ignored: data on stdout is for a reader, and the exit code is the verdict.
 pub fn stdout(args: std::fmt::Arguments) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_fmt(args).and_then(|()| out.flush());
+    let _ = out
+        .write_all(redacted(&args.to_string()).as_bytes())
+        .and_then(|()| out.flush());
+}
+
+/// Writes to stderr, like `stdout`.
+pub fn stderr(args: std::fmt::Arguments) {
+    let mut err = std::io::stderr().lock();
+    let _ = err
+        .write_all(redacted(&args.to_string()).as_bytes())
+        .and_then(|()| err.flush());
 }
 
 /// Writes bytes to stdout; a reader that closed the pipe is not an error.
 pub fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
+    let bytes = redact_bytes(bytes, secret());
     let mut out = std::io::stdout().lock();
-    match out.write_all(bytes).and_then(|()| out.flush()) {
+    match out.write_all(&bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r,
     }
@@ -157,6 +235,7 @@ fn parent(path: &Path) -> &Path {
 /// someone planted) under an unpredictable name, written and fsynced.
 /// Deleted again if anything fails.
 fn stage(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<tempfile::TempPath> {
+    let bytes = &*redact_bytes(bytes, secret());
     sweep_stale(dir, name);
     let mut f = tempfile::Builder::new()
         .prefix(&format!(".{name}.tmp.{}.", std::process::id()))
@@ -198,7 +277,7 @@ pub fn append_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     all.extend_from_slice(bytes);
     write_atomic(path, &all).or_else(|_| {
         let mut f = std::fs::OpenOptions::new().append(true).create(true).open(path)?;
-        f.write_all(bytes)
+        f.write_all(&redact_bytes(bytes, secret()))
     })
 }
 
@@ -270,6 +349,14 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(names, ["report.json"]);
+    }
+
+    #[test]
+    fn the_token_is_redacted_from_bytes() {
+        let t = Some("ghs_secret1");
+        assert_eq!(&*redact_bytes(b"a ghs_secret1 b\xffghs_secret1", t), b"a *** b\xff***");
+        assert_eq!(&*redact_bytes(b"ghs_secret", t), b"ghs_secret");
+        assert_eq!(&*redact_bytes(b"abc", None), b"abc");
     }
 
     #[test]

@@ -59,10 +59,9 @@ impl Settings {
             .ok()
             .filter(|s| !s.trim().is_empty())
             .unwrap_or_else(|| DEFAULT_API_URL.into());
-        let token = std::env::var("GITHUB_TOKEN").ok().filter(|s| !s.trim().is_empty());
         Settings {
             api_url: api_url.trim().trim_end_matches('/').to_string(),
-            token: token.map(|t| t.trim().to_string()),
+            token: token_from_env(),
             timeout: env_ms("GATE_GITHUB_TIMEOUT_MS", 15_000),
             attempts: std::env::var("GATE_GITHUB_ATTEMPTS")
                 .ok()
@@ -73,6 +72,15 @@ impl Settings {
             max_rate_wait: env_ms("GATE_GITHUB_MAX_RATE_WAIT_MS", 300_000),
         }
     }
+}
+
+/// `GITHUB_TOKEN`, trimmed (unset or blank: none): what the client sends,
+/// and what nothing gate prints or writes may contain.
+pub fn token_from_env() -> Option<String> {
+    std::env::var("GITHUB_TOKEN")
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
 }
 
 /// The wait a rate-limited answer asks for, following GitHub's documented
@@ -158,7 +166,7 @@ impl Client {
     /// Builds the client; call inside a tokio runtime.
     pub fn new(settings: Settings) -> Result<Client, GithubError> {
         let bad_url = || GithubError::Config {
-            message: format!("GITHUB_API_URL `{}` is not a URL", settings.api_url),
+            message: format!("GITHUB_API_URL `{}` is not a URL", shown_url(&settings.api_url)),
             hint: "use https://api.github.com, or https://HOST/api/v3 on GitHub Enterprise".into(),
         };
         if !(settings.api_url.starts_with("https://") || settings.api_url.starts_with("http://")) {
@@ -325,10 +333,13 @@ impl Client {
 
     /// The error for a non-2xx response.
     pub fn status_error(&self, op: Op, method: &str, path: &str, resp: &Response) -> GithubError {
-        let message = serde_json::from_str::<serde_json::Value>(&resp.body)
+        // Redacted before it is cut: a cut through the token would keep a
+        // part of it that redaction no longer recognises (#15).
+        let body = self.redact(&resp.body);
+        let message = serde_json::from_str::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
-            .unwrap_or_else(|| resp.body.chars().take(200).collect());
+            .unwrap_or_else(|| body.chars().take(200).collect());
         GithubError::Status {
             op,
             method: method.into(),
@@ -363,7 +374,8 @@ impl Client {
         serde_json::from_str(&resp.body).map_err(|e| GithubError::Decode {
             method: method.into(),
             path: self.redact(path),
-            reason: e.to_string(),
+            // serde quotes the value it could not use, which may be the token.
+            reason: self.redact(&e.to_string()),
         })
     }
 }
@@ -382,6 +394,18 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     // Octocrab appends backtraces to some messages; keep the first line.
     s.lines().next().unwrap_or_default().to_string()
+}
+
+/// A URL as messages show it: userinfo (`user:secret@`) hidden.
+fn shown_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
 }
 
 /// Removes the token from any text that may be shown.
@@ -421,6 +445,12 @@ mod tests {
             max_rate_wait: Duration::from_millis(1),
         };
         assert!(!format!("{s:?}").contains("ghs_secret1"));
+        assert_eq!(
+            shown_url("https://x-access-token:ghs_secret1@ghe.example/api/v3"),
+            "https://***@ghe.example/api/v3"
+        );
+        assert_eq!(shown_url("https://ghe.example/a@b"), "https://ghe.example/a@b");
+        assert_eq!(shown_url("not a url"), "not a url");
     }
 
     #[test]

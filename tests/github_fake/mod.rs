@@ -32,6 +32,22 @@ pub enum FaultKind {
     Delay(Duration),
     /// A status with extra response headers (`retry-after`, `x-ratelimit-*`).
     StatusWithHeaders(u16, String, Vec<(String, String)>),
+    /// A server (or proxy) that echoes the request's headers back, the
+    /// Authorization header included, in the body and a response header.
+    Echo(u16, Echo),
+}
+
+/// How [`FaultKind::Echo`] shapes its body.
+#[derive(Debug, Clone, Copy)]
+pub enum Echo {
+    /// `{"message": "... <authorization> ...", "request_headers": "..."}`.
+    Json,
+    /// Not JSON: an HTML page whose 200th character falls inside the token,
+    /// so a message cut to 200 characters holds only part of it.
+    Html,
+    /// JSON of the wrong shape, the token where a number belongs
+    /// (`[{"id": "<authorization>"}]`), so decoding fails on the value.
+    WrongType,
 }
 
 #[derive(Debug, Clone)]
@@ -192,11 +208,13 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
     let target = parts.next().unwrap_or_default().to_string();
     let mut len = 0usize;
     let mut auth = None;
+    let mut headers = String::new();
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h)? == 0 || h == "\r\n" {
             break;
         }
+        headers.push_str(&h);
         let (k, v) = h.split_once(':').unwrap_or((&h, ""));
         match k.trim().to_ascii_lowercase().as_str() {
             "content-length" => len = v.trim().parse().unwrap_or(0),
@@ -240,6 +258,27 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
         Some(FaultKind::Delay(d)) => std::thread::sleep(d),
         Some(FaultKind::StatusWithHeaders(code, msg, headers)) => {
             return respond_with(stream, code, &json!({ "message": msg }).to_string(), &headers);
+        }
+        Some(FaultKind::Echo(code, shape)) => {
+            let auth = auth.unwrap_or_default();
+            let body = match shape {
+                Echo::Json => json!({
+                    "message": format!("Bad credentials: Authorization: {auth}"),
+                    "request_headers": headers,
+                })
+                .to_string(),
+                Echo::Html => {
+                    let lead = "Authorization: Bearer ";
+                    format!(
+                        "{}{lead}{}\n{headers}",
+                        "x".repeat(190 - lead.len()),
+                        auth.trim_start_matches("Bearer ")
+                    )
+                }
+                Echo::WrongType => json!([{ "id": auth, "body": auth, "user": { "login": auth } }]).to_string(),
+            };
+            let echoed = vec![("x-echo-authorization".to_string(), auth.clone())];
+            return respond_with(stream, code, &body, &echoed);
         }
         None => {}
     }
