@@ -183,3 +183,32 @@ fn failing_rows_come_first_link_to_their_line_and_the_comment_says_what_to_do() 
         "one chart, not folded: {comment}"
     );
 }
+
+#[test]
+fn a_cpu_baseline_from_another_cpu_model_is_compared() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("budgets.yaml"), spec(256, BUDGETS)).unwrap();
+    assert_eq!(check(t.path(), "old", "none", &[]).status.code(), Some(0));
+    // The baseline ran on another hosted runner's CPU.
+    let path = t.path().join("old/report.json");
+    let mut old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    old["testbed"]["device_name"] = "Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz".into();
+    std::fs::write(&path, old.to_string()).unwrap();
+    let o = check(t.path(), "new", "old/report.json", &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    assert!(!stdout.contains("different testbed"), "{stdout}");
+    let comment = read(&t.path().join("new"), "comment.md");
+    assert!(
+        comment.contains("compared with the baseline old/report.json"),
+        "{comment}"
+    );
+    assert!(comment.contains("| ±0 | 0.0% |"), "figures compared: {comment}");
+    let arch = std::env::consts::ARCH.replace('_', "\\_");
+    assert!(
+        comment.contains(&format!(
+            "(compared with any {arch} CPU: bytes do not depend on the CPU model)"
+        )),
+        "{comment}"
+    );
+}

@@ -9,6 +9,18 @@ use super::MemoryProbe;
 
 static LIVE: AtomicU64 = AtomicU64::new(0);
 static PEAK: AtomicU64 = AtomicU64::new(0);
+/// Bytes of compute scratch live now (see [`SCRATCH_ALIGN`]).
+static SCRATCH: AtomicU64 = AtomicU64::new(0);
+
+/// Allocations aligned to this many bytes or more are compute scratch, not
+/// tensors: candle's CPU matmul (the `gemm` crate) packs its operands into
+/// buffers aligned to a cache line pair (128 B on x86-64 and aarch64), and
+/// sizes them from the CPU's cache sizes (`/sys/devices/system/cpu/*/cache`).
+/// Counting them would make a report depend on which CPU ran it; tensors,
+/// parameters and optimizer state are plain `Vec`s aligned to their element.
+/// They are counted apart ([`scratch_live`]), like cuBLAS's workspace lies
+/// outside the CUDA pool that the GPU probe reads.
+pub const SCRATCH_ALIGN: usize = 128;
 
 /// Wraps the system allocator and counts what passes through it.
 pub struct CountingAlloc;
@@ -29,11 +41,29 @@ fn shrank(n: u64) {
 
 // SAFETY: every call is forwarded to `System` with the caller's layout; the
 // counters are only bookkeeping and never affect the returned pointers.
+#[inline]
+fn add(layout: Layout, n: u64) {
+    if layout.align() >= SCRATCH_ALIGN {
+        SCRATCH.fetch_add(n, Relaxed);
+    } else {
+        grew(n);
+    }
+}
+
+#[inline]
+fn sub(layout: Layout, n: u64) {
+    if layout.align() >= SCRATCH_ALIGN {
+        SCRATCH.fetch_sub(n, Relaxed);
+    } else {
+        shrank(n);
+    }
+}
+
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            grew(layout.size() as u64);
+            add(layout, layout.size() as u64);
         }
         p
     }
@@ -41,29 +71,36 @@ unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
-            grew(layout.size() as u64);
+            add(layout, layout.size() as u64);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) };
-        shrank(layout.size() as u64);
+        sub(layout, layout.size() as u64);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
+            // `realloc` keeps the alignment, so the bytes stay on one side.
             let old = layout.size() as u64;
             let new = new_size as u64;
             if new >= old {
-                grew(new - old);
+                add(layout, new - old);
             } else {
-                shrank(old - new);
+                sub(layout, old - new);
             }
         }
         p
     }
+}
+
+/// Compute scratch live now: allocations of [`SCRATCH_ALIGN`] or more,
+/// which the live and peak figures leave out.
+pub fn scratch_live() -> u64 {
+    SCRATCH.load(Relaxed)
 }
 
 /// Reads the counting allocator's figures.

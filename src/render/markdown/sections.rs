@@ -155,8 +155,17 @@ pub fn footer(report: &Report) -> String {
         .as_deref()
         .map(|c| format!(" · commit `{}`", short(c)))
         .unwrap_or_default();
+    // Which testbeds are compared: any CPU of the architecture, or this card.
+    let scope = if tb.backend == "cpu" {
+        format!(
+            " (compared with any {} CPU: bytes do not depend on the CPU model)",
+            tb.arch
+        )
+    } else {
+        " (compared with this card only)".to_string()
+    };
     format!(
-        "---\n<sub>{base} · testbed: {} · fingerprint `{}`{commit} · gate {}</sub>\n",
+        "---\n<sub>{base} · testbed: {}{} · fingerprint `{}`{commit} · gate {}</sub>\n",
         escape(&format!(
             "{} on {}{}{}",
             tb.backend,
@@ -167,6 +176,7 @@ pub fn footer(report: &Report) -> String {
                 .unwrap_or_default(),
             tb.cuda.as_deref().map(|d| format!(", CUDA {d}")).unwrap_or_default()
         )),
+        escape(&scope),
         escape(&tb.fingerprint()),
         escape(&report.gate_version)
     )
