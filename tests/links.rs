@@ -336,3 +336,86 @@ fn the_scan_finds_each_kind_of_link() {
         ]
     );
 }
+
+/// Each `https://github.com/OWNER/NAME` and `uses: OWNER/NAME` of gate
+/// (NAME `gate`) in `text`, as `(line, OWNER/NAME)`.
+fn gate_repo_mentions(text: &str) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut starts: Vec<usize> = line
+            .match_indices("github.com/")
+            .map(|(i, _)| i + "github.com/".len())
+            .collect();
+        if let Some(i) = line.find("uses:") {
+            starts.push(i + "uses:".len());
+        }
+        for s in starts {
+            let rest = line[s..].trim_start();
+            let mut parts = rest.splitn(3, '/');
+            let owner = parts.next().unwrap_or("");
+            let name: String = parts
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c))
+                .collect();
+            let name = name.trim_end_matches(".git");
+            let name = name.split('@').next().unwrap_or("");
+            if name == "gate" && !owner.is_empty() && !owner.contains('{') {
+                found.push((n + 1, format!("{owner}/{name}")));
+            }
+        }
+    }
+    found
+}
+
+/// Cargo.toml's `repository` is the one place that names gate's repository
+/// (issue #14 item 14): every link to gate and every `uses:` of it in the
+/// documents, workflows and action says the same, and while it is the
+/// placeholder the README says so where a reader meets it.
+#[test]
+fn every_mention_of_gates_repository_is_cargo_tomls() {
+    let repo = own_repo();
+    let mut files = sources();
+    files.push("examples/adopter/README.md".into());
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        for (line, named) in gate_repo_mentions(&text) {
+            seen += 1;
+            if named != repo {
+                problems.push(format!(
+                    "{file}:{line}: `{named}`, but Cargo.toml's repository is `{repo}`"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(seen >= 5, "only {seen} mentions found: the scan is broken");
+    if repo.starts_with("OWNER/") {
+        let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+        let note = readme.find("`OWNER/gate` in this README and in docs/ stands for gate's repository");
+        let first = readme.find("OWNER/gate").unwrap();
+        assert!(
+            note.is_some_and(|n| n <= first),
+            "the README explains the placeholder before its first use"
+        );
+    }
+}
+
+#[test]
+fn the_repository_scan_finds_links_and_uses() {
+    let text = "see https://github.com/acme/gate/releases and https://github.com/huggingface/candle\n\
+                \x20     - uses: OWNER/gate@v1\n    uses: OWNER/gate/.github/workflows/gate-reusable.yml@v1\n\
+                gate = { git = \"https://github.com/x/gate.git\" }\n    uses: {{REPO}}@{{REF}}\n";
+    assert_eq!(
+        gate_repo_mentions(text),
+        [
+            (1, "acme/gate".to_string()),
+            (2, "OWNER/gate".into()),
+            (3, "OWNER/gate".into()),
+            (4, "x/gate".into())
+        ]
+    );
+}
