@@ -60,15 +60,33 @@ fn main() {
         cap.trim().to_string()
     };
     println!("cargo:rustc-env=GATE_CUDA_COMPUTE_CAP={cap}");
-    // Where `gate init` points its workflows: the repository the release was
-    // built in (GitHub Actions sets GITHUB_REPOSITORY), else a placeholder.
+    // Where `gate init` points its workflows: Cargo.toml's `repository`, the
+    // one place that names gate's repository. While it still names the
+    // placeholder owner `OWNER`, a release built in GitHub Actions takes the
+    // repository it was built in (GITHUB_REPOSITORY); GATE_REPOSITORY
+    // overrides both. `gate init` refuses to write the placeholder.
+    println!("cargo:rerun-if-changed=Cargo.toml");
     println!("cargo:rerun-if-env-changed=GATE_REPOSITORY");
     println!("cargo:rerun-if-env-changed=GITHUB_REPOSITORY");
+    let valid = |r: &String| {
+        let r = r.trim();
+        r.split('/').count() == 2 && r.split('/').all(|p| !p.is_empty())
+    };
+    let manifest = std::env::var("CARGO_PKG_REPOSITORY")
+        .unwrap_or_default()
+        .trim()
+        .trim_start_matches("https://github.com/")
+        .trim_end_matches('/')
+        .trim_end_matches(".git")
+        .to_string();
+    let manifest = Some(manifest).filter(valid).unwrap_or_else(|| "OWNER/gate".into());
+    let placeholder = manifest.starts_with("OWNER/");
     let repo = std::env::var("GATE_REPOSITORY")
-        .or_else(|_| std::env::var("GITHUB_REPOSITORY"))
         .ok()
-        .filter(|r| r.contains('/') && !r.trim().is_empty())
-        .unwrap_or_else(|| "OWNER/gate".into());
+        .filter(valid)
+        .or_else(|| (!placeholder).then(|| manifest.clone()))
+        .or_else(|| std::env::var("GITHUB_REPOSITORY").ok().filter(valid))
+        .unwrap_or(manifest);
     println!("cargo:rustc-env=GATE_REPOSITORY={}", repo.trim());
     println!(
         "cargo:rustc-env=GATE_TARGET={}",

@@ -243,6 +243,87 @@ fn annotations_under_strict_make_warnings_errors() {
     insta::assert_snapshot!(a);
 }
 
+/// `regressed` regressions (spec lines 1..) before `failed` failures in the
+/// spec, and `warnings` warnings: more than GitHub shows of a type.
+fn many(regressed: usize, failed: usize, warnings: usize) -> Report {
+    let mut v = current();
+    let mut results = Vec::new();
+    for i in 0..regressed {
+        let c = format!("r{i}");
+        results.push(result(
+            &c,
+            "params",
+            "<",
+            MIB,
+            Some(0.5 * MIB),
+            Some(0.25 * MIB),
+            "regressed",
+            1 + i,
+        ));
+    }
+    for i in 0..failed {
+        let c = format!("f{i}");
+        results.push(result(&c, "params", "<", MIB, Some(2.0 * MIB), None, "fail", 100 + i));
+    }
+    v["results"] = json!(results);
+    v["summary"]["warnings"] = json!((0..warnings).map(|i| format!("w{i}: not measured")).collect::<Vec<_>>());
+    report(v)
+}
+
+#[test]
+fn annotations_show_failures_first_and_count_what_github_would_drop() {
+    let a = annotations::render(&many(3, 12, 11));
+    let errors: Vec<&str> = a.lines().filter(|l| l.starts_with("::error ")).collect();
+    let warnings: Vec<&str> = a.lines().filter(|l| l.starts_with("::warning ")).collect();
+    assert_eq!(
+        (errors.len(), warnings.len()),
+        (annotations::PER_TYPE, annotations::PER_TYPE)
+    );
+    // Failures before the regressions that come first in the spec.
+    assert!(errors[0].starts_with("::error file=budgets.yaml,line=100,title=gate%3A f0.params fail::"));
+    assert!(errors[8].starts_with("::error file=budgets.yaml,line=108,"));
+    assert_eq!(
+        errors[9],
+        "::error title=gate%3A 6 more errors::6 more (3 failures, 3 regressions) of 15 errors not shown: \
+         GitHub shows 10 error annotations per step. See this job's step summary, or report.json for every result"
+    );
+    assert_eq!(warnings[8], "::warning title=gate::w8: not measured");
+    assert_eq!(
+        warnings[9],
+        "::warning title=gate%3A 2 more warnings::2 more (2 warnings) of 11 warnings not shown: \
+         GitHub shows 10 warning annotations per step. See this job's step summary, or report.json for every result"
+    );
+    insta::assert_snapshot!(a);
+}
+
+#[test]
+fn annotations_under_strict_put_warnings_after_failures_and_regressions() {
+    let mut r = many(3, 4, 5);
+    r.summary.strict = true;
+    let a = annotations::render(&r);
+    assert_eq!(a.lines().count(), annotations::PER_TYPE);
+    assert!(a.lines().all(|l| l.starts_with("::error ")), "{a}");
+    let last: Vec<&str> = a.lines().skip(7).collect();
+    assert_eq!(
+        last,
+        [
+            "::error title=gate::w0: not measured",
+            "::error title=gate::w1: not measured",
+            "::error title=gate%3A 3 more errors::3 more (3 warnings) of 12 errors not shown: \
+             GitHub shows 10 error annotations per step. See this job's step summary, or report.json for every result",
+        ]
+    );
+}
+
+#[test]
+fn annotations_at_the_limit_are_all_shown() {
+    let a = annotations::render(&many(0, 10, 10));
+    assert_eq!(a.lines().count(), 20);
+    assert!(!a.contains("more"), "{a}");
+    assert!(a.contains("line=109,"), "{a}");
+    assert!(a.contains("::warning title=gate::w9: not measured"), "{a}");
+}
+
 const HOSTILE: &str =
     "@org/team <img src=x onerror=alert(1)> %0A::error::pwned\n::warning::x `code` | pipe *b* [l](http://e) &amp;";
 

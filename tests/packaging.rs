@@ -199,7 +199,7 @@ fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
 
     // A second init refuses, with a hint; --force overwrites.
     std::fs::write(t.path().join("budgets.yaml"), "mine").unwrap();
-    let o = gate_in(t.path(), &["init"]);
+    let o = gate_in(t.path(), &["init", "--gate-repo", "acme/gate"]);
     assert_eq!(o.status.code(), Some(2));
     let err = text(&o.stderr);
     assert!(
@@ -218,6 +218,69 @@ fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
     // Names that would land in YAML unchecked are refused.
     let o = gate_in(t.path(), &["init", "--dir", "x", "--gate-ref", "v1\n  evil: 1"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn init_never_writes_the_placeholder_owner() {
+    let t = tempfile::tempdir().unwrap();
+    let o = gate_in(t.path(), &["init", "--gate-repo", "OWNER/gate"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr),
+        "error: gate does not know which GitHub repository it comes from (`OWNER/gate`, the placeholder of \
+         gate's Cargo.toml), so the workflows' `uses:` lines would name a repository that does not exist\n\
+         hint: pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo \
+         acme/gate`); or `--no-workflows` to write budgets.yaml alone\n"
+    );
+    assert!(std::fs::read_dir(t.path()).unwrap().next().is_none(), "nothing written");
+
+    // A harness's git dependency would name it too.
+    std::fs::write(
+        t.path().join("Cargo.toml"),
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    let o = gate_in(
+        t.path(),
+        &["init", "--harness", "--no-workflows", "--gate-repo", "OWNER/gate"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr),
+        "error: gate does not know which GitHub repository it comes from (`OWNER/gate`, the placeholder of \
+         gate's Cargo.toml), so the harness's gate dependency would name a repository that does not exist\n\
+         hint: pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo \
+         acme/gate`)\n"
+    );
+    assert!(!t.path().join("budgets.yaml").exists());
+
+    // budgets.yaml alone names no repository.
+    let o = gate_in(t.path(), &["init", "--no-workflows", "--gate-repo", "OWNER/gate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t.path().join("budgets.yaml").exists());
+    assert!(!t.path().join(".github").exists());
+}
+
+#[test]
+fn version_names_the_repository_init_takes_gate_from() {
+    let out = text(&gate(&["--version"]).stdout);
+    let repo = out
+        .lines()
+        .find_map(|l| l.strip_prefix("repository: "))
+        .expect("a repository line");
+    // Cargo.toml's `repository`, unless it is still the placeholder and the
+    // build named another (GATE_REPOSITORY, or GITHUB_REPOSITORY in Actions).
+    let manifest = include_str!("../Cargo.toml");
+    let url = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = \""))
+        .expect("Cargo.toml names the repository")
+        .trim_end_matches('"');
+    let named = url.trim_start_matches("https://github.com/");
+    if !named.starts_with("OWNER/") {
+        assert_eq!(repo, named, "{out}");
+    }
+    assert_eq!(repo.split('/').filter(|p| !p.is_empty()).count(), 2, "{out}");
 }
 
 fn load(rel: &str) -> Yaml {

@@ -418,3 +418,100 @@ fn the_action_finds_a_harness_and_keys_its_cache() {
         );
     }
 }
+
+/// The first release of each action that runs on Node 24 (GitHub runs
+/// Node 20 actions on Node 24 from June 2026 and removes Node 20 in
+/// September 2026). The evidence, from each release's notes, is in
+/// docs/release.md ("The actions the workflows use"). A floating major tag
+/// (`@v5`) is the newest release of that major.
+const NODE24_FIRST: &[(&str, (u32, u32, u32))] = &[
+    ("actions/checkout", (5, 0, 0)),
+    ("actions/upload-artifact", (6, 0, 0)),
+    ("actions/download-artifact", (7, 0, 0)),
+    ("actions/cache", (5, 0, 0)),
+    ("Swatinem/rust-cache", (2, 9, 1)),
+];
+
+/// `v5`, `v2.9`, `v2.9.1` → (major, minor, patch); a part left out is the
+/// newest (`u32::MAX`), as a floating tag moves to the newest release.
+fn version(reference: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = reference.strip_prefix('v')?.split('.');
+    let mut next = || parts.next().map_or(Some(u32::MAX), |p| p.parse().ok());
+    Some((next()?, next()?, next()?))
+}
+
+/// What is wrong with each `uses:` of `text` (a file of workflows, an
+/// action, templates or documents): an action below its first Node 24
+/// release, or one not in [`NODE24_FIRST`].
+fn node20_pins(file: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let Some(rest) = line.trim_start().trim_start_matches("- ").strip_prefix("uses:") else {
+            continue;
+        };
+        let spec = rest.split_whitespace().next().unwrap_or("");
+        let at = format!("{file}:{}", n + 1);
+        // This repository's own action and workflows, and the placeholders of templates.
+        if spec.starts_with("./") || spec.starts_with("{{REPO}}") || spec.starts_with("OWNER/gate") {
+            continue;
+        }
+        let Some((path, reference)) = spec.split_once('@') else {
+            problems.push(format!("{at}: `{spec}` names no version"));
+            continue;
+        };
+        let action = path.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
+        let Some((_, min)) = NODE24_FIRST.iter().find(|(a, _)| *a == action) else {
+            problems.push(format!(
+                "{at}: `{spec}`: not in NODE24_FIRST; add its first release that runs on node24, with the evidence in docs/release.md"
+            ));
+            continue;
+        };
+        match version(reference) {
+            Some(v) if v >= *min => {}
+            _ => problems.push(format!(
+                "{at}: `{spec}` runs on Node 20; use v{}.{}.{} or newer",
+                min.0, min.1, min.2
+            )),
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_action_used_runs_on_node24() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec!["action.yml".to_string(), "README.md".into()];
+    for dir in [".github/workflows", "src/cli/templates", "docs"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+            files.push(format!("{dir}/{}", e.file_name().to_string_lossy()));
+        }
+    }
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(root.join(f)).unwrap();
+        seen += text
+            .lines()
+            .filter(|l| l.trim_start().trim_start_matches("- ").starts_with("uses:"))
+            .count();
+        problems.extend(node20_pins(f, &text));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(seen > 40, "only {seen} `uses:` lines found: the scan is broken");
+}
+
+#[test]
+fn the_node24_check_catches_node20_majors() {
+    let text = "steps:\n  - uses: actions/checkout@v4\n  - uses: actions/checkout@v5\n\
+                \x20     uses: actions/cache/restore@v4.3.0\n  - uses: Swatinem/rust-cache@v2\n\
+                \x20 - uses: Swatinem/rust-cache@v2.8.2\n  - uses: someone/else@v9\n  - uses: ./.gate-action\n";
+    assert_eq!(
+        node20_pins("w.yml", text),
+        [
+            "w.yml:2: `actions/checkout@v4` runs on Node 20; use v5.0.0 or newer",
+            "w.yml:4: `actions/cache/restore@v4.3.0` runs on Node 20; use v5.0.0 or newer",
+            "w.yml:6: `Swatinem/rust-cache@v2.8.2` runs on Node 20; use v2.9.1 or newer",
+            "w.yml:7: `someone/else@v9`: not in NODE24_FIRST; add its first release that runs on node24, with the evidence in docs/release.md",
+        ]
+    );
+}

@@ -115,6 +115,14 @@ fn with_harness_line(budgets: &str, package: &str) -> String {
     }
 }
 
+/// The owner gate's Cargo.toml names until it has a real one (see build.rs).
+const PLACEHOLDER_OWNER: &str = "OWNER";
+
+/// `OWNER/...`: the placeholder, not a repository anyone can `uses:`.
+fn unknown_owner(repo: &str) -> bool {
+    repo.split('/').next() == Some(PLACEHOLDER_OWNER)
+}
+
 fn fill(template: &str, args: &InitArgs) -> String {
     template
         .replace("{{REPO}}", &args.gate_repo)
@@ -167,6 +175,34 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
         files.push((wf.join("gate.yml"), fill(WORKFLOW, &args)));
         files.push((wf.join("gate-comment.yml"), fill(COMMENT_WORKFLOW, &args)));
     }
+    // The placeholder owner would make every `uses:` (and the harness's git
+    // dependency) name a repository that does not exist: refuse before
+    // writing anything, and say what to pass.
+    let dependency = manifest_edit
+        .as_ref()
+        .is_some_and(|(_, _, added)| added.iter().any(|a| a.starts_with("gate =")));
+    if unknown_owner(&args.gate_repo) && (dependency || !args.no_workflows) {
+        let what = match (!args.no_workflows, dependency) {
+            (true, true) => "the workflows' `uses:` lines and the harness's gate dependency",
+            (true, false) => "the workflows' `uses:` lines",
+            _ => "the harness's gate dependency",
+        };
+        let alone = if args.harness {
+            ""
+        } else {
+            "; or `--no-workflows` to write budgets.yaml alone"
+        };
+        return Err(CliError::Usage {
+            message: format!(
+                "gate does not know which GitHub repository it comes from (`{}`, the placeholder of gate's \
+                 Cargo.toml), so {what} would name a repository that does not exist",
+                args.gate_repo
+            ),
+            hint: format!(
+                "pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo acme/gate`){alone}"
+            ),
+        });
+    }
     let existing: Vec<&Path> = files.iter().map(|(p, _)| p.as_path()).filter(|p| p.exists()).collect();
     if !args.force && !existing.is_empty() {
         let list: Vec<String> = existing.iter().map(|p| p.display().to_string()).collect();
@@ -200,13 +236,6 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
         eprintln!(
             "harness: name your workloads in the `gate::main!(...)` line of src/bin/gate-harness.rs (docs/sdk.md)"
         );
-    }
-    if args.gate_repo.starts_with("OWNER/") {
-        eprintln!(
-            "warning: this gate was built outside GitHub Actions and does not know its repository: \
-             the workflows say `OWNER/gate`"
-        );
-        eprintln!("hint: run again with `--force --gate-repo OWNER/NAME`, or edit the `uses:` lines");
     }
     let budgets = base("budgets.yaml");
     eprintln!("next:");

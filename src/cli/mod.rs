@@ -64,7 +64,8 @@ pub enum Command {
 }
 
 /// `gate --version`: the version, the commit it was built from (`unknown`
-/// outside a git checkout) and whether this build has CUDA (see build.rs).
+/// outside a git checkout), whether this build has CUDA, its target and
+/// the repository `gate init` takes gate from (see build.rs).
 #[cfg(feature = "cuda")]
 pub const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -74,6 +75,8 @@ pub const LONG_VERSION: &str = concat!(
     env!("GATE_CUDA_COMPUTE_CAP"),
     ")\ntarget: ",
     env!("GATE_TARGET"),
+    "\nrepository: ",
+    env!("GATE_REPOSITORY"),
 );
 #[cfg(not(feature = "cuda"))]
 pub const LONG_VERSION: &str = concat!(
@@ -83,6 +86,8 @@ pub const LONG_VERSION: &str = concat!(
     "\ncuda: no (CPU build: `--backend cpu` only; a GPU run needs a build with `--features cuda`)",
     "\ntarget: ",
     env!("GATE_TARGET"),
+    "\nrepository: ",
+    env!("GATE_REPOSITORY"),
 );
 
 /// What this binary knows: its workloads, and which harness it is (a spec's
