@@ -49,6 +49,11 @@ pub struct CheckArgs {
     /// The branch of the baseline store read by `--baseline auto`.
     #[arg(long, default_value = crate::github::store::DEFAULT_BRANCH)]
     pub baseline_branch: String,
+    /// In a pull request, this label on the PR turns regressions against the
+    /// baseline into acknowledged warnings (never budget failures; never
+    /// under --strict). An empty value turns it off.
+    #[arg(long, default_value = crate::github::label::DEFAULT_LABEL, value_name = "LABEL")]
+    pub acknowledge_label: String,
 }
 
 pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
@@ -209,6 +214,8 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             testbed,
             reserve,
             strict: args.strict,
+            // Asked after the profiles, so a label added meanwhile counts.
+            ack: crate::github::label::from_env(&args.acknowledge_label),
             wall_seconds: started.elapsed().as_secs_f64(),
             out: &args.out,
             extra: Vec::new(),
@@ -243,6 +250,8 @@ pub(super) struct Conclusion<'a> {
     pub testbed: report::Testbed,
     pub reserve: Reserve,
     pub strict: bool,
+    /// The acknowledge label, as GitHub answered about it.
+    pub ack: report::AckInput,
     pub wall_seconds: f64,
     pub out: &'a std::path::Path,
     /// More files for the set (merge: the shards' pr.json).
@@ -255,7 +264,7 @@ pub(super) struct Conclusion<'a> {
 pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
     let mut components = c.components;
     report::add_ratios(&mut components); // variants: loss and step-time ratios
-    let verdict = report::decide(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict);
+    let verdict = report::decide_acknowledged(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict, &c.ack);
     let report = Report {
         schema: SCHEMA,
         gate_version: env!("CARGO_PKG_VERSION").into(),

@@ -7,6 +7,7 @@ pub mod client;
 pub mod comment;
 pub mod context;
 pub mod error;
+pub mod label;
 pub mod store;
 
 pub use client::{block_on, Client, Settings};

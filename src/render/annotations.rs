@@ -24,16 +24,20 @@ pub fn render(report: &Report) -> String {
     let mut out = String::new();
     let file = escape_property(&report.spec);
     for r in &report.results {
-        if !matches!(r.status, Status::Fail | Status::Regressed) {
-            continue;
-        }
+        let (level, note) = match (r.status, &report.summary.acknowledgement) {
+            (Status::Fail | Status::Regressed, _) => ("error", String::new()),
+            // An accepted regression stays visible, as a warning at its line.
+            (Status::Acknowledged, Some(a)) => ("warning", format!(" ({})", super::acknowledged_by(a))),
+            (Status::Acknowledged, None) => ("warning", String::new()),
+            _ => continue,
+        };
         let title = format!("gate: {}.{} {}", r.component, r.metric, r.status.name());
         let _ = writeln!(
             out,
-            "::error file={file},line={},title={}::{}",
+            "::{level} file={file},line={},title={}::{}",
             r.line,
             escape_property(&title),
-            escape_data(&format!("{}.{}: {}", r.component, r.metric, failure_message(r)))
+            escape_data(&format!("{}.{}: {}{note}", r.component, r.metric, failure_message(r)))
         );
     }
     let level = if report.summary.strict { "error" } else { "warning" };

@@ -10,4 +10,6 @@ mod verdict;
 
 pub use assemble::{component_report, not_measured_report, testbed};
 pub use model::*;
-pub use verdict::{add_ratios, decide, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR};
+pub use verdict::{
+    acknowledge, add_ratios, decide, decide_acknowledged, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR,
+};

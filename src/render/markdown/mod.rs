@@ -174,8 +174,8 @@ pub fn noteworthy(report: &Report) -> bool {
     !report.summary.passed_run()
         || !report.summary.budget_changes.is_empty()
         || report.summary.not_compared > 0
-        || report
-            .results
-            .iter()
-            .any(|r| matches!(r.status, Status::Fail | Status::Regressed) || r.delta().is_some_and(|d| d != 0.0))
+        || report.results.iter().any(|r| {
+            matches!(r.status, Status::Fail | Status::Regressed | Status::Acknowledged)
+                || r.delta().is_some_and(|d| d != 0.0)
+        })
 }
