@@ -1171,3 +1171,34 @@ fn an_unverifiable_label_is_a_warning_and_the_regression_fails() {
     assert_eq!(case.fake.count("GET", "/events"), 3, "bounded retries");
     assert_no_token(&o, &out);
 }
+
+/// The comment job reads an artifact a fork could have written: a claimed
+/// acknowledgement that GitHub does not confirm loses its name.
+#[test]
+fn the_comment_names_only_an_acknowledgement_github_confirms() {
+    let case = ack_case(36);
+    case.label_added(36);
+    let (o, out, _) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    edit_report(&out, |v| v["summary"]["acknowledgement"]["by"] = json!("maintainer"));
+    let o = gate(Some(&case.fake), Some(&case.ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let body = &case.fake.comments(36)[0].body;
+    assert!(
+        body.contains("| 📈 regressed, acknowledged (not confirmed) |"),
+        "{body}"
+    );
+    assert!(!body.contains("maintainer via"), "{body}");
+    assert!(
+        body.contains(&format!(
+            "> - the report says \\`{LABEL}\\` was added by @\u{200D}maintainer at {ACK_AT}, which is not confirmed \
+             (GitHub says @\u{200D}octocat added it at {ACK_AT}): its acknowledged regressions are not shown as \
+             accepted by anyone\n"
+        )),
+        "{body}"
+    );
+}

@@ -71,6 +71,38 @@ fn github_error(e: GithubError, from: &Path) -> CliError {
     }
 }
 
+/// The report is an artifact, which a fork's run could have written: an
+/// acknowledgement it names (who added the label, when) is shown only when
+/// GitHub still says the same. Otherwise the name is dropped and a warning
+/// says why; the statuses stay as `gate check` decided them (its exit code
+/// was the gate).
+async fn confirm_acknowledgement(client: &Client, repo: &Repo, pr: u64, report: &mut Report) {
+    let Some(claimed) = report.summary.acknowledgement.clone() else {
+        return;
+    };
+    if report.summary.strict || report.summary.acknowledged == 0 {
+        return; // nothing shown as accepted
+    }
+    let now = crate::github::label::find(client, repo, pr, &claimed.label).await;
+    if let Ok(Some(a)) = &now {
+        if *a == claimed {
+            return;
+        }
+    }
+    let why = match now {
+        Ok(Some(a)) => format!("GitHub says @{} added it at {}", a.by, a.at),
+        Ok(None) => "the label is not on the pull request now".to_string(),
+        Err(e) => format!("GitHub could not be asked: {e}"),
+    };
+    eprintln!("warning: the report's acknowledgement is not confirmed: {why}");
+    report.summary.warnings.push(format!(
+        "the report says `{}` was added by @{} at {}, which is not confirmed ({why}): \
+         its acknowledged regressions are not shown as accepted by anyone",
+        claimed.label, claimed.by, claimed.at
+    ));
+    report.summary.acknowledgement = None;
+}
+
 /// The default gate id: the spec's file name (`budgets.yaml`), else `gate`.
 pub(super) fn default_id(report: &Report) -> String {
     Path::new(&report.spec)
@@ -81,7 +113,7 @@ pub(super) fn default_id(report: &Report) -> String {
 }
 
 pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
-    let report = read_report(&args.from)?;
+    let mut report = read_report(&args.from)?;
     let baseline = read_baseline(&args.from);
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
 
@@ -94,12 +126,6 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     };
     // Links come from this run's trusted context, never from the artifact.
     let links = context::links(&event, &report.spec);
-    let body = markdown::render_with(
-        &report,
-        baseline.as_ref(),
-        &links,
-        markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
-    );
     let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
@@ -156,6 +182,13 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         if let Some(head) = &verify_head {
             comment::verify_pr_head(&client, &repo, pr, head).await?;
         }
+        confirm_acknowledgement(&client, &repo, pr, &mut report).await;
+        let body = markdown::render_with(
+            &report,
+            baseline.as_ref(),
+            &links,
+            markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
+        );
         comment::upsert(
             &client,
             &comment::Request {

@@ -226,7 +226,8 @@ fn status_cell(report: &Report, r: &Row) -> String {
                 code(&a.label),
                 escape(&a.at)
             ),
-            None => "📈 regressed, acknowledged".into(),
+            // `gate comment` could not confirm who added the label.
+            None => "📈 regressed, acknowledged (not confirmed)".into(),
         },
     };
     if let Some(why) = &res.not_compared {
