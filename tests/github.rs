@@ -1202,3 +1202,126 @@ fn the_comment_names_only_an_acknowledgement_github_confirms() {
         "{body}"
     );
 }
+
+/// #16 item 3: a pull request whose `mlp.params` regressed shows its
+/// figure over the stored reports of the target branch, oldest first.
+#[test]
+fn the_comment_shows_the_history_of_a_regressed_budget() {
+    let fake = Fake::start();
+    fake.state.lock().unwrap().pulls.insert(40, sha(0xbeef));
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    check_mlp(&seed);
+    let chain: Vec<String> = (0..30).map(|i| format!("{i:02x}{}", "ab".repeat(19))).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[1].clone());
+    let seed_report: Value = serde_json::from_str(&std::fs::read_to_string(seed.join("report.json")).unwrap()).unwrap();
+    let params = seed_report["components"]["mlp"]["metrics"]["params"]["value"]
+        .as_f64()
+        .unwrap();
+    // Newest first: the baseline (chain[3]) and three older reports, drifting up.
+    let stored = [(3, 0.66), (8, 0.6), (15, 0.55), (25, 0.5)];
+    for (i, share) in stored {
+        let mut r = seed_report.clone();
+        let v = (params * share).round();
+        r["commit"] = json!(chain[i]);
+        r["components"]["mlp"]["metrics"]["params"]["value"] = json!(v);
+        for res in r["results"].as_array_mut().unwrap() {
+            if res["component"] == "mlp" && res["metric"] == "params" {
+                res["measured"] = json!(v);
+            }
+        }
+        fake.store_file(&format!("reports/{}.json", chain[i]), &r.to_string());
+    }
+    // Not a report: skipped, with a warning.
+    fake.store_file(&format!("reports/{}.json", chain[20]), "{\"schema\": 1}");
+
+    let ev = pr_event(tmp.path(), 40, &chain[0], &sha(0xbeef));
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--budgets", MLP, "--acknowledge-label", "", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let h: Value = serde_json::from_str(&std::fs::read_to_string(out.join("history.json")).unwrap()).unwrap();
+    let series = h["series"].as_array().unwrap();
+    let names: Vec<String> = series
+        .iter()
+        .map(|s| format!("{}.{}", s["component"].as_str().unwrap(), s["metric"].as_str().unwrap()))
+        .collect();
+    assert!(names.contains(&"mlp.params".to_string()), "{names:?}");
+    let p = series.iter().find(|s| s["metric"] == "params").unwrap();
+    let commits: Vec<Value> = p["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["commit"].clone())
+        .collect();
+    assert_eq!(
+        commits,
+        [
+            json!(chain[25]),
+            json!(chain[15]),
+            json!(chain[8]),
+            json!(chain[3]),
+            Value::Null
+        ]
+    );
+    let values: Vec<f64> = p["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        [
+            (params * 0.5).round(),
+            (params * 0.55).round(),
+            (params * 0.6).round(),
+            (params * 0.66).round(),
+            params
+        ]
+    );
+    assert!(text(&o).contains("warning: history: skipping"), "{}", text(&o));
+    // Bounded: one listing for the baseline, one for the history, one read per stored report.
+    assert!(fake.count("GET", "/contents/reports") <= 2 + 5, "{:?}", fake.log());
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    let section = &md[md.find("#### History on the target branch").expect("a history section")..];
+    assert!(
+        section.contains(&format!("| `{}` | ", &chain[25][..10])) && section.contains("| this PR | "),
+        "{section}"
+    );
+    assert!(section.contains("| budget | % of budget |"), "{section}");
+
+    // The comment job renders the same history from the artifact.
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let body = fake.comments(40)[0].body.clone();
+    assert!(body.contains("#### History on the target branch"), "{body}");
+
+    // A forged history is refused with a warning, not rendered.
+    let forged = std::fs::read_to_string(out.join("history.json"))
+        .unwrap()
+        .replacen(&chain[25], "<img src=x>", 1);
+    std::fs::write(out.join("history.json"), forged).unwrap();
+    edit_report(&out, |v| v["wall_seconds"] = json!(1.5)); // a change, so the comment is rewritten
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("warning: history.json: a commit is not a SHA; the comment has no history"),
+        "{}",
+        text(&o)
+    );
+    assert!(!fake.comments(40)[0].body.contains("#### History"));
+    assert_no_token(&o, &out);
+}

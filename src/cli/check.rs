@@ -97,7 +97,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             return Err(crate::budget::SpecError::from(refused).into());
         }
     }
-    let baseline = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    let (baseline, stored) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
     let mut child_args = ChildArgs {
         extra: vec!["--backend".into(), backend.name().into()],
         ..Default::default()
@@ -216,6 +216,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             strict: args.strict,
             // Asked after the profiles, so a label added meanwhile counts.
             ack: crate::github::label::from_env(&args.acknowledge_label),
+            stored,
             wall_seconds: started.elapsed().as_secs_f64(),
             out: &args.out,
             extra: Vec::new(),
@@ -252,6 +253,8 @@ pub(super) struct Conclusion<'a> {
     pub strict: bool,
     /// The acknowledge label, as GitHub answered about it.
     pub ack: report::AckInput,
+    /// Stored reports of the target branch, newest first, for the history.
+    pub stored: Vec<Report>,
     pub wall_seconds: f64,
     pub out: &'a std::path::Path,
     /// More files for the set (merge: the shards' pr.json).
@@ -297,7 +300,14 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     for (name, bytes) in &c.extra {
         add(&mut set, name, bytes)?;
     }
-    write_github_outputs(&mut set, &report, c.baseline.report())?;
+    let history = report::history::series(&report, &c.stored);
+    if history.series.is_empty() {
+        set.remove("history.json");
+    } else {
+        let text = serde_json::to_string_pretty(&history).expect("the history serializes");
+        add(&mut set, "history.json", text.as_bytes())?;
+    }
+    write_github_outputs(&mut set, &report, c.baseline.report(), &history.series)?;
     commit_set(set)?;
 
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
@@ -384,12 +394,15 @@ fn current_commit() -> Option<String> {
 
 /// `--baseline FILE|auto|none`: a bad FILE is bad input (exit 2); under
 /// `auto` every problem is a missing baseline with its reason, never a crash.
-pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseline::Outcome, CliError> {
+pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<(report::baseline::Outcome, Vec<Report>), CliError> {
     use report::baseline::Outcome;
     match arg {
-        "none" => Ok(Outcome::Missing {
-            reason: "--baseline none".into(),
-        }),
+        "none" => Ok((
+            Outcome::Missing {
+                reason: "--baseline none".into(),
+            },
+            Vec::new(),
+        )),
         "auto" => {
             let auto = crate::github::auto_baseline(crate::github::AutoInputs::from_env(
                 branch,
@@ -398,7 +411,7 @@ pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseli
             for n in &auto.notes {
                 eprintln!("{n}");
             }
-            Ok(auto.outcome)
+            Ok((auto.outcome, auto.history))
         }
         file => {
             let path = std::path::Path::new(file);
@@ -406,10 +419,13 @@ pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseli
                 message: e.to_string(),
                 hint: "pass a report.json written by `gate check`, `auto`, or `none`".into(),
             })?;
-            Ok(Outcome::Found {
-                report: Box::new(r),
-                source: file.to_string(),
-            })
+            Ok((
+                Outcome::Found {
+                    report: Box::new(r),
+                    source: file.to_string(),
+                },
+                Vec::new(),
+            ))
         }
     }
 }
@@ -422,12 +438,13 @@ pub(super) fn write_github_outputs(
     set: &mut OutputSet,
     report: &Report,
     baseline: Option<&Report>,
+    history: &[report::history::Series],
 ) -> Result<(), CliError> {
     use crate::render::markdown;
     let event = crate::github::context::event_from_env();
     let links = crate::github::context::links(&event, &report.spec);
     // Room for the marker `gate comment` puts in front.
-    let body = markdown::render_with(report, baseline, &links, markdown::COMMENT_LIMIT - 100);
+    let body = markdown::render_full(report, baseline, history, &links, markdown::COMMENT_LIMIT - 100);
     add(set, "comment.md", body.as_bytes())?;
     match baseline {
         Some(b) => add(

@@ -71,6 +71,32 @@ fn github_error(e: GithubError, from: &Path) -> CliError {
     }
 }
 
+/// DIR/history.json, when `gate check` found stored reports; it comes from
+/// an artifact, so it is checked, and a bad one is a warning.
+pub(super) fn read_history(dir: &Path) -> Vec<crate::report::history::Series> {
+    let path = dir.join("history.json");
+    let Ok(file) = std::fs::File::open(&path) else {
+        return Vec::new();
+    };
+    // Read one byte past the bound so an oversized file is refused, not cut.
+    let mut text = String::new();
+    let limit = crate::report::history::MAX_BYTES as u64 + 1;
+    if let Err(e) = std::io::Read::read_to_string(&mut std::io::Read::take(file, limit), &mut text) {
+        eprintln!(
+            "warning: cannot read {}: {e}; the comment has no history",
+            path.display()
+        );
+        return Vec::new();
+    }
+    match crate::report::history::parse(&text) {
+        Ok(h) => h.series,
+        Err(e) => {
+            eprintln!("warning: {e}; the comment has no history");
+            Vec::new()
+        }
+    }
+}
+
 /// The report is an artifact, which a fork's run could have written: an
 /// acknowledgement it names (who added the label, when) is shown only when
 /// GitHub still says the same. Otherwise the name is dropped and a warning
@@ -115,6 +141,7 @@ pub(super) fn default_id(report: &Report) -> String {
 pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     let mut report = read_report(&args.from)?;
     let baseline = read_baseline(&args.from);
+    let history = read_history(&args.from);
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
 
     // Without --pr the event is where the PR comes from: in a pull_request run
@@ -183,9 +210,10 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
             comment::verify_pr_head(&client, &repo, pr, head).await?;
         }
         confirm_acknowledgement(&client, &repo, pr, &mut report).await;
-        let body = markdown::render_with(
+        let body = markdown::render_full(
             &report,
             baseline.as_ref(),
+            &history,
             &links,
             markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
         );
