@@ -948,3 +948,380 @@ fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
     assert_eq!(fake.count("GET", "/issues/22/comments"), 1, "never hammered");
     assert_no_token(&o, &out);
 }
+
+/// The acknowledge label (#16 item 4): a baseline whose `mlp.params` is
+/// two thirds of this run's, so `params` regresses (under its budget), and
+/// a pull request whose events say who added the label.
+struct AckCase {
+    fake: Fake,
+    tmp: tempfile::TempDir,
+    ev: PathBuf,
+    baseline: PathBuf,
+}
+
+const LABEL: &str = "gate:accept-regression";
+const ACK_AT: &str = "2026-12-01T10:20:30Z";
+
+fn ack_case(pr: u64) -> AckCase {
+    let fake = Fake::start();
+    fake.state.lock().unwrap().pulls.insert(pr, sha(0xbeef));
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    check_mlp(&seed);
+    edit_report(&seed, |v| {
+        let p = v["components"]["mlp"]["metrics"]["params"]["value"].as_f64().unwrap();
+        v["components"]["mlp"]["metrics"]["params"]["value"] = json!((p * 2.0 / 3.0).round());
+    });
+    let ev = pr_event(tmp.path(), pr, &sha(1), &sha(0xbeef));
+    AckCase {
+        fake,
+        baseline: seed.join("report.json"),
+        tmp,
+        ev,
+    }
+}
+
+impl AckCase {
+    /// 150 other events (two pages), then the label added by `hubot`,
+    /// removed, and added again by `octocat`: the last one counts.
+    fn label_added(&self, pr: u64) {
+        for i in 0..150 {
+            let (event, label) = if i % 2 == 0 {
+                ("labeled", "bug")
+            } else {
+                ("commented", "")
+            };
+            self.fake.add_event(pr, event, label, "someone", "2026-11-30T00:00:00Z");
+        }
+        self.fake
+            .add_event(pr, "labeled", LABEL, "hubot", "2026-11-30T09:00:00Z");
+        self.fake
+            .add_event(pr, "unlabeled", LABEL, "hubot", "2026-11-30T09:30:00Z");
+        self.fake.add_event(pr, "labeled", LABEL, "octocat", ACK_AT);
+    }
+
+    fn check(&self, spec: &str, extra: &[&str]) -> (Output, PathBuf, Value) {
+        let out = self.tmp.path().join("out");
+        let o = gate(Some(&self.fake), Some(&self.ev))
+            .args(["check", "--budgets", spec, "--baseline"])
+            .arg(&self.baseline)
+            .args(extra)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        (o, out, report)
+    }
+}
+
+/// (metric, status) of each result.
+fn statuses(report: &Value) -> Vec<(String, String)> {
+    report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["component"] == "mlp")
+        .map(|r| {
+            (
+                r["metric"].as_str().unwrap().into(),
+                r["status"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+fn status_of(report: &Value, metric: &str) -> String {
+    statuses(report)
+        .into_iter()
+        .find(|(m, _)| m == metric)
+        .map(|(_, s)| s)
+        .unwrap()
+}
+
+#[test]
+fn the_acknowledge_label_turns_a_regression_into_a_named_warning() {
+    let case = ack_case(31);
+    case.label_added(31);
+    let (o, out, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(status_of(&report, "params"), "acknowledged");
+    assert_eq!(report["summary"]["acknowledged"], 1);
+    assert_eq!(report["summary"]["regressed"], 0);
+    assert_eq!(
+        report["summary"]["acknowledgement"],
+        json!({ "label": LABEL, "by": "octocat", "at": ACK_AT })
+    );
+    assert!(
+        report["summary"]["warnings"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!(
+                "1 regression(s) acknowledged by @octocat via `{LABEL}` at {ACK_AT}"
+            ))),
+        "{}",
+        report["summary"]
+    );
+    assert!(
+        case.fake.count("GET", "/issues/31/events?per_page=100&page=2") == 1,
+        "paged"
+    );
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    let cell = format!("| 📈 regressed, acknowledged by @\u{200D}octocat via `{LABEL}` at {ACK_AT} |");
+    assert!(md.contains(&cell), "{md}");
+    assert!(md.contains(" 1 acknowledged"), "{md}");
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(
+        junit.contains(&format!(
+            "; regressed, acknowledged by @octocat via `{LABEL}` at {ACK_AT}: "
+        )),
+        "{junit}"
+    );
+    // The comment job re-renders the report: the actor is named there too.
+    let o = gate(Some(&case.fake), Some(&case.ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(case.fake.comments(31)[0].body.contains(&cell));
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn without_the_label_a_regression_fails() {
+    let case = ack_case(32);
+    case.fake.add_event(32, "labeled", LABEL, "octocat", ACK_AT);
+    case.fake
+        .add_event(32, "unlabeled", LABEL, "octocat", "2026-12-01T11:00:00Z");
+    let (o, _, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(status_of(&report, "params"), "regressed");
+    assert_eq!(report["summary"]["acknowledged"], 0);
+    assert_eq!(report["summary"].get("acknowledgement"), None);
+}
+
+#[test]
+fn the_label_never_excuses_a_budget_failure() {
+    let case = ack_case(33);
+    case.label_added(33);
+    let spec = case.tmp.path().join("tight.yaml");
+    let text_of_spec = std::fs::read_to_string(root().join(MLP)).unwrap();
+    std::fs::write(
+        &spec,
+        text_of_spec.replace("inference_peak: < 2 MiB", "inference_peak: < 1 KiB"),
+    )
+    .unwrap();
+    let (o, _, report) = case.check(spec.to_str().unwrap(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(status_of(&report, "params"), "acknowledged");
+    assert_eq!(status_of(&report, "inference_peak"), "fail");
+}
+
+#[test]
+fn strict_ignores_the_label_and_says_so() {
+    let case = ack_case(34);
+    case.label_added(34);
+    let (o, out, report) = case.check(MLP, &["--strict"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(status_of(&report, "params"), "regressed");
+    let warning = format!(
+        "--strict ignores the `{LABEL}` label (added by @octocat at {ACK_AT}): 1 regression(s) stay regressions"
+    );
+    assert!(
+        report["summary"]["warnings"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(warning)),
+        "{}",
+        report["summary"]
+    );
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    assert!(md.contains("📈 **regressed**"), "{md}");
+}
+
+#[test]
+fn an_unverifiable_label_is_a_warning_and_the_regression_fails() {
+    let case = ack_case(35);
+    case.label_added(35);
+    case.fake.fault(
+        "GET",
+        "/events",
+        usize::MAX,
+        FaultKind::Status(502, "Bad Gateway".into()),
+    );
+    let (o, out, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(status_of(&report, "params"), "regressed");
+    let warnings: Vec<String> = report["summary"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        warnings.contains(&format!(
+            "the `{LABEL}` label could not be verified, so 1 regression(s) stay regressions: \
+             GitHub refused to read the pull request's label events \
+             (GET /repos/{REPO}/issues/35/events?per_page=100&page=1): 502 Bad Gateway \
+             (hint: GitHub is failing (a 5xx after every retry): check https://www.githubstatus.com and rerun the job)"
+        )),
+        "{warnings:?}"
+    );
+    assert_eq!(case.fake.count("GET", "/events"), 3, "bounded retries");
+    assert_no_token(&o, &out);
+}
+
+/// The comment job reads an artifact a fork could have written: a claimed
+/// acknowledgement that GitHub does not confirm loses its name.
+#[test]
+fn the_comment_names_only_an_acknowledgement_github_confirms() {
+    let case = ack_case(36);
+    case.label_added(36);
+    let (o, out, _) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    edit_report(&out, |v| v["summary"]["acknowledgement"]["by"] = json!("maintainer"));
+    let o = gate(Some(&case.fake), Some(&case.ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let body = &case.fake.comments(36)[0].body;
+    assert!(
+        body.contains("| 📈 regressed, acknowledged (not confirmed) |"),
+        "{body}"
+    );
+    assert!(!body.contains("maintainer via"), "{body}");
+    assert!(
+        body.contains(&format!(
+            "> - the report says \\`{LABEL}\\` was added by @\u{200D}maintainer at {ACK_AT}, which is not confirmed \
+             (GitHub says @\u{200D}octocat added it at {ACK_AT}): its acknowledged regressions are not shown as \
+             accepted by anyone\n"
+        )),
+        "{body}"
+    );
+}
+
+/// #16 item 3: a pull request whose `mlp.params` regressed shows its
+/// figure over the stored reports of the target branch, oldest first.
+#[test]
+fn the_comment_shows_the_history_of_a_regressed_budget() {
+    let fake = Fake::start();
+    fake.state.lock().unwrap().pulls.insert(40, sha(0xbeef));
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    check_mlp(&seed);
+    let chain: Vec<String> = (0..30).map(|i| format!("{i:02x}{}", "ab".repeat(19))).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[1].clone());
+    let seed_report: Value = serde_json::from_str(&std::fs::read_to_string(seed.join("report.json")).unwrap()).unwrap();
+    let params = seed_report["components"]["mlp"]["metrics"]["params"]["value"]
+        .as_f64()
+        .unwrap();
+    // Newest first: the baseline (chain[3]) and three older reports, drifting up.
+    let stored = [(3, 0.66), (8, 0.6), (15, 0.55), (25, 0.5)];
+    for (i, share) in stored {
+        let mut r = seed_report.clone();
+        let v = (params * share).round();
+        r["commit"] = json!(chain[i]);
+        r["components"]["mlp"]["metrics"]["params"]["value"] = json!(v);
+        for res in r["results"].as_array_mut().unwrap() {
+            if res["component"] == "mlp" && res["metric"] == "params" {
+                res["measured"] = json!(v);
+            }
+        }
+        fake.store_file(&format!("reports/{}.json", chain[i]), &r.to_string());
+    }
+    // Not a report: skipped, with a warning.
+    fake.store_file(&format!("reports/{}.json", chain[20]), "{\"schema\": 1}");
+
+    let ev = pr_event(tmp.path(), 40, &chain[0], &sha(0xbeef));
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--budgets", MLP, "--acknowledge-label", "", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let h: Value = serde_json::from_str(&std::fs::read_to_string(out.join("history.json")).unwrap()).unwrap();
+    let series = h["series"].as_array().unwrap();
+    let names: Vec<String> = series
+        .iter()
+        .map(|s| format!("{}.{}", s["component"].as_str().unwrap(), s["metric"].as_str().unwrap()))
+        .collect();
+    assert!(names.contains(&"mlp.params".to_string()), "{names:?}");
+    let p = series.iter().find(|s| s["metric"] == "params").unwrap();
+    let commits: Vec<Value> = p["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["commit"].clone())
+        .collect();
+    assert_eq!(
+        commits,
+        [
+            json!(chain[25]),
+            json!(chain[15]),
+            json!(chain[8]),
+            json!(chain[3]),
+            Value::Null
+        ]
+    );
+    let values: Vec<f64> = p["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        [
+            (params * 0.5).round(),
+            (params * 0.55).round(),
+            (params * 0.6).round(),
+            (params * 0.66).round(),
+            params
+        ]
+    );
+    assert!(text(&o).contains("warning: history: skipping"), "{}", text(&o));
+    // Bounded: one listing for the baseline, one for the history, one read per stored report.
+    assert!(fake.count("GET", "/contents/reports") <= 2 + 5, "{:?}", fake.log());
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    let section = &md[md.find("#### History on the target branch").expect("a history section")..];
+    assert!(
+        section.contains(&format!("| `{}` | ", &chain[25][..10])) && section.contains("| this PR | "),
+        "{section}"
+    );
+    assert!(section.contains("| budget | % of budget |"), "{section}");
+
+    // The comment job renders the same history from the artifact.
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let body = fake.comments(40)[0].body.clone();
+    assert!(body.contains("#### History on the target branch"), "{body}");
+
+    // A forged history is refused with a warning, not rendered.
+    let forged = std::fs::read_to_string(out.join("history.json"))
+        .unwrap()
+        .replacen(&chain[25], "<img src=x>", 1);
+    std::fs::write(out.join("history.json"), forged).unwrap();
+    edit_report(&out, |v| v["wall_seconds"] = json!(1.5)); // a change, so the comment is rewritten
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains("warning: history.json: a commit is not a SHA; the comment has no history"),
+        "{}",
+        text(&o)
+    );
+    assert!(!fake.comments(40)[0].body.contains("#### History"));
+    assert_no_token(&o, &out);
+}

@@ -439,3 +439,43 @@ fn diff_fence_survives_backticks_in_names() {
     let md = markdown::render(&report(cur), Some(&base), markdown::COMMENT_LIMIT);
     assert!(md.contains("`````diff\n"), "fence longer than any run inside");
 }
+
+/// An acknowledged regression: a warning annotation at its line naming who
+/// added the label, and a comment cell that escapes the login and the label
+/// (both come from the report, an artifact).
+#[test]
+fn an_acknowledged_regression_is_a_named_warning_everywhere() {
+    let mut v = current();
+    for r in v["results"].as_array_mut().unwrap() {
+        if r["status"] == "regressed" {
+            r["status"] = json!("acknowledged");
+        }
+    }
+    v["summary"]["regressed"] = json!(0);
+    v["summary"]["acknowledged"] = json!(1);
+    v["summary"]["acknowledgement"] =
+        json!({ "label": "gate:accept-regression", "by": "octocat", "at": "2026-12-01T10:20:30Z" });
+    let a = annotations::render(&report(v.clone()));
+    let line = a.lines().find(|l| l.contains("acknowledged")).unwrap();
+    assert_eq!(
+        line,
+        "::warning file=budgets.yaml,line=30,title=gate%3A mlp.training_peak acknowledged::mlp.training_peak: \
+         6.000 MiB grew from 5.000 MiB (baseline) by more than the 5%25 tolerance \
+         (acknowledged by @octocat via `gate:accept-regression` at 2026-12-01T10:20:30Z)"
+    );
+    let md = markdown::render(&report(v.clone()), None, markdown::COMMENT_LIMIT);
+    assert!(
+        md.contains(
+            "| 📈 regressed, acknowledged by @\u{200D}octocat via `gate:accept-regression` at 2026-12-01T10:20:30Z |"
+        ),
+        "{md}"
+    );
+    assert!(md.contains("0 regressed, 1 not measured, 1 acknowledged"), "{md}");
+    // A hostile login or label from an artifact stays text.
+    v["summary"]["acknowledgement"] = json!({ "label": "<b>x</b>", "by": "a|b`c", "at": "[l](http://e)" });
+    let md = markdown::render(&report(v), None, markdown::COMMENT_LIMIT);
+    assert!(
+        md.contains("| 📈 regressed, acknowledged by @\u{200D}a\\|b\\`c via &lt;b&gt;x&lt;/b&gt; at \\[l\\](http:\u{200D}//e) |"),
+        "{md}"
+    );
+}

@@ -361,7 +361,12 @@ fn every_subcommand_in_every_situation_keeps_the_token_to_itself() {
     covered.insert("fit");
     sb.run("fit", cmd(&[&"fit", &"mlp", &"--budgets", &spec]), &[], 0);
     covered.insert("init");
-    sb.run("init", cmd(&[&"init", &"--dir", &sb.out("init")]), &[], 0);
+    sb.run(
+        "init",
+        cmd(&[&"init", &"--dir", &sb.out("init"), &"--gate-repo", &"acme/gate"]),
+        &[],
+        0,
+    );
     covered.insert("completions");
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         sb.run(&format!("completions {shell}"), cmd(&[&"completions", &shell]), &[], 0);

@@ -49,6 +49,11 @@ pub struct CheckArgs {
     /// The branch of the baseline store read by `--baseline auto`.
     #[arg(long, default_value = crate::github::store::DEFAULT_BRANCH)]
     pub baseline_branch: String,
+    /// In a pull request, this label on the PR turns regressions against the
+    /// baseline into acknowledged warnings (never budget failures; never
+    /// under --strict). An empty value turns it off.
+    #[arg(long, default_value = crate::github::label::DEFAULT_LABEL, value_name = "LABEL")]
+    pub acknowledge_label: String,
 }
 
 pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
@@ -92,7 +97,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             return Err(crate::budget::SpecError::from(refused).into());
         }
     }
-    let baseline = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    let (baseline, stored) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
     let mut child_args = ChildArgs {
         extra: vec!["--backend".into(), backend.name().into()],
         ..Default::default()
@@ -209,6 +214,9 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             testbed,
             reserve,
             strict: args.strict,
+            // Asked after the profiles, so a label added meanwhile counts.
+            ack: crate::github::label::from_env(&args.acknowledge_label),
+            stored,
             wall_seconds: started.elapsed().as_secs_f64(),
             out: &args.out,
             extra: Vec::new(),
@@ -243,6 +251,10 @@ pub(super) struct Conclusion<'a> {
     pub testbed: report::Testbed,
     pub reserve: Reserve,
     pub strict: bool,
+    /// The acknowledge label, as GitHub answered about it.
+    pub ack: report::AckInput,
+    /// Stored reports of the target branch, newest first, for the history.
+    pub stored: Vec<Report>,
     pub wall_seconds: f64,
     pub out: &'a std::path::Path,
     /// More files for the set (merge: the shards' pr.json).
@@ -255,7 +267,7 @@ pub(super) struct Conclusion<'a> {
 pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
     let mut components = c.components;
     report::add_ratios(&mut components); // variants: loss and step-time ratios
-    let verdict = report::decide(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict);
+    let verdict = report::decide_acknowledged(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict, &c.ack);
     // The token never reaches an output, whatever text carried it (#15).
     let report = super::output::scrub(Report {
         schema: SCHEMA,
@@ -289,7 +301,14 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     for (name, bytes) in &c.extra {
         add(&mut set, name, bytes)?;
     }
-    write_github_outputs(&mut set, &report, c.baseline.report())?;
+    let history = report::history::series(&report, &c.stored);
+    if history.series.is_empty() {
+        set.remove("history.json");
+    } else {
+        let text = serde_json::to_string_pretty(&history).expect("the history serializes");
+        add(&mut set, "history.json", text.as_bytes())?;
+    }
+    write_github_outputs(&mut set, &report, c.baseline.report(), &history.series)?;
     commit_set(set)?;
 
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
@@ -376,12 +395,15 @@ fn current_commit() -> Option<String> {
 
 /// `--baseline FILE|auto|none`: a bad FILE is bad input (exit 2); under
 /// `auto` every problem is a missing baseline with its reason, never a crash.
-pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseline::Outcome, CliError> {
+pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<(report::baseline::Outcome, Vec<Report>), CliError> {
     use report::baseline::Outcome;
     match arg {
-        "none" => Ok(Outcome::Missing {
-            reason: "--baseline none".into(),
-        }),
+        "none" => Ok((
+            Outcome::Missing {
+                reason: "--baseline none".into(),
+            },
+            Vec::new(),
+        )),
         "auto" => {
             let auto = crate::github::auto_baseline(crate::github::AutoInputs::from_env(
                 branch,
@@ -390,7 +412,7 @@ pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseli
             for n in &auto.notes {
                 eprintln!("{n}");
             }
-            Ok(auto.outcome)
+            Ok((auto.outcome, auto.history))
         }
         file => {
             let path = std::path::Path::new(file);
@@ -398,10 +420,13 @@ pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<report::baseli
                 message: e.to_string(),
                 hint: "pass a report.json written by `gate check`, `auto`, or `none`".into(),
             })?;
-            Ok(Outcome::Found {
-                report: Box::new(r),
-                source: file.to_string(),
-            })
+            Ok((
+                Outcome::Found {
+                    report: Box::new(r),
+                    source: file.to_string(),
+                },
+                Vec::new(),
+            ))
         }
     }
 }
@@ -414,12 +439,13 @@ pub(super) fn write_github_outputs(
     set: &mut OutputSet,
     report: &Report,
     baseline: Option<&Report>,
+    history: &[report::history::Series],
 ) -> Result<(), CliError> {
     use crate::render::markdown;
     let event = crate::github::context::event_from_env();
     let links = crate::github::context::links(&event, &report.spec);
     // Room for the marker `gate comment` puts in front.
-    let body = markdown::render_with(report, baseline, &links, markdown::COMMENT_LIMIT - 100);
+    let body = markdown::render_full(report, baseline, history, &links, markdown::COMMENT_LIMIT - 100);
     add(set, "comment.md", body.as_bytes())?;
     match baseline {
         Some(b) => add(

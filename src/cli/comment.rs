@@ -75,6 +75,64 @@ fn github_error(e: GithubError, from: &Path) -> CliError {
     }
 }
 
+/// DIR/history.json, when `gate check` found stored reports; it comes from
+/// an artifact, so it is checked, and a bad one is a warning.
+pub(super) fn read_history(dir: &Path) -> Vec<crate::report::history::Series> {
+    let path = dir.join("history.json");
+    let Ok(file) = std::fs::File::open(&path) else {
+        return Vec::new();
+    };
+    // Read one byte past the bound so an oversized file is refused, not cut.
+    let mut text = String::new();
+    let limit = crate::report::history::MAX_BYTES as u64 + 1;
+    if let Err(e) = std::io::Read::read_to_string(&mut std::io::Read::take(file, limit), &mut text) {
+        eprintln!(
+            "warning: cannot read {}: {e}; the comment has no history",
+            path.display()
+        );
+        return Vec::new();
+    }
+    match crate::report::history::parse(&text) {
+        Ok(h) => h.series,
+        Err(e) => {
+            eprintln!("warning: {e}; the comment has no history");
+            Vec::new()
+        }
+    }
+}
+
+/// The report is an artifact, which a fork's run could have written: an
+/// acknowledgement it names (who added the label, when) is shown only when
+/// GitHub still says the same. Otherwise the name is dropped and a warning
+/// says why; the statuses stay as `gate check` decided them (its exit code
+/// was the gate).
+async fn confirm_acknowledgement(client: &Client, repo: &Repo, pr: u64, report: &mut Report) {
+    let Some(claimed) = report.summary.acknowledgement.clone() else {
+        return;
+    };
+    if report.summary.strict || report.summary.acknowledged == 0 {
+        return; // nothing shown as accepted
+    }
+    let now = crate::github::label::find(client, repo, pr, &claimed.label).await;
+    if let Ok(Some(a)) = &now {
+        if *a == claimed {
+            return;
+        }
+    }
+    let why = match now {
+        Ok(Some(a)) => format!("GitHub says @{} added it at {}", a.by, a.at),
+        Ok(None) => "the label is not on the pull request now".to_string(),
+        Err(e) => format!("GitHub could not be asked: {e}"),
+    };
+    eprintln!("warning: the report's acknowledgement is not confirmed: {why}");
+    report.summary.warnings.push(format!(
+        "the report says `{}` was added by @{} at {}, which is not confirmed ({why}): \
+         its acknowledged regressions are not shown as accepted by anyone",
+        claimed.label, claimed.by, claimed.at
+    ));
+    report.summary.acknowledgement = None;
+}
+
 /// The default gate id: the spec's file name (`budgets.yaml`), else `gate`.
 pub(super) fn default_id(report: &Report) -> String {
     Path::new(&report.spec)
@@ -85,8 +143,9 @@ pub(super) fn default_id(report: &Report) -> String {
 }
 
 pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
-    let report = read_report(&args.from)?;
+    let mut report = read_report(&args.from)?;
     let baseline = read_baseline(&args.from);
+    let history = read_history(&args.from);
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
 
     // Without --pr the event is where the PR comes from: in a pull_request run
@@ -98,12 +157,6 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     };
     // Links come from this run's trusted context, never from the artifact.
     let links = context::links(&event, &report.spec);
-    let body = markdown::render_with(
-        &report,
-        baseline.as_ref(),
-        &links,
-        markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
-    );
     let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
@@ -160,6 +213,14 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         if let Some(head) = &verify_head {
             comment::verify_pr_head(&client, &repo, pr, head).await?;
         }
+        confirm_acknowledgement(&client, &repo, pr, &mut report).await;
+        let body = markdown::render_full(
+            &report,
+            baseline.as_ref(),
+            &history,
+            &links,
+            markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
+        );
         comment::upsert(
             &client,
             &comment::Request {

@@ -25,6 +25,11 @@ pub struct MergeArgs {
     /// Treat warnings as failures (also on when any shard ran with --strict).
     #[arg(long)]
     pub strict: bool,
+    /// In a pull request, this label on the PR turns regressions against the
+    /// baseline into acknowledged warnings (never budget failures; never
+    /// under --strict). An empty value turns it off.
+    #[arg(long, default_value = crate::github::label::DEFAULT_LABEL, value_name = "LABEL")]
+    pub acknowledge_label: String,
 }
 
 pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
@@ -98,6 +103,8 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
             testbed: merged.testbed.clone(),
             reserve,
             strict,
+            ack: crate::github::label::from_env(&args.acknowledge_label),
+            stored: Vec::new(),
             wall_seconds: merged.wall_seconds,
             out: &args.out,
             extra,

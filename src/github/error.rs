@@ -6,6 +6,7 @@ pub enum Op {
     ReadComments,
     WriteComment,
     ReadPull,
+    ReadLabels,
     ReadCommits,
     ReadBaseline,
     WriteBaseline,
@@ -17,6 +18,7 @@ impl Op {
             Op::ReadComments => "read the pull request's comments",
             Op::WriteComment => "write the pull request comment",
             Op::ReadPull => "read the pull request",
+            Op::ReadLabels => "read the pull request's label events",
             Op::ReadCommits => "read the commit history",
             Op::ReadBaseline => "read the baseline store",
             Op::WriteBaseline => "write the baseline store",
@@ -110,7 +112,7 @@ impl GithubError {
                 (403, _) => "the token lacks a permission: the gate needs `contents: read` and `pull-requests: read` (write to comment); \
                              a 403 can also be a rate limit"
                     .into(),
-                (404, Op::ReadPull) | (404, Op::ReadComments) => {
+                (404, Op::ReadPull) | (404, Op::ReadComments) | (404, Op::ReadLabels) => {
                     "check the pull request number and GITHUB_REPOSITORY; a token without access to a private repository also gets 404".into()
                 }
                 (404, _) => "check GITHUB_REPOSITORY; a token without access to a private repository also gets 404".into(),

@@ -7,6 +7,7 @@ pub mod client;
 pub mod comment;
 pub mod context;
 pub mod error;
+pub mod label;
 pub mod store;
 
 pub use client::{block_on, Client, Settings};
@@ -21,6 +22,10 @@ pub struct AutoBaseline {
     pub outcome: Outcome,
     /// Notes for the log (stderr): where the walk started, what failed.
     pub notes: Vec<String>,
+    /// The stored reports of the target branch for the comment's history,
+    /// newest first: the baseline, then up to
+    /// [`store::HISTORY_REPORTS`]` - 1` older ones.
+    pub history: Vec<crate::report::Report>,
 }
 
 /// The inputs of `--baseline auto`, read from the environment by the caller.
@@ -106,17 +111,30 @@ pub fn auto_baseline(inputs: AutoInputs) -> AutoBaseline {
                 notes.push(format!(
                     "baseline: the report of {sha}, {steps} first-parent steps from {start}"
                 ));
+                let mut history = vec![(*report).clone()];
+                // Only a pull request's comment shows the history.
+                if matches!(inputs.event, Event::PullRequest(_)) {
+                    match store
+                        .older(&sha, store::HISTORY_DEPTH, store::HISTORY_REPORTS - 1)
+                        .await
+                    {
+                        Ok(older) => history.extend(older.into_iter().map(|(_, r)| r)),
+                        Err(e) => notes.push(format!("cannot read the history of the baseline store: {e}")),
+                    }
+                }
                 AutoBaseline {
                     outcome: Outcome::Found {
                         report,
                         source: format!("commit {sha}"),
                     },
                     notes,
+                    history,
                 }
             }
             Ok(store::Found::Missing { reason }) => AutoBaseline {
                 outcome: Outcome::Missing { reason },
                 notes,
+                history: Vec::new(),
             },
             Err(e) => {
                 notes.push(format!("hint: {}", e.hint()));
@@ -125,6 +143,7 @@ pub fn auto_baseline(inputs: AutoInputs) -> AutoBaseline {
                         reason: format!("cannot read the baseline store: {e}"),
                     },
                     notes,
+                    history: Vec::new(),
                 }
             }
         }
@@ -135,6 +154,7 @@ fn missing(reason: &str) -> AutoBaseline {
     AutoBaseline {
         outcome: Outcome::Missing { reason: reason.into() },
         notes: Vec::new(),
+        history: Vec::new(),
     }
 }
 

@@ -16,6 +16,14 @@ use crate::report::Report;
 pub const DEFAULT_BRANCH: &str = "gate-baselines";
 /// First-parent steps walked at most when looking for a baseline.
 pub const DEFAULT_DEPTH: usize = 50;
+/// Stored reports the comment's history shows at most (the baseline
+/// included), and the first-parent commits walked at most to find them.
+/// Both bound the requests a pull request run makes for it: a commit page
+/// per 100 commits and one read per stored report (at most
+/// [`HISTORY_PROBES`] where the store is too large to list).
+pub const HISTORY_REPORTS: usize = 20;
+pub const HISTORY_DEPTH: usize = 200;
+pub const HISTORY_PROBES: usize = 40;
 /// Attempts to publish against concurrent writers.
 pub const PUBLISH_ATTEMPTS: u32 = 5;
 
@@ -208,6 +216,53 @@ impl Store<'_> {
                 self.branch
             ),
         })
+    }
+
+    /// The stored reports of `sha`'s first-parent ancestors (`sha` itself
+    /// excluded), nearest first: at most `max`, within `depth` commits. A
+    /// stored file that is not a report is skipped (said on stderr).
+    pub async fn older(&self, sha: &str, depth: usize, max: usize) -> Result<Vec<(String, Report)>, GithubError> {
+        let known = match self.list().await? {
+            Listing::Empty => return Ok(Vec::new()),
+            Listing::Known(set) => Some(set),
+            Listing::TooMany => None,
+        };
+        let mut out = Vec::new();
+        let mut probes = 0usize;
+        let mut parents: HashMap<String, Option<String>> = HashMap::new();
+        let mut cur = Some(sha.to_ascii_lowercase());
+        let mut steps = 0usize;
+        while let Some(s) = cur.clone() {
+            if steps > depth || out.len() >= max {
+                break;
+            }
+            let stored = known.as_ref().is_none_or(|k| k.contains(&s));
+            if steps > 0 && stored && probes < HISTORY_PROBES {
+                probes += 1;
+                match self.get(&s).await {
+                    Ok(Some(r)) => out.push((s.clone(), r)),
+                    Ok(None) => {}
+                    Err(e @ GithubError::Decode { .. }) => eprintln!("warning: history: skipping {e}"),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !parents.contains_key(&s) {
+                let path = format!("/repos/{}/commits?sha={s}&per_page=100", self.repo);
+                let page: Vec<CommitEntry> = self.client.get_json(Op::ReadCommits, &path).await?;
+                for c in page {
+                    parents.insert(
+                        c.sha.to_ascii_lowercase(),
+                        c.parents.first().map(|p| p.sha.to_ascii_lowercase()),
+                    );
+                }
+                if !parents.contains_key(&s) {
+                    break;
+                }
+            }
+            cur = parents.get(&s).cloned().flatten();
+            steps += 1;
+        }
+        Ok(out)
     }
 
     /// Creates the store branch (an orphan with a README) if it is missing.

@@ -43,15 +43,24 @@ enum Kind {
 pub fn render(report: &Report) -> String {
     let file = escape_property(&report.spec);
     let mut items: Vec<(Kind, String)> = Vec::new();
-    // Failures before regressions; within each, the spec's order.
-    for (kind, status) in [(Kind::Failure, Status::Fail), (Kind::Regression, Status::Regressed)] {
+    // Failures before regressions before accepted regressions (which stay
+    // visible, as warnings at their line); within each, the spec's order.
+    for (kind, status) in [
+        (Kind::Failure, Status::Fail),
+        (Kind::Regression, Status::Regressed),
+        (Kind::Warning, Status::Acknowledged),
+    ] {
         for r in report.results.iter().filter(|r| r.status == status) {
+            let note = match (r.status, &report.summary.acknowledgement) {
+                (Status::Acknowledged, Some(a)) => format!(" ({})", super::acknowledged_by(a)),
+                _ => String::new(),
+            };
             let title = format!("gate: {}.{} {}", r.component, r.metric, r.status.name());
             let text = format!(
                 "file={file},line={},title={}::{}",
                 r.line,
                 escape_property(&title),
-                escape_data(&format!("{}.{}: {}", r.component, r.metric, failure_message(r)))
+                escape_data(&format!("{}.{}: {}{note}", r.component, r.metric, failure_message(r)))
             );
             items.push((kind, text));
         }

@@ -252,7 +252,7 @@ fn cases_summary(report: &Report, components: &[&str]) -> Counts {
     {
         c.tests += 1;
         match r.status {
-            Status::Pass => {}
+            Status::Pass | Status::Acknowledged => {}
             Status::Fail | Status::Regressed => c.failures += 1,
             Status::NotMeasured => c.skipped += 1,
         }
@@ -289,7 +289,7 @@ fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<Stri
         seconds(time)
     )?;
     match r.status {
-        Status::Pass => {}
+        Status::Pass | Status::Acknowledged => {}
         Status::Fail | Status::Regressed => writeln!(
             x,
             "      <failure type=\"{}\" message=\"{}\"/>",
@@ -308,11 +308,21 @@ fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<Stri
         text(&comparison_note(
             r,
             format!(
-                "{} budget {}, measured {} (line {})",
+                "{} budget {}, measured {} (line {}){}",
                 r.metric,
                 limit_text(r),
                 measured_text(r),
-                r.line
+                r.line,
+                // JUnit has no warning: an accepted regression passes and says so.
+                match (r.status, &report.summary.acknowledgement) {
+                    (Status::Acknowledged, Some(a)) => format!(
+                        "; regressed, {}: {}",
+                        crate::render::acknowledged_by(a),
+                        failure_message(r)
+                    ),
+                    (Status::Acknowledged, None) => format!("; regressed, acknowledged: {}", failure_message(r)),
+                    _ => String::new(),
+                }
             )
         ))
     )?;

@@ -8,7 +8,7 @@ pub mod table;
 pub mod view;
 
 use crate::metric::{format_in, format_limit, Unit};
-use crate::report::{BudgetResult, RunStatus, Summary};
+use crate::report::{Acknowledgement, BudgetResult, RunStatus, Status, Summary};
 
 /// The headline's strict suffix: ` (strict)`, and when only `--strict`
 /// failed the run, what it failed on, so the reader need not guess.
@@ -41,6 +41,9 @@ pub fn counts(report: &crate::report::Report) -> String {
         s.regressed,
         s.not_measured
     );
+    if s.acknowledged > 0 {
+        text.push_str(&format!(", {} acknowledged", s.acknowledged));
+    }
     if s.not_compared > 0 {
         text.push_str(&format!(", {} not compared (settings changed)", s.not_compared));
     }
@@ -110,10 +113,16 @@ pub fn headroom_text(r: &BudgetResult) -> Option<String> {
     })
 }
 
+/// `acknowledged by @user via `gate:accept-regression` at 2026-…`, raw
+/// (each renderer escapes for its format).
+pub fn acknowledged_by(a: &Acknowledgement) -> String {
+    format!("acknowledged by @{} via `{}` at {}", a.by, a.label, a.at)
+}
+
 /// A failing budget's one-line message, e.g. `2952.0 MiB > 200.0 MiB budget (14.8x)`.
 pub fn failure_message(r: &BudgetResult) -> String {
     match r.measured {
-        Some(v) if r.status == crate::report::Status::Regressed => format!(
+        Some(v) if matches!(r.status, Status::Regressed | Status::Acknowledged) => format!(
             "{} grew from {} (baseline) by more than the {}% tolerance",
             value_text(r, v),
             r.baseline.map_or_else(|| "—".into(), |b| value_text(r, b)),
@@ -160,6 +169,8 @@ mod tests {
             not_measured,
             warnings: warnings.iter().map(|w| w.to_string()).collect(),
             strict,
+            acknowledged: 0,
+            acknowledgement: None,
         }
     }
 

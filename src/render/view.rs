@@ -12,6 +12,8 @@ pub use crate::report::UNATTRIBUTED;
 pub enum Rank {
     Failing,
     Regressed,
+    /// Regressed, and accepted by the pull request's acknowledge label.
+    Acknowledged,
     NotMeasured,
     /// Passing, but its figure, its budget or its comparison changed.
     Changed,
@@ -60,6 +62,7 @@ fn row(r: &BudgetResult) -> Row<'_> {
     let rank = match r.status {
         Status::Fail => Rank::Failing,
         Status::Regressed => Rank::Regressed,
+        Status::Acknowledged => Rank::Acknowledged,
         Status::NotMeasured => Rank::NotMeasured,
         Status::Pass if changed => Rank::Changed,
         Status::Pass => Rank::Unchanged,

@@ -4,10 +4,13 @@
 mod assemble;
 pub mod baseline;
 mod compare;
+pub mod history;
 pub mod merge;
 mod model;
 mod verdict;
 
 pub use assemble::{component_report, not_measured_report, testbed};
 pub use model::*;
-pub use verdict::{add_ratios, decide, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR};
+pub use verdict::{
+    acknowledge, add_ratios, decide, decide_acknowledged, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR,
+};

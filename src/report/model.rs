@@ -269,6 +269,9 @@ pub enum Status {
     Fail,
     Regressed,
     NotMeasured,
+    /// Regressed against the baseline, and the pull request carries the
+    /// acknowledge label (never under `--strict`): a warning, not a failure.
+    Acknowledged,
 }
 
 impl Status {
@@ -278,6 +281,7 @@ impl Status {
             Status::Fail => "fail",
             Status::Regressed => "regressed",
             Status::NotMeasured => "not_measured",
+            Status::Acknowledged => "acknowledged",
         }
     }
 }
@@ -361,6 +365,38 @@ pub struct Summary {
     /// own gate unseen. One line each, e.g. `tft.activations: < 200 MB → < 250 MB`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub budget_changes: Vec<String>,
+    /// Regressions the pull request's acknowledge label turned into warnings.
+    #[serde(default)]
+    pub acknowledged: usize,
+    /// The acknowledge label on the pull request, who added it and when;
+    /// recorded under `--strict` too, where it is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledgement: Option<Acknowledgement>,
+}
+
+/// A label on the pull request that accepts its regressions against the
+/// baseline: the label, who added it (a login) and when (as GitHub writes
+/// it, `2026-01-02T03:04:05Z`). Only someone with triage or write access to
+/// the repository can add a label, so the label is the approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Acknowledgement {
+    pub label: String,
+    pub by: String,
+    pub at: String,
+}
+
+/// What the verdict is told about the acknowledge label.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AckInput {
+    /// Not asked: not a pull request, `--strict`, or no label configured.
+    #[default]
+    NotAsked,
+    /// Asked: the label is not on the pull request.
+    Absent { label: String },
+    /// The label is on the pull request.
+    Present(Acknowledgement),
+    /// GitHub could not be asked; regressions stay regressions.
+    Unverified { label: String, reason: String },
 }
 
 impl Summary {

@@ -1,5 +1,5 @@
 //! A small fake of the GitHub REST API, started by a test on 127.0.0.1: the
-//! issue comments, pulls, compare, commits, contents and git-data endpoints
+//! issue comments, issue events (labels), pulls, compare, commits, contents and git-data endpoints
 //! `gate` uses, with scripted faults (status codes, delays). Bounded: it
 //! answers at most `MAX_REQUESTS` requests and only on loopback.
 
@@ -78,6 +78,8 @@ pub struct State {
     /// pr → head sha.
     pub pulls: HashMap<u64, String>,
     pub merge_base: Option<String>,
+    /// pr → its issue events, oldest first (as GitHub lists them).
+    pub events: HashMap<u64, Vec<Value>>,
     pub faults: Vec<Fault>,
     pub log: Vec<Req>,
     blob_counter: u64,
@@ -154,6 +156,19 @@ impl Fake {
             login: login.into(),
         });
         id
+    }
+
+    /// An issue event on `pr`: `labeled`/`unlabeled` with a label name, or
+    /// any other event (`label` empty), by `actor` at `at`.
+    pub fn add_event(&self, pr: u64, event: &str, label: &str, actor: &str, at: &str) {
+        let mut s = self.state.lock().unwrap();
+        let list = s.events.entry(pr).or_default();
+        let id = list.len() as u64 + 1;
+        let mut e = json!({ "id": id, "event": event, "actor": { "login": actor }, "created_at": at });
+        if !label.is_empty() {
+            e["label"] = json!({ "name": label, "color": "ededed" });
+        }
+        list.push(e);
     }
 
     /// A first-parent chain: `shas[0]` is the newest.
@@ -333,6 +348,19 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 .map(|c| comment_json(c, pr))
                 .collect();
             (200, Value::Array(items))
+        }
+        ("GET", ["issues", pr, "events"]) => {
+            let pr: u64 = pr.parse().unwrap_or(0);
+            if !s.pulls.contains_key(&pr) {
+                return (404, json!({"message": "Not Found"}));
+            }
+            let per: usize = q.get("per_page").and_then(|v| v.parse().ok()).unwrap_or(30).min(100);
+            let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+            let all = s.events.get(&pr).cloned().unwrap_or_default();
+            (
+                200,
+                Value::Array(all.into_iter().skip((page - 1) * per).take(per).collect()),
+            )
         }
         ("POST", ["issues", pr, "comments"]) => {
             let pr: u64 = pr.parse().unwrap_or(0);

@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 mod chart;
 pub mod escape;
+mod history;
 mod review;
 mod sections;
 
@@ -65,11 +66,24 @@ pub fn render(report: &Report, baseline: Option<&Report>, limit: usize) -> Strin
 /// [`COMMENT_LIMIT`] minus whatever the caller adds, such as a marker).
 /// `baseline` is the baseline report itself, used for the text diff.
 pub fn render_with(report: &Report, baseline: Option<&Report>, links: &Links, limit: usize) -> String {
+    render_full(report, baseline, &[], links, limit)
+}
+
+/// [`render_with`], with the history of the failing and regressed budgets
+/// on the target branch (`crate::report::history`), shown under the table.
+pub fn render_full(
+    report: &Report,
+    baseline: Option<&Report>,
+    history: &[crate::report::history::Series],
+    links: &Links,
+    limit: usize,
+) -> String {
     let head = review::head(report, links);
     let footer = sections::footer(report);
     let (rows, folded) = review::table_rows(report, links);
     let sections: Vec<(&str, String)> = vec![
         ("the next step", review::next_step(report)),
+        ("the history", history::section(history)),
         ("the chart", chart_section(report)),
         ("where the memory goes", sections::blocks_section(report)),
         ("the variants", sections::variants_section(report)),
@@ -174,8 +188,8 @@ pub fn noteworthy(report: &Report) -> bool {
     !report.summary.passed_run()
         || !report.summary.budget_changes.is_empty()
         || report.summary.not_compared > 0
-        || report
-            .results
-            .iter()
-            .any(|r| matches!(r.status, Status::Fail | Status::Regressed) || r.delta().is_some_and(|d| d != 0.0))
+        || report.results.iter().any(|r| {
+            matches!(r.status, Status::Fail | Status::Regressed | Status::Acknowledged)
+                || r.delta().is_some_and(|d| d != 0.0)
+        })
 }

@@ -204,11 +204,11 @@ fn row_line(report: &Report, r: &Row, links: &Links) -> String {
     format!(
         "| {budget} | {limit} | {} | {current} | {d} | {pct} | {used} | {headroom} | {} |\n",
         r.baseline.as_deref().unwrap_or("—"),
-        status_cell(r)
+        status_cell(report, r)
     )
 }
 
-fn status_cell(r: &Row) -> String {
+fn status_cell(report: &Report, r: &Row) -> String {
     let res = r.result;
     let mut cell = match res.status {
         Status::Pass if r.improved => "✅ pass, improved".to_string(),
@@ -219,6 +219,16 @@ fn status_cell(r: &Row) -> String {
             crate::units::trim_float(res.tolerance_percent)
         ),
         Status::NotMeasured => "⚪ not measured".into(),
+        Status::Acknowledged => match &report.summary.acknowledgement {
+            Some(a) => format!(
+                "📈 regressed, acknowledged by {} via {} at {}",
+                escape(&format!("@{}", a.by)),
+                code(&a.label),
+                escape(&a.at)
+            ),
+            // `gate comment` could not confirm who added the label.
+            None => "📈 regressed, acknowledged (not confirmed)".into(),
+        },
     };
     if let Some(why) = &res.not_compared {
         let _ = write!(cell, "<br><sub>⚠️ not compared: {}</sub>", escape_max(why, 200));

@@ -1,0 +1,213 @@
+//! The comment's history: for each budget that failed, regressed or was
+//! acknowledged, its figure in the stored reports of the target branch
+//! (oldest first) and in this run, each with the budget of its day, so a
+//! budget that drifts up by small steps is seen. Pure. `gate check` writes
+//! it as `history.json`; `gate comment` reads it back from an artifact, so
+//! [`parse`] checks it like a baseline.
+
+use serde::{Deserialize, Serialize};
+
+use super::model::{Report, Status};
+use crate::budget::Op;
+use crate::metric::Unit;
+use crate::units::SizeUnit;
+
+/// The version of `history.json`.
+pub const SCHEMA: u32 = 1;
+/// Series kept at most (the first budgets in review order).
+pub const MAX_SERIES: usize = 10;
+/// Points per series at most: the stored reports and this run.
+pub const MAX_POINTS: usize = 21;
+/// `history.json` read at most this many bytes.
+pub const MAX_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub schema: u32,
+    pub series: Vec<Series>,
+}
+
+/// One budget over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    pub component: String,
+    pub metric: String,
+    pub unit: Unit,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_unit: Option<SizeUnit>,
+    /// Oldest first; the last point is this run (`commit: None`).
+    pub points: Vec<Point>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// The stored report's commit; `None` for this run.
+    pub commit: Option<String>,
+    pub value: Option<f64>,
+    pub op: Op,
+    pub limit: f64,
+}
+
+/// The series of `report`'s failing, regressed and acknowledged budgets
+/// over `stored` (newest first, as the store walk finds them). Reports from
+/// another testbed are left out: their figures are not comparable.
+pub fn series(report: &Report, stored: &[Report]) -> History {
+    let comparable: Vec<&Report> = stored
+        .iter()
+        .filter(|s| super::baseline::comparable(&report.testbed, &s.testbed))
+        .take(MAX_POINTS - 1)
+        .collect();
+    let series = report
+        .results
+        .iter()
+        .filter(|r| matches!(r.status, Status::Fail | Status::Regressed | Status::Acknowledged))
+        .filter_map(|r| {
+            let mut points: Vec<Point> = comparable
+                .iter()
+                .rev()
+                .filter_map(|s| {
+                    let b = s
+                        .results
+                        .iter()
+                        .find(|b| b.component == r.component && b.metric == r.metric)?;
+                    Some(Point {
+                        commit: s.commit.clone(),
+                        value: b.measured,
+                        op: b.op,
+                        limit: b.limit,
+                    })
+                })
+                .collect();
+            if points.is_empty() {
+                return None;
+            }
+            points.push(Point {
+                commit: None,
+                value: r.measured,
+                op: r.op,
+                limit: r.limit,
+            });
+            Some(Series {
+                component: r.component.clone(),
+                metric: r.metric.clone(),
+                unit: r.unit,
+                display_unit: r.display_unit,
+                points,
+            })
+        })
+        .take(MAX_SERIES)
+        .collect();
+    History { schema: SCHEMA, series }
+}
+
+/// Parses `history.json` from an artifact: the schema, the bounds, hex
+/// commits and finite figures, or an error that says what is wrong.
+pub fn parse(text: &str) -> Result<History, String> {
+    if text.len() > MAX_BYTES {
+        return Err(format!("history.json is over {MAX_BYTES} bytes"));
+    }
+    let h: History = serde_json::from_str(text).map_err(|e| format!("history.json is not a history: {e}"))?;
+    if h.schema != SCHEMA {
+        return Err(format!(
+            "history.json has schema {}, this gate reads {SCHEMA}",
+            h.schema
+        ));
+    }
+    if h.series.len() > MAX_SERIES {
+        return Err(format!(
+            "history.json has {} series, at most {MAX_SERIES}",
+            h.series.len()
+        ));
+    }
+    for s in &h.series {
+        if s.points.is_empty() || s.points.len() > MAX_POINTS {
+            return Err(format!(
+                "history.json: {}.{} has {} points, 1 to {MAX_POINTS}",
+                s.component,
+                s.metric,
+                s.points.len()
+            ));
+        }
+        for p in &s.points {
+            let hex = |c: &str| (7..=64).contains(&c.len()) && c.chars().all(|x| x.is_ascii_hexdigit());
+            if p.commit.as_deref().is_some_and(|c| !hex(c)) {
+                return Err("history.json: a commit is not a SHA".into());
+            }
+            if !p.limit.is_finite() || p.value.is_some_and(|v| !v.is_finite()) {
+                return Err("history.json: a figure is not finite".into());
+            }
+        }
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report measured on `backend` (a CPU run's testbed is any CPU).
+    fn report(commit: Option<&str>, backend: &str, figures: &[(&str, f64, Status)]) -> Report {
+        let results: Vec<serde_json::Value> = figures
+            .iter()
+            .map(|(metric, v, status)| {
+                serde_json::json!({
+                    "component": "m", "metric": metric, "unit": "bytes", "op": "<", "limit": 100.0,
+                    "measured": v, "baseline": null, "tolerance_percent": 5.0, "status": status.name(),
+                    "line": 3, "reason": null,
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "schema": 1, "gate_version": "0", "commit": commit, "spec": "b.yaml",
+            "testbed": { "backend": backend, "device_name": "d", "capacity_bytes": 1, "gated_device": "x",
+                "device_total_bytes": null, "driver": null, "cuda": null, "candle_version": "0", "os": "linux", "arch": "x" },
+            "components": {}, "ensemble": null, "results": results,
+            "summary": { "status": "pass", "passed": 0, "failed": 0, "regressed": 0, "not_measured": 0,
+                "warnings": [], "strict": false },
+            "baseline": null, "wall_seconds": 0.0,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn failing_budgets_get_their_figures_oldest_first_from_comparable_reports() {
+        let now = report(
+            None,
+            "cpu",
+            &[("params", 90.0, Status::Regressed), ("activations", 10.0, Status::Pass)],
+        );
+        // Newest first, as the store walk finds them; one from another testbed.
+        let stored = [
+            report(Some("cccccccc"), "cpu", &[("params", 80.0, Status::Pass)]),
+            report(Some("bbbbbbbb"), "gpu", &[("params", 1.0, Status::Pass)]),
+            report(Some("aaaaaaaa"), "cpu", &[("params", 70.0, Status::Pass)]),
+        ];
+        let h = series(&now, &stored);
+        assert_eq!(h.series.len(), 1, "passing budgets have no history");
+        let points: Vec<(Option<&str>, Option<f64>)> = h.series[0]
+            .points
+            .iter()
+            .map(|p| (p.commit.as_deref(), p.value))
+            .collect();
+        assert_eq!(
+            points,
+            [
+                (Some("aaaaaaaa"), Some(70.0)),
+                (Some("cccccccc"), Some(80.0)),
+                (None, Some(90.0))
+            ]
+        );
+        // Round trip through history.json, and what an artifact may not carry.
+        let text = serde_json::to_string(&h).unwrap();
+        assert_eq!(parse(&text), Ok(h.clone()));
+        assert_eq!(
+            parse(&text.replace("aaaaaaaa", "javascript:x")),
+            Err("history.json: a commit is not a SHA".into())
+        );
+        assert_eq!(
+            parse(&text.replace("\"schema\":1", "\"schema\":2")),
+            Err("history.json has schema 2, this gate reads 1".into())
+        );
+        assert!(series(&now, &[]).series.is_empty(), "no stored report, no history");
+    }
+}
