@@ -388,17 +388,7 @@ fn suite(
 
 /// A component's settings in a few words: workload, dtype, batch, checkpointing.
 fn settings(c: &ComponentReport) -> String {
-    let dtype = match &c.master_dtype {
-        Some(m) => format!("{} ({m} master)", c.dtype),
-        None => c.dtype.clone(),
-    };
-    let ck = c
-        .config
-        .get("checkpoint")
-        .and_then(|k| k.get("chunk"))
-        .and_then(|v| v.as_u64())
-        .map_or("no checkpoint".to_string(), |n| format!("checkpoint {n}"));
-    format!("{}, {dtype}, batch {}, {ck}", c.workload, c.batch_size)
+    format!("{}, {}", c.workload, super::table::variant_settings(c))
 }
 
 /// What a suite's system-out says of one member: its figures against the

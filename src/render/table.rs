@@ -247,10 +247,7 @@ pub fn variant_settings(c: &crate::report::ComponentReport) -> String {
 fn variants(report: &Report) -> String {
     let mut out = String::new();
     for (base, members) in variant_groups(report) {
-        let reference = members
-            .iter()
-            .find_map(|m| report.components[m].reference.clone())
-            .unwrap_or_else(|| base.clone());
+        let reference = crate::render::view::variant_reference(report, &base, &members);
         let _ = writeln!(
             out,
             "

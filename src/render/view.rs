@@ -215,3 +215,12 @@ pub fn size_unit(report: &Report, component: &str) -> Option<crate::units::SizeU
 pub fn size_text(report: &Report, component: &str, bytes: f64) -> String {
     crate::metric::format_in(Unit::Bytes, size_unit(report, component), bytes)
 }
+
+/// The component a group of variants is compared with: the one their
+/// `reference:` names, else the base component.
+pub fn variant_reference(report: &Report, base: &str, members: &[String]) -> String {
+    members
+        .iter()
+        .find_map(|m| report.components.get(m).and_then(|c| c.reference.clone()))
+        .unwrap_or_else(|| base.to_string())
+}

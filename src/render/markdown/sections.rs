@@ -15,10 +15,7 @@ pub fn variants_section(report: &Report) -> String {
     use crate::render::table::{variant_groups, variant_settings, VARIANT_METRICS};
     let mut out = String::new();
     for (base, members) in variant_groups(report) {
-        let reference = members
-            .iter()
-            .find_map(|m| report.components[m].reference.clone())
-            .unwrap_or_else(|| base.clone());
+        let reference = crate::render::view::variant_reference(report, &base, &members);
         let _ = writeln!(
             out,
             "#### Variants of {} (ratios against {})\n",
