@@ -334,23 +334,65 @@ pub struct Point {
 }
 
 /// The timeline in at most `max` points, in order: each point stands for
-/// a run of consecutive samples and keeps their highest `peak`, so the
-/// timeline's peak is always one of the points.
+/// a run of consecutive samples of one phase and keeps their highest
+/// `peak`, so the timeline's peak is always one of the points. Every phase
+/// gets a point (when there are no more phases than points); the rest go
+/// to the phases with the most samples.
 pub fn compact(t: &Timeline, max: usize) -> Vec<Point> {
     let n = t.samples.len();
     let max = max.max(1);
-    let buckets = n.min(max);
-    let mut out = Vec::with_capacity(buckets);
-    for k in 0..buckets {
-        let (a, b) = (k * n / buckets, (k + 1) * n / buckets);
-        let Some(i) = (a..b).max_by(|&x, &y| t.samples[x].peak.cmp(&t.samples[y].peak).then(y.cmp(&x))) else {
-            continue;
-        };
-        let initial = phase_of(t, i).and_then(|p| p.chars().next()).unwrap_or('x');
-        out.push(Point {
-            label: format!("{initial}{}", k + 1),
-            bytes: t.samples[i].peak,
-        });
+    // Runs of consecutive samples measured in the same phase.
+    let mut runs: Vec<(Option<String>, usize, usize)> = Vec::new();
+    for i in 0..n {
+        let p = phase_of(t, i);
+        match runs.last_mut() {
+            Some((q, _, end)) if *q == p => *end = i + 1,
+            _ => runs.push((p, i, i + 1)),
+        }
+    }
+    if runs.len() > max {
+        runs = vec![(None, 0, n)];
+    }
+    // One point per run, then the rest by the largest remainder of the runs' shares.
+    let mut counts: Vec<usize> = vec![1; runs.len()];
+    let spare = max.saturating_sub(runs.len()).min(n - runs.len().min(n));
+    let extra: Vec<usize> = runs.iter().map(|(_, a, b)| b - a - 1).collect();
+    let total_extra: usize = extra.iter().sum();
+    if total_extra > 0 {
+        let mut given = 0;
+        let mut rem: Vec<(usize, usize)> = Vec::new();
+        for (k, e) in extra.iter().enumerate() {
+            let share = spare * e;
+            let whole = (share / total_extra).min(*e);
+            counts[k] += whole;
+            given += whole;
+            rem.push((share % total_extra, k));
+        }
+        rem.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, k) in rem {
+            if given >= spare {
+                break;
+            }
+            if counts[k] <= extra[k] {
+                counts[k] += 1;
+                given += 1;
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(max);
+    for ((_, a, b), k) in runs.iter().zip(counts) {
+        let len = b - a;
+        for j in 0..k {
+            let (x, y) = (a + j * len / k, a + (j + 1) * len / k);
+            let Some(i) = (x..y).max_by(|&p, &q| t.samples[p].peak.cmp(&t.samples[q].peak).then(q.cmp(&p))) else {
+                continue;
+            };
+            let initial = phase_of(t, i).and_then(|p| p.chars().next()).unwrap_or('x');
+            out.push(Point {
+                label: format!("{initial}{}", out.len() + 1),
+                bytes: t.samples[i].peak,
+            });
+        }
     }
     out
 }
