@@ -256,15 +256,26 @@ fn draw_panel(
             color.mix(0.6).stroke_width(1),
         )))?;
         // The naive font's width: about 0.6 em a character.
-        let label_w = (phase.len() as f64 * 7.0 + 8.0) / px_width * x_max * 1.02;
-        let row = row_ends.iter().position(|&end| end <= xa).unwrap_or(2);
-        row_ends[row] = xa + label_w;
+        let x_end = x_max * 1.02;
+        let label_w = (phase.len() as f64 * 7.0 + 8.0) / px_width * x_end;
+        // A label that would run past the plot ends at its right edge instead.
+        let (at, anchor, dx, h) = if xa + label_w > x_end {
+            (x_end - label_w, x_end, -4, HPos::Right)
+        } else {
+            (xa, xa, 4, HPos::Left)
+        };
+        let row = row_ends.iter().position(|&end| end <= at).unwrap_or(2);
+        row_ends[row] = at + label_w;
         chart.draw_series(std::iter::once(
-            EmptyElement::at((xa, y_top))
+            EmptyElement::at((anchor, y_top))
                 + Text::new(
                     phase.clone(),
-                    (4, 4 + 16 * row as i32),
-                    (FONT, 13).into_font().style(FontStyle::Bold).color(&color),
+                    (dx, 4 + 16 * row as i32),
+                    (FONT, 13)
+                        .into_font()
+                        .style(FontStyle::Bold)
+                        .color(&color)
+                        .pos(Pos::new(h, VPos::Top)),
                 ),
         ))?;
     }
@@ -305,7 +316,9 @@ fn draw_panel(
             )))?;
             let xm = (x0 + x1) / 2.0;
             chart.draw_series(std::iter::once(Circle::new((xm, py), 5, PEAK.filled())))?;
-            let right = xm < x_max * 0.55;
+            // To the right of the dot when the longer line fits there (about 8 px a character).
+            let text_px = line1.chars().count().max(line2.chars().count()) as f64 * 8.0 + 12.0;
+            let right = xm / (x_max * 1.02) * px_width + text_px < px_width;
             let (dx, h) = if right { (10, HPos::Left) } else { (-10, HPos::Right) };
             let font = |size, style| {
                 (FONT, size)
