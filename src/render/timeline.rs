@@ -366,30 +366,19 @@ pub fn compact(t: &Timeline, max: usize) -> Vec<Point> {
     if runs.len() > max {
         runs = vec![(None, 0, n)];
     }
-    // One point per run, then the rest by the largest remainder of the runs' shares.
+    // One point per run, then each spare point to the run with the most
+    // samples a point (ties to the earlier run), never more points than samples.
     let mut counts: Vec<usize> = vec![1; runs.len()];
-    let spare = max.saturating_sub(runs.len()).min(n - runs.len().min(n));
-    let extra: Vec<usize> = runs.iter().map(|(_, a, b)| b - a - 1).collect();
-    let total_extra: usize = extra.iter().sum();
-    if total_extra > 0 {
-        let mut given = 0;
-        let mut rem: Vec<(usize, usize)> = Vec::new();
-        for (k, e) in extra.iter().enumerate() {
-            let share = spare * e;
-            let whole = (share / total_extra).min(*e);
-            counts[k] += whole;
-            given += whole;
-            rem.push((share % total_extra, k));
-        }
-        rem.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        for (_, k) in rem {
-            if given >= spare {
-                break;
-            }
-            if counts[k] <= extra[k] {
-                counts[k] += 1;
-                given += 1;
-            }
+    for _ in runs.len()..max {
+        let best = (0..runs.len())
+            .filter(|&k| counts[k] < runs[k].2 - runs[k].1)
+            .max_by(|&x, &y| {
+                let (lx, ly) = (runs[x].2 - runs[x].1, runs[y].2 - runs[y].1);
+                (lx * counts[y]).cmp(&(ly * counts[x])).then(y.cmp(&x))
+            });
+        match best {
+            Some(k) => counts[k] += 1,
+            None => break,
         }
     }
     let mut out = Vec::with_capacity(max);
