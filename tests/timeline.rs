@@ -22,16 +22,16 @@ fn synthetic() -> Timeline {
         "source": "cpu",
         "base_bytes": 4096,
         "samples": [
-            [5, 0, 0, "phase:forward"],
-            [9, 0, 0, "enter:enc"],
-            [300, 262144, 262144, "enter:enc.grn"],
-            [900, 524288, 1572864, "exit:enc.grn"],
-            [1000, 786432, 786432, "exit:enc"],
-            [1100, 786432, 786432, "phase:backward"],
-            [5000, 393216, 1310720, "phase:optimizer"],
-            [6000, 131072, 655360, "end"],
-            [3, 65536, 65536, "phase:inference"],
-            [400, 65536, 327680, "end"]
+            "5 0 0 phase:forward",
+            "9 0 0 enter:enc",
+            "300 262144 262144 enter:enc.grn",
+            "900 524288 1572864 exit:enc.grn",
+            "1000 786432 786432 exit:enc",
+            "1100 786432 786432 phase:backward",
+            "5000 393216 1310720 phase:optimizer",
+            "6000 131072 655360 end",
+            "3 65536 65536 phase:inference",
+            "400 65536 327680 end"
         ],
         "peak": null
     }))
@@ -101,13 +101,8 @@ fn compact_keeps_every_phase_and_the_peak_in_at_most_the_points_asked_for() {
     let mut long = synthetic();
     let extra: Vec<_> = (0..500u64)
         .map(|i| {
-            serde_json::from_value(serde_json::json!([
-                1000 + i,
-                i * 1000,
-                i * 1000 + if i == 321 { 9 * MIB } else { 0 },
-                "enter:x"
-            ]))
-            .unwrap()
+            let peak = i * 1000 + if i == 321 { 9 * MIB } else { 0 };
+            serde_json::from_value(serde_json::json!(format!("{} {} {peak} enter:x", 1000 + i, i * 1000))).unwrap()
         })
         .collect();
     long.samples.splice(5..5, extra);

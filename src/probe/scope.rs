@@ -423,18 +423,23 @@ mod tests {
                 ("inference".to_string(), 7, 8)
             ]
         );
-        // The compact form, `[t_us, live, peak, "event"]`, round-trips through JSON.
+        // The compact form, `"T_US LIVE PEAK EVENT"`, round-trips through JSON.
         let mut first = t.samples[..3].to_vec();
         first.iter_mut().for_each(|s| s.t_us = 0);
         let json = serde_json::to_string(&first).unwrap();
         assert_eq!(
             json,
-            r#"[[0,0,0,"phase:forward"],[0,0,0,"enter:enc"],[0,300,300,"enter:enc.grn"]]"#
+            r#"["0 0 0 phase:forward","0 0 0 enter:enc","0 300 300 enter:enc.grn"]"#
         );
         let back: Vec<super::super::timeline::Sample> = serde_json::from_str(&json).unwrap();
         assert_eq!(back, first);
-        let bad = serde_json::from_str::<Vec<super::super::timeline::Sample>>(r#"[[0,0,0,"jump:x"]]"#);
-        assert!(bad.unwrap_err().to_string().contains("unknown timeline event `jump:x`"));
+        let bad = |s: &str| {
+            serde_json::from_str::<Vec<super::super::timeline::Sample>>(s)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(r#"["0 0 0 jump:x"]"#).contains("unknown timeline event `jump:x`"));
+        assert!(bad(r#"["0 x 0 end"]"#).contains("timeline sample `0 x 0 end`: no live bytes"));
     }
 
     #[test]

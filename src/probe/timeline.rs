@@ -258,9 +258,11 @@ impl Event {
     }
 }
 
-/// One sample, written as `[t_us, live, peak, "event"]` to keep the report small.
+/// One sample, written as one string, `"T_US LIVE PEAK EVENT"`
+/// (`"980 2061470 2189198 exit:mlp"`): the report is pretty-printed, and a
+/// sample as an array would take six lines, a thousand samples 300 KB.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "(u64, u64, u64, String)", try_from = "(u64, u64, u64, String)")]
+#[serde(into = "String", try_from = "String")]
 pub struct Sample {
     /// Microseconds since the sampled span started.
     pub t_us: u64,
@@ -272,20 +274,30 @@ pub struct Sample {
     pub event: Event,
 }
 
-impl From<Sample> for (u64, u64, u64, String) {
+impl From<Sample> for String {
     fn from(s: Sample) -> Self {
-        (s.t_us, s.live, s.peak, s.event.tag())
+        format!("{} {} {} {}", s.t_us, s.live, s.peak, s.event.tag())
     }
 }
 
-impl TryFrom<(u64, u64, u64, String)> for Sample {
+impl TryFrom<String> for Sample {
     type Error = String;
-    fn try_from((t_us, live, peak, tag): (u64, u64, u64, String)) -> Result<Self, String> {
+    fn try_from(text: String) -> Result<Self, String> {
+        // The event is the rest: a block's name may hold spaces.
+        let mut parts = text.splitn(4, ' ');
+        let mut number = |what: &str| -> Result<u64, String> {
+            parts
+                .next()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("timeline sample `{text}`: no {what} (expected \"T_US LIVE PEAK EVENT\")"))
+        };
+        let (t_us, live, peak) = (number("time")?, number("live bytes")?, number("peak bytes")?);
+        let event = Event::from_tag(parts.next().unwrap_or(""))?;
         Ok(Sample {
             t_us,
             live,
             peak,
-            event: Event::from_tag(&tag)?,
+            event,
         })
     }
 }

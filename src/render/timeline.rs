@@ -128,20 +128,22 @@ fn draw(buf: &mut String, name: &str, t: &Timeline) -> DrawResult {
         "cpu" => "the counting allocator",
         other => other,
     };
-    let mut sub = format!(
-        "Bytes above the baseline ({} live after warm-up), read from {source} at every scope boundary and phase mark ({} samples{}).",
+    let sub = format!(
+        "Bytes above the baseline ({} live after warm-up), read from {source} at every scope boundary and phase mark ({} samples).",
         Bytes(t.base_bytes),
         t.samples.len(),
-        if t.dropped > 0 {
-            format!("; {} boundaries past the bound not stored", t.dropped)
-        } else {
-            String::new()
-        }
     );
-    if sub.len() > 150 {
-        sub.truncate(150);
-    }
     head.draw(&Text::new(sub, (16, 36), (FONT, 13).into_font().color(&MUTED)))?;
+    if t.dropped > 0 {
+        head.draw(&Text::new(
+            format!(
+                "{} boundaries past the sample bound not stored (their bytes still count)",
+                t.dropped
+            ),
+            (16, 54),
+            (FONT, 12).into_font().color(&PEAK),
+        ))?;
+    }
     legend(&head)?;
 
     let top = t.samples.iter().map(|s| s.peak.max(s.live)).max().unwrap_or(0).max(1);

@@ -164,9 +164,9 @@ pub struct ComponentReport {
     /// Live bytes over the steady training step and the first inference
     /// call, sampled at every scope boundary and phase mark (the SVG
     /// `timeline-NAME.svg` draws it); absent when nothing was sampled.
-    /// Each sample is `[t_us, live, peak, "event"]`: microseconds since its
-    /// span started, live bytes above `base_bytes`, the highest live bytes
-    /// since the previous sample, and `phase:NAME`, `enter:BLOCK`,
+    /// Each sample is a string `"T_US LIVE PEAK EVENT"`: microseconds since
+    /// its span started, live bytes above `base_bytes`, the highest live
+    /// bytes since the previous sample, and `phase:NAME`, `enter:BLOCK`,
     /// `exit:BLOCK` or `end`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
