@@ -227,8 +227,15 @@ fn span_peaks(t: &Timeline) -> (u64, u64) {
 fn the_mlp_timeline_is_written_and_its_peaks_are_the_components_to_the_byte() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
+    // An earlier run's timeline of a component this spec has not goes with
+    // the old set; other files stay.
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("timeline-gone.svg"), "<svg/>").unwrap();
+    std::fs::write(out.join("notes.svg"), "<svg/>").unwrap();
     let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp.yaml");
     let r = check(&spec, &out);
+    assert!(!out.join("timeline-gone.svg").exists());
+    assert!(out.join("notes.svg").exists());
     let t = timeline(&r, "mlp");
     let events: Vec<String> = t.samples.iter().map(|s| s.event.tag()).collect();
     assert_eq!(
