@@ -309,6 +309,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         add(&mut set, "history.json", text.as_bytes())?;
     }
     write_github_outputs(&mut set, &report, c.baseline.report(), &history.series)?;
+    write_timelines(&mut set, &report)?;
     commit_set(set)?;
 
     let color = crate::render::table::use_color(std::io::stdout().is_terminal());
@@ -471,6 +472,36 @@ pub(super) fn write_github_outputs(
     }
     if crate::github::context::in_actions() {
         print!("{}", crate::render::annotations::render(report));
+    }
+    Ok(())
+}
+
+/// `timeline-NAME.svg` for each component with a memory timeline; those
+/// an earlier run left for components this run has not are removed with
+/// the set. A timeline that cannot be drawn is a warning, not a failure.
+fn write_timelines(set: &mut OutputSet, report: &Report) -> Result<(), CliError> {
+    use crate::render::timeline;
+    let mut written = std::collections::BTreeSet::new();
+    for (name, c) in &report.components {
+        let Some(t) = &c.timeline else { continue };
+        match timeline::svg(name, t) {
+            Ok(svg) => {
+                let file = timeline::file_name(name);
+                add(set, &file, svg.as_bytes())?;
+                written.insert(file);
+            }
+            Err(e) => eprintln!("warning: {e}"),
+        }
+    }
+    let stale: Vec<String> = std::fs::read_dir(set.dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|f| f.starts_with("timeline-") && f.ends_with(".svg") && !written.contains(f))
+        .collect();
+    for f in stale {
+        set.remove(&f);
     }
     Ok(())
 }

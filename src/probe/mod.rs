@@ -1,15 +1,18 @@
 //! Memory probes: where the bytes are read from. The CPU probe is a counting
 //! global allocator; the CUDA probe reads the device's memory pool. Scopes
-//! attribute bytes to named model blocks on top of either.
+//! attribute bytes to named model blocks on top of either, and a sampled
+//! span records live bytes at every scope boundary (`timeline.rs`).
 
 pub mod alloc;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod lock;
 pub mod scope;
+pub mod timeline;
 
 pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};
-pub use scope::{enter, quiet, scoped, BlockStat, QuietGuard, Recorder, ScopeGuard, Span};
+pub use scope::{enter, mark, quiet, scoped, BlockStat, QuietGuard, Recorder, ScopeGuard, Span};
+pub use timeline::{Sampler, Timeline};
 
 /// Where models run and memory is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

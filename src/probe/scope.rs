@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::timeline::{self, Sampler};
 use super::MemoryProbe;
 
 /// What one named block did, summed over its calls.
@@ -110,6 +111,7 @@ impl Recorder {
         let out = f();
         self.probe.sync();
         let live_after = self.probe.live();
+        timeline::record_end(live_after, self.probe.peak());
         let st = with_state(|s| s.take());
         let (root_peak, mut blocks) = match st {
             Some(mut st) => {
@@ -130,6 +132,37 @@ impl Recorder {
             blocks,
         )
     }
+
+    /// [`Recorder::span`], with a timeline sample (into `sampler`) at every
+    /// scope boundary and [`mark`] inside `f`, and at its end.
+    pub fn span_sampled<T>(
+        &self,
+        sampler: &mut Sampler,
+        record_blocks: bool,
+        f: impl FnOnce() -> T,
+    ) -> (T, Span, Vec<BlockStat>) {
+        timeline::install(sampler);
+        let out = self.span(record_blocks, f);
+        timeline::uninstall(sampler);
+        out
+    }
+}
+
+/// Marks the start of phase `name` in a sampled span (see
+/// [`Recorder::span_sampled`]); does nothing outside one.
+pub fn mark(name: &str) {
+    if !timeline::active() {
+        return;
+    }
+    with_state(|s| {
+        let Some(st) = s.as_mut() else { return };
+        st.probe.sync();
+        let peak_now = st.probe.peak();
+        let Some(top) = st.stack.last_mut() else { return };
+        top.peak_seen = top.peak_seen.max(peak_now);
+        st.probe.reset_peak();
+        timeline::record_phase(name, st.probe.live(), peak_now);
+    });
 }
 
 /// Leaves its scope when dropped.
@@ -152,6 +185,7 @@ pub fn enter(name: &str) -> ScopeGuard {
         };
         st.probe.reset_peak();
         let live = st.probe.live();
+        timeline::record_enter(&path, live, peak_now);
         st.stack.push(Frame {
             path,
             live_at_entry: live,
@@ -175,10 +209,17 @@ impl Drop for ScopeGuard {
                 return;
             }
             let Some(frame) = st.stack.pop() else { return };
-            let peak = frame.peak_seen.max(st.probe.peak());
+            let peak_now = st.probe.peak();
+            let peak = frame.peak_seen.max(peak_now);
             let live = st.probe.live();
             if let Some(parent) = st.stack.last_mut() {
                 parent.peak_seen = parent.peak_seen.max(peak);
+            }
+            if timeline::active() {
+                // The parent holds the peak so far: from here the probe's
+                // peak is the next sample's, as at every boundary.
+                timeline::record_exit(&frame.path, live, peak_now);
+                st.probe.reset_peak();
             }
             if st.record_blocks && st.quiet == 0 {
                 let retained = live as i64 - frame.live_at_entry as i64;
@@ -312,5 +353,134 @@ mod tests {
     #[test]
     fn scopes_outside_a_span_cost_nothing_and_record_nothing() {
         assert_eq!(scoped("x", || 7), 7);
+    }
+
+    fn tags(t: &super::super::Timeline) -> Vec<(u64, u64, String)> {
+        t.samples.iter().map(|s| (s.live, s.peak, s.event.tag())).collect()
+    }
+
+    #[test]
+    fn a_sampled_span_records_each_boundary_with_the_peak_since_the_last_and_the_blocks_open_at_the_peak() {
+        use super::super::timeline::{Sampler, TimelinePeak};
+        let probe = Arc::new(FakeProbe::default());
+        probe.alloc(1000); // the baseline
+        let rec = Recorder::new(probe.clone());
+        let mut sampler = Sampler::with_capacity(64);
+        sampler.set_base(1000);
+        let ((), span, _) = rec.span_sampled(&mut sampler, false, || {
+            mark("forward");
+            scoped("enc", || {
+                probe.alloc(300);
+                scoped("grn", || {
+                    probe.alloc(500);
+                    probe.free(500); // transient: the peak, 1800, inside enc.grn
+                    probe.alloc(100);
+                });
+            });
+            mark("backward");
+            probe.alloc(50);
+            probe.free(450);
+        });
+        let ((), _, _) = rec.span_sampled(&mut sampler, false, || {
+            mark("inference");
+            probe.alloc(10);
+            probe.free(10);
+        });
+        // Outside a sampled span nothing is recorded.
+        rec.span(false, || scoped("x", || mark("nothing")));
+        let t = sampler.finish("fake").unwrap();
+        let s = |live, peak, tag: &str| (live, peak, tag.to_string());
+        assert_eq!(
+            tags(&t),
+            vec![
+                s(0, 0, "phase:forward"),
+                s(0, 0, "enter:enc"),
+                s(300, 300, "enter:enc.grn"),
+                s(400, 800, "exit:enc.grn"),
+                s(400, 400, "exit:enc"),
+                s(400, 400, "phase:backward"),
+                s(0, 450, "end"),
+                s(0, 0, "phase:inference"),
+                s(0, 10, "end"),
+            ]
+        );
+        assert_eq!(span.peak, 1800, "the scopes' bookkeeping is unchanged by sampling");
+        assert_eq!(
+            t.peak,
+            Some(TimelinePeak {
+                bytes: 800,
+                sample: 3,
+                phase: Some("forward".into()),
+                blocks: Some(vec!["enc".into(), "enc.grn".into()]),
+            })
+        );
+        assert_eq!((t.base_bytes, t.dropped, t.source.as_str()), (1000, 0, "fake"));
+        assert_eq!(
+            t.phases(),
+            vec![
+                ("forward".to_string(), 0, 5),
+                ("backward".to_string(), 5, 6),
+                ("inference".to_string(), 7, 8)
+            ]
+        );
+        // The compact form, `"T_US LIVE PEAK EVENT"`, round-trips through JSON.
+        let mut first = t.samples[..3].to_vec();
+        first.iter_mut().for_each(|s| s.t_us = 0);
+        let json = serde_json::to_string(&first).unwrap();
+        assert_eq!(
+            json,
+            r#"["0 0 0 phase:forward","0 0 0 enter:enc","0 300 300 enter:enc.grn"]"#
+        );
+        let back: Vec<super::super::timeline::Sample> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, first);
+        let bad = |s: &str| {
+            serde_json::from_str::<Vec<super::super::timeline::Sample>>(s)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(bad(r#"["0 0 0 jump:x"]"#).contains("unknown timeline event `jump:x`"));
+        assert!(bad(r#"["0 x 0 end"]"#).contains("timeline sample `0 x 0 end`: no live bytes"));
+    }
+
+    #[test]
+    fn past_the_bound_scope_boundaries_are_dropped_but_their_bytes_reach_the_next_sample() {
+        use super::super::timeline::Sampler;
+        let probe = Arc::new(FakeProbe::default());
+        let rec = Recorder::new(probe.clone());
+        // 16 slots are kept for phase marks and ends: room for 4 scope boundaries.
+        let mut sampler = Sampler::with_capacity(20);
+        rec.span_sampled(&mut sampler, false, || {
+            mark("forward");
+            for i in 0..5 {
+                scoped(&format!("s{i}"), || {
+                    if i == 3 {
+                        probe.alloc(7000);
+                        probe.free(7000);
+                    }
+                });
+            }
+            mark("backward");
+        });
+        let t = sampler.finish("fake").unwrap();
+        let names: Vec<String> = t.samples.iter().map(|s| s.event.tag()).collect();
+        assert_eq!(
+            names,
+            [
+                "phase:forward",
+                "enter:s0",
+                "exit:s0",
+                "enter:s1",
+                "phase:backward",
+                "end"
+            ]
+        );
+        assert_eq!(t.dropped, 7);
+        let peak = t.peak.unwrap();
+        assert_eq!(
+            (peak.bytes, peak.sample),
+            (7000, 4),
+            "the dropped part's peak lands on the next sample"
+        );
+        assert_eq!(peak.blocks, None, "which blocks were open there is not known");
     }
 }

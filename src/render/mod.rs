@@ -5,6 +5,7 @@ pub mod annotations;
 pub mod junit;
 pub mod markdown;
 pub mod table;
+pub mod timeline;
 pub mod view;
 
 use crate::metric::{format_in, format_limit, Unit};

@@ -81,6 +81,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
                 seconds: *s,
             })
             .collect(),
+        timeline: m.timeline.clone(),
     }
 }
 
@@ -113,6 +114,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
         profile_seconds: None,
         phase_seconds: Vec::new(),
+        timeline: None,
     }
 }
 

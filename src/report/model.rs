@@ -7,7 +7,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::budget::Op;
 use crate::metric::{Metric, Unit};
-use crate::probe::BlockStat;
+use crate::probe::{BlockStat, Timeline};
 use crate::units::SizeUnit;
 
 pub const SCHEMA: u32 = 1;
@@ -178,6 +178,15 @@ pub struct ComponentReport {
     /// (`setup` is the child's start until its first phase).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phase_seconds: Vec<PhaseTime>,
+    /// Live bytes over the steady training step and the first inference
+    /// call, sampled at every scope boundary and phase mark (the SVG
+    /// `timeline-NAME.svg` draws it); absent when nothing was sampled.
+    /// Each sample is a string `"T_US LIVE PEAK EVENT"`: microseconds since
+    /// its span started, live bytes above `base_bytes`, the highest live
+    /// bytes since the previous sample, and `phase:NAME`, `enter:BLOCK`,
+    /// `exit:BLOCK` or `end`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
 }
 
 /// One phase of a profile and its wall time.

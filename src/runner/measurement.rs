@@ -89,4 +89,8 @@ pub struct Measurement {
     /// The child's wall time, start to exit (set by the parent).
     #[serde(default)]
     pub profile_seconds: Option<f64>,
+    /// Live bytes over the steady training step and the first inference
+    /// call, sampled at every scope boundary and phase mark.
+    #[serde(default)]
+    pub timeline: Option<crate::probe::Timeline>,
 }

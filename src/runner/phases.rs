@@ -11,7 +11,7 @@ use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 
 use super::measurement::{Failure, Measurement, Phase};
 use crate::metric::Metric;
-use crate::probe::Recorder;
+use crate::probe::{mark, Recorder, Sampler};
 use crate::sdk::{prune_grads, DynWorkload, ParamStore, RunCtx, Step};
 
 pub use crate::budget::Timing;
@@ -27,12 +27,17 @@ pub fn profile(
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
     let mut m = Measurement::default();
-    if let Err((phase, err)) = run(workload, ctx, timing, recorder, on_phase, &mut m) {
+    // Made (with all its room) before the baseline is read, so its own
+    // bytes are part of the baseline and never of a figure.
+    let mut sampler = Sampler::new();
+    if let Err((phase, err)) = run(workload, ctx, timing, recorder, on_phase, &mut sampler, &mut m) {
         m.failure = Some(Failure {
             phase,
             reason: first_line(&err.to_string()),
         });
     }
+    // Also after a failure: the samples up to it show where the memory went.
+    m.timeline = sampler.finish(recorder.probe().backend());
     m
 }
 
@@ -74,8 +79,11 @@ fn train_step(
 ) -> PhaseResult<f64> {
     let fwd = at(phase, model.forward_train(batch, &Step::train(seed)))?;
     let value = finite_loss(phase, fwd.loss())?;
+    // Timeline marks (no-ops unless the step is sampled).
+    mark("backward");
     let mut grads = at(phase, fwd.backward(vars))?;
     at(phase, prune_grads(&mut grads, vars))?;
+    mark("optimizer");
     at(phase, opt.step(&grads))?;
     Ok(value)
 }
@@ -86,6 +94,7 @@ fn run(
     timing: Timing,
     rec: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
+    sampler: &mut Sampler,
     m: &mut Measurement,
 ) -> PhaseResult<()> {
     let probe = rec.probe().clone();
@@ -101,6 +110,7 @@ fn run(
     }
     probe.sync();
     let base = probe.live();
+    sampler.set_base(base);
     // With master weights the model holds the masters and their casts.
     let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
     let count = workload.param_count();
@@ -173,7 +183,9 @@ fn run(
             m.step_times_ms.push(ms);
         }
     };
-    let (timed, span, _) = rec.span(false, || {
+    // The memory timeline samples this step and the first inference call.
+    let (timed, span, _) = rec.span_sampled(sampler, false, || {
+        mark("forward");
         let t = Instant::now();
         let loss = train_step(
             model.as_ref(),
@@ -246,7 +258,10 @@ fn run(
         Phase::Inference,
         workload.build(store.detached(ctx.dtype, &ctx.device), ctx),
     )?;
-    let (pred, span, _) = rec.span(false, || infer.predict(&batch));
+    let (pred, span, _) = rec.span_sampled(sampler, false, || {
+        mark("inference");
+        infer.predict(&batch)
+    });
     drop(at(Phase::Inference, pred)?);
     m.values
         .insert(Metric::InferencePeak, span.peak.saturating_sub(base) as f64);

@@ -100,3 +100,50 @@ pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String 
         bars.join(", ")
     )
 }
+
+/// A failing component's memory timeline, compact (at most 40 points, the
+/// peak kept), and the sentence naming the full SVG in the run's artifact.
+pub fn timeline_chart(name: &str, c: &ComponentReport) -> String {
+    use crate::render::timeline;
+    let Some(t) = &c.timeline else {
+        return String::new();
+    };
+    let points = timeline::compact(t, 40);
+    let Some(max) = points.iter().map(|p| p.bytes).max().filter(|_| points.len() > 1) else {
+        return String::new();
+    };
+    let (unit, scale) = timeline::unit_for(max);
+    let labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
+    let values: Vec<String> = points
+        .iter()
+        .map(|p| format!("{:.2}", p.bytes as f64 / scale))
+        .collect();
+    let mut phases: Vec<String> = Vec::new();
+    for (p, _, _) in t.phases() {
+        let key = format!("{} {}", p.chars().next().unwrap_or('x'), super::escape(&p));
+        if !phases.contains(&key) {
+            phases.push(key);
+        }
+    }
+    let peak = timeline::peak_text(t)
+        .map(|(a, b)| format!(" P{}, {b}.", a.trim_start_matches('p')))
+        .unwrap_or_default();
+    // Wider, with smaller axis labels: forty of them must not overlap.
+    let frontmatter = FRONTMATTER.replace(
+        "config:\n",
+        "config:\n  xyChart:\n    width: 900\n    xAxis:\n      labelFontSize: 11\n",
+    );
+    format!(
+        "```mermaid\n{frontmatter}xychart-beta\n    title \"{}: highest live {unit} between samples, one training step then one inference call\"\n    \
+         x-axis [{}]\n    y-axis \"{unit}\" 0 --> {:.2}\n    line [{}]\n```\n\n\
+         Each point is the highest live memory over a few samples; by phase: {}.{} \
+         The full timeline is `{}` in this run's artifact.\n\n",
+        mermaid_text(name),
+        labels.join(", "),
+        (max as f64 / scale * 1.1).max(0.01),
+        values.join(", "),
+        phases.join(", "),
+        super::escape(&peak),
+        timeline::file_name(name),
+    )
+}

@@ -65,6 +65,7 @@ pub fn blocks_section(report: &Report) -> String {
                 escape_max(&e.reason, 500)
             );
         }
+        out.push_str(&super::chart::timeline_chart(name, c));
         let top = view::top_blocks(c, super::TOP_BLOCKS);
         if top.is_empty() {
             continue;
