@@ -24,6 +24,9 @@ pub enum Phase {
     TrainingStep,
     Timing,
     Inference,
+    /// A variant with a `step_time_ratio` budget: its steps and its
+    /// reference's, interleaved, after the byte phases (no bytes measured).
+    Ratio,
 }
 
 impl fmt::Display for Phase {
@@ -89,4 +92,11 @@ pub struct Measurement {
     /// The child's wall time, start to exit (set by the parent).
     #[serde(default)]
     pub profile_seconds: Option<f64>,
+    /// The `ratio` phase: variant step time / reference step time, one per
+    /// interleaved pair.
+    #[serde(default)]
+    pub step_time_ratios: Vec<f64>,
+    /// Why the `ratio` phase failed, if it did (the byte figures stand).
+    #[serde(default)]
+    pub ratio_error: Option<String>,
 }
