@@ -12,6 +12,8 @@ pub use crate::report::UNATTRIBUTED;
 pub enum Rank {
     Failing,
     Regressed,
+    /// A timed figure whose interval straddles the limit (a warning).
+    Inconclusive,
     NotMeasured,
     /// Passing, but its figure, its budget or its comparison changed.
     Changed,
@@ -60,6 +62,7 @@ fn row(r: &BudgetResult) -> Row<'_> {
     let rank = match r.status {
         Status::Fail => Rank::Failing,
         Status::Regressed => Rank::Regressed,
+        Status::Inconclusive => Rank::Inconclusive,
         Status::NotMeasured => Rank::NotMeasured,
         Status::Pass if changed => Rank::Changed,
         Status::Pass => Rank::Unchanged,

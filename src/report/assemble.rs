@@ -81,6 +81,8 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
                 seconds: *s,
             })
             .collect(),
+        step_time_ratios: m.step_time_ratios.clone(),
+        ratio_error: m.ratio_error.clone(),
     }
 }
 
@@ -113,6 +115,8 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
         profile_seconds: None,
         phase_seconds: Vec::new(),
+        step_time_ratios: Vec::new(),
+        ratio_error: None,
     }
 }
 

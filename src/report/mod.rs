@@ -4,6 +4,7 @@
 mod assemble;
 pub mod baseline;
 mod compare;
+pub mod interval;
 pub mod merge;
 mod model;
 mod verdict;

@@ -219,6 +219,7 @@ fn status_cell(r: &Row) -> String {
             crate::units::trim_float(res.tolerance_percent)
         ),
         Status::NotMeasured => "⚪ not measured".into(),
+        Status::Inconclusive => "🟡 inconclusive".into(),
     };
     if let Some(why) = &res.not_compared {
         let _ = write!(cell, "<br><sub>⚠️ not compared: {}</sub>", escape_max(why, 200));
