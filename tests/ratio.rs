@@ -57,7 +57,10 @@ fn ratios_come_from_interleaved_pairs_with_an_interval_and_are_judged_on_it() {
     let row = |c: &str| results.iter().find(|r| r["component"] == c).unwrap();
     for (component, pairs, status) in [("mlp", 15, "pass"), ("huge", 7, "fail")] {
         let r = row(component);
-        assert_eq!((r["metric"].as_str(), r["status"].as_str()), (Some("step_time_ratio"), Some(status)));
+        assert_eq!(
+            (r["metric"].as_str(), r["status"].as_str()),
+            (Some("step_time_ratio"), Some(status))
+        );
         let i = &r["interval"];
         // The default 15 pairs, or the component's own `timing: { pairs: 7 }`.
         assert_eq!(i["samples"], pairs, "{component}: {r}");
@@ -82,7 +85,10 @@ fn ratios_come_from_interleaved_pairs_with_an_interval_and_are_judged_on_it() {
         assert_eq!(i["low"].as_f64(), Some(sorted[k - 1]));
         assert_eq!(i["high"].as_f64(), Some(sorted[pairs - k]));
         assert_eq!(i["confidence"].as_f64(), Some(conf));
-        assert_eq!(c["metrics"]["step_time_ratio"]["value"].as_f64(), Some(sorted[pairs / 2]));
+        assert_eq!(
+            c["metrics"]["step_time_ratio"]["value"].as_f64(),
+            Some(sorted[pairs / 2])
+        );
         // The pairs ran in the variant's own profile, after its byte phases.
         let phases: Vec<&str> = c["phase_seconds"]
             .as_array()
