@@ -121,3 +121,94 @@ fn ratios_come_from_interleaved_pairs_with_an_interval_and_are_judged_on_it() {
     assert_eq!(report["summary"]["failed"], 1);
     assert!(report["summary"].get("inconclusive").is_none());
 }
+
+/// An interval across the limit: `inconclusive` on the row, a warning in
+/// the summary, and each renderer says so (the run passes unless `--strict`).
+#[test]
+fn an_inconclusive_ratio_is_shown_by_every_renderer_as_a_warning() {
+    use gate::__private::metric::Metric;
+    use gate::__private::render::{annotations, junit, markdown, table};
+    use gate::__private::report::{self, Report, Reserve, RunStatus, Status, Testbed};
+
+    // The MLP group only, with a limit its pairs straddle.
+    let text = SPEC.replace("step_time_ratio: < 1000", "step_time_ratio: < 2");
+    let mut spec = gate::__private::budget::parse(std::path::Path::new("budgets.yaml"), &text).unwrap();
+    spec.components.retain(|c| c.name.starts_with("mlp"));
+    let components = spec
+        .components
+        .iter()
+        .map(|c| {
+            let mut r = report::not_measured_report(c, "");
+            r.error = None;
+            if c.reference.is_some() {
+                // 15 pairs 1.0, 1.1, ..., 2.4: median 1.7, the 4th to 12th smallest 1.3–2.1.
+                r.step_time_ratios = (0..15).map(|i| 1.0 + i as f64 / 10.0).collect();
+            }
+            (c.name.clone(), r)
+        })
+        .collect();
+    let none = report::baseline::Outcome::Missing {
+        reason: "--baseline none".into(),
+    };
+    let reserve = Reserve {
+        bytes: 0,
+        measured: false,
+    };
+    let v = report::decide(&spec, &components, &none, &Testbed::default(), reserve, false);
+    assert_eq!(v.results[0].status, Status::Inconclusive);
+    assert_eq!(v.summary.status, RunStatus::Pass);
+    let why = "the 96.5 % interval of 15 pairs, 1.3 to 2.1, straddles the limit < 2";
+    let report = Report {
+        schema: report::SCHEMA,
+        gate_version: "test".into(),
+        commit: None,
+        spec: "budgets.yaml".into(),
+        testbed: Testbed::default(),
+        components,
+        ensemble: None,
+        results: v.results,
+        summary: v.summary,
+        baseline: None,
+        wall_seconds: 0.0,
+    };
+    assert_eq!(report.results[0].metric, Metric::StepTimeRatio.name());
+
+    let t = table::render(&report, false);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(
+        lines[3],
+        "mlp        step_time_ratio     < 2  1.7 (1.3–2.1)        inconclusive"
+    );
+    assert!(
+        lines.contains(&format!("warning: mlp.step_time_ratio: inconclusive: {why}").as_str()),
+        "{t}"
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"PASS: 0 of 1 budgets pass, 0 fail, 0 regressed, 0 not measured, 1 inconclusive")
+    );
+
+    let md = markdown::render(&report, None, 60_000);
+    assert!(md.contains("| 1.7 (1.3–2.1) |"), "{md}");
+    assert!(md.contains("🟡 inconclusive"), "{md}");
+
+    let xml = junit::render(&report, time::OffsetDateTime::UNIX_EPOCH).unwrap();
+    assert!(
+        xml.contains(&format!(
+            "<skipped message=\"inconclusive: {}\"/>",
+            why.replace('<', "&lt;")
+        )),
+        "{xml}"
+    );
+    assert!(xml.contains("skipped=\"1\""), "{xml}");
+
+    let a = annotations::render(&report);
+    // Workflow commands escape `%`.
+    let escaped = why.replace('%', "%25");
+    assert!(
+        a.contains(&format!(
+            "::warning title=gate::mlp.step_time_ratio: inconclusive: {escaped}"
+        )),
+        "{a}"
+    );
+}

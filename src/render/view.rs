@@ -72,7 +72,7 @@ fn row(r: &BudgetResult) -> Row<'_> {
         rank,
         limit: super::limit_text(r),
         was_limit: super::baseline_limit_text(r),
-        measured: r.measured.map(|v| super::value_text(r, v)),
+        measured: r.measured.map(|_| super::measured_text(r)),
         baseline: r.baseline.map(|b| super::value_text(r, b)),
         delta: delta.map(|d| delta_text(r, d)),
         percent_of_budget: super::percent_of_budget(r),
