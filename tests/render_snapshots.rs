@@ -88,6 +88,7 @@ fn timed_with_a_variant() -> Report {
             not_compared: None,
             baseline_op: None,
             baseline_limit: None,
+            interval: None,
         };
     use gate::__private::metric::Unit;
     let at = r.results.iter().position(|x| x.component != "tft").unwrap();

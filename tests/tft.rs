@@ -88,7 +88,11 @@ fn no_grad_inference_peak_is_a_small_fraction_of_the_grad_forward() -> candle_co
 
 fn measure(cfg: &TftConfig) -> Measurement {
     let rec = Recorder::new(Arc::new(CpuProbe));
-    let timing = Timing { warmup: 0, steps: 2 };
+    let timing = Timing {
+        warmup: 0,
+        steps: 2,
+        pairs: Some(0),
+    };
     let m = profile(&Tft::new(cfg.clone()), &cpu(8), timing, &rec, &mut |_, _| {});
     assert!(m.failure.is_none(), "{:?}", m.failure);
     m

@@ -153,13 +153,19 @@ impl Ctx {
         let Some(entries) = self.map(node, "timing") else {
             return t;
         };
-        self.known_keys(entries, &["warmup", "steps"], "timing");
+        self.known_keys(entries, &["warmup", "steps", "pairs"], "timing");
         for (key, _, value) in entries {
             match key.as_str() {
                 "warmup" => {
                     t.warmup = self.non_negative_int(value, "timing.warmup").unwrap_or(t.warmup as u64) as usize
                 }
                 "steps" => t.steps = self.positive_int(value, "timing.steps").unwrap_or(t.steps as u64) as usize,
+                "pairs" => {
+                    t.pairs = self
+                        .non_negative_int(value, "timing.pairs")
+                        .map(|n| n as usize)
+                        .or(t.pairs)
+                }
                 _ => {}
             }
         }

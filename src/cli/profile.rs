@@ -9,8 +9,9 @@ use clap::Args;
 
 use super::CliError;
 use crate::exit::Exit;
+use crate::metric::Metric;
 use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
-use crate::runner::{emit, profile, ChildEvent, DeviceInfo, Measurement};
+use crate::runner::{emit, profile, time_pairs, ChildEvent, DeviceInfo, Measurement};
 use crate::sdk::RunCtx;
 
 #[derive(Debug, Args)]
@@ -130,6 +131,42 @@ pub fn run(args: ProfileArgs, app: &super::App) -> Result<Exit, CliError> {
     );
     m.device = base.device;
     m.emulated_block_bytes = base.emulated_block_bytes;
+    // A variant with a `step_time_ratio` budget: its steps and its
+    // reference's, interleaved, now that this profile's bytes are measured
+    // (`gate fit`'s batch sizes only need bytes).
+    let pairs = component.timing.pairs_on(recorder.probe().backend() == "cuda");
+    let reference = component
+        .reference
+        .as_deref()
+        .filter(|_| component.budgets.iter().any(|b| b.metric == Metric::StepTimeRatio))
+        .filter(|_| pairs > 0 && args.batch_size.is_none() && m.failure.is_none() && io_err.is_none())
+        .and_then(|r| Some((spec.component(r)?, workloads.get(r)?)));
+    if let Some((rc, rw)) = reference {
+        let phase = crate::runner::Phase::Ratio;
+        let so_far = Box::new(m.clone());
+        emit(&mut stdout, &ChildEvent::Phase { phase, so_far }).map_err(|e| CliError::Infrastructure {
+            message: format!("cannot write to the parent gate process: {e}"),
+            hint: String::new(),
+        })?;
+        let rctx = RunCtx {
+            device: opened.device.clone(),
+            dtype: rc.dtype,
+            batch_size: rc.batch_size,
+            seed: rc.seed,
+            master_dtype: rc.master_dtype,
+        };
+        let sync = || recorder.probe().sync();
+        match time_pairs(
+            (workload.as_ref(), &ctx),
+            (rw.as_ref(), &rctx),
+            component.timing.warmup,
+            pairs,
+            &sync,
+        ) {
+            Ok(ratios) => m.step_time_ratios = ratios,
+            Err(e) => m.ratio_error = Some(e),
+        }
+    }
     if let Some(e) = io_err {
         return Err(CliError::Infrastructure {
             message: format!("cannot write to the parent gate process: {e}"),

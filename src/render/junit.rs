@@ -254,7 +254,8 @@ fn cases_summary(report: &Report, components: &[&str]) -> Counts {
         match r.status {
             Status::Pass | Status::Acknowledged => {}
             Status::Fail | Status::Regressed => c.failures += 1,
-            Status::NotMeasured => c.skipped += 1,
+            // Warnings, not failures (`--strict` fails the run on them).
+            Status::NotMeasured | Status::Inconclusive => c.skipped += 1,
         }
     }
     c
@@ -300,6 +301,11 @@ fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<Stri
             x,
             "      <skipped message=\"{}\"/>",
             attr(r.reason.as_deref().unwrap_or("not measured"))
+        )?,
+        Status::Inconclusive => writeln!(
+            x,
+            "      <skipped message=\"inconclusive: {}\"/>",
+            attr(r.reason.as_deref().unwrap_or(""))
         )?,
     }
     writeln!(

@@ -45,6 +45,9 @@ pub fn counts(report: &crate::report::Report) -> String {
     if s.acknowledged > 0 {
         text.push_str(&format!(", {} acknowledged", s.acknowledged));
     }
+    if s.inconclusive > 0 {
+        text.push_str(&format!(", {} inconclusive", s.inconclusive));
+    }
     if s.not_compared > 0 {
         text.push_str(&format!(", {} not compared (settings changed)", s.not_compared));
     }
@@ -73,9 +76,21 @@ pub fn value_text(r: &BudgetResult, v: f64) -> String {
     format_in(r.unit, r.display_unit, v)
 }
 
-/// The measured value, or `—`.
+/// The measured value, or `—`; a timed median with its 95 % interval:
+/// `1.48 (1.41–1.56)`.
 pub fn measured_text(r: &BudgetResult) -> String {
-    r.measured.map_or_else(|| "—".to_string(), |v| value_text(r, v))
+    let Some(v) = r.measured else {
+        return "—".to_string();
+    };
+    match &r.interval {
+        Some(i) => format!(
+            "{} ({}–{})",
+            value_text(r, v),
+            value_text(r, i.low),
+            value_text(r, i.high)
+        ),
+        None => value_text(r, v),
+    }
 }
 
 /// A signed change of `r`'s figures (`+1.250 MB`, `-3.0 ms`).
@@ -168,6 +183,7 @@ mod tests {
             failed: 0,
             regressed: 0,
             not_measured,
+            inconclusive: 0,
             warnings: warnings.iter().map(|w| w.to_string()).collect(),
             strict,
             acknowledged: 0,

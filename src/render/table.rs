@@ -167,7 +167,7 @@ fn paint(text: &str, status: Status, color: bool) -> String {
     let code = match status {
         Status::Pass => "32",
         Status::Fail | Status::Regressed => "31",
-        Status::NotMeasured | Status::Acknowledged => "33",
+        Status::NotMeasured | Status::Acknowledged | Status::Inconclusive => "33",
     };
     format!("\x1b[{code}m{text}\x1b[0m")
 }

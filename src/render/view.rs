@@ -14,6 +14,8 @@ pub enum Rank {
     Regressed,
     /// Regressed, and accepted by the pull request's acknowledge label.
     Acknowledged,
+    /// A timed figure whose interval straddles the limit (a warning).
+    Inconclusive,
     NotMeasured,
     /// Passing, but its figure, its budget or its comparison changed.
     Changed,
@@ -63,6 +65,7 @@ fn row(r: &BudgetResult) -> Row<'_> {
         Status::Fail => Rank::Failing,
         Status::Regressed => Rank::Regressed,
         Status::Acknowledged => Rank::Acknowledged,
+        Status::Inconclusive => Rank::Inconclusive,
         Status::NotMeasured => Rank::NotMeasured,
         Status::Pass if changed => Rank::Changed,
         Status::Pass => Rank::Unchanged,
@@ -72,7 +75,7 @@ fn row(r: &BudgetResult) -> Row<'_> {
         rank,
         limit: super::limit_text(r),
         was_limit: super::baseline_limit_text(r),
-        measured: r.measured.map(|v| super::value_text(r, v)),
+        measured: r.measured.map(|_| super::measured_text(r)),
         baseline: r.baseline.map(|b| super::value_text(r, b)),
         delta: delta.map(|d| delta_text(r, d)),
         percent_of_budget: super::percent_of_budget(r),

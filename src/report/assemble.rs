@@ -82,6 +82,8 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
             })
             .collect(),
         timeline: m.timeline.clone(),
+        step_time_ratios: m.step_time_ratios.clone(),
+        ratio_error: m.ratio_error.clone(),
     }
 }
 
@@ -115,6 +117,8 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         profile_seconds: None,
         phase_seconds: Vec::new(),
         timeline: None,
+        step_time_ratios: Vec::new(),
+        ratio_error: None,
     }
 }
 

@@ -5,6 +5,7 @@ mod assemble;
 pub mod baseline;
 mod compare;
 pub mod history;
+pub mod interval;
 pub mod merge;
 mod model;
 mod verdict;

@@ -187,6 +187,16 @@ pub struct ComponentReport {
     /// `exit:BLOCK` or `end`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// A variant with a `step_time_ratio` budget: its step time over its
+    /// reference's, one per interleaved pair of steps (variant, reference)
+    /// timed in one process after the byte profiles. Its `step_time_ratio`
+    /// is their median, judged with its interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_time_ratios: Vec<f64>,
+    /// Why the interleaved pairs could not be timed (the ratio then comes
+    /// from the two profiles' medians, without an interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_error: Option<String>,
 }
 
 /// One phase of a profile and its wall time.
@@ -281,6 +291,10 @@ pub enum Status {
     /// Regressed against the baseline, and the pull request carries the
     /// acknowledge label (never under `--strict`): a warning, not a failure.
     Acknowledged,
+    /// A timed figure whose confidence interval straddles the limit: it
+    /// neither clearly passes nor clearly fails. A warning (it fails the
+    /// run under `--strict`), never a failure on its own.
+    Inconclusive,
 }
 
 impl Status {
@@ -291,8 +305,20 @@ impl Status {
             Status::Regressed => "regressed",
             Status::NotMeasured => "not_measured",
             Status::Acknowledged => "acknowledged",
+            Status::Inconclusive => "inconclusive",
         }
     }
+}
+
+/// A distribution-free confidence interval for a median (`report::interval`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub low: f64,
+    pub high: f64,
+    /// Its exact coverage (at least the 95 % asked for; 0.965 for 15 samples).
+    pub confidence: f64,
+    /// How many samples: interleaved pairs for `step_time_ratio`, timed steps for `step_time`.
+    pub samples: usize,
 }
 
 /// One budget's verdict.
@@ -328,6 +354,11 @@ pub struct BudgetResult {
     pub baseline_op: Option<Op>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_limit: Option<f64>,
+    /// Timed figures: the 95 % interval of the median `measured` is; the
+    /// status is judged on it (pass or fail only when all of it is on one
+    /// side of the limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Interval>,
 }
 
 impl BudgetResult {
@@ -363,6 +394,9 @@ pub struct Summary {
     pub failed: usize,
     pub regressed: usize,
     pub not_measured: usize,
+    /// Budgets whose interval straddles the limit (each also a warning).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inconclusive: usize,
     pub warnings: Vec<String>,
     pub strict: bool,
     /// Budgets whose baseline figure is shown but not compared (the
@@ -406,6 +440,10 @@ pub enum AckInput {
     Present(Acknowledgement),
     /// GitHub could not be asked; regressions stay regressions.
     Unverified { label: String, reason: String },
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {

@@ -49,8 +49,36 @@ fn regressed(measured: f64, baseline: f64, tolerance: f64, lower_is_better: bool
     }
 }
 
+/// Judges a timed figure by its interval: pass when all of it satisfies
+/// the limit, fail when none of it does, inconclusive when it straddles the
+/// limit (the limit is monotone in the value, so the two ends decide).
+fn judge_interval(limit: &Limit, i: &Interval) -> Status {
+    match (limit.op.holds(i.low, limit.value), limit.op.holds(i.high, limit.value)) {
+        (true, true) => Status::Pass,
+        (false, false) => Status::Fail,
+        _ => Status::Inconclusive,
+    }
+}
+
+/// The interval of a timed metric's median: `step_time_ratio` from the
+/// variant's interleaved pairs, `step_time` from the timed steps. `None`
+/// for other metrics and with fewer than 6 samples (then the median alone
+/// is judged, as before).
+fn interval(report: &ComponentReport, metric: Metric) -> Option<Interval> {
+    let samples = match metric {
+        Metric::StepTimeRatio => &report.step_time_ratios,
+        Metric::StepTime => &report.step_times_ms,
+        _ => return None,
+    };
+    super::interval::median_interval(samples, super::interval::CONFIDENCE)
+}
+
 /// `metric / reference's metric` for a ratio metric, from the two reports.
+/// A step-time ratio timed in interleaved pairs is their median instead.
 fn ratio(components: &BTreeMap<String, ComponentReport>, report: &ComponentReport, metric: Metric) -> Option<f64> {
+    if metric == Metric::StepTimeRatio && !report.step_time_ratios.is_empty() {
+        return Some(crate::runner::median(&report.step_time_ratios)).filter(|v| v.is_finite());
+    }
     let of = metric.ratio_of()?;
     let reference = components.get(report.reference.as_ref()?)?;
     let (v, r) = (report.value(of)?, reference.value(of)?);
@@ -142,6 +170,14 @@ pub fn decide_acknowledged(
         results.extend(rows);
         report
     });
+    for r in results.iter().filter(|r| r.status == Status::Inconclusive) {
+        warnings.push(format!(
+            "{}.{}: inconclusive: {}",
+            r.component,
+            r.metric,
+            r.reason.clone().unwrap_or_default()
+        ));
+    }
     for r in results.iter().filter(|r| r.status == Status::NotMeasured) {
         // A component that was not run already has its one warning.
         if r.component == "ensemble" || components.get(&r.component).is_some_and(|c| c.error.is_none()) {
@@ -225,6 +261,11 @@ fn component_warnings(name: &str, report: &ComponentReport) -> Vec<String> {
     {
         warnings.push(format!("{name}: not measured: {reason}"));
     }
+    if let Some(e) = &report.ratio_error {
+        warnings.push(format!(
+            "{name}: the interleaved steps for step_time_ratio failed ({e}); it is the ratio of the two profiles' medians, without an interval"
+        ));
+    }
     if let (Some(p), true) = (report.value(Metric::Params), report.analytic_params_bytes > 0) {
         let a = report.analytic_params_bytes as f64;
         let allowed = (a * PARAMS_AGREEMENT).max(PARAMS_AGREEMENT_FLOOR as f64);
@@ -255,8 +296,15 @@ fn judge_component_budget(
     let shown_base = base.and_then(|r| r.value(b.metric));
     let base_value = shown_base.filter(|_| base.is_some_and(|x| x.fingerprint == report.fingerprint));
     let measured = report.value(b.metric).or_else(|| ratio(components, report, b.metric));
+    let interval = measured.and(interval(report, b.metric));
+    // A timed figure with an interval is judged on all of it.
+    let judged = |v| match &interval {
+        Some(i) => judge_interval(&b.limit, i),
+        None => judge(&b.limit, v),
+    };
     let (status, reason) = match (measured, &report.error) {
-        (Some(v), _) => match (judge(&b.limit, v), base_value) {
+        (Some(v), _) => match (judged(v), base_value) {
+            (Status::Inconclusive, _) => (Status::Inconclusive, interval.as_ref().map(|i| straddles(b, i))),
             (Status::Pass, Some(bv))
                 if b.metric.unit() == Unit::Bytes
                     && b.metric.lower_is_better() == b.limit.op.is_max()
@@ -299,7 +347,28 @@ fn judge_component_budget(
         not_compared,
         baseline_op: None,
         baseline_limit: None,
+        interval,
     }
+}
+
+/// Why an interval is inconclusive, e.g. `the 96.5 % interval of 15 pairs,
+/// 1.80 to 2.10, straddles the limit < 2`.
+fn straddles(b: &crate::budget::Budget, i: &Interval) -> String {
+    let unit = b.metric.unit();
+    let what = if b.metric == Metric::StepTimeRatio {
+        "pairs"
+    } else {
+        "steps"
+    };
+    format!(
+        "the {:.1} % interval of {} {what}, {} to {}, straddles the limit {} {}",
+        i.confidence * 100.0,
+        i.samples,
+        crate::metric::format_value(unit, i.low),
+        crate::metric::format_value(unit, i.high),
+        b.limit.op,
+        crate::metric::format_value(unit, b.limit.value)
+    )
 }
 
 /// The ensemble's total and headroom, and one result per ensemble budget.
@@ -371,6 +440,7 @@ fn judge_ensemble(
                 not_compared: None,
                 baseline_op: None,
                 baseline_limit: None,
+                interval: None,
             }
         })
         .collect();
@@ -420,6 +490,7 @@ fn summarize(results: &[BudgetResult], warnings: Vec<String>, budget_changes: Ve
         failed,
         regressed: regressed_n,
         not_measured,
+        inconclusive: count(Status::Inconclusive),
         not_compared: results.iter().filter(|r| r.not_compared.is_some()).count(),
         warnings,
         strict,
@@ -554,6 +625,7 @@ ensemble:
                 failed: 0,
                 regressed: 0,
                 not_measured: 0,
+                inconclusive: 0,
                 warnings: vec![],
                 strict: false,
                 not_compared: 0,
@@ -859,5 +931,138 @@ components:
         add_ratios(&mut reports);
         assert_eq!(reports["t@half"].value(Metric::StepTimeRatio), Some(0.5));
         assert_eq!(reports["t@plain"].value(Metric::LossRatio), None);
+    }
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::*;
+    use std::path::Path;
+
+    const SPEC: &str = "version: 1
+device: { name: card, capacity: 1000 B, reserve: 100 B }
+components:
+  t:
+    workload: mlp
+    reference: plain
+    budgets:
+      step_time_ratio: < 2
+      step_time: < 10 ms
+    variants:
+      plain: { batch_size: 4, budgets: { step_time: < 10 ms } }
+";
+
+    /// 15 pair ratios spread evenly over `low..=high`, and 7 step times.
+    fn verdict(low: f64, high: f64, steps: &[f64], strict: bool) -> Verdict {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let reports: BTreeMap<String, ComponentReport> = spec
+            .components
+            .iter()
+            .map(|c| {
+                let mut r = crate::report::not_measured_report(c, "");
+                r.error = None;
+                r.step_times_ms = steps.to_vec();
+                let ms = crate::runner::median(steps);
+                r.metrics.insert(
+                    Metric::StepTime,
+                    MetricValue {
+                        value: ms,
+                        unit: Unit::Ms,
+                    },
+                );
+                if c.reference.is_some() {
+                    r.step_time_ratios = (0..15).map(|i| low + (high - low) * i as f64 / 14.0).rev().collect();
+                }
+                (c.name.clone(), r)
+            })
+            .collect();
+        let reserve = Reserve {
+            bytes: 0,
+            measured: false,
+        };
+        // A baseline of the same figures: no warning of its own.
+        let none = Outcome::Missing { reason: "test".into() };
+        let first = decide(&spec, &reports, &none, &Testbed::default(), reserve, false);
+        let baseline = Outcome::Found {
+            report: Box::new(Report {
+                schema: 1,
+                gate_version: "0".into(),
+                commit: None,
+                spec: "budgets.yaml".into(),
+                testbed: Testbed::default(),
+                components: reports.clone(),
+                ensemble: None,
+                results: first.results,
+                summary: first.summary,
+                baseline: None,
+                wall_seconds: 0.0,
+            }),
+            source: "b.json".into(),
+        };
+        decide(&spec, &reports, &baseline, &Testbed::default(), reserve, strict)
+    }
+
+    fn ratio_row(v: &Verdict) -> &BudgetResult {
+        v.results.iter().find(|r| r.metric == "step_time_ratio").unwrap()
+    }
+
+    const STEADY: [f64; 7] = [5.0, 6.0, 5.5, 5.2, 5.1, 5.3, 5.4];
+
+    #[test]
+    fn a_ratio_whose_interval_is_under_the_limit_passes_on_its_median() {
+        // 1.0, 1.05, ..., 1.7: the 4th and 12th smallest are 1.15 and 1.55.
+        let v = verdict(1.0, 1.7, &STEADY, true);
+        let r = ratio_row(&v);
+        assert_eq!(r.status, Status::Pass);
+        assert!((r.measured.unwrap() - 1.35).abs() < 1e-12);
+        let i = r.interval.unwrap();
+        assert_eq!((i.samples, i.confidence), (15, 1.0 - 2.0 * 576.0 / 32768.0));
+        assert!((i.low - 1.15).abs() < 1e-12 && (i.high - 1.55).abs() < 1e-12, "{i:?}");
+        assert_eq!(v.summary.status, RunStatus::Pass);
+        assert!(v.summary.warnings.is_empty(), "{:?}", v.summary.warnings);
+    }
+
+    #[test]
+    fn a_ratio_whose_interval_is_all_over_the_limit_fails() {
+        let v = verdict(2.1, 2.8, &STEADY, false);
+        assert_eq!(ratio_row(&v).status, Status::Fail);
+        assert_eq!(v.summary.status, RunStatus::Fail);
+    }
+
+    #[test]
+    fn an_interval_across_the_limit_is_inconclusive_a_warning_and_a_failure_under_strict() {
+        // Median 2.05 > 2, but the interval 1.9–2.2 holds values on both sides.
+        let v = verdict(1.7, 2.4, &STEADY, false);
+        let r = ratio_row(&v);
+        assert_eq!(r.status, Status::Inconclusive);
+        assert_eq!(r.measured.map(|m| (m * 1000.0).round()), Some(2050.0));
+        let why = "the 96.5 % interval of 15 pairs, 1.85 to 2.25, straddles the limit < 2";
+        assert_eq!(r.reason.as_deref(), Some(why));
+        assert_eq!(v.summary.warnings, [format!("t.step_time_ratio: inconclusive: {why}")]);
+        assert_eq!((v.summary.inconclusive, v.summary.failed), (1, 0));
+        assert_eq!(v.summary.status, RunStatus::Pass);
+        let strict = verdict(1.7, 2.4, &STEADY, true);
+        assert_eq!(ratio_row(&strict).status, Status::Inconclusive);
+        assert_eq!(strict.summary.status, RunStatus::Fail);
+    }
+
+    #[test]
+    fn step_time_is_judged_on_its_interval_from_six_steps_and_on_its_median_below() {
+        // 7 steps: [min, max] = 5–12 ms at 98.4 %, across the 10 ms limit.
+        let spread = [5.0, 6.0, 5.5, 12.0, 5.1, 5.3, 5.4];
+        let v = verdict(1.0, 1.7, &spread, false);
+        let t = &v.results[1];
+        assert_eq!((t.component.as_str(), t.metric.as_str()), ("t", "step_time"));
+        assert_eq!(t.status, Status::Inconclusive);
+        assert_eq!(t.interval.map(|i| (i.low, i.high, i.samples)), Some((5.0, 12.0, 7)));
+        assert_eq!(
+            t.reason.as_deref(),
+            Some("the 98.4 % interval of 7 steps, 5.0 ms to 12.0 ms, straddles the limit < 10.0 ms")
+        );
+        let v = verdict(1.0, 1.7, &STEADY, false);
+        assert_eq!((v.results[1].status, v.results[1].measured), (Status::Pass, Some(5.3)));
+        // Three steps have no 95 % interval: the median is judged, as before.
+        let v = verdict(1.0, 1.7, &[5.0, 12.0, 11.0], false);
+        assert_eq!((v.results[1].status, v.results[1].interval), (Status::Fail, None));
     }
 }

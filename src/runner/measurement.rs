@@ -24,6 +24,9 @@ pub enum Phase {
     TrainingStep,
     Timing,
     Inference,
+    /// A variant with a `step_time_ratio` budget: its steps and its
+    /// reference's, interleaved, after the byte phases (no bytes measured).
+    Ratio,
 }
 
 impl fmt::Display for Phase {
@@ -93,4 +96,11 @@ pub struct Measurement {
     /// call, sampled at every scope boundary and phase mark.
     #[serde(default)]
     pub timeline: Option<crate::probe::Timeline>,
+    /// The `ratio` phase: variant step time / reference step time, one per
+    /// interleaved pair.
+    #[serde(default)]
+    pub step_time_ratios: Vec<f64>,
+    /// Why the `ratio` phase failed, if it did (the byte figures stand).
+    #[serde(default)]
+    pub ratio_error: Option<String>,
 }

@@ -13,6 +13,6 @@ pub use child::{
     begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,
 };
 pub use measurement::{DeviceInfo, Failure, Measurement, Phase};
-pub use phases::{measured_in, median, profile, Timing};
+pub use phases::{measured_in, median, profile, time_pairs, Timing, MIN_PAIRS, PAIR_SECONDS};
 pub use pool::{default_jobs, profile_all, Profiled, Progress};
 pub use resolve::{load, parse, parse_bytes, resolve, Workloads};

@@ -292,7 +292,10 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
         Metric::Optimizer => &[Phase::Optimizer],
         Metric::TrainingPeak | Metric::DeviceUsed => &[Phase::TrainingStep],
         // The steady step is the first timed step; the rest run in `timing`.
-        Metric::StepTime | Metric::StepTimeRatio => &[Phase::TrainingStep, Phase::Timing],
+        Metric::StepTime => &[Phase::TrainingStep, Phase::Timing],
+        // A variant's ratio comes from its interleaved pairs (the separate
+        // medians when there are none).
+        Metric::StepTimeRatio => &[Phase::TrainingStep, Phase::Timing, Phase::Ratio],
         Metric::Loss | Metric::LossRatio => &[Phase::Timing],
         Metric::InferencePeak => &[Phase::Inference],
         Metric::Growth => &[Phase::Timing, Phase::Inference],
@@ -330,6 +333,117 @@ fn warm_up(workload: &dyn DynWorkload, ctx: &RunCtx) -> PhaseResult<()> {
     let infer = at(w, workload.build(store.detached(ctx.dtype, &ctx.device), ctx))?;
     at(w, infer.predict(&batch))?;
     Ok(())
+}
+
+/// One workload set up to train (model, batch, optimizer), for the `ratio` phase.
+struct Trainer<'w> {
+    workload: &'w dyn DynWorkload,
+    ctx: &'w RunCtx,
+    store: ParamStore,
+    model: Box<dyn crate::sdk::Model>,
+    batch: crate::sdk::Batch,
+    vars: Vec<Var>,
+    opt: AdamW,
+    steps: usize,
+}
+
+impl<'w> Trainer<'w> {
+    fn new(workload: &'w dyn DynWorkload, ctx: &'w RunCtx) -> PhaseResult<Self> {
+        let r = Phase::Ratio;
+        let store = ParamStore::with_master(ctx.seed, ctx.master_dtype);
+        let model = at(r, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;
+        let batch = at(r, workload.batch(ctx, ctx.seed ^ 0xBA7C))?;
+        let vars = store.vars();
+        let params = ParamsAdamW {
+            lr: workload.learning_rate(),
+            ..Default::default()
+        };
+        let opt = at(r, AdamW::new(vars.clone(), params))?;
+        Ok(Trainer {
+            workload,
+            ctx,
+            store,
+            model,
+            batch,
+            vars,
+            opt,
+            steps: 0,
+        })
+    }
+
+    /// One training step, its wall time in ms (after `sync`, which waits for the device).
+    fn step(&mut self, sync: &dyn Fn()) -> PhaseResult<f64> {
+        let t = Instant::now();
+        let seed = self.ctx.seed ^ self.steps as u64;
+        train_step(
+            self.model.as_ref(),
+            &self.batch,
+            &self.vars,
+            &mut self.opt,
+            seed,
+            Phase::Ratio,
+        )?;
+        sync();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        at(Phase::Ratio, self.model.after_step(self.steps))?;
+        recast(&mut self.model, self.workload, &self.store, self.ctx, Phase::Ratio)?;
+        self.steps += 1;
+        Ok(ms)
+    }
+}
+
+/// The fewest pairs with a 95 % interval for their median (`report::interval`).
+pub const MIN_PAIRS: usize = 6;
+
+/// After [`MIN_PAIRS`], no new pair starts once the pairs have taken this
+/// long: a model whose step takes seconds (the plain TFT on one CPU core
+/// takes 11 s) stops at 6 pairs instead of 15. On a GPU, 15 pairs of
+/// sub-second steps fit well inside it.
+pub const PAIR_SECONDS: f64 = 30.0;
+
+/// Times `variant` against `reference` in this one process: each is built
+/// and trained `warmup` steps (at least one), then their steps alternate
+/// for up to `pairs` pairs, and each pair gives one ratio, variant ms over
+/// reference ms. Whatever drifts over the run (clocks, heat, other load on
+/// the machine) moves both steps of a pair alike and cancels in its ratio;
+/// which of the two goes first alternates (AB, BA, AB, ...) so that going
+/// second (warm caches, a busy allocator) favours neither. No bytes are
+/// measured here: the byte profiles ran before, each in its own process.
+/// `Err` is the failing step's message.
+pub fn time_pairs(
+    variant: (&dyn DynWorkload, &RunCtx),
+    reference: (&dyn DynWorkload, &RunCtx),
+    warmup: usize,
+    pairs: usize,
+    sync: &dyn Fn(),
+) -> Result<Vec<f64>, String> {
+    let run = || -> PhaseResult<Vec<f64>> {
+        let mut a = Trainer::new(variant.0, variant.1)?;
+        let mut b = Trainer::new(reference.0, reference.1)?;
+        for _ in 0..warmup.max(1) {
+            a.step(sync)?;
+            b.step(sync)?;
+        }
+        let turn = super::timing_lock::acquire();
+        let started = Instant::now();
+        let mut ratios = Vec::with_capacity(pairs);
+        for i in 0..pairs {
+            if i >= MIN_PAIRS && started.elapsed().as_secs_f64() > PAIR_SECONDS {
+                break;
+            }
+            let (va, vb) = if i % 2 == 0 {
+                let va = a.step(sync)?;
+                (va, b.step(sync)?)
+            } else {
+                let vb = b.step(sync)?;
+                (a.step(sync)?, vb)
+            };
+            ratios.push(va / vb);
+        }
+        drop(turn);
+        Ok(ratios)
+    };
+    run().map_err(|(_, e)| first_line(&e.to_string()))
 }
 
 /// The error's first line: candle appends a backtrace when one was captured.

@@ -229,6 +229,7 @@ fn status_cell(report: &Report, r: &Row) -> String {
             // `gate comment` could not confirm who added the label.
             None => "📈 regressed, acknowledged (not confirmed)".into(),
         },
+        Status::Inconclusive => "🟡 inconclusive".into(),
     };
     if let Some(why) = &res.not_compared {
         let _ = write!(cell, "<br><sub>⚠️ not compared: {}</sub>", escape_max(why, 200));
