@@ -518,3 +518,132 @@ fn the_node24_check_catches_node20_majors() {
         ]
     );
 }
+
+/// A caller's repository that breaks any cargo run inside it: a workspace
+/// root, a toolchain that does not exist, and a Cargo config that does not
+/// parse. gate's source is nested in it, as `actions/checkout` with `path:`
+/// (or `uses: ./`) would put it. Returns (caller root, gate's copy).
+fn hostile_caller(root: &Path) -> (PathBuf, PathBuf) {
+    let caller = root.join("caller");
+    std::fs::create_dir_all(caller.join(".cargo")).unwrap();
+    std::fs::write(caller.join("Cargo.toml"), "[workspace]\nmembers = [\"crates/*\"]\n").unwrap();
+    std::fs::write(
+        caller.join("rust-toolchain.toml"),
+        "[toolchain]\nchannel = \"0.0.1-no-such-toolchain\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        caller.join(".cargo/config.toml"),
+        "[build]\ntarget = \"no-such-triple\"\nrustflags = [\"--cfg\", \"broken\"]\nthis is not toml\n",
+    )
+    .unwrap();
+    let gate = caller.join(".gate-action");
+    std::fs::create_dir_all(&gate).unwrap();
+    let copied = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(r#"tar -C "$1" --exclude=./target --exclude=./.git -cf - . | tar -C "$2" -xf -"#)
+        .arg("copy")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .arg(&gate)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    (caller, gate)
+}
+
+#[test]
+fn the_action_builds_gate_apart_from_the_callers_workspace_toolchain_and_cargo_config() {
+    let t = tempfile::tempdir().unwrap();
+    let (caller, gate) = hostile_caller(t.path());
+    // rustup tells the processes it starts which toolchain it chose: the test
+    // must not inherit that choice, or the caller's rust-toolchain.toml is moot.
+    let real_cargo = {
+        let o = std::process::Command::new("bash")
+            .args(["-c", "command -v cargo"])
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    // The fixture is hostile: cargo run inside gate's nested copy fails.
+    let o = std::process::Command::new(&real_cargo)
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(&gate)
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the caller's files must break a build in its tree");
+
+    // A release build takes minutes: `cargo` is a shim that records how it was
+    // run, then runs the real cargo's `metadata` in the same directory with
+    // the same environment (it reads the manifest, the workspace, the
+    // toolchain file and the Cargo config, as the build would), and puts the
+    // debug gate where the build's binary would be.
+    let shim = t.path().join("shim");
+    std::fs::create_dir_all(&shim).unwrap();
+    let log = t.path().join("cargo.log");
+    std::fs::write(
+        shim.join("cargo"),
+        format!(
+            "#!/usr/bin/env bash\n\
+             [ \"$1\" = build ] || exec '{real_cargo}' \"$@\"\n\
+             {{ echo \"cwd=$PWD\"; echo \"toolchain=${{RUSTUP_TOOLCHAIN:-}}\"; echo \"args=$*\"; }} > '{log}'\n\
+             '{real_cargo}' metadata --format-version 1 --no-deps --offline >/dev/null || exit 101\n\
+             mkdir -p \"$CARGO_TARGET_DIR/release\" && cp '{bin}' \"$CARGO_TARGET_DIR/release/gate\"\n",
+            log = log.display(),
+            bin = env!("CARGO_BIN_EXE_gate"),
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(shim.join("cargo"))
+        .status()
+        .unwrap();
+    let runner_temp = t.path().join("runner_temp");
+    std::fs::create_dir_all(&runner_temp).unwrap();
+    let (output, path_file) = (t.path().join("github_output"), t.path().join("github_path"));
+    let o = std::process::Command::new("bash")
+        .arg(gate.join("scripts/action/install.sh"))
+        // GitHub runs a step in the caller's workspace.
+        .current_dir(&caller)
+        .env("PATH", format!("{}:{}", shim.display(), std::env::var("PATH").unwrap()))
+        .env("GITHUB_OUTPUT", &output)
+        .env("GITHUB_PATH", &path_file)
+        .env("RUNNER_TEMP", &runner_temp)
+        .env("ACTION_PATH", &gate)
+        .env("FOUND", "false")
+        .env("BIN_DIR", t.path().join("bin"))
+        .env("TARGET_DIR", t.path().join("target"))
+        .env("FEATURES", "cpu")
+        .env("SOURCE_KEY", "k1")
+        // The pin is install.sh's default; the test pins what every machine has.
+        .env("GATE_RUST_TOOLCHAIN", "stable")
+        .env("RUSTFLAGS", "--cfg broken")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let log = std::fs::read_to_string(&log).unwrap();
+    let cwd = log.lines().find_map(|l| l.strip_prefix("cwd=")).unwrap();
+    assert!(
+        Path::new(cwd).starts_with(&runner_temp) && !Path::new(cwd).starts_with(&caller),
+        "built outside the caller's tree: {log}"
+    );
+    assert!(log.contains("toolchain=stable\n"), "{log}");
+    assert!(log.contains("args=build --release --locked --bin gate\n"), "{log}");
+    let outputs = std::fs::read_to_string(&output).unwrap();
+    assert!(outputs.contains("from=source\n"), "{outputs}");
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("bin/.source-key")).unwrap(),
+        "k1\n"
+    );
+    assert!(t.path().join("bin/gate").exists());
+    assert!(
+        std::fs::read_dir(&runner_temp).unwrap().next().is_none(),
+        "the copy is removed"
+    );
+}

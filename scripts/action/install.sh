@@ -21,15 +21,35 @@ if [ "$FOUND" != true ]; then
     }
     commit=$(git -C "$ACTION_PATH" rev-parse --short=12 HEAD 2>/dev/null || true)
     export GATE_BUILD_COMMIT="$commit" CARGO_TARGET_DIR="$TARGET_DIR" CARGO_TERM_COLOR=never
+    # The action may be checked out inside the caller's tree, where the
+    # caller's rust-toolchain.toml and .cargo/config.toml would apply (cargo
+    # and rustup look for them from the working directory up). So build a
+    # copy outside that tree, and drop the caller's build flags from the env.
+    src=$(mktemp -d "${RUNNER_TEMP:-/tmp}/gate-src.XXXXXX")
+    tar -C "$ACTION_PATH" --exclude=./target --exclude=./.git -cf - . | tar -C "$src" -xf -
+    unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_BUILD_RUSTFLAGS CARGO_BUILD_TARGET
+    # A pinned toolchain, through RUSTUP_TOOLCHAIN rather than `cargo +V`: the
+    # variable beats any rust-toolchain.toml and reaches every cargo and rustc
+    # the build runs (build-cuda.sh calls cargo several times). The version
+    # is the one gate's CI tests; GATE_RUST_TOOLCHAIN overrides it.
+    toolchain="${GATE_RUST_TOOLCHAIN:-1.95.0}"
+    if command -v rustup >/dev/null 2>&1; then
+      (cd "$src" && { rustup which --toolchain "$toolchain" cargo >/dev/null 2>&1 ||
+        rustup toolchain install "$toolchain" --profile minimal --no-self-update >&2; })
+      export RUSTUP_TOOLCHAIN="$toolchain"
+    else
+      note "no rustup: building with $(cd "$src" && cargo --version), not the pinned $toolchain"
+    fi
     mkdir -p "$BIN_DIR"
     if [ "$FEATURES" = cuda ]; then
       note "building the cuda gate from source (a cold build takes 12-21 minutes; cached afterwards)"
-      bash "$ACTION_PATH/scripts/build-cuda.sh" --out "$BIN_DIR" --release --locked --features cuda --bin gate
+      bash "$src/scripts/build-cuda.sh" --out "$BIN_DIR" --release --locked --features cuda --bin gate
     else
-      note "building gate from source (cached afterwards)"
-      cargo build --release --locked --bin gate --manifest-path "$ACTION_PATH/Cargo.toml"
+      note "building gate from source with $toolchain (cached afterwards)"
+      (cd "$src" && cargo build --release --locked --bin gate)
       install -m 0755 "$TARGET_DIR/release/gate" "$BIN_DIR/gate"
     fi
+    rm -rf "$src"
     echo "$SOURCE_KEY" > "$BIN_DIR/.source-key"
   fi
 fi
