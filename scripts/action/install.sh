@@ -9,9 +9,21 @@ out() { echo "$1=$2" >> "$GITHUB_OUTPUT"; }
 note() { echo "gate action: $*" >&2; }
 from=release
 if [ "$FOUND" != true ]; then
-  if [ -x "$BIN_DIR/gate" ] && [ "$(cat "$BIN_DIR/.source-key" 2>/dev/null)" = "$SOURCE_KEY" ]; then
+  # A cached build is run only when it is this source's and its bytes match
+  # the SHA-256 recorded when it was built (stored with it in the cache
+  # entry); anything else is deleted unrun and gate is built again.
+  cached=false
+  if [ -e "$BIN_DIR/gate" ] && [ "$(cat "$BIN_DIR/.source-key" 2>/dev/null)" = "$SOURCE_KEY" ]; then
+    if [ -f "$BIN_DIR/gate.sha256" ] && (cd "$BIN_DIR" && sha256sum --status -c gate.sha256); then
+      cached=true
+    else
+      echo "::warning title=gate action::the cached gate does not match the SHA-256 recorded at its build: not running it; building gate again"
+      rm -f "$BIN_DIR/gate" "$BIN_DIR/gate.sha256" "$BIN_DIR/.source-key"
+    fi
+  fi
+  if [ "$cached" = true ]; then
     from=cache
-    note "using the cached build of this source ($SOURCE_KEY)"
+    note "using the cached build of this source ($SOURCE_KEY), SHA-256 checked"
   else
     from=source
     command -v cargo >/dev/null || {
@@ -41,6 +53,8 @@ if [ "$FOUND" != true ]; then
       note "no rustup: building with $(cd "$src" && cargo --version), not the pinned $toolchain"
     fi
     mkdir -p "$BIN_DIR"
+    # The CUDA build tools too: a fresh venv per job, not one an earlier job left.
+    export CUDA_WHEELS="${CUDA_WHEELS:-${RUNNER_TEMP:-/tmp}/gate-cuda-wheels}"
     if [ "$FEATURES" = cuda ]; then
       note "building the cuda gate from source (a cold build takes 12-21 minutes; cached afterwards)"
       bash "$src/scripts/build-cuda.sh" --out "$BIN_DIR" --release --locked --features cuda --bin gate
@@ -50,6 +64,7 @@ if [ "$FOUND" != true ]; then
       install -m 0755 "$TARGET_DIR/release/gate" "$BIN_DIR/gate"
     fi
     rm -rf "$src"
+    (cd "$BIN_DIR" && sha256sum gate > gate.sha256)
     echo "$SOURCE_KEY" > "$BIN_DIR/.source-key"
   fi
 fi
