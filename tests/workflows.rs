@@ -784,3 +784,69 @@ fn the_cuda_runtime_venv_is_fresh_per_job_under_runner_temp() {
         "{env}"
     );
 }
+
+/// The write permissions a job holds: its own `permissions`, else the
+/// workflow's. A reusable workflow's job without its own takes the caller's,
+/// which may write: reported as `(the caller's)`.
+fn job_writes(w: &Workflow, job: &Yaml) -> Vec<String> {
+    if !job["permissions"].is_badvalue() {
+        return permissions_write(&job["permissions"]);
+    }
+    let top = key(&w.doc, "permissions");
+    if top.is_badvalue() && only_called(w) {
+        return vec!["(the caller's)".into()];
+    }
+    permissions_write(top)
+}
+
+/// A persistent self-hosted runner may have run a fork's code (a labelled
+/// PR, or a workflow a fork changed): it must never hold a token that
+/// writes. Measure there read-only; publish from a GitHub-hosted job.
+/// https://docs.github.com/en/actions/hosting-your-own-runners/managing-self-hosted-runners/about-self-hosted-runners#self-hosted-runner-security
+#[test]
+fn no_self_hosted_job_holds_a_write_token() {
+    let mut checked = 0;
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            if !self_hosted(job) || !job["uses"].is_badvalue() {
+                continue; // a reusable workflow's call is checked in that workflow
+            }
+            let writes = job_writes(&w, job);
+            assert!(
+                writes.is_empty(),
+                "{}: job `{name}` may run on a self-hosted runner and holds a write token {writes:?}; \
+                 measure there with `contents: read` and write from a GitHub-hosted job",
+                w.file
+            );
+            checked += 1;
+        }
+    }
+    // gate-pr, gate-main, gate-release GPU jobs and the reusable workflow's measuring job.
+    assert!(checked >= 4, "{checked}");
+
+    // The lint catches a write there.
+    let bad = YamlLoader::load_from_str(
+        "on: push\npermissions:\n  contents: read\njobs:\n  gpu:\n    runs-on: [self-hosted, gpu]\n    permissions:\n      contents: write\n",
+    )
+    .unwrap()
+    .remove(0);
+    let w = Workflow {
+        file: "bad.yml".into(),
+        text: String::new(),
+        doc: bad,
+    };
+    let (_, job) = jobs(&w).remove(0);
+    assert!(self_hosted(job));
+    assert_eq!(job_writes(&w, job), ["contents"]);
+    let called =
+        YamlLoader::load_from_str("on: workflow_call\njobs:\n  gate:\n    runs-on: ${{ fromJSON(inputs.runs-on) }}\n")
+            .unwrap()
+            .remove(0);
+    let w = Workflow {
+        file: "called.yml".into(),
+        text: String::new(),
+        doc: called,
+    };
+    let (_, job) = jobs(&w).remove(0);
+    assert_eq!(job_writes(&w, job), ["(the caller's)"]);
+}
