@@ -850,3 +850,66 @@ fn no_self_hosted_job_holds_a_write_token() {
     let (_, job) = jobs(&w).remove(0);
     assert_eq!(job_writes(&w, job), ["(the caller's)"]);
 }
+
+/// The permissions a `permissions:` value grants, as scope → level.
+fn granted(p: &Yaml) -> Vec<(String, String)> {
+    p.as_hash()
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// GitHub refuses to start a called workflow's job that asks for more than
+/// its caller grants ("can be only downgraded"). The measuring job of the
+/// reusable workflow asks for its own read-only set: every caller of it
+/// that this repository ships (`gate init`'s template, the README's example)
+/// grants at least that.
+#[test]
+fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
+    let reusable = workflows().into_iter().find(|w| w.file == "gate-reusable.yml").unwrap();
+    let asked: Vec<(String, String)> = jobs(&reusable)
+        .iter()
+        .flat_map(|(_, j)| granted(&j["permissions"]))
+        .collect();
+    assert!(asked.contains(&("pull-requests".into(), "read".into())), "{asked:?}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let template = std::fs::read_to_string(root.join("src/cli/templates/gate.yml"))
+        .unwrap()
+        .replace("{{REPO}}", "acme/gate")
+        .replace("{{REF}}", "v1.0.0")
+        .replace("{{BRANCH}}", "main");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let example = readme
+        .split("```yaml\n")
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("gate-reusable.yml@") && b.contains("jobs:"))
+        .expect("the README's example")
+        .to_string();
+    for (what, text) in [("gate init's gate.yml", template), ("the README's example", example)] {
+        let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+        let mut callers = 0;
+        for (name, job) in doc["jobs"].as_hash().unwrap() {
+            if !job["uses"].as_str().is_some_and(|u| u.contains("gate-reusable.yml")) {
+                continue;
+            }
+            callers += 1;
+            let has = if job["permissions"].is_badvalue() {
+                granted(&doc["permissions"])
+            } else {
+                granted(&job["permissions"])
+            };
+            for (scope, level) in &asked {
+                let ok = has.iter().any(|(s, l)| s == scope && (l == level || l == "write"));
+                assert!(
+                    ok,
+                    "{what}: job `{}` grants {has:?}, but the reusable workflow asks for `{scope}: {level}`",
+                    name.as_str().unwrap()
+                );
+            }
+        }
+        assert!(callers >= 2, "{what}");
+    }
+}
