@@ -154,6 +154,16 @@ fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
     let t = tempfile::tempdir().unwrap();
     let o = gate_in(t.path(), &["init", "--gate-repo", "acme/gate", "--gate-ref", "v9.9.9"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // The first PR gets no comment: init says so (GitHub runs `workflow_run` from the default branch only).
+    assert!(
+        text(&o.stderr).contains(
+            "  note: the pull request that adds these workflows gets no comment (GitHub runs the `workflow_run` \
+             comment workflow only from the default branch); its results are in the run's job summary and \
+             artifact, and comments start once it is merged\n"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
     let spec = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
     for key in SPEC_KEYS {
         assert!(spec.contains(key), "the starter spec lacks `{key}`");

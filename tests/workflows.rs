@@ -518,3 +518,398 @@ fn the_node24_check_catches_node20_majors() {
         ]
     );
 }
+
+/// A caller's repository that breaks any cargo run inside it: a workspace
+/// root, a toolchain that does not exist, and a Cargo config that does not
+/// parse. gate's source is nested in it, as `actions/checkout` with `path:`
+/// (or `uses: ./`) would put it. Returns (caller root, gate's copy).
+fn hostile_caller(root: &Path) -> (PathBuf, PathBuf) {
+    let caller = root.join("caller");
+    std::fs::create_dir_all(caller.join(".cargo")).unwrap();
+    std::fs::write(caller.join("Cargo.toml"), "[workspace]\nmembers = [\"crates/*\"]\n").unwrap();
+    std::fs::write(
+        caller.join("rust-toolchain.toml"),
+        "[toolchain]\nchannel = \"0.0.1-no-such-toolchain\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        caller.join(".cargo/config.toml"),
+        "[build]\ntarget = \"no-such-triple\"\nrustflags = [\"--cfg\", \"broken\"]\nthis is not toml\n",
+    )
+    .unwrap();
+    let gate = caller.join(".gate-action");
+    std::fs::create_dir_all(&gate).unwrap();
+    let copied = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(r#"tar -C "$1" --exclude=./target --exclude=./.git -cf - . | tar -C "$2" -xf -"#)
+        .arg("copy")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .arg(&gate)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    (caller, gate)
+}
+
+/// The cargo that `cargo` on PATH runs (rustup's proxy, where rustup is used).
+fn real_cargo() -> String {
+    let o = std::process::Command::new("bash")
+        .args(["-c", "command -v cargo"])
+        .output()
+        .unwrap();
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+fn executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    let ok = std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+/// A release build takes minutes: returns a folder with a `cargo` shim that
+/// records how `cargo build` was run (into `log`), then runs the real cargo's
+/// `metadata` in the same directory with the same environment (it reads the
+/// manifest, the workspace, the toolchain file and the Cargo config, as the
+/// build would), and puts the debug gate where the build's binary would be.
+fn cargo_shim(root: &Path, log: &Path) -> PathBuf {
+    let shim = root.join("shim");
+    std::fs::create_dir_all(&shim).unwrap();
+    let real = real_cargo();
+    executable(
+        &shim.join("cargo"),
+        &format!(
+            "#!/usr/bin/env bash\n\
+             [ \"$1\" = build ] || exec '{real}' \"$@\"\n\
+             {{ echo \"cwd=$PWD\"; echo \"toolchain=${{RUSTUP_TOOLCHAIN:-}}\"; echo \"args=$*\"; }} > '{log}'\n\
+             '{real}' metadata --format-version 1 --no-deps --offline >/dev/null || exit 101\n\
+             mkdir -p \"$CARGO_TARGET_DIR/release\" && cp '{bin}' \"$CARGO_TARGET_DIR/release/gate\"\n",
+            log = log.display(),
+            bin = env!("CARGO_BIN_EXE_gate"),
+        ),
+    );
+    shim
+}
+
+/// Runs the action's install step (scripts/action/install.sh of `gate`, a
+/// copy of this repository) in `cwd` as GitHub would, with `cargo` shimmed
+/// and no prebuilt release found. Returns (exit code, stderr, $GITHUB_OUTPUT).
+fn run_install(root: &Path, gate: &Path, cwd: &Path, envs: &[(&str, &Path)]) -> (Option<i32>, String, String) {
+    let shim = cargo_shim(root, &root.join("cargo.log"));
+    let output = root.join("github_output");
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(gate.join("scripts/action/install.sh"))
+        .current_dir(cwd)
+        .env("PATH", format!("{}:{}", shim.display(), std::env::var("PATH").unwrap()))
+        .env("GITHUB_OUTPUT", &output)
+        .env("GITHUB_PATH", root.join("github_path"))
+        .env("ACTION_PATH", gate)
+        .env("FOUND", "false")
+        .env("BIN_DIR", root.join("bin"))
+        .env("TARGET_DIR", root.join("target"))
+        .env("FEATURES", "cpu")
+        .env("SOURCE_KEY", "k1")
+        // The pin is install.sh's default; the test pins what every machine has.
+        .env("GATE_RUST_TOOLCHAIN", "stable")
+        // rustup tells the processes it starts which toolchain it chose: the
+        // test must not pass that on, or the caller's rust-toolchain.toml is moot.
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        std::fs::read_to_string(&output).unwrap_or_default(),
+    )
+}
+
+#[test]
+fn the_action_builds_gate_apart_from_the_callers_workspace_toolchain_and_cargo_config() {
+    let t = tempfile::tempdir().unwrap();
+    let (caller, gate) = hostile_caller(t.path());
+    // The fixture is hostile: cargo run inside gate's nested copy fails.
+    let o = std::process::Command::new(real_cargo())
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(&gate)
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "the caller's files must break a build in its tree");
+
+    let runner_temp = t.path().join("runner_temp");
+    std::fs::create_dir_all(&runner_temp).unwrap();
+    // GitHub runs a step in the caller's workspace; the caller's RUSTFLAGS would break the build too.
+    let (code, stderr, outputs) = run_install(
+        t.path(),
+        &gate,
+        &caller,
+        &[("RUNNER_TEMP", &runner_temp), ("RUSTFLAGS", Path::new("--cfg broken"))],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let log = std::fs::read_to_string(t.path().join("cargo.log")).unwrap();
+    let cwd = log.lines().find_map(|l| l.strip_prefix("cwd=")).unwrap();
+    assert!(
+        Path::new(cwd).starts_with(&runner_temp) && !Path::new(cwd).starts_with(&caller),
+        "built outside the caller's tree: {log}"
+    );
+    assert!(log.contains("toolchain=stable\n"), "{log}");
+    assert!(log.contains("args=build --release --locked --bin gate\n"), "{log}");
+    assert!(outputs.contains("from=source\n"), "{outputs}");
+    assert_eq!(
+        std::fs::read_to_string(t.path().join("bin/.source-key")).unwrap(),
+        "k1\n"
+    );
+    assert!(t.path().join("bin/gate").exists());
+    assert!(
+        std::fs::read_dir(&runner_temp).unwrap().next().is_none(),
+        "the copy is removed"
+    );
+}
+
+#[test]
+fn the_action_never_runs_a_cached_gate_whose_hash_does_not_match() {
+    let t = tempfile::tempdir().unwrap();
+    let gate = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rt = t.path().join("runner_temp");
+    std::fs::create_dir_all(&rt).unwrap();
+    let bin = t.path().join("bin");
+    // A first job builds gate and records its hash beside it.
+    let (code, stderr, outputs) = run_install(t.path(), gate, t.path(), &[("RUNNER_TEMP", &rt)]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(outputs.contains("from=source\n"), "{outputs}");
+    let recorded = std::fs::read_to_string(bin.join("gate.sha256")).unwrap();
+    assert!(recorded.ends_with("  gate\n"), "{recorded}");
+
+    // The next job restores it intact: used as it is, no build.
+    std::fs::remove_file(t.path().join("cargo.log")).unwrap();
+    let (code, stderr, outputs) = run_install(t.path(), gate, t.path(), &[("RUNNER_TEMP", &rt)]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(outputs.contains("from=cache\n"), "{outputs}");
+    assert!(!t.path().join("cargo.log").exists(), "no build");
+
+    // A binary swapped after its build (same source key): never run, rebuilt.
+    let marker = t.path().join("tampered-gate-ran");
+    executable(
+        &bin.join("gate"),
+        &format!("#!/bin/sh\ntouch '{}'\necho 'gate 6.6.6'\n", marker.display()),
+    );
+    let (code, stderr, outputs) = run_install(t.path(), gate, t.path(), &[("RUNNER_TEMP", &rt)]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!marker.exists(), "the tampered binary ran");
+    assert!(outputs.contains("from=source\n"), "{outputs}");
+    assert!(t.path().join("cargo.log").exists(), "rebuilt");
+    assert_eq!(std::fs::read_to_string(bin.join("gate.sha256")).unwrap(), recorded);
+
+    // A binary with no recorded hash (an older cache, or planted): the same.
+    std::fs::remove_file(bin.join("gate.sha256")).unwrap();
+    executable(&bin.join("gate"), &format!("#!/bin/sh\ntouch '{}'\n", marker.display()));
+    let (code, stderr, outputs) = run_install(t.path(), gate, t.path(), &[("RUNNER_TEMP", &rt)]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!marker.exists(), "the unverified binary ran");
+    assert!(outputs.contains("from=source\n"), "{outputs}");
+}
+
+#[test]
+fn the_cuda_runtime_venv_is_fresh_per_job_under_runner_temp() {
+    let t = tempfile::tempdir().unwrap();
+    let shim = t.path().join("shim");
+    std::fs::create_dir_all(&shim).unwrap();
+    let log = t.path().join("python.log");
+    // No CUDA here: `ldd` says the runtime is missing, `python3 -m venv`
+    // makes the venv's layout and a `pip` that installs nothing.
+    executable(
+        &shim.join("ldd"),
+        "#!/bin/sh\nprintf '\\tlibcublas.so.13 => not found\\n\\tlibc.so.6 => /lib/libc.so.6\\n'\n",
+    );
+    executable(
+        &shim.join("python3"),
+        &format!(
+            "#!/usr/bin/env bash\necho \"$*\" >> '{}'\nd=\"${{@: -1}}\"\n\
+             mkdir -p \"$d/bin\" \"$d/lib/python3.12/site-packages/nvidia/cu13/lib\"\n\
+             printf '#!/bin/sh\\n' > \"$d/bin/pip\" && chmod +x \"$d/bin/pip\"\n",
+            log.display()
+        ),
+    );
+    // What an earlier job (maybe a fork's) left where the old venv lived.
+    let home = t.path().join("home");
+    let planted = home.join(".cache/gate-action/cuda-runtime-13.0");
+    std::fs::create_dir_all(planted.join("bin")).unwrap();
+    let ran = t.path().join("planted-pip-ran");
+    executable(
+        &planted.join("bin/pip"),
+        &format!("#!/bin/sh\ntouch '{}'\n", ran.display()),
+    );
+    let rt = t.path().join("runner_temp");
+    std::fs::create_dir_all(&rt).unwrap();
+    let env_file = t.path().join("github_env");
+    let run = || {
+        let o = std::process::Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/cuda-runtime.sh"))
+            .arg("/bin/true")
+            .env("PATH", format!("{}:/usr/bin:/bin", shim.display()))
+            .env("HOME", &home)
+            .env("RUNNER_TEMP", &rt)
+            .env("GITHUB_ENV", &env_file)
+            .env_remove("GATE_CUDA_RUNTIME")
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
+    };
+    let (first, second) = (run(), run());
+    for lib in [&first, &second] {
+        assert!(lib.starts_with(&rt), "the venv is under RUNNER_TEMP: {}", lib.display());
+        assert!(lib.ends_with("lib/python3.12/site-packages/nvidia/cu13/lib"));
+    }
+    assert_ne!(first, second, "a fresh venv each time");
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        calls.lines().filter(|l| l.starts_with("-m venv --clear ")).count(),
+        2,
+        "{calls}"
+    );
+    assert!(!ran.exists(), "the venv an earlier job left was used");
+    let env = std::fs::read_to_string(&env_file).unwrap();
+    assert!(
+        env.starts_with(&format!("LD_LIBRARY_PATH={}", first.display())),
+        "{env}"
+    );
+}
+
+/// The write permissions a job holds: its own `permissions`, else the
+/// workflow's. A reusable workflow's job without its own takes the caller's,
+/// which may write: reported as `(the caller's)`.
+fn job_writes(w: &Workflow, job: &Yaml) -> Vec<String> {
+    if !job["permissions"].is_badvalue() {
+        return permissions_write(&job["permissions"]);
+    }
+    let top = key(&w.doc, "permissions");
+    if top.is_badvalue() && only_called(w) {
+        return vec!["(the caller's)".into()];
+    }
+    permissions_write(top)
+}
+
+/// A persistent self-hosted runner may have run a fork's code (a labelled
+/// PR, or a workflow a fork changed): it must never hold a token that
+/// writes. Measure there read-only; publish from a GitHub-hosted job.
+/// https://docs.github.com/en/actions/hosting-your-own-runners/managing-self-hosted-runners/about-self-hosted-runners#self-hosted-runner-security
+#[test]
+fn no_self_hosted_job_holds_a_write_token() {
+    let mut checked = 0;
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            if !self_hosted(job) || !job["uses"].is_badvalue() {
+                continue; // a reusable workflow's call is checked in that workflow
+            }
+            let writes = job_writes(&w, job);
+            assert!(
+                writes.is_empty(),
+                "{}: job `{name}` may run on a self-hosted runner and holds a write token {writes:?}; \
+                 measure there with `contents: read` and write from a GitHub-hosted job",
+                w.file
+            );
+            checked += 1;
+        }
+    }
+    // gate-pr, gate-main, gate-release GPU jobs and the reusable workflow's measuring job.
+    assert!(checked >= 4, "{checked}");
+
+    // The lint catches a write there.
+    let bad = YamlLoader::load_from_str(
+        "on: push\npermissions:\n  contents: read\njobs:\n  gpu:\n    runs-on: [self-hosted, gpu]\n    permissions:\n      contents: write\n",
+    )
+    .unwrap()
+    .remove(0);
+    let w = Workflow {
+        file: "bad.yml".into(),
+        text: String::new(),
+        doc: bad,
+    };
+    let (_, job) = jobs(&w).remove(0);
+    assert!(self_hosted(job));
+    assert_eq!(job_writes(&w, job), ["contents"]);
+    let called =
+        YamlLoader::load_from_str("on: workflow_call\njobs:\n  gate:\n    runs-on: ${{ fromJSON(inputs.runs-on) }}\n")
+            .unwrap()
+            .remove(0);
+    let w = Workflow {
+        file: "called.yml".into(),
+        text: String::new(),
+        doc: called,
+    };
+    let (_, job) = jobs(&w).remove(0);
+    assert_eq!(job_writes(&w, job), ["(the caller's)"]);
+}
+
+/// The permissions a `permissions:` value grants, as scope → level.
+fn granted(p: &Yaml) -> Vec<(String, String)> {
+    p.as_hash()
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// GitHub refuses to start a called workflow's job that asks for more than
+/// its caller grants ("can be only downgraded"). The measuring job of the
+/// reusable workflow asks for its own read-only set: every caller of it
+/// that this repository ships (`gate init`'s template, the README's example)
+/// grants at least that.
+#[test]
+fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
+    let reusable = workflows().into_iter().find(|w| w.file == "gate-reusable.yml").unwrap();
+    let asked: Vec<(String, String)> = jobs(&reusable)
+        .iter()
+        .flat_map(|(_, j)| granted(&j["permissions"]))
+        .collect();
+    assert!(asked.contains(&("pull-requests".into(), "read".into())), "{asked:?}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let template = std::fs::read_to_string(root.join("src/cli/templates/gate.yml"))
+        .unwrap()
+        .replace("{{REPO}}", "acme/gate")
+        .replace("{{REF}}", "v1.0.0")
+        .replace("{{BRANCH}}", "main");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let example = readme
+        .split("```yaml\n")
+        .filter_map(|b| b.split("```").next())
+        .find(|b| b.contains("gate-reusable.yml@") && b.contains("jobs:"))
+        .expect("the README's example")
+        .to_string();
+    for (what, text) in [("gate init's gate.yml", template), ("the README's example", example)] {
+        let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+        let mut callers = 0;
+        for (name, job) in doc["jobs"].as_hash().unwrap() {
+            if !job["uses"].as_str().is_some_and(|u| u.contains("gate-reusable.yml")) {
+                continue;
+            }
+            callers += 1;
+            let has = if job["permissions"].is_badvalue() {
+                granted(&doc["permissions"])
+            } else {
+                granted(&job["permissions"])
+            };
+            for (scope, level) in &asked {
+                let ok = has.iter().any(|(s, l)| s == scope && (l == level || l == "write"));
+                assert!(
+                    ok,
+                    "{what}: job `{}` grants {has:?}, but the reusable workflow asks for `{scope}: {level}`",
+                    name.as_str().unwrap()
+                );
+            }
+        }
+        assert!(callers >= 2, "{what}");
+    }
+}

@@ -12,9 +12,13 @@ if echo "$missing" | grep -q 'libcuda\.so'; then
   echo "::error title=gate::libcuda.so.1 (the NVIDIA driver's library) is missing: no usable NVIDIA driver here"
   exit 3
 fi
-venv="${GATE_CUDA_RUNTIME:-$HOME/.cache/gate-action/cuda-runtime-13.0}"
-echo "gate: installing the CUDA 13.0 runtime libraries from PyPI for: $missing" >&2
-[ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+# A fresh venv per job under RUNNER_TEMP (emptied by the runner for every
+# job), never one an earlier job left in $HOME/.cache: on a persistent
+# self-hosted runner that job may have run a fork's code.
+# https://docs.github.com/en/actions/security-for-github-actions/security-guides/security-hardening-for-github-actions#hardening-for-self-hosted-runners
+venv="${GATE_CUDA_RUNTIME:-$(mktemp -d "${RUNNER_TEMP:-/tmp}/gate-cuda-runtime-13.0.XXXXXX")}"
+echo "gate: installing the CUDA 13.0 runtime libraries from PyPI into $venv for: $missing" >&2
+python3 -m venv --clear "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check \
   nvidia-cuda-runtime==13.0.88 nvidia-cublas==13.0.2.14 nvidia-curand==10.4.0.35
 lib=$(ls -d "$venv"/lib/python3*/site-packages/nvidia/cu13/lib | head -1)

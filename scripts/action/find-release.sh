@@ -17,12 +17,19 @@ if [ "$COMMAND" = check ]; then
 fi
 out features "$features"
 
-# Paths and cache key of a build from this action's source.
-root="$HOME/.cache/gate-action"
+# Paths and cache key of a build from this action's source (install.sh holds
+# the pinned toolchain, so it keys the build too).
+# Under RUNNER_TEMP, which the runner empties for every job: on a persistent
+# self-hosted runner nothing an earlier job (maybe a fork's) left behind is
+# ever run. A cached build comes back only through actions/cache (GitHub's
+# cache service, whose entries a pull request cannot write for the default
+# branch) and is checked against its recorded hash before use (install.sh).
+# https://docs.github.com/en/actions/security-for-github-actions/security-guides/security-hardening-for-github-actions#hardening-for-self-hosted-runners
+root="${RUNNER_TEMP:?RUNNER_TEMP is set by the runner}/gate-action"
 bin_dir="$root/bin-$features"
 out bin-dir "$bin_dir"
 out target-dir "$root/target-$features"
-source_key=$(cd "$ACTION_PATH" && find Cargo.toml Cargo.lock build.rs src scripts/build-cuda.sh -type f 2>/dev/null |
+source_key=$(cd "$ACTION_PATH" && find Cargo.toml Cargo.lock build.rs src scripts/build-cuda.sh scripts/action/install.sh -type f 2>/dev/null |
   LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -c1-16 || true)
 out source-key "$source_key"
 prefix="gate-${RUNNER_OS_NAME}-${RUNNER_ARCH_NAME}-${features}-"

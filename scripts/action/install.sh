@@ -9,9 +9,21 @@ out() { echo "$1=$2" >> "$GITHUB_OUTPUT"; }
 note() { echo "gate action: $*" >&2; }
 from=release
 if [ "$FOUND" != true ]; then
-  if [ -x "$BIN_DIR/gate" ] && [ "$(cat "$BIN_DIR/.source-key" 2>/dev/null)" = "$SOURCE_KEY" ]; then
+  # A cached build is run only when it is this source's and its bytes match
+  # the SHA-256 recorded when it was built (stored with it in the cache
+  # entry); anything else is deleted unrun and gate is built again.
+  cached=false
+  if [ -e "$BIN_DIR/gate" ] && [ "$(cat "$BIN_DIR/.source-key" 2>/dev/null)" = "$SOURCE_KEY" ]; then
+    if [ -f "$BIN_DIR/gate.sha256" ] && (cd "$BIN_DIR" && sha256sum --status -c gate.sha256); then
+      cached=true
+    else
+      echo "::warning title=gate action::the cached gate does not match the SHA-256 recorded at its build: not running it; building gate again"
+      rm -f "$BIN_DIR/gate" "$BIN_DIR/gate.sha256" "$BIN_DIR/.source-key"
+    fi
+  fi
+  if [ "$cached" = true ]; then
     from=cache
-    note "using the cached build of this source ($SOURCE_KEY)"
+    note "using the cached build of this source ($SOURCE_KEY), SHA-256 checked"
   else
     from=source
     command -v cargo >/dev/null || {
@@ -21,15 +33,38 @@ if [ "$FOUND" != true ]; then
     }
     commit=$(git -C "$ACTION_PATH" rev-parse --short=12 HEAD 2>/dev/null || true)
     export GATE_BUILD_COMMIT="$commit" CARGO_TARGET_DIR="$TARGET_DIR" CARGO_TERM_COLOR=never
+    # The action may be checked out inside the caller's tree, where the
+    # caller's rust-toolchain.toml and .cargo/config.toml would apply (cargo
+    # and rustup look for them from the working directory up). So build a
+    # copy outside that tree, and drop the caller's build flags from the env.
+    src=$(mktemp -d "${RUNNER_TEMP:-/tmp}/gate-src.XXXXXX")
+    tar -C "$ACTION_PATH" --exclude=./target --exclude=./.git -cf - . | tar -C "$src" -xf -
+    unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_BUILD_RUSTFLAGS CARGO_BUILD_TARGET
+    # A pinned toolchain, through RUSTUP_TOOLCHAIN rather than `cargo +V`: the
+    # variable beats any rust-toolchain.toml and reaches every cargo and rustc
+    # the build runs (build-cuda.sh calls cargo several times). The version
+    # is the one gate's CI tests; GATE_RUST_TOOLCHAIN overrides it.
+    toolchain="${GATE_RUST_TOOLCHAIN:-1.95.0}"
+    if command -v rustup >/dev/null 2>&1; then
+      (cd "$src" && { rustup which --toolchain "$toolchain" cargo >/dev/null 2>&1 ||
+        rustup toolchain install "$toolchain" --profile minimal --no-self-update >&2; })
+      export RUSTUP_TOOLCHAIN="$toolchain"
+    else
+      note "no rustup: building with $(cd "$src" && cargo --version), not the pinned $toolchain"
+    fi
     mkdir -p "$BIN_DIR"
+    # The CUDA build tools too: a fresh venv per job, not one an earlier job left.
+    export CUDA_WHEELS="${CUDA_WHEELS:-${RUNNER_TEMP:-/tmp}/gate-cuda-wheels}"
     if [ "$FEATURES" = cuda ]; then
       note "building the cuda gate from source (a cold build takes 12-21 minutes; cached afterwards)"
-      bash "$ACTION_PATH/scripts/build-cuda.sh" --out "$BIN_DIR" --release --locked --features cuda --bin gate
+      bash "$src/scripts/build-cuda.sh" --out "$BIN_DIR" --release --locked --features cuda --bin gate
     else
-      note "building gate from source (cached afterwards)"
-      cargo build --release --locked --bin gate --manifest-path "$ACTION_PATH/Cargo.toml"
+      note "building gate from source with $toolchain (cached afterwards)"
+      (cd "$src" && cargo build --release --locked --bin gate)
       install -m 0755 "$TARGET_DIR/release/gate" "$BIN_DIR/gate"
     fi
+    rm -rf "$src"
+    (cd "$BIN_DIR" && sha256sum gate > gate.sha256)
     echo "$SOURCE_KEY" > "$BIN_DIR/.source-key"
   fi
 fi

@@ -248,6 +248,13 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
         eprintln!(
             "  commit budgets.yaml and .github/workflows/gate*.yml; pull requests then get the gate and its comment"
         );
+        // GitHub runs `workflow_run` workflows only from the default branch,
+        // so the PR that adds them is measured but never commented on.
+        eprintln!(
+            "  note: the pull request that adds these workflows gets no comment (GitHub runs the `workflow_run` \
+             comment workflow only from the default branch); its results are in the run's job summary and \
+             artifact, and comments start once it is merged"
+        );
     }
     Ok(Exit::Pass)
 }

@@ -77,6 +77,8 @@ pub struct State {
     pub commits: HashMap<String, Vec<String>>,
     /// pr → head sha.
     pub pulls: HashMap<u64, String>,
+    /// pr → its head (repository, branch), where not `fork/repo`, `feature`.
+    pub pull_heads: HashMap<u64, (String, String)>,
     pub merge_base: Option<String>,
     /// pr → its issue events, oldest first (as GitHub lists them).
     pub events: HashMap<u64, Vec<Value>>,
@@ -391,12 +393,19 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             (404, json!({"message": "Not Found"}))
         }
         ("GET", ["pulls", n]) => match s.pulls.get(&n.parse().unwrap_or(0)) {
-            Some(head) => (
-                200,
-                // Every fake PR comes from branch `feature` of `fork/repo`.
-                json!({ "number": n.parse::<u64>().unwrap_or(0),
-                        "head": { "sha": head, "ref": "feature", "repo": { "full_name": "fork/repo" } } }),
-            ),
+            Some(head) => {
+                // A fake PR comes from branch `feature` of `fork/repo` unless `pull_heads` says otherwise.
+                let (repo, branch) = s
+                    .pull_heads
+                    .get(&n.parse().unwrap_or(0))
+                    .cloned()
+                    .unwrap_or(("fork/repo".into(), "feature".into()));
+                (
+                    200,
+                    json!({ "number": n.parse::<u64>().unwrap_or(0),
+                            "head": { "sha": head, "ref": branch, "repo": { "full_name": repo } } }),
+                )
+            }
             None => (404, json!({"message": "Not Found"})),
         },
         ("GET", ["compare", _range]) => match &s.merge_base {
