@@ -10,7 +10,7 @@ use octocrab::service::middleware::retry::RetryConfig;
 use octocrab::Octocrab;
 use serde::de::DeserializeOwned;
 
-use super::error::{GithubError, Op};
+use super::error::{Call, GithubError};
 
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 
@@ -233,7 +233,7 @@ impl Client {
 
     async fn send(
         &self,
-        op: Op,
+        op: Call,
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
@@ -317,7 +317,7 @@ impl Client {
     /// Sends and maps any non-2xx status to an error (after retries).
     pub async fn request(
         &self,
-        op: Op,
+        op: Call,
         method: &str,
         path: &str,
         body: Option<&serde_json::Value>,
@@ -332,7 +332,7 @@ impl Client {
     }
 
     /// The error for a non-2xx response.
-    pub fn status_error(&self, op: Op, method: &str, path: &str, resp: &Response) -> GithubError {
+    pub fn status_error(&self, op: Call, method: &str, path: &str, resp: &Response) -> GithubError {
         // Redacted before it is cut: a cut through the token would keep a
         // part of it that redaction no longer recognises (#15).
         let body = self.redact(&resp.body);
@@ -350,7 +350,7 @@ impl Client {
     }
 
     /// GET a JSON document; a 404 is `None`.
-    pub async fn get_json_opt<T: DeserializeOwned>(&self, op: Op, path: &str) -> Result<Option<T>, GithubError> {
+    pub async fn get_json_opt<T: DeserializeOwned>(&self, op: Call, path: &str) -> Result<Option<T>, GithubError> {
         let resp = self.request(op, "GET", path, None).await?;
         if resp.status == 404 {
             return Ok(None);
@@ -362,7 +362,7 @@ impl Client {
     }
 
     /// GET a JSON document; any non-2xx is an error.
-    pub async fn get_json<T: DeserializeOwned>(&self, op: Op, path: &str) -> Result<T, GithubError> {
+    pub async fn get_json<T: DeserializeOwned>(&self, op: Call, path: &str) -> Result<T, GithubError> {
         let resp = self.request(op, "GET", path, None).await?;
         if !resp.ok() {
             return Err(self.status_error(op, "GET", path, &resp));

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::client::Client;
 use super::context::Repo;
-use super::error::{GithubError, Op};
+use super::error::{Call, GithubError};
 
 /// Comments per page (GitHub's maximum).
 pub const PER_PAGE: usize = 100;
@@ -97,7 +97,7 @@ async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Resu
     let mut found: Vec<Comment> = Vec::new();
     for page in 1..=MAX_PAGES {
         let path = format!("/repos/{repo}/issues/{pr}/comments?per_page={PER_PAGE}&page={page}");
-        let comments: Vec<Comment> = client.get_json(Op::ReadComments, &path).await?;
+        let comments: Vec<Comment> = client.get_json(Call::ReadComments, &path).await?;
         let n = comments.len();
         found.extend(
             comments
@@ -123,7 +123,7 @@ pub async fn identity(client: &Client) -> String {
     struct User {
         login: String,
     }
-    match client.get_json::<User>(Op::ReadComments, "/user").await {
+    match client.get_json::<User>(Call::ReadComments, "/user").await {
         Ok(u) => u.login,
         Err(_) => "github-actions[bot]".into(),
     }
@@ -151,7 +151,7 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                 let path = format!("/repos/{repo}/issues/comments/{}", c.id);
                 let resp = client
                     .request(
-                        Op::WriteComment,
+                        Call::WriteComment,
                         "PATCH",
                         &path,
                         Some(&serde_json::json!({ "body": full })),
@@ -175,7 +175,7 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                         skip_update = true;
                         continue;
                     }
-                    _ => return Err(client.status_error(Op::WriteComment, "PATCH", &path, &resp)),
+                    _ => return Err(client.status_error(Call::WriteComment, "PATCH", &path, &resp)),
                 }
             }
             _ => {
@@ -185,7 +185,7 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                 let path = format!("/repos/{repo}/issues/{}/comments", req.pr);
                 match client
                     .request(
-                        Op::WriteComment,
+                        Call::WriteComment,
                         "POST",
                         &path,
                         Some(&serde_json::json!({ "body": full })),
@@ -200,9 +200,9 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                         });
                     }
                     Ok(resp) if resp.status >= 500 || resp.status == 429 => {
-                        last_err = Some(client.status_error(Op::WriteComment, "POST", &path, &resp));
+                        last_err = Some(client.status_error(Call::WriteComment, "POST", &path, &resp));
                     }
-                    Ok(resp) => return Err(client.status_error(Op::WriteComment, "POST", &path, &resp)),
+                    Ok(resp) => return Err(client.status_error(Call::WriteComment, "POST", &path, &resp)),
                     Err(e @ (GithubError::Timeout { .. } | GithubError::Transport { .. })) => last_err = Some(e),
                     Err(e) => return Err(e),
                 }
@@ -247,7 +247,7 @@ pub async fn verify_pr_head(client: &Client, repo: &Repo, pr: u64, head: &RunHea
         head: Head,
     }
     let path = format!("/repos/{repo}/pulls/{pr}");
-    let pull: Pull = client.get_json(Op::ReadPull, &path).await?;
+    let pull: Pull = client.get_json(Call::ReadPull, &path).await?;
     let refuse = |what: String| GithubError::Refused {
         message: format!("{what}; not commenting"),
         hint: "the PR moved on (a newer run will comment), or the artifact's pr.json does not belong to this run"

@@ -1,8 +1,8 @@
 //! GitHub errors that say the fix. Messages never contain the token.
 
-/// What a request was for; it picks the hint.
+/// What a call to GitHub was for; it picks the hint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub enum Call {
     ReadComments,
     WriteComment,
     ReadPull,
@@ -12,16 +12,16 @@ pub enum Op {
     WriteBaseline,
 }
 
-impl Op {
+impl Call {
     fn what(self) -> &'static str {
         match self {
-            Op::ReadComments => "read the pull request's comments",
-            Op::WriteComment => "write the pull request comment",
-            Op::ReadPull => "read the pull request",
-            Op::ReadLabels => "read the pull request's label events",
-            Op::ReadCommits => "read the commit history",
-            Op::ReadBaseline => "read the baseline store",
-            Op::WriteBaseline => "write the baseline store",
+            Call::ReadComments => "read the pull request's comments",
+            Call::WriteComment => "write the pull request comment",
+            Call::ReadPull => "read the pull request",
+            Call::ReadLabels => "read the pull request's label events",
+            Call::ReadCommits => "read the commit history",
+            Call::ReadBaseline => "read the baseline store",
+            Call::WriteBaseline => "write the baseline store",
         }
     }
 }
@@ -34,7 +34,7 @@ pub enum GithubError {
     /// GitHub answered with an error status.
     #[error("GitHub refused to {} ({method} {path}): {status} {message}", op.what())]
     Status {
-        op: Op,
+        op: Call,
         method: String,
         path: String,
         status: u16,
@@ -43,7 +43,7 @@ pub enum GithubError {
     /// No answer in time, after every retry.
     #[error("GitHub did not answer in time to {} ({method} {path}) after {attempts} attempts", op.what())]
     Timeout {
-        op: Op,
+        op: Call,
         method: String,
         path: String,
         attempts: u32,
@@ -51,7 +51,7 @@ pub enum GithubError {
     /// The connection failed, after every retry.
     #[error("cannot reach the GitHub API to {} ({method} {path}) after {attempts} attempts: {reason}", op.what())]
     Transport {
-        op: Op,
+        op: Call,
         method: String,
         path: String,
         attempts: u32,
@@ -70,7 +70,7 @@ pub enum GithubError {
         op.what()
     )]
     RateLimited {
-        op: Op,
+        op: Call,
         method: String,
         path: String,
         asked: u64,
@@ -98,13 +98,13 @@ impl GithubError {
             GithubError::Config { hint, .. } | GithubError::Refused { hint, .. } => hint.clone(),
             GithubError::Status { op, status, .. } => match (status, op) {
                 (401, _) => "the token is missing, expired or wrong: pass `GITHUB_TOKEN: ${{ github.token }}` in the step's `env`".into(),
-                (403, Op::WriteComment) | (404, Op::WriteComment) => {
+                (403, Call::WriteComment) | (404, Call::WriteComment) => {
                     "the token cannot write to the pull request: give the job `permissions: { pull-requests: write }`. \
                      Pull requests from forks always get a read-only token: measure under `pull_request`, upload the output \
                      folder, and comment from a `workflow_run` workflow (see the README, \"GitHub Actions\")"
                         .into()
                 }
-                (403, Op::WriteBaseline) | (404, Op::WriteBaseline) => {
+                (403, Call::WriteBaseline) | (404, Call::WriteBaseline) => {
                     "the token cannot push to the baseline branch: give the publishing job `permissions: { contents: write }` \
                      (and allow that branch in any branch protection rules)"
                         .into()
@@ -112,7 +112,7 @@ impl GithubError {
                 (403, _) => "the token lacks a permission: the gate needs `contents: read` and `pull-requests: read` (write to comment); \
                              a 403 can also be a rate limit"
                     .into(),
-                (404, Op::ReadPull) | (404, Op::ReadComments) | (404, Op::ReadLabels) => {
+                (404, Call::ReadPull) | (404, Call::ReadComments) | (404, Call::ReadLabels) => {
                     "check the pull request number and GITHUB_REPOSITORY; a token without access to a private repository also gets 404".into()
                 }
                 (404, _) => "check GITHUB_REPOSITORY; a token without access to a private repository also gets 404".into(),

@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::client::Client;
 use super::context::{Event, Repo};
-use super::error::{GithubError, Op};
+use super::error::{Call, GithubError};
 use super::Settings;
 use crate::report::{AckInput, Acknowledgement};
 
@@ -43,7 +43,7 @@ pub async fn find(client: &Client, repo: &Repo, pr: u64, label: &str) -> Result<
     let mut last: Option<IssueEvent> = None;
     for page in 1..=MAX_PAGES {
         let path = format!("/repos/{repo}/issues/{pr}/events?per_page={PER_PAGE}&page={page}");
-        let events: Vec<IssueEvent> = client.get_json(Op::ReadLabels, &path).await?;
+        let events: Vec<IssueEvent> = client.get_json(Call::ReadLabels, &path).await?;
         let n = events.len();
         for e in events {
             let ours = e.label.as_ref().is_some_and(|l| l.name == label);

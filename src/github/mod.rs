@@ -12,7 +12,7 @@ pub mod store;
 
 pub use client::{block_on, Client, Settings};
 pub use context::{Event, PullRequest, Repo};
-pub use error::{GithubError, Op};
+pub use error::{Call, GithubError};
 
 use crate::report::baseline::Outcome;
 
@@ -171,6 +171,6 @@ async fn merge_base(client: &Client, repo: &Repo, pr: &PullRequest) -> Result<St
     let base = context::check_sha(&pr.base_sha)?;
     let head = context::check_sha(&pr.head_sha)?;
     let path = format!("/repos/{repo}/compare/{base}...{head}?per_page=1");
-    let c: Compare = client.get_json(Op::ReadCommits, &path).await?;
+    let c: Compare = client.get_json(Call::ReadCommits, &path).await?;
     Ok(c.merge_base_commit.sha)
 }

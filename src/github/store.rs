@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::client::Client;
 use super::context::Repo;
-use super::error::{GithubError, Op};
+use super::error::{Call, GithubError};
 use crate::report::Report;
 
 pub const DEFAULT_BRANCH: &str = "gate-baselines";
@@ -103,7 +103,7 @@ impl Store<'_> {
 
     async fn list(&self) -> Result<Listing, GithubError> {
         let path = format!("/repos/{}/contents/reports?ref={}", self.repo, self.branch);
-        let entries: Option<Vec<FileEntry>> = self.client.get_json_opt(Op::ReadBaseline, &path).await?;
+        let entries: Option<Vec<FileEntry>> = self.client.get_json_opt(Call::ReadBaseline, &path).await?;
         Ok(match entries {
             None => Listing::Empty,
             Some(e) if e.len() >= 1000 => Listing::TooMany,
@@ -123,7 +123,7 @@ impl Store<'_> {
             Self::file_path(sha),
             self.branch
         );
-        let Some(entry) = self.client.get_json_opt::<FileEntry>(Op::ReadBaseline, &path).await? else {
+        let Some(entry) = self.client.get_json_opt::<FileEntry>(Call::ReadBaseline, &path).await? else {
             return Ok(None);
         };
         let text = match (entry.encoding.as_deref(), entry.content.as_deref()) {
@@ -131,7 +131,7 @@ impl Store<'_> {
             _ => {
                 // Files over 1 MB come without content: read the blob.
                 let blob_path = format!("/repos/{}/git/blobs/{}", self.repo, entry.sha);
-                let blob: Blob = self.client.get_json(Op::ReadBaseline, &blob_path).await?;
+                let blob: Blob = self.client.get_json(Call::ReadBaseline, &blob_path).await?;
                 decode_b64(&blob.content)
             }
         };
@@ -194,7 +194,7 @@ impl Store<'_> {
             }
             if !parents.contains_key(&sha) {
                 let path = format!("/repos/{}/commits?sha={sha}&per_page=100", self.repo);
-                let page: Vec<CommitEntry> = self.client.get_json(Op::ReadCommits, &path).await?;
+                let page: Vec<CommitEntry> = self.client.get_json(Call::ReadCommits, &path).await?;
                 for c in page {
                     parents.insert(
                         c.sha.to_ascii_lowercase(),
@@ -248,7 +248,7 @@ impl Store<'_> {
             }
             if !parents.contains_key(&s) {
                 let path = format!("/repos/{}/commits?sha={s}&per_page=100", self.repo);
-                let page: Vec<CommitEntry> = self.client.get_json(Op::ReadCommits, &path).await?;
+                let page: Vec<CommitEntry> = self.client.get_json(Call::ReadCommits, &path).await?;
                 for c in page {
                     parents.insert(
                         c.sha.to_ascii_lowercase(),
@@ -268,17 +268,20 @@ impl Store<'_> {
     /// Creates the store branch (an orphan with a README) if it is missing.
     async fn ensure_branch(&self) -> Result<(), GithubError> {
         let path = format!("/repos/{}/git/ref/heads/{}", self.repo, self.branch);
-        let resp = self.client.request(Op::WriteBaseline, "GET", &path, None).await?;
+        let resp = self.client.request(Call::WriteBaseline, "GET", &path, None).await?;
         if resp.ok() {
             return Ok(());
         }
         if resp.status != 404 {
-            return Err(self.client.status_error(Op::WriteBaseline, "GET", &path, &resp));
+            return Err(self.client.status_error(Call::WriteBaseline, "GET", &path, &resp));
         }
         let readme = "# gate baselines\n\nOne `gate` report per commit of the default branch, \
                       written by `gate baseline publish`. Do not merge this branch.\n";
         let post = |p: String, body: serde_json::Value| async move {
-            let resp = self.client.request(Op::WriteBaseline, "POST", &p, Some(&body)).await?;
+            let resp = self
+                .client
+                .request(Call::WriteBaseline, "POST", &p, Some(&body))
+                .await?;
             Ok::<_, GithubError>((p, resp))
         };
         let (p, resp) = post(
@@ -287,7 +290,7 @@ impl Store<'_> {
         )
         .await?;
         if !resp.ok() {
-            return Err(self.client.status_error(Op::WriteBaseline, "POST", &p, &resp));
+            return Err(self.client.status_error(Call::WriteBaseline, "POST", &p, &resp));
         }
         let tree: ShaOnly = self.client.decode("POST", &p, &resp)?;
         let (p, resp) = post(
@@ -296,7 +299,7 @@ impl Store<'_> {
         )
         .await?;
         if !resp.ok() {
-            return Err(self.client.status_error(Op::WriteBaseline, "POST", &p, &resp));
+            return Err(self.client.status_error(Call::WriteBaseline, "POST", &p, &resp));
         }
         let commit: ShaOnly = self.client.decode("POST", &p, &resp)?;
         let (p, resp) = post(
@@ -308,7 +311,7 @@ impl Store<'_> {
         if resp.ok() || resp.status == 422 {
             Ok(())
         } else {
-            Err(self.client.status_error(Op::WriteBaseline, "POST", &p, &resp))
+            Err(self.client.status_error(Call::WriteBaseline, "POST", &p, &resp))
         }
     }
 
@@ -335,7 +338,7 @@ impl Store<'_> {
             }
             let resp = self
                 .client
-                .request(Op::WriteBaseline, "PUT", &path, Some(&body))
+                .request(Call::WriteBaseline, "PUT", &path, Some(&body))
                 .await?;
             match resp.status {
                 200..=299 => {
@@ -356,7 +359,7 @@ impl Store<'_> {
                         attempts: attempt,
                     })
                 }
-                _ => return Err(self.client.status_error(Op::WriteBaseline, "PUT", &path, &resp)),
+                _ => return Err(self.client.status_error(Call::WriteBaseline, "PUT", &path, &resp)),
             }
         }
         Err(GithubError::Conflict {
