@@ -103,7 +103,7 @@ pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String 
 
 /// A failing component's memory timeline, compact (at most 40 points, the
 /// peak kept), and the sentence naming the full SVG in the run's artifact.
-pub fn timeline_chart(name: &str, c: &ComponentReport) -> String {
+pub fn timeline_chart(name: &str, c: &ComponentReport, run: Option<&str>) -> String {
     use crate::render::timeline;
     let Some(t) = &c.timeline else {
         return String::new();
@@ -137,7 +137,7 @@ pub fn timeline_chart(name: &str, c: &ComponentReport) -> String {
         "```mermaid\n{frontmatter}xychart-beta\n    title \"{}: highest live {unit} between samples, one training step then one inference call\"\n    \
          x-axis [{}]\n    y-axis \"{unit}\" 0 --> {:.2}\n    line [{}]\n```\n\n\
          Each point is the highest live memory over a few samples; by phase: {}.{} \
-         The full timeline is `{}` in this run's artifact.\n\n",
+         The full timeline is `{}` in {}.\n\n",
         mermaid_text(name),
         labels.join(", "),
         (max as f64 / scale * 1.1).max(0.01),
@@ -145,5 +145,8 @@ pub fn timeline_chart(name: &str, c: &ComponentReport) -> String {
         phases.join(", "),
         super::escape(&peak),
         timeline::file_name(name),
+        // The run's page lists its artifacts (a direct artifact URL is not
+        // known until the upload step has run).
+        run.map_or_else(|| "this run's artifact".to_string(), |u| format!("[this run's artifact]({u})")),
     )
 }

@@ -85,7 +85,7 @@ pub fn render_full(
         ("the next step", review::next_step(report)),
         ("the history", history::section(history)),
         ("the chart", chart_section(report)),
-        ("where the memory goes", sections::blocks_section(report)),
+        ("where the memory goes", sections::blocks_section(report, links)),
         ("the variants", sections::variants_section(report)),
         ("the text diff", sections::diff_section(report, baseline)),
     ];

@@ -49,7 +49,7 @@ pub fn variants_section(report: &Report) -> String {
 
 /// For each failing component: why it failed (if its profile did), its top
 /// blocks with the `(unattributed)` rest, and their chart.
-pub fn blocks_section(report: &Report) -> String {
+pub fn blocks_section(report: &Report, links: &super::Links) -> String {
     let mut out = String::new();
     for name in view::failing_components(report) {
         let c = &report.components[name];
@@ -65,7 +65,7 @@ pub fn blocks_section(report: &Report) -> String {
                 escape_max(&e.reason, 500)
             );
         }
-        out.push_str(&super::chart::timeline_chart(name, c));
+        out.push_str(&super::chart::timeline_chart(name, c, links.run.as_deref()));
         let top = view::top_blocks(c, super::TOP_BLOCKS);
         if top.is_empty() {
             continue;
