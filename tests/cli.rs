@@ -386,7 +386,7 @@ error: the spec has 1 error
 "
         )
     );
-    assert_eq!(text(&o.stdout), format!("{spec}: ok — 1 components, 1 budgets\n"));
+    assert_eq!(text(&o.stdout), format!("{spec}: ok — 1 component, 1 budget\n"));
 
     let o = gate(&["validate", "--budgets", spec, "--backend", "cuda"], &[]);
     assert_eq!((o.status.code(), text(&o.stderr)), (Some(0), String::new()));

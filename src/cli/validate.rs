@@ -42,10 +42,12 @@ pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
     }
     let budgets: usize = spec.components.iter().map(|c| c.budgets.len()).sum::<usize>()
         + spec.ensemble.as_ref().map_or(0, |e| e.budgets.len());
+    let n = |count: usize, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
     println!(
-        "{}: ok — {} components, {budgets} budgets",
+        "{}: ok — {}, {}",
         args.budgets.display(),
-        spec.components.len()
+        n(spec.components.len(), "component"),
+        n(budgets, "budget")
     );
     Ok(Exit::Pass)
 }
