@@ -144,7 +144,7 @@ pub struct Client {
 }
 
 #[derive(Clone, Copy)]
-enum Method {
+pub enum Method {
     Get,
     Post,
     Patch,
@@ -152,7 +152,8 @@ enum Method {
 }
 
 impl Method {
-    fn name(self) -> &'static str {
+    /// The HTTP method as it is written in requests and messages.
+    pub fn name(self) -> &'static str {
         match self {
             Method::Get => "GET",
             Method::Post => "POST",
@@ -318,21 +319,20 @@ impl Client {
     pub async fn request(
         &self,
         op: Call,
-        method: &str,
+        method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<Response, GithubError> {
-        let (m, retry) = match method {
-            "GET" => (Method::Get, Retry::Idempotent),
-            "PATCH" => (Method::Patch, Retry::Idempotent),
-            "PUT" => (Method::Put, Retry::Idempotent),
-            _ => (Method::Post, Retry::Once),
+        // A POST creates something each time it lands: sent once, never retried.
+        let retry = match method {
+            Method::Get | Method::Patch | Method::Put => Retry::Idempotent,
+            Method::Post => Retry::Once,
         };
-        self.send(op, m, path, body, retry).await
+        self.send(op, method, path, body, retry).await
     }
 
     /// The error for a non-2xx response.
-    pub fn status_error(&self, op: Call, method: &str, path: &str, resp: &Response) -> GithubError {
+    pub fn status_error(&self, op: Call, method: Method, path: &str, resp: &Response) -> GithubError {
         // Redacted before it is cut: a cut through the token would keep a
         // part of it that redaction no longer recognises (#15).
         let body = self.redact(&resp.body);
@@ -342,7 +342,7 @@ impl Client {
             .unwrap_or_else(|| body.chars().take(200).collect());
         GithubError::Status {
             op,
-            method: method.into(),
+            method: method.name().into(),
             path: self.redact(path),
             status: resp.status,
             message: self.redact(message.trim()),
@@ -351,28 +351,28 @@ impl Client {
 
     /// GET a JSON document; a 404 is `None`.
     pub async fn get_json_opt<T: DeserializeOwned>(&self, op: Call, path: &str) -> Result<Option<T>, GithubError> {
-        let resp = self.request(op, "GET", path, None).await?;
+        let resp = self.request(op, Method::Get, path, None).await?;
         if resp.status == 404 {
             return Ok(None);
         }
         if !resp.ok() {
-            return Err(self.status_error(op, "GET", path, &resp));
+            return Err(self.status_error(op, Method::Get, path, &resp));
         }
-        self.decode("GET", path, &resp).map(Some)
+        self.decode(Method::Get, path, &resp).map(Some)
     }
 
     /// GET a JSON document; any non-2xx is an error.
     pub async fn get_json<T: DeserializeOwned>(&self, op: Call, path: &str) -> Result<T, GithubError> {
-        let resp = self.request(op, "GET", path, None).await?;
+        let resp = self.request(op, Method::Get, path, None).await?;
         if !resp.ok() {
-            return Err(self.status_error(op, "GET", path, &resp));
+            return Err(self.status_error(op, Method::Get, path, &resp));
         }
-        self.decode("GET", path, &resp)
+        self.decode(Method::Get, path, &resp)
     }
 
-    pub fn decode<T: DeserializeOwned>(&self, method: &str, path: &str, resp: &Response) -> Result<T, GithubError> {
+    pub fn decode<T: DeserializeOwned>(&self, method: Method, path: &str, resp: &Response) -> Result<T, GithubError> {
         serde_json::from_str(&resp.body).map_err(|e| GithubError::Decode {
-            method: method.into(),
+            method: method.name().into(),
             path: self.redact(path),
             // serde quotes the value it could not use, which may be the token.
             reason: self.redact(&e.to_string()),

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::client::Client;
+use super::client::{Client, Method};
 use super::context::Repo;
 use super::error::{Call, GithubError};
 
@@ -152,7 +152,7 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                 let resp = client
                     .request(
                         Call::WriteComment,
-                        "PATCH",
+                        Method::Patch,
                         &path,
                         Some(&serde_json::json!({ "body": full })),
                     )
@@ -160,7 +160,7 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                 match resp.status {
                     200..=299 => {
                         let url = client
-                            .decode::<Comment>("PATCH", &path, &resp)
+                            .decode::<Comment>(Method::Patch, &path, &resp)
                             .ok()
                             .and_then(|c| c.html_url);
                         return Ok(Upsert::Updated {
@@ -175,7 +175,7 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                         skip_update = true;
                         continue;
                     }
-                    _ => return Err(client.status_error(Call::WriteComment, "PATCH", &path, &resp)),
+                    _ => return Err(client.status_error(Call::WriteComment, Method::Patch, &path, &resp)),
                 }
             }
             _ => {
@@ -186,23 +186,23 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                 match client
                     .request(
                         Call::WriteComment,
-                        "POST",
+                        Method::Post,
                         &path,
                         Some(&serde_json::json!({ "body": full })),
                     )
                     .await
                 {
                     Ok(resp) if resp.ok() => {
-                        let c: Comment = client.decode("POST", &path, &resp)?;
+                        let c: Comment = client.decode(Method::Post, &path, &resp)?;
                         return Ok(Upsert::Created {
                             id: c.id,
                             url: c.html_url,
                         });
                     }
                     Ok(resp) if resp.status >= 500 || resp.status == 429 => {
-                        last_err = Some(client.status_error(Call::WriteComment, "POST", &path, &resp));
+                        last_err = Some(client.status_error(Call::WriteComment, Method::Post, &path, &resp));
                     }
-                    Ok(resp) => return Err(client.status_error(Call::WriteComment, "POST", &path, &resp)),
+                    Ok(resp) => return Err(client.status_error(Call::WriteComment, Method::Post, &path, &resp)),
                     Err(e @ (GithubError::Timeout { .. } | GithubError::Transport { .. })) => last_err = Some(e),
                     Err(e) => return Err(e),
                 }

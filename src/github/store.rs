@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use base64::Engine;
 use serde::Deserialize;
 
-use super::client::Client;
+use super::client::{Client, Method};
 use super::context::Repo;
 use super::error::{Call, GithubError};
 use crate::report::Report;
@@ -136,7 +136,7 @@ impl Store<'_> {
             }
         };
         let text = text.ok_or_else(|| GithubError::Decode {
-            method: "GET".into(),
+            method: Method::Get.name().into(),
             path: path.clone(),
             reason: "the file's content is not base64 UTF-8".into(),
         })?;
@@ -150,7 +150,7 @@ impl Store<'_> {
             Some((text, _)) => crate::report::baseline::parse(&text, &Self::file_path(sha))
                 .map(Some)
                 .map_err(|e| GithubError::Decode {
-                    method: "GET".into(),
+                    method: Method::Get.name().into(),
                     path: Self::file_path(sha),
                     reason: e.to_string(),
                 }),
@@ -268,19 +268,19 @@ impl Store<'_> {
     /// Creates the store branch (an orphan with a README) if it is missing.
     async fn ensure_branch(&self) -> Result<(), GithubError> {
         let path = format!("/repos/{}/git/ref/heads/{}", self.repo, self.branch);
-        let resp = self.client.request(Call::WriteBaseline, "GET", &path, None).await?;
+        let resp = self.client.request(Call::WriteBaseline, Method::Get, &path, None).await?;
         if resp.ok() {
             return Ok(());
         }
         if resp.status != 404 {
-            return Err(self.client.status_error(Call::WriteBaseline, "GET", &path, &resp));
+            return Err(self.client.status_error(Call::WriteBaseline, Method::Get, &path, &resp));
         }
         let readme = "# gate baselines\n\nOne `gate` report per commit of the default branch, \
                       written by `gate baseline publish`. Do not merge this branch.\n";
         let post = |p: String, body: serde_json::Value| async move {
             let resp = self
                 .client
-                .request(Call::WriteBaseline, "POST", &p, Some(&body))
+                .request(Call::WriteBaseline, Method::Post, &p, Some(&body))
                 .await?;
             Ok::<_, GithubError>((p, resp))
         };
@@ -290,18 +290,18 @@ impl Store<'_> {
         )
         .await?;
         if !resp.ok() {
-            return Err(self.client.status_error(Call::WriteBaseline, "POST", &p, &resp));
+            return Err(self.client.status_error(Call::WriteBaseline, Method::Post, &p, &resp));
         }
-        let tree: ShaOnly = self.client.decode("POST", &p, &resp)?;
+        let tree: ShaOnly = self.client.decode(Method::Post, &p, &resp)?;
         let (p, resp) = post(
             format!("/repos/{}/git/commits", self.repo),
             serde_json::json!({ "message": "gate: baseline store", "tree": tree.sha, "parents": [] }),
         )
         .await?;
         if !resp.ok() {
-            return Err(self.client.status_error(Call::WriteBaseline, "POST", &p, &resp));
+            return Err(self.client.status_error(Call::WriteBaseline, Method::Post, &p, &resp));
         }
-        let commit: ShaOnly = self.client.decode("POST", &p, &resp)?;
+        let commit: ShaOnly = self.client.decode(Method::Post, &p, &resp)?;
         let (p, resp) = post(
             format!("/repos/{}/git/refs", self.repo),
             serde_json::json!({ "ref": format!("refs/heads/{}", self.branch), "sha": commit.sha }),
@@ -311,7 +311,7 @@ impl Store<'_> {
         if resp.ok() || resp.status == 422 {
             Ok(())
         } else {
-            Err(self.client.status_error(Call::WriteBaseline, "POST", &p, &resp))
+            Err(self.client.status_error(Call::WriteBaseline, Method::Post, &p, &resp))
         }
     }
 
@@ -338,7 +338,7 @@ impl Store<'_> {
             }
             let resp = self
                 .client
-                .request(Call::WriteBaseline, "PUT", &path, Some(&body))
+                .request(Call::WriteBaseline, Method::Put, &path, Some(&body))
                 .await?;
             match resp.status {
                 200..=299 => {
@@ -359,7 +359,7 @@ impl Store<'_> {
                         attempts: attempt,
                     })
                 }
-                _ => return Err(self.client.status_error(Call::WriteBaseline, "PUT", &path, &resp)),
+                _ => return Err(self.client.status_error(Call::WriteBaseline, Method::Put, &path, &resp)),
             }
         }
         Err(GithubError::Conflict {
