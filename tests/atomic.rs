@@ -10,6 +10,8 @@
 //! the next run.
 #![cfg(unix)]
 
+mod common;
+
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -63,7 +65,7 @@ fn fixture() -> Fixture {
 }
 
 fn command(f: &Fixture, env: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gate"));
+    let mut c = common::gate();
     c.current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["check", "--budgets"])
         .arg(&f.spec)
@@ -75,11 +77,8 @@ fn command(f: &Fixture, env: &[(&str, &str)]) -> Command {
         })
         .arg("--out")
         .arg(&f.out)
-        .env("NO_COLOR", "1")
         .env("GITHUB_EVENT_PATH", &f.event)
         .env("GITHUB_STEP_SUMMARY", &f.summary)
-        .env_remove("GITHUB_ACTIONS")
-        .env_remove("GATE_INJECT_FAULT")
         .env_remove("GATE_INJECT_WRITE_KILL")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -283,15 +282,11 @@ fn two_runs_on_one_folder_at_once_leave_one_runs_whole_set() {
     // Names no rendered text carries by itself (the comment has `xychart-beta`).
     let (a, b) = (spec("alpha_run"), spec("beta_run"));
     let run = |spec: &Path| {
-        Command::new(env!("CARGO_BIN_EXE_gate"))
+        common::gate()
             .args(["check", "--baseline", "none", "--budgets"])
             .arg(spec)
             .arg("--out")
             .arg(&out)
-            .env("NO_COLOR", "1")
-            .env_remove("GITHUB_ACTIONS")
-            .env_remove("GITHUB_EVENT_PATH")
-            .env_remove("GITHUB_STEP_SUMMARY")
             .env_remove("GATE_INJECT_WRITE_KILL")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

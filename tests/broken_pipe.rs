@@ -3,8 +3,10 @@
 //! to stdout exits with its own code.
 #![cfg(unix)]
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 const PASSING: &str = "version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ndefaults: { seed: 7, timing: { warmup: 0, steps: 1 } }\ncomponents:\n  m:\n    workload: mlp\n    batch_size: 4\n    config: { input_dim: 8, hidden_dim: 8, hidden_layers: 1, output_dim: 2 }\n    budgets:\n      params: < 64 MiB\n";
 
@@ -13,13 +15,9 @@ const PASSING: &str = "version: 1\ndevice: { name: card, capacity: 4 GiB, reserv
 fn run_closed(args: &[&str], dir: &Path) -> (Option<i32>, String) {
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let out = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let out = common::gate()
         .current_dir(dir)
         .args(args)
-        .env("NO_COLOR", "1")
-        .env_remove("GITHUB_ACTIONS")
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .env_remove("GATE_INJECT_FAULT")
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(Stdio::piped())

@@ -16,9 +16,6 @@ fn gate(args: &[&str]) -> Output {
         .expect("the gate binary runs")
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 const TINY_SPEC: &str = "\
 version: 1
@@ -83,10 +80,10 @@ fn members_are_measured_and_summed_into_the_ensemble() {
         o.status.code(),
         Some(0),
         "stdout: {}\nstderr: {}",
-        text(&o.stdout),
-        text(&o.stderr)
+        common::text(&o.stdout),
+        common::text(&o.stderr)
     );
-    let stdout = text(&o.stdout);
+    let stdout = common::text(&o.stdout);
     assert!(stdout.contains("total") && stdout.contains("headroom"), "{stdout}");
 
     let r: serde_json::Value =

@@ -5,33 +5,23 @@
 //! the exit code is the design's (1, or 3 for a device error).
 //! Faults are injected with `GATE_INJECT_FAULT=COMPONENT:PHASE:KIND`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
 fn gate(args: &[&str], fault: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
+    let mut cmd = common::gate();
     cmd.args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
-        .env_remove("GITHUB_ACTIONS")
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .env_remove("GITHUB_EVENT_PATH");
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
     if let Some(f) = fault {
         cmd.env("GATE_INJECT_FAULT", f);
     }
     cmd.output().expect("the gate binary runs")
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Two small MLPs, `a` and `b`, each with budgets.
 fn two_mlps(dir: &Path) -> PathBuf {
@@ -65,7 +55,7 @@ fn run(spec: &Path, out: &Path, fault: Option<&str>) -> (Output, Value) {
         fault,
     );
     let report = std::fs::read_to_string(out.join("report.json"))
-        .unwrap_or_else(|e| panic!("{fault:?}: no report.json ({e}): {}", text(&o)));
+        .unwrap_or_else(|e| panic!("{fault:?}: no report.json ({e}): {}", common::output_text(&o)));
     (o, serde_json::from_str(&report).unwrap())
 }
 
@@ -101,7 +91,7 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
     let t = tempfile::tempdir().unwrap();
     let spec = two_mlps(t.path());
     let (o, clean) = run(&spec, &t.path().join("clean"), None);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     let clean_a = figures(&clean, "a");
     assert!(clean_a.contains("\"params\""), "{clean_a}");
 
@@ -135,7 +125,7 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
         let out = t.path().join(format!("{phase}-{kind}"));
         let fault = format!("b:{phase}:{kind}");
         let (o, r) = run(&spec, &out, Some(&fault));
-        let all = text(&o);
+        let all = common::output_text(&o);
         assert_eq!(o.status.code(), Some(code), "{fault}: {all}");
         let e = &r["components"]["b"]["error"];
         assert_eq!(e["kind"], "failed", "{fault}: {e}");

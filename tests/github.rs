@@ -3,16 +3,17 @@
 //! per gate id, across pages), errors say the fix, retries are bounded, the
 //! baseline store is written and read, and the token never shows.
 
+mod common;
+
 mod github_fake;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use github_fake::{Fake, FaultKind, REPO, TOKEN};
+use github_fake::{assert_no_token, Fake, FaultKind, REPO, TOKEN};
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gate");
 const MLP: &str = "examples/mlp.yaml";
 
 fn root() -> PathBuf {
@@ -21,7 +22,7 @@ fn root() -> PathBuf {
 
 /// A command with a clean GitHub environment pointed at the fake.
 fn gate(fake: Option<&Fake>, event: Option<&Path>) -> Command {
-    let mut c = Command::new(BIN);
+    let mut c = common::gate();
     c.current_dir(root());
     for k in [
         "GITHUB_ACTIONS",
@@ -50,24 +51,7 @@ fn gate(fake: Option<&Fake>, event: Option<&Path>) -> Command {
     c
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
-/// The token must not be in stdout, stderr or any file of `dir`.
-fn assert_no_token(o: &Output, dir: &Path) {
-    assert!(!text(o).contains(TOKEN), "token leaked to the output:\n{}", text(o));
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        if e.path().is_file() {
-            let t = std::fs::read_to_string(e.path()).unwrap_or_default();
-            assert!(!t.contains(TOKEN), "token leaked into {}", e.path().display());
-        }
-    }
-}
 
 /// Runs `gate check` on the MLP example into a fresh folder.
 fn check_mlp(dir: &Path) {
@@ -76,8 +60,8 @@ fn check_mlp(dir: &Path) {
         .arg(dir)
         .output()
         .unwrap();
-    assert!(o.status.code().is_some(), "{}", text(&o));
-    assert!(dir.join("report.json").exists(), "{}", text(&o));
+    assert!(o.status.code().is_some(), "{}", common::output_text(&o));
+    assert!(dir.join("report.json").exists(), "{}", common::output_text(&o));
 }
 
 fn pr_event(dir: &Path, number: u64, base_sha: &str, head_sha: &str) -> PathBuf {
@@ -124,8 +108,8 @@ fn comment_is_created_then_updated_never_duplicated() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("created comment"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("created comment"), "{}", common::output_text(&o));
     let c = fake.comments(7);
     assert_eq!(c.len(), 1);
     assert!(
@@ -144,8 +128,8 @@ fn comment_is_created_then_updated_never_duplicated() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("already says this"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("already says this"), "{}", common::output_text(&o));
     assert_eq!(fake.count("PATCH", "/comments/"), 0);
 
     // A changed report: updated in place.
@@ -155,8 +139,8 @@ fn comment_is_created_then_updated_never_duplicated() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("updated comment"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("updated comment"), "{}", common::output_text(&o));
     let c = fake.comments(7);
     assert_eq!(c.len(), 1, "never a duplicate");
     assert!(c[0].body.contains("0.01177 MiB"), "{}", c[0].body);
@@ -181,8 +165,8 @@ fn comment_is_found_past_the_first_hundred() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains(&format!("updated comment {ours}")), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains(&format!("updated comment {ours}")), "{}", common::output_text(&o));
     assert_eq!(fake.comments(8).len(), 171);
     assert_eq!(fake.count("POST", "/comments"), 0);
     assert!(fake.count("GET", "page=2") >= 1, "paged");
@@ -200,7 +184,7 @@ fn each_gate_id_keeps_its_own_comment() {
             .arg(&out)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     }
     let c = fake.comments(9);
     assert_eq!(c.len(), 2);
@@ -219,7 +203,7 @@ fn a_forged_marker_in_someone_elses_comment_is_not_ours() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     let c = fake.comments(10);
     assert_eq!(c.len(), 2);
     assert_eq!(c[0].body, "<!-- gate:id=mlp.yaml -->\nfake");
@@ -242,8 +226,8 @@ fn quiet_posts_nothing_when_nothing_failed_or_changed() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("no comment"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("no comment"), "{}", common::output_text(&o));
     assert!(fake.comments(11).is_empty());
     // A failure is always posted.
     edit_report(&out, |v| {
@@ -255,7 +239,7 @@ fn quiet_posts_nothing_when_nothing_failed_or_changed() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert_eq!(fake.comments(11).len(), 1);
 }
 
@@ -275,7 +259,7 @@ fn forbidden_names_the_fix_and_keeps_the_report() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
     let t = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(
         t.contains("error: GitHub refused to write the pull request comment"),
@@ -300,7 +284,7 @@ fn not_found_says_what_to_check() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
     let t = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(t.contains("404 Not Found"), "{t}");
     assert!(
@@ -328,7 +312,7 @@ fn server_errors_are_retried_a_bounded_number_of_times() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert_eq!(fake.comments(14).len(), 1);
 
     // Always 503: exactly GATE_GITHUB_ATTEMPTS tries, then exit 3.
@@ -345,10 +329,10 @@ fn server_errors_are_retried_a_bounded_number_of_times() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
     assert_eq!(fake.count("GET", "/issues/14/comments"), 3);
-    assert!(text(&o).contains("503"), "{}", text(&o));
-    assert!(text(&o).contains("githubstatus"), "{}", text(&o));
+    assert!(common::output_text(&o).contains("503"), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("githubstatus"), "{}", common::output_text(&o));
     assert_no_token(&o, &out);
 }
 
@@ -364,7 +348,7 @@ fn a_failed_create_is_not_repeated_blindly() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert_eq!(fake.comments(15).len(), 1);
     assert_eq!(fake.count("POST", "/issues/15/comments"), 2);
     assert!(
@@ -391,10 +375,10 @@ fn timeouts_are_bounded() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
-    assert!(text(&o).contains("did not answer in time"), "{}", text(&o));
-    assert!(text(&o).contains("after 3 attempts"), "{}", text(&o));
+    assert!(common::output_text(&o).contains("did not answer in time"), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("after 3 attempts"), "{}", common::output_text(&o));
     assert_eq!(fake.count("GET", "/issues/16/comments"), 3);
     assert_no_token(&o, &out);
 }
@@ -419,8 +403,8 @@ fn unreachable_api_is_an_infrastructure_error() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(text(&o).contains("cannot reach the GitHub API"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("cannot reach the GitHub API"), "{}", common::output_text(&o));
     assert_no_token(&o, &out);
 }
 
@@ -435,9 +419,9 @@ fn bad_credentials_say_so() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(text(&o).contains("401 Bad credentials"), "{}", text(&o));
-    assert!(!text(&o).contains("ghs_wrong_token_value"));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("401 Bad credentials"), "{}", common::output_text(&o));
+    assert!(!common::output_text(&o).contains("ghs_wrong_token_value"));
 }
 
 #[test]
@@ -465,8 +449,8 @@ fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("not commenting"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("not commenting"), "{}", common::output_text(&o));
     assert!(fake.comments(18).is_empty());
     // The run of the PR's head: posted.
     let o = gate(Some(&fake), Some(&run_event(&sha(0xbeef))))
@@ -474,7 +458,7 @@ fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert_eq!(fake.comments(18).len(), 1);
 }
 
@@ -505,9 +489,9 @@ fn workflow_run_from_another_pr_at_the_same_commit_is_refused() {
             .arg(&out)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-        assert!(text(&o).contains(says), "{}", text(&o));
-        assert!(text(&o).contains("not commenting"), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+        assert!(common::output_text(&o).contains(says), "{}", common::output_text(&o));
+        assert!(common::output_text(&o).contains("not commenting"), "{}", common::output_text(&o));
         assert!(fake.comments(19).is_empty());
     }
     let o = gate(Some(&fake), Some(&run_event("fork/repo", "feature")))
@@ -515,7 +499,7 @@ fn workflow_run_from_another_pr_at_the_same_commit_is_refused() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert_eq!(fake.comments(19).len(), 1);
 }
 
@@ -532,7 +516,7 @@ fn check_writes_pr_json_comment_md_and_the_step_summary() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
     let pr: Value = serde_json::from_str(&std::fs::read_to_string(out.join("pr.json")).unwrap()).unwrap();
     assert_eq!(pr["number"], 21);
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
@@ -571,15 +555,15 @@ fn auto_baseline_is_the_nearest_stored_ancestor_of_the_merge_base() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    assert_eq!(r["baseline"]["commit"], json!(chain[5]), "{}", text(&o));
+    assert_eq!(r["baseline"]["commit"], json!(chain[5]), "{}", common::output_text(&o));
     assert_eq!(r["baseline"]["comparable"], json!(true));
     assert!(r["results"][0]["baseline"].is_number());
     assert!(out.join("baseline.json").exists());
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
     assert!(md.contains("Text report: baseline → current"), "{md}");
-    assert!(text(&o).contains("3 first-parent steps"), "{}", text(&o));
+    assert!(common::output_text(&o).contains("3 first-parent steps"), "{}", common::output_text(&o));
     assert_no_token(&o, &out);
 }
 
@@ -626,7 +610,7 @@ fn a_baseline_from_another_testbed_is_never_compared_and_every_output_says_so() 
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
 }
 
 #[test]
@@ -647,11 +631,11 @@ fn auto_baseline_network_failure_is_a_warning_not_a_crash() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
     assert!(
-        text(&o).contains("warning: no baseline (cannot read the baseline store"),
+        common::output_text(&o).contains("warning: no baseline (cannot read the baseline store"),
         "{}",
-        text(&o)
+        common::output_text(&o)
     );
     assert_eq!(fake.count("GET", "/contents/reports"), 3, "bounded retries");
     assert_no_token(&o, &out);
@@ -661,7 +645,7 @@ fn auto_baseline_network_failure_is_a_warning_not_a_crash() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
 }
 
 #[test]
@@ -676,7 +660,7 @@ fn a_bad_baseline_file_is_bad_input() {
         .arg(tmp.path().join("out"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
         e.contains("error: the baseline") && e.contains("bad.json") && e.contains("is not a gate report"),
@@ -697,7 +681,7 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert!(fake.state.lock().unwrap().branch_exists);
     let stored = fake.file(&format!("reports/{commit}.json")).expect("stored");
     assert_eq!(
@@ -712,8 +696,8 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("already stored"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("already stored"), "{}", common::output_text(&o));
     assert_eq!(fake.count("PUT", "/contents/"), 1);
 
     // A changed report while another job writes: 409 once, re-read, retried.
@@ -729,8 +713,8 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("replaced"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("replaced"), "{}", common::output_text(&o));
     assert_eq!(fake.count("PUT", "/contents/"), 3);
     assert!(fake.file(&format!("reports/{commit}.json")).unwrap().contains("99.0"));
     assert_no_token(&o, &out);
@@ -748,8 +732,8 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(text(&o).contains("contents: write"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("contents: write"), "{}", common::output_text(&o));
 }
 
 #[test]
@@ -763,8 +747,8 @@ fn publish_refuses_pull_requests() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("refusing to publish"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("refusing to publish"), "{}", common::output_text(&o));
 }
 
 #[test]
@@ -789,7 +773,7 @@ fn merge_combines_shards_into_one_verdict() {
             .arg(tmp.path().join(dir))
             .output()
             .unwrap();
-        assert!(o.status.code().is_some(), "{}", text(&o));
+        assert!(o.status.code().is_some(), "{}", common::output_text(&o));
         let r: Value =
             serde_json::from_str(&std::fs::read_to_string(tmp.path().join(dir).join("report.json")).unwrap()).unwrap();
         assert!(
@@ -806,7 +790,7 @@ fn merge_combines_shards_into_one_verdict() {
         .arg(&m)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(m.join("report.json")).unwrap()).unwrap();
     assert_eq!(r["components"].as_object().unwrap().len(), 2);
     assert!(r["ensemble"]["total_bytes"].is_number(), "{}", r["ensemble"]);
@@ -822,8 +806,8 @@ fn merge_combines_shards_into_one_verdict() {
         .arg(tmp.path().join("bad"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("is in two shards"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("is in two shards"), "{}", common::output_text(&o));
 
     // A missing shard shows as not measured (and fails under --strict).
     let o = gate(None, None)
@@ -834,8 +818,8 @@ fn merge_combines_shards_into_one_verdict() {
         .arg(tmp.path().join("partial"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("no shard measured it"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("no shard measured it"), "{}", common::output_text(&o));
 }
 
 #[test]
@@ -844,8 +828,8 @@ fn comment_outside_a_pull_request_posts_nothing() {
     let out = tmp.path().join("out");
     check_mlp(&out);
     let o = gate(None, None).args(["comment", "--from"]).arg(&out).output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("not a pull request"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("not a pull request"), "{}", common::output_text(&o));
 }
 
 #[test]
@@ -866,14 +850,14 @@ fn a_pull_request_run_with_a_broken_event_file_says_so_and_exits_3() {
             .arg(&out)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+        assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
         assert!(
-            text(&o).contains("GITHUB_EVENT_NAME is pull_request but the event file"),
+            common::output_text(&o).contains("GITHUB_EVENT_NAME is pull_request but the event file"),
             "{}",
-            text(&o)
+            common::output_text(&o)
         );
-        assert!(text(&o).contains(says), "{}", text(&o));
-        assert!(!text(&o).contains("nothing posted"), "{}", text(&o));
+        assert!(common::output_text(&o).contains(says), "{}", common::output_text(&o));
+        assert!(!common::output_text(&o).contains("nothing posted"), "{}", common::output_text(&o));
         assert!(fake.comments(20).is_empty());
     }
 }
@@ -890,8 +874,8 @@ fn a_marked_comment_by_someone_else_is_never_edited() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(fake.count("PATCH", "/comments"), 0, "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(fake.count("PATCH", "/comments"), 0, "{}", common::output_text(&o));
     let all = fake.comments(22);
     assert_eq!(all.len(), 2);
     assert!(all.iter().any(|c| c.id == theirs && c.body.contains("planted")));
@@ -917,9 +901,9 @@ fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("GitHub rate limit on GET"), "{}", text(&o));
-    assert!(text(&o).contains("waiting 1 s as asked"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("GitHub rate limit on GET"), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("waiting 1 s as asked"), "{}", common::output_text(&o));
     assert_eq!(fake.comments(21).len(), 1);
 
     // Beyond the run's budget: no wait at all, exit 3, and it says what GitHub asked.
@@ -942,9 +926,9 @@ fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(text(&o).contains("asks to wait 3600 s"), "{}", text(&o));
-    assert!(text(&o).contains("GATE_GITHUB_MAX_RATE_WAIT_MS"), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("asks to wait 3600 s"), "{}", common::output_text(&o));
+    assert!(common::output_text(&o).contains("GATE_GITHUB_MAX_RATE_WAIT_MS"), "{}", common::output_text(&o));
     assert_eq!(fake.count("GET", "/issues/22/comments"), 1, "never hammered");
     assert_no_token(&o, &out);
 }
@@ -1044,7 +1028,7 @@ fn the_acknowledge_label_turns_a_regression_into_a_named_warning() {
     let case = ack_case(31);
     case.label_added(31);
     let (o, out, report) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert_eq!(status_of(&report, "params"), "acknowledged");
     assert_eq!(report["summary"]["acknowledged"], 1);
     assert_eq!(report["summary"]["regressed"], 0);
@@ -1083,7 +1067,7 @@ fn the_acknowledge_label_turns_a_regression_into_a_named_warning() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert!(case.fake.comments(31)[0].body.contains(&cell));
     assert_no_token(&o, &out);
 }
@@ -1095,7 +1079,7 @@ fn without_the_label_a_regression_fails() {
     case.fake
         .add_event(32, "unlabeled", LABEL, "octocat", "2026-12-01T11:00:00Z");
     let (o, _, report) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
     assert_eq!(status_of(&report, "params"), "regressed");
     assert_eq!(report["summary"]["acknowledged"], 0);
     assert_eq!(report["summary"].get("acknowledgement"), None);
@@ -1113,7 +1097,7 @@ fn the_label_never_excuses_a_budget_failure() {
     )
     .unwrap();
     let (o, _, report) = case.check(spec.to_str().unwrap(), &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
     assert_eq!(status_of(&report, "params"), "acknowledged");
     assert_eq!(status_of(&report, "inference_peak"), "fail");
 }
@@ -1123,7 +1107,7 @@ fn strict_ignores_the_label_and_says_so() {
     let case = ack_case(34);
     case.label_added(34);
     let (o, out, report) = case.check(MLP, &["--strict"]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
     assert_eq!(status_of(&report, "params"), "regressed");
     let warning = format!(
         "--strict ignores the `{LABEL}` label (added by @octocat at {ACK_AT}): 1 regression(s) stay regressions"
@@ -1151,7 +1135,7 @@ fn an_unverifiable_label_is_a_warning_and_the_regression_fails() {
         FaultKind::Status(502, "Bad Gateway".into()),
     );
     let (o, out, report) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
     assert_eq!(status_of(&report, "params"), "regressed");
     let warnings: Vec<String> = report["summary"]["warnings"]
         .as_array()
@@ -1179,14 +1163,14 @@ fn the_comment_names_only_an_acknowledgement_github_confirms() {
     let case = ack_case(36);
     case.label_added(36);
     let (o, out, _) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     edit_report(&out, |v| v["summary"]["acknowledgement"]["by"] = json!("maintainer"));
     let o = gate(Some(&case.fake), Some(&case.ev))
         .args(["comment", "--from"])
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     let body = &case.fake.comments(36)[0].body;
     assert!(
         body.contains("| 📈 regressed, acknowledged (not confirmed) |"),
@@ -1243,7 +1227,7 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
     let h: Value = serde_json::from_str(&std::fs::read_to_string(out.join("history.json")).unwrap()).unwrap();
     let series = h["series"].as_array().unwrap();
     let names: Vec<String> = series
@@ -1284,7 +1268,7 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
             params
         ]
     );
-    assert!(text(&o).contains("warning: history: skipping"), "{}", text(&o));
+    assert!(common::output_text(&o).contains("warning: history: skipping"), "{}", common::output_text(&o));
     // Bounded: one listing for the baseline, one for the history, one read per stored report.
     assert!(fake.count("GET", "/contents/reports") <= 2 + 5, "{:?}", fake.log());
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
@@ -1301,7 +1285,7 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     let body = fake.comments(40)[0].body.clone();
     assert!(body.contains("#### History on the target branch"), "{body}");
 
@@ -1316,11 +1300,11 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     assert!(
-        text(&o).contains("warning: history.json: a commit is not a SHA; the comment has no history"),
+        common::output_text(&o).contains("warning: history.json: a commit is not a SHA; the comment has no history"),
         "{}",
-        text(&o)
+        common::output_text(&o)
     );
     assert!(!fake.comments(40)[0].body.contains("#### History"));
     assert_no_token(&o, &out);

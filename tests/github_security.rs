@@ -3,16 +3,18 @@
 //! says; the token never shows, even when the server echoes it back; names
 //! from the spec reach markdown and workflow commands escaped.
 
+mod common;
+
 mod github_fake;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use github_fake::{Fake, FaultKind, REPO, TOKEN};
+use github_fake::{assert_no_token, Fake, FaultKind, REPO, TOKEN};
 use serde_json::json;
 
 fn gate(fake: &Fake, event: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gate"));
+    let mut c = common::gate();
     c.current_dir(env!("CARGO_MANIFEST_DIR"));
     for k in [
         "GITHUB_ACTIONS",
@@ -27,7 +29,6 @@ fn gate(fake: &Fake, event: &Path) -> Command {
         .env("GATE_GITHUB_ATTEMPTS", "2")
         .env("GATE_GITHUB_BACKOFF_MS", "10")
         .env("RUST_BACKTRACE", "1")
-        .env("NO_COLOR", "1")
         .env("GITHUB_API_URL", &fake.url)
         .env("GITHUB_TOKEN", TOKEN)
         .env("GITHUB_REPOSITORY", REPO)
@@ -35,22 +36,7 @@ fn gate(fake: &Fake, event: &Path) -> Command {
     c
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
-fn assert_no_token(o: &Output, dir: &Path) {
-    assert!(!text(o).contains(TOKEN), "token leaked:\n{}", text(o));
-    assert!(!text(o).contains("FAKEtoken"), "part of the token leaked:\n{}", text(o));
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let t = std::fs::read_to_string(e.path()).unwrap_or_default();
-        assert!(!t.contains(TOKEN), "token leaked into {}", e.path().display());
-    }
-}
 
 /// A pull_request event whose payload names other repositories everywhere it can.
 fn hostile_event(dir: &Path) -> std::path::PathBuf {
@@ -86,7 +72,7 @@ fn requests_go_only_to_the_api_url_for_the_repository() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
     assert_no_token(&o, &out);
     let o = gate(&fake, &ev).args(["comment", "--from"]).arg(&out).output().unwrap();
     assert_no_token(&o, &out);
@@ -117,7 +103,7 @@ fn a_token_echoed_by_the_server_never_shows() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(out.join("report.json").exists(), "{}", text(&o));
+    assert!(out.join("report.json").exists(), "{}", common::output_text(&o));
     for status in [500u16, 401, 422] {
         fake.state.lock().unwrap().faults.clear();
         fake.fault(
@@ -130,7 +116,7 @@ fn a_token_echoed_by_the_server_never_shows() {
             ),
         );
         let o = gate(&fake, &ev).args(["comment", "--from"]).arg(&out).output().unwrap();
-        assert_ne!(o.status.code(), Some(0), "{status}: {}", text(&o));
+        assert_ne!(o.status.code(), Some(0), "{status}: {}", common::output_text(&o));
         assert_no_token(&o, &out);
     }
 }
@@ -160,7 +146,7 @@ fn hostile_names_in_the_spec_are_escaped_end_to_end() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
     // stdout: every workflow command is gate's own; the table sits inside ::stop-commands::.
     let mut guarded = false;
     let mut token = String::new();

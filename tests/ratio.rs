@@ -4,7 +4,8 @@
 //! ratio with its 95 % interval. No assertion on wall time: the figures
 //! vary, so only their shape and the verdicts they must give are pinned.
 
-use std::process::Command;
+mod common;
+
 
 use gate::__private::units::trim_float;
 
@@ -39,13 +40,11 @@ fn ratios_come_from_interleaved_pairs_with_an_interval_and_are_judged_on_it() {
     let spec = t.path().join("budgets.yaml");
     std::fs::write(&spec, SPEC).unwrap();
     let out = t.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let o = common::gate()
         .args(["check", "--baseline", "none", "--budgets"])
         .arg(&spec)
         .arg("--out")
         .arg(&out)
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);

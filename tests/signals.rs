@@ -4,8 +4,10 @@
 //! (SIGKILL) takes its profile with it.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// An MLP slow enough to be caught mid-profile (200 timed steps).
@@ -20,16 +22,12 @@ fn slow_spec(dir: &Path) -> PathBuf {
 }
 
 fn start(spec: &Path, out: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_gate"))
+    common::gate()
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["check", "--baseline", "none", "--budgets"])
         .arg(spec)
         .arg("--out")
         .arg(out)
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .env_remove("GITHUB_ACTIONS")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -189,15 +187,13 @@ fn a_signal_while_reading_a_baseline_from_a_fifo_exits_130_at_once() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     let out = t.path().join("out");
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        let mut gate = Command::new(env!("CARGO_BIN_EXE_gate"))
+        let mut gate = common::gate()
             .args(["check", "--budgets"])
             .arg(&spec)
             .arg("--baseline")
             .arg(&fifo)
             .arg("--out")
             .arg(&out)
-            .env("NO_COLOR", "1")
-            .env_remove("GITHUB_ACTIONS")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -247,13 +243,11 @@ fn a_signal_while_waiting_on_the_github_api_exits_130_at_once() {
     let spec = t.path().join("budgets.yaml");
     std::fs::write(&spec, QUICK).unwrap();
     let out = t.path().join("out");
-    let o = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let o = common::gate()
         .args(["check", "--baseline", "none", "--budgets"])
         .arg(&spec)
         .arg("--out")
         .arg(&out)
-        .env_remove("GITHUB_ACTIONS")
-        .env_remove("GITHUB_EVENT_PATH")
         .output()
         .unwrap();
     assert!(
@@ -272,7 +266,7 @@ fn a_signal_while_waiting_on_the_github_api_exits_130_at_once() {
         ),
     )
     .unwrap();
-    let mut gate = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let mut gate = common::gate()
         .args(["comment", "--from"])
         .arg(&out)
         .env("GITHUB_API_URL", &fake.url)
@@ -281,7 +275,6 @@ fn a_signal_while_waiting_on_the_github_api_exits_130_at_once() {
         .env("GITHUB_EVENT_PATH", &event)
         .env("GITHUB_EVENT_NAME", "pull_request")
         .env("GATE_GITHUB_TIMEOUT_MS", "60000")
-        .env_remove("GITHUB_ACTIONS")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

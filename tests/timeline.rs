@@ -6,8 +6,9 @@
 //! component's `training_peak` and `inference_peak` to the byte; a model
 //! with more scope boundaries than the bound keeps the bound and the exact peak.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use gate::__private::probe::timeline::{Event, Timeline, MAX_SAMPLES};
 use gate::__private::render::timeline::{compact, file_name, svg};
@@ -183,14 +184,11 @@ fn the_comment_shows_a_failing_components_timeline_compactly() {
 }
 
 fn check(spec: &Path, out: &Path) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_gate"))
+    let o = common::gate()
         .args(["check", "--baseline", "none", "--budgets"])
         .arg(spec)
         .arg("--out")
         .arg(out)
-        .env("NO_COLOR", "1")
-        .env_remove("GATE_INJECT_FAULT")
-        .env_remove("GITHUB_ACTIONS")
         .output()
         .unwrap();
     assert!(

@@ -12,6 +12,7 @@
 //! its percent-encoding; so is what gate sends the API (a comment, a stored
 //! report), the Authorization header aside.
 
+mod common;
 mod github_fake;
 
 use std::collections::BTreeSet;
@@ -19,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use base64::Engine;
-use github_fake::{Echo, Fake, FaultKind, REPO, TOKEN};
+use github_fake::{leak_forms, Echo, Fake, FaultKind, REPO, TOKEN};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gate");
@@ -33,24 +34,6 @@ const OTHER_SECRETS: &[(&str, &str)] = &[
     ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "IDtokenREQUESTsentinel_e21f70"),
 ];
 
-/// Every form of `secret` that counts as a leak.
-fn leak_forms(secret: &str) -> Vec<String> {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    // Any 10 characters in a row, as is and as Markdown escapes them (`\_`).
-    let windows = |s: &str| -> Vec<String> {
-        let chars: Vec<char> = s.chars().collect();
-        chars.windows(10).map(|w| w.iter().collect()).collect()
-    };
-    let mut forms = windows(secret);
-    forms.extend(windows(&secret.replace('_', "\\_")));
-    forms.push(b64(secret));
-    forms.push(b64(&format!("x-access-token:{secret}")));
-    forms.push(b64(&format!(":{secret}")));
-    let pct: String = secret.bytes().map(|b| format!("%{b:02X}")).collect();
-    forms.push(pct.to_lowercase());
-    forms.push(pct);
-    forms
-}
 
 fn find_leak(text: &str) -> Option<String> {
     std::iter::once(TOKEN)
@@ -153,7 +136,7 @@ impl Sandbox {
         let _ = std::fs::remove_file(self.work.join("summary.md"));
         let sent = self.fake.log().len();
         let o = c.output().unwrap();
-        let text = text(&o);
+        let text = common::output_text(&o);
         let mut problems = self.problems.borrow_mut();
         if let Some(form) = find_leak(&text) {
             problems.push(format!("{what}: `{form}` leaked to stdout/stderr:\n{text}"));
@@ -208,13 +191,6 @@ impl Sandbox {
     }
 }
 
-fn text(o: &Output) -> String {
-    format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Every file under `dir` (hidden and temporary ones included), with its
 /// text (lossy, so a binary file is searched too).

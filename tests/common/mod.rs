@@ -5,7 +5,7 @@
 //! `GITHUB_STEP_SUMMARY` it would write into the job's summary.
 #![allow(dead_code)] // each test crate uses a part of it
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The built `gate`: no `GITHUB_*` or `RUNNER_*` variables, no injected
 /// fault, no colour. Tests that rehearse Actions set what they need.
@@ -24,4 +24,9 @@ pub fn gate() -> Command {
 /// Output bytes as text.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// A finished command's stdout, then stderr, as text (for messages and searches).
+pub fn output_text(o: &Output) -> String {
+    format!("{}\n{}", text(&o.stdout), text(&o.stderr))
 }

@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Output;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,6 +19,51 @@ use serde_json::{json, Value};
 pub const TOKEN: &str = "ghs_FAKEtoken_4f2a9c_DO_NOT_LEAK";
 pub const REPO: &str = "octo/repo";
 const MAX_REQUESTS: usize = 3000;
+
+/// Every form of `secret` that counts as a leak: any 10 characters in a row
+/// (as is, and as Markdown escapes `_`), its base64 alone and in the
+/// basic-auth forms git sends, and its percent-encoding.
+pub fn leak_forms(secret: &str) -> Vec<String> {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let windows = |s: &str| -> Vec<String> {
+        let chars: Vec<char> = s.chars().collect();
+        chars.windows(10).map(|w| w.iter().collect()).collect()
+    };
+    let mut forms = windows(secret);
+    forms.extend(windows(&secret.replace('_', "\\_")));
+    forms.push(b64(secret));
+    forms.push(b64(&format!("x-access-token:{secret}")));
+    forms.push(b64(&format!(":{secret}")));
+    let pct: String = secret.bytes().map(|b| format!("%{b:02X}")).collect();
+    forms.push(pct.to_lowercase());
+    forms.push(pct);
+    forms
+}
+
+/// The first form of [`TOKEN`] found in `text`.
+pub fn find_token(text: &str) -> Option<String> {
+    leak_forms(TOKEN).into_iter().find(|f| text.contains(f.as_str()))
+}
+
+/// Fails the test when [`TOKEN`] shows in any form in the command's output
+/// or in any file under `dir`.
+pub fn assert_no_token(o: &Output, dir: &Path) {
+    let out = format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    if let Some(f) = find_token(&out) {
+        panic!("the token leaked ({f:?}) to the output:\n{out}");
+    }
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if let Some(f) = find_token(&String::from_utf8_lossy(&std::fs::read(&p).unwrap_or_default())) {
+                panic!("the token leaked ({f:?}) into {}", p.display());
+            }
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Req {
