@@ -90,11 +90,6 @@ impl Metric {
             _ => None,
         }
     }
-
-    /// Whether a smaller value is better (all of them today; kept explicit for the verdict).
-    pub fn lower_is_better(self) -> bool {
-        true
-    }
 }
 
 impl fmt::Display for Metric {

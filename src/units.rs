@@ -54,12 +54,6 @@ pub fn fmt_delta_bytes(delta: i128) -> String {
 #[serde(transparent)]
 pub struct Percent(pub f64);
 
-impl Percent {
-    pub fn fraction(self) -> f64 {
-        self.0 / 100.0
-    }
-}
-
 impl fmt::Display for Percent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}%", trim_float(self.0))

@@ -26,7 +26,7 @@ pub enum BaselineCommand {
 #[derive(Debug, Args)]
 pub struct PublishArgs {
     /// The output folder of `gate check` or `gate merge`.
-    #[arg(long, default_value = "target/gate")]
+    #[arg(long, default_value = super::DEFAULT_OUT)]
     pub from: PathBuf,
     /// The commit the report belongs to (default: the report's commit, then GITHUB_SHA).
     #[arg(long)]

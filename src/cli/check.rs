@@ -21,10 +21,10 @@ use crate::runner::{ChildArgs, Failure, Progress};
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// The spec to gate.
-    #[arg(long, default_value = "budgets.yaml")]
+    #[arg(long, default_value = super::DEFAULT_SPEC)]
     pub budgets: PathBuf,
     /// Folder for report.json and junit.xml.
-    #[arg(long, default_value = "target/gate")]
+    #[arg(long, default_value = super::DEFAULT_OUT)]
     pub out: PathBuf,
     /// Run only these components (comma-separated).
     #[arg(long, value_delimiter = ',')]

@@ -17,7 +17,7 @@ use crate::report::Report;
 #[derive(Debug, Args)]
 pub struct CommentArgs {
     /// The output folder of `gate check` or `gate merge`.
-    #[arg(long, default_value = "target/gate")]
+    #[arg(long, default_value = super::DEFAULT_OUT)]
     pub from: PathBuf,
     /// The gate id: one comment per id on a pull request (default: the spec's file name).
     #[arg(long)]

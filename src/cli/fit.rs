@@ -21,7 +21,7 @@ use crate::runner::{run_child, ChildArgs, Measurement};
 pub struct FitArgs {
     /// The component to fit (a name in the spec, e.g. `tft` or `tft@plain`).
     pub component: String,
-    #[arg(long, default_value = "budgets.yaml")]
+    #[arg(long, default_value = super::DEFAULT_SPEC)]
     pub budgets: PathBuf,
     /// Fit only this metric's budget (default: every size budget of the component).
     #[arg(long)]

@@ -148,7 +148,7 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
             args.dir.join(p)
         }
     };
-    let mut files: Vec<(PathBuf, String)> = vec![(base("budgets.yaml"), BUDGETS.to_string())];
+    let mut files: Vec<(PathBuf, String)> = vec![(base(super::DEFAULT_SPEC), BUDGETS.to_string())];
     let mut manifest_edit = None;
     if args.harness {
         let crate_dir = args.crate_dir.clone().unwrap_or_else(|| args.dir.clone());
@@ -237,7 +237,7 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
             "harness: name your workloads in the `gate::main!(...)` line of src/bin/gate-harness.rs (docs/sdk.md)"
         );
     }
-    let budgets = base("budgets.yaml");
+    let budgets = base(super::DEFAULT_SPEC);
     eprintln!("next:");
     eprintln!("  gate validate --budgets {}     # check the spec", budgets.display());
     eprintln!(

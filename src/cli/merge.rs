@@ -17,7 +17,7 @@ pub struct MergeArgs {
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Folder for the merged report.json, junit.xml and comment.md.
-    #[arg(long, default_value = "target/gate")]
+    #[arg(long, default_value = super::DEFAULT_OUT)]
     pub out: PathBuf,
     /// The spec (default: the one the shards name).
     #[arg(long)]

@@ -22,6 +22,11 @@ use clap::{Parser, Subcommand};
 
 use crate::exit::Exit;
 
+/// The spec every subcommand reads unless `--budgets` names another.
+const DEFAULT_SPEC: &str = "budgets.yaml";
+/// The output folder `check` writes and `comment`, `merge`, `baseline` read.
+const DEFAULT_OUT: &str = "target/gate";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "gate",

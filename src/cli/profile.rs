@@ -16,7 +16,7 @@ use crate::sdk::RunCtx;
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
-    #[arg(long, default_value = "budgets.yaml")]
+    #[arg(long, default_value = super::DEFAULT_SPEC)]
     pub budgets: PathBuf,
     #[arg(long)]
     pub component: String,

@@ -13,7 +13,7 @@ use crate::probe::Backend;
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// The spec to check.
-    #[arg(long, default_value = "budgets.yaml")]
+    #[arg(long, default_value = super::DEFAULT_SPEC)]
     pub budgets: PathBuf,
     /// The backend `gate check` will run on: budgets it can never measure
     /// (`device_used` on the CPU) are then errors. Without it they are warnings.

@@ -306,9 +306,12 @@ fn judge_component_budget(
         (Some(v), _) => match (judged(v), base_value) {
             (Status::Inconclusive, _) => (Status::Inconclusive, interval.as_ref().map(|i| straddles(b, i))),
             (Status::Pass, Some(bv))
+                // Every byte metric is a cost, so growth is the wrong way;
+                // only a ceiling (`<`) is held to it: a floor (`>`) on a
+                // size promises "at least", which growth keeps.
                 if b.metric.unit() == Unit::Bytes
-                    && b.metric.lower_is_better() == b.limit.op.is_max()
-                    && regressed(v, bv, c.tolerance.0, b.metric.lower_is_better()) =>
+                    && b.limit.op.is_max()
+                    && regressed(v, bv, c.tolerance.0, true) =>
             {
                 (
                     Status::Regressed,
