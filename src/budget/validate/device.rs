@@ -1,0 +1,69 @@
+//! `device:`: the card that is gated, its memory and the per-process reserve.
+
+use super::context::{find, Ctx};
+use super::hints::DEVICE_KEYS;
+use crate::budget::yaml::Node;
+use crate::budget::DeviceSpec;
+use crate::units::Bytes;
+
+pub(super) fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {
+    let entries = cx.map(node, "device")?;
+    cx.known_keys(entries, DEVICE_KEYS, "device");
+    let name = match find(entries, "name") {
+        Some(n) => cx.text(n, "device.name").map(str::to_string),
+        None => {
+            cx.err(
+                node.pos(),
+                "missing `device.name`",
+                "name the card, e.g. `name: RTX 3050 Ti Laptop`",
+            );
+            None
+        }
+    };
+    let capacity = match find(entries, "capacity") {
+        Some(n) => cx.size(n, "device.capacity"),
+        None => {
+            cx.err(
+                node.pos(),
+                "missing `device.capacity`",
+                "give the card's memory, e.g. `capacity: 4 GiB`",
+            );
+            None
+        }
+    };
+    let reserve = match find(entries, "reserve") {
+        Some(n) => cx.size(n, "device.reserve"),
+        None => Some(Bytes(0)),
+    };
+    if let (Some(c), Some(r), Some(n)) = (capacity, reserve, find(entries, "reserve")) {
+        if r >= c {
+            cx.err(
+                n.pos(),
+                format!("device.reserve ({r}) is not smaller than device.capacity ({c})"),
+                "the reserve is the per-process context cost; it must leave room for the models",
+            );
+        }
+    }
+    let emulate = match find(entries, "emulate") {
+        None => Some(false),
+        Some(n) => match cx.text(n, "device.emulate") {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            Some(other) => {
+                cx.err(
+                    n.pos(),
+                    format!("device.emulate must be true or false, found `{other}`"),
+                    "write `emulate: true` to emulate the card's capacity on a larger GPU",
+                );
+                None
+            }
+            None => None,
+        },
+    };
+    Some(DeviceSpec {
+        name: name?,
+        capacity: capacity?,
+        reserve: reserve?,
+        emulate: emulate?,
+    })
+}

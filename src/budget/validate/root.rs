@@ -1,0 +1,180 @@
+//! The whole spec: its top-level keys, each part validated in turn, and
+//! every problem found, sorted by position.
+
+use std::path::Path;
+
+use candle_core::DType;
+
+use super::component::validate_component;
+use super::context::{find, Ctx};
+use super::device::validate_device;
+use super::ensemble::validate_ensemble;
+use super::harness::validate_harness;
+use super::hints::{DEFAULT_KEYS, TOP_KEYS};
+use crate::budget::yaml::{Node, Pos, YamlIssue};
+use crate::budget::{measurable, Component, Diagnostics, Spec, Timing, WorkloadCheck};
+use crate::units::Percent;
+
+pub(super) struct Defaults {
+    pub(super) dtype: DType,
+    pub(super) batch_size: usize,
+    pub(super) tolerance: Percent,
+    pub(super) seed: u64,
+    pub(super) timing: Timing,
+}
+
+/// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
+pub fn validate(
+    path: &Path,
+    root: &Node,
+    yaml_issues: Vec<YamlIssue>,
+    check: Option<&dyn WorkloadCheck>,
+) -> Result<Spec, Diagnostics> {
+    let mut cx = Ctx::new(path.display().to_string());
+    for i in yaml_issues {
+        cx.err(i.pos, i.message, i.hint);
+    }
+    let spec = validate_root(&mut cx, path, root, check);
+    spec.iter()
+        .flat_map(measurable::unmeasurable)
+        .for_each(|(p, m, h)| cx.err(p, m, h));
+    let mut diags = cx.diags;
+    diags.sort_by_key(|d| d.pos);
+    match spec {
+        Some(spec) if diags.is_empty() => Ok(spec),
+        _ => Err(Diagnostics(diags)),
+    }
+}
+
+fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn WorkloadCheck>) -> Option<Spec> {
+    if let Node::Null { .. } = root {
+        cx.err(
+            Pos { line: 1, col: 1 },
+            "the spec is empty",
+            "start with `version: 1`, then `device:` and `components:` (see the README's budgets.yaml reference)",
+        );
+        return None;
+    }
+    let top = cx.map(root, "the spec")?;
+    cx.known_keys(top, TOP_KEYS, "the spec");
+
+    let version = match find(top, "version") {
+        None => {
+            cx.err(
+                root.pos(),
+                "missing `version`",
+                "add `version: 1` at the top of the spec",
+            );
+            None
+        }
+        Some(n) => match cx.text(n, "version") {
+            Some("1") => Some(1),
+            Some(other) => {
+                cx.err(
+                    n.pos(),
+                    format!("unsupported spec version `{other}`"),
+                    "this gate reads `version: 1`",
+                );
+                None
+            }
+            None => None,
+        },
+    };
+
+    let device = match find(top, "device") {
+        None => {
+            cx.err(
+                root.pos(),
+                "missing `device`",
+                "describe the card that is gated: `device: { name: RTX 3050 Ti, capacity: 4 GiB, reserve: 300 MiB }`",
+            );
+            None
+        }
+        Some(n) => validate_device(cx, n),
+    };
+
+    let mut defaults = Defaults {
+        dtype: DType::F32,
+        batch_size: 32,
+        tolerance: Percent(5.0),
+        seed: 42,
+        timing: Timing::default(),
+    };
+    if let Some(n) = find(top, "defaults") {
+        if let Some(entries) = cx.map(n, "defaults") {
+            cx.known_keys(entries, DEFAULT_KEYS, "defaults");
+            for (key, _, value) in entries {
+                match key.as_str() {
+                    "dtype" => defaults.dtype = cx.dtype(value).unwrap_or(defaults.dtype),
+                    "batch_size" => defaults.batch_size = cx.positive_int(value, "batch_size").unwrap_or(32) as usize,
+                    "tolerance" => defaults.tolerance = cx.percent(value, "tolerance").unwrap_or(defaults.tolerance),
+                    "seed" => defaults.seed = cx.non_negative_int(value, "seed").unwrap_or(defaults.seed),
+                    "timing" => defaults.timing = cx.timing(value, defaults.timing),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    let mut components = Vec::new();
+    match find(top, "components") {
+        None => cx.err(
+            root.pos(),
+            "missing `components`",
+            "add `components:` with at least one model to gate",
+        ),
+        Some(n) => {
+            if let Some(entries) = cx.map(n, "components") {
+                if entries.is_empty() {
+                    cx.err(n.pos(), "`components` is empty", "add at least one component");
+                }
+                for (name, pos, node) in entries {
+                    if let Some(c) = validate_component(cx, name, *pos, node, &defaults) {
+                        components.extend(c);
+                    }
+                }
+            }
+        }
+    }
+
+    let ensemble = find(top, "ensemble").and_then(|n| validate_ensemble(cx, n, top));
+    let harness = match find(top, "harness") {
+        None => Some(None),
+        Some(n) => validate_harness(cx, n).map(Some),
+    };
+    if let Some(check) = check {
+        check_workloads(cx, &components, check, find(top, "harness").is_some());
+    }
+
+    Some(Spec {
+        path: path.to_path_buf(),
+        version: version?,
+        device: device?,
+        default_tolerance: defaults.tolerance,
+        components,
+        ensemble,
+        harness: harness?,
+    })
+}
+
+/// Each component's workload through `check`, its problems among the
+/// spec's others. A variant shares its component's config: when the
+/// component's fails, the variant's would only repeat it.
+fn check_workloads(cx: &mut Ctx, components: &[Component], check: &dyn WorkloadCheck, has_harness: bool) {
+    let mut failed: Vec<&str> = Vec::new();
+    for c in components {
+        let base = c.name.split('@').next().unwrap_or(&c.name);
+        if c.name.contains('@') && failed.contains(&base) {
+            continue;
+        }
+        let problems = check.check(c, has_harness);
+        if !problems.is_empty() && !c.name.contains('@') {
+            failed.push(base);
+        }
+        for (pos, message, hint) in problems {
+            if !cx.diags.iter().any(|d| d.pos == pos && d.message == message) {
+                cx.err(pos, message, hint);
+            }
+        }
+    }
+}
