@@ -8,6 +8,7 @@ mod device;
 mod ensemble;
 mod harness;
 mod hints;
+mod overrides;
 mod root;
 
 pub use root::validate;

@@ -3,39 +3,15 @@
 
 use std::path::Path;
 
-use candle_core::DType;
-
 use super::component::validate_component;
 use super::context::{find, Ctx};
 use super::device::validate_device;
 use super::ensemble::validate_ensemble;
 use super::harness::validate_harness;
-use super::hints::{DEFAULT_KEYS, TOP_KEYS};
+use super::hints::TOP_KEYS;
+use super::overrides::defaults;
 use crate::budget::yaml::{Node, Pos, YamlIssue};
-use crate::budget::{measurable, Component, Diagnostics, Spec, Timing, WorkloadCheck};
-use crate::units::Percent;
-
-/// What `defaults:` sets for every component: the values of
-/// [`Defaults::default`] when it does not.
-pub(super) struct Defaults {
-    pub(super) dtype: DType,
-    pub(super) batch_size: usize,
-    pub(super) tolerance: Percent,
-    pub(super) seed: u64,
-    pub(super) timing: Timing,
-}
-
-impl Default for Defaults {
-    fn default() -> Self {
-        Defaults {
-            dtype: DType::F32,
-            batch_size: 32,
-            tolerance: Percent(5.0),
-            seed: 42,
-            timing: Timing::default(),
-        }
-    }
-}
+use crate::budget::{measurable, Component, Diagnostics, Spec, WorkloadCheck};
 
 /// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
 pub fn validate(
@@ -107,26 +83,7 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
         Some(n) => validate_device(cx, n),
     };
 
-    let mut defaults = Defaults::default();
-    if let Some(n) = find(top, "defaults") {
-        if let Some(entries) = cx.map(n, "defaults") {
-            cx.known_keys(entries, DEFAULT_KEYS, "defaults");
-            for (key, _, value) in entries {
-                match key.as_str() {
-                    "dtype" => defaults.dtype = cx.dtype(value).unwrap_or(defaults.dtype),
-                    "batch_size" => {
-                        defaults.batch_size =
-                            cx.positive_int(value, "batch_size")
-                                .unwrap_or(defaults.batch_size as u64) as usize
-                    }
-                    "tolerance" => defaults.tolerance = cx.percent(value, "tolerance").unwrap_or(defaults.tolerance),
-                    "seed" => defaults.seed = cx.non_negative_int(value, "seed").unwrap_or(defaults.seed),
-                    "timing" => defaults.timing = cx.timing(value, defaults.timing),
-                    _ => {}
-                }
-            }
-        }
-    }
+    let defaults = defaults(cx, top);
 
     let mut components = Vec::new();
     match find(top, "components") {
