@@ -5,10 +5,10 @@
 use candle_core::DType;
 
 use super::context::Ctx;
-use crate::budget::yaml::Node;
+use crate::budget::yaml::{Node, Pos};
 use crate::budget::{Limit, Op};
 use crate::metric::Unit;
-use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent};
+use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent, SizeUnit, UnitError};
 
 impl Ctx {
     pub(super) fn text<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
@@ -120,23 +120,39 @@ impl Ctx {
 
     /// `< 300 MB`, `"> 1 GB"`, `{ max: 300 MB }`, `{ min: 1 GB }` in `unit`.
     pub(super) fn limit(&mut self, node: &Node, unit: Unit, what: &str) -> Option<Limit> {
+        let (op, text, pos) = self.comparison(node, unit, what)?;
+        let value = match unit {
+            Unit::Bytes => parse_size(&text).map(|b| b.0 as f64),
+            Unit::Ms => parse_millis(&text),
+            Unit::One => text.parse::<f64>().map_err(|_| UnitError {
+                message: format!("`{text}` is not a number"),
+                hint: "write a plain number".into(),
+            }),
+        };
+        match value {
+            Ok(v) => Some(Limit {
+                op,
+                value: v,
+                unit: (unit == Unit::Bytes).then(|| SizeUnit::of(&text)).flatten(),
+            }),
+            Err(e) => {
+                self.err(pos, format!("budget for {what}: {}", e.message), e.hint);
+                None
+            }
+        }
+    }
+
+    /// A limit's comparison, and its value's text and position (not yet read in `unit`).
+    fn comparison(&mut self, node: &Node, unit: Unit, what: &str) -> Option<(Op, String, Pos)> {
         let example = match unit {
             Unit::Bytes => "`< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`",
             Unit::Ms => "`< 500 ms` or `{ max: 2 s }`",
             Unit::One => "`< 0.5` or `{ max: 0.5 }`",
         };
-        let (op, text, pos) = match node {
+        match node {
             Node::Scalar { text, pos, .. } => {
                 let t = text.trim();
-                let (op, rest) = if let Some(r) = t.strip_prefix("<=") {
-                    (Op::Le, r)
-                } else if let Some(r) = t.strip_prefix(">=") {
-                    (Op::Ge, r)
-                } else if let Some(r) = t.strip_prefix('<') {
-                    (Op::Lt, r)
-                } else if let Some(r) = t.strip_prefix('>') {
-                    (Op::Gt, r)
-                } else {
+                let Some((op, rest)) = split_op(t) else {
                     self.err(
                         *pos,
                         format!("budget for {what} has no comparison: `{t}`"),
@@ -144,7 +160,7 @@ impl Ctx {
                     );
                     return None;
                 };
-                (op, rest.trim().to_string(), *pos)
+                Some((op, rest.trim().to_string(), *pos))
             }
             Node::Map { entries, pos } => {
                 if entries.len() != 1 || !matches!(entries[0].0.as_str(), "max" | "min") {
@@ -158,7 +174,7 @@ impl Ctx {
                 let (key, _, value) = &entries[0];
                 let op = if key == "max" { Op::Le } else { Op::Ge };
                 let text = self.text(value, what)?.to_string();
-                (op, text, value.pos())
+                Some((op, text, value.pos()))
             }
             other => {
                 self.err(
@@ -166,29 +182,15 @@ impl Ctx {
                     format!("budget for {what} must be a limit, found {}", other.kind()),
                     format!("e.g. {example}"),
                 );
-                return None;
-            }
-        };
-        let value = match unit {
-            Unit::Bytes => parse_size(&text).map(|b| b.0 as f64),
-            Unit::Ms => parse_millis(&text),
-            Unit::One => text.parse::<f64>().map_err(|_| crate::units::UnitError {
-                message: format!("`{text}` is not a number"),
-                hint: "write a plain number".into(),
-            }),
-        };
-        match value {
-            Ok(v) => Some(Limit {
-                op,
-                value: v,
-                unit: (unit == Unit::Bytes)
-                    .then(|| crate::units::SizeUnit::of(&text))
-                    .flatten(),
-            }),
-            Err(e) => {
-                self.err(pos, format!("budget for {what}: {}", e.message), e.hint);
                 None
             }
         }
     }
+}
+
+/// `<= 1 GB` → `Le` and ` 1 GB`; two-character operators first, so `<=` is not read as `<`.
+fn split_op(t: &str) -> Option<(Op, &str)> {
+    [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)]
+        .into_iter()
+        .find_map(|(symbol, op)| t.strip_prefix(symbol).map(|rest| (op, rest)))
 }

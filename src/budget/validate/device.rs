@@ -2,7 +2,7 @@
 
 use super::context::{find, Ctx};
 use super::hints::DEVICE_KEYS;
-use crate::budget::yaml::Node;
+use crate::budget::yaml::{Node, Pos};
 use crate::budget::DeviceSpec;
 use crate::units::Bytes;
 
@@ -44,26 +44,30 @@ pub(super) fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {
             );
         }
     }
-    let emulate = match find(entries, "emulate") {
-        None => Some(false),
-        Some(n) => match cx.text(n, "device.emulate") {
-            Some("true") => Some(true),
-            Some("false") => Some(false),
-            Some(other) => {
-                cx.err(
-                    n.pos(),
-                    format!("device.emulate must be true or false, found `{other}`"),
-                    "write `emulate: true` to emulate the card's capacity on a larger GPU",
-                );
-                None
-            }
-            None => None,
-        },
-    };
+    let emulate = emulate(cx, entries);
     Some(DeviceSpec {
         name: name?,
         capacity: capacity?,
         reserve: reserve?,
         emulate: emulate?,
     })
+}
+
+/// `emulate: true` or `false` (false when not written).
+fn emulate(cx: &mut Ctx, entries: &[(String, Pos, Node)]) -> Option<bool> {
+    let Some(n) = find(entries, "emulate") else {
+        return Some(false);
+    };
+    match cx.text(n, "device.emulate")? {
+        "true" => Some(true),
+        "false" => Some(false),
+        other => {
+            cx.err(
+                n.pos(),
+                format!("device.emulate must be true or false, found `{other}`"),
+                "write `emulate: true` to emulate the card's capacity on a larger GPU",
+            );
+            None
+        }
+    }
 }

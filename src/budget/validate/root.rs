@@ -9,7 +9,7 @@ use super::device::validate_device;
 use super::ensemble::validate_ensemble;
 use super::harness::validate_harness;
 use super::hints::TOP_KEYS;
-use super::overrides::defaults;
+use super::overrides::{defaults, Defaults};
 use crate::budget::yaml::{Node, Pos, YamlIssue};
 use crate::budget::{measurable, Component, Diagnostics, Spec, WorkloadCheck};
 
@@ -47,30 +47,7 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
     }
     let top = cx.map(root, "the spec")?;
     cx.known_keys(top, TOP_KEYS, "the spec");
-
-    let version = match find(top, "version") {
-        None => {
-            cx.err(
-                root.pos(),
-                "missing `version`",
-                "add `version: 1` at the top of the spec",
-            );
-            None
-        }
-        Some(n) => match cx.text(n, "version") {
-            Some("1") => Some(1),
-            Some(other) => {
-                cx.err(
-                    n.pos(),
-                    format!("unsupported spec version `{other}`"),
-                    "this gate reads `version: 1`",
-                );
-                None
-            }
-            None => None,
-        },
-    };
-
+    let version = version(cx, root, top);
     let device = match find(top, "device") {
         None => {
             cx.err(
@@ -82,30 +59,8 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
         }
         Some(n) => validate_device(cx, n),
     };
-
     let defaults = defaults(cx, top);
-
-    let mut components = Vec::new();
-    match find(top, "components") {
-        None => cx.err(
-            root.pos(),
-            "missing `components`",
-            "add `components:` with at least one model to gate",
-        ),
-        Some(n) => {
-            if let Some(entries) = cx.map(n, "components") {
-                if entries.is_empty() {
-                    cx.err(n.pos(), "`components` is empty", "add at least one component");
-                }
-                for (name, pos, node) in entries {
-                    if let Some(c) = validate_component(cx, name, *pos, node, &defaults) {
-                        components.extend(c);
-                    }
-                }
-            }
-        }
-    }
-
+    let components = components(cx, root, top, &defaults);
     let ensemble = find(top, "ensemble").and_then(|n| validate_ensemble(cx, n, top));
     let harness = match find(top, "harness") {
         None => Some(None),
@@ -114,7 +69,6 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
     if let Some(check) = check {
         check_workloads(cx, &components, check, find(top, "harness").is_some());
     }
-
     Some(Spec {
         path: path.to_path_buf(),
         version: version?,
@@ -124,6 +78,54 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
         ensemble,
         harness: harness?,
     })
+}
+
+/// `version: 1`, the only one this gate reads.
+fn version(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)]) -> Option<u32> {
+    let Some(n) = find(top, "version") else {
+        cx.err(
+            root.pos(),
+            "missing `version`",
+            "add `version: 1` at the top of the spec",
+        );
+        return None;
+    };
+    match cx.text(n, "version")? {
+        "1" => Some(1),
+        other => {
+            cx.err(
+                n.pos(),
+                format!("unsupported spec version `{other}`"),
+                "this gate reads `version: 1`",
+            );
+            None
+        }
+    }
+}
+
+/// Every component, each followed by its variants.
+fn components(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)], defaults: &Defaults) -> Vec<Component> {
+    let mut components = Vec::new();
+    let Some(n) = find(top, "components") else {
+        cx.err(
+            root.pos(),
+            "missing `components`",
+            "add `components:` with at least one model to gate",
+        );
+        return components;
+    };
+    let Some(entries) = cx.map(n, "components") else {
+        return components;
+    };
+    if entries.is_empty() {
+        cx.err(n.pos(), "`components` is empty", "add at least one component");
+    }
+    for (name, pos, node) in entries {
+        if let Some(c) = validate_component(cx, name, *pos, node, defaults) {
+            components.extend(c);
+        }
+    }
+    components
 }
 
 /// Each component's workload through `check`, its problems among the
