@@ -15,11 +15,7 @@ impl Ctx {
         match node {
             Node::Scalar { text, .. } => Some(text),
             other => {
-                self.err(
-                    other.pos(),
-                    format!("{what} must be a value, found {}", other.kind()),
-                    "",
-                );
+                self.wrong_kind(other, what, "a value", "");
                 None
             }
         }
@@ -64,20 +60,18 @@ impl Ctx {
     }
 
     pub(super) fn size(&mut self, node: &Node, what: &str) -> Option<Bytes> {
-        let text = self.text(node, what)?;
-        match parse_size(text) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                self.err(node.pos(), format!("{what}: {}", e.message), e.hint);
-                None
-            }
-        }
+        self.quantity(node, what, parse_size)
     }
 
     pub(super) fn percent(&mut self, node: &Node, what: &str) -> Option<Percent> {
+        self.quantity(node, what, parse_percent)
+    }
+
+    /// `node`'s text read by `parse`, a value with its unit.
+    fn quantity<T>(&mut self, node: &Node, what: &str, parse: fn(&str) -> Result<T, UnitError>) -> Option<T> {
         let text = self.text(node, what)?;
-        match parse_percent(text) {
-            Ok(p) => Some(p),
+        match parse(text) {
+            Ok(v) => Some(v),
             Err(e) => {
                 self.err(node.pos(), format!("{what}: {}", e.message), e.hint);
                 None
@@ -177,9 +171,10 @@ impl Ctx {
                 Some((op, text, value.pos()))
             }
             other => {
-                self.err(
-                    other.pos(),
-                    format!("budget for {what} must be a limit, found {}", other.kind()),
+                self.wrong_kind(
+                    other,
+                    &format!("budget for {what}"),
+                    "a limit",
                     format!("e.g. {example}"),
                 );
                 None

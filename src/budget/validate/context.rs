@@ -31,14 +31,39 @@ impl Ctx {
         match node {
             Node::Map { entries, .. } => Some(entries),
             other => {
-                self.err(
-                    other.pos(),
-                    format!("{what} must be a mapping, found {}", other.kind()),
-                    format!("write {what} as `key: value` lines indented under it"),
-                );
+                let hint = format!("write {what} as `key: value` lines indented under it");
+                self.wrong_kind(other, what, "a mapping", hint);
                 None
             }
         }
+    }
+
+    /// "`what` must be `must_be`, found" whatever `node` is.
+    pub(super) fn wrong_kind(&mut self, node: &Node, what: &str, must_be: &str, hint: impl Into<String>) {
+        self.err(
+            node.pos(),
+            format!("{what} must be {must_be}, found {}", node.kind()),
+            hint,
+        );
+    }
+}
+
+impl Ctx {
+    /// The value of `key` among `entries`, or "missing `what`" and `hint`
+    /// reported at `at` (the mapping's own position).
+    pub(super) fn required<'n>(
+        &mut self,
+        entries: &'n [(String, Pos, Node)],
+        key: &str,
+        at: Pos,
+        what: &str,
+        hint: &str,
+    ) -> Option<&'n Node> {
+        let found = find(entries, key);
+        if found.is_none() {
+            self.err(at, format!("missing `{what}`"), hint);
+        }
+        found
     }
 }
 

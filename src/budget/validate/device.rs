@@ -9,28 +9,24 @@ use crate::units::Bytes;
 pub(super) fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {
     let entries = cx.map(node, "device")?;
     cx.known_keys(entries, DEVICE_KEYS, "device");
-    let name = match find(entries, "name") {
-        Some(n) => cx.text(n, "device.name").map(str::to_string),
-        None => {
-            cx.err(
-                node.pos(),
-                "missing `device.name`",
-                "name the card, e.g. `name: RTX 3050 Ti Laptop`",
-            );
-            None
-        }
-    };
-    let capacity = match find(entries, "capacity") {
-        Some(n) => cx.size(n, "device.capacity"),
-        None => {
-            cx.err(
-                node.pos(),
-                "missing `device.capacity`",
-                "give the card's memory, e.g. `capacity: 4 GiB`",
-            );
-            None
-        }
-    };
+    let name = cx
+        .required(
+            entries,
+            "name",
+            node.pos(),
+            "device.name",
+            "name the card, e.g. `name: RTX 3050 Ti Laptop`",
+        )
+        .and_then(|n| cx.text(n, "device.name").map(str::to_string));
+    let capacity = cx
+        .required(
+            entries,
+            "capacity",
+            node.pos(),
+            "device.capacity",
+            "give the card's memory, e.g. `capacity: 4 GiB`",
+        )
+        .and_then(|n| cx.size(n, "device.capacity"));
     let reserve = match find(entries, "reserve") {
         Some(n) => cx.size(n, "device.reserve"),
         None => Some(Bytes(0)),

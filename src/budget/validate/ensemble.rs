@@ -55,9 +55,10 @@ fn members(cx: &mut Ctx, node: &Node, entries: &[(String, Pos, Node)], declared:
             return members;
         }
         Some(other) => {
-            cx.err(
-                other.pos(),
-                format!("`ensemble.members` must be a list, found {}", other.kind()),
+            cx.wrong_kind(
+                other,
+                "`ensemble.members`",
+                "a list",
                 "write `members: [tft, dqn, ppo]`",
             );
             return members;
@@ -114,15 +115,9 @@ fn metric(cx: &mut Ctx, entries: &[(String, Pos, Node)]) -> Option<Metric> {
 /// `budgets:` on the `total` and the `headroom`.
 fn budgets(cx: &mut Ctx, node: &Node, entries: &[(String, Pos, Node)]) -> Vec<EnsembleBudget> {
     let mut budgets = Vec::new();
-    let Some(bn) = find(entries, "budgets") else {
-        cx.err(
-            node.pos(),
-            "missing `ensemble.budgets`",
-            "add `budgets: { total: < 2.5 GB, headroom: \"> 1 GB\" }`",
-        );
-        return budgets;
-    };
-    let Some(bentries) = cx.map(bn, "ensemble.budgets") else {
+    let hint = "add `budgets: { total: < 2.5 GB, headroom: \"> 1 GB\" }`";
+    let found = cx.required(entries, "budgets", node.pos(), "ensemble.budgets", hint);
+    let Some(bentries) = found.and_then(|bn| cx.map(bn, "ensemble.budgets")) else {
         return budgets;
     };
     cx.known_keys(bentries, ENSEMBLE_BUDGET_KEYS, "ensemble.budgets");

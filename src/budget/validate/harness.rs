@@ -12,28 +12,20 @@ use crate::budget::HarnessSpec;
 pub(super) fn validate_harness(cx: &mut Ctx, node: &Node) -> Option<HarnessSpec> {
     let entries = cx.map(node, "harness")?;
     cx.known_keys(entries, HARNESS_KEYS, "harness");
-    let mut name = |key: &str, example: &str| match find(entries, key) {
-        Some(n) => match cx.text(n, &format!("harness.{key}")) {
-            Some(t) if !t.is_empty() && !t.starts_with('-') && !t.chars().any(char::is_whitespace) => {
-                Some(t.to_string())
-            }
-            Some(t) => {
+    let mut name = |key: &str, example: &str| {
+        let what = format!("harness.{key}");
+        let hint = format!("name the crate's {key} that calls `gate::main!`, e.g. `{key}: {example}`");
+        let n = cx.required(entries, key, node.pos(), &what, &hint)?;
+        match cx.text(n, &what)? {
+            t if !t.is_empty() && !t.starts_with('-') && !t.chars().any(char::is_whitespace) => Some(t.to_string()),
+            t => {
                 cx.err(
                     n.pos(),
-                    format!("harness.{key} `{t}` is not a cargo name"),
+                    format!("{what} `{t}` is not a cargo name"),
                     format!("write the name as in Cargo.toml, e.g. `{key}: {example}`"),
                 );
                 None
             }
-            None => None,
-        },
-        None => {
-            cx.err(
-                node.pos(),
-                format!("missing `harness.{key}`"),
-                format!("name the crate's {key} that calls `gate::main!`, e.g. `{key}: {example}`"),
-            );
-            None
         }
     };
     let package = name("package", "ml");
@@ -48,11 +40,7 @@ pub(super) fn validate_harness(cx: &mut Ctx, node: &Node) -> Option<HarnessSpec>
                     }
                 }
             }
-            other => cx.err(
-                other.pos(),
-                format!("harness.features must be a list, found {}", other.kind()),
-                "write `features: [name, other]`",
-            ),
+            other => cx.wrong_kind(other, "harness.features", "a list", "write `features: [name, other]`"),
         }
     }
     let manifest = find(entries, "manifest").and_then(|n| cx.text(n, "harness.manifest").map(PathBuf::from));

@@ -48,17 +48,15 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
     let top = cx.map(root, "the spec")?;
     cx.known_keys(top, TOP_KEYS, "the spec");
     let version = version(cx, root, top);
-    let device = match find(top, "device") {
-        None => {
-            cx.err(
-                root.pos(),
-                "missing `device`",
-                "describe the card that is gated: `device: { name: RTX 3050 Ti, capacity: 4 GiB, reserve: 300 MiB }`",
-            );
-            None
-        }
-        Some(n) => validate_device(cx, n),
-    };
+    let device = cx
+        .required(
+            top,
+            "device",
+            root.pos(),
+            "device",
+            "describe the card that is gated: `device: { name: RTX 3050 Ti, capacity: 4 GiB, reserve: 300 MiB }`",
+        )
+        .and_then(|n| validate_device(cx, n));
     let defaults = defaults(cx, top);
     let components = components(cx, root, top, &defaults);
     let ensemble = find(top, "ensemble").and_then(|n| validate_ensemble(cx, n, top));
@@ -82,14 +80,13 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
 
 /// `version: 1`, the only one this gate reads.
 fn version(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)]) -> Option<u32> {
-    let Some(n) = find(top, "version") else {
-        cx.err(
-            root.pos(),
-            "missing `version`",
-            "add `version: 1` at the top of the spec",
-        );
-        return None;
-    };
+    let n = cx.required(
+        top,
+        "version",
+        root.pos(),
+        "version",
+        "add `version: 1` at the top of the spec",
+    )?;
     match cx.text(n, "version")? {
         "1" => Some(1),
         other => {
@@ -106,12 +103,8 @@ fn version(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)]) -> Option<u32
 /// Every component, each followed by its variants.
 fn components(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)], defaults: &Defaults) -> Vec<Component> {
     let mut components = Vec::new();
-    let Some(n) = find(top, "components") else {
-        cx.err(
-            root.pos(),
-            "missing `components`",
-            "add `components:` with at least one model to gate",
-        );
+    let hint = "add `components:` with at least one model to gate";
+    let Some(n) = cx.required(top, "components", root.pos(), "components", hint) else {
         return components;
     };
     let Some(entries) = cx.map(n, "components") else {
