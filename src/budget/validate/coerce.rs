@@ -1,0 +1,191 @@
+//! A YAML value → a typed one: whole numbers, sizes, percentages, dtypes and
+//! budget limits (sizes, durations, plain numbers), each refused with its
+//! position and a hint.
+
+use candle_core::DType;
+
+use super::context::Ctx;
+use crate::budget::yaml::{Node, Pos};
+use crate::budget::{Limit, Op};
+use crate::metric::Unit;
+use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent, SizeUnit, UnitError};
+
+impl Ctx {
+    pub(super) fn text<'n>(&mut self, node: &'n Node, what: &str) -> Option<&'n str> {
+        match node {
+            Node::Scalar { text, .. } => Some(text),
+            other => {
+                self.wrong_kind(other, what, "a value", "");
+                None
+            }
+        }
+    }
+
+    pub(super) fn positive_int(&mut self, node: &Node, what: &str) -> Option<u64> {
+        let text = self.text(node, what)?;
+        match text.trim().parse::<i64>() {
+            Ok(v) if v >= 1 => Some(v as u64),
+            Ok(v) => {
+                self.err(
+                    node.pos(),
+                    format!("{what} must be at least 1, found {v}"),
+                    format!("give {what} as a whole number of at least 1"),
+                );
+                None
+            }
+            Err(_) => {
+                self.err(
+                    node.pos(),
+                    format!("{what} must be a whole number, found `{text}`"),
+                    format!("give {what} as a whole number of at least 1"),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn non_negative_int(&mut self, node: &Node, what: &str) -> Option<u64> {
+        let text = self.text(node, what)?;
+        match text.trim().parse::<u64>() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.err(
+                    node.pos(),
+                    format!("{what} must be a whole number of 0 or more, found `{text}`"),
+                    "",
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn size(&mut self, node: &Node, what: &str) -> Option<Bytes> {
+        self.quantity(node, what, parse_size)
+    }
+
+    pub(super) fn percent(&mut self, node: &Node, what: &str) -> Option<Percent> {
+        self.quantity(node, what, parse_percent)
+    }
+
+    /// `node`'s text read by `parse`, a value with its unit.
+    fn quantity<T>(&mut self, node: &Node, what: &str, parse: fn(&str) -> Result<T, UnitError>) -> Option<T> {
+        let text = self.text(node, what)?;
+        match parse(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.err(node.pos(), format!("{what}: {}", e.message), e.hint);
+                None
+            }
+        }
+    }
+
+    pub(super) fn dtype(&mut self, node: &Node) -> Option<DType> {
+        let text = self.text(node, "dtype")?;
+        match text {
+            "f32" => Some(DType::F32),
+            "f16" => Some(DType::F16),
+            "bf16" => Some(DType::BF16),
+            other => {
+                self.err(
+                    node.pos(),
+                    format!("unknown dtype `{other}`"),
+                    "use one of: f32, f16, bf16",
+                );
+                None
+            }
+        }
+    }
+
+    /// `master_weights: f32` (mixed precision) or `none`.
+    pub(super) fn master_weights(&mut self, node: &Node) -> Option<Option<DType>> {
+        match self.text(node, "master_weights")?.trim() {
+            "f32" => Some(Some(DType::F32)),
+            "none" => Some(None),
+            other => {
+                self.err(
+                    node.pos(),
+                    format!("unknown master_weights `{other}`"),
+                    "write `master_weights: f32` (f32 parameters, optimizer state and gradients; compute in `dtype`) or `none`",
+                );
+                None
+            }
+        }
+    }
+
+    /// `< 300 MB`, `"> 1 GB"`, `{ max: 300 MB }`, `{ min: 1 GB }` in `unit`.
+    pub(super) fn limit(&mut self, node: &Node, unit: Unit, what: &str) -> Option<Limit> {
+        let (op, text, pos) = self.comparison(node, unit, what)?;
+        let value = match unit {
+            Unit::Bytes => parse_size(&text).map(|b| b.0 as f64),
+            Unit::Ms => parse_millis(&text),
+            Unit::One => text.parse::<f64>().map_err(|_| UnitError {
+                message: format!("`{text}` is not a number"),
+                hint: "write a plain number".into(),
+            }),
+        };
+        match value {
+            Ok(v) => Some(Limit {
+                op,
+                value: v,
+                unit: (unit == Unit::Bytes).then(|| SizeUnit::of(&text)).flatten(),
+            }),
+            Err(e) => {
+                self.err(pos, format!("budget for {what}: {}", e.message), e.hint);
+                None
+            }
+        }
+    }
+
+    /// A limit's comparison, and its value's text and position (not yet read in `unit`).
+    fn comparison(&mut self, node: &Node, unit: Unit, what: &str) -> Option<(Op, String, Pos)> {
+        let example = match unit {
+            Unit::Bytes => "`< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`",
+            Unit::Ms => "`< 500 ms` or `{ max: 2 s }`",
+            Unit::One => "`< 0.5` or `{ max: 0.5 }`",
+        };
+        match node {
+            Node::Scalar { text, pos, .. } => {
+                let t = text.trim();
+                let Some((op, rest)) = split_op(t) else {
+                    self.err(
+                        *pos,
+                        format!("budget for {what} has no comparison: `{t}`"),
+                        format!("write the limit with an operator, e.g. {example}"),
+                    );
+                    return None;
+                };
+                Some((op, rest.trim().to_string(), *pos))
+            }
+            Node::Map { entries, pos } => {
+                if entries.len() != 1 || !matches!(entries[0].0.as_str(), "max" | "min") {
+                    self.err(
+                        *pos,
+                        format!("budget for {what} must have exactly one of `max` or `min`"),
+                        format!("e.g. {example}"),
+                    );
+                    return None;
+                }
+                let (key, _, value) = &entries[0];
+                let op = if key == "max" { Op::Le } else { Op::Ge };
+                let text = self.text(value, what)?.to_string();
+                Some((op, text, value.pos()))
+            }
+            other => {
+                self.wrong_kind(
+                    other,
+                    &format!("budget for {what}"),
+                    "a limit",
+                    format!("e.g. {example}"),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// `<= 1 GB` → `Le` and ` 1 GB`; two-character operators first, so `<=` is not read as `<`.
+fn split_op(t: &str) -> Option<(Op, &str)> {
+    [("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt)]
+        .into_iter()
+        .find_map(|(symbol, op)| t.strip_prefix(symbol).map(|rest| (op, rest)))
+}

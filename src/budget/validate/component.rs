@@ -1,0 +1,203 @@
+//! A component and its variants (`NAME@VARIANT`), base first: each variant
+//! starts from its component's settings and writes its own keys over them
+//! with the same parser ([`Settings::overrides`]); ratios compare against
+//! the `reference`.
+
+use super::context::{find, Ctx};
+use super::hints::{suggest, COMPONENT_KEYS, VARIANT_KEYS};
+use super::overrides::{Defaults, Settings, Written};
+use crate::budget::yaml::{Node, Pos};
+use crate::budget::Component;
+use crate::sdk::config;
+
+pub(super) fn validate_component(
+    cx: &mut Ctx,
+    name: &str,
+    name_pos: Pos,
+    node: &Node,
+    d: &Defaults,
+) -> Option<Vec<Component>> {
+    let where_ = format!("component `{name}`");
+    let entries = cx.map(node, &where_)?;
+    cx.known_keys(entries, COMPONENT_KEYS, &where_);
+    if !is_plain_name(name) {
+        cx.err(
+            name_pos,
+            format!("component name `{name}` is not a plain name"),
+            "use letters, digits, `_` and `-` only",
+        );
+    }
+    let config_node = find(entries, "config");
+    let mut settings = Settings::of_component(*d, name_pos, config_node.map_or(name_pos, Node::pos));
+    let written = settings.overrides(cx, entries, COMPONENT_KEYS, name);
+    if let Some(cn) = config_node {
+        component_config(cx, cn, name, &mut settings, &written);
+    }
+    let kind = workload(cx, entries, name, name_pos);
+    if find(entries, "budgets").is_none() {
+        cx.err(
+            name_pos,
+            format!("component `{name}` has no `budgets`"),
+            "add `budgets:` with at least one metric, e.g. `training_peak: < 1 GB`",
+        );
+    }
+    let (kind, kind_pos) = kind?;
+    settings.settle_master(cx, written.master, name);
+    let mut out = vec![settings
+        .clone()
+        .into_component(name.to_string(), name_pos.line, kind, kind_pos)];
+    let Some(vnode) = find(entries, "variants") else {
+        if let Some((_, kpos, _)) = entries.iter().find(|(k, _, _)| k == "reference") {
+            cx.err(
+                *kpos,
+                format!("`reference` of `{name}` names a variant, but `{name}` has no `variants`"),
+                "add `variants:` (e.g. `plain: { checkpoint: none }`) or remove `reference`",
+            );
+        }
+        return Some(out);
+    };
+    let Some(ventries) = cx.map(vnode, &format!("variants of `{name}`")) else {
+        return Some(out);
+    };
+    let variants: Vec<Component> = ventries
+        .iter()
+        .filter_map(|entry| variant(cx, &out[0], &settings, entry))
+        .collect();
+    out.extend(variants);
+    let reference = reference(cx, entries, ventries, name);
+    for c in &mut out {
+        if c.name != reference {
+            c.reference = Some(reference.clone());
+        }
+    }
+    Some(out)
+}
+
+/// Letters, digits, `_` and `-`, at least one.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The workload's own keys; `batch_size` and `dtype` may also be written here
+/// (the original TFT config lists them), but only once per component.
+fn component_config(cx: &mut Ctx, cn: &Node, name: &str, settings: &mut Settings, written: &Written) {
+    let Some(centries) = cx.map(cn, &format!("config of `{name}`")) else {
+        return;
+    };
+    let mut kept = Vec::new();
+    for (key, kpos, value) in centries {
+        let first = match key.as_str() {
+            "batch_size" => written.batch_size,
+            "dtype" => written.dtype,
+            _ => {
+                kept.push((key.clone(), *kpos, to_config(value)));
+                continue;
+            }
+        };
+        match first {
+            Some(p) => cx.err(
+                *kpos,
+                format!("`{key}` of `{name}` is given twice (also at line {})", p.line),
+                "keep one: either in the component or in its config",
+            ),
+            None => {
+                settings.defaults.write(cx, key, value);
+            }
+        }
+    }
+    settings.config.value = config::Value::Map(kept);
+}
+
+/// Which workload builds it is checked against the binary's registry when
+/// the runner resolves the spec: a harness knows kinds this module cannot.
+fn workload(cx: &mut Ctx, entries: &[(String, Pos, Node)], name: &str, name_pos: Pos) -> Option<(String, Pos)> {
+    match find(entries, "workload") {
+        None => {
+            cx.err(
+                name_pos,
+                format!("component `{name}` has no `workload`"),
+                "say which model to build, e.g. `workload: mlp` (or a kind your harness registers)",
+            );
+            None
+        }
+        Some(n) => cx.text(n, "workload").map(|k| (k.to_string(), n.pos())),
+    }
+}
+
+/// The variant `entry` of `base`: `inherited` (its component's settings) with its own keys over them.
+fn variant(cx: &mut Ctx, base: &Component, inherited: &Settings, entry: &(String, Pos, Node)) -> Option<Component> {
+    let (vname, vpos, vnode) = entry;
+    let name = &base.name;
+    let full = format!("{name}@{vname}");
+    if !is_plain_name(vname) {
+        cx.err(
+            *vpos,
+            format!("variant name `{vname}` of `{name}` is not a plain name"),
+            "use letters, digits, `_` and `-` only",
+        );
+        return None;
+    }
+    let ventries = cx.map(vnode, &format!("variant `{full}`"))?;
+    cx.known_keys(ventries, VARIANT_KEYS, &format!("variant `{full}`"));
+    let mut v = Settings {
+        budgets: Vec::new(),
+        ..inherited.clone()
+    };
+    let written = v.overrides(cx, ventries, VARIANT_KEYS, &full);
+    if let Some(cn) = find(ventries, "config") {
+        if cx.map(cn, &format!("config of `{full}`")).is_some() {
+            v.config = v.config.overlaid(&to_config(cn));
+        }
+    }
+    v.settle_master(cx, written.master, &full);
+    Some(v.into_component(full, vpos.line, base.kind.clone(), base.kind_pos))
+}
+
+/// What ratios compare against: `reference:` (a variant), or the component itself.
+fn reference(cx: &mut Ctx, entries: &[(String, Pos, Node)], ventries: &[(String, Pos, Node)], name: &str) -> String {
+    let Some(rnode) = find(entries, "reference") else {
+        return name.to_string();
+    };
+    match cx.text(rnode, "reference") {
+        Some(r) if r == name => name.to_string(),
+        Some(r) if ventries.iter().any(|(k, _, _)| k == r) => format!("{name}@{r}"),
+        Some(r) => {
+            let known: Vec<&str> = ventries.iter().map(|(k, _, _)| k.as_str()).collect();
+            let hint = suggest(
+                r,
+                &known,
+                &format!("variants of `{name}`"),
+                &format!("name one of the variants of `{name}`"),
+            );
+            cx.err(rnode.pos(), format!("`reference` of `{name}`: no variant `{r}`"), hint);
+            name.to_string()
+        }
+        None => name.to_string(),
+    }
+}
+
+/// A workload config as plain data: the YAML tree without YAML, every
+/// value with its position. Unquoted `~` and `null` are nothing.
+fn to_config(node: &Node) -> config::Node {
+    let (value, pos) = match node {
+        Node::Null { pos } => (config::Value::Null, *pos),
+        Node::Scalar {
+            text,
+            quoted: false,
+            pos,
+        } if text == "~" || text == "null" => (config::Value::Null, *pos),
+        Node::Scalar { text, quoted, pos } => (
+            config::Value::Scalar {
+                text: text.clone(),
+                quoted: *quoted,
+            },
+            *pos,
+        ),
+        Node::Seq { items, pos } => (config::Value::Seq(items.iter().map(to_config).collect()), *pos),
+        Node::Map { entries, pos } => (
+            config::Value::Map(entries.iter().map(|(k, p, n)| (k.clone(), *p, to_config(n))).collect()),
+            *pos,
+        ),
+    };
+    config::Node { value, pos }
+}

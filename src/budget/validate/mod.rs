@@ -1,0 +1,14 @@
+//! The marked YAML tree → a validated [`Spec`](crate::budget::Spec). Every problem
+//! is collected (not just the first) with its position and a hint.
+
+mod coerce;
+mod component;
+mod context;
+mod device;
+mod ensemble;
+mod harness;
+mod hints;
+mod overrides;
+mod root;
+
+pub use root::validate;

@@ -1,0 +1,273 @@
+//! What a component inherits and may write again: `defaults:` → each
+//! component → each of its variants, with the one parser that writes a
+//! mapping's keys over what it inherits.
+
+use candle_core::DType;
+
+use super::context::{find, Ctx};
+use super::hints::{suggest, CHECKPOINT_KEYS, DEFAULT_KEYS, TIMING_KEYS};
+use crate::budget::yaml::{Node, Pos};
+use crate::budget::{Budget, Component, Timing};
+use crate::metric::Metric;
+use crate::sdk::config;
+use crate::units::Percent;
+
+/// What `defaults:` sets for every component: the values below when it does not.
+#[derive(Clone, Copy)]
+pub(super) struct Defaults {
+    pub(super) dtype: DType,
+    pub(super) batch_size: usize,
+    pub(super) tolerance: Percent,
+    pub(super) seed: u64,
+    pub(super) timing: Timing,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            dtype: DType::F32,
+            batch_size: 32,
+            tolerance: Percent(5.0),
+            seed: 42,
+            timing: Timing::default(),
+        }
+    }
+}
+
+impl Defaults {
+    /// Writes `key` when it is one `defaults:` takes (false for any other
+    /// key); a value that does not read keeps what was inherited.
+    pub(super) fn write(&mut self, cx: &mut Ctx, key: &str, value: &Node) -> bool {
+        match key {
+            "dtype" => self.dtype = cx.dtype(value).unwrap_or(self.dtype),
+            "batch_size" => {
+                self.batch_size = cx.positive_int(value, "batch_size").unwrap_or(self.batch_size as u64) as usize
+            }
+            "tolerance" => self.tolerance = cx.percent(value, "tolerance").unwrap_or(self.tolerance),
+            "seed" => self.seed = cx.non_negative_int(value, "seed").unwrap_or(self.seed),
+            "timing" => self.timing = cx.timing(value, self.timing),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The spec's `defaults:` over [`Defaults::default`].
+pub(super) fn defaults(cx: &mut Ctx, top: &[(String, Pos, Node)]) -> Defaults {
+    let mut d = Defaults::default();
+    if let Some(entries) = find(top, "defaults").and_then(|n| cx.map(n, "defaults")) {
+        cx.known_keys(entries, DEFAULT_KEYS, "defaults");
+        for (key, _, value) in entries {
+            d.write(cx, key, value);
+        }
+    }
+    d
+}
+
+/// A component's settings, or a variant's: what it inherits with its own keys written over it.
+#[derive(Clone)]
+pub(super) struct Settings {
+    pub(super) defaults: Defaults,
+    pub(super) checkpoint: Option<usize>,
+    pub(super) checkpoint_pos: Pos,
+    pub(super) master_dtype: Option<DType>,
+    pub(super) config: config::Node,
+    /// Never inherited: a variant has only the budgets it writes.
+    pub(super) budgets: Vec<Budget>,
+}
+
+/// Where a mapping wrote what a later check needs: `batch_size` and `dtype`
+/// (a component's config may not write them again), and `master_weights`,
+/// checked once the dtype is final.
+#[derive(Default)]
+pub(super) struct Written {
+    pub(super) batch_size: Option<Pos>,
+    pub(super) dtype: Option<Pos>,
+    pub(super) master: Option<(Pos, Option<DType>)>,
+}
+
+impl Settings {
+    /// The defaults, as a component starts; `name_pos` stands for a
+    /// `checkpoint:` and `config:` that are not written.
+    pub(super) fn of_component(defaults: Defaults, name_pos: Pos, config_pos: Pos) -> Self {
+        Settings {
+            defaults,
+            checkpoint: None,
+            checkpoint_pos: name_pos,
+            master_dtype: None,
+            config: config::Node::empty_map(config_pos),
+            budgets: Vec::new(),
+        }
+    }
+
+    /// Writes the keys of `entries` that `keys` allows over these settings:
+    /// the one parser of a component's own keys and of each variant's.
+    /// `config:` is the caller's: a component's may also carry `batch_size`
+    /// and `dtype`, a variant's is laid over its component's.
+    pub(super) fn overrides(
+        &mut self,
+        cx: &mut Ctx,
+        entries: &[(String, Pos, Node)],
+        keys: &[&str],
+        name: &str,
+    ) -> Written {
+        let mut written = Written::default();
+        for (key, kpos, value) in entries.iter().filter(|(k, _, _)| keys.contains(&k.as_str())) {
+            if self.defaults.write(cx, key, value) {
+                match key.as_str() {
+                    "batch_size" => written.batch_size = Some(*kpos),
+                    "dtype" => written.dtype = Some(*kpos),
+                    _ => {}
+                }
+                continue;
+            }
+            match key.as_str() {
+                "checkpoint" => {
+                    if let Ok(c) = cx.checkpoint(value) {
+                        self.checkpoint = c;
+                        self.checkpoint_pos = *kpos;
+                    }
+                }
+                "master_weights" => written.master = cx.master_weights(value).map(|m| (*kpos, m)),
+                "budgets" => self.budgets = cx.budgets(value, name),
+                _ => {}
+            }
+        }
+        written
+    }
+
+    /// The master weights as `master` writes them (checked against the final
+    /// dtype), else as inherited.
+    pub(super) fn settle_master(&mut self, cx: &mut Ctx, master: Option<(Pos, Option<DType>)>, name: &str) {
+        self.master_dtype = match master {
+            Some((pos, m)) => cx.check_master(m, self.defaults.dtype, pos, name),
+            // Inherited: a variant back in f32 computes in f32 with no masters.
+            None => self.master_dtype.filter(|_| self.defaults.dtype != DType::F32),
+        };
+    }
+
+    /// The component `name` (at `line`) with these settings, built by workload `kind`.
+    pub(super) fn into_component(self, name: String, line: usize, kind: String, kind_pos: Pos) -> Component {
+        let d = self.defaults;
+        Component {
+            name,
+            line,
+            kind,
+            kind_pos,
+            config: self.config,
+            batch_size: d.batch_size,
+            dtype: d.dtype,
+            seed: d.seed,
+            tolerance: d.tolerance,
+            timing: d.timing,
+            budgets: self.budgets,
+            checkpoint: self.checkpoint,
+            checkpoint_pos: self.checkpoint_pos,
+            reference: None,
+            master_dtype: self.master_dtype,
+        }
+    }
+}
+
+impl Ctx {
+    fn timing(&mut self, node: &Node, base: Timing) -> Timing {
+        let mut t = base;
+        let Some(entries) = self.map(node, "timing") else {
+            return t;
+        };
+        self.known_keys(entries, TIMING_KEYS, "timing");
+        for (key, _, value) in entries {
+            match key.as_str() {
+                "warmup" => {
+                    t.warmup = self.non_negative_int(value, "timing.warmup").unwrap_or(t.warmup as u64) as usize
+                }
+                "steps" => t.steps = self.positive_int(value, "timing.steps").unwrap_or(t.steps as u64) as usize,
+                "pairs" => {
+                    t.pairs = self
+                        .non_negative_int(value, "timing.pairs")
+                        .map(|n| n as usize)
+                        .or(t.pairs)
+                }
+                _ => {}
+            }
+        }
+        t
+    }
+
+    /// `checkpoint: { chunk: N }` (positions per recomputed chunk) or
+    /// `checkpoint: none`. `Err` when it is malformed (already reported).
+    fn checkpoint(&mut self, node: &Node) -> Result<Option<usize>, ()> {
+        let hint = "write `checkpoint: { chunk: 64 }` (positions per recomputed chunk), or `checkpoint: none`";
+        let (entries, pos) = match node {
+            Node::Map { entries, pos } => (entries, pos),
+            Node::Scalar { text, .. } if text.trim() == "none" => return Ok(None),
+            other => {
+                let found = match other {
+                    Node::Scalar { text, .. } => format!("`{text}`"),
+                    n => n.kind().to_string(),
+                };
+                self.err(
+                    other.pos(),
+                    format!("`checkpoint` must be `{{ chunk: N }}` or `none`, found {found}"),
+                    hint,
+                );
+                return Err(());
+            }
+        };
+        self.known_keys(entries, CHECKPOINT_KEYS, "checkpoint");
+        match find(entries, "chunk") {
+            Some(n) => self
+                .positive_int(n, "checkpoint.chunk")
+                .map(|c| Some(c as usize))
+                .ok_or(()),
+            None => {
+                // An unknown key was most likely the chunk misspelt: said once, above.
+                if entries.is_empty() {
+                    self.err(*pos, "missing `checkpoint.chunk`", hint);
+                }
+                Err(())
+            }
+        }
+    }
+
+    /// Master weights only make sense with a half-precision compute dtype.
+    fn check_master(&mut self, master: Option<DType>, dtype: DType, pos: Pos, name: &str) -> Option<DType> {
+        if master.is_some() && dtype == DType::F32 {
+            self.err(
+                pos,
+                format!("`master_weights` of `{name}` needs `dtype: bf16` or `f16`; `{name}` computes in f32"),
+                "set `dtype: bf16` (or f16) with it, or remove `master_weights`",
+            );
+            return None;
+        }
+        master
+    }
+
+    /// A component's (or a variant's) `budgets:` mapping.
+    fn budgets(&mut self, bn: &Node, name: &str) -> Vec<Budget> {
+        let mut budgets = Vec::new();
+        let Some(bentries) = self.map(bn, &format!("budgets of `{name}`")) else {
+            return budgets;
+        };
+        let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+        for (key, kpos, value) in bentries {
+            let Some(metric) = Metric::parse(key) else {
+                self.err(
+                    *kpos,
+                    format!("unknown metric `{key}` in the budgets of `{name}`"),
+                    suggest(key, &names, "metrics", "metrics"),
+                );
+                continue;
+            };
+            if let Some(limit) = self.limit(value, metric.unit(), &format!("`{name}.{key}`")) {
+                budgets.push(Budget {
+                    metric,
+                    limit,
+                    line: kpos.line,
+                    col: kpos.col,
+                });
+            }
+        }
+        budgets
+    }
+}

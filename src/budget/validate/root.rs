@@ -1,0 +1,144 @@
+//! The whole spec: its top-level keys, each part validated in turn, and
+//! every problem found, sorted by position.
+
+use std::path::Path;
+
+use super::component::validate_component;
+use super::context::{find, Ctx};
+use super::device::validate_device;
+use super::ensemble::validate_ensemble;
+use super::harness::validate_harness;
+use super::hints::TOP_KEYS;
+use super::overrides::{defaults, Defaults};
+use crate::budget::yaml::{Node, Pos, YamlIssue};
+use crate::budget::{measurable, Component, Diagnostics, Spec, WorkloadCheck};
+
+/// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
+pub fn validate(
+    path: &Path,
+    root: &Node,
+    yaml_issues: Vec<YamlIssue>,
+    check: Option<&dyn WorkloadCheck>,
+) -> Result<Spec, Diagnostics> {
+    let mut cx = Ctx::new(path.display().to_string());
+    for i in yaml_issues {
+        cx.err(i.pos, i.message, i.hint);
+    }
+    let spec = validate_root(&mut cx, path, root, check);
+    spec.iter()
+        .flat_map(measurable::unmeasurable)
+        .for_each(|(p, m, h)| cx.err(p, m, h));
+    let mut diags = cx.diags;
+    diags.sort_by_key(|d| d.pos);
+    match spec {
+        Some(spec) if diags.is_empty() => Ok(spec),
+        _ => Err(Diagnostics(diags)),
+    }
+}
+
+fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn WorkloadCheck>) -> Option<Spec> {
+    if let Node::Null { .. } = root {
+        cx.err(
+            Pos { line: 1, col: 1 },
+            "the spec is empty",
+            "start with `version: 1`, then `device:` and `components:` (see the README's budgets.yaml reference)",
+        );
+        return None;
+    }
+    let top = cx.map(root, "the spec")?;
+    cx.known_keys(top, TOP_KEYS, "the spec");
+    let version = version(cx, root, top);
+    let device = cx
+        .required(
+            top,
+            "device",
+            root.pos(),
+            "device",
+            "describe the card that is gated: `device: { name: RTX 3050 Ti, capacity: 4 GiB, reserve: 300 MiB }`",
+        )
+        .and_then(|n| validate_device(cx, n));
+    let defaults = defaults(cx, top);
+    let components = components(cx, root, top, &defaults);
+    let ensemble = find(top, "ensemble").and_then(|n| validate_ensemble(cx, n, top));
+    let harness = match find(top, "harness") {
+        None => Some(None),
+        Some(n) => validate_harness(cx, n).map(Some),
+    };
+    if let Some(check) = check {
+        check_workloads(cx, &components, check, find(top, "harness").is_some());
+    }
+    Some(Spec {
+        path: path.to_path_buf(),
+        version: version?,
+        device: device?,
+        default_tolerance: defaults.tolerance,
+        components,
+        ensemble,
+        harness: harness?,
+    })
+}
+
+/// `version: 1`, the only one this gate reads.
+fn version(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)]) -> Option<u32> {
+    let n = cx.required(
+        top,
+        "version",
+        root.pos(),
+        "version",
+        "add `version: 1` at the top of the spec",
+    )?;
+    match cx.text(n, "version")? {
+        "1" => Some(1),
+        other => {
+            cx.err(
+                n.pos(),
+                format!("unsupported spec version `{other}`"),
+                "this gate reads `version: 1`",
+            );
+            None
+        }
+    }
+}
+
+/// Every component, each followed by its variants.
+fn components(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)], defaults: &Defaults) -> Vec<Component> {
+    let mut components = Vec::new();
+    let hint = "add `components:` with at least one model to gate";
+    let Some(n) = cx.required(top, "components", root.pos(), "components", hint) else {
+        return components;
+    };
+    let Some(entries) = cx.map(n, "components") else {
+        return components;
+    };
+    if entries.is_empty() {
+        cx.err(n.pos(), "`components` is empty", "add at least one component");
+    }
+    for (name, pos, node) in entries {
+        if let Some(c) = validate_component(cx, name, *pos, node, defaults) {
+            components.extend(c);
+        }
+    }
+    components
+}
+
+/// Each component's workload through `check`, its problems among the
+/// spec's others. A variant shares its component's config: when the
+/// component's fails, the variant's would only repeat it.
+fn check_workloads(cx: &mut Ctx, components: &[Component], check: &dyn WorkloadCheck, has_harness: bool) {
+    let mut failed: Vec<&str> = Vec::new();
+    for c in components {
+        let base = c.name.split('@').next().unwrap_or(&c.name);
+        if c.name.contains('@') && failed.contains(&base) {
+            continue;
+        }
+        let problems = check.check(c, has_harness);
+        if !problems.is_empty() && !c.name.contains('@') {
+            failed.push(base);
+        }
+        for (pos, message, hint) in problems {
+            if !cx.diags.iter().any(|d| d.pos == pos && d.message == message) {
+                cx.err(pos, message, hint);
+            }
+        }
+    }
+}
