@@ -24,7 +24,6 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-
 /// A copy of the example in a fresh folder, depending on this checkout.
 fn adopter() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
@@ -140,7 +139,11 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     // `validate` goes through the harness too, and says it is fine.
     let v = gate(t.path(), &["validate"]);
     assert_eq!(v.status.code(), Some(0), "{}", common::text(&v.stderr));
-    assert!(common::text(&v.stdout).contains("budgets.yaml: ok"), "{}", common::text(&v.stdout));
+    assert!(
+        common::text(&v.stdout).contains("budgets.yaml: ok"),
+        "{}",
+        common::text(&v.stdout)
+    );
 }
 
 /// A workload written in the test's own harness: it panics or runs the host
@@ -325,7 +328,13 @@ fn a_model_written_from_docs_sdk_md_alone_is_gated() {
     std::fs::write(dir.join("budgets.yaml"), yaml[0]).unwrap();
     let o = dir.join("out");
     let r = gate(dir, &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
-    assert_eq!(r.status.code(), Some(0), "{}\n{}", common::text(&r.stderr), common::text(&r.stdout));
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}\n{}",
+        common::text(&r.stderr),
+        common::text(&r.stdout)
+    );
     let rep = report(&o);
     let c = &rep["components"]["mlp"];
     assert_eq!(c["workload"], "my_mlp");

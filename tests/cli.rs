@@ -15,7 +15,6 @@ fn gate(args: &[&str], envs: &[(&str, &str)]) -> Output {
     cmd.output().expect("the gate binary runs")
 }
 
-
 fn report(dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap()
 }

@@ -16,7 +16,6 @@ fn gate(args: &[&str]) -> Output {
         .expect("the gate binary runs")
 }
 
-
 const TINY_SPEC: &str = "\
 version: 1
 device:

@@ -14,14 +14,12 @@ use serde_json::Value;
 
 fn gate(args: &[&str], fault: Option<&str>) -> Output {
     let mut cmd = common::gate();
-    cmd.args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
     if let Some(f) = fault {
         cmd.env("GATE_INJECT_FAULT", f);
     }
     cmd.output().expect("the gate binary runs")
 }
-
 
 /// Two small MLPs, `a` and `b`, each with budgets.
 fn two_mlps(dir: &Path) -> PathBuf {

@@ -51,8 +51,6 @@ fn gate(fake: Option<&Fake>, event: Option<&Path>) -> Command {
     c
 }
 
-
-
 /// Runs `gate check` on the MLP example into a fresh folder.
 fn check_mlp(dir: &Path) {
     let o = gate(None, None)
@@ -109,7 +107,11 @@ fn comment_is_created_then_updated_never_duplicated() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("created comment"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("created comment"),
+        "{}",
+        common::output_text(&o)
+    );
     let c = fake.comments(7);
     assert_eq!(c.len(), 1);
     assert!(
@@ -129,7 +131,11 @@ fn comment_is_created_then_updated_never_duplicated() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("already says this"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("already says this"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_eq!(fake.count("PATCH", "/comments/"), 0);
 
     // A changed report: updated in place.
@@ -140,7 +146,11 @@ fn comment_is_created_then_updated_never_duplicated() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("updated comment"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("updated comment"),
+        "{}",
+        common::output_text(&o)
+    );
     let c = fake.comments(7);
     assert_eq!(c.len(), 1, "never a duplicate");
     assert!(c[0].body.contains("0.01177 MiB"), "{}", c[0].body);
@@ -166,7 +176,11 @@ fn comment_is_found_past_the_first_hundred() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains(&format!("updated comment {ours}")), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains(&format!("updated comment {ours}")),
+        "{}",
+        common::output_text(&o)
+    );
     assert_eq!(fake.comments(8).len(), 171);
     assert_eq!(fake.count("POST", "/comments"), 0);
     assert!(fake.count("GET", "page=2") >= 1, "paged");
@@ -227,7 +241,11 @@ fn quiet_posts_nothing_when_nothing_failed_or_changed() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("no comment"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("no comment"),
+        "{}",
+        common::output_text(&o)
+    );
     assert!(fake.comments(11).is_empty());
     // A failure is always posted.
     edit_report(&out, |v| {
@@ -332,7 +350,11 @@ fn server_errors_are_retried_a_bounded_number_of_times() {
     assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
     assert_eq!(fake.count("GET", "/issues/14/comments"), 3);
     assert!(common::output_text(&o).contains("503"), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("githubstatus"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("githubstatus"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_no_token(&o, &out);
 }
 
@@ -377,8 +399,16 @@ fn timeouts_are_bounded() {
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
-    assert!(common::output_text(&o).contains("did not answer in time"), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("after 3 attempts"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("did not answer in time"),
+        "{}",
+        common::output_text(&o)
+    );
+    assert!(
+        common::output_text(&o).contains("after 3 attempts"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_eq!(fake.count("GET", "/issues/16/comments"), 3);
     assert_no_token(&o, &out);
 }
@@ -404,7 +434,11 @@ fn unreachable_api_is_an_infrastructure_error() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("cannot reach the GitHub API"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("cannot reach the GitHub API"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_no_token(&o, &out);
 }
 
@@ -420,7 +454,11 @@ fn bad_credentials_say_so() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("401 Bad credentials"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("401 Bad credentials"),
+        "{}",
+        common::output_text(&o)
+    );
     assert!(!common::output_text(&o).contains("ghs_wrong_token_value"));
 }
 
@@ -450,7 +488,11 @@ fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("not commenting"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("not commenting"),
+        "{}",
+        common::output_text(&o)
+    );
     assert!(fake.comments(18).is_empty());
     // The run of the PR's head: posted.
     let o = gate(Some(&fake), Some(&run_event(&sha(0xbeef))))
@@ -491,7 +533,11 @@ fn workflow_run_from_another_pr_at_the_same_commit_is_refused() {
             .unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
         assert!(common::output_text(&o).contains(says), "{}", common::output_text(&o));
-        assert!(common::output_text(&o).contains("not commenting"), "{}", common::output_text(&o));
+        assert!(
+            common::output_text(&o).contains("not commenting"),
+            "{}",
+            common::output_text(&o)
+        );
         assert!(fake.comments(19).is_empty());
     }
     let o = gate(Some(&fake), Some(&run_event("fork/repo", "feature")))
@@ -563,7 +609,11 @@ fn auto_baseline_is_the_nearest_stored_ancestor_of_the_merge_base() {
     assert!(out.join("baseline.json").exists());
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
     assert!(md.contains("Text report: baseline → current"), "{md}");
-    assert!(common::output_text(&o).contains("3 first-parent steps"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("3 first-parent steps"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_no_token(&o, &out);
 }
 
@@ -697,7 +747,11 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("already stored"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("already stored"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_eq!(fake.count("PUT", "/contents/"), 1);
 
     // A changed report while another job writes: 409 once, re-read, retried.
@@ -714,7 +768,11 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("replaced"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("replaced"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_eq!(fake.count("PUT", "/contents/"), 3);
     assert!(fake.file(&format!("reports/{commit}.json")).unwrap().contains("99.0"));
     assert_no_token(&o, &out);
@@ -733,7 +791,11 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("contents: write"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("contents: write"),
+        "{}",
+        common::output_text(&o)
+    );
 }
 
 #[test]
@@ -748,7 +810,11 @@ fn publish_refuses_pull_requests() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("refusing to publish"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("refusing to publish"),
+        "{}",
+        common::output_text(&o)
+    );
 }
 
 #[test]
@@ -807,7 +873,11 @@ fn merge_combines_shards_into_one_verdict() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("is in two shards"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("is in two shards"),
+        "{}",
+        common::output_text(&o)
+    );
 
     // A missing shard shows as not measured (and fails under --strict).
     let o = gate(None, None)
@@ -819,7 +889,11 @@ fn merge_combines_shards_into_one_verdict() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("no shard measured it"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("no shard measured it"),
+        "{}",
+        common::output_text(&o)
+    );
 }
 
 #[test]
@@ -829,7 +903,11 @@ fn comment_outside_a_pull_request_posts_nothing() {
     check_mlp(&out);
     let o = gate(None, None).args(["comment", "--from"]).arg(&out).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("not a pull request"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("not a pull request"),
+        "{}",
+        common::output_text(&o)
+    );
 }
 
 #[test]
@@ -857,7 +935,11 @@ fn a_pull_request_run_with_a_broken_event_file_says_so_and_exits_3() {
             common::output_text(&o)
         );
         assert!(common::output_text(&o).contains(says), "{}", common::output_text(&o));
-        assert!(!common::output_text(&o).contains("nothing posted"), "{}", common::output_text(&o));
+        assert!(
+            !common::output_text(&o).contains("nothing posted"),
+            "{}",
+            common::output_text(&o)
+        );
         assert!(fake.comments(20).is_empty());
     }
 }
@@ -902,8 +984,16 @@ fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("GitHub rate limit on GET"), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("waiting 1 s as asked"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("GitHub rate limit on GET"),
+        "{}",
+        common::output_text(&o)
+    );
+    assert!(
+        common::output_text(&o).contains("waiting 1 s as asked"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_eq!(fake.comments(21).len(), 1);
 
     // Beyond the run's budget: no wait at all, exit 3, and it says what GitHub asked.
@@ -927,8 +1017,16 @@ fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("asks to wait 3600 s"), "{}", common::output_text(&o));
-    assert!(common::output_text(&o).contains("GATE_GITHUB_MAX_RATE_WAIT_MS"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("asks to wait 3600 s"),
+        "{}",
+        common::output_text(&o)
+    );
+    assert!(
+        common::output_text(&o).contains("GATE_GITHUB_MAX_RATE_WAIT_MS"),
+        "{}",
+        common::output_text(&o)
+    );
     assert_eq!(fake.count("GET", "/issues/22/comments"), 1, "never hammered");
     assert_no_token(&o, &out);
 }
@@ -1268,7 +1366,11 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
             params
         ]
     );
-    assert!(common::output_text(&o).contains("warning: history: skipping"), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("warning: history: skipping"),
+        "{}",
+        common::output_text(&o)
+    );
     // Bounded: one listing for the baseline, one for the history, one read per stored report.
     assert!(fake.count("GET", "/contents/reports") <= 2 + 5, "{:?}", fake.log());
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();

@@ -8,7 +8,7 @@ mod common;
 mod github_fake;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use github_fake::{assert_no_token, Fake, FaultKind, REPO, TOKEN};
 use serde_json::json;
@@ -35,8 +35,6 @@ fn gate(fake: &Fake, event: &Path) -> Command {
         .env("GITHUB_EVENT_PATH", event);
     c
 }
-
-
 
 /// A pull_request event whose payload names other repositories everywhere it can.
 fn hostile_event(dir: &Path) -> std::path::PathBuf {

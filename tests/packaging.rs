@@ -22,7 +22,6 @@ fn gate(args: &[&str]) -> Output {
     gate_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
 }
 
-
 #[test]
 fn version_names_the_version_the_commit_and_cuda() {
     let o = gate(&["--version"]);
@@ -45,7 +44,10 @@ fn version_names_the_version_the_commit_and_cuda() {
     // -V stays the short form.
     let o = gate(&["-V"]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(common::text(&o.stdout).trim(), format!("gate {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        common::text(&o.stdout).trim(),
+        format!("gate {}", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
@@ -71,7 +73,11 @@ fn doctor_describes_the_machine_and_what_it_can_measure() {
         // --require-gpu: infrastructure failure with the same hint.
         let o = gate(&["doctor", "--require-gpu"]);
         assert_eq!(o.status.code(), Some(3));
-        assert!(common::text(&o.stderr).contains("--require-gpu"), "{}", common::text(&o.stderr));
+        assert!(
+            common::text(&o.stderr).contains("--require-gpu"),
+            "{}",
+            common::text(&o.stderr)
+        );
     }
 }
 
@@ -192,13 +198,28 @@ fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
     }
 
     let o = gate_in(t.path(), &["validate"]);
-    assert_eq!(o.status.code(), Some(0), "the starter validates: {}", common::text(&o.stderr));
-    assert!(common::text(&o.stderr).is_empty(), "no warnings: {}", common::text(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "the starter validates: {}",
+        common::text(&o.stderr)
+    );
+    assert!(
+        common::text(&o.stderr).is_empty(),
+        "no warnings: {}",
+        common::text(&o.stderr)
+    );
 
     // The first check takes seconds on a CPU and passes.
     let started = std::time::Instant::now();
     let o = gate_in(t.path(), &["check", "--baseline", "none", "--out", "out"]);
-    assert_eq!(o.status.code(), Some(0), "{}\n{}", common::text(&o.stdout), common::text(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        common::text(&o.stdout),
+        common::text(&o.stderr)
+    );
     assert!(started.elapsed().as_secs() < 60, "the starter check is quick");
     assert!(t.path().join("out/report.json").exists());
 

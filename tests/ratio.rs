@@ -6,7 +6,6 @@
 
 mod common;
 
-
 use gate::__private::units::trim_float;
 
 const SPEC: &str = "version: 1

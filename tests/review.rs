@@ -51,7 +51,6 @@ fn check(dir: &Path, out: &str, baseline: &str, envs: &[(&str, &str)]) -> Output
     cmd.output().expect("the gate binary runs")
 }
 
-
 fn read(dir: &Path, file: &str) -> String {
     std::fs::read_to_string(dir.join(file)).unwrap()
 }

@@ -17,7 +17,7 @@ mod github_fake;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use base64::Engine;
 use github_fake::{leak_forms, Echo, Fake, FaultKind, REPO, TOKEN};
@@ -33,7 +33,6 @@ const OTHER_SECRETS: &[(&str, &str)] = &[
     ("ACTIONS_RUNTIME_TOKEN", "ACTIONSruntimeSENTINEL_0b9d4e"),
     ("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "IDtokenREQUESTsentinel_e21f70"),
 ];
-
 
 fn find_leak(text: &str) -> Option<String> {
     std::iter::once(TOKEN)
@@ -190,7 +189,6 @@ impl Sandbox {
         );
     }
 }
-
 
 /// Every file under `dir` (hidden and temporary ones included), with its
 /// text (lossy, so a binary file is searched too).

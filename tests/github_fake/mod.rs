@@ -48,7 +48,11 @@ pub fn find_token(text: &str) -> Option<String> {
 /// Fails the test when [`TOKEN`] shows in any form in the command's output
 /// or in any file under `dir`.
 pub fn assert_no_token(o: &Output, dir: &Path) {
-    let out = format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let out = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     if let Some(f) = find_token(&out) {
         panic!("the token leaked ({f:?}) to the output:\n{out}");
     }
