@@ -268,7 +268,10 @@ impl Store<'_> {
     /// Creates the store branch (an orphan with a README) if it is missing.
     async fn ensure_branch(&self) -> Result<(), GithubError> {
         let path = format!("/repos/{}/git/ref/heads/{}", self.repo, self.branch);
-        let resp = self.client.request(Call::WriteBaseline, Method::Get, &path, None).await?;
+        let resp = self
+            .client
+            .request(Call::WriteBaseline, Method::Get, &path, None)
+            .await?;
         if resp.ok() {
             return Ok(());
         }
