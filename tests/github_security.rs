@@ -8,7 +8,7 @@ mod common;
 mod github_fake;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use github_fake::{assert_no_token, Fake, FaultKind, REPO, TOKEN};
 use serde_json::json;

@@ -17,7 +17,7 @@ mod github_fake;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use base64::Engine;
 use github_fake::{leak_forms, Echo, Fake, FaultKind, REPO, TOKEN};
