@@ -63,6 +63,69 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         Loaded::Here(spec, w) => (spec, w),
         Loaded::Delegated(exit) => return Ok(exit),
     };
+    check_only_names(&spec, &args)?;
+    let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
+        message: e.message,
+        hint: e.hint,
+    })?;
+    // A budget this backend can never measure is refused before anything
+    // runs, not left "not measured" with exit 0.
+    if backend != Backend::Cuda {
+        let refused = crate::budget::cuda_only(&spec, &|name| is_selected(&args.only, name), true);
+        if !refused.0.is_empty() {
+            return Err(crate::budget::SpecError::from(refused).into());
+        }
+    }
+    let (baseline, stored) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    let child_args = child_args(backend, args.emulate_capacity);
+    let _gpu_lock = gpu_lock(backend)?;
+    // A component's variants (`NAME@VARIANT`) come with it.
+    let selected: Vec<_> = spec
+        .components
+        .iter()
+        .filter(|c| is_selected(&args.only, &c.name))
+        .collect();
+    let exe = std::env::current_exe().map_err(|e| CliError::Infrastructure {
+        message: format!("cannot locate the gate binary to start profiles: {e}"),
+        hint: String::new(),
+    })?;
+
+    let bar = progress_bar(selected.len() as u64);
+    let names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| crate::runner::default_jobs(backend == Backend::Cuda));
+    if jobs > 1 && names.len() > 1 {
+        log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
+    }
+    let profiled = crate::runner::profile_all(&exe, &spec.path, &names, &child_args, jobs, &|p| show_progress(&bar, p));
+    if let Some(exit) = stopped() {
+        return Ok(exit);
+    }
+    log(&bar, where_the_time_went(&profiled, jobs, started.elapsed()));
+    let measured = gather(profiled, &selected, &workloads)?;
+    bar.finish_and_clear();
+
+    let infra = measured.infra.clone();
+    let Some(report) = write_outputs(&args, &spec, measured, baseline, stored, started)? else {
+        return Ok(stopped().unwrap_or(Exit::Interrupted));
+    };
+    if let Some(reason) = infra {
+        eprintln!("error: infrastructure failure: {reason}");
+        return Ok(Exit::Infrastructure);
+    }
+    Ok(verdict_exit(&report))
+}
+
+/// Whether `--only` selects component `name`; a variant (`NAME@VARIANT`)
+/// comes with its component.
+fn is_selected(only: &[String], name: &str) -> bool {
+    let base = name.split_once('@').map_or(name, |(b, _)| b);
+    only.is_empty() || only.iter().any(|o| o == name || o == base)
+}
+
+/// Refuses an `--only` name that is not a component of the spec.
+fn check_only_names(spec: &crate::budget::Spec, args: &CheckArgs) -> Result<(), CliError> {
     for name in &args.only {
         if spec.component(name).is_none() {
             // Variants (`NAME@VARIANT`) come with their component: list the components.
@@ -81,65 +144,40 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
             });
         }
     }
-    let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
-        message: e.message,
-        hint: e.hint,
-    })?;
-    // A budget this backend can never measure is refused before anything
-    // runs, not left "not measured" with exit 0.
-    let selected = |name: &str| {
-        let base = name.split_once('@').map_or(name, |(b, _)| b);
-        args.only.is_empty() || args.only.iter().any(|o| o == name || o == base)
-    };
-    if backend != Backend::Cuda {
-        let refused = crate::budget::cuda_only(&spec, &selected, true);
-        if !refused.0.is_empty() {
-            return Err(crate::budget::SpecError::from(refused).into());
-        }
-    }
-    let (baseline, stored) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    Ok(())
+}
+
+/// The arguments each profile's child gets: the backend, and whether to emulate the spec's capacity.
+fn child_args(backend: Backend, emulate_capacity: bool) -> ChildArgs {
     let mut child_args = ChildArgs {
         extra: vec!["--backend".into(), backend.name().into()],
         ..Default::default()
     };
-    if args.emulate_capacity {
+    if emulate_capacity {
         child_args.extra.push("--emulate-capacity".into());
     }
-    // Two gate runs on one GPU would see each other's memory: one at a time.
-    let _gpu_lock = match backend {
-        Backend::Cuda => Some(
-            crate::probe::lock::acquire("cuda0", |p| {
-                eprintln!("waiting for another gate run on this GPU ({})", p.display())
-            })
-            .map_err(|e| CliError::Infrastructure {
-                message: format!("cannot take the GPU lock: {e}"),
-                hint: String::new(),
-            })?,
-        ),
-        _ => None,
-    };
-    // A component's variants (`NAME@VARIANT`) come with it.
-    let selected: Vec<_> = spec.components.iter().filter(|c| selected(&c.name)).collect();
-    let exe = std::env::current_exe().map_err(|e| CliError::Infrastructure {
-        message: format!("cannot locate the gate binary to start profiles: {e}"),
-        hint: String::new(),
-    })?;
+    child_args
+}
 
-    let bar = progress_bar(selected.len() as u64);
-    let mut components = BTreeMap::new();
-    let mut device = None;
-    let mut infra: Option<String> = None;
-    let mut measured_reserve: Option<u64> = None;
-    let names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| crate::runner::default_jobs(backend == Backend::Cuda));
-    if jobs > 1 && names.len() > 1 {
-        log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
+/// Two gate runs on one GPU would see each other's memory: one at a time.
+fn gpu_lock(backend: Backend) -> Result<Option<crate::probe::lock::DeviceLock>, CliError> {
+    match backend {
+        Backend::Cuda => crate::probe::lock::acquire("cuda0", |p| {
+            eprintln!("waiting for another gate run on this GPU ({})", p.display())
+        })
+        .map(Some)
+        .map_err(|e| CliError::Infrastructure {
+            message: format!("cannot take the GPU lock: {e}"),
+            hint: String::new(),
+        }),
+        _ => Ok(None),
     }
-    // Outside a terminal (CI logs) a line as each profile and each of its
-    // phases starts, so a slow or stuck one shows where it is.
-    let profiled = crate::runner::profile_all(&exe, &spec.path, &names, &child_args, jobs, &|p| match p {
+}
+
+/// Shows a profile's progress. Outside a terminal (CI logs) a line as each
+/// profile and each of its phases starts, so a slow or stuck one shows where it is.
+fn show_progress(bar: &ProgressBar, p: Progress) {
+    match p {
         Progress::Start(name) => {
             if bar.is_hidden() {
                 eprintln!("{name}: profile started");
@@ -155,18 +193,39 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         Progress::Done(name, result, elapsed) => {
             match result {
                 Ok(m) => match &m.failure {
-                    Some(Failure { phase, reason }) => log(&bar, format!("{name}: failed in phase {phase}: {reason}")),
-                    None => log(&bar, format!("{name}: profiled in {:.1} s", elapsed.as_secs_f64())),
+                    Some(Failure { phase, reason }) => log(bar, format!("{name}: failed in phase {phase}: {reason}")),
+                    None => log(bar, format!("{name}: profiled in {:.1} s", elapsed.as_secs_f64())),
                 },
-                Err(e) => log(&bar, format!("{name}: cannot start the profile: {e}")),
+                Err(e) => log(bar, format!("{name}: cannot start the profile: {e}")),
             }
             bar.inc(1);
         }
-    });
-    if let Some(exit) = stopped() {
-        return Ok(exit);
     }
-    log(&bar, where_the_time_went(&profiled, jobs, started.elapsed()));
+}
+
+/// What the profiles measured, gathered for the report.
+struct Measured {
+    components: BTreeMap<String, report::ComponentReport>,
+    /// The device of the first profile that names one.
+    device: Option<crate::probe::DeviceInfo>,
+    /// The last infrastructure failure among the profiles.
+    infra: Option<String>,
+    /// The largest per-process context reserve measured (CUDA only).
+    reserve: Option<u64>,
+}
+
+/// Turns the profiles of the selected components into component reports.
+fn gather(
+    profiled: Vec<crate::runner::Profiled>,
+    selected: &[&crate::budget::Component],
+    workloads: &crate::runner::Workloads,
+) -> Result<Measured, CliError> {
+    let mut out = Measured {
+        components: BTreeMap::new(),
+        device: None,
+        infra: None,
+        reserve: None,
+    };
     for p in profiled {
         let Some(c) = selected.iter().find(|c| c.name == p.name) else {
             continue;
@@ -180,36 +239,40 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         })?;
         if let Some(f @ Failure { reason, .. }) = &m.failure {
             if crate::runner::infrastructure_failure(f) {
-                infra = Some(format!("{}: {reason}", c.name));
+                out.infra = Some(format!("{}: {reason}", c.name));
             }
         }
         if let Some(r) = m.context_reserve_bytes {
-            measured_reserve = Some(measured_reserve.map_or(r, |x| x.max(r)));
+            out.reserve = Some(out.reserve.map_or(r, |x| x.max(r)));
         }
-        if device.is_none() && !m.device.backend.is_empty() {
-            device = Some(m.device.clone());
+        if out.device.is_none() && !m.device.backend.is_empty() {
+            out.device = Some(m.device.clone());
         }
-        components.insert(c.name.clone(), report::component_report(c, w.config(), &m));
+        out.components
+            .insert(c.name.clone(), report::component_report(c, w.config(), &m));
     }
-    bar.finish_and_clear();
+    Ok(out)
+}
 
-    let device = device.unwrap_or_else(crate::probe::cpu_device_info);
-    // On CUDA the reserve is measured (the largest per-process context seen);
-    // on the CPU it is the spec's declared figure.
-    let reserve = match measured_reserve {
-        Some(bytes) => Reserve { bytes, measured: true },
-        None => Reserve {
-            bytes: spec.device.reserve.0,
-            measured: false,
-        },
-    };
-    let testbed = report::testbed(&device, &spec);
-    let report = conclude(
+/// Decides and writes the outputs of `check` (see [`conclude`]); `None`
+/// when a signal arrived before writing began.
+fn write_outputs(
+    args: &CheckArgs,
+    spec: &crate::budget::Spec,
+    measured: Measured,
+    baseline: report::baseline::Outcome,
+    stored: Vec<Report>,
+    started: Instant,
+) -> Result<Option<Report>, CliError> {
+    let device = measured.device.unwrap_or_else(crate::probe::cpu_device_info);
+    let reserve = reserve(measured.reserve, spec);
+    let testbed = report::testbed(&device, spec);
+    conclude(
         Conclusion {
-            spec: &spec,
+            spec,
             spec_path: args.budgets.display().to_string(),
             commit: current_commit(),
-            components,
+            components: measured.components,
             baseline: &baseline,
             testbed,
             reserve,
@@ -229,15 +292,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
                 report.wall_seconds
             )
         },
-    )?;
-    let Some(report) = report else {
-        return Ok(stopped().unwrap_or(Exit::Interrupted));
-    };
-    if let Some(reason) = infra {
-        eprintln!("error: infrastructure failure: {reason}");
-        return Ok(Exit::Infrastructure);
-    }
-    Ok(verdict_exit(&report))
+    )
 }
 
 /// What `check` and `merge` hand to [`conclude`]: the measured components
@@ -316,6 +371,18 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     print!("{}", guard_commands(crate::render::table::render(&report, color)));
     after_write(&report);
     Ok(Some(report))
+}
+
+/// The per-process context reserve: on CUDA measured (the largest
+/// per-process context seen); on the CPU the spec's declared figure.
+pub(super) fn reserve(measured: Option<u64>, spec: &crate::budget::Spec) -> Reserve {
+    match measured {
+        Some(bytes) => Reserve { bytes, measured: true },
+        None => Reserve {
+            bytes: spec.device.reserve.0,
+            measured: false,
+        },
+    }
 }
 
 /// The exit code of a verdict.

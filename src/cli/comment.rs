@@ -157,40 +157,12 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     };
     // Links come from this run's trusted context, never from the artifact.
     let links = context::links(&event, &report.spec);
-    let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let (pr, verify_head) = match (&args.pr, &event, &stored) {
-        (Some(n), _, _) => (*n, None),
-        (None, Event::PullRequest(p), _) => (p.number, None),
-        // workflow_run: the number comes from the artifact, so check it against the run.
-        // A PR at the same commit could redirect the comment, so the head
-        // repository and branch must match the run's too (#14 item 5).
-        (
-            None,
-            Event::WorkflowRun {
-                head_sha,
-                head_repo,
-                head_branch,
-                ..
-            },
-            Some(p),
-        ) => (
-            p.number,
-            Some(comment::RunHead {
-                sha: head_sha.clone(),
-                repo: head_repo.clone(),
-                branch: head_branch.clone(),
-            }),
-        ),
-        (None, _, Some(p)) => (p.number, None),
-        (None, _, None) => {
-            eprintln!(
-                "gate comment: not a pull request (no --pr, no {}, and the event is not a pull_request); nothing posted",
-                args.from.join("pr.json").display()
-            );
-            return Ok(Exit::Pass);
-        }
+    let Some((pr, verify_head)) = target_pr(&args, &event) else {
+        eprintln!(
+            "gate comment: not a pull request (no --pr, no {}, and the event is not a pull_request); nothing posted",
+            args.from.join("pr.json").display()
+        );
+        return Ok(Exit::Pass);
     };
     let repo = match &args.repo {
         Some(r) => Repo::parse(r),
@@ -234,6 +206,49 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         )
         .await
     });
+    say_outcome(result, pr, &id).map_err(|e| github_error(e, &args.from))?;
+    Ok(Exit::Pass)
+}
+
+/// The pull request to comment on: `--pr`, the event's, or (in a
+/// `workflow_run`) the artifact's pr.json, with the run's head to check it
+/// against; `None` when there is none.
+fn target_pr(args: &CommentArgs, event: &Event) -> Option<(u64, Option<comment::RunHead>)> {
+    let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    match (&args.pr, event, &stored) {
+        (Some(n), _, _) => Some((*n, None)),
+        (None, Event::PullRequest(p), _) => Some((p.number, None)),
+        // workflow_run: the number comes from the artifact, so check it against the run.
+        // A PR at the same commit could redirect the comment, so the head
+        // repository and branch must match the run's too (#14 item 5).
+        (
+            None,
+            Event::WorkflowRun {
+                head_sha,
+                head_repo,
+                head_branch,
+                ..
+            },
+            Some(p),
+        ) => Some((
+            p.number,
+            Some(comment::RunHead {
+                sha: head_sha.clone(),
+                repo: head_repo.clone(),
+                branch: head_branch.clone(),
+            }),
+        )),
+        (None, _, Some(p)) => Some((p.number, None)),
+        (None, _, None) => None,
+    }
+}
+
+/// Says what became of the comment: its URL on stdout, the rest on stderr.
+/// A refusal (e.g. a PR number that does not match the run) is a warning;
+/// any other error is returned.
+fn say_outcome(result: Result<Upsert, GithubError>, pr: u64, id: &str) -> Result<(), GithubError> {
     match result {
         Ok(Upsert::Created { id: cid, url }) => {
             eprintln!("gate comment: created comment {cid} on #{pr} (id {id})");
@@ -260,7 +275,7 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
             eprintln!("warning: {message}");
             eprintln!("hint: {hint}");
         }
-        Err(e) => return Err(github_error(e, &args.from)),
+        Err(e) => return Err(e),
     }
-    Ok(Exit::Pass)
+    Ok(())
 }

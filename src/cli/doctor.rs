@@ -183,7 +183,23 @@ fn gpu_section() -> GpuFinding {
         .parse()
         .ok();
     let mut too_old = Vec::new();
-    let nvml = match nvml_wrapper::Nvml::init() {
+    let nvml = nvml_section(built_cap, &mut too_old);
+    let finding = context_section(nvml);
+    if !too_old.is_empty() {
+        println!(
+            "warning: this build's kernels need compute capability ≥ {}: {} cannot run them",
+            env!("GATE_CUDA_COMPUTE_CAP"),
+            too_old.join(", ")
+        );
+    }
+    finding
+}
+
+/// NVML's view: the driver and each GPU; those older than this build's
+/// kernels go to `too_old`. Whether NVML answered.
+#[cfg(feature = "cuda")]
+fn nvml_section(built_cap: Option<i32>, too_old: &mut Vec<String>) -> bool {
+    match nvml_wrapper::Nvml::init() {
         Ok(n) => {
             let driver = n.sys_driver_version().unwrap_or_else(|e| format!("unknown ({e})"));
             println!("  nvml:          yes (driver {driver})");
@@ -214,10 +230,15 @@ fn gpu_section() -> GpuFinding {
             println!("  nvml:          no ({e}): device_used will not be measured");
             false
         }
-    };
+    }
+}
+
+/// Whether GPU 0 takes a CUDA context and its memory pool.
+#[cfg(feature = "cuda")]
+fn context_section(nvml: bool) -> GpuFinding {
     // Opening the probe makes a CUDA context and checks the memory pool.
     let opened = std::panic::catch_unwind(|| crate::probe::cuda::CudaProbe::open(0).map(|(_, info)| info));
-    let finding = match opened {
+    match opened {
         Ok(Ok(info)) => {
             println!("  gpu 0 context: yes ({})", info.name);
             println!("  memory pool:   yes (cuMemAllocAsync): exact tensor bytes");
@@ -246,13 +267,5 @@ fn gpu_section() -> GpuFinding {
                 nvml,
             }
         }
-    };
-    if !too_old.is_empty() {
-        println!(
-            "warning: this build's kernels need compute capability ≥ {}: {} cannot run them",
-            env!("GATE_CUDA_COMPUTE_CAP"),
-            too_old.join(", ")
-        );
     }
-    finding
 }

@@ -131,22 +131,7 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         None => None,
         Some(name) => Some(Metric::parse(name).ok_or_else(|| usage(format!("unknown metric `{name}`")))?),
     };
-    let fitted: Vec<&Budget> = c
-        .budgets
-        .iter()
-        .filter(|b| b.metric.unit() == Unit::Bytes && b.limit.op.is_max())
-        .filter(|b| metric.is_none_or(|m| b.metric == m))
-        .collect();
-    if fitted.is_empty() {
-        return Err(CliError::Usage {
-            message: format!(
-                "`{}` has no size budget to fit{}",
-                c.name,
-                metric.map(|m| format!(" for `{m}`")).unwrap_or_default()
-            ),
-            hint: "fit needs an upper limit on a size metric, e.g. `training_peak: < 1 GB`".into(),
-        });
-    }
+    let fitted = size_budgets(c, metric)?;
     let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
         message: e.message,
         hint: e.hint,
@@ -157,32 +142,12 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         None if c.batch_size >= 2 => (c.batch_size / 2, c.batch_size),
         None => (1, 2),
     };
-    let m1 = measure(c, &spec.path, backend, b1)?;
-    let m2 = measure(c, &spec.path, backend, b2)?;
-    for (b, m) in [(b1, &m1), (b2, &m2)] {
-        if let Some(f) = &m.failure {
-            return Err(CliError::Infrastructure {
-                message: format!("the profile at batch {b} failed in phase {}: {}", f.phase, f.reason),
-                hint: "pick smaller probe batches with --probe A,B".into(),
-            });
-        }
-    }
-    let mut lines = Vec::new();
-    for b in &fitted {
-        let (Some(v1), Some(v2)) = (m1.values.get(&b.metric), m2.values.get(&b.metric)) else {
-            return Err(CliError::Infrastructure {
-                message: format!("`{}` was not measured, so it cannot be fitted", b.metric),
-                hint: String::new(),
-            });
-        };
-        lines.push((*b, Line::through(b1, *v1, b2, *v2)));
-    }
+    let lines = fit_lines(c, &spec.path, backend, (b1, b2), &fitted)?;
     let predicted = lines
         .iter()
         .map(|(b, l)| l.largest_batch(b, args.max_batch))
         .min()
         .unwrap_or(0);
-    let show = |v: f64| format_value(Unit::Bytes, v);
     println!("{}: fitted at batch {b1} and {b2} ({})", c.name, backend.name());
     for (b, l) in &lines {
         println!(
@@ -199,13 +164,80 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         println!("no batch size passes every size budget of `{}`", c.name);
         return Ok(Exit::Fail);
     }
-    // Confirm: measure the prediction; step down while a budget still fails.
+    confirm(c, &spec.path, backend, &lines, predicted)
+}
+
+/// Bytes as the fit prints them.
+fn show(v: f64) -> String {
+    format_value(Unit::Bytes, v)
+}
+
+/// The budgets to fit: upper limits on a size metric (only `metric`'s when given).
+fn size_budgets(c: &Component, metric: Option<Metric>) -> Result<Vec<&Budget>, CliError> {
+    let fitted: Vec<&Budget> = c
+        .budgets
+        .iter()
+        .filter(|b| b.metric.unit() == Unit::Bytes && b.limit.op.is_max())
+        .filter(|b| metric.is_none_or(|m| b.metric == m))
+        .collect();
+    if fitted.is_empty() {
+        return Err(CliError::Usage {
+            message: format!(
+                "`{}` has no size budget to fit{}",
+                c.name,
+                metric.map(|m| format!(" for `{m}`")).unwrap_or_default()
+            ),
+            hint: "fit needs an upper limit on a size metric, e.g. `training_peak: < 1 GB`".into(),
+        });
+    }
+    Ok(fitted)
+}
+
+/// Measures the two probe batches and fits each budget's line through them.
+fn fit_lines<'a>(
+    c: &Component,
+    spec: &std::path::Path,
+    backend: Backend,
+    (b1, b2): (usize, usize),
+    fitted: &[&'a Budget],
+) -> Result<Vec<(&'a Budget, Line)>, CliError> {
+    let m1 = measure(c, spec, backend, b1)?;
+    let m2 = measure(c, spec, backend, b2)?;
+    for (b, m) in [(b1, &m1), (b2, &m2)] {
+        if let Some(f) = &m.failure {
+            return Err(CliError::Infrastructure {
+                message: format!("the profile at batch {b} failed in phase {}: {}", f.phase, f.reason),
+                hint: "pick smaller probe batches with --probe A,B".into(),
+            });
+        }
+    }
+    let mut lines = Vec::new();
+    for b in fitted {
+        let (Some(v1), Some(v2)) = (m1.values.get(&b.metric), m2.values.get(&b.metric)) else {
+            return Err(CliError::Infrastructure {
+                message: format!("`{}` was not measured, so it cannot be fitted", b.metric),
+                hint: String::new(),
+            });
+        };
+        lines.push((*b, Line::through(b1, *v1, b2, *v2)));
+    }
+    Ok(lines)
+}
+
+/// Confirms the prediction by measuring it; steps down while a budget still fails.
+fn confirm(
+    c: &Component,
+    spec: &std::path::Path,
+    backend: Backend,
+    lines: &[(&Budget, Line)],
+    predicted: usize,
+) -> Result<Exit, CliError> {
     let mut batch = predicted;
     for _ in 0..6 {
-        let m = measure(c, &spec.path, backend, batch)?;
+        let m = measure(c, spec, backend, batch)?;
         let fails = failing(c, &m);
         println!("\nbatch {batch}: predicted vs measured");
-        for (b, l) in &lines {
+        for (b, l) in lines {
             let measured = m.values.get(&b.metric).map_or("—".to_string(), |v| show(*v));
             println!(
                 "  {:<16} predicted {:>12}  measured {:>12}  limit {} {}",

@@ -135,19 +135,39 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
             format!(", features {}", features.join(","))
         }
     );
-    // stdout carries cargo's JSON messages; stderr its progress and the
-    // rendered compiler errors: shown as they come (a cold build takes
-    // minutes) and kept to quote the first error.
+    let (status, stdout, stderr) = run_cargo(cmd, Path::new(&cargo))?;
+    if !status.success() {
+        return Err(CliError::Infrastructure {
+            message: format!(
+                "the harness `{}` of `{}` does not build:\n{}",
+                h.bin,
+                h.package,
+                first_error(&stderr)
+            ),
+            hint: format!(
+                "fix the error above (`cargo build --release -p {} --bin {}` shows them all)",
+                h.package, h.bin
+            ),
+        });
+    }
+    executable(&stdout, &h.bin).ok_or_else(|| CliError::Infrastructure {
+        message: format!("cargo built `{}` but did not say where the binary is", h.bin),
+        hint: "check that `bin:` names a binary target, not a library or an example".into(),
+    })
+}
+
+/// Runs the cargo build `cmd`; its exit status, stdout and stderr.
+/// stdout carries cargo's JSON messages; stderr its progress and the
+/// rendered compiler errors: shown as they come (a cold build takes
+/// minutes) and kept to quote the first error.
+fn run_cargo(mut cmd: Command, cargo: &Path) -> Result<(std::process::ExitStatus, String, String), CliError> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| CliError::Infrastructure {
-            message: format!(
-                "cannot run cargo ({}) to build the harness: {e}",
-                Path::new(&cargo).display()
-            ),
+            message: format!("cannot run cargo ({}) to build the harness: {e}", cargo.display()),
             hint: "install a Rust toolchain (rustup.rs), or set CARGO to the cargo binary".into(),
         })?;
     let err_pipe = child.stderr.take().expect("stderr is piped");
@@ -171,24 +191,7 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
         hint: String::new(),
     })?;
     let stderr = echo.join().unwrap_or_default();
-    if !status.success() {
-        return Err(CliError::Infrastructure {
-            message: format!(
-                "the harness `{}` of `{}` does not build:\n{}",
-                h.bin,
-                h.package,
-                first_error(&stderr)
-            ),
-            hint: format!(
-                "fix the error above (`cargo build --release -p {} --bin {}` shows them all)",
-                h.package, h.bin
-            ),
-        });
-    }
-    executable(&stdout, &h.bin).ok_or_else(|| CliError::Infrastructure {
-        message: format!("cargo built `{}` but did not say where the binary is", h.bin),
-        hint: "check that `bin:` names a binary target, not a library or an example".into(),
-    })
+    Ok((status, stdout, stderr))
 }
 
 /// The path of binary `bin` among cargo's `compiler-artifact` messages.

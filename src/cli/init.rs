@@ -131,6 +131,40 @@ fn fill(template: &str, args: &InitArgs) -> String {
 }
 
 pub fn run(args: InitArgs) -> Result<Exit, CliError> {
+    check_names(&args)?;
+    let mut files: Vec<(PathBuf, String)> = vec![(out_path(&args, super::DEFAULT_SPEC), BUDGETS.to_string())];
+    let mut manifest_edit = None;
+    if args.harness {
+        let (harness_file, edit) = harness(&args, &mut files[0].1)?;
+        files.push(harness_file);
+        manifest_edit = Some(edit);
+    }
+    if !args.no_workflows {
+        let wf = out_path(&args, ".github/workflows");
+        files.push((wf.join("gate.yml"), fill(WORKFLOW, &args)));
+        files.push((wf.join("gate-comment.yml"), fill(COMMENT_WORKFLOW, &args)));
+    }
+    refuse_placeholder_owner(&args, manifest_edit.as_ref())?;
+    write_files(&files, args.force)?;
+    if let Some(edit) = manifest_edit {
+        // Only keys the crate did not have are added; nothing is overwritten.
+        if !edit.added.is_empty() {
+            std::fs::write(&edit.manifest, edit.edited).map_err(|e| CliError::Usage {
+                message: format!("cannot write {}: {e}", edit.manifest.display()),
+                hint: String::new(),
+            })?;
+            println!("added to {}: {}", edit.manifest.display(), edit.added.join("; "));
+        }
+        eprintln!(
+            "harness: name your workloads in the `gate::main!(...)` line of src/bin/gate-harness.rs (docs/sdk.md)"
+        );
+    }
+    print_next_steps(&args);
+    Ok(Exit::Pass)
+}
+
+/// `--gate-repo`, `--gate-ref` and `--branch` go into YAML and TOML as they are: plain names only.
+fn check_names(args: &InitArgs) -> Result<(), CliError> {
     let safe = |s: &str| {
         !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) && !s.contains("..")
     };
@@ -140,78 +174,95 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
             hint: "e.g. `--gate-repo acme/gate --gate-ref v0.2.0 --branch main`".into(),
         });
     }
-    // `--dir .` (the default) prints plain relative paths.
-    let base = |p: &str| {
-        if args.dir == Path::new(".") {
-            PathBuf::from(p)
-        } else {
-            args.dir.join(p)
-        }
+    Ok(())
+}
+
+/// Where file `p` goes: `--dir .` (the default) prints plain relative paths.
+fn out_path(args: &InitArgs, p: &str) -> PathBuf {
+    if args.dir == Path::new(".") {
+        PathBuf::from(p)
+    } else {
+        args.dir.join(p)
+    }
+}
+
+/// The crate's Cargo.toml with the harness's dependencies added, and the keys added.
+struct ManifestEdit {
+    manifest: PathBuf,
+    edited: String,
+    added: Vec<String>,
+}
+
+/// `--harness`: names the harness in `budgets`, and returns the harness's
+/// source file and the edit of the crate's Cargo.toml (nothing written yet).
+fn harness(args: &InitArgs, budgets: &mut String) -> Result<((PathBuf, String), ManifestEdit), CliError> {
+    let crate_dir = args.crate_dir.clone().unwrap_or_else(|| args.dir.clone());
+    let manifest = crate_dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).map_err(|e| CliError::Usage {
+        message: format!("--harness: cannot read {}: {e}", manifest.display()),
+        hint: "run it in the crate that holds your models, or pass `--crate-dir path/to/crate`".into(),
+    })?;
+    let package = package_name(&text).ok_or_else(|| CliError::Usage {
+        message: format!("--harness: {} has no `[package] name`", manifest.display()),
+        hint: "in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`".into(),
+    })?;
+    let (edited, added) = with_harness_deps(&text, &args.gate_repo, &args.gate_ref).map_err(|e| CliError::Usage {
+        message: format!("--harness: cannot edit {}: {e}", manifest.display()),
+        hint: "add the lines by hand (docs/sdk.md, step 1)".into(),
+    })?;
+    *budgets = with_harness_line(budgets, &package);
+    let source = (crate_dir.join("src/bin/gate-harness.rs"), HARNESS.to_string());
+    Ok((
+        source,
+        ManifestEdit {
+            manifest,
+            edited,
+            added,
+        },
+    ))
+}
+
+/// The placeholder owner would make every `uses:` (and the harness's git
+/// dependency) name a repository that does not exist: refuse before
+/// writing anything, and say what to pass.
+fn refuse_placeholder_owner(args: &InitArgs, manifest_edit: Option<&ManifestEdit>) -> Result<(), CliError> {
+    let dependency = manifest_edit.is_some_and(|e| e.added.iter().any(|a| a.starts_with("gate =")));
+    if !unknown_owner(&args.gate_repo) || (args.no_workflows && !dependency) {
+        return Ok(());
+    }
+    let what = match (!args.no_workflows, dependency) {
+        (true, true) => "the workflows' `uses:` lines and the harness's gate dependency",
+        (true, false) => "the workflows' `uses:` lines",
+        _ => "the harness's gate dependency",
     };
-    let mut files: Vec<(PathBuf, String)> = vec![(base(super::DEFAULT_SPEC), BUDGETS.to_string())];
-    let mut manifest_edit = None;
-    if args.harness {
-        let crate_dir = args.crate_dir.clone().unwrap_or_else(|| args.dir.clone());
-        let manifest = crate_dir.join("Cargo.toml");
-        let text = std::fs::read_to_string(&manifest).map_err(|e| CliError::Usage {
-            message: format!("--harness: cannot read {}: {e}", manifest.display()),
-            hint: "run it in the crate that holds your models, or pass `--crate-dir path/to/crate`".into(),
-        })?;
-        let package = package_name(&text).ok_or_else(|| CliError::Usage {
-            message: format!("--harness: {} has no `[package] name`", manifest.display()),
-            hint: "in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`".into(),
-        })?;
-        let (edited, added) =
-            with_harness_deps(&text, &args.gate_repo, &args.gate_ref).map_err(|e| CliError::Usage {
-                message: format!("--harness: cannot edit {}: {e}", manifest.display()),
-                hint: "add the lines by hand (docs/sdk.md, step 1)".into(),
-            })?;
-        files[0].1 = with_harness_line(&files[0].1, &package);
-        files.push((crate_dir.join("src/bin/gate-harness.rs"), HARNESS.to_string()));
-        manifest_edit = Some((manifest, edited, added));
-    }
-    if !args.no_workflows {
-        let wf = base(".github/workflows");
-        files.push((wf.join("gate.yml"), fill(WORKFLOW, &args)));
-        files.push((wf.join("gate-comment.yml"), fill(COMMENT_WORKFLOW, &args)));
-    }
-    // The placeholder owner would make every `uses:` (and the harness's git
-    // dependency) name a repository that does not exist: refuse before
-    // writing anything, and say what to pass.
-    let dependency = manifest_edit
-        .as_ref()
-        .is_some_and(|(_, _, added)| added.iter().any(|a| a.starts_with("gate =")));
-    if unknown_owner(&args.gate_repo) && (dependency || !args.no_workflows) {
-        let what = match (!args.no_workflows, dependency) {
-            (true, true) => "the workflows' `uses:` lines and the harness's gate dependency",
-            (true, false) => "the workflows' `uses:` lines",
-            _ => "the harness's gate dependency",
-        };
-        let alone = if args.harness {
-            ""
-        } else {
-            "; or `--no-workflows` to write budgets.yaml alone"
-        };
-        return Err(CliError::Usage {
-            message: format!(
-                "gate does not know which GitHub repository it comes from (`{}`, the placeholder of gate's \
-                 Cargo.toml), so {what} would name a repository that does not exist",
-                args.gate_repo
-            ),
-            hint: format!(
-                "pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo acme/gate`){alone}"
-            ),
-        });
-    }
+    let alone = if args.harness {
+        ""
+    } else {
+        "; or `--no-workflows` to write budgets.yaml alone"
+    };
+    Err(CliError::Usage {
+        message: format!(
+            "gate does not know which GitHub repository it comes from (`{}`, the placeholder of gate's \
+             Cargo.toml), so {what} would name a repository that does not exist",
+            args.gate_repo
+        ),
+        hint: format!(
+            "pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo acme/gate`){alone}"
+        ),
+    })
+}
+
+/// Writes `files`, refusing (before writing any) to overwrite one without `--force`.
+fn write_files(files: &[(PathBuf, String)], force: bool) -> Result<(), CliError> {
     let existing: Vec<&Path> = files.iter().map(|(p, _)| p.as_path()).filter(|p| p.exists()).collect();
-    if !args.force && !existing.is_empty() {
+    if !force && !existing.is_empty() {
         let list: Vec<String> = existing.iter().map(|p| p.display().to_string()).collect();
         return Err(CliError::Usage {
             message: format!("not overwriting {}", list.join(", ")),
             hint: "pass `--force` to replace them, or `--dir DIR` to write elsewhere".into(),
         });
     }
-    for (path, text) in &files {
+    for (path, text) in files {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| CliError::Usage {
                 message: format!("cannot create {}: {e}", parent.display()),
@@ -224,20 +275,12 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
         })?;
         println!("wrote {}", path.display());
     }
-    if let Some((manifest, edited, added)) = manifest_edit {
-        // Only keys the crate did not have are added; nothing is overwritten.
-        if !added.is_empty() {
-            std::fs::write(&manifest, edited).map_err(|e| CliError::Usage {
-                message: format!("cannot write {}: {e}", manifest.display()),
-                hint: String::new(),
-            })?;
-            println!("added to {}: {}", manifest.display(), added.join("; "));
-        }
-        eprintln!(
-            "harness: name your workloads in the `gate::main!(...)` line of src/bin/gate-harness.rs (docs/sdk.md)"
-        );
-    }
-    let budgets = base(super::DEFAULT_SPEC);
+    Ok(())
+}
+
+/// What to do next, on stderr.
+fn print_next_steps(args: &InitArgs) {
+    let budgets = out_path(args, super::DEFAULT_SPEC);
     eprintln!("next:");
     eprintln!("  gate validate --budgets {}     # check the spec", budgets.display());
     eprintln!(
@@ -256,5 +299,4 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
              artifact, and comments start once it is merged"
         );
     }
-    Ok(Exit::Pass)
 }

@@ -1,15 +1,16 @@
 //! `gate merge DIR...`: combines the reports of sharded jobs (`gate check
 //! --only ...` on a matrix of runners) into one report, verdict and comment.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::check::{conclude, verdict_exit, Conclusion};
+use super::check::{conclude, reserve, verdict_exit, Conclusion};
 use super::comment::{read_baseline, read_report};
 use super::CliError;
 use crate::exit::Exit;
-use crate::report::{self, baseline::Outcome, Reserve};
+use crate::report::{self, baseline::Outcome};
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -44,48 +45,9 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     let budgets = args.budgets.clone().unwrap_or_else(|| PathBuf::from(&merged.spec));
     let spec = crate::budget::load(&budgets)?;
     let strict = args.strict || merged.strict;
-
-    let mut components = merged.components.clone();
-    for c in &spec.components {
-        if !components.contains_key(&c.name) {
-            components.insert(
-                c.name.clone(),
-                report::not_measured_report(c, "no shard measured it (is it missing from the matrix?)"),
-            );
-        }
-    }
-    for name in components.keys() {
-        if spec.component(name).is_none() {
-            return Err(CliError::Usage {
-                message: format!(
-                    "the shards measured `{name}`, which is not a component of {}",
-                    budgets.display()
-                ),
-                hint: "pass the spec the shards ran with: --budgets FILE".into(),
-            });
-        }
-    }
-    let baseline = args
-        .dirs
-        .iter()
-        .find_map(|d| read_baseline(d))
-        .map(|r| Outcome::Found {
-            source: r
-                .commit
-                .as_deref()
-                .map_or_else(|| "the shards' baseline.json".into(), |c| format!("commit {c}")),
-            report: Box::new(r),
-        })
-        .unwrap_or(Outcome::Missing {
-            reason: "no shard had one".into(),
-        });
-    let reserve = match merged.measured_reserve {
-        Some(bytes) => Reserve { bytes, measured: true },
-        None => Reserve {
-            bytes: spec.device.reserve.0,
-            measured: false,
-        },
-    };
+    let components = every_component(&spec, &merged, &budgets)?;
+    let baseline = shards_baseline(&args.dirs);
+    let reserve = reserve(merged.measured_reserve, &spec);
     // A shard's pr.json tells the comment job which pull request this is.
     let mut extra = Vec::new();
     if let Some(pr) = args.dirs.iter().map(|d| d.join("pr.json")).find(|p| p.exists()) {
@@ -118,4 +80,50 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
         },
     )?;
     Ok(report.as_ref().map_or(Exit::Interrupted, verdict_exit))
+}
+
+/// The shards' components, and each component of the spec no shard
+/// measured as not measured; a component the spec lacks is refused.
+fn every_component(
+    spec: &crate::budget::Spec,
+    merged: &report::merge::Merged,
+    budgets: &std::path::Path,
+) -> Result<BTreeMap<String, report::ComponentReport>, CliError> {
+    let mut components = merged.components.clone();
+    for c in &spec.components {
+        if !components.contains_key(&c.name) {
+            components.insert(
+                c.name.clone(),
+                report::not_measured_report(c, "no shard measured it (is it missing from the matrix?)"),
+            );
+        }
+    }
+    for name in components.keys() {
+        if spec.component(name).is_none() {
+            return Err(CliError::Usage {
+                message: format!(
+                    "the shards measured `{name}`, which is not a component of {}",
+                    budgets.display()
+                ),
+                hint: "pass the spec the shards ran with: --budgets FILE".into(),
+            });
+        }
+    }
+    Ok(components)
+}
+
+/// The first shard's baseline.json, named by its commit.
+fn shards_baseline(dirs: &[PathBuf]) -> Outcome {
+    dirs.iter()
+        .find_map(|d| read_baseline(d))
+        .map(|r| Outcome::Found {
+            source: r
+                .commit
+                .as_deref()
+                .map_or_else(|| "the shards' baseline.json".into(), |c| format!("commit {c}")),
+            report: Box::new(r),
+        })
+        .unwrap_or(Outcome::Missing {
+            reason: "no shard had one".into(),
+        })
 }

@@ -12,7 +12,7 @@ use crate::exit::Exit;
 use crate::metric::Metric;
 use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
 use crate::runner::{emit, profile, time_pairs, ChildEvent, DeviceInfo, Measurement};
-use crate::sdk::RunCtx;
+use crate::sdk::{DynWorkload, RunCtx};
 
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
@@ -83,29 +83,18 @@ pub fn run(args: ProfileArgs, app: &super::App) -> Result<Exit, CliError> {
         super::harness::Loaded::Here(spec, w) => (spec, w),
         super::harness::Loaded::Delegated(exit) => return Ok(exit),
     };
-    let component = spec.component(&args.component).ok_or_else(|| CliError::Usage {
-        message: format!("no component `{}` in {}", args.component, args.budgets.display()),
-        hint: String::new(),
-    })?;
-    let Some(workload) = workloads.get(&component.name) else {
-        return Err(CliError::Usage {
-            message: format!("component `{}` cannot be profiled by this build", component.name),
-            hint: String::new(),
-        });
-    };
+    let (component, workload) = component_and_workload(&args, &spec, &workloads)?;
     let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
     let opened = open(args.backend, emulate).map_err(|e| CliError::Infrastructure {
         message: e.message,
         hint: e.hint,
     })?;
     let recorder = Recorder::new(opened.probe.clone());
-    let ctx = RunCtx {
-        device: opened.device.clone(),
-        dtype: component.dtype,
-        batch_size: args.batch_size.unwrap_or(component.batch_size),
-        seed: component.seed,
-        master_dtype: component.master_dtype,
-    };
+    let ctx = run_ctx(
+        &opened.device,
+        component,
+        args.batch_size.unwrap_or(component.batch_size),
+    );
     let base = Measurement {
         device: opened.info.clone(),
         emulated_block_bytes: opened.emulated_block,
@@ -144,17 +133,8 @@ pub fn run(args: ProfileArgs, app: &super::App) -> Result<Exit, CliError> {
     if let Some((rc, rw)) = reference {
         let phase = crate::runner::Phase::Ratio;
         let so_far = Box::new(m.clone());
-        emit(&mut stdout, &ChildEvent::Phase { phase, so_far }).map_err(|e| CliError::Infrastructure {
-            message: format!("cannot write to the parent gate process: {e}"),
-            hint: String::new(),
-        })?;
-        let rctx = RunCtx {
-            device: opened.device.clone(),
-            dtype: rc.dtype,
-            batch_size: rc.batch_size,
-            seed: rc.seed,
-            master_dtype: rc.master_dtype,
-        };
+        emit(&mut stdout, &ChildEvent::Phase { phase, so_far }).map_err(parent_write_error)?;
+        let rctx = run_ctx(&opened.device, rc, rc.batch_size);
         let sync = || recorder.probe().sync();
         match time_pairs(
             (workload.as_ref(), &ctx),
@@ -168,14 +148,46 @@ pub fn run(args: ProfileArgs, app: &super::App) -> Result<Exit, CliError> {
         }
     }
     if let Some(e) = io_err {
-        return Err(CliError::Infrastructure {
-            message: format!("cannot write to the parent gate process: {e}"),
-            hint: String::new(),
-        });
+        return Err(parent_write_error(e));
     }
-    emit(&mut stdout, &ChildEvent::Done(Box::new(m))).map_err(|e| CliError::Infrastructure {
-        message: format!("cannot write to the parent gate process: {e}"),
+    emit(&mut stdout, &ChildEvent::Done(Box::new(m))).map_err(parent_write_error)?;
+    Ok(Exit::Pass)
+}
+
+/// The component `--component` names, and its workload in this build.
+fn component_and_workload<'a>(
+    args: &ProfileArgs,
+    spec: &'a crate::budget::Spec,
+    workloads: &'a crate::runner::Workloads,
+) -> Result<(&'a crate::budget::Component, &'a Arc<dyn DynWorkload>), CliError> {
+    let component = spec.component(&args.component).ok_or_else(|| CliError::Usage {
+        message: format!("no component `{}` in {}", args.component, args.budgets.display()),
         hint: String::new(),
     })?;
-    Ok(Exit::Pass)
+    let Some(workload) = workloads.get(&component.name) else {
+        return Err(CliError::Usage {
+            message: format!("component `{}` cannot be profiled by this build", component.name),
+            hint: String::new(),
+        });
+    };
+    Ok((component, workload))
+}
+
+/// Component `c`'s run context on `device` at batch size `batch_size`.
+fn run_ctx(device: &Device, c: &crate::budget::Component, batch_size: usize) -> RunCtx {
+    RunCtx {
+        device: device.clone(),
+        dtype: c.dtype,
+        batch_size,
+        seed: c.seed,
+        master_dtype: c.master_dtype,
+    }
+}
+
+/// The events go to the parent gate process on stdout: a write that fails leaves it without the measurement.
+fn parent_write_error(e: std::io::Error) -> CliError {
+    CliError::Infrastructure {
+        message: format!("cannot write to the parent gate process: {e}"),
+        hint: String::new(),
+    }
 }

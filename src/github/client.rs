@@ -232,6 +232,38 @@ impl Client {
         Ok((if limit.is_some() { 429 } else { status }, limit, text))
     }
 
+    /// Rate limits are waited out as GitHub asks, within a total budget
+    /// (`rate_waited` so far); past it the run stops (exit 3) and says so.
+    async fn wait_out_rate_limit(
+        &self,
+        op: Call,
+        method: Method,
+        path: &str,
+        wait: Duration,
+        rate_waited: &mut Duration,
+    ) -> Result<(), GithubError> {
+        let left = self.settings.max_rate_wait.saturating_sub(*rate_waited);
+        if wait > left {
+            return Err(GithubError::RateLimited {
+                op,
+                method: method.name().into(),
+                path: self.redact(path),
+                asked: wait.as_secs(),
+                waited: rate_waited.as_secs(),
+            });
+        }
+        eprintln!(
+            "GitHub rate limit on {} {}: waiting {} s as asked ({} s waited so far)",
+            method.name(),
+            self.redact(path),
+            wait.as_secs_f64().ceil(),
+            rate_waited.as_secs()
+        );
+        *rate_waited += wait;
+        tokio::time::sleep(wait).await;
+        Ok(())
+    }
+
     async fn send(
         &self,
         op: Call,
@@ -251,28 +283,9 @@ impl Client {
             let outcome = tokio::time::timeout(self.settings.timeout, self.once(method, path, body)).await;
             let wait_hint = match &outcome {
                 Ok(Ok((status, Some(wait), _))) if *status == 429 => {
-                    // Rate limits are waited out as GitHub asks, within a
-                    // total budget; past it the run stops (exit 3) and says so.
-                    let left = self.settings.max_rate_wait.saturating_sub(rate_waited);
-                    if *wait > left {
-                        return Err(GithubError::RateLimited {
-                            op,
-                            method: method.name().into(),
-                            path: self.redact(path),
-                            asked: wait.as_secs(),
-                            waited: rate_waited.as_secs(),
-                        });
-                    }
-                    eprintln!(
-                        "GitHub rate limit on {} {}: waiting {} s as asked ({} s waited so far)",
-                        method.name(),
-                        self.redact(path),
-                        wait.as_secs_f64().ceil(),
-                        rate_waited.as_secs()
-                    );
-                    rate_waited += *wait;
+                    self.wait_out_rate_limit(op, method, path, *wait, &mut rate_waited)
+                        .await?;
                     attempt = attempt.saturating_sub(1); // the wait is GitHub's, not a failed attempt
-                    tokio::time::sleep(*wait).await;
                     continue;
                 }
                 Ok(Ok((status, _, text))) => {

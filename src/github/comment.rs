@@ -141,70 +141,20 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
     for _ in 0..ROUNDS {
         let existing = find(client, repo, req.pr, req.id, &me).await?;
         match existing {
-            Some(c) if !skip_update => {
-                if normalize(c.body.as_deref().unwrap_or_default()) == normalize(&full) {
-                    return Ok(Upsert::Unchanged {
-                        id: c.id,
-                        url: c.html_url,
-                    });
-                }
-                let path = format!("/repos/{repo}/issues/comments/{}", c.id);
-                let resp = client
-                    .request(
-                        Call::WriteComment,
-                        Method::Patch,
-                        &path,
-                        Some(&serde_json::json!({ "body": full })),
-                    )
-                    .await?;
-                match resp.status {
-                    200..=299 => {
-                        let url = client
-                            .decode::<Comment>(Method::Patch, &path, &resp)
-                            .ok()
-                            .and_then(|c| c.html_url);
-                        return Ok(Upsert::Updated {
-                            id: c.id,
-                            url: url.or(c.html_url),
-                        });
-                    }
-                    // Deleted meanwhile: look again.
-                    404 => continue,
-                    // Someone else's comment carrying our marker: post our own.
-                    403 if c.user.as_ref().is_some_and(|u| !u.login.ends_with("[bot]")) => {
-                        skip_update = true;
-                        continue;
-                    }
-                    _ => return Err(client.status_error(Call::WriteComment, Method::Patch, &path, &resp)),
-                }
-            }
+            Some(c) if !skip_update => match update(client, repo, c, &full).await? {
+                Update::Done(u) => return Ok(u),
+                // Deleted meanwhile: look again.
+                Update::Gone => continue,
+                // Someone else's comment carrying our marker: post our own.
+                Update::NotOurs => skip_update = true,
+            },
             _ => {
                 if req.quiet && !req.noteworthy {
                     return Ok(Upsert::Skipped);
                 }
-                let path = format!("/repos/{repo}/issues/{}/comments", req.pr);
-                match client
-                    .request(
-                        Call::WriteComment,
-                        Method::Post,
-                        &path,
-                        Some(&serde_json::json!({ "body": full })),
-                    )
-                    .await
-                {
-                    Ok(resp) if resp.ok() => {
-                        let c: Comment = client.decode(Method::Post, &path, &resp)?;
-                        return Ok(Upsert::Created {
-                            id: c.id,
-                            url: c.html_url,
-                        });
-                    }
-                    Ok(resp) if resp.status >= 500 || resp.status == 429 => {
-                        last_err = Some(client.status_error(Call::WriteComment, Method::Post, &path, &resp));
-                    }
-                    Ok(resp) => return Err(client.status_error(Call::WriteComment, Method::Post, &path, &resp)),
-                    Err(e @ (GithubError::Timeout { .. } | GithubError::Transport { .. })) => last_err = Some(e),
-                    Err(e) => return Err(e),
+                match create(client, req, &full).await? {
+                    Create::Made(u) => return Ok(u),
+                    Create::Unknown(e) => last_err = Some(e),
                 }
                 // The create may have happened: wait, then look before trying again.
                 tokio::time::sleep(client.settings().backoff).await;
@@ -215,6 +165,87 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
         path: format!("/repos/{repo}/issues/{}/comments", req.pr),
         attempts: ROUNDS,
     }))
+}
+
+/// What an update of the existing comment came to.
+enum Update {
+    Done(Upsert),
+    /// Deleted meanwhile (404).
+    Gone,
+    /// Refused (403) on a comment a person wrote, not a bot.
+    NotOurs,
+}
+
+/// Updates comment `c` to `full`, unless it already says that.
+async fn update(client: &Client, repo: &Repo, c: Comment, full: &str) -> Result<Update, GithubError> {
+    if normalize(c.body.as_deref().unwrap_or_default()) == normalize(full) {
+        return Ok(Update::Done(Upsert::Unchanged {
+            id: c.id,
+            url: c.html_url,
+        }));
+    }
+    let path = format!("/repos/{repo}/issues/comments/{}", c.id);
+    let resp = client
+        .request(
+            Call::WriteComment,
+            Method::Patch,
+            &path,
+            Some(&serde_json::json!({ "body": full })),
+        )
+        .await?;
+    match resp.status {
+        200..=299 => {
+            let url = client
+                .decode::<Comment>(Method::Patch, &path, &resp)
+                .ok()
+                .and_then(|c| c.html_url);
+            Ok(Update::Done(Upsert::Updated {
+                id: c.id,
+                url: url.or(c.html_url),
+            }))
+        }
+        404 => Ok(Update::Gone),
+        403 if c.user.as_ref().is_some_and(|u| !u.login.ends_with("[bot]")) => Ok(Update::NotOurs),
+        _ => Err(client.status_error(Call::WriteComment, Method::Patch, &path, &resp)),
+    }
+}
+
+/// What a create came to: made, or unknown (a 5xx, 429, timeout or lost
+/// connection: it may have happened) with the error.
+enum Create {
+    Made(Upsert),
+    Unknown(GithubError),
+}
+
+/// Posts `full` as a new comment on the pull request.
+async fn create(client: &Client, req: &Request<'_>, full: &str) -> Result<Create, GithubError> {
+    let path = format!("/repos/{}/issues/{}/comments", req.repo, req.pr);
+    match client
+        .request(
+            Call::WriteComment,
+            Method::Post,
+            &path,
+            Some(&serde_json::json!({ "body": full })),
+        )
+        .await
+    {
+        Ok(resp) if resp.ok() => {
+            let c: Comment = client.decode(Method::Post, &path, &resp)?;
+            Ok(Create::Made(Upsert::Created {
+                id: c.id,
+                url: c.html_url,
+            }))
+        }
+        Ok(resp) if resp.status >= 500 || resp.status == 429 => Ok(Create::Unknown(client.status_error(
+            Call::WriteComment,
+            Method::Post,
+            &path,
+            &resp,
+        ))),
+        Ok(resp) => Err(client.status_error(Call::WriteComment, Method::Post, &path, &resp)),
+        Err(e @ (GithubError::Timeout { .. } | GithubError::Transport { .. })) => Ok(Create::Unknown(e)),
+        Err(e) => Err(e),
+    }
 }
 
 /// What a `workflow_run` says about the commit it measured.

@@ -75,79 +75,106 @@ pub fn auto_baseline(inputs: AutoInputs) -> AutoBaseline {
             Err(e) => return missing(&e.to_string()),
         };
         let mut notes = Vec::new();
-        let (start, skip_start) = match &inputs.event {
-            Event::PullRequest(pr) => match merge_base(&client, &repo, pr).await {
-                Ok(mb) => {
-                    notes.push(format!(
-                        "pull request #{}: merge-base {mb} with {}",
-                        pr.number, pr.base_ref
-                    ));
-                    (mb, false)
-                }
-                Err(e) => {
-                    notes.push(format!(
-                        "cannot find the merge-base ({e}); starting from the base {}",
-                        pr.base_sha
-                    ));
-                    (pr.base_sha.clone(), false)
-                }
-            },
-            _ => match inputs.sha.as_deref().map(context::check_sha) {
-                Some(Ok(sha)) => (sha, true),
-                _ => return missing("GITHUB_SHA is not set: no commit to start from"),
-            },
-        };
-        let start = match context::check_sha(&start) {
+        let (start, skip_start) = match start_commit(&client, &repo, &inputs, &mut notes).await {
             Ok(s) => s,
-            Err(e) => return missing(&e.to_string()),
+            Err(reason) => return missing(&reason),
         };
         let store = store::Store {
             client: &client,
             repo: &repo,
             branch,
         };
-        match store.find_nearest(&start, skip_start, inputs.depth).await {
-            Ok(store::Found::Report { sha, report, steps }) => {
+        read_store(&store, &start, skip_start, &inputs, notes).await
+    })
+}
+
+/// Where the walk starts, and whether that commit itself is skipped: a
+/// pull request's merge-base (else its base), or the pushed commit (itself
+/// skipped). `Err` is why there is no baseline.
+async fn start_commit(
+    client: &Client,
+    repo: &Repo,
+    inputs: &AutoInputs,
+    notes: &mut Vec<String>,
+) -> Result<(String, bool), String> {
+    let (start, skip_start) = match &inputs.event {
+        Event::PullRequest(pr) => match merge_base(client, repo, pr).await {
+            Ok(mb) => {
                 notes.push(format!(
-                    "baseline: the report of {sha}, {steps} first-parent steps from {start}"
+                    "pull request #{}: merge-base {mb} with {}",
+                    pr.number, pr.base_ref
                 ));
-                let mut history = vec![(*report).clone()];
-                // Only a pull request's comment shows the history.
-                if matches!(inputs.event, Event::PullRequest(_)) {
-                    match store
-                        .older(&sha, store::HISTORY_DEPTH, store::HISTORY_REPORTS - 1)
-                        .await
-                    {
-                        Ok(older) => history.extend(older.into_iter().map(|(_, r)| r)),
-                        Err(e) => notes.push(format!("cannot read the history of the baseline store: {e}")),
-                    }
-                }
-                AutoBaseline {
-                    outcome: Outcome::Found {
-                        report,
-                        source: format!("commit {sha}"),
-                    },
-                    notes,
-                    history,
+                (mb, false)
+            }
+            Err(e) => {
+                notes.push(format!(
+                    "cannot find the merge-base ({e}); starting from the base {}",
+                    pr.base_sha
+                ));
+                (pr.base_sha.clone(), false)
+            }
+        },
+        _ => match inputs.sha.as_deref().map(context::check_sha) {
+            Some(Ok(sha)) => (sha, true),
+            _ => return Err("GITHUB_SHA is not set: no commit to start from".into()),
+        },
+    };
+    match context::check_sha(&start) {
+        Ok(s) => Ok((s, skip_start)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The nearest stored report from `start`, and for a pull request the
+/// older ones for its history.
+async fn read_store(
+    store: &store::Store<'_>,
+    start: &str,
+    skip_start: bool,
+    inputs: &AutoInputs,
+    mut notes: Vec<String>,
+) -> AutoBaseline {
+    match store.find_nearest(start, skip_start, inputs.depth).await {
+        Ok(store::Found::Report { sha, report, steps }) => {
+            notes.push(format!(
+                "baseline: the report of {sha}, {steps} first-parent steps from {start}"
+            ));
+            let mut history = vec![(*report).clone()];
+            // Only a pull request's comment shows the history.
+            if matches!(inputs.event, Event::PullRequest(_)) {
+                match store
+                    .older(&sha, store::HISTORY_DEPTH, store::HISTORY_REPORTS - 1)
+                    .await
+                {
+                    Ok(older) => history.extend(older.into_iter().map(|(_, r)| r)),
+                    Err(e) => notes.push(format!("cannot read the history of the baseline store: {e}")),
                 }
             }
-            Ok(store::Found::Missing { reason }) => AutoBaseline {
-                outcome: Outcome::Missing { reason },
+            AutoBaseline {
+                outcome: Outcome::Found {
+                    report,
+                    source: format!("commit {sha}"),
+                },
                 notes,
-                history: Vec::new(),
-            },
-            Err(e) => {
-                notes.push(format!("hint: {}", e.hint()));
-                AutoBaseline {
-                    outcome: Outcome::Missing {
-                        reason: format!("cannot read the baseline store: {e}"),
-                    },
-                    notes,
-                    history: Vec::new(),
-                }
+                history,
             }
         }
-    })
+        Ok(store::Found::Missing { reason }) => AutoBaseline {
+            outcome: Outcome::Missing { reason },
+            notes,
+            history: Vec::new(),
+        },
+        Err(e) => {
+            notes.push(format!("hint: {}", e.hint()));
+            AutoBaseline {
+                outcome: Outcome::Missing {
+                    reason: format!("cannot read the baseline store: {e}"),
+                },
+                notes,
+                history: Vec::new(),
+            }
+        }
+    }
 }
 
 fn missing(reason: &str) -> AutoBaseline {

@@ -29,80 +29,15 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     let mut names = Names::default();
     let mut suites = Vec::new();
 
-    // Each base component with its variants (`NAME@VARIANT`), base first.
-    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    let results_of = report.results.iter().map(|r| r.component.as_str());
-    for name in report.components.keys().map(String::as_str).chain(results_of) {
-        if name == "ensemble" {
-            continue;
-        }
-        let members = groups.entry(base_of(name)).or_default();
-        if !members.contains(&name) {
-            members.push(name);
-        }
-    }
-    for members in groups.values_mut() {
-        members.sort_by_key(|m| (m.contains('@'), *m));
-    }
-    let known: Vec<&str> = groups
-        .values()
-        .flatten()
-        .copied()
-        .chain(std::iter::once("ensemble"))
-        .collect();
-    let mut run_wide = Vec::new();
-    let mut warnings_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for w in &report.summary.warnings {
-        match concerns(w, &known) {
-            Some(c) => warnings_of.entry(base_of(c)).or_default().push(w),
-            None => run_wide.push(w.as_str()),
-        }
-    }
-
+    let groups = groups(report);
+    let (mut warnings_of, mut run_wide) = warnings_by_suite(report, &groups);
     for (base, members) in &groups {
-        let cases: Vec<String> = report
-            .results
-            .iter()
-            .filter(|r| members.contains(&r.component.as_str()))
-            .map(|r| {
-                let time = report
-                    .components
-                    .get(&r.component)
-                    .map_or(0.0, |c| metric_seconds(c, r));
-                case(report, r, &names.unique(format!("{}.{}", r.component, r.metric)), time)
-            })
-            .collect::<Result<_, _>>()?;
         let warnings = warnings_of.remove(base).unwrap_or_default();
-        if cases.is_empty() {
+        match component_suite(report, base, members, &stamp, &mut names, &warnings)? {
+            Some(s) => suites.push(s),
             // No budget, no test: what it warned about is still said, run-wide.
-            run_wide.extend(warnings);
-            continue;
+            None => run_wide.extend(warnings),
         }
-        let with_variants = members.len() > 1;
-        let mut properties = Vec::new();
-        let mut out = String::new();
-        let mut seconds = 0.0;
-        for m in members {
-            let Some(c) = report.components.get(*m) else {
-                continue;
-            };
-            seconds += c.profile_seconds.unwrap_or(0.0);
-            properties.push((format!("{m}.settings"), settings(c)));
-            if let Some(r) = &c.reference {
-                properties.push((format!("{m}.reference"), r.clone()));
-            }
-            component_out(&mut out, m, c, with_variants);
-        }
-        suites.push(suite(
-            base,
-            &stamp,
-            seconds,
-            &properties,
-            &cases_summary(report, members),
-            &cases,
-            &out,
-            &warnings,
-        )?);
     }
 
     let ensemble: Vec<String> = report
@@ -129,56 +64,11 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     // Warnings about a component no suite shows (not in this report).
     run_wide.extend(warnings_of.into_values().flatten());
 
-    let s = &report.summary;
     let mut strict = Counts::default();
-    if s.strict || !run_wide.is_empty() {
-        let mut cases = Vec::new();
-        if s.strict {
-            // Under --strict every warning fails the run: one case says which.
-            let mut failed_on: Vec<String> = s.warnings.clone();
-            if failed_on.is_empty() && s.not_measured > 0 {
-                failed_on.push(format!("{} budget(s) not measured", s.not_measured));
-            }
-            let name = names.unique("gate.strict".into());
-            let mut x = String::new();
-            write!(
-                x,
-                "    <testcase name=\"{}\" classname=\"gate\" time=\"0\"",
-                attr(&name)
-            )?;
-            strict.tests = 1;
-            if failed_on.is_empty() {
-                x.push_str(">\n      <system-out>--strict: no warnings</system-out>\n    </testcase>\n");
-            } else {
-                strict.failures = 1;
-                write!(
-                    x,
-                    ">\n      <failure type=\"strict\" message=\"{}\">{}</failure>\n    </testcase>\n",
-                    attr(&format!(
-                        "--strict: failed on {} warning(s): {}",
-                        failed_on.len(),
-                        failed_on.join("; ")
-                    )),
-                    text(&failed_on.join("\n"))
-                )?;
-            }
-            cases.push(x);
-        }
-        let testbed = &report.testbed;
-        let properties = [
-            ("gate_version".to_string(), report.gate_version.clone()),
-            ("spec".to_string(), report.spec.clone()),
-            (
-                "testbed".to_string(),
-                format!("{} ({})", testbed.device_name, testbed.backend),
-            ),
-            (
-                "baseline".to_string(),
-                report.baseline.as_ref().map_or("none".into(), |b| b.source.clone()),
-            ),
-            ("strict".to_string(), s.strict.to_string()),
-        ];
-        suites.push(suite("gate", &stamp, 0.0, &properties, &strict, &cases, "", &run_wide)?);
+    if report.summary.strict || !run_wide.is_empty() {
+        let (s, counts) = run_suite(report, &stamp, &mut names, &run_wide)?;
+        suites.push(s);
+        strict = counts;
     }
 
     let mut total = cases_summary(report, &[]);
@@ -198,6 +88,168 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     }
     xml.push_str("</testsuites>\n");
     Ok(xml)
+}
+
+/// Each base component with its variants (`NAME@VARIANT`), base first.
+fn groups(report: &Report) -> BTreeMap<&str, Vec<&str>> {
+    let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let results_of = report.results.iter().map(|r| r.component.as_str());
+    for name in report.components.keys().map(String::as_str).chain(results_of) {
+        if name == "ensemble" {
+            continue;
+        }
+        let members = groups.entry(base_of(name)).or_default();
+        if !members.contains(&name) {
+            members.push(name);
+        }
+    }
+    for members in groups.values_mut() {
+        members.sort_by_key(|m| (m.contains('@'), *m));
+    }
+    groups
+}
+
+/// Warnings by the suite they concern, and those about the whole run.
+type Warnings<'a> = (BTreeMap<&'a str, Vec<&'a str>>, Vec<&'a str>);
+
+/// The verdict's warnings by the suite they concern (a base component or
+/// `ensemble`), and those about the whole run.
+fn warnings_by_suite<'a>(report: &'a Report, groups: &BTreeMap<&'a str, Vec<&'a str>>) -> Warnings<'a> {
+    let known: Vec<&str> = groups
+        .values()
+        .flatten()
+        .copied()
+        .chain(std::iter::once("ensemble"))
+        .collect();
+    let mut run_wide = Vec::new();
+    let mut warnings_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for w in &report.summary.warnings {
+        match concerns(w, &known) {
+            Some(c) => warnings_of.entry(base_of(c)).or_default().push(w),
+            None => run_wide.push(w.as_str()),
+        }
+    }
+    (warnings_of, run_wide)
+}
+
+/// The suite of base component `base` and its variants `members`; `None`
+/// when none of them has a budget.
+fn component_suite(
+    report: &Report,
+    base: &str,
+    members: &[&str],
+    stamp: &str,
+    names: &mut Names,
+    warnings: &[&str],
+) -> Result<Option<String>, std::fmt::Error> {
+    let cases: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| members.contains(&r.component.as_str()))
+        .map(|r| {
+            let time = report
+                .components
+                .get(&r.component)
+                .map_or(0.0, |c| metric_seconds(c, r));
+            case(report, r, &names.unique(format!("{}.{}", r.component, r.metric)), time)
+        })
+        .collect::<Result<_, _>>()?;
+    if cases.is_empty() {
+        return Ok(None);
+    }
+    let with_variants = members.len() > 1;
+    let mut properties = Vec::new();
+    let mut out = String::new();
+    let mut seconds = 0.0;
+    for m in members {
+        let Some(c) = report.components.get(*m) else {
+            continue;
+        };
+        seconds += c.profile_seconds.unwrap_or(0.0);
+        properties.push((format!("{m}.settings"), settings(c)));
+        if let Some(r) = &c.reference {
+            properties.push((format!("{m}.reference"), r.clone()));
+        }
+        component_out(&mut out, m, c, with_variants);
+    }
+    suite(
+        base,
+        stamp,
+        seconds,
+        &properties,
+        &cases_summary(report, members),
+        &cases,
+        &out,
+        warnings,
+    )
+    .map(Some)
+}
+
+/// The run's suite (`gate`): the run's settings as properties, the
+/// `gate.strict` case under `--strict`, and the run-wide warnings; with its counts.
+fn run_suite(
+    report: &Report,
+    stamp: &str,
+    names: &mut Names,
+    run_wide: &[&str],
+) -> Result<(String, Counts), std::fmt::Error> {
+    let s = &report.summary;
+    let mut strict = Counts::default();
+    let mut cases = Vec::new();
+    if s.strict {
+        let (case, failed) = strict_case(report, names)?;
+        cases.push(case);
+        strict.tests = 1;
+        strict.failures = usize::from(failed);
+    }
+    let testbed = &report.testbed;
+    let properties = [
+        ("gate_version".to_string(), report.gate_version.clone()),
+        ("spec".to_string(), report.spec.clone()),
+        (
+            "testbed".to_string(),
+            format!("{} ({})", testbed.device_name, testbed.backend),
+        ),
+        (
+            "baseline".to_string(),
+            report.baseline.as_ref().map_or("none".into(), |b| b.source.clone()),
+        ),
+        ("strict".to_string(), s.strict.to_string()),
+    ];
+    let suite = suite("gate", stamp, 0.0, &properties, &strict, &cases, "", run_wide)?;
+    Ok((suite, strict))
+}
+
+/// Under --strict every warning fails the run: one case says which (and
+/// whether it failed).
+fn strict_case(report: &Report, names: &mut Names) -> Result<(String, bool), std::fmt::Error> {
+    let s = &report.summary;
+    let mut failed_on: Vec<String> = s.warnings.clone();
+    if failed_on.is_empty() && s.not_measured > 0 {
+        failed_on.push(format!("{} budget(s) not measured", s.not_measured));
+    }
+    let name = names.unique("gate.strict".into());
+    let mut x = String::new();
+    write!(
+        x,
+        "    <testcase name=\"{}\" classname=\"gate\" time=\"0\"",
+        attr(&name)
+    )?;
+    if failed_on.is_empty() {
+        x.push_str(">\n      <system-out>--strict: no warnings</system-out>\n    </testcase>\n");
+    } else {
+        write!(
+            x,
+            ">\n      <failure type=\"strict\" message=\"{}\">{}</failure>\n    </testcase>\n",
+            attr(&format!(
+                "--strict: failed on {} warning(s): {}",
+                failed_on.len(),
+                failed_on.join("; ")
+            )),
+            text(&failed_on.join("\n"))
+        )?;
+    }
+    Ok((x, !failed_on.is_empty()))
 }
 
 /// `tft` for `tft@plain`.

@@ -12,6 +12,46 @@ use super::{limit_text, measured_text};
 pub const TOP_BLOCKS: usize = 5;
 
 pub fn render(report: &Report, color: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "gate: {} on {} ({}), gating {} with {}",
+        report.spec,
+        report.testbed.backend,
+        report.testbed.device_name,
+        report.testbed.gated_device,
+        Bytes(report.testbed.capacity_bytes)
+    );
+    out.push('\n');
+    results_table(&mut out, report, color);
+    out.push_str(&variants(report));
+    for (name, c) in &report.components {
+        component_notes(&mut out, name, c);
+    }
+    if let Some(e) = &report.ensemble {
+        ensemble_line(&mut out, e);
+    }
+    for (component, why) in not_compared(report) {
+        let _ = writeln!(out, "\n{component}: baseline shown, not compared: {why}");
+    }
+    for change in &report.summary.budget_changes {
+        let _ = writeln!(out, "\nbudget changed: {change}");
+    }
+    for w in &report.summary.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
+    let s = &report.summary;
+    let (verdict, status) = if s.passed_run() {
+        ("PASS", Status::Pass)
+    } else {
+        ("FAIL", Status::Fail)
+    };
+    let _ = writeln!(out, "\n{}: {}", paint(verdict, status, color), super::counts(report));
+    out
+}
+
+/// One row per budget result under a header, in aligned columns; the status painted.
+fn results_table(out: &mut String, report: &Report, color: bool) {
     let mut rows: Vec<[String; 6]> = vec![[
         "component".into(),
         "metric".into(),
@@ -41,17 +81,6 @@ pub fn render(report: &Report, color: bool) -> String {
             widths[i] = widths[i].max(cell.chars().count());
         }
     }
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "gate: {} on {} ({}), gating {} with {}",
-        report.spec,
-        report.testbed.backend,
-        report.testbed.device_name,
-        report.testbed.gated_device,
-        Bytes(report.testbed.capacity_bytes)
-    );
-    out.push('\n');
     for (i, row) in rows.iter().enumerate() {
         let mut line = String::new();
         for (j, cell) in row.iter().enumerate() {
@@ -77,74 +106,58 @@ pub fn render(report: &Report, color: bool) -> String {
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+}
 
-    out.push_str(&variants(report));
-
-    for (name, c) in &report.components {
-        if let Some(e) = &c.error {
-            let phase = e.phase.as_deref().map(|p| format!(" in phase {p}")).unwrap_or_default();
-            let what = match e.kind {
-                crate::report::ErrorKind::NotMeasured => "not measured",
-                crate::report::ErrorKind::Failed => "failed",
-            };
-            let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
+/// A component's error, if any, and its blocks by activation memory kept for backward.
+fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentReport) {
+    if let Some(e) = &c.error {
+        let phase = e.phase.as_deref().map(|p| format!(" in phase {p}")).unwrap_or_default();
+        let what = match e.kind {
+            crate::report::ErrorKind::NotMeasured => "not measured",
+            crate::report::ErrorKind::Failed => "failed",
+        };
+        let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
+    }
+    let top = super::view::top_blocks(c, TOP_BLOCKS);
+    if top.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{name}: blocks by activation memory kept for backward");
+    for b in top {
+        let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
+        let retained = crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64);
+        if b.name == super::view::UNATTRIBUTED {
+            let _ = writeln!(out, "  {:<28} {retained:>12}{share}", b.name);
+        } else {
+            let _ = writeln!(
+                out,
+                "  {:<28} {retained:>12}{share}   peak +{}",
+                b.name,
+                Bytes(b.peak_bytes)
+            );
         }
-        let top = super::view::top_blocks(c, TOP_BLOCKS);
-        if !top.is_empty() {
-            let _ = writeln!(out, "\n{name}: blocks by activation memory kept for backward");
-            for b in top {
-                let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
-                let retained = crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64);
-                if b.name == super::view::UNATTRIBUTED {
-                    let _ = writeln!(out, "  {:<28} {retained:>12}{share}", b.name);
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "  {:<28} {retained:>12}{share}   peak +{}",
-                        b.name,
-                        Bytes(b.peak_bytes)
-                    );
-                }
-            }
-        }
     }
+}
 
-    if let Some(e) = &report.ensemble {
-        let total = e.total_bytes.map_or("—".into(), |t| Bytes(t).to_string());
-        let headroom = e.headroom_bytes.map_or("—".into(), |h| {
-            if h < 0 {
-                format!("-{}", Bytes(h.unsigned_abs()))
-            } else {
-                Bytes(h as u64).to_string()
-            }
-        });
-        let _ = writeln!(
-            out,
-            "\nensemble ({}): Σ {} + reserve {} ({}) = {total}; headroom on {} = {headroom}",
-            e.members.join(" + "),
-            e.metric,
-            Bytes(e.reserve_bytes),
-            e.reserve_source,
-            Bytes(e.capacity_bytes)
-        );
-    }
-    for (component, why) in not_compared(report) {
-        let _ = writeln!(out, "\n{component}: baseline shown, not compared: {why}");
-    }
-    for change in &report.summary.budget_changes {
-        let _ = writeln!(out, "\nbudget changed: {change}");
-    }
-    for w in &report.summary.warnings {
-        let _ = writeln!(out, "\nwarning: {w}");
-    }
-    let s = &report.summary;
-    let (verdict, status) = if s.passed_run() {
-        ("PASS", Status::Pass)
-    } else {
-        ("FAIL", Status::Fail)
-    };
-    let _ = writeln!(out, "\n{}: {}", paint(verdict, status, color), super::counts(report));
-    out
+/// The ensemble's sum: its members, the reserve, the total and the headroom.
+fn ensemble_line(out: &mut String, e: &crate::report::EnsembleReport) {
+    let total = e.total_bytes.map_or("—".into(), |t| Bytes(t).to_string());
+    let headroom = e.headroom_bytes.map_or("—".into(), |h| {
+        if h < 0 {
+            format!("-{}", Bytes(h.unsigned_abs()))
+        } else {
+            Bytes(h as u64).to_string()
+        }
+    });
+    let _ = writeln!(
+        out,
+        "\nensemble ({}): Σ {} + reserve {} ({}) = {total}; headroom on {} = {headroom}",
+        e.members.join(" + "),
+        e.metric,
+        Bytes(e.reserve_bytes),
+        e.reserve_source,
+        Bytes(e.capacity_bytes)
+    );
 }
 
 /// Each component whose baseline figures are shown but not compared, and why.

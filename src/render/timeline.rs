@@ -5,6 +5,7 @@
 //! blocks open there. Also the timeline cut down to a few points, for the
 //! comment's Mermaid chart. Pure: timeline in, text out.
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -201,6 +202,14 @@ fn decimals_for(max: f64) -> usize {
     }
 }
 
+/// A panel's chart: milliseconds across, the figure's unit up.
+type Chart<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A sample's time in milliseconds.
+fn ms(s: &Sample) -> f64 {
+    s.t_us as f64 / 1000.0
+}
+
 fn draw_panel(
     area: &DrawingArea<SVGBackend, Shift>,
     t: &Timeline,
@@ -209,8 +218,6 @@ fn draw_panel(
     scale: f64,
     y_top: f64,
 ) -> DrawResult {
-    let ms = |s: &Sample| s.t_us as f64 / 1000.0;
-    let y = |b: u64| b as f64 / scale;
     let x_max = panel.samples.last().map_or(0.0, ms).max(0.001);
     let x_dec = decimals_for(x_max);
     let y_dec = decimals_for(y_top);
@@ -236,8 +243,13 @@ fn draw_panel(
         .max_light_lines(0)
         .bold_line_style(RGBColor(0xd0, 0xd7, 0xde))
         .draw()?;
+    draw_phases(&mut chart, t, panel, x_max, y_top)?;
+    draw_bytes(&mut chart, panel, scale)?;
+    draw_peak(&mut chart, t, panel, x_max, scale)
+}
 
-    // Phase regions, shaded, with their names in rows so narrow ones do not collide.
+/// Phase regions, shaded, with their names in rows so narrow ones do not collide.
+fn draw_phases(chart: &mut Chart, t: &Timeline, panel: &Panel, x_max: f64, y_top: f64) -> DrawResult {
     let regions: Vec<(String, usize, usize)> = t
         .phases()
         .into_iter()
@@ -281,8 +293,13 @@ fn draw_panel(
                 ),
         ))?;
     }
+    Ok(())
+}
 
-    // The highest live bytes since the previous sample, as steps.
+/// The two series: the highest live bytes since the previous sample, as
+/// steps, and the live bytes at each boundary.
+fn draw_bytes(chart: &mut Chart, panel: &Panel, scale: f64) -> DrawResult {
+    let y = |b: u64| b as f64 / scale;
     let mut steps: Vec<(f64, f64)> = Vec::with_capacity(panel.samples.len() * 2);
     let mut prev = 0.0;
     for s in panel.samples {
@@ -291,7 +308,6 @@ fn draw_panel(
         prev = ms(s);
     }
     chart.draw_series(LineSeries::new(steps, PEAK.mix(0.8).stroke_width(1)))?;
-    // Live bytes at each boundary.
     chart.draw_series(LineSeries::new(
         panel.samples.iter().map(|s| (ms(s), y(s.live))),
         LIVE.stroke_width(2),
@@ -304,38 +320,44 @@ fn draw_panel(
                 .map(|s| Circle::new((ms(s), y(s.live)), 2, LIVE.filled())),
         )?;
     }
+    Ok(())
+}
 
-    // The peak: its interval in bold, a dot, and what was open there.
-    if let (Some(p), Some((line1, line2))) = (&t.peak, peak_text(t)) {
-        if p.sample >= panel.first && p.sample < panel.first + panel.samples.len() {
-            let i = p.sample - panel.first;
-            let x1 = ms(&panel.samples[i]);
-            let x0 = if i == 0 { 0.0 } else { ms(&panel.samples[i - 1]) };
-            let py = y(p.bytes);
-            chart.draw_series(std::iter::once(PathElement::new(
-                vec![(x0, py), (x1, py)],
-                PEAK.stroke_width(3),
-            )))?;
-            let xm = (x0 + x1) / 2.0;
-            chart.draw_series(std::iter::once(Circle::new((xm, py), 5, PEAK.filled())))?;
-            // To the right of the dot when the longer line fits there (about 8 px a character).
-            let text_px = line1.chars().count().max(line2.chars().count()) as f64 * 8.0 + 12.0;
-            let right = xm / (x_max * 1.02) * px_width + text_px < px_width;
-            let (dx, h) = if right { (10, HPos::Left) } else { (-10, HPos::Right) };
-            let font = |size, style| {
-                (FONT, size)
-                    .into_font()
-                    .style(style)
-                    .color(&PEAK)
-                    .pos(Pos::new(h, VPos::Top))
-            };
-            chart.draw_series(std::iter::once(
-                EmptyElement::at((xm, py))
-                    + Text::new(line1.clone(), (dx, 6), font(14, FontStyle::Bold))
-                    + Text::new(line2.clone(), (dx, 24), font(12, FontStyle::Normal)),
-            ))?;
-        }
+/// The peak, when it is in this panel: its interval in bold, a dot, and what was open there.
+fn draw_peak(chart: &mut Chart, t: &Timeline, panel: &Panel, x_max: f64, scale: f64) -> DrawResult {
+    let (Some(p), Some((line1, line2))) = (&t.peak, peak_text(t)) else {
+        return Ok(());
+    };
+    if p.sample < panel.first || p.sample >= panel.first + panel.samples.len() {
+        return Ok(());
     }
+    let px_width = chart.plotting_area().dim_in_pixel().0.max(1) as f64;
+    let i = p.sample - panel.first;
+    let x1 = ms(&panel.samples[i]);
+    let x0 = if i == 0 { 0.0 } else { ms(&panel.samples[i - 1]) };
+    let py = p.bytes as f64 / scale;
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(x0, py), (x1, py)],
+        PEAK.stroke_width(3),
+    )))?;
+    let xm = (x0 + x1) / 2.0;
+    chart.draw_series(std::iter::once(Circle::new((xm, py), 5, PEAK.filled())))?;
+    // To the right of the dot when the longer line fits there (about 8 px a character).
+    let text_px = line1.chars().count().max(line2.chars().count()) as f64 * 8.0 + 12.0;
+    let right = xm / (x_max * 1.02) * px_width + text_px < px_width;
+    let (dx, h) = if right { (10, HPos::Left) } else { (-10, HPos::Right) };
+    let font = |size, style| {
+        (FONT, size)
+            .into_font()
+            .style(style)
+            .color(&PEAK)
+            .pos(Pos::new(h, VPos::Top))
+    };
+    chart.draw_series(std::iter::once(
+        EmptyElement::at((xm, py))
+            + Text::new(line1.clone(), (dx, 6), font(14, FontStyle::Bold))
+            + Text::new(line2.clone(), (dx, 24), font(12, FontStyle::Normal)),
+    ))?;
     Ok(())
 }
 

@@ -29,6 +29,8 @@ pub fn causal_depthwise_conv(x: &Tensor, weight: &Tensor, bias: &Tensor) -> Resu
 /// [B, L, N], `d` [H]; returns y [B, L, H, P]. L need not be a multiple of
 /// `chunk`: the tail is padded with dt = 0 (an identity step), which leaves
 /// every real output unchanged.
+// Long on purpose: steps 1–6 of docs/models.md §4 in one place, and split up
+// its intermediates could be freed at other points, changing the measured bytes.
 pub fn ssd(x: &Tensor, dt: &Tensor, a: &Tensor, b: &Tensor, c: &Tensor, d: &Tensor, chunk: usize) -> Result<Tensor> {
     let (bs, len, h, p) = x.dims4()?;
     let n = b.dim(D::Minus1)?;
