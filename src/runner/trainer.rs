@@ -20,6 +20,9 @@ pub(super) struct Params<'w> {
     workload: &'w dyn DynWorkload,
     ctx: &'w RunCtx,
     store: ParamStore,
+    /// Read here, outside every span, so a workload's `learning_rate` never
+    /// counts in the optimizer's figures.
+    lr: f64,
 }
 
 impl<'w> Params<'w> {
@@ -28,6 +31,7 @@ impl<'w> Params<'w> {
             workload,
             ctx,
             store: ParamStore::with_master(ctx.seed, ctx.master_dtype),
+            lr: workload.learning_rate(),
         }
     }
 
@@ -40,6 +44,7 @@ impl<'w> Params<'w> {
             workload: self.workload,
             ctx: self.ctx,
             store: self.store,
+            lr: self.lr,
             model,
             vars: OnceCell::new(),
             opt: None,
@@ -54,6 +59,7 @@ pub(super) struct Trainer<'w> {
     workload: &'w dyn DynWorkload,
     ctx: &'w RunCtx,
     store: ParamStore,
+    lr: f64,
     model: Box<dyn Model>,
     /// The trainable variables, listed when first needed (see [`Trainer::list_vars`]).
     vars: OnceCell<Vec<Var>>,
@@ -116,7 +122,7 @@ impl<'w> Trainer<'w> {
             return opt.step(grads);
         }
         let params = ParamsAdamW {
-            lr: self.workload.learning_rate(),
+            lr: self.lr,
             ..Default::default()
         };
         let mut opt = AdamW::new(self.list_vars().to_vec(), params)?;
