@@ -122,7 +122,7 @@ impl<'a> Profile<'a> {
         // without the warm-up, so the failure is placed in the phase that really
         // runs out and the figures before it are still measured.
         self.begin(Phase::Warmup)?;
-        if let Err((_, e)) = warm_up(self.workload, self.ctx) {
+        if let Err((_, e)) = throwaway_run(self.workload, self.ctx) {
             self.m.warmup_error = Some(first_line(&e.to_string()));
         }
         let rec = self.rec;
@@ -347,7 +347,7 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
 const INFERENCE_GROWTH_CALLS: usize = 2;
 
 /// A throwaway training step and inference call (see [`Profile::warm_up`]).
-fn warm_up(workload: &dyn DynWorkload, ctx: &RunCtx) -> PhaseResult<()> {
+fn throwaway_run(workload: &dyn DynWorkload, ctx: &RunCtx) -> PhaseResult<()> {
     let w = Phase::Warmup;
     let mut trainer = in_phase(w, Trainer::new(workload, ctx))?;
     let batch = in_phase(w, trainer.batch())?;
