@@ -6,7 +6,8 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Instant;
 
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::sync::Mutex;
@@ -168,6 +169,47 @@ pub fn run_child(
     args: &ChildArgs,
     on_phase: &mut dyn FnMut(Phase),
 ) -> std::io::Result<Measurement> {
+    let mut cmd = profile_command(exe, spec, component, args);
+    // Phases are timed here, from the events as they arrive: the child's
+    // start-up (`setup`) counts too, and a crashed phase keeps its time.
+    let started = std::time::Instant::now();
+    let mut child = spawn(&mut cmd)?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    // Drain stderr on its own thread so a chatty child never blocks on a full pipe.
+    let err_thread = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = stderr.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    });
+    let events = read_events(stdout, started, on_phase);
+    let status = child.wait();
+    let profile_seconds = Some(started.elapsed().as_secs_f64());
+    RUNNING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != child.id());
+    let status = status?;
+    let stderr_text = err_thread.join().unwrap_or_default();
+    if let Some(mut m) = events.done {
+        if status.success() {
+            m.phase_seconds = events.phase_seconds;
+            m.profile_seconds = profile_seconds;
+            return Ok(m);
+        }
+    }
+    let mut so_far = events.so_far;
+    so_far.phase_seconds = events.phase_seconds;
+    so_far.profile_seconds = profile_seconds;
+    so_far.failure = Some(Failure {
+        phase: events.last_phase,
+        reason: describe_exit(&status, &stderr_text),
+    });
+    Ok(so_far)
+}
+
+/// The `gate profile` command for one component.
+fn profile_command(exe: &Path, spec: &Path, component: &str, args: &ChildArgs) -> Command {
     let mut cmd = Command::new(exe);
     cmd.arg("profile")
         .arg("--budgets")
@@ -196,70 +238,63 @@ pub fn run_child(
             });
         }
     }
-    // Phases are timed here, from the events as they arrive: the child's
-    // start-up (`setup`) counts too, and a crashed phase keeps its time.
-    let started = std::time::Instant::now();
-    let mut child = {
-        let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-        if interrupted().is_some() {
-            return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted"));
-        }
-        let child = cmd.spawn()?;
-        running.push(child.id());
-        child
+    cmd
+}
+
+/// Starts the child and lists it in [`RUNNING`] (under the lock, so a
+/// signal either sees it or stops it from starting).
+fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+    let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    if interrupted().is_some() {
+        return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted"));
+    }
+    let child = cmd.spawn()?;
+    running.push(child.id());
+    Ok(child)
+}
+
+/// What a child's stdout said, read to its end.
+struct Events {
+    /// The last phase announced (`setup` if none was).
+    last_phase: Phase,
+    /// Each phase's wall time, in the order they ran.
+    phase_seconds: Vec<(Phase, f64)>,
+    /// The figures that came with the last phase.
+    so_far: Measurement,
+    /// The measurement, if the child finished one.
+    done: Option<Measurement>,
+}
+
+/// Reads the child's events until its stdout closes, timing each phase
+/// from `started` and passing each phase to `on_phase` as it begins.
+fn read_events(stdout: ChildStdout, started: Instant, on_phase: &mut dyn FnMut(Phase)) -> Events {
+    let mut ev = Events {
+        last_phase: Phase::Setup,
+        phase_seconds: Vec::new(),
+        so_far: Measurement::default(),
+        done: None,
     };
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let mut stderr = child.stderr.take().expect("stderr is piped");
-    // Drain stderr on its own thread so a chatty child never blocks on a full pipe.
-    let err_thread = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
-    });
-    let mut last_phase = Phase::Setup;
     let mut phase_started = started;
-    let mut phase_seconds = Vec::new();
-    let mut so_far = Measurement::default();
-    let mut done = None;
     for line in BufReader::new(stdout).lines() {
         let Ok(line) = line else { break };
         match serde_json::from_str::<ChildEvent>(&line) {
             Ok(ChildEvent::Phase { phase, so_far: m }) => {
-                let now = std::time::Instant::now();
-                phase_seconds.push((last_phase, (now - phase_started).as_secs_f64()));
+                let now = Instant::now();
+                ev.phase_seconds
+                    .push((ev.last_phase, (now - phase_started).as_secs_f64()));
                 phase_started = now;
-                last_phase = phase;
-                so_far = *m;
+                ev.last_phase = phase;
+                ev.so_far = *m;
                 on_phase(phase);
             }
-            Ok(ChildEvent::Done(m)) => done = Some(*m),
+            Ok(ChildEvent::Done(m)) => ev.done = Some(*m),
             Err(_) => {} // not ours (a library printing to stdout); ignore
         }
     }
     // The last phase ran until the measurement came (or the child died).
-    phase_seconds.push((last_phase, phase_started.elapsed().as_secs_f64()));
-    let status = child.wait();
-    let profile_seconds = Some(started.elapsed().as_secs_f64());
-    RUNNING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|&p| p != child.id());
-    let status = status?;
-    let stderr_text = err_thread.join().unwrap_or_default();
-    if let Some(mut m) = done {
-        if status.success() {
-            m.phase_seconds = phase_seconds;
-            m.profile_seconds = profile_seconds;
-            return Ok(m);
-        }
-    }
-    so_far.phase_seconds = phase_seconds;
-    so_far.profile_seconds = profile_seconds;
-    so_far.failure = Some(Failure {
-        phase: last_phase,
-        reason: describe_exit(&status, &stderr_text),
-    });
-    Ok(so_far)
+    ev.phase_seconds
+        .push((ev.last_phase, phase_started.elapsed().as_secs_f64()));
+    ev
 }
 
 /// A one-line reason for a child that ended without a measurement.

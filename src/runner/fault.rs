@@ -68,7 +68,7 @@ fn parse<'a>(spec: &'a str, component: Option<&str>) -> Option<(&'a str, &'a str
 }
 
 /// Misbehaves as asked if `phase` is the injected one; otherwise does nothing.
-pub fn at(phase: Phase) -> candle_core::Result<()> {
+pub fn inject(phase: Phase) -> candle_core::Result<()> {
     let Ok(spec) = std::env::var(ENV) else { return Ok(()) };
     let component = std::env::var(COMPONENT_ENV).ok();
     let Some((p, kind)) = parse(&spec, component.as_deref()) else {

@@ -8,6 +8,7 @@ mod phases;
 mod pool;
 mod resolve;
 mod timing_lock;
+mod trainer;
 
 pub use child::{
     begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,

@@ -1,18 +1,18 @@
 //! One component's profile, in process: build, batch, forward, backward,
-//! optimizer, a steady training step, timing, inference. Each phase's bytes
-//! come from the probe through a [`Recorder`] span. A failing phase stops the
-//! profile; figures measured before it are kept.
+//! optimizer, a steady training step, timing, inference. The training
+//! itself is the [`Trainer`]'s; this file measures it: each phase's bytes
+//! come from the probe through a [`Recorder`] span, with the timeline's
+//! marks and the injected faults (`fault`) in between. A failing phase
+//! stops the profile; figures measured before it are kept.
 
 use std::time::Instant;
 
-use candle_core::backprop::GradStore;
-use candle_core::{Tensor, Var};
-use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
-
 use super::measurement::{Failure, Measurement, Phase};
+use super::timing_lock::Turn;
+use super::trainer::{Params, Trainer};
 use crate::metric::Metric;
 use crate::probe::{mark, Recorder, Sampler};
-use crate::sdk::{prune_grads, DynWorkload, ParamStore, RunCtx, Step};
+use crate::sdk::{Batch, DynWorkload, RunCtx};
 
 pub use crate::budget::Timing;
 
@@ -30,7 +30,15 @@ pub fn profile(
     // Made (with all its room) before the baseline is read, so its own
     // bytes are part of the baseline and never of a figure.
     let mut sampler = Sampler::new();
-    if let Err((phase, err)) = run(workload, ctx, timing, recorder, on_phase, &mut sampler, &mut m) {
+    let mut p = Profile {
+        workload,
+        ctx,
+        rec: recorder,
+        on_phase,
+        sampler: &mut sampler,
+        m: &mut m,
+    };
+    if let Err((phase, err)) = run(&mut p, timing) {
         m.failure = Some(Failure {
             phase,
             reason: first_line(&err.to_string()),
@@ -43,18 +51,13 @@ pub fn profile(
 
 type PhaseResult<T> = Result<T, (Phase, candle_core::Error)>;
 
-/// Announces `phase` with the figures so far and applies any injected fault (see `fault`).
-fn begin(on_phase: &mut dyn FnMut(Phase, &Measurement), m: &Measurement, phase: Phase) -> PhaseResult<()> {
-    on_phase(phase, m);
-    at(phase, super::fault::at(phase))
-}
-
-fn at<T>(phase: Phase, r: candle_core::Result<T>) -> PhaseResult<T> {
+/// Tags a failure with the phase it happened in.
+fn in_phase<T>(phase: Phase, r: candle_core::Result<T>) -> PhaseResult<T> {
     r.map_err(|e| (phase, e))
 }
 
-fn finite_loss(phase: Phase, loss: &Tensor) -> PhaseResult<f64> {
-    let v = at(
+fn finite_loss(phase: Phase, loss: &candle_core::Tensor) -> PhaseResult<f64> {
+    let v = in_phase(
         phase,
         loss.to_dtype(candle_core::DType::F64)
             .and_then(|l| l.to_scalar::<f64>()),
@@ -69,216 +72,254 @@ fn finite_loss(phase: Phase, loss: &Tensor) -> PhaseResult<f64> {
     Ok(v)
 }
 
-fn train_step(
-    model: &dyn crate::sdk::Model,
-    batch: &crate::sdk::Batch,
-    vars: &[Var],
-    opt: &mut AdamW,
-    seed: u64,
-    phase: Phase,
-) -> PhaseResult<f64> {
-    let fwd = at(phase, model.forward_train(batch, &Step::train(seed)))?;
+/// One whole training step, its loss checked before backward; the marks
+/// place its parts on the timeline (no-ops unless the step is sampled).
+fn train_step(trainer: &mut Trainer, batch: &Batch, phase: Phase) -> PhaseResult<f64> {
+    let fwd = in_phase(phase, trainer.forward(batch))?;
     let value = finite_loss(phase, fwd.loss())?;
-    // Timeline marks (no-ops unless the step is sampled).
     mark("backward");
-    let mut grads = at(phase, fwd.backward(vars))?;
-    at(phase, prune_grads(&mut grads, vars))?;
+    let grads = in_phase(phase, trainer.gradients(fwd))?;
     mark("optimizer");
-    at(phase, opt.step(&grads))?;
+    in_phase(phase, trainer.update(&grads))?;
     Ok(value)
 }
 
-fn run(
-    workload: &dyn DynWorkload,
-    ctx: &RunCtx,
-    timing: Timing,
-    rec: &Recorder,
-    on_phase: &mut dyn FnMut(Phase, &Measurement),
-    sampler: &mut Sampler,
-    m: &mut Measurement,
-) -> PhaseResult<()> {
-    let probe = rec.probe().clone();
-    // Warm up on a throwaway copy: thread pools and the CPU matmul kernels'
-    // per-thread scratch buffers are allocated once and kept, and would
-    // otherwise land in whichever phase first needs them.
-    // A model too big for the (emulated) card fails here first; then go on
-    // without the warm-up, so the failure is placed in the phase that really
-    // runs out and the figures before it are still measured.
-    begin(on_phase, m, Phase::Warmup)?;
-    if let Err((_, e)) = warm_up(workload, ctx) {
-        m.warmup_error = Some(first_line(&e.to_string()));
+/// What every phase uses: the component, the recorder, and where the
+/// figures go.
+struct Profile<'a> {
+    workload: &'a dyn DynWorkload,
+    ctx: &'a RunCtx,
+    rec: &'a Recorder,
+    on_phase: &'a mut dyn FnMut(Phase, &Measurement),
+    sampler: &'a mut Sampler,
+    m: &'a mut Measurement,
+}
+
+/// The phases in order. Each helper measures one or a few phases; the
+/// trainer and batch live here, across all of them, as the figures assume.
+fn run(p: &mut Profile, timing: Timing) -> PhaseResult<()> {
+    let base = p.warm_up()?;
+    let (mut trainer, batch) = p.build()?;
+    let first_peak = p.first_step(&mut trainer, &batch)?;
+    let turn = p.steady_step(&mut trainer, &batch, timing, base, first_peak)?;
+    p.timed_steps(&mut trainer, &batch, timing, turn)?;
+    p.inference(&mut trainer, &batch, base)
+}
+
+impl<'a> Profile<'a> {
+    /// Announces `phase` with the figures so far and applies any injected fault (see `fault`).
+    fn begin(&mut self, phase: Phase) -> PhaseResult<()> {
+        (self.on_phase)(phase, self.m);
+        in_phase(phase, super::fault::inject(phase))
     }
-    probe.sync();
-    let base = probe.live();
-    sampler.set_base(base);
-    // With master weights the model holds the masters and their casts.
-    let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
-    let count = workload.param_count();
-    m.analytic_params_bytes = (count.trainable + count.frozen) * dsize;
-    m.frozen_elems = count.frozen;
 
-    begin(on_phase, m, Phase::Build)?;
-    let store = ParamStore::with_master(ctx.seed, ctx.master_dtype);
-    let (model, span, _) = rec.span(false, || workload.build(store.builder(ctx.dtype, &ctx.device), ctx));
-    let mut model = at(Phase::Build, model)?;
-    m.param_elems = store.elem_count();
-    m.values.insert(Metric::Params, span.retained().max(0) as f64);
-
-    begin(on_phase, m, Phase::Batch)?;
-    let (batch, span, _) = rec.span(false, || workload.batch(ctx, ctx.seed ^ 0xBA7C));
-    let batch = at(Phase::Batch, batch)?;
-    m.batch_bytes = span.retained().max(0) as u64;
-
-    // Forward with gradients: what stays live is what backward will need.
-    begin(on_phase, m, Phase::Forward)?;
-    // (A checkpointed model keeps its blocks' inputs and output leaves, not their graphs.)
-    let (training, fwd, blocks) = rec.span(true, || model.forward_train(&batch, &Step::train(ctx.seed)));
-    let training = at(Phase::Forward, training)?;
-    m.values.insert(Metric::Activations, fwd.retained().max(0) as f64);
-    m.blocks = blocks;
-
-    begin(on_phase, m, Phase::Backward)?;
-    let vars = store.vars();
-    m.losses.push(finite_loss(Phase::Backward, training.loss())?);
-    let (grads, span, _) = rec.span(false, || -> candle_core::Result<GradStore> { training.backward(&vars) });
-    let mut grads = at(Phase::Backward, grads)?;
-    let peak_first_step = span.peak;
-    // The graph is gone; what is left above the pre-forward level is the gradient store.
-    probe.sync();
-    m.unpruned_gradient_bytes = probe.live().saturating_sub(fwd.live_before);
-    at(Phase::Backward, prune_grads(&mut grads, &vars))?;
-    probe.sync();
-    m.values
-        .insert(Metric::Gradients, probe.live().saturating_sub(fwd.live_before) as f64);
-
-    begin(on_phase, m, Phase::Optimizer)?;
-    let params = ParamsAdamW {
-        lr: workload.learning_rate(),
-        ..Default::default()
-    };
-    let (opt, span, _) = rec.span(false, || -> candle_core::Result<AdamW> {
-        let mut opt = AdamW::new(vars.clone(), params)?;
-        opt.step(&grads)?;
-        Ok(opt)
-    });
-    let mut opt = at(Phase::Optimizer, opt)?;
-    let peak_first_step = peak_first_step.max(span.peak);
-    drop(grads);
-    probe.sync();
-    m.values
-        .insert(Metric::Optimizer, probe.live().saturating_sub(fwd.live_before) as f64);
-    at(Phase::Optimizer, model.after_step(0))?;
-    recast(&mut model, workload, &store, ctx, Phase::Optimizer)?;
-
-    // A steady step: parameters, optimizer state and batch resident.
-    begin(on_phase, m, Phase::TrainingStep)?;
-    // Step 0 above was the timing's first warm-up step, so this steady step
-    // is timed too (unless more warm-up was asked for): one measurement
-    // serves both the peak and the first timed sample. Timed steps of
-    // profiles running side by side take turns (see `timing_lock`).
-    let turn = super::timing_lock::acquire();
-    let extra_warmup = timing.warmup.saturating_sub(1);
-    let record = |i: usize, ms: f64, m: &mut Measurement| {
-        if i >= extra_warmup {
-            m.step_times_ms.push(ms);
+    /// The warm-up, then the baseline every peak is measured from.
+    fn warm_up(&mut self) -> PhaseResult<u64> {
+        // Warm up on a throwaway copy: thread pools and the CPU matmul kernels'
+        // per-thread scratch buffers are allocated once and kept, and would
+        // otherwise land in whichever phase first needs them.
+        // A model too big for the (emulated) card fails here first; then go on
+        // without the warm-up, so the failure is placed in the phase that really
+        // runs out and the figures before it are still measured.
+        self.begin(Phase::Warmup)?;
+        if let Err((_, e)) = throwaway_run(self.workload, self.ctx) {
+            self.m.warmup_error = Some(first_line(&e.to_string()));
         }
-    };
-    // The memory timeline samples this step and the first inference call.
-    let (timed, span, _) = rec.span_sampled(sampler, false, || {
-        mark("forward");
-        let t = Instant::now();
-        let loss = train_step(
-            model.as_ref(),
-            &batch,
-            &vars,
-            &mut opt,
-            ctx.seed ^ 1,
-            Phase::TrainingStep,
-        );
+        let rec = self.rec;
+        let probe = rec.probe();
         probe.sync();
-        loss.map(|l| (l, t.elapsed().as_secs_f64() * 1e3))
-    });
-    let (loss, ms) = timed?;
-    m.losses.push(loss);
-    record(0, ms, m);
-    at(Phase::TrainingStep, model.after_step(1))?;
-    recast(&mut model, workload, &store, ctx, Phase::TrainingStep)?;
-    let peak = span.peak.max(peak_first_step);
-    m.values.insert(Metric::TrainingPeak, peak.saturating_sub(base) as f64);
-    // The device's own view right after the peak step (the pool keeps its reservation).
-    if let Some(used) = probe.device_used() {
-        m.values.insert(Metric::DeviceUsed, used as f64);
+        let base = probe.live();
+        self.sampler.set_base(base);
+        // With master weights the model holds the masters and their casts.
+        let ctx = self.ctx;
+        let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
+        let count = self.workload.param_count();
+        self.m.analytic_params_bytes = (count.trainable + count.frozen) * dsize;
+        self.m.frozen_elems = count.frozen;
+        Ok(base)
     }
-    m.context_reserve_bytes = probe.context_bytes();
-    m.pool_reserved_peak_bytes = probe.pool_reserved_peak();
 
-    begin(on_phase, m, Phase::Timing)?;
-    let rest = (extra_warmup + timing.steps).saturating_sub(1);
-    // Growth: what the steady state holds now, against what it holds after
-    // the remaining steps. The figures' own vectors grow meanwhile: reserve.
-    m.losses.reserve(rest + 2);
-    m.step_times_ms.reserve(rest + 2);
-    probe.sync();
-    let steady_live = probe.live();
-    // Steps 0 and 1 ran above; the rest of the warm-up and timed steps follow.
-    for (i, step) in (1..=rest).zip(2..) {
-        at(Phase::Timing, super::fault::leak(&batch.tensors[0]))?;
-        let t = Instant::now();
-        let loss = train_step(
-            model.as_ref(),
-            &batch,
-            &vars,
-            &mut opt,
-            ctx.seed ^ step as u64,
-            Phase::Timing,
-        )?;
-        probe.sync();
-        record(i, t.elapsed().as_secs_f64() * 1e3, m);
-        m.losses.push(loss);
-        at(Phase::Timing, model.after_step(step))?;
-        recast(&mut model, workload, &store, ctx, Phase::Timing)?;
-    }
-    drop(turn);
-    if rest > 0 {
-        probe.sync();
-        m.growth_training_bytes = Some(probe.live().saturating_sub(steady_live));
-    }
-    if !m.step_times_ms.is_empty() {
-        m.values.insert(Metric::StepTime, median(&m.step_times_ms));
-    }
-    // The loss after the seeded steps, without dropout.
-    let final_loss = at(Phase::Timing, model.loss(&batch, &Step::eval()))?;
-    m.values.insert(Metric::Loss, finite_loss(Phase::Timing, &final_loss)?);
-    drop(final_loss);
+    /// The model (`build`) and the batch (`batch`).
+    fn build(&mut self) -> PhaseResult<(Trainer<'a>, Batch)> {
+        self.begin(Phase::Build)?;
+        let params = Params::new(self.workload, self.ctx);
+        let (trainer, span, _) = self.rec.span(false, || params.build());
+        let trainer = in_phase(Phase::Build, trainer)?;
+        self.m.param_elems = trainer.param_elems();
+        self.m.values.insert(Metric::Params, span.retained().max(0) as f64);
 
-    // Inference: weights as plain tensors (no graph), optimizer state gone.
-    begin(on_phase, m, Phase::Inference)?;
-    drop(opt);
-    let infer = at(
-        Phase::Inference,
-        workload.build(store.detached(ctx.dtype, &ctx.device), ctx),
-    )?;
-    let (pred, span, _) = rec.span_sampled(sampler, false, || {
-        mark("inference");
-        infer.predict(&batch)
-    });
-    drop(at(Phase::Inference, pred)?);
-    m.values
-        .insert(Metric::InferencePeak, span.peak.saturating_sub(base) as f64);
-    // Growth over inference calls: a model that keeps something per call
-    // (a cache that is never cleared) runs out of memory in production.
-    probe.sync();
-    let first = probe.live();
-    for _ in 0..INFERENCE_GROWTH_CALLS {
-        at(Phase::Inference, super::fault::leak(&batch.tensors[0]))?;
-        drop(at(Phase::Inference, infer.predict(&batch))?);
+        self.begin(Phase::Batch)?;
+        let (batch, span, _) = self.rec.span(false, || trainer.batch());
+        let batch = in_phase(Phase::Batch, batch)?;
+        self.m.batch_bytes = span.retained().max(0) as u64;
+        Ok((trainer, batch))
     }
-    probe.sync();
-    let inference_growth = probe.live().saturating_sub(first);
-    m.growth_inference_bytes = Some(inference_growth);
-    let growth = m.growth_training_bytes.unwrap_or(0).max(inference_growth);
-    m.values.insert(Metric::Growth, growth as f64);
-    Ok(())
+
+    /// Forward, backward and the first optimizer step, each measured on its
+    /// own; gradients and optimizer state count from the live bytes before
+    /// the forward. Returns the higher of backward's and the optimizer's peaks.
+    fn first_step(&mut self, trainer: &mut Trainer, batch: &Batch) -> PhaseResult<u64> {
+        let rec = self.rec;
+        let probe = rec.probe();
+        // Forward with gradients: what stays live is what backward will need.
+        self.begin(Phase::Forward)?;
+        // (A checkpointed model keeps its blocks' inputs and output leaves, not their graphs.)
+        let (training, fwd, blocks) = self.rec.span(true, || trainer.forward(batch));
+        let training = in_phase(Phase::Forward, training)?;
+        self.m.values.insert(Metric::Activations, fwd.retained().max(0) as f64);
+        self.m.blocks = blocks;
+
+        self.begin(Phase::Backward)?;
+        // Listed here, so the list counts with the gradients.
+        trainer.list_vars();
+        self.m.losses.push(finite_loss(Phase::Backward, training.loss())?);
+        let (grads, span, _) = self.rec.span(false, || trainer.backward(training));
+        let mut grads = in_phase(Phase::Backward, grads)?;
+        let peak = span.peak;
+        // The graph is gone; what is left above the pre-forward level is the gradient store.
+        probe.sync();
+        self.m.unpruned_gradient_bytes = probe.live().saturating_sub(fwd.live_before);
+        in_phase(Phase::Backward, trainer.prune(&mut grads))?;
+        probe.sync();
+        let gradients = probe.live().saturating_sub(fwd.live_before);
+        self.m.values.insert(Metric::Gradients, gradients as f64);
+
+        // AdamW is made in the span: its state is allocated by its first step.
+        self.begin(Phase::Optimizer)?;
+        let (updated, span, _) = self.rec.span(false, || trainer.update(&grads));
+        in_phase(Phase::Optimizer, updated)?;
+        let peak = peak.max(span.peak);
+        drop(grads);
+        probe.sync();
+        let optimizer = probe.live().saturating_sub(fwd.live_before);
+        self.m.values.insert(Metric::Optimizer, optimizer as f64);
+        in_phase(Phase::Optimizer, trainer.after_step())?;
+        Ok(peak)
+    }
+
+    /// A steady step: parameters, optimizer state and batch resident. It
+    /// takes the turn to time steps, which [`Profile::timed_steps`] gives back.
+    fn steady_step(
+        &mut self,
+        trainer: &mut Trainer,
+        batch: &Batch,
+        timing: Timing,
+        base: u64,
+        first_peak: u64,
+    ) -> PhaseResult<Turn> {
+        let rec = self.rec;
+        let probe = rec.probe();
+        self.begin(Phase::TrainingStep)?;
+        // Step 0 above was the timing's first warm-up step, so this steady step
+        // is timed too (unless more warm-up was asked for): one measurement
+        // serves both the peak and the first timed sample. Timed steps of
+        // profiles running side by side take turns (see `timing_lock`).
+        let turn = super::timing_lock::acquire();
+        let extra_warmup = timing.warmup.saturating_sub(1);
+        // The memory timeline samples this step and the first inference call.
+        let (timed, span, _) = self.rec.span_sampled(self.sampler, false, || {
+            mark("forward");
+            let t = Instant::now();
+            let loss = train_step(trainer, batch, Phase::TrainingStep);
+            probe.sync();
+            loss.map(|l| (l, t.elapsed().as_secs_f64() * 1e3))
+        });
+        let (loss, ms) = timed?;
+        self.m.losses.push(loss);
+        record_time(self.m, extra_warmup, 0, ms);
+        in_phase(Phase::TrainingStep, trainer.after_step())?;
+        let peak = span.peak.max(first_peak);
+        self.m
+            .values
+            .insert(Metric::TrainingPeak, peak.saturating_sub(base) as f64);
+        // The device's own view right after the peak step (the pool keeps its reservation).
+        if let Some(used) = probe.device_used() {
+            self.m.values.insert(Metric::DeviceUsed, used as f64);
+        }
+        self.m.context_reserve_bytes = probe.context_bytes();
+        self.m.pool_reserved_peak_bytes = probe.pool_reserved_peak();
+        Ok(turn)
+    }
+
+    /// The remaining warm-up and timed steps (`timing`), the growth over
+    /// them, the step time and the final loss.
+    fn timed_steps(&mut self, trainer: &mut Trainer, batch: &Batch, timing: Timing, turn: Turn) -> PhaseResult<()> {
+        let rec = self.rec;
+        let probe = rec.probe();
+        self.begin(Phase::Timing)?;
+        let extra_warmup = timing.warmup.saturating_sub(1);
+        let rest = (extra_warmup + timing.steps).saturating_sub(1);
+        // Growth: what the steady state holds now, against what it holds after
+        // the remaining steps. The figures' own vectors grow meanwhile: reserve.
+        self.m.losses.reserve(rest + 2);
+        self.m.step_times_ms.reserve(rest + 2);
+        probe.sync();
+        let steady_live = probe.live();
+        // Steps 0 and 1 ran before; the rest of the warm-up and timed steps follow.
+        for i in 1..=rest {
+            in_phase(Phase::Timing, super::fault::leak(&batch.tensors[0]))?;
+            let t = Instant::now();
+            let loss = train_step(trainer, batch, Phase::Timing)?;
+            probe.sync();
+            record_time(self.m, extra_warmup, i, t.elapsed().as_secs_f64() * 1e3);
+            self.m.losses.push(loss);
+            in_phase(Phase::Timing, trainer.after_step())?;
+        }
+        drop(turn);
+        if rest > 0 {
+            probe.sync();
+            self.m.growth_training_bytes = Some(probe.live().saturating_sub(steady_live));
+        }
+        if !self.m.step_times_ms.is_empty() {
+            self.m.values.insert(Metric::StepTime, median(&self.m.step_times_ms));
+        }
+        // The loss after the seeded steps, without dropout.
+        let final_loss = in_phase(Phase::Timing, trainer.eval_loss(batch))?;
+        self.m
+            .values
+            .insert(Metric::Loss, finite_loss(Phase::Timing, &final_loss)?);
+        drop(final_loss);
+        Ok(())
+    }
+
+    /// Inference: weights as plain tensors (no graph), optimizer state gone.
+    fn inference(&mut self, trainer: &mut Trainer, batch: &Batch, base: u64) -> PhaseResult<()> {
+        let rec = self.rec;
+        let probe = rec.probe();
+        self.begin(Phase::Inference)?;
+        trainer.drop_optimizer();
+        let infer = in_phase(Phase::Inference, trainer.inference_model())?;
+        let (pred, span, _) = self.rec.span_sampled(self.sampler, false, || {
+            mark("inference");
+            infer.predict(batch)
+        });
+        drop(in_phase(Phase::Inference, pred)?);
+        self.m
+            .values
+            .insert(Metric::InferencePeak, span.peak.saturating_sub(base) as f64);
+        // Growth over inference calls: a model that keeps something per call
+        // (a cache that is never cleared) runs out of memory in production.
+        probe.sync();
+        let first = probe.live();
+        for _ in 0..INFERENCE_GROWTH_CALLS {
+            in_phase(Phase::Inference, super::fault::leak(&batch.tensors[0]))?;
+            drop(in_phase(Phase::Inference, infer.predict(batch))?);
+        }
+        probe.sync();
+        let inference_growth = probe.live().saturating_sub(first);
+        self.m.growth_inference_bytes = Some(inference_growth);
+        let growth = self.m.growth_training_bytes.unwrap_or(0).max(inference_growth);
+        self.m.values.insert(Metric::Growth, growth as f64);
+        Ok(())
+    }
+}
+
+/// Keeps a step's time once the extra warm-up steps are past (step `i`
+/// counts from the steady step, 0).
+fn record_time(m: &mut Measurement, extra_warmup: usize, i: usize, ms: f64) {
+    if i >= extra_warmup {
+        m.step_times_ms.push(ms);
+    }
 }
 
 /// The phases whose work a metric's value comes from, as [`run`] measures
@@ -305,89 +346,37 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
 /// Inference calls after the first whose growth is measured.
 const INFERENCE_GROWTH_CALLS: usize = 2;
 
-/// Mixed precision: the model holds casts of the master weights taken when
-/// it was built; after an optimizer step, build it again from the updated
-/// masters (the old casts go when the new model replaces them, so both
-/// sets of casts are live for a moment). Nothing to do otherwise.
-fn recast(
-    model: &mut Box<dyn crate::sdk::Model>,
-    workload: &dyn DynWorkload,
-    store: &ParamStore,
-    ctx: &RunCtx,
-    phase: Phase,
-) -> PhaseResult<()> {
-    if store.master().is_some() {
-        *model = at(phase, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;
-    }
-    Ok(())
-}
-
-fn warm_up(workload: &dyn DynWorkload, ctx: &RunCtx) -> PhaseResult<()> {
+/// A throwaway training step and inference call (see [`Profile::warm_up`]).
+fn throwaway_run(workload: &dyn DynWorkload, ctx: &RunCtx) -> PhaseResult<()> {
     let w = Phase::Warmup;
-    let store = ParamStore::with_master(ctx.seed, ctx.master_dtype);
-    let model = at(w, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;
-    let batch = at(w, workload.batch(ctx, ctx.seed ^ 0xBA7C))?;
-    let vars = store.vars();
-    let mut opt = at(w, AdamW::new(vars.clone(), ParamsAdamW::default()))?;
-    train_step(model.as_ref(), &batch, &vars, &mut opt, ctx.seed, w)?;
-    let infer = at(w, workload.build(store.detached(ctx.dtype, &ctx.device), ctx))?;
-    at(w, infer.predict(&batch))?;
+    let mut trainer = in_phase(w, Trainer::new(workload, ctx))?;
+    let batch = in_phase(w, trainer.batch())?;
+    train_step(&mut trainer, &batch, w)?;
+    let infer = in_phase(w, trainer.inference_model())?;
+    in_phase(w, infer.predict(&batch))?;
     Ok(())
 }
 
-/// One workload set up to train (model, batch, optimizer), for the `ratio` phase.
-struct Trainer<'w> {
-    workload: &'w dyn DynWorkload,
-    ctx: &'w RunCtx,
-    store: ParamStore,
-    model: Box<dyn crate::sdk::Model>,
-    batch: crate::sdk::Batch,
-    vars: Vec<Var>,
-    opt: AdamW,
-    steps: usize,
+/// One workload set up to train, with its batch, for the `ratio` phase.
+struct Paired<'w> {
+    trainer: Trainer<'w>,
+    batch: Batch,
 }
 
-impl<'w> Trainer<'w> {
+impl<'w> Paired<'w> {
     fn new(workload: &'w dyn DynWorkload, ctx: &'w RunCtx) -> PhaseResult<Self> {
-        let r = Phase::Ratio;
-        let store = ParamStore::with_master(ctx.seed, ctx.master_dtype);
-        let model = at(r, workload.build(store.builder(ctx.dtype, &ctx.device), ctx))?;
-        let batch = at(r, workload.batch(ctx, ctx.seed ^ 0xBA7C))?;
-        let vars = store.vars();
-        let params = ParamsAdamW {
-            lr: workload.learning_rate(),
-            ..Default::default()
-        };
-        let opt = at(r, AdamW::new(vars.clone(), params))?;
-        Ok(Trainer {
-            workload,
-            ctx,
-            store,
-            model,
-            batch,
-            vars,
-            opt,
-            steps: 0,
-        })
+        let trainer = in_phase(Phase::Ratio, Trainer::new(workload, ctx))?;
+        let batch = in_phase(Phase::Ratio, trainer.batch())?;
+        Ok(Paired { trainer, batch })
     }
 
     /// One training step, its wall time in ms (after `sync`, which waits for the device).
     fn step(&mut self, sync: &dyn Fn()) -> PhaseResult<f64> {
         let t = Instant::now();
-        let seed = self.ctx.seed ^ self.steps as u64;
-        train_step(
-            self.model.as_ref(),
-            &self.batch,
-            &self.vars,
-            &mut self.opt,
-            seed,
-            Phase::Ratio,
-        )?;
+        train_step(&mut self.trainer, &self.batch, Phase::Ratio)?;
         sync();
         let ms = t.elapsed().as_secs_f64() * 1e3;
-        at(Phase::Ratio, self.model.after_step(self.steps))?;
-        recast(&mut self.model, self.workload, &self.store, self.ctx, Phase::Ratio)?;
-        self.steps += 1;
+        in_phase(Phase::Ratio, self.trainer.after_step())?;
         Ok(ms)
     }
 }
@@ -418,8 +407,8 @@ pub fn time_pairs(
     sync: &dyn Fn(),
 ) -> Result<Vec<f64>, String> {
     let run = || -> PhaseResult<Vec<f64>> {
-        let mut a = Trainer::new(variant.0, variant.1)?;
-        let mut b = Trainer::new(reference.0, reference.1)?;
+        let mut a = Paired::new(variant.0, variant.1)?;
+        let mut b = Paired::new(reference.0, reference.1)?;
         for _ in 0..warmup.max(1) {
             a.step(sync)?;
             b.step(sync)?;
