@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
@@ -87,13 +88,13 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     let t = adopter();
     let o = out(&t);
     let r = gate(t.path(), &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
-    let stderr = common::text(&r.stderr);
+    let stderr = text(&r.stderr);
     // One of the example's budgets fails on purpose.
     assert_eq!(
         r.status.code(),
         Some(1),
         "stderr: {stderr}\nstdout: {}",
-        common::text(&r.stdout)
+        text(&r.stdout)
     );
     assert!(
         stderr.contains("building the harness `gate-harness` of `ml`"),
@@ -134,16 +135,12 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     let doc = roxmltree::Document::parse(&junit).unwrap();
     assert!(doc.descendants().any(|n| n.has_tag_name("failure")), "{junit}");
     assert!(o.join("comment.md").is_file());
-    assert!(common::text(&r.stdout).contains("forecaster"), "the table names it");
+    assert!(text(&r.stdout).contains("forecaster"), "the table names it");
 
     // `validate` goes through the harness too, and says it is fine.
     let v = gate(t.path(), &["validate"]);
-    assert_eq!(v.status.code(), Some(0), "{}", common::text(&v.stderr));
-    assert!(
-        common::text(&v.stdout).contains("budgets.yaml: ok"),
-        "{}",
-        common::text(&v.stdout)
-    );
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
+    assert!(text(&v.stdout).contains("budgets.yaml: ok"), "{}", text(&v.stdout));
 }
 
 /// A workload written in the test's own harness: it panics or runs the host
@@ -213,7 +210,7 @@ fn a_panic_or_oom_inside_the_adopters_model_fails_that_component_only() {
     std::fs::write(&spec, format!("{text_spec}{extra}")).unwrap();
     let o = out(&t);
     let r = gate(t.path(), &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
-    let stderr = common::text(&r.stderr);
+    let stderr = text(&r.stderr);
     assert_eq!(
         r.status.code(),
         Some(1),
@@ -252,7 +249,7 @@ fn a_mistake_in_the_adopters_config_is_a_spec_error_with_its_line() {
     std::fs::write(&spec, &s).unwrap();
     let line_of = |needle: &str| s.lines().position(|l| l.contains(needle)).unwrap() + 1;
     let r = gate(t.path(), &["validate"]);
-    let stderr = common::text(&r.stderr);
+    let stderr = text(&r.stderr);
     assert_eq!(r.status.code(), Some(2), "{stderr}");
     let l = line_of("hiden_dim");
     assert!(
@@ -278,7 +275,7 @@ fn a_harness_that_does_not_compile_is_exit_3_with_cargos_first_error() {
         t.path(),
         &["check", "--baseline", "none", "--out", out(&t).to_str().unwrap()],
     );
-    let stderr = common::text(&r.stderr);
+    let stderr = text(&r.stderr);
     assert_eq!(r.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("does not build"), "{stderr}");
     assert!(
@@ -328,13 +325,7 @@ fn a_model_written_from_docs_sdk_md_alone_is_gated() {
     std::fs::write(dir.join("budgets.yaml"), yaml[0]).unwrap();
     let o = dir.join("out");
     let r = gate(dir, &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
-    assert_eq!(
-        r.status.code(),
-        Some(0),
-        "{}\n{}",
-        common::text(&r.stderr),
-        common::text(&r.stdout)
-    );
+    assert_eq!(r.status.code(), Some(0), "{}\n{}", text(&r.stderr), text(&r.stdout));
     let rep = report(&o);
     let c = &rep["components"]["mlp"];
     assert_eq!(c["workload"], "my_mlp");
@@ -353,7 +344,7 @@ fn the_adopters_own_tests_pass() {
         .env("CARGO_TARGET_DIR", root().join("target"))
         .output()
         .unwrap();
-    let out = format!("{}{}", common::text(&o.stdout), common::text(&o.stderr));
+    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
     assert!(o.status.success(), "{out}");
     assert!(out.contains("test builds_the_closed_form_and_learns ... ok"), "{out}");
 }
@@ -380,7 +371,7 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
         "--gate-ref",
         "v0.1.0",
     ]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let harness = std::fs::read_to_string(dir.join("src/bin/gate-harness.rs")).unwrap();
     assert!(harness.contains("gate::main!("), "{harness}");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
@@ -396,7 +387,7 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     );
     // Run again: nothing is overwritten.
     let again = run(&["init", "--harness", "--no-workflows"]);
-    assert_eq!(again.status.code(), Some(2), "{}", common::text(&again.stderr));
+    assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
     // With gate from this checkout instead of the tag, the starter spec runs through the harness.
     let local = manifest.replace(
         r#"gate = { git = "https://github.com/acme/gate", tag = "v0.1.0" }"#,
@@ -405,6 +396,6 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     std::fs::write(dir.join("Cargo.toml"), local).unwrap();
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     let v = run(&["validate"]);
-    assert_eq!(v.status.code(), Some(0), "{}", common::text(&v.stderr));
-    assert!(common::text(&v.stderr).contains("building the harness `gate-harness` of `forecasting`"));
+    assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
+    assert!(text(&v.stderr).contains("building the harness `gate-harness` of `forecasting`"));
 }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::text;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -47,12 +48,12 @@ fn check_passes_writes_report_and_junit_and_prints_the_table() {
         ],
         &[],
     );
-    assert_eq!(o.status.code(), Some(0), "stderr: {}", common::text(&o.stderr));
-    let stdout = common::text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", text(&o.stderr));
+    let stdout = text(&o.stdout);
     assert!(stdout.contains("mlp        params"), "{stdout}");
     assert!(stdout.contains("PASS: 9 of 9 budgets pass"), "{stdout}");
     assert!(!stdout.contains('\x1b'), "NO_COLOR: no escape codes");
-    assert!(common::text(&o.stderr).contains("report.json"), "logs go to stderr");
+    assert!(text(&o.stderr).contains("report.json"), "logs go to stderr");
 
     let r = report(&out);
     assert_eq!(r["schema"], 1);
@@ -119,7 +120,7 @@ fn strict_fails_on_a_warning_and_junit_names_it() {
         ],
         &[],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let failures: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("failure")).collect();
@@ -178,8 +179,8 @@ fn outside_a_terminal_each_component_and_phase_logs_its_start() {
         ],
         &[],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
-    let log = without_seconds(&common::text(&o.stderr)).replace(out.to_str().unwrap(), "OUT");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let log = without_seconds(&text(&o.stderr)).replace(out.to_str().unwrap(), "OUT");
     assert_eq!(
         log,
         "mlp: profile started
@@ -217,7 +218,7 @@ fn mlp_figures_follow_the_arithmetic_and_repeat_to_the_byte() {
             ],
             &[],
         );
-        assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         runs.push(report(&out)["components"]["mlp"].clone());
     }
     let c = &runs[0];
@@ -285,21 +286,21 @@ fn an_exceeded_budget_exits_1_with_the_ratio_in_junit() {
         ],
         &[],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap();
     let failure = doc.descendants().find(|n| n.has_tag_name("failure")).unwrap();
     let msg = failure.attribute("message").unwrap();
     // In the unit the budget was written in.
     assert!(msg.starts_with("519.2 KiB > 100 KiB budget (5.2x)"), "{msg}");
-    assert!(common::text(&o.stdout).contains("FAIL: 1 of 2 budgets pass, 1 fail"));
+    assert!(text(&o.stdout).contains("FAIL: 1 of 2 budgets pass, 1 fail"));
 }
 
 #[test]
 fn only_runs_a_subset_and_rejects_unknown_names() {
     let o = gate(&["check", "--only", "nope"], &[]);
     assert_eq!(o.status.code(), Some(2));
-    let e = common::text(&o.stderr);
+    let e = text(&o.stderr);
     assert!(e.contains("error: --only names `nope`"), "{e}");
     assert!(e.contains("hint: components: tft, dqn, ppo, mamba2"), "{e}");
 
@@ -325,13 +326,13 @@ fn only_runs_a_subset_and_rejects_unknown_names() {
 fn validate_accepts_good_specs_and_rejects_bad_ones_with_position_and_hint() {
     let o = gate(&["validate", "--budgets", "examples/mlp.yaml"], &[]);
     assert_eq!(o.status.code(), Some(0));
-    assert!(common::text(&o.stdout).contains("examples/mlp.yaml: ok"));
+    assert!(text(&o.stdout).contains("examples/mlp.yaml: ok"));
 
     let t = tempfile::tempdir().unwrap();
     let spec = spec_with(&t, "      params: 300\n", "");
     let o = gate(&["validate", "--budgets", spec.to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(2));
-    let e = common::text(&o.stderr);
+    let e = text(&o.stderr);
     assert!(
         e.contains("budgets.yaml:13:15: error: budget for `mlp.params` has no comparison: `300`"),
         "{e}"
@@ -340,7 +341,7 @@ fn validate_accepts_good_specs_and_rejects_bad_ones_with_position_and_hint() {
 
     let o = gate(&["validate", "--budgets", "missing.yaml"], &[]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(common::text(&o.stderr).contains("hint: pass the spec with `--budgets FILE`"));
+    assert!(text(&o.stderr).contains("hint: pass the spec with `--budgets FILE`"));
 }
 
 /// `device_used` is read from the CUDA device: `check` on the CPU refuses
@@ -365,27 +366,27 @@ error: the spec has 1 error
     let out = out_dir(&t);
     let o = gate(&["check", "--budgets", spec, "--out", out.to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(2));
-    assert_eq!(common::text(&o.stderr), error);
+    assert_eq!(text(&o.stderr), error);
     assert!(!out.exists(), "nothing ran, nothing written");
 
     let o = gate(&["validate", "--budgets", spec, "--backend", "cpu"], &[]);
     assert_eq!(o.status.code(), Some(2));
-    assert_eq!(common::text(&o.stderr), error);
+    assert_eq!(text(&o.stderr), error);
 
     let o = gate(&["validate", "--budgets", spec], &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(
-        common::text(&o.stderr),
+        text(&o.stderr),
         format!(
             "{spec}:7:7: warning: `device_used` on component `future` is measured on CUDA only: a run on the CPU refuses this spec
   hint: pass `--backend cuda` (or `--backend cpu`) to check the spec for the backend that will run it
 "
         )
     );
-    assert_eq!(common::text(&o.stdout), format!("{spec}: ok — 1 component, 1 budget\n"));
+    assert_eq!(text(&o.stdout), format!("{spec}: ok — 1 component, 1 budget\n"));
 
     let o = gate(&["validate", "--budgets", spec, "--backend", "cuda"], &[]);
-    assert_eq!((o.status.code(), common::text(&o.stderr)), (Some(0), String::new()));
+    assert_eq!((o.status.code(), text(&o.stderr)), (Some(0), String::new()));
 }
 
 #[test]
@@ -408,7 +409,7 @@ fn a_crash_in_a_component_is_a_failed_measurement_and_outputs_are_still_written(
             ],
             &[("GATE_INJECT_FAULT", &fault)],
         );
-        assert_eq!(o.status.code(), Some(1), "{kind}: {}", common::text(&o.stderr));
+        assert_eq!(o.status.code(), Some(1), "{kind}: {}", text(&o.stderr));
         let r = report(&out);
         let c = &r["components"]["mlp"];
         assert_eq!(c["error"]["kind"], "failed");
@@ -431,7 +432,7 @@ fn cuda_backend_without_the_feature_is_an_infrastructure_error() {
         return;
     }
     assert_eq!(o.status.code(), Some(3));
-    assert!(common::text(&o.stderr).contains("hint: build with"));
+    assert!(text(&o.stderr).contains("hint: build with"));
 }
 
 #[test]
@@ -464,7 +465,7 @@ fn a_small_tft_repeats_to_the_byte_across_runs() {
             ],
             &[],
         );
-        assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
         runs.push(report(&out)["components"]["tft"].clone());
     }
     for m in [
@@ -494,7 +495,7 @@ fn validate_reports_spec_and_config_errors_in_one_go() {
     )
     .unwrap();
     let o = gate(&["validate", "--budgets", p.to_str().unwrap()], &[]);
-    let e = common::text(&o.stderr);
+    let e = text(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{e}");
     assert!(e.contains(":6:") && e.contains("unknown config key `hiden_dim`"), "{e}");
     assert!(e.contains(":7:") && e.contains("unknown metric `activation`"), "{e}");

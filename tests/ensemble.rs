@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::text;
 use std::path::Path;
 use std::process::Output;
 
@@ -79,10 +80,10 @@ fn members_are_measured_and_summed_into_the_ensemble() {
         o.status.code(),
         Some(0),
         "stdout: {}\nstderr: {}",
-        common::text(&o.stdout),
-        common::text(&o.stderr)
+        text(&o.stdout),
+        text(&o.stderr)
     );
-    let stdout = common::text(&o.stdout);
+    let stdout = text(&o.stdout);
     assert!(stdout.contains("total") && stdout.contains("headroom"), "{stdout}");
 
     let r: serde_json::Value =

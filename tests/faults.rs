@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::output_text;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -53,7 +54,7 @@ fn run(spec: &Path, out: &Path, fault: Option<&str>) -> (Output, Value) {
         fault,
     );
     let report = std::fs::read_to_string(out.join("report.json"))
-        .unwrap_or_else(|e| panic!("{fault:?}: no report.json ({e}): {}", common::output_text(&o)));
+        .unwrap_or_else(|e| panic!("{fault:?}: no report.json ({e}): {}", output_text(&o)));
     (o, serde_json::from_str(&report).unwrap())
 }
 
@@ -89,7 +90,7 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
     let t = tempfile::tempdir().unwrap();
     let spec = two_mlps(t.path());
     let (o, clean) = run(&spec, &t.path().join("clean"), None);
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     let clean_a = figures(&clean, "a");
     assert!(clean_a.contains("\"params\""), "{clean_a}");
 
@@ -123,7 +124,7 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
         let out = t.path().join(format!("{phase}-{kind}"));
         let fault = format!("b:{phase}:{kind}");
         let (o, r) = run(&spec, &out, Some(&fault));
-        let all = common::output_text(&o);
+        let all = output_text(&o);
         assert_eq!(o.status.code(), Some(code), "{fault}: {all}");
         let e = &r["components"]["b"]["error"];
         assert_eq!(e["kind"], "failed", "{fault}: {e}");

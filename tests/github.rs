@@ -7,6 +7,7 @@ mod common;
 
 mod github_fake;
 
+use common::output_text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -58,8 +59,8 @@ fn check_mlp(dir: &Path) {
         .arg(dir)
         .output()
         .unwrap();
-    assert!(o.status.code().is_some(), "{}", common::output_text(&o));
-    assert!(dir.join("report.json").exists(), "{}", common::output_text(&o));
+    assert!(o.status.code().is_some(), "{}", output_text(&o));
+    assert!(dir.join("report.json").exists(), "{}", output_text(&o));
 }
 
 fn pr_event(dir: &Path, number: u64, base_sha: &str, head_sha: &str) -> PathBuf {
@@ -106,12 +107,8 @@ fn comment_is_created_then_updated_never_duplicated() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("created comment"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("created comment"), "{}", output_text(&o));
     let c = fake.comments(7);
     assert_eq!(c.len(), 1);
     assert!(
@@ -130,12 +127,8 @@ fn comment_is_created_then_updated_never_duplicated() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("already says this"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("already says this"), "{}", output_text(&o));
     assert_eq!(fake.count("PATCH", "/comments/"), 0);
 
     // A changed report: updated in place.
@@ -145,12 +138,8 @@ fn comment_is_created_then_updated_never_duplicated() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("updated comment"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("updated comment"), "{}", output_text(&o));
     let c = fake.comments(7);
     assert_eq!(c.len(), 1, "never a duplicate");
     assert!(c[0].body.contains("0.01177 MiB"), "{}", c[0].body);
@@ -175,11 +164,11 @@ fn comment_is_found_past_the_first_hundred() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(
-        common::output_text(&o).contains(&format!("updated comment {ours}")),
+        output_text(&o).contains(&format!("updated comment {ours}")),
         "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
     assert_eq!(fake.comments(8).len(), 171);
     assert_eq!(fake.count("POST", "/comments"), 0);
@@ -198,7 +187,7 @@ fn each_gate_id_keeps_its_own_comment() {
             .arg(&out)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+        assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     }
     let c = fake.comments(9);
     assert_eq!(c.len(), 2);
@@ -217,7 +206,7 @@ fn a_forged_marker_in_someone_elses_comment_is_not_ours() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     let c = fake.comments(10);
     assert_eq!(c.len(), 2);
     assert_eq!(c[0].body, "<!-- gate:id=mlp.yaml -->\nfake");
@@ -240,12 +229,8 @@ fn quiet_posts_nothing_when_nothing_failed_or_changed() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("no comment"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("no comment"), "{}", output_text(&o));
     assert!(fake.comments(11).is_empty());
     // A failure is always posted.
     edit_report(&out, |v| {
@@ -257,7 +242,7 @@ fn quiet_posts_nothing_when_nothing_failed_or_changed() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_eq!(fake.comments(11).len(), 1);
 }
 
@@ -277,7 +262,7 @@ fn forbidden_names_the_fix_and_keeps_the_report() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
     let t = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(
         t.contains("error: GitHub refused to write the pull request comment"),
@@ -302,7 +287,7 @@ fn not_found_says_what_to_check() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
     let t = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(t.contains("404 Not Found"), "{t}");
     assert!(
@@ -330,7 +315,7 @@ fn server_errors_are_retried_a_bounded_number_of_times() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_eq!(fake.comments(14).len(), 1);
 
     // Always 503: exactly GATE_GITHUB_ATTEMPTS tries, then exit 3.
@@ -347,14 +332,10 @@ fn server_errors_are_retried_a_bounded_number_of_times() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
     assert_eq!(fake.count("GET", "/issues/14/comments"), 3);
-    assert!(common::output_text(&o).contains("503"), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("githubstatus"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert!(output_text(&o).contains("503"), "{}", output_text(&o));
+    assert!(output_text(&o).contains("githubstatus"), "{}", output_text(&o));
     assert_no_token(&o, &out);
 }
 
@@ -370,7 +351,7 @@ fn a_failed_create_is_not_repeated_blindly() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_eq!(fake.comments(15).len(), 1);
     assert_eq!(fake.count("POST", "/issues/15/comments"), 2);
     assert!(
@@ -397,18 +378,14 @@ fn timeouts_are_bounded() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
     assert!(
-        common::output_text(&o).contains("did not answer in time"),
+        output_text(&o).contains("did not answer in time"),
         "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
-    assert!(
-        common::output_text(&o).contains("after 3 attempts"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert!(output_text(&o).contains("after 3 attempts"), "{}", output_text(&o));
     assert_eq!(fake.count("GET", "/issues/16/comments"), 3);
     assert_no_token(&o, &out);
 }
@@ -433,11 +410,11 @@ fn unreachable_api_is_an_infrastructure_error() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
     assert!(
-        common::output_text(&o).contains("cannot reach the GitHub API"),
+        output_text(&o).contains("cannot reach the GitHub API"),
         "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
     assert_no_token(&o, &out);
 }
@@ -453,13 +430,9 @@ fn bad_credentials_say_so() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("401 Bad credentials"),
-        "{}",
-        common::output_text(&o)
-    );
-    assert!(!common::output_text(&o).contains("ghs_wrong_token_value"));
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(output_text(&o).contains("401 Bad credentials"), "{}", output_text(&o));
+    assert!(!output_text(&o).contains("ghs_wrong_token_value"));
 }
 
 #[test]
@@ -487,12 +460,8 @@ fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("not commenting"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("not commenting"), "{}", output_text(&o));
     assert!(fake.comments(18).is_empty());
     // The run of the PR's head: posted.
     let o = gate(Some(&fake), Some(&run_event(&sha(0xbeef))))
@@ -500,7 +469,7 @@ fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_eq!(fake.comments(18).len(), 1);
 }
 
@@ -531,13 +500,9 @@ fn workflow_run_from_another_pr_at_the_same_commit_is_refused() {
             .arg(&out)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-        assert!(common::output_text(&o).contains(says), "{}", common::output_text(&o));
-        assert!(
-            common::output_text(&o).contains("not commenting"),
-            "{}",
-            common::output_text(&o)
-        );
+        assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+        assert!(output_text(&o).contains(says), "{}", output_text(&o));
+        assert!(output_text(&o).contains("not commenting"), "{}", output_text(&o));
         assert!(fake.comments(19).is_empty());
     }
     let o = gate(Some(&fake), Some(&run_event("fork/repo", "feature")))
@@ -545,7 +510,7 @@ fn workflow_run_from_another_pr_at_the_same_commit_is_refused() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_eq!(fake.comments(19).len(), 1);
 }
 
@@ -562,7 +527,7 @@ fn check_writes_pr_json_comment_md_and_the_step_summary() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
     let pr: Value = serde_json::from_str(&std::fs::read_to_string(out.join("pr.json")).unwrap()).unwrap();
     assert_eq!(pr["number"], 21);
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
@@ -601,19 +566,15 @@ fn auto_baseline_is_the_nearest_stored_ancestor_of_the_merge_base() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    assert_eq!(r["baseline"]["commit"], json!(chain[5]), "{}", common::output_text(&o));
+    assert_eq!(r["baseline"]["commit"], json!(chain[5]), "{}", output_text(&o));
     assert_eq!(r["baseline"]["comparable"], json!(true));
     assert!(r["results"][0]["baseline"].is_number());
     assert!(out.join("baseline.json").exists());
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
     assert!(md.contains("Text report: baseline → current"), "{md}");
-    assert!(
-        common::output_text(&o).contains("3 first-parent steps"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert!(output_text(&o).contains("3 first-parent steps"), "{}", output_text(&o));
     assert_no_token(&o, &out);
 }
 
@@ -660,7 +621,7 @@ fn a_baseline_from_another_testbed_is_never_compared_and_every_output_says_so() 
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
 }
 
 #[test]
@@ -681,11 +642,11 @@ fn auto_baseline_network_failure_is_a_warning_not_a_crash() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
     assert!(
-        common::output_text(&o).contains("warning: no baseline (cannot read the baseline store"),
+        output_text(&o).contains("warning: no baseline (cannot read the baseline store"),
         "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
     assert_eq!(fake.count("GET", "/contents/reports"), 3, "bounded retries");
     assert_no_token(&o, &out);
@@ -695,7 +656,7 @@ fn auto_baseline_network_failure_is_a_warning_not_a_crash() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
 }
 
 #[test]
@@ -710,7 +671,7 @@ fn a_bad_baseline_file_is_bad_input() {
         .arg(tmp.path().join("out"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
         e.contains("error: the baseline") && e.contains("bad.json") && e.contains("is not a gate report"),
@@ -731,7 +692,7 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(fake.state.lock().unwrap().branch_exists);
     let stored = fake.file(&format!("reports/{commit}.json")).expect("stored");
     assert_eq!(
@@ -746,12 +707,8 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("already stored"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("already stored"), "{}", output_text(&o));
     assert_eq!(fake.count("PUT", "/contents/"), 1);
 
     // A changed report while another job writes: 409 once, re-read, retried.
@@ -767,12 +724,8 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("replaced"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("replaced"), "{}", output_text(&o));
     assert_eq!(fake.count("PUT", "/contents/"), 3);
     assert!(fake.file(&format!("reports/{commit}.json")).unwrap().contains("99.0"));
     assert_no_token(&o, &out);
@@ -790,12 +743,8 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("contents: write"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(output_text(&o).contains("contents: write"), "{}", output_text(&o));
 }
 
 #[test]
@@ -809,12 +758,8 @@ fn publish_refuses_pull_requests() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("refusing to publish"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert!(output_text(&o).contains("refusing to publish"), "{}", output_text(&o));
 }
 
 #[test]
@@ -839,7 +784,7 @@ fn merge_combines_shards_into_one_verdict() {
             .arg(tmp.path().join(dir))
             .output()
             .unwrap();
-        assert!(o.status.code().is_some(), "{}", common::output_text(&o));
+        assert!(o.status.code().is_some(), "{}", output_text(&o));
         let r: Value =
             serde_json::from_str(&std::fs::read_to_string(tmp.path().join(dir).join("report.json")).unwrap()).unwrap();
         assert!(
@@ -856,7 +801,7 @@ fn merge_combines_shards_into_one_verdict() {
         .arg(&m)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
     let r: Value = serde_json::from_str(&std::fs::read_to_string(m.join("report.json")).unwrap()).unwrap();
     assert_eq!(r["components"].as_object().unwrap().len(), 2);
     assert!(r["ensemble"]["total_bytes"].is_number(), "{}", r["ensemble"]);
@@ -872,12 +817,8 @@ fn merge_combines_shards_into_one_verdict() {
         .arg(tmp.path().join("bad"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("is in two shards"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert!(output_text(&o).contains("is in two shards"), "{}", output_text(&o));
 
     // A missing shard shows as not measured (and fails under --strict).
     let o = gate(None, None)
@@ -888,12 +829,8 @@ fn merge_combines_shards_into_one_verdict() {
         .arg(tmp.path().join("partial"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("no shard measured it"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(output_text(&o).contains("no shard measured it"), "{}", output_text(&o));
 }
 
 #[test]
@@ -902,12 +839,8 @@ fn comment_outside_a_pull_request_posts_nothing() {
     let out = tmp.path().join("out");
     check_mlp(&out);
     let o = gate(None, None).args(["comment", "--from"]).arg(&out).output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert!(
-        common::output_text(&o).contains("not a pull request"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("not a pull request"), "{}", output_text(&o));
 }
 
 #[test]
@@ -928,18 +861,14 @@ fn a_pull_request_run_with_a_broken_event_file_says_so_and_exits_3() {
             .arg(&out)
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+        assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
         assert!(
-            common::output_text(&o).contains("GITHUB_EVENT_NAME is pull_request but the event file"),
+            output_text(&o).contains("GITHUB_EVENT_NAME is pull_request but the event file"),
             "{}",
-            common::output_text(&o)
+            output_text(&o)
         );
-        assert!(common::output_text(&o).contains(says), "{}", common::output_text(&o));
-        assert!(
-            !common::output_text(&o).contains("nothing posted"),
-            "{}",
-            common::output_text(&o)
-        );
+        assert!(output_text(&o).contains(says), "{}", output_text(&o));
+        assert!(!output_text(&o).contains("nothing posted"), "{}", output_text(&o));
         assert!(fake.comments(20).is_empty());
     }
 }
@@ -956,8 +885,8 @@ fn a_marked_comment_by_someone_else_is_never_edited() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
-    assert_eq!(fake.count("PATCH", "/comments"), 0, "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(fake.count("PATCH", "/comments"), 0, "{}", output_text(&o));
     let all = fake.comments(22);
     assert_eq!(all.len(), 2);
     assert!(all.iter().any(|c| c.id == theirs && c.body.contains("planted")));
@@ -983,17 +912,13 @@ fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(
-        common::output_text(&o).contains("GitHub rate limit on GET"),
+        output_text(&o).contains("GitHub rate limit on GET"),
         "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
-    assert!(
-        common::output_text(&o).contains("waiting 1 s as asked"),
-        "{}",
-        common::output_text(&o)
-    );
+    assert!(output_text(&o).contains("waiting 1 s as asked"), "{}", output_text(&o));
     assert_eq!(fake.comments(21).len(), 1);
 
     // Beyond the run's budget: no wait at all, exit 3, and it says what GitHub asked.
@@ -1016,16 +941,12 @@ fn a_secondary_rate_limit_is_waited_out_as_asked_within_a_bound() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(output_text(&o).contains("asks to wait 3600 s"), "{}", output_text(&o));
     assert!(
-        common::output_text(&o).contains("asks to wait 3600 s"),
+        output_text(&o).contains("GATE_GITHUB_MAX_RATE_WAIT_MS"),
         "{}",
-        common::output_text(&o)
-    );
-    assert!(
-        common::output_text(&o).contains("GATE_GITHUB_MAX_RATE_WAIT_MS"),
-        "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
     assert_eq!(fake.count("GET", "/issues/22/comments"), 1, "never hammered");
     assert_no_token(&o, &out);
@@ -1126,7 +1047,7 @@ fn the_acknowledge_label_turns_a_regression_into_a_named_warning() {
     let case = ack_case(31);
     case.label_added(31);
     let (o, out, report) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_eq!(status_of(&report, "params"), "acknowledged");
     assert_eq!(report["summary"]["acknowledged"], 1);
     assert_eq!(report["summary"]["regressed"], 0);
@@ -1165,7 +1086,7 @@ fn the_acknowledge_label_turns_a_regression_into_a_named_warning() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(case.fake.comments(31)[0].body.contains(&cell));
     assert_no_token(&o, &out);
 }
@@ -1177,7 +1098,7 @@ fn without_the_label_a_regression_fails() {
     case.fake
         .add_event(32, "unlabeled", LABEL, "octocat", "2026-12-01T11:00:00Z");
     let (o, _, report) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     assert_eq!(status_of(&report, "params"), "regressed");
     assert_eq!(report["summary"]["acknowledged"], 0);
     assert_eq!(report["summary"].get("acknowledgement"), None);
@@ -1195,7 +1116,7 @@ fn the_label_never_excuses_a_budget_failure() {
     )
     .unwrap();
     let (o, _, report) = case.check(spec.to_str().unwrap(), &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     assert_eq!(status_of(&report, "params"), "acknowledged");
     assert_eq!(status_of(&report, "inference_peak"), "fail");
 }
@@ -1205,7 +1126,7 @@ fn strict_ignores_the_label_and_says_so() {
     let case = ack_case(34);
     case.label_added(34);
     let (o, out, report) = case.check(MLP, &["--strict"]);
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     assert_eq!(status_of(&report, "params"), "regressed");
     let warning = format!(
         "--strict ignores the `{LABEL}` label (added by @octocat at {ACK_AT}): 1 regression(s) stay regressions"
@@ -1233,7 +1154,7 @@ fn an_unverifiable_label_is_a_warning_and_the_regression_fails() {
         FaultKind::Status(502, "Bad Gateway".into()),
     );
     let (o, out, report) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     assert_eq!(status_of(&report, "params"), "regressed");
     let warnings: Vec<String> = report["summary"]["warnings"]
         .as_array()
@@ -1261,14 +1182,14 @@ fn the_comment_names_only_an_acknowledgement_github_confirms() {
     let case = ack_case(36);
     case.label_added(36);
     let (o, out, _) = case.check(MLP, &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     edit_report(&out, |v| v["summary"]["acknowledgement"]["by"] = json!("maintainer"));
     let o = gate(Some(&case.fake), Some(&case.ev))
         .args(["comment", "--from"])
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     let body = &case.fake.comments(36)[0].body;
     assert!(
         body.contains("| 📈 regressed, acknowledged (not confirmed) |"),
@@ -1325,7 +1246,7 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     let h: Value = serde_json::from_str(&std::fs::read_to_string(out.join("history.json")).unwrap()).unwrap();
     let series = h["series"].as_array().unwrap();
     let names: Vec<String> = series
@@ -1367,9 +1288,9 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         ]
     );
     assert!(
-        common::output_text(&o).contains("warning: history: skipping"),
+        output_text(&o).contains("warning: history: skipping"),
         "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
     // Bounded: one listing for the baseline, one for the history, one read per stored report.
     assert!(fake.count("GET", "/contents/reports") <= 2 + 5, "{:?}", fake.log());
@@ -1387,7 +1308,7 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     let body = fake.comments(40)[0].body.clone();
     assert!(body.contains("#### History on the target branch"), "{body}");
 
@@ -1402,11 +1323,11 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .arg(&out)
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(
-        common::output_text(&o).contains("warning: history.json: a commit is not a SHA; the comment has no history"),
+        output_text(&o).contains("warning: history.json: a commit is not a SHA; the comment has no history"),
         "{}",
-        common::output_text(&o)
+        output_text(&o)
     );
     assert!(!fake.comments(40)[0].body.contains("#### History"));
     assert_no_token(&o, &out);

@@ -7,6 +7,7 @@ mod common;
 
 mod github_fake;
 
+use common::output_text;
 use std::path::Path;
 use std::process::Command;
 
@@ -70,7 +71,7 @@ fn requests_go_only_to_the_api_url_for_the_repository() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
     assert_no_token(&o, &out);
     let o = gate(&fake, &ev).args(["comment", "--from"]).arg(&out).output().unwrap();
     assert_no_token(&o, &out);
@@ -101,7 +102,7 @@ fn a_token_echoed_by_the_server_never_shows() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(out.join("report.json").exists(), "{}", common::output_text(&o));
+    assert!(out.join("report.json").exists(), "{}", output_text(&o));
     for status in [500u16, 401, 422] {
         fake.state.lock().unwrap().faults.clear();
         fake.fault(
@@ -114,7 +115,7 @@ fn a_token_echoed_by_the_server_never_shows() {
             ),
         );
         let o = gate(&fake, &ev).args(["comment", "--from"]).arg(&out).output().unwrap();
-        assert_ne!(o.status.code(), Some(0), "{status}: {}", common::output_text(&o));
+        assert_ne!(o.status.code(), Some(0), "{status}: {}", output_text(&o));
         assert_no_token(&o, &out);
     }
 }
@@ -144,7 +145,7 @@ fn hostile_names_in_the_spec_are_escaped_end_to_end() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", common::output_text(&o));
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
     // stdout: every workflow command is gate's own; the table sits inside ::stop-commands::.
     let mut guarded = false;
     let mut token = String::new();

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::text;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -25,8 +26,8 @@ fn gate(args: &[&str]) -> Output {
 #[test]
 fn version_names_the_version_the_commit_and_cuda() {
     let o = gate(&["--version"]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
-    let out = common::text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
     assert!(
         out.starts_with(&format!("gate {}\n", env!("CARGO_PKG_VERSION"))),
         "{out}"
@@ -44,17 +45,14 @@ fn version_names_the_version_the_commit_and_cuda() {
     // -V stays the short form.
     let o = gate(&["-V"]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(
-        common::text(&o.stdout).trim(),
-        format!("gate {}", env!("CARGO_PKG_VERSION"))
-    );
+    assert_eq!(text(&o.stdout).trim(), format!("gate {}", env!("CARGO_PKG_VERSION")));
 }
 
 #[test]
 fn doctor_describes_the_machine_and_what_it_can_measure() {
     let o = gate(&["doctor"]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
-    let out = common::text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
     for needle in [
         "machine",
         "cpu:",
@@ -73,11 +71,7 @@ fn doctor_describes_the_machine_and_what_it_can_measure() {
         // --require-gpu: infrastructure failure with the same hint.
         let o = gate(&["doctor", "--require-gpu"]);
         assert_eq!(o.status.code(), Some(3));
-        assert!(
-            common::text(&o.stderr).contains("--require-gpu"),
-            "{}",
-            common::text(&o.stderr)
-        );
+        assert!(text(&o.stderr).contains("--require-gpu"), "{}", text(&o.stderr));
     }
 }
 
@@ -85,8 +79,8 @@ fn doctor_describes_the_machine_and_what_it_can_measure() {
 fn completions_and_man_page_come_from_the_clap_definition() {
     for shell in ["bash", "zsh", "fish"] {
         let o = gate(&["completions", shell]);
-        assert_eq!(o.status.code(), Some(0), "{shell}: {}", common::text(&o.stderr));
-        let out = common::text(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", text(&o.stderr));
+        let out = text(&o.stdout);
         assert!(out.len() > 200, "{shell}: {out}");
         for sub in ["check", "validate", "doctor", "init"] {
             assert!(out.contains(sub), "{shell} completions lack `{sub}`");
@@ -96,8 +90,8 @@ fn completions_and_man_page_come_from_the_clap_definition() {
     assert_eq!(o.status.code(), Some(2), "an unknown shell is bad input");
 
     let o = gate(&["man"]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
-    let man = common::text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let man = text(&o.stdout);
     assert!(
         man.starts_with(".ie") || man.contains(".TH gate"),
         "{}",
@@ -154,16 +148,16 @@ const SPEC_KEYS: &[&str] = &[
 fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
     let t = tempfile::tempdir().unwrap();
     let o = gate_in(t.path(), &["init", "--gate-repo", "acme/gate", "--gate-ref", "v9.9.9"]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     // The first PR gets no comment: init says so (GitHub runs `workflow_run` from the default branch only).
     assert!(
-        common::text(&o.stderr).contains(
+        text(&o.stderr).contains(
             "  note: the pull request that adds these workflows gets no comment (GitHub runs the `workflow_run` \
              comment workflow only from the default branch); its results are in the run's job summary and \
              artifact, and comments start once it is merged\n"
         ),
         "{}",
-        common::text(&o.stderr)
+        text(&o.stderr)
     );
     let spec = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
     for key in SPEC_KEYS {
@@ -198,28 +192,13 @@ fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
     }
 
     let o = gate_in(t.path(), &["validate"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "the starter validates: {}",
-        common::text(&o.stderr)
-    );
-    assert!(
-        common::text(&o.stderr).is_empty(),
-        "no warnings: {}",
-        common::text(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "the starter validates: {}", text(&o.stderr));
+    assert!(text(&o.stderr).is_empty(), "no warnings: {}", text(&o.stderr));
 
     // The first check takes seconds on a CPU and passes.
     let started = std::time::Instant::now();
     let o = gate_in(t.path(), &["check", "--baseline", "none", "--out", "out"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}\n{}",
-        common::text(&o.stdout),
-        common::text(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
     assert!(started.elapsed().as_secs() < 60, "the starter check is quick");
     assert!(t.path().join("out/report.json").exists());
 
@@ -227,19 +206,19 @@ fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
     std::fs::write(t.path().join("budgets.yaml"), "mine").unwrap();
     let o = gate_in(t.path(), &["init", "--gate-repo", "acme/gate"]);
     assert_eq!(o.status.code(), Some(2));
-    let err = common::text(&o.stderr);
+    let err = text(&o.stderr);
     assert!(
         err.contains("not overwriting") && err.contains("hint:") && err.contains("--force"),
         "{err}"
     );
     assert_eq!(std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap(), "mine");
     let o = gate_in(t.path(), &["init", "--force", "--no-workflows"]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert_eq!(std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap(), spec);
 
     // --dir writes elsewhere.
     let o = gate_in(t.path(), &["init", "--dir", "sub/repo", "--gate-repo", "acme/gate"]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(t.path().join("sub/repo/.github/workflows/gate.yml").exists());
     // Names that would land in YAML unchecked are refused.
     let o = gate_in(t.path(), &["init", "--dir", "x", "--gate-ref", "v1\n  evil: 1"]);
@@ -252,7 +231,7 @@ fn init_never_writes_the_placeholder_owner() {
     let o = gate_in(t.path(), &["init", "--gate-repo", "OWNER/gate"]);
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
-        common::text(&o.stderr),
+        text(&o.stderr),
         "error: gate does not know which GitHub repository it comes from (`OWNER/gate`, the placeholder of \
          gate's Cargo.toml), so the workflows' `uses:` lines would name a repository that does not exist\n\
          hint: pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo \
@@ -272,7 +251,7 @@ fn init_never_writes_the_placeholder_owner() {
     );
     assert_eq!(o.status.code(), Some(2));
     assert_eq!(
-        common::text(&o.stderr),
+        text(&o.stderr),
         "error: gate does not know which GitHub repository it comes from (`OWNER/gate`, the placeholder of \
          gate's Cargo.toml), so the harness's gate dependency would name a repository that does not exist\n\
          hint: pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo \
@@ -282,14 +261,14 @@ fn init_never_writes_the_placeholder_owner() {
 
     // budgets.yaml alone names no repository.
     let o = gate_in(t.path(), &["init", "--no-workflows", "--gate-repo", "OWNER/gate"]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(t.path().join("budgets.yaml").exists());
     assert!(!t.path().join(".github").exists());
 }
 
 #[test]
 fn version_names_the_repository_init_takes_gate_from() {
-    let out = common::text(&gate(&["--version"]).stdout);
+    let out = text(&gate(&["--version"]).stdout);
     let repo = out
         .lines()
         .find_map(|l| l.strip_prefix("repository: "))
@@ -394,7 +373,7 @@ fn the_composite_action_is_well_formed() {
             let mode = std::fs::metadata(&p).unwrap().permissions().mode();
             assert!(mode & 0o111 != 0, "{} is executable", p.display());
             let o = Command::new("bash").arg("-n").arg(&p).output().unwrap();
-            assert!(o.status.success(), "{}: {}", p.display(), common::text(&o.stderr));
+            assert!(o.status.success(), "{}: {}", p.display(), text(&o.stderr));
         }
     }
     // The reusable workflow passes only inputs the action declares.

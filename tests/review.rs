@@ -4,6 +4,7 @@
 //! were written in, rows link to their budget's line, failing rows come
 //! first and the comment suggests one next step.
 
+use common::text;
 use std::path::Path;
 use std::process::Output;
 
@@ -60,11 +61,11 @@ fn a_config_change_keeps_both_figures_and_says_why_they_are_not_compared() {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("budgets.yaml"), spec(256, BUDGETS)).unwrap();
     let o = check(t.path(), "old", "none", &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 
     std::fs::write(t.path().join("budgets.yaml"), spec(300, BUDGETS)).unwrap();
     let o = check(t.path(), "new", "old/report.json", &[]);
-    let stdout = common::text(&o.stdout);
+    let stdout = text(&o.stdout);
     assert!(
         stdout.contains("mlp: baseline shown, not compared: config changed: hidden_dim 256 → 300"),
         "{stdout}"
@@ -113,8 +114,8 @@ fn a_budget_changed_in_the_pr_is_shown_and_limits_read_as_written() {
     let loosened = BUDGETS.replace("activations: < 1 MiB", "activations: < 2 MiB");
     std::fs::write(t.path().join("budgets.yaml"), spec(256, &loosened)).unwrap();
     let o = check(t.path(), "new", "old/report.json", &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
-    let stdout = common::text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
     assert!(
         stdout.contains("budget changed: mlp.activations: budget < 1 MiB → < 2 MiB in this PR"),
         "{stdout}"
@@ -155,7 +156,7 @@ fn failing_rows_come_first_link_to_their_line_and_the_comment_says_what_to_do() 
             ("GITHUB_SERVER_URL", "https://github.com"),
         ],
     );
-    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let comment = read(&t.path().join("out"), "comment.md");
     let rows: Vec<&str> = comment.lines().filter(|l| l.starts_with("| [mlp.")).collect();
     assert_eq!(rows.len(), 4, "{comment}");
@@ -191,8 +192,8 @@ fn a_cpu_baseline_from_another_cpu_model_is_compared() {
     old["testbed"]["device_name"] = "Intel(R) Xeon(R) Platinum 8370C CPU @ 2.80GHz".into();
     std::fs::write(&path, old.to_string()).unwrap();
     let o = check(t.path(), "new", "old/report.json", &[]);
-    assert_eq!(o.status.code(), Some(0), "{}", common::text(&o.stderr));
-    let stdout = common::text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
     assert!(!stdout.contains("different testbed"), "{stdout}");
     let comment = read(&t.path().join("new"), "comment.md");
     assert!(

@@ -15,6 +15,7 @@
 mod common;
 mod github_fake;
 
+use common::output_text;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -135,7 +136,7 @@ impl Sandbox {
         let _ = std::fs::remove_file(self.work.join("summary.md"));
         let sent = self.fake.log().len();
         let o = c.output().unwrap();
-        let text = common::output_text(&o);
+        let text = output_text(&o);
         let mut problems = self.problems.borrow_mut();
         if let Some(form) = find_leak(&text) {
             problems.push(format!("{what}: `{form}` leaked to stdout/stderr:\n{text}"));
