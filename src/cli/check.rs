@@ -367,7 +367,8 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     write_timelines(&mut set, &report)?;
     commit_set(set)?;
 
-    let color = crate::render::table::use_color(std::io::stdout().is_terminal());
+    // anstream decides: a terminal, and neither NO_COLOR nor TERM=dumb (CLICOLOR_FORCE forces it).
+    let color = anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never;
     print!("{}", guard_commands(crate::render::table::render(&report, color)));
     after_write(&report);
     Ok(Some(report))

@@ -1,5 +1,6 @@
-//! The terminal table: readable without colour; colour only on a terminal
-//! and never when `NO_COLOR` is set.
+//! The terminal table: readable without colour. Whether to colour is the
+//! caller's choice (the CLI asks `anstream`, which honours `NO_COLOR`,
+//! `CLICOLOR`, `CLICOLOR_FORCE` and `TERM=dumb`).
 
 use std::fmt::Write;
 
@@ -174,30 +175,17 @@ pub fn not_compared(report: &Report) -> Vec<(&str, &str)> {
 }
 
 fn paint(text: &str, status: Status, color: bool) -> String {
+    use anstyle::{AnsiColor, Style};
     if !color {
         return text.to_string();
     }
-    let code = match status {
-        Status::Pass => "32",
-        Status::Fail | Status::Regressed => "31",
-        Status::NotMeasured | Status::Acknowledged | Status::Inconclusive => "33",
+    let hue = match status {
+        Status::Pass => AnsiColor::Green,
+        Status::Fail | Status::Regressed => AnsiColor::Red,
+        Status::NotMeasured | Status::Acknowledged | Status::Inconclusive => AnsiColor::Yellow,
     };
-    format!("\x1b[{code}m{text}\x1b[0m")
-}
-
-/// Colour only when writing to a terminal and `NO_COLOR` is unset or empty.
-pub fn use_color(is_terminal: bool) -> bool {
-    color_wanted(
-        is_terminal,
-        std::env::var_os("NO_COLOR").as_deref(),
-        std::env::var_os("TERM").as_deref(),
-    )
-}
-
-/// Colour only on a terminal that can show it: not with `NO_COLOR` set (to
-/// anything but empty), nor on `TERM=dumb`, which has no escape codes.
-fn color_wanted(is_terminal: bool, no_color: Option<&std::ffi::OsStr>, term: Option<&std::ffi::OsStr>) -> bool {
-    is_terminal && no_color.is_none_or(|v| v.is_empty()) && term.is_none_or(|t| t != "dumb")
+    let style = Style::new().fg_color(Some(hue.into()));
+    format!("{style}{text}{style:#}")
 }
 
 /// Components with `variants:`: (base name, [base, base@variant, …]), in report order.
@@ -308,16 +296,14 @@ fn variants(report: &Report) -> String {
 
 #[cfg(test)]
 mod color_tests {
-    use super::color_wanted;
-    use std::ffi::OsStr;
+    use super::paint;
+    use crate::report::Status;
 
     #[test]
-    fn colour_only_on_a_terminal_that_wants_it() {
-        let os = |s| Some(OsStr::new(s));
-        assert!(color_wanted(true, None, os("xterm-256color")));
-        assert!(color_wanted(true, os(""), None));
-        assert!(!color_wanted(false, None, os("xterm")));
-        assert!(!color_wanted(true, os("1"), os("xterm")));
-        assert!(!color_wanted(true, None, os("dumb")));
+    fn status_colours_are_plain_ansi_and_off_means_no_escape_at_all() {
+        assert_eq!(paint("pass", Status::Pass, true), "\x1b[32mpass\x1b[0m");
+        assert_eq!(paint("FAIL", Status::Fail, true), "\x1b[31mFAIL\x1b[0m");
+        assert_eq!(paint("warn", Status::Inconclusive, true), "\x1b[33mwarn\x1b[0m");
+        assert_eq!(paint("pass", Status::Pass, false), "pass");
     }
 }
