@@ -395,6 +395,38 @@ components:
   hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets, master_weights"#,
     ),
     (
+        "component_batch_size_beside_and_in_config",
+        r#"version: 1
+device: { name: card, capacity: 4 GiB }
+components:
+  m:
+    workload: mlp
+    batch_size: 8
+    config: { batch_size: 16 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:7:15: error: `batch_size` of `m` is given twice (also at line 6)
+  hint: keep one: either beside `config:` or in it"#,
+    ),
+    (
+        "variant_dtype_beside_and_in_config",
+        r#"version: 1
+device: { name: card, capacity: 4 GiB }
+components:
+  m:
+    workload: mlp
+    variants:
+      half:
+        dtype: bf16
+        config: { dtype: f16 }
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:19: error: `dtype` of `m@half` is given twice (also at line 8)
+  hint: keep one: either beside `config:` or in it"#,
+    ),
+    (
         "variant_bad_config",
         r#"version: 1
 device:
@@ -925,4 +957,25 @@ budgets.yaml:11:16: error: `device_used` on component `n` can never be measured 
         "budgets.yaml:9:11: error: `ensemble.metric: device_used` can never be measured on the CPU: it is read from the CUDA device
   hint: run on a GPU (`--backend cuda`), or sum `training_peak`, which every backend measures"
     );
+}
+
+/// A variant's `config:` is read as a component's is: `batch_size` and
+/// `dtype` there are settings of the variant, not keys handed to the
+/// workload (which would ignore them while the report said otherwise).
+#[test]
+fn batch_size_and_dtype_in_a_variants_config_are_its_settings() {
+    let text = "version: 1\ndevice: { name: c, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    config: { batch_size: 16 }\n    variants:\n      big: { config: { batch_size: 64, dtype: bf16 } }\n    budgets:\n      params: < 1 MiB\n";
+    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let [base, big] = &spec.components[..] else {
+        panic!("two components")
+    };
+    assert_eq!((base.name.as_str(), base.batch_size), ("m", 16));
+    assert_eq!((big.name.as_str(), big.batch_size), ("m@big", 64));
+    assert_eq!(big.dtype, candle_core::DType::BF16);
+    // The workload's config (private) as Debug shows it: between `config:` and the next field.
+    for c in [base, big] {
+        let all = format!("{c:?}");
+        let config = &all[all.find("config:").unwrap()..all.find(", batch_size:").unwrap()];
+        assert!(!config.contains("batch_size") && !config.contains("dtype"), "{config}");
+    }
 }

@@ -31,7 +31,9 @@ pub(super) fn validate_component(
     let mut settings = Settings::of_component(*d, name_pos, config_node.map_or(name_pos, Node::pos));
     let written = settings.overrides(cx, entries, COMPONENT_KEYS, name);
     if let Some(cn) = config_node {
-        component_config(cx, cn, name, &mut settings, &written);
+        if let Some(own) = split_config(cx, cn, name, &mut settings, &written) {
+            settings.config.value = own.value;
+        }
     }
     let kind = workload(cx, entries, name, name_pos);
     if find(entries, "budgets").is_none() {
@@ -78,12 +80,18 @@ fn is_plain_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// The workload's own keys; `batch_size` and `dtype` may also be written here
-/// (the original TFT config lists them), but only once per component.
-fn component_config(cx: &mut Ctx, cn: &Node, name: &str, settings: &mut Settings, written: &Written) {
-    let Some(centries) = cx.map(cn, &format!("config of `{name}`")) else {
-        return;
-    };
+/// The workload's own keys of a component's or a variant's `config:`;
+/// `batch_size` and `dtype` may also be written there (the original TFT
+/// config lists them) and are settings, never workload keys, but only once
+/// per component or variant. `None` when `config:` is not a mapping.
+fn split_config(
+    cx: &mut Ctx,
+    cn: &Node,
+    name: &str,
+    settings: &mut Settings,
+    written: &Written,
+) -> Option<config::Node> {
+    let centries = cx.map(cn, &format!("config of `{name}`"))?;
     let mut kept = Vec::new();
     for (key, kpos, value) in centries {
         let first = match key.as_str() {
@@ -98,14 +106,17 @@ fn component_config(cx: &mut Ctx, cn: &Node, name: &str, settings: &mut Settings
             Some(p) => cx.err(
                 *kpos,
                 format!("`{key}` of `{name}` is given twice (also at line {})", p.line),
-                "keep one: either in the component or in its config",
+                "keep one: either beside `config:` or in it",
             ),
             None => {
                 settings.defaults.write(cx, key, value);
             }
         }
     }
-    settings.config.value = config::Value::Map(kept);
+    Some(config::Node {
+        value: config::Value::Map(kept),
+        pos: cn.pos(),
+    })
 }
 
 /// Which workload builds it is checked against the binary's registry when
@@ -145,8 +156,8 @@ fn variant(cx: &mut Ctx, base: &Component, inherited: &Settings, entry: &(String
     };
     let written = v.overrides(cx, ventries, VARIANT_KEYS, &full);
     if let Some(cn) = find(ventries, "config") {
-        if cx.map(cn, &format!("config of `{full}`")).is_some() {
-            v.config = v.config.overlaid(&to_config(cn));
+        if let Some(own) = split_config(cx, cn, &full, &mut v, &written) {
+            v.config = v.config.overlaid(&own);
         }
     }
     v.settle_master(cx, written.master, &full);
