@@ -2,6 +2,17 @@
 //! issue comments, issue events (labels), pulls, compare, commits, contents and git-data endpoints
 //! `gate` uses, with scripted faults (status codes, delays). Bounded: it
 //! answers at most `MAX_REQUESTS` requests and only on loopback.
+//!
+//! Why not `wiremock`: it matches a request to a canned response, while the
+//! tests need GitHub's behaviour across requests: a comment created by one
+//! call is listed, paged and edited by the next; a file put on the store
+//! branch gets a blob sha that a later put must quote (409/422 when it does
+//! not); commits walk back through their parents; label events accrue. In
+//! wiremock that state would live in custom `Respond` impls, i.e. this same
+//! code behind an async runtime the tests otherwise do without. Faults
+//! (status, `retry-after` and rate-limit headers, delays, a proxy echoing
+//! the request's headers) are scripted per path and count, which
+//! wiremock's `up_to_n_times` also offers.
 
 #![allow(dead_code)]
 
