@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-const STORED: &str = "tests/fixtures/bytes-budgets-yaml.json";
+const STORED: &str = "tests/stored/bytes-budgets-yaml.json";
 
 /// Metrics that are times (never repeat) or come from them.
 const TIMED: &[&str] = &["step_time", "step_time_ratio"];
