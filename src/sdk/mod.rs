@@ -4,6 +4,8 @@
 
 pub mod checkpoint;
 pub(crate) mod config;
+#[cfg(feature = "cuda")]
+mod cuda_dropout;
 pub mod nn;
 mod params;
 mod registry;

@@ -51,13 +51,18 @@ impl Step {
         Step::train(seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 
-    /// Inverted dropout with a mask drawn from this step's seeded generator.
+    /// Inverted dropout with a mask drawn from this step's seeded generator
+    /// (on CUDA: drawn on the device from one seed of it, `cuda_dropout`).
     pub fn dropout(&self, x: &Tensor, p: f64) -> Result<Tensor> {
         if !self.train || p <= 0.0 {
             return Ok(x.clone());
         }
         let scale = (1.0 / (1.0 - p)) as f32;
         let mut rng = self.rng.borrow_mut();
+        #[cfg(feature = "cuda")]
+        if x.device().is_cuda() {
+            return super::cuda_dropout::dropout(x, p, scale, rng.next_u64());
+        }
         let mask: Vec<f32> = (0..x.elem_count())
             .map(|_| if rng.uniform() < p { 0.0 } else { scale })
             .collect();
