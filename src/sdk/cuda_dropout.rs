@@ -48,8 +48,8 @@ impl CustomOp1 for Uniform {
         let mut guard = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
         let curand = |e: result::CurandError| candle_core::Error::Msg(format!("cuRAND: {e:?}"));
         if guard.as_ref().is_none_or(|g| g.stream != stream.cu_stream()) {
-            let handle = result::create_generator_kind(sys::curandRngType_t::CURAND_RNG_PSEUDO_PHILOX4_32_10)
-                .map_err(curand)?;
+            let handle =
+                result::create_generator_kind(sys::curandRngType_t::CURAND_RNG_PSEUDO_PHILOX4_32_10).map_err(curand)?;
             // SAFETY: a live generator and candle's live stream.
             unsafe { result::set_stream(handle, stream.cu_stream() as _) }.map_err(curand)?;
             *guard = Some(Generator {
