@@ -58,7 +58,7 @@ impl CustomOp1 for Uniform {
             });
         }
         let handle = guard.as_ref().map(|g| g.handle).expect("set above");
-        let (ptr, _written) = out.device_ptr_mut(&stream);
+        let (ptr, written) = out.device_ptr_mut(&stream);
         // SAFETY: the generator is live, `ptr` holds `n` f32 values, and the
         // fill is queued on candle's stream, ahead of any reader.
         unsafe {
@@ -66,7 +66,7 @@ impl CustomOp1 for Uniform {
             result::set_offset(handle, 0).map_err(curand)?;
             result::generate::uniform_f32(handle, ptr as *mut f32, n).map_err(curand)?;
         }
-        drop(_written);
+        drop(written);
         Ok((CudaStorage::wrap_cuda_slice(out, dev), layout.shape().clone()))
     }
 }
