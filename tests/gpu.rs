@@ -64,3 +64,28 @@ fn an_emulated_small_card_turns_out_of_memory_into_a_failed_measurement() {
     let tft = &r["components"]["tft"];
     assert!(tft["emulated_block_bytes"].as_f64().unwrap() > 0.0);
 }
+
+/// On CUDA a dropout mask is drawn on the device from one seed of the step
+/// (`src/sdk/cuda_dropout.rs`): the same step seed must give the same mask
+/// (a checkpointed block's recompute depends on it), another seed another
+/// mask, with about `p` of the elements dropped and the rest scaled.
+#[test]
+fn device_dropout_masks_replay_from_the_step_seed() -> gate::candle_core::Result<()> {
+    use gate::candle_core::{DType, Device, Tensor};
+    let dev = Device::new_cuda(0)?;
+    let x = Tensor::ones((256, 4096), DType::F32, &dev)?;
+    let mask = |seed: u64| -> gate::candle_core::Result<Vec<f32>> {
+        gate::Step::train(seed)
+            .dropout(&x, 0.1)?
+            .flatten_all()?
+            .to_vec1::<f32>()
+    };
+    let (a, b, c) = (mask(7)?, mask(7)?, mask(8)?);
+    assert_eq!(a, b, "the same seed replays the mask");
+    assert_ne!(a, c, "another seed draws another mask");
+    let dropped = a.iter().filter(|v| **v == 0.0).count() as f64 / a.len() as f64;
+    assert!((dropped - 0.1).abs() < 0.002, "dropped {dropped}");
+    let scale = (1.0 / 0.9) as f32;
+    assert!(a.iter().all(|v| *v == 0.0 || *v == scale));
+    Ok(())
+}
