@@ -104,7 +104,7 @@ fn differences(path: &str, stored: &Value, now: &Value, out: &mut Vec<String>) {
 /// of the checkpointed TFT (chunk 64, once in six runs) and 216 B on its
 /// training peak (chunk 96, once in three). Live bytes (params, activations,
 /// gradients, optimizer state, growth, every sample's live count) and labels
-/// must match exactly; peaks within this slack.
+/// have matched in every run and must match exactly; peaks within this slack.
 const PEAK_SLACK: i64 = 4096;
 
 /// The figures that are peaks: `training_peak`, `inference_peak`, the
