@@ -11,13 +11,22 @@ fn gate_bin() -> String {
     std::env::var("GATE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gate").to_string())
 }
 
+/// The repository root: where the tests were built, or, when they run on
+/// another machine (`GATE_BIN` set), the folder they are run from.
+fn repo_root() -> std::path::PathBuf {
+    match std::env::var_os("GATE_BIN") {
+        Some(_) => std::env::current_dir().expect("a current folder"),
+        None => env!("CARGO_MANIFEST_DIR").into(),
+    }
+}
+
 fn gate(args: &[&str]) -> (i32, serde_json::Value) {
     let out = tempfile::tempdir().unwrap();
     let o = Command::new(gate_bin())
         .args(args)
         .arg("--out")
         .arg(out.path())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(repo_root())
         .output()
         .unwrap();
     let report = std::fs::read_to_string(out.path().join("report.json")).unwrap_or_else(|_| "null".into());
