@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use github_fake::{assert_no_token, Fake, FaultKind, REPO, TOKEN};
+use github_fake::{assert_no_token, Fake, FaultKind, REPO, REPO_ID, TOKEN};
 use serde_json::{json, Value};
 
 const MLP: &str = "examples/mlp.yaml";
@@ -172,7 +172,11 @@ fn comment_is_found_past_the_first_hundred() {
     );
     assert_eq!(fake.comments(8).len(), 171);
     assert_eq!(fake.count("POST", "/comments"), 0);
-    assert!(fake.count("GET", "page=2") >= 1, "paged");
+    // The pages after the first are the ones the `Link` header names,
+    // which GitHub writes by the repository's id.
+    let by_link = format!("/repositories/{REPO_ID}/issues/8/comments?per_page=100&page=2");
+    assert_eq!(fake.count("GET", &by_link), 1, "{:#?}", fake.log());
+    assert_eq!(fake.count("GET", "page=3"), 0, "two pages of 100 hold 171 comments");
     assert_no_token(&o, &out);
 }
 

@@ -1,14 +1,27 @@
-//! The one HTTP client of `gate`: octocrab against `GITHUB_API_URL`, with a
-//! timeout per request and bounded retries with exponential backoff (5xx,
-//! 429, rate-limited 403, timeouts, connection errors). Octocrab's own retry
-//! layer is off so that the count is ours and non-idempotent requests are
-//! never repeated blindly.
+//! The one HTTP client of `gate`: octocrab against `GITHUB_API_URL`.
+//!
+//! Requests go through octocrab's request API (`get`, `post`, its status
+//! check `map_github_error`, its `Page` and `Link` pagination), and its typed
+//! errors, which keep the answer's headers, are read in one place
+//! ([`classify`]). Around each call: a timeout per attempt and bounded
+//! retries with exponential backoff (5xx, 429, rate-limited 403, timeouts,
+//! connection errors). Octocrab's own retry layer is off so that the count
+//! is ours and a POST is never repeated blindly.
+//!
+//! Answers decode into this crate's own small structs (the fields gate
+//! reads, the rest ignored), not octocrab's models: those require every
+//! field GitHub may send (an `Author` has 18 required fields), and GitHub
+//! publishes no schema that says which may be missing or null, so a model
+//! that is one field stricter than the live API turns a comment that was
+//! written into an error. Octocrab's own tracker has such reports
+//! (XAMPPRocky/octocrab#24, #344, #782).
 
 use std::time::Duration;
 
 use octocrab::service::middleware::retry::RetryConfig;
-use octocrab::Octocrab;
+use octocrab::{Octocrab, Page};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::error::{Call, GithubError};
 
@@ -116,22 +129,9 @@ fn now_epoch() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// An answer: status and body text.
-#[derive(Debug, Clone)]
-pub struct Response {
-    pub status: u16,
-    pub body: String,
-}
-
-impl Response {
-    pub fn ok(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-}
-
 /// Whether a request may be sent again when its outcome is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
+enum Retry {
     /// GET, PATCH, PUT with a blob sha: repeat on 5xx, 429, timeouts, connection errors.
     Idempotent,
     /// POST: sent once; the caller re-reads before trying again.
@@ -143,7 +143,7 @@ pub struct Client {
     settings: Settings,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Get,
     Post,
@@ -160,6 +160,68 @@ impl Method {
             Method::Patch => "PATCH",
             Method::Put => "PUT",
         }
+    }
+}
+
+/// An octocrab error as the retry loop sees it.
+enum Failure {
+    /// GitHub answered with an error status (octocrab's `GitHubError`,
+    /// which keeps the answer's headers); `wait` is set for a rate limit.
+    Status {
+        status: u16,
+        message: String,
+        wait: Option<Duration>,
+    },
+    /// A 2xx answer that is not the JSON the API documents.
+    Decode(String),
+    /// No answer: connection, TLS or protocol failure.
+    Transport(String),
+}
+
+/// The one place octocrab's errors are read: each becomes a [`Failure`],
+/// which the retry loop acts on and then turns into a [`GithubError`] (whose
+/// `hint()` says the fix).
+fn classify(e: octocrab::Error) -> Failure {
+    match e {
+        octocrab::Error::GitHub { source, .. } => {
+            let header = |name: &str| {
+                source
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(name))
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            let status = source.status_code.as_u16();
+            let wait = rate_limit_wait(
+                status,
+                header("retry-after"),
+                header("x-ratelimit-remaining"),
+                header("x-ratelimit-reset"),
+                &source.message,
+                now_epoch(),
+            );
+            Failure::Status {
+                status,
+                message: source.message.trim().to_string(),
+                wait,
+            }
+        }
+        // Octocrab decodes the body with serde (`Json`), a page with
+        // `Serde`, and names a page of an unknown shape `Other`.
+        e @ (octocrab::Error::Json { .. } | octocrab::Error::Serde { .. } | octocrab::Error::Other { .. }) => {
+            Failure::Decode(error_chain(&e))
+        }
+        e => Failure::Transport(error_chain(&e)),
+    }
+}
+
+/// A route as messages show it: the path and query of an absolute URL (a
+/// `Link` header's next page), or the route itself.
+fn shown_route(route: &str) -> &str {
+    match route.split_once("://") {
+        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+        None => route,
     }
 }
 
@@ -201,37 +263,6 @@ impl Client {
         redact(s, self.settings.token.as_deref())
     }
 
-    async fn once(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&serde_json::Value>,
-    ) -> Result<(u16, Option<Duration>, String), String> {
-        let resp = match method {
-            Method::Get => self.octo._get(path).await,
-            Method::Post => self.octo._post(path, body).await,
-            Method::Patch => self.octo._patch(path, body).await,
-            Method::Put => self.octo._put(path, body).await,
-        }
-        .map_err(|e| error_chain(&e))?;
-        let status = resp.status().as_u16();
-        let header = |name: &str| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-        };
-        let (retry_after, remaining, reset) = (
-            header("retry-after"),
-            header("x-ratelimit-remaining"),
-            header("x-ratelimit-reset"),
-        );
-        let text = self.octo.body_to_string(resp).await.map_err(|e| error_chain(&e))?;
-        let limit = rate_limit_wait(status, retry_after, remaining, reset, &text, now_epoch());
-        // A rate-limited 403 is retried like a 429, after the wait GitHub asks for.
-        Ok((if limit.is_some() { 429 } else { status }, limit, text))
-    }
-
     /// Rate limits are waited out as GitHub asks, within a total budget
     /// (`rate_waited` so far); past it the run stops (exit 3) and says so.
     async fn wait_out_rate_limit(
@@ -264,132 +295,170 @@ impl Client {
         Ok(())
     }
 
-    async fn send(
-        &self,
-        op: Call,
-        method: Method,
-        path: &str,
-        body: Option<&serde_json::Value>,
-        retry: Retry,
-    ) -> Result<Response, GithubError> {
-        let attempts = match retry {
-            Retry::Idempotent => self.settings.attempts.max(1),
-            Retry::Once => 1,
-        };
-        let mut attempt: u32 = 0;
-        let mut rate_waited = Duration::ZERO;
-        loop {
-            attempt += 1;
-            let outcome = tokio::time::timeout(self.settings.timeout, self.once(method, path, body)).await;
-            let wait_hint = match &outcome {
-                Ok(Ok((status, Some(wait), _))) if *status == 429 => {
-                    self.wait_out_rate_limit(op, method, path, *wait, &mut rate_waited)
-                        .await?;
-                    attempt = attempt.saturating_sub(1); // the wait is GitHub's, not a failed attempt
-                    continue;
-                }
-                Ok(Ok((status, _, text))) => {
-                    let retryable = *status >= 500 || *status == 429;
-                    if !retryable || attempt >= attempts {
-                        return Ok(Response {
-                            status: *status,
-                            body: text.clone(),
-                        });
-                    }
-                    None
-                }
-                Ok(Err(reason)) => {
-                    if attempt >= attempts {
-                        return Err(GithubError::Transport {
-                            op,
-                            method: method.name().into(),
-                            path: self.redact(path),
-                            attempts: attempt,
-                            reason: self.redact(reason),
-                        });
-                    }
-                    None
-                }
-                Err(_) => {
-                    if attempt >= attempts {
-                        return Err(GithubError::Timeout {
-                            op,
-                            method: method.name().into(),
-                            path: self.redact(path),
-                            attempts: attempt,
-                        });
-                    }
-                    None
-                }
-            };
-            let backoff = self.settings.backoff.saturating_mul(1 << (attempt - 1).min(6));
-            let wait = wait_hint.unwrap_or(backoff).min(Duration::from_secs(30));
-            tokio::time::sleep(wait).await;
-        }
-    }
-
-    /// Sends and maps any non-2xx status to an error (after retries).
-    pub async fn request(
-        &self,
-        op: Call,
-        method: Method,
-        path: &str,
-        body: Option<&serde_json::Value>,
-    ) -> Result<Response, GithubError> {
-        // A POST creates something each time it lands: sent once, never retried.
+    /// Runs one octocrab call (`attempt` sends it afresh each time) with a
+    /// timeout per attempt, rate-limit waits, and bounded retries with
+    /// exponential backoff: 5xx, 429, timeouts and lost connections are
+    /// retried unless the method is a POST, which creates something each
+    /// time it lands and is sent once (a rate limit refused it, so it is
+    /// sent again after the wait).
+    async fn send<T, F, Fut>(&self, op: Call, method: Method, route: &str, attempt: F) -> Result<T, GithubError>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = octocrab::Result<T>>,
+    {
         let retry = match method {
             Method::Get | Method::Patch | Method::Put => Retry::Idempotent,
             Method::Post => Retry::Once,
         };
-        self.send(op, method, path, body, retry).await
+        let attempts = match retry {
+            Retry::Idempotent => self.settings.attempts.max(1),
+            Retry::Once => 1,
+        };
+        let path = shown_route(route);
+        let mut tried: u32 = 0;
+        let mut rate_waited = Duration::ZERO;
+        loop {
+            tried += 1;
+            let last = tried >= attempts;
+            match tokio::time::timeout(self.settings.timeout, attempt()).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e)) => match classify(e) {
+                    Failure::Status { wait: Some(wait), .. } => {
+                        self.wait_out_rate_limit(op, method, path, wait, &mut rate_waited)
+                            .await?;
+                        tried -= 1; // the wait is GitHub's, not a failed attempt
+                        continue;
+                    }
+                    Failure::Status { status, message, .. } => {
+                        if !(status >= 500 || status == 429) || last {
+                            return Err(self.status_error(op, method, path, status, &message));
+                        }
+                    }
+                    Failure::Decode(reason) => {
+                        return Err(GithubError::Decode {
+                            method: method.name().into(),
+                            path: self.redact(path),
+                            // serde quotes the value it could not use, which may be the token.
+                            reason: self.redact(&reason),
+                        });
+                    }
+                    Failure::Transport(reason) if last => {
+                        return Err(GithubError::Transport {
+                            op,
+                            method: method.name().into(),
+                            path: self.redact(path),
+                            attempts: tried,
+                            reason: self.redact(&reason),
+                        })
+                    }
+                    Failure::Transport(_) => {}
+                },
+                Err(_) if last => {
+                    return Err(GithubError::Timeout {
+                        op,
+                        method: method.name().into(),
+                        path: self.redact(path),
+                        attempts: tried,
+                    })
+                }
+                Err(_) => {}
+            }
+            let backoff = self.settings.backoff.saturating_mul(1 << (tried - 1).min(6));
+            tokio::time::sleep(backoff.min(Duration::from_secs(30))).await;
+        }
     }
 
-    /// The error for a non-2xx response.
-    pub fn status_error(&self, op: Call, method: Method, path: &str, resp: &Response) -> GithubError {
-        // Redacted before it is cut: a cut through the token would keep a
-        // part of it that redaction no longer recognises (#15).
-        let body = self.redact(&resp.body);
-        let message = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
-            .unwrap_or_else(|| body.chars().take(200).collect());
+    /// The error for an error status GitHub answered with.
+    fn status_error(&self, op: Call, method: Method, path: &str, status: u16, message: &str) -> GithubError {
+        // Octocrab's message is the body's `message`, or the whole body when
+        // that is not JSON (an HTML error page): cut to 200 characters, after
+        // redaction, since a cut through the token would keep a part of it
+        // that redaction no longer recognises (#15).
+        let message: String = self.redact(message).chars().take(200).collect();
         GithubError::Status {
             op,
             method: method.name().into(),
             path: self.redact(path),
-            status: resp.status,
-            message: self.redact(message.trim()),
+            status,
+            message: message.trim().to_string(),
         }
     }
 
-    /// GET a JSON document; a 404 is `None`.
-    pub async fn get_json_opt<T: DeserializeOwned>(&self, op: Call, path: &str) -> Result<Option<T>, GithubError> {
-        let resp = self.request(op, Method::Get, path, None).await?;
-        if resp.status == 404 {
-            return Ok(None);
-        }
-        if !resp.ok() {
-            return Err(self.status_error(op, Method::Get, path, &resp));
-        }
-        self.decode(Method::Get, path, &resp).map(Some)
+    /// GET `route` and decode its JSON into `T`; any error status is an error.
+    pub async fn get<T: DeserializeOwned>(&self, op: Call, route: &str) -> Result<T, GithubError> {
+        self.send(op, Method::Get, route, || self.octo.get::<T, _, ()>(route, None))
+            .await
     }
 
-    /// GET a JSON document; any non-2xx is an error.
-    pub async fn get_json<T: DeserializeOwned>(&self, op: Call, path: &str) -> Result<T, GithubError> {
-        let resp = self.request(op, Method::Get, path, None).await?;
-        if !resp.ok() {
-            return Err(self.status_error(op, Method::Get, path, &resp));
+    /// GET `route` and decode its JSON into `T`; a 404 is `None`.
+    pub async fn get_opt<T: DeserializeOwned>(&self, op: Call, route: &str) -> Result<Option<T>, GithubError> {
+        match self.get(op, route).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.status() == Some(404) => Ok(None),
+            Err(e) => Err(e),
         }
-        self.decode(Method::Get, path, &resp)
     }
 
-    pub fn decode<T: DeserializeOwned>(&self, method: Method, path: &str, resp: &Response) -> Result<T, GithubError> {
-        serde_json::from_str(&resp.body).map_err(|e| GithubError::Decode {
-            method: method.name().into(),
-            path: self.redact(path),
-            // serde quotes the value it could not use, which may be the token.
-            reason: self.redact(&e.to_string()),
+    /// Hands every item of a listing to `each`, a page at a time (a pull
+    /// request's comments may be thousands; only what `each` keeps stays in
+    /// memory), through octocrab's [`Page`]: the next page is
+    /// the one GitHub's `Link` header names (docs.github.com, "Using
+    /// pagination in the REST API"). A server that sends no `Link` header at
+    /// all is asked for the numbered pages in turn until one is not full.
+    /// At most `max_pages` pages are read.
+    pub async fn each_item<T: DeserializeOwned>(
+        &self,
+        op: Call,
+        route: &str,
+        per_page: usize,
+        max_pages: usize,
+        mut each: impl FnMut(T),
+    ) -> Result<(), GithubError> {
+        let sep = if route.contains('?') { '&' } else { '?' };
+        let numbered = |n: usize| format!("{route}{sep}per_page={per_page}&page={n}");
+        let mut next = Some(numbered(1));
+        let mut read = 0;
+        while let Some(at) = next.take() {
+            let page: Page<T> = self
+                .send(op, Method::Get, &at, || self.octo.get::<Page<T>, _, ()>(&at, None))
+                .await?;
+            read += 1;
+            let linked = page.next.is_some() || page.prev.is_some() || page.first.is_some() || page.last.is_some();
+            let full = page.items.len() >= per_page;
+            page.items.into_iter().for_each(&mut each);
+            if read >= max_pages {
+                break;
+            }
+            next = match page.next {
+                Some(uri) => Some(uri.to_string()),
+                None if !linked && full => Some(numbered(read + 1)),
+                None => None,
+            };
+        }
+        Ok(())
+    }
+
+    /// POST `body` to `route` and decode the answer into `T`. Sent once: a
+    /// POST whose outcome is unknown must be checked by reading, not repeated.
+    pub async fn post<T: DeserializeOwned>(&self, op: Call, route: &str, body: &Value) -> Result<T, GithubError> {
+        self.send(op, Method::Post, route, || self.octo.post::<_, T>(route, Some(body)))
+            .await
+    }
+
+    /// Sends `body` with `method` to `route` for its effect; the answer's
+    /// body is not read (an empty one is as good as a full one).
+    pub async fn write(&self, op: Call, method: Method, route: &str, body: &Value) -> Result<(), GithubError> {
+        self.send(op, method, route, || async {
+            let answer = match method {
+                Method::Get => self.octo._get(route).await?,
+                Method::Post => self.octo._post(route, Some(body)).await?,
+                Method::Patch => self.octo._patch(route, Some(body)).await?,
+                Method::Put => self.octo._put(route, Some(body)).await?,
+            };
+            // Octocrab's own status check, which keeps the headers.
+            octocrab::map_github_error(answer).await.map(drop)
         })
+        .await
     }
 }
 
@@ -464,6 +533,16 @@ mod tests {
         );
         assert_eq!(shown_url("https://ghe.example/a@b"), "https://ghe.example/a@b");
         assert_eq!(shown_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn a_link_url_is_shown_by_its_path() {
+        assert_eq!(
+            shown_route("https://api.github.com/repositories/42/issues/8/comments?page=2"),
+            "/repositories/42/issues/8/comments?page=2"
+        );
+        assert_eq!(shown_route("/repos/o/r/pulls/8"), "/repos/o/r/pulls/8");
+        assert_eq!(shown_route("http://host"), "/");
     }
 
     #[test]

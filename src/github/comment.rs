@@ -94,20 +94,15 @@ fn normalize(s: &str) -> String {
 /// Finds this gate's comment, paging through all comments.
 async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Result<Option<Comment>, GithubError> {
     let mark = marker(id);
-    let mut found: Vec<Comment> = Vec::new();
-    for page in 1..=MAX_PAGES {
-        let path = format!("/repos/{repo}/issues/{pr}/comments?per_page={PER_PAGE}&page={page}");
-        let comments: Vec<Comment> = client.get_json(Call::ReadComments, &path).await?;
-        let n = comments.len();
-        found.extend(
-            comments
-                .into_iter()
-                .filter(|c| c.body.as_deref().is_some_and(|b| b.trim_start().starts_with(&mark))),
-        );
-        if n < PER_PAGE {
-            break;
-        }
-    }
+    let route = format!("/repos/{repo}/issues/{pr}/comments");
+    let mut found = Vec::new();
+    client
+        .each_item(Call::ReadComments, &route, PER_PAGE, MAX_PAGES, |c: Comment| {
+            if c.body.as_deref().is_some_and(|b| b.trim_start().starts_with(&mark)) {
+                found.push(c);
+            }
+        })
+        .await?;
     // Only the token's own comments: anyone can paste the marker into theirs.
     Ok(found
         .into_iter()
@@ -123,7 +118,7 @@ pub async fn identity(client: &Client) -> String {
     struct User {
         login: String,
     }
-    match client.get_json::<User>(Call::ReadComments, "/user").await {
+    match client.get::<User>(Call::ReadComments, "/user").await {
         Ok(u) => u.login,
         Err(_) => "github-actions[bot]".into(),
     }
@@ -185,28 +180,18 @@ async fn update(client: &Client, repo: &Repo, c: Comment, full: &str) -> Result<
         }));
     }
     let path = format!("/repos/{repo}/issues/comments/{}", c.id);
-    let resp = client
-        .request(
-            Call::WriteComment,
-            Method::Patch,
-            &path,
-            Some(&serde_json::json!({ "body": full })),
-        )
-        .await?;
-    match resp.status {
-        200..=299 => {
-            let url = client
-                .decode::<Comment>(Method::Patch, &path, &resp)
-                .ok()
-                .and_then(|c| c.html_url);
-            Ok(Update::Done(Upsert::Updated {
-                id: c.id,
-                url: url.or(c.html_url),
-            }))
-        }
-        404 => Ok(Update::Gone),
-        403 if c.user.as_ref().is_some_and(|u| !u.login.ends_with("[bot]")) => Ok(Update::NotOurs),
-        _ => Err(client.status_error(Call::WriteComment, Method::Patch, &path, &resp)),
+    let body = serde_json::json!({ "body": full });
+    match client.write(Call::WriteComment, Method::Patch, &path, &body).await {
+        // An edit keeps the comment's address.
+        Ok(()) => Ok(Update::Done(Upsert::Updated {
+            id: c.id,
+            url: c.html_url,
+        })),
+        Err(e) => match e.status() {
+            Some(404) => Ok(Update::Gone),
+            Some(403) if c.user.as_ref().is_some_and(|u| !u.login.ends_with("[bot]")) => Ok(Update::NotOurs),
+            _ => Err(e),
+        },
     }
 }
 
@@ -220,30 +205,14 @@ enum Create {
 /// Posts `full` as a new comment on the pull request.
 async fn create(client: &Client, req: &Request<'_>, full: &str) -> Result<Create, GithubError> {
     let path = format!("/repos/{}/issues/{}/comments", req.repo, req.pr);
-    match client
-        .request(
-            Call::WriteComment,
-            Method::Post,
-            &path,
-            Some(&serde_json::json!({ "body": full })),
-        )
-        .await
-    {
-        Ok(resp) if resp.ok() => {
-            let c: Comment = client.decode(Method::Post, &path, &resp)?;
-            Ok(Create::Made(Upsert::Created {
-                id: c.id,
-                url: c.html_url,
-            }))
-        }
-        Ok(resp) if resp.status >= 500 || resp.status == 429 => Ok(Create::Unknown(client.status_error(
-            Call::WriteComment,
-            Method::Post,
-            &path,
-            &resp,
-        ))),
-        Ok(resp) => Err(client.status_error(Call::WriteComment, Method::Post, &path, &resp)),
+    let body = serde_json::json!({ "body": full });
+    match client.post::<Comment>(Call::WriteComment, &path, &body).await {
+        Ok(c) => Ok(Create::Made(Upsert::Created {
+            id: c.id,
+            url: c.html_url,
+        })),
         Err(e @ (GithubError::Timeout { .. } | GithubError::Transport { .. })) => Ok(Create::Unknown(e)),
+        Err(e) if e.status().is_some_and(|s| s >= 500 || s == 429) => Ok(Create::Unknown(e)),
         Err(e) => Err(e),
     }
 }
@@ -278,7 +247,7 @@ pub async fn verify_pr_head(client: &Client, repo: &Repo, pr: u64, head: &RunHea
         head: Head,
     }
     let path = format!("/repos/{repo}/pulls/{pr}");
-    let pull: Pull = client.get_json(Call::ReadPull, &path).await?;
+    let pull: Pull = client.get(Call::ReadPull, &path).await?;
     let refuse = |what: String| GithubError::Refused {
         message: format!("{what}; not commenting"),
         hint: "the PR moved on (a newer run will comment), or the artifact's pr.json does not belong to this run"

@@ -41,20 +41,15 @@ struct IssueEvent {
 /// is on, and a `labeled` one says who added it and when.
 pub async fn find(client: &Client, repo: &Repo, pr: u64, label: &str) -> Result<Option<Acknowledgement>, GithubError> {
     let mut last: Option<IssueEvent> = None;
-    for page in 1..=MAX_PAGES {
-        let path = format!("/repos/{repo}/issues/{pr}/events?per_page={PER_PAGE}&page={page}");
-        let events: Vec<IssueEvent> = client.get_json(Call::ReadLabels, &path).await?;
-        let n = events.len();
-        for e in events {
+    let route = format!("/repos/{repo}/issues/{pr}/events");
+    client
+        .each_item(Call::ReadLabels, &route, PER_PAGE, MAX_PAGES, |e: IssueEvent| {
             let ours = e.label.as_ref().is_some_and(|l| l.name == label);
             if ours && (e.event == "labeled" || e.event == "unlabeled") {
                 last = Some(e);
             }
-        }
-        if n < PER_PAGE {
-            break;
-        }
-    }
+        })
+        .await?;
     Ok(last.filter(|e| e.event == "labeled").map(|e| Acknowledgement {
         label: label.to_string(),
         by: e.actor.map_or_else(|| "ghost".into(), |a| a.login),

@@ -198,6 +198,6 @@ async fn merge_base(client: &Client, repo: &Repo, pr: &PullRequest) -> Result<St
     let base = context::check_sha(&pr.base_sha)?;
     let head = context::check_sha(&pr.head_sha)?;
     let path = format!("/repos/{repo}/compare/{base}...{head}?per_page=1");
-    let c: Compare = client.get_json(Call::ReadCommits, &path).await?;
+    let c: Compare = client.get(Call::ReadCommits, &path).await?;
     Ok(c.merge_base_commit.sha)
 }

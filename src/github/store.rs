@@ -103,7 +103,7 @@ impl Store<'_> {
 
     async fn list(&self) -> Result<Listing, GithubError> {
         let path = format!("/repos/{}/contents/reports?ref={}", self.repo, self.branch);
-        let entries: Option<Vec<FileEntry>> = self.client.get_json_opt(Call::ReadBaseline, &path).await?;
+        let entries: Option<Vec<FileEntry>> = self.client.get_opt(Call::ReadBaseline, &path).await?;
         Ok(match entries {
             None => Listing::Empty,
             Some(e) if e.len() >= 1000 => Listing::TooMany,
@@ -123,7 +123,7 @@ impl Store<'_> {
             Self::file_path(sha),
             self.branch
         );
-        let Some(entry) = self.client.get_json_opt::<FileEntry>(Call::ReadBaseline, &path).await? else {
+        let Some(entry) = self.client.get_opt::<FileEntry>(Call::ReadBaseline, &path).await? else {
             return Ok(None);
         };
         let text = match (entry.encoding.as_deref(), entry.content.as_deref()) {
@@ -131,7 +131,7 @@ impl Store<'_> {
             _ => {
                 // Files over 1 MB come without content: read the blob.
                 let blob_path = format!("/repos/{}/git/blobs/{}", self.repo, entry.sha);
-                let blob: Blob = self.client.get_json(Call::ReadBaseline, &blob_path).await?;
+                let blob: Blob = self.client.get(Call::ReadBaseline, &blob_path).await?;
                 decode_b64(&blob.content)
             }
         };
@@ -194,7 +194,7 @@ impl Store<'_> {
             }
             if !parents.contains_key(&sha) {
                 let path = format!("/repos/{}/commits?sha={sha}&per_page=100", self.repo);
-                let page: Vec<CommitEntry> = self.client.get_json(Call::ReadCommits, &path).await?;
+                let page: Vec<CommitEntry> = self.client.get(Call::ReadCommits, &path).await?;
                 for c in page {
                     parents.insert(
                         c.sha.to_ascii_lowercase(),
@@ -248,7 +248,7 @@ impl Store<'_> {
             }
             if !parents.contains_key(&s) {
                 let path = format!("/repos/{}/commits?sha={s}&per_page=100", self.repo);
-                let page: Vec<CommitEntry> = self.client.get_json(Call::ReadCommits, &path).await?;
+                let page: Vec<CommitEntry> = self.client.get(Call::ReadCommits, &path).await?;
                 for c in page {
                     parents.insert(
                         c.sha.to_ascii_lowercase(),
@@ -268,53 +268,41 @@ impl Store<'_> {
     /// Creates the store branch (an orphan with a README) if it is missing.
     async fn ensure_branch(&self) -> Result<(), GithubError> {
         let path = format!("/repos/{}/git/ref/heads/{}", self.repo, self.branch);
-        let resp = self
-            .client
-            .request(Call::WriteBaseline, Method::Get, &path, None)
-            .await?;
-        if resp.ok() {
+        let found: Option<serde_json::Value> = self.client.get_opt(Call::WriteBaseline, &path).await?;
+        if found.is_some() {
             return Ok(());
-        }
-        if resp.status != 404 {
-            return Err(self.client.status_error(Call::WriteBaseline, Method::Get, &path, &resp));
         }
         let readme = "# gate baselines\n\nOne `gate` report per commit of the default branch, \
                       written by `gate baseline publish`. Do not merge this branch.\n";
-        let post = |p: String, body: serde_json::Value| async move {
-            let resp = self
-                .client
-                .request(Call::WriteBaseline, Method::Post, &p, Some(&body))
-                .await?;
-            Ok::<_, GithubError>((p, resp))
-        };
-        let (p, resp) = post(
-            format!("/repos/{}/git/trees", self.repo),
-            serde_json::json!({ "tree": [ { "path": "README.md", "mode": "100644", "type": "blob", "content": readme } ] }),
-        )
-        .await?;
-        if !resp.ok() {
-            return Err(self.client.status_error(Call::WriteBaseline, Method::Post, &p, &resp));
-        }
-        let tree: ShaOnly = self.client.decode(Method::Post, &p, &resp)?;
-        let (p, resp) = post(
-            format!("/repos/{}/git/commits", self.repo),
-            serde_json::json!({ "message": "gate: baseline store", "tree": tree.sha, "parents": [] }),
-        )
-        .await?;
-        if !resp.ok() {
-            return Err(self.client.status_error(Call::WriteBaseline, Method::Post, &p, &resp));
-        }
-        let commit: ShaOnly = self.client.decode(Method::Post, &p, &resp)?;
-        let (p, resp) = post(
-            format!("/repos/{}/git/refs", self.repo),
-            serde_json::json!({ "ref": format!("refs/heads/{}", self.branch), "sha": commit.sha }),
-        )
-        .await?;
-        // 422: another job created it first, which is just as good.
-        if resp.ok() || resp.status == 422 {
-            Ok(())
-        } else {
-            Err(self.client.status_error(Call::WriteBaseline, Method::Post, &p, &resp))
+        let tree: ShaOnly = self
+            .client
+            .post(
+                Call::WriteBaseline,
+                &format!("/repos/{}/git/trees", self.repo),
+                &serde_json::json!({ "tree": [ { "path": "README.md", "mode": "100644", "type": "blob", "content": readme } ] }),
+            )
+            .await?;
+        let commit: ShaOnly = self
+            .client
+            .post(
+                Call::WriteBaseline,
+                &format!("/repos/{}/git/commits", self.repo),
+                &serde_json::json!({ "message": "gate: baseline store", "tree": tree.sha, "parents": [] }),
+            )
+            .await?;
+        let made = self
+            .client
+            .write(
+                Call::WriteBaseline,
+                Method::Post,
+                &format!("/repos/{}/git/refs", self.repo),
+                &serde_json::json!({ "ref": format!("refs/heads/{}", self.branch), "sha": commit.sha }),
+            )
+            .await;
+        match made {
+            // 422: another job created it first, which is just as good.
+            Err(e) if e.status() == Some(422) => Ok(()),
+            other => other,
         }
     }
 
@@ -339,12 +327,8 @@ impl Store<'_> {
             if let Some((_, blob)) = &existing {
                 body["sha"] = serde_json::Value::String(blob.clone());
             }
-            let resp = self
-                .client
-                .request(Call::WriteBaseline, Method::Put, &path, Some(&body))
-                .await?;
-            match resp.status {
-                200..=299 => {
+            match self.client.write(Call::WriteBaseline, Method::Put, &path, &body).await {
+                Ok(()) => {
                     return Ok(if existing.is_some() {
                         Published::Updated { path: file }
                     } else {
@@ -352,17 +336,11 @@ impl Store<'_> {
                     })
                 }
                 // The branch or the file moved under us: re-read and try again.
-                409 | 422 if attempt < PUBLISH_ATTEMPTS => {
-                    let wait = self.client.settings().backoff.saturating_mul(attempt);
-                    tokio::time::sleep(wait).await;
-                }
-                409 | 422 => {
-                    return Err(GithubError::Conflict {
-                        path: file,
-                        attempts: attempt,
-                    })
-                }
-                _ => return Err(self.client.status_error(Call::WriteBaseline, Method::Put, &path, &resp)),
+                Err(e) if matches!(e.status(), Some(409 | 422)) => {}
+                Err(e) => return Err(e),
+            }
+            if attempt < PUBLISH_ATTEMPTS {
+                tokio::time::sleep(self.client.settings().backoff.saturating_mul(attempt)).await;
             }
         }
         Err(GithubError::Conflict {

@@ -29,6 +29,8 @@ use serde_json::{json, Value};
 
 pub const TOKEN: &str = "ghs_FAKEtoken_4f2a9c_DO_NOT_LEAK";
 pub const REPO: &str = "octo/repo";
+/// The repository's numeric id, which GitHub's `Link` URLs use.
+pub const REPO_ID: u64 = 4242;
 const MAX_REQUESTS: usize = 3000;
 
 /// Every form of `secret` that counts as a leak: any 10 characters in a row
@@ -287,6 +289,7 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
     let target = parts.next().unwrap_or_default().to_string();
     let mut len = 0usize;
     let mut auth = None;
+    let mut host = String::new();
     let mut headers = String::new();
     loop {
         let mut h = String::new();
@@ -298,6 +301,7 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
         match k.trim().to_ascii_lowercase().as_str() {
             "content-length" => len = v.trim().parse().unwrap_or(0),
             "authorization" => auth = Some(v.trim().to_string()),
+            "host" => host = v.trim().to_string(),
             _ => {}
         }
     }
@@ -365,7 +369,47 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
         return respond(stream, 401, r#"{"message":"Bad credentials"}"#);
     }
     let (status, out) = route(&method, &path, &body, state);
-    respond(stream, status, &out.to_string())
+    let links = if status == 200 {
+        comment_links(&path, &host, state)
+    } else {
+        None
+    };
+    match links {
+        Some(link) => respond_with(stream, status, &out.to_string(), &[("Link".into(), link)]),
+        None => respond(stream, status, &out.to_string()),
+    }
+}
+
+/// GitHub's `Link` header for a page of a pull request's comments: absolute
+/// URLs by the repository's id (`/repositories/ID/...`), as api.github.com
+/// writes them, so a client that follows the header is told apart from one
+/// that counts pages. The events listing sends none, as some servers in
+/// front of an API do, so the client's fallback is exercised too.
+fn comment_links(path: &str, host: &str, state: &Arc<Mutex<State>>) -> Option<String> {
+    let (p, q) = query(path);
+    let rest = p
+        .strip_prefix(&format!("/repos/{REPO}/issues/"))
+        .or_else(|| p.strip_prefix(&format!("/repositories/{REPO_ID}/issues/")))?;
+    let pr: u64 = rest.strip_suffix("/comments")?.parse().ok()?;
+    let per: usize = q
+        .get("per_page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30)
+        .clamp(1, 100);
+    let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+    let total = state.lock().unwrap().comments.get(&pr).map_or(0, Vec::len);
+    let last = total.div_ceil(per).max(1);
+    let url = |n: usize| format!("<http://{host}/repositories/{REPO_ID}/issues/{pr}/comments?per_page={per}&page={n}>");
+    let mut links = Vec::new();
+    if page < last {
+        links.push(format!("{}; rel=\"next\"", url(page + 1)));
+        links.push(format!("{}; rel=\"last\"", url(last)));
+    }
+    if page > 1 {
+        links.push(format!("{}; rel=\"first\"", url(1)));
+        links.push(format!("{}; rel=\"prev\"", url(page - 1)));
+    }
+    (!links.is_empty()).then(|| links.join(", "))
 }
 
 fn query(path: &str) -> (String, HashMap<String, String>) {
@@ -390,7 +434,8 @@ fn comment_json(c: &Comment, pr: u64) -> Value {
 fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u16, Value) {
     let (p, q) = query(path);
     let prefix = format!("/repos/{REPO}/");
-    let Some(rest) = p.strip_prefix(&prefix) else {
+    let by_id = format!("/repositories/{REPO_ID}/");
+    let Some(rest) = p.strip_prefix(&prefix).or_else(|| p.strip_prefix(&by_id)) else {
         return (404, json!({"message": "Not Found"}));
     };
     let segs: Vec<&str> = rest.split('/').collect();
