@@ -96,6 +96,28 @@ fn decode_b64(text: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// sha → first parent, filled a page of history (100 commits) at a time.
+#[derive(Default)]
+struct FirstParents(HashMap<String, Option<String>>);
+
+impl FirstParents {
+    /// The first parent of `sha`: `None` for a root commit, or a commit
+    /// GitHub does not list from `sha`.
+    async fn of(&mut self, store: &Store<'_>, sha: &str) -> Result<Option<String>, GithubError> {
+        if !self.0.contains_key(sha) {
+            let path = format!("/repos/{}/commits?sha={sha}&per_page=100", store.repo);
+            let page: Vec<CommitEntry> = store.client.get(Call::ReadCommits, &path).await?;
+            for c in page {
+                self.0.insert(
+                    c.sha.to_ascii_lowercase(),
+                    c.parents.first().map(|p| p.sha.to_ascii_lowercase()),
+                );
+            }
+        }
+        Ok(self.0.get(sha).cloned().flatten())
+    }
+}
+
 impl Store<'_> {
     pub fn file_path(sha: &str) -> String {
         format!("reports/{sha}.json")
@@ -169,8 +191,7 @@ impl Store<'_> {
                 ),
             });
         }
-        // sha → first parent, filled a page of history at a time.
-        let mut parents: HashMap<String, Option<String>> = HashMap::new();
+        let mut parents = FirstParents::default();
         let mut cur = Some(start.to_ascii_lowercase());
         let mut steps = 0usize;
         while let Some(sha) = cur.clone() {
@@ -192,20 +213,7 @@ impl Store<'_> {
                     }
                 }
             }
-            if !parents.contains_key(&sha) {
-                let path = format!("/repos/{}/commits?sha={sha}&per_page=100", self.repo);
-                let page: Vec<CommitEntry> = self.client.get(Call::ReadCommits, &path).await?;
-                for c in page {
-                    parents.insert(
-                        c.sha.to_ascii_lowercase(),
-                        c.parents.first().map(|p| p.sha.to_ascii_lowercase()),
-                    );
-                }
-                if !parents.contains_key(&sha) {
-                    break;
-                }
-            }
-            cur = parents.get(&sha).cloned().flatten();
+            cur = parents.of(self, &sha).await?;
             steps += 1;
         }
         Ok(Found::Missing {
@@ -229,7 +237,7 @@ impl Store<'_> {
         };
         let mut out = Vec::new();
         let mut probes = 0usize;
-        let mut parents: HashMap<String, Option<String>> = HashMap::new();
+        let mut parents = FirstParents::default();
         let mut cur = Some(sha.to_ascii_lowercase());
         let mut steps = 0usize;
         while let Some(s) = cur.clone() {
@@ -246,20 +254,7 @@ impl Store<'_> {
                     Err(e) => return Err(e),
                 }
             }
-            if !parents.contains_key(&s) {
-                let path = format!("/repos/{}/commits?sha={s}&per_page=100", self.repo);
-                let page: Vec<CommitEntry> = self.client.get(Call::ReadCommits, &path).await?;
-                for c in page {
-                    parents.insert(
-                        c.sha.to_ascii_lowercase(),
-                        c.parents.first().map(|p| p.sha.to_ascii_lowercase()),
-                    );
-                }
-                if !parents.contains_key(&s) {
-                    break;
-                }
-            }
-            cur = parents.get(&s).cloned().flatten();
+            cur = parents.of(self, &s).await?;
             steps += 1;
         }
         Ok(out)
