@@ -210,12 +210,16 @@ fn sigkill_at_random_moments_never_tears_an_output() {
     let t = Instant::now();
     command(&f, &[]).status().unwrap();
     let full = t.elapsed();
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    println!("seed {seed}, a whole run takes {full:?}");
+    // GATE_TEST_SEED=N replays the kill moments (as fractions of a whole
+    // run) of a failed run, which printed its seed.
+    let mut seed = match std::env::var("GATE_TEST_SEED") {
+        Ok(s) => s.trim().parse::<u64>().expect("GATE_TEST_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    } | 1;
+    println!("seed {seed} (replay: GATE_TEST_SEED={seed}), a whole run takes {full:?}");
     let runs = 24;
     let mut outcomes = Vec::new();
     for i in 0..runs {

@@ -10,7 +10,7 @@ mod github_fake;
 use common::output_text;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use github_fake::{assert_no_token, Fake, FaultKind, REPO, REPO_ID, TOKEN};
 use serde_json::{json, Value};
@@ -375,7 +375,8 @@ fn timeouts_are_bounded() {
         usize::MAX,
         FaultKind::Delay(Duration::from_secs(4)),
     );
-    let t0 = Instant::now();
+    // Each answer would come after 4 s: a 500 ms timeout that did not fire
+    // would end in the comment being written (exit 0), not in exit 3.
     let o = gate(Some(&fake), Some(&ev))
         .env("GATE_GITHUB_TIMEOUT_MS", "500")
         .args(["comment", "--from"])
@@ -383,7 +384,6 @@ fn timeouts_are_bounded() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
-    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
     assert!(
         output_text(&o).contains("did not answer in time"),
         "{}",

@@ -195,11 +195,9 @@ fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
     assert_eq!(o.status.code(), Some(0), "the starter validates: {}", text(&o.stderr));
     assert!(text(&o.stderr).is_empty(), "no warnings: {}", text(&o.stderr));
 
-    // The first check takes seconds on a CPU and passes.
-    let started = std::time::Instant::now();
+    // The first check passes.
     let o = gate_in(t.path(), &["check", "--baseline", "none", "--out", "out"]);
     assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
-    assert!(started.elapsed().as_secs() < 60, "the starter check is quick");
     assert!(t.path().join("out/report.json").exists());
 
     // A second init refuses, with a hint; --force overwrites.

@@ -111,15 +111,12 @@ fn sigint_stops_the_profiles_and_writes_nothing() {
     let out = t.path().join("out");
     let mut gate = start(&spec, &out);
     let profile = wait_for_profile(&gate);
-    let sent = Instant::now();
     signal(gate.id(), libc::SIGINT);
     let status = wait_exit(&mut gate, Duration::from_secs(10));
-    let took = sent.elapsed();
     let err = stderr(&mut gate);
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted by SIGINT"), "{err}");
     assert!(gone(profile), "the profile {profile} still runs");
-    assert!(took < Duration::from_secs(5), "stopped in {took:?}");
     // Nothing written: the folder holds no output (and no temp file).
     let left: Vec<_> = std::fs::read_dir(&out)
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
