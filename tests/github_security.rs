@@ -90,6 +90,42 @@ fn requests_go_only_to_the_api_url_for_the_repository() {
     }
 }
 
+/// A `Link` header may name any URL. The next page is fetched from it (as
+/// GitHub documents), but the token goes only to GITHUB_API_URL's host:
+/// octocrab's auth layer adds it for that authority alone.
+#[test]
+fn a_link_to_another_host_gets_no_token() {
+    let fake = Fake::start();
+    let elsewhere = Fake::start();
+    fake.state.lock().unwrap().pulls.insert(9, format!("{:040x}", 2));
+    fake.state.lock().unwrap().link_host = Some(elsewhere.url.trim_start_matches("http://").to_string());
+    for i in 0..120 {
+        fake.add_comment(9, &format!("chatter {i}"), "someone");
+    }
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("out");
+    let ev = hostile_event(t.path());
+    let o = gate(&fake, &ev)
+        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(out.join("report.json").exists(), "{}", output_text(&o));
+    let o = gate(&fake, &ev).args(["comment", "--from"]).arg(&out).output().unwrap();
+    assert_no_token(&o, &out);
+    let asked = elsewhere.log();
+    assert!(
+        asked.iter().any(|r| r.path.contains("/issues/9/comments")),
+        "the next page was asked of the host the Link named: {asked:#?}"
+    );
+    for r in &asked {
+        assert_eq!(r.auth, None, "{} {} carried a token", r.method, r.path);
+    }
+    // The other host refused the unauthenticated page (401): the run says so.
+    assert_eq!(o.status.code(), Some(3), "{}", output_text(&o));
+    assert!(output_text(&o).contains("401"), "{}", output_text(&o));
+}
+
 #[test]
 fn a_token_echoed_by_the_server_never_shows() {
     let fake = Fake::start();

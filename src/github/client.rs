@@ -405,7 +405,9 @@ impl Client {
     /// the one GitHub's `Link` header names (docs.github.com, "Using
     /// pagination in the REST API"). A server that sends no `Link` header at
     /// all is asked for the numbered pages in turn until one is not full.
-    /// At most `max_pages` pages are read.
+    /// At most `max_pages` pages are read. A `Link` to another host gets no
+    /// token: octocrab's auth layer adds it only for the API's own host
+    /// (tests/github_security.rs).
     pub async fn each_item<T: DeserializeOwned>(
         &self,
         op: Call,

@@ -148,6 +148,8 @@ pub struct State {
     pub events: HashMap<u64, Vec<Value>>,
     pub faults: Vec<Fault>,
     pub log: Vec<Req>,
+    /// The host the comments' `Link` URLs name (default: the one asked).
+    pub link_host: Option<String>,
     blob_counter: u64,
 }
 
@@ -397,7 +399,11 @@ fn comment_links(path: &str, host: &str, state: &Arc<Mutex<State>>) -> Option<St
         .unwrap_or(30)
         .clamp(1, 100);
     let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
-    let total = state.lock().unwrap().comments.get(&pr).map_or(0, Vec::len);
+    let (total, host) = {
+        let s = state.lock().unwrap();
+        let total = s.comments.get(&pr).map_or(0, Vec::len);
+        (total, s.link_host.clone().unwrap_or_else(|| host.to_string()))
+    };
     let last = total.div_ceil(per).max(1);
     let url = |n: usize| format!("<http://{host}/repositories/{REPO_ID}/issues/{pr}/comments?per_page={per}&page={n}>");
     let mut links = Vec::new();
