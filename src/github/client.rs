@@ -208,20 +208,17 @@ fn classify(e: octocrab::Error) -> Failure {
             }
         }
         // Octocrab decodes the body with serde (`Json`), a page with
-        // `Serde`, and names a page of an unknown shape `Other`.
-        e @ (octocrab::Error::Json { .. } | octocrab::Error::Serde { .. } | octocrab::Error::Other { .. }) => {
-            Failure::Decode(error_chain(&e))
-        }
+        // `Serde`, and names a page of an unknown shape `Other`; a `Link`
+        // header that is no URL fails as `Uri`. None of these is the
+        // network, so none is retried.
+        e @ (octocrab::Error::Json { .. }
+        | octocrab::Error::Serde { .. }
+        | octocrab::Error::Other { .. }
+        | octocrab::Error::Uri { .. }
+        | octocrab::Error::UriParse { .. }
+        | octocrab::Error::SerdeUrlEncoded { .. }
+        | octocrab::Error::Http { .. }) => Failure::Decode(error_chain(&e)),
         e => Failure::Transport(error_chain(&e)),
-    }
-}
-
-/// A route as messages show it: the path and query of an absolute URL (a
-/// `Link` header's next page), or the route itself.
-fn shown_route(route: &str) -> &str {
-    match route.split_once("://") {
-        Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
-        None => route,
     }
 }
 
@@ -235,8 +232,12 @@ impl Client {
         if !(settings.api_url.starts_with("https://") || settings.api_url.starts_with("http://")) {
             return Err(bad_url());
         }
+        // The upload URL too, which octocrab would otherwise point at
+        // uploads.github.com and send the token to: gate uploads nothing.
         let mut builder = Octocrab::builder()
             .base_uri(settings.api_url.as_str())
+            .map_err(|_| bad_url())?
+            .upload_uri(settings.api_url.as_str())
             .map_err(|_| bad_url())?
             .add_retry_config(RetryConfig::None)
             .set_connect_timeout(Some(settings.timeout))
@@ -314,7 +315,7 @@ impl Client {
             Retry::Idempotent => self.settings.attempts.max(1),
             Retry::Once => 1,
         };
-        let path = shown_route(route);
+        let path = route;
         let mut tried: u32 = 0;
         let mut rate_waited = Duration::ZERO;
         loop {
@@ -405,9 +406,11 @@ impl Client {
     /// the one GitHub's `Link` header names (docs.github.com, "Using
     /// pagination in the REST API"). A server that sends no `Link` header at
     /// all is asked for the numbered pages in turn until one is not full.
-    /// At most `max_pages` pages are read. A `Link` to another host gets no
-    /// token: octocrab's auth layer adds it only for the API's own host
-    /// (tests/github_security.rs).
+    /// At most `max_pages` pages are read. The `Link` URL's path and query
+    /// are asked of GITHUB_API_URL's host, whatever host it names
+    /// (tests/github_security.rs); on GitHub Enterprise its `/api/v3` prefix
+    /// is kept as it is (octocrab's base-URI layer joins only a path that
+    /// lacks it).
     pub async fn each_item<T: DeserializeOwned>(
         &self,
         op: Call,
@@ -432,7 +435,10 @@ impl Client {
                 break;
             }
             next = match page.next {
-                Some(uri) => Some(uri.to_string()),
+                // Its path and query, on GITHUB_API_URL's host: requests go
+                // nowhere else, and the token goes with them (a Link naming
+                // the host otherwise, `:443` or an alias, would get none).
+                Some(uri) => Some(uri.path_and_query().map_or("/", |p| p.as_str()).to_string()),
                 None if !linked && full => Some(numbered(read + 1)),
                 None => None,
             };
@@ -535,16 +541,6 @@ mod tests {
         );
         assert_eq!(shown_url("https://ghe.example/a@b"), "https://ghe.example/a@b");
         assert_eq!(shown_url("not a url"), "not a url");
-    }
-
-    #[test]
-    fn a_link_url_is_shown_by_its_path() {
-        assert_eq!(
-            shown_route("https://api.github.com/repositories/42/issues/8/comments?page=2"),
-            "/repositories/42/issues/8/comments?page=2"
-        );
-        assert_eq!(shown_route("/repos/o/r/pulls/8"), "/repos/o/r/pulls/8");
-        assert_eq!(shown_route("http://host"), "/");
     }
 
     #[test]
