@@ -11,7 +11,7 @@ use common::output_text;
 use std::path::Path;
 use std::process::Command;
 
-use github_fake::{assert_no_token, Fake, FaultKind, REPO, TOKEN};
+use github_fake::{assert_no_token, Fake, FaultKind, REPO, REPO_ID, TOKEN};
 use serde_json::json;
 
 fn gate(fake: &Fake, event: &Path) -> Command {
@@ -79,8 +79,11 @@ fn requests_go_only_to_the_api_url_for_the_repository() {
     assert!(!log.is_empty(), "the fake was asked");
     for r in &log {
         assert!(
-            // `/user`: who the token is, so only its own comments are edited.
-            r.path.starts_with(&format!("/repos/{REPO}/")) || r.path == "/user",
+            // `/user`: who the token is, so only its own comments are edited;
+            // `/repositories/ID/`: the repository by id, as `Link` headers name it.
+            r.path.starts_with(&format!("/repos/{REPO}/"))
+                || r.path.starts_with(&format!("/repositories/{REPO_ID}/"))
+                || r.path == "/user",
             "{} {}",
             r.method,
             r.path
