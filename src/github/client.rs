@@ -400,6 +400,20 @@ impl Client {
         }
     }
 
+    /// Whether `route` exists: a 2xx answer (its body not read) or a 404.
+    pub async fn exists(&self, op: Call, route: &str) -> Result<bool, GithubError> {
+        let found = self
+            .send(op, Method::Get, route, || async {
+                octocrab::map_github_error(self.octo._get(route).await?).await.map(drop)
+            })
+            .await;
+        match found {
+            Ok(()) => Ok(true),
+            Err(e) if e.status() == Some(404) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Hands every item of a listing to `each`, a page at a time (a pull
     /// request's comments may be thousands; only what `each` keeps stays in
     /// memory), through octocrab's [`Page`]: the next page is
@@ -453,8 +467,9 @@ impl Client {
             .await
     }
 
-    /// Sends `body` with `method` to `route` for its effect; the answer's
-    /// body is not read (an empty one is as good as a full one).
+    /// Sends `body` with `method` (POST, PATCH or PUT) to `route` for its
+    /// effect; the answer's body is not read (an empty one is as good as a
+    /// full one).
     pub async fn write(&self, op: Call, method: Method, route: &str, body: &Value) -> Result<(), GithubError> {
         self.send(op, method, route, || async {
             let answer = match method {

@@ -263,8 +263,7 @@ impl Store<'_> {
     /// Creates the store branch (an orphan with a README) if it is missing.
     async fn ensure_branch(&self) -> Result<(), GithubError> {
         let path = format!("/repos/{}/git/ref/heads/{}", self.repo, self.branch);
-        let found: Option<serde_json::Value> = self.client.get_opt(Call::WriteBaseline, &path).await?;
-        if found.is_some() {
+        if self.client.exists(Call::WriteBaseline, &path).await? {
             return Ok(());
         }
         let readme = "# gate baselines\n\nOne `gate` report per commit of the default branch, \
