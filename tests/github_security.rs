@@ -93,6 +93,20 @@ fn requests_go_only_to_the_api_url_for_the_repository() {
     }
 }
 
+/// The hostile event in `dir`, and an output folder with the MLP measured
+/// (no baseline) for `gate comment` to post.
+fn measured(fake: &Fake, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let out = dir.join("out");
+    let ev = hostile_event(dir);
+    let o = gate(fake, &ev)
+        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(out.join("report.json").exists(), "{}", output_text(&o));
+    (ev, out)
+}
+
 /// A `Link` header may name any host. Its path and query are asked of
 /// GITHUB_API_URL's host: no request goes elsewhere, and the next page gets
 /// the token like the first.
@@ -107,14 +121,7 @@ fn a_link_to_another_host_is_followed_on_the_api_host() {
     }
     let ours = fake.add_comment(9, "<!-- gate:id=mlp.yaml -->\nold", "github-actions[bot]");
     let t = tempfile::tempdir().unwrap();
-    let out = t.path().join("out");
-    let ev = hostile_event(t.path());
-    let o = gate(&fake, &ev)
-        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(out.join("report.json").exists(), "{}", output_text(&o));
+    let (ev, out) = measured(&fake, t.path());
     let o = gate(&fake, &ev).args(["comment", "--from"]).arg(&out).output().unwrap();
     assert_no_token(&o, &out);
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
@@ -139,14 +146,7 @@ fn a_token_echoed_by_the_server_never_shows() {
     let fake = Fake::start();
     fake.state.lock().unwrap().pulls.insert(9, format!("{:040x}", 2));
     let t = tempfile::tempdir().unwrap();
-    let out = t.path().join("out");
-    let ev = hostile_event(t.path());
-    let o = gate(&fake, &ev)
-        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(out.join("report.json").exists(), "{}", output_text(&o));
+    let (ev, out) = measured(&fake, t.path());
     for status in [500u16, 401, 422] {
         fake.state.lock().unwrap().faults.clear();
         fake.fault(
