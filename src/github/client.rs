@@ -129,15 +129,6 @@ fn now_epoch() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Whether a request may be sent again when its outcome is unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Retry {
-    /// GET, PATCH, PUT with a blob sha: repeat on 5xx, 429, timeouts, connection errors.
-    Idempotent,
-    /// POST: sent once; the caller re-reads before trying again.
-    Once,
-}
-
 pub struct Client {
     octo: Octocrab,
     settings: Settings,
@@ -307,13 +298,11 @@ impl Client {
         F: Fn() -> Fut,
         Fut: std::future::Future<Output = octocrab::Result<T>>,
     {
-        let retry = match method {
-            Method::Get | Method::Patch | Method::Put => Retry::Idempotent,
-            Method::Post => Retry::Once,
-        };
-        let attempts = match retry {
-            Retry::Idempotent => self.settings.attempts.max(1),
-            Retry::Once => 1,
+        // GET, PATCH and PUT (a PUT quotes the blob sha it replaces) may be
+        // repeated; a POST is sent once and the caller re-reads instead.
+        let attempts = match method {
+            Method::Get | Method::Patch | Method::Put => self.settings.attempts.max(1),
+            Method::Post => 1,
         };
         let path = route;
         let mut tried: u32 = 0;
@@ -402,12 +391,7 @@ impl Client {
 
     /// Whether `route` exists: a 2xx answer (its body not read) or a 404.
     pub async fn exists(&self, op: Call, route: &str) -> Result<bool, GithubError> {
-        let found = self
-            .send(op, Method::Get, route, || async {
-                octocrab::map_github_error(self.octo._get(route).await?).await.map(drop)
-            })
-            .await;
-        match found {
+        match self.unread(op, Method::Get, route, None).await {
             Ok(()) => Ok(true),
             Err(e) if e.status() == Some(404) => Ok(false),
             Err(e) => Err(e),
@@ -471,12 +455,17 @@ impl Client {
     /// effect; the answer's body is not read (an empty one is as good as a
     /// full one).
     pub async fn write(&self, op: Call, method: Method, route: &str, body: &Value) -> Result<(), GithubError> {
+        self.unread(op, method, route, Some(body)).await
+    }
+
+    /// One request whose answer's status is all that counts.
+    async fn unread(&self, op: Call, method: Method, route: &str, body: Option<&Value>) -> Result<(), GithubError> {
         self.send(op, method, route, || async {
             let answer = match method {
                 Method::Get => self.octo._get(route).await?,
-                Method::Post => self.octo._post(route, Some(body)).await?,
-                Method::Patch => self.octo._patch(route, Some(body)).await?,
-                Method::Put => self.octo._put(route, Some(body)).await?,
+                Method::Post => self.octo._post(route, body).await?,
+                Method::Patch => self.octo._patch(route, body).await?,
+                Method::Put => self.octo._put(route, body).await?,
             };
             // Octocrab's own status check, which keeps the headers.
             octocrab::map_github_error(answer).await.map(drop)

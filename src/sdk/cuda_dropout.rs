@@ -3,9 +3,9 @@
 //! tens of millions of numbers on the host and copying them over every
 //! step (the original TFT's encoder selection network: 31 M per step; on the
 //! H200 the plain step went from 447 to 245 ms without them), and a
-//! checkpointed block drew them all again in its recompute. Here one seed is taken from the step and
-//! cuRAND's Philox generator fills the mask on the device: the same seed
-//! gives the same mask, which is all a recompute needs.
+//! checkpointed block drew them all again in its recompute. Here one seed is
+//! taken from the step and cuRAND's Philox generator fills the mask on the
+//! device: the same seed gives the same mask, which is all a recompute needs.
 
 use std::sync::Mutex;
 
