@@ -51,6 +51,40 @@ pub(crate) fn prune_grads(grads: &mut GradStore, vars: &[Var]) -> candle_core::R
 pub trait RowWise {
     /// The block's output for these rows of its inputs (axis 0), with `step`'s dropout.
     fn forward_rows(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor>;
+
+    /// The block's output for these rows with no graph: what
+    /// [`Checkpointed`] keeps. The default runs [`RowWise::forward_rows`]
+    /// and detaches the result, so the chunk's graph (candle records one
+    /// whenever a parameter is tracked) lives until the chunk ends; a block
+    /// that can run on detached parameters keeps only its live tensors.
+    fn forward_rows_detached(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+        Ok(self.forward_rows(inputs, step)?.detach())
+    }
+
+    /// The block's backward over these rows, written by hand: `grad_out` is
+    /// the loss's gradient with respect to the rows' output. It must draw
+    /// `step`'s dropout as [`RowWise::forward_rows`] does. The default,
+    /// `None`, makes [`Checkpointed`] recompute the rows under autograd,
+    /// which is always right but keeps every intermediate of the chunk and
+    /// runs every op's generic backward; a block written by hand keeps what
+    /// its formulas read and so affords larger chunks.
+    fn backward_rows(&self, inputs: &[Tensor], step: &Step, grad_out: &Tensor) -> Result<Option<RowGrads>> {
+        let _ = (inputs, step, grad_out);
+        Ok(None)
+    }
+}
+
+/// One chunk's gradients from [`RowWise::backward_rows`].
+pub struct RowGrads {
+    /// A backward the block ran over part of its graph, from the chunk's
+    /// inputs and the parameters: the trainable variables' gradients and the
+    /// tracked inputs' are read from it.
+    pub store: GradStore,
+    /// Gradients the block computed by hand, each with the tensor it is the
+    /// gradient of: a parameter as the block uses it (a variable, or a
+    /// tensor built from variables, such as a reshaped bias). Summed over
+    /// the chunks, then pushed into the variables once, at the end.
+    pub tensors: Vec<(Tensor, Tensor)>,
 }
 
 fn chunks(rows: usize, chunk: usize) -> impl Iterator<Item = (usize, usize, usize)> {
@@ -122,8 +156,7 @@ impl Checkpointed {
                 .iter()
                 .map(|x| x.detach().narrow(0, start, len))
                 .collect::<Result<_>>()?;
-            // Detached at once: the chunk's graph goes with `part`.
-            outs.push(block.forward_rows(&part, &step.chunk(seed, k))?.detach());
+            outs.push(block.forward_rows_detached(&part, &step.chunk(seed, k))?);
         }
         let output = Var::from_tensor(&Tensor::cat(&outs, 0)?)?;
         Ok(Checkpointed {
@@ -155,6 +188,7 @@ impl Checkpointed {
         let n = self.output.dim(0)?;
         let tracked: Vec<bool> = self.inputs.iter().map(Tensor::track_op).collect();
         let mut input_grads: Vec<Vec<Tensor>> = vec![Vec::new(); self.inputs.len()];
+        let mut by_hand = HandGrads::default();
         for (k, start, len) in chunks(n, self.chunk) {
             let leaves: Vec<Tensor> = self
                 .inputs
@@ -169,10 +203,19 @@ impl Checkpointed {
                     }
                 })
                 .collect::<Result<_>>()?;
-            let chunk_grads = {
-                let out = block.forward_rows(&leaves, &step.chunk(self.seed, k))?;
-                let g = grad_out.narrow(0, start, len)?;
-                out.mul(&g)?.sum_all()?.backward()?
+            let chunk_step = step.chunk(self.seed, k);
+            let g = grad_out.narrow(0, start, len)?;
+            let chunk_grads = match block.backward_rows(&leaves, &chunk_step, &g)? {
+                Some(RowGrads { store, tensors }) => {
+                    for (of, grad) in tensors {
+                        by_hand.add(of, grad)?;
+                    }
+                    store
+                }
+                None => {
+                    let out = block.forward_rows(&leaves, &chunk_step)?;
+                    out.mul(&g)?.sum_all()?.backward()?
+                }
             };
             accumulate(grads, &chunk_grads, &keep)?;
             for (i, leaf) in leaves.iter().enumerate() {
@@ -185,13 +228,27 @@ impl Checkpointed {
                 }
             }
         }
-        // Push the inputs' gradients into their own graph in one backward.
+        // Push the inputs' gradients, and those computed by hand for tensors
+        // built from variables, into their own graphs in one backward.
         let mut surrogate: Option<Tensor> = None;
+        let mut terms = Vec::new();
         for (x, parts) in self.inputs.iter().zip(input_grads) {
-            if parts.is_empty() {
-                continue;
+            if !parts.is_empty() {
+                terms.push((x.clone(), Tensor::cat(&parts, 0)?));
             }
-            let g = Tensor::cat(&parts, 0)?;
+        }
+        for (of, grad) in by_hand.sums {
+            if keep.contains(&of.id()) {
+                let sum = match grads.get_id(of.id()) {
+                    Some(old) => old.add(&grad)?.detach(),
+                    None => grad,
+                };
+                grads.insert_id(of.id(), sum);
+            } else {
+                terms.push((of, grad));
+            }
+        }
+        for (x, g) in terms {
             let term = x.mul(&g)?.sum_all()?;
             surrogate = Some(match surrogate {
                 Some(s) => (s + term)?,
@@ -201,6 +258,30 @@ impl Checkpointed {
         if let Some(s) = surrogate {
             let upstream = s.backward()?;
             accumulate(grads, &upstream, &keep)?;
+        }
+        Ok(())
+    }
+}
+
+/// Hand-computed gradients summed per tensor over the chunks, in first-seen order.
+#[derive(Default)]
+struct HandGrads {
+    sums: Vec<(Tensor, Tensor)>,
+    index: std::collections::HashMap<TensorId, usize>,
+}
+
+impl HandGrads {
+    fn add(&mut self, of: Tensor, grad: Tensor) -> Result<()> {
+        let grad = grad.detach();
+        match self.index.get(&of.id()) {
+            Some(&i) => {
+                let sum = self.sums[i].1.add(&grad)?;
+                self.sums[i].1 = sum;
+            }
+            None => {
+                self.index.insert(of.id(), self.sums.len());
+                self.sums.push((of, grad));
+            }
         }
         Ok(())
     }

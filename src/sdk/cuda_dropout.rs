@@ -71,16 +71,15 @@ impl CustomOp1 for Uniform {
     }
 }
 
-/// `x` with inverted dropout: each element kept with probability `1 - p`
-/// and scaled by `scale`, the mask drawn on the device from `seed`.
-pub(super) fn dropout(x: &Tensor, p: f64, scale: f32, seed: u64) -> Result<Tensor> {
+/// The inverted-dropout mask for `x` (its shape, dtype and device): each
+/// element `scale` with probability `1 - p`, else 0, drawn on the device
+/// from `seed`.
+pub(super) fn mask(x: &Tensor, p: f64, scale: f32, seed: u64) -> Result<Tensor> {
     let uniform = x.apply_op1_no_bwd(&Uniform { seed })?;
     // cuRAND draws from (0, 1]: drop below p, keep the rest (probability 1 - p).
     let keep = uniform.ge(p)?;
     drop(uniform);
     let kept = keep.to_dtype(x.dtype())?;
     drop(keep);
-    let mask = kept.affine(scale as f64, 0.0)?;
-    drop(kept);
-    x.mul(&mask)
+    kept.affine(scale as f64, 0.0)
 }

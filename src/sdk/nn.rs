@@ -54,20 +54,31 @@ impl Step {
     /// Inverted dropout with a mask drawn from this step's seeded generator
     /// (on CUDA: drawn on the device from one seed of it, `cuda_dropout`).
     pub fn dropout(&self, x: &Tensor, p: f64) -> Result<Tensor> {
+        match self.dropout_mask(x, p)? {
+            Some(mask) => x.mul(&mask),
+            None => Ok(x.clone()),
+        }
+    }
+
+    /// The mask [`Step::dropout`] multiplies `x` by: 0 where an element is
+    /// dropped, `1 / (1 - p)` where it is kept; `None` when dropout is off.
+    /// It draws exactly what `dropout` would, so a block with a hand-written
+    /// backward can keep the mask for its gradient and stay in step with the
+    /// block's ordinary forward.
+    pub fn dropout_mask(&self, x: &Tensor, p: f64) -> Result<Option<Tensor>> {
         if !self.train || p <= 0.0 {
-            return Ok(x.clone());
+            return Ok(None);
         }
         let scale = (1.0 / (1.0 - p)) as f32;
         let mut rng = self.rng.borrow_mut();
         #[cfg(feature = "cuda")]
         if x.device().is_cuda() {
-            return super::cuda_dropout::dropout(x, p, scale, rng.next_u64());
+            return super::cuda_dropout::mask(x, p, scale, rng.next_u64()).map(Some);
         }
         let mask: Vec<f32> = (0..x.elem_count())
             .map(|_| if rng.uniform() < p { 0.0 } else { scale })
             .collect();
-        let mask = Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?;
-        x.mul(&mask)
+        Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype()).map(Some)
     }
 }
 

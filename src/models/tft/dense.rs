@@ -41,9 +41,9 @@ impl Stack {
 #[derive(Debug, Clone)]
 pub struct Dense {
     /// `[out, in]` (shared) or `[V, in, out]` (per variable).
-    weight: Tensor,
-    bias: Option<Tensor>,
-    stack: Stack,
+    pub(super) weight: Tensor,
+    pub(super) bias: Option<Tensor>,
+    pub(super) stack: Stack,
 }
 
 impl Dense {
@@ -88,12 +88,12 @@ impl Dense {
 /// Layer norm over the last axis (weight 1, bias 0), differentiable.
 #[derive(Debug, Clone)]
 pub struct LayerNorm {
-    weight: Tensor,
-    bias: Tensor,
+    pub(super) weight: Tensor,
+    pub(super) bias: Tensor,
 }
 
 /// PyTorch's default epsilon.
-const LN_EPS: f64 = 1e-5;
+pub(super) const LN_EPS: f64 = 1e-5;
 
 impl LayerNorm {
     pub fn new(dim: usize, stack: Stack, vb: VarBuilder) -> Result<Self> {

@@ -9,9 +9,9 @@ use crate::sdk::Step;
 
 #[derive(Debug, Clone)]
 pub struct Glu {
-    fc: Dense,
-    output: usize,
-    dropout: f64,
+    pub(super) fc: Dense,
+    pub(super) output: usize,
+    pub(super) dropout: f64,
 }
 
 impl Glu {
@@ -37,8 +37,8 @@ impl Glu {
 /// LN(GLU(x) + skip).
 #[derive(Debug, Clone)]
 pub struct GateAddNorm {
-    glu: Glu,
-    norm: LayerNorm,
+    pub(super) glu: Glu,
+    pub(super) norm: LayerNorm,
 }
 
 impl GateAddNorm {

@@ -7,6 +7,7 @@ use candle_nn::{Init, VarBuilder};
 
 use super::dense::{vector_param, Dense, LayerNorm, Stack};
 use super::glu::GateAddNorm;
+use super::taped::Detached;
 use crate::sdk::Step;
 
 /// Linear interpolation of the last axis from `input` to `output` points,
@@ -76,13 +77,23 @@ impl ResampleNorm {
     }
 }
 
+impl Detached for ResampleNorm {
+    fn detached(&self) -> Self {
+        ResampleNorm {
+            interpolation: self.interpolation.clone(),
+            mask: self.mask.detach(),
+            norm: self.norm.detached(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Grn {
-    fc1: Dense,
-    context: Option<Dense>,
-    fc2: Dense,
-    gate: GateAddNorm,
-    resample: Option<ResampleNorm>,
+    pub(super) fc1: Dense,
+    pub(super) context: Option<Dense>,
+    pub(super) fc2: Dense,
+    pub(super) gate: GateAddNorm,
+    pub(super) resample: Option<ResampleNorm>,
 }
 
 /// The widths of a GRN.

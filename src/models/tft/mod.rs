@@ -11,6 +11,7 @@ pub mod glu;
 pub mod grn;
 pub mod loss;
 pub mod lstm;
+mod taped;
 pub mod vsn;
 
 use candle_core::{Result, Tensor};
@@ -23,7 +24,7 @@ use self::glu::GateAddNorm;
 use self::grn::{Grn, GrnDims};
 use self::lstm::{Lstm, State};
 use self::vsn::{Prescale, Vsn};
-use crate::sdk::checkpoint::{self, Checkpointed, RowWise};
+use crate::sdk::checkpoint::{self, Checkpointed, RowGrads, RowWise};
 use crate::sdk::scoped;
 use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, TrainingForward, Workload};
 use candle_core::backprop::GradStore;
@@ -138,6 +139,22 @@ impl RowWise for VsnRows<'_> {
         let x = inputs[0].reshape((1, n, v))?;
         let context = inputs[1].unsqueeze(0)?;
         self.vsn.forward(&x, Some(&context), step)?.reshape((n, self.hidden))
+    }
+
+    fn forward_rows_detached(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+        let (n, v) = inputs[0].dims2()?;
+        let x = inputs[0].reshape((1, n, v))?;
+        let context = inputs[1].detach().unsqueeze(0)?;
+        self.vsn.detached().forward(&x, Some(&context), step)?.reshape((n, self.hidden))
+    }
+
+    fn backward_rows(&self, inputs: &[Tensor], step: &Step, grad_out: &Tensor) -> Result<Option<RowGrads>> {
+        let (n, v) = inputs[0].dims2()?;
+        let x = inputs[0].reshape((1, n, v))?;
+        let context = inputs[1].unsqueeze(0)?;
+        let dout = grad_out.reshape((1, n, self.hidden))?;
+        let grads = self.vsn.backward_taped(&x, Some(&context), step, &dout)?;
+        Ok(grads.map(|(store, tensors)| RowGrads { store, tensors }))
     }
 }
 

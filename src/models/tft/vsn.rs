@@ -6,11 +6,13 @@
 //! Layout: the V variables are the leading axis, `[V, N, ·]` with N = B·T,
 //! so the per-variable GRNs are batched matmuls over contiguous tensors.
 
+use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::dense::Stack;
 use super::grn::{Grn, GrnDims};
+use super::taped::{Detached, TensorGrads};
 use crate::sdk::scoped;
 use crate::sdk::Step;
 
@@ -89,6 +91,16 @@ impl Vsn {
         })
     }
 
+    /// A copy with detached parameters, whose forward builds no graph.
+    pub(super) fn detached(&self) -> Self {
+        Vsn {
+            prescale: self.prescale.detached(),
+            single: self.single.detached(),
+            flattened: self.flattened.as_ref().map(Detached::detached),
+            ..self.clone()
+        }
+    }
+
     /// `x` `[B, T, V]` raw reals, `context` `[B, 1, c]` → `[B, T, hidden]`.
     pub fn forward(&self, x: &Tensor, context: Option<&Tensor>, step: &Step) -> Result<Tensor> {
         let (b, t, v) = x.dims3()?;
@@ -101,17 +113,68 @@ impl Vsn {
         let Some(flattened) = &self.flattened else {
             return per_variable.reshape((b, t, self.hidden));
         };
-        let weights = scoped("flattened_grn", || -> Result<Tensor> {
-            // [V, N, d_c] → [B, T, V·d_c], variable-major as the library concatenates.
-            let flat = prescaled
-                .transpose(0, 1)?
-                .contiguous()?
-                .reshape((b, t, v * self.prescale_dim))?;
-            super::dense::softmax(&flattened.forward(&flat, context, step)?)
-        })?;
+        let weights = scoped("flattened_grn", || self.selection(flattened, &prescaled, (b, t), context, step))?;
         scoped("combine", || -> Result<Tensor> {
             let w = weights.reshape((n, v))?.t()?.contiguous()?.reshape((v, n, 1))?;
             per_variable.broadcast_mul(&w)?.sum(0)?.reshape((b, t, self.hidden))
         })
+    }
+
+    /// The variables' weights `[B, T, V]` from the prescaled `[V, N, d_c]`.
+    fn selection(
+        &self,
+        flattened: &Grn,
+        prescaled: &Tensor,
+        (b, t): (usize, usize),
+        context: Option<&Tensor>,
+        step: &Step,
+    ) -> Result<Tensor> {
+        // [V, N, d_c] → [B, T, V·d_c], variable-major as the library concatenates.
+        let flat = prescaled
+            .transpose(0, 1)?
+            .contiguous()?
+            .reshape((b, t, self.vars * self.prescale_dim))?;
+        super::dense::softmax(&flattened.forward(&flat, context, step)?)
+    }
+
+    /// The backward of [`Vsn::forward`] for output gradient `dout`
+    /// `[B, T, hidden]`, with the per-variable GRNs' written by hand
+    /// (`taped`); the rest (prescaling, the flattened GRN, the softmax) runs
+    /// under autograd, whose store is returned with the hand-computed
+    /// gradients. `None` when the GRNs are not of the form written by hand,
+    /// or there is a single variable.
+    pub(super) fn backward_taped(
+        &self,
+        x: &Tensor,
+        context: Option<&Tensor>,
+        step: &Step,
+        dout: &Tensor,
+    ) -> Result<Option<(GradStore, TensorGrads)>> {
+        let (b, t, v) = x.dims3()?;
+        let n = b * t;
+        let Some(flattened) = &self.flattened else {
+            return Ok(None);
+        };
+        let prescaled = self.prescale.forward(&x.reshape((n, v))?)?;
+        // Dropout is drawn in the forward's order: the per-variable GRNs first.
+        let Some((per_variable, tape)) = self.single.forward_taped(&prescaled, step)? else {
+            return Ok(None);
+        };
+        let weights = self
+            .selection(flattened, &prescaled, (b, t), context, step)?
+            .reshape((n, v))?
+            .t()?
+            .contiguous()?
+            .reshape((v, n, 1))?;
+        // out = Σ_v w_v ⊙ grn_v: each factor's gradient is the other's product with dout.
+        let g = dout.reshape((1, n, self.hidden))?;
+        let dweights = per_variable.broadcast_mul(&g)?.sum_keepdim(2)?;
+        drop(per_variable);
+        let dper_variable = weights.detach().broadcast_mul(&g)?;
+        let (dprescaled, grads) = self.single.backward_taped(tape, &dper_variable)?;
+        drop(dper_variable);
+        let surrogate = (weights.mul(&dweights)?.sum_all()? + prescaled.mul(&dprescaled)?.sum_all()?)?;
+        drop((weights, dweights, dprescaled));
+        Ok(Some((surrogate.backward()?, grads)))
     }
 }
