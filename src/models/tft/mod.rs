@@ -128,12 +128,14 @@ pub struct TftModel {
 }
 
 /// The encoder VSN over positions: `[N, V]` reals and `[N, c]` context → `[N, H]`.
-struct VsnRows<'a> {
-    vsn: &'a Vsn,
+/// Its prescaler is concatenated once, so every chunk uses the same tensors
+/// (and the gradients computed by hand for them are summed over the chunks).
+struct VsnRows {
+    vsn: Vsn,
     hidden: usize,
 }
 
-impl RowWise for VsnRows<'_> {
+impl RowWise for VsnRows {
     fn forward_rows(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
         let (n, v) = inputs[0].dims2()?;
         let x = inputs[0].reshape((1, n, v))?;
@@ -182,12 +184,12 @@ impl TrainingForward for CheckpointedForward<'_> {
         let CheckpointedForward { model, vsn, loss } = *self;
         let mut grads = loss.backward()?;
         drop(loss);
-        vsn.backward(&model.encoder_vsn_rows(), &mut grads, vars)?;
+        vsn.backward(&model.encoder_vsn_rows()?, &mut grads, vars)?;
         Ok(grads)
     }
 }
 
-/// One Linear(1 → d_c) per variable, stacked `[V, d_c]`.
+/// One Linear(1 → d_c) per variable, `[V, d_c]` each.
 fn prescalers(vars: usize, dc: usize, vb: VarBuilder) -> Result<(Tensor, Tensor)> {
     // PyTorch's Linear(1, d_c) default: U(±1/√1).
     let init = Init::Uniform { lo: -1.0, up: 1.0 };
@@ -195,12 +197,6 @@ fn prescalers(vars: usize, dc: usize, vb: VarBuilder) -> Result<(Tensor, Tensor)
         vb.get_with_hints((vars, dc), "weight", init)?,
         vb.get_with_hints((vars, dc), "bias", init)?,
     ))
-}
-
-fn stacked(parts: &[&Tensor]) -> Result<Tensor> {
-    let t = Tensor::cat(parts, 0)?;
-    let (v, dc) = t.dims2()?;
-    t.reshape((v, 1, dc))
 }
 
 impl TftModel {
@@ -216,18 +212,9 @@ impl TftModel {
         let (sw, sb) = prescalers(vs, dc, vb.pp("prescalers.static"))?;
         let (kw, kb) = prescalers(vk, dc, vb.pp("prescalers.known"))?;
         let (ow, ob) = prescalers(vo, dc, vb.pp("prescalers.observed"))?;
-        let static_prescale = Prescale {
-            weight: stacked(&[&sw])?,
-            bias: stacked(&[&sb])?,
-        };
-        let encoder_prescale = Prescale {
-            weight: stacked(&[&kw, &ow])?,
-            bias: stacked(&[&kb, &ob])?,
-        };
-        let decoder_prescale = Prescale {
-            weight: stacked(&[&kw])?,
-            bias: stacked(&[&kb])?,
-        };
+        let static_prescale = Prescale::new(&[(&sw, &sb)])?;
+        let encoder_prescale = Prescale::new(&[(&kw, &kb), (&ow, &ob)])?;
+        let decoder_prescale = Prescale::new(&[(&kw, &kb)])?;
         let square = |context| GrnDims {
             input: h,
             hidden: h,
@@ -265,11 +252,11 @@ impl TftModel {
         })
     }
 
-    fn encoder_vsn_rows(&self) -> VsnRows<'_> {
-        VsnRows {
-            vsn: &self.encoder_vsn,
+    fn encoder_vsn_rows(&self) -> Result<VsnRows> {
+        Ok(VsnRows {
+            vsn: self.encoder_vsn.with_concatenated_prescale()?,
             hidden: self.cfg.hidden_dim,
-        }
+        })
     }
 
     /// The encoder VSN's inputs as rows: reals `[B·T, V]`, context `[B·T, H]`.
@@ -317,7 +304,7 @@ impl TftModel {
             Some(chunk) => {
                 let (b, t, _) = x.dims3()?;
                 let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
-                checkpoint::forward_chunked(&self.encoder_vsn_rows(), &inputs, chunk, step)?.reshape((
+                checkpoint::forward_chunked(&self.encoder_vsn_rows()?, &inputs, chunk, step)?.reshape((
                     b,
                     t,
                     self.cfg.hidden_dim,
@@ -413,7 +400,7 @@ impl Model for TftModel {
         let (b, t, _) = x.dims3()?;
         let vsn = scoped("encoder_vsn", || {
             let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
-            Checkpointed::forward(&self.encoder_vsn_rows(), inputs, chunk, step)
+            Checkpointed::forward(&self.encoder_vsn_rows()?, inputs, chunk, step)
         })?;
         let encoder_in = vsn.output().reshape((b, t, self.cfg.hidden_dim))?;
         let pred = self.rest(batch, &statics, &encoder_in, step)?;

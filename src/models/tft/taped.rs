@@ -25,7 +25,6 @@ use candle_core::{DType, Result, Tensor};
 use super::dense::{Dense, LayerNorm, Stack, LN_EPS};
 use super::glu::{GateAddNorm, Glu};
 use super::grn::Grn;
-use super::vsn::Prescale;
 use crate::sdk::Step;
 
 /// What the backward reads from the forward, all detached.
@@ -115,8 +114,9 @@ impl Grn {
 
     /// The input's gradient for output gradient `dout`, and every
     /// parameter's (as this GRN holds it), from a [`Grn::forward_taped`].
-    /// Each saved tensor is dropped once its last formula has read it.
-    pub(super) fn backward_taped(&self, tape: GrnTape, dout: &Tensor) -> Result<(Tensor, TensorGrads)> {
+    /// Each saved tensor, and `dout`, is dropped once its last formula has
+    /// read it: the chunk's workspace is what the checkpoint's memory is.
+    pub(super) fn backward_taped(&self, tape: GrnTape, dout: Tensor) -> Result<(Tensor, TensorGrads)> {
         let GrnTape {
             x,
             h,
@@ -133,16 +133,17 @@ impl Grn {
         let mut grads = Vec::with_capacity(8);
         grads.push((norm.weight.clone(), dout.mul(&normed)?.sum_keepdim(1)?));
         grads.push((norm.bias.clone(), dout.sum_keepdim(1)?));
-        // Layer norm: ds = (dn − mean(dn) − n·mean(dn ⊙ n)) / std.
+        // Layer norm: ds = (dn − (mean(dn) + n·mean(dn ⊙ n))) / std.
         let ds = {
             let dn = dout.broadcast_mul(&norm.weight.detach())?;
+            drop(dout);
             let mean_dn = dn.mean_keepdim(2)?;
             let mean_dnn = dn.mul(&normed)?.mean_keepdim(2)?;
-            let centred = dn.broadcast_sub(&mean_dn)?;
-            drop(dn);
-            centred.sub(&normed.broadcast_mul(&mean_dnn)?)?.broadcast_div(&std)?
+            let along = normed.broadcast_mul(&mean_dnn)?.broadcast_add(&mean_dn)?;
+            drop(normed);
+            dn.sub(&along)?.broadcast_div(&std)?
         };
-        drop((normed, std));
+        drop(std);
         // GLU: value ⊙ σ(gate), σ' = σ(1 − σ).
         let dy = {
             let dvalue = ds.mul(&sig)?;
@@ -218,15 +219,6 @@ impl Detached for Grn {
     }
 }
 
-impl Detached for Prescale {
-    fn detached(&self) -> Self {
-        Prescale {
-            weight: self.weight.detach(),
-            bias: self.bias.detach(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,7 +249,7 @@ mod tests {
             let (taped, tape) = grn.forward_taped(x.as_tensor(), &Step::train(8))?.expect("taped form");
             let same = (taped - out.detach())?.abs()?.max_all()?.to_scalar::<f32>()?;
             assert_eq!(same, 0.0, "the taped forward computes the same values");
-            let (dx, grads) = grn.backward_taped(tape, &dout)?;
+            let (dx, grads) = grn.backward_taped(tape, dout.clone())?;
 
             let close = |a: &Tensor, b: &Tensor, what: &str| -> Result<()> {
                 let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;

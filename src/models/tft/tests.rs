@@ -236,6 +236,32 @@ fn detached_model_tracks_nothing_and_matches_the_trainable_one() -> Result<()> {
     Ok(())
 }
 
+/// The encoder VSN concatenates the known and observed prescalers; a copy
+/// taken at build time once left it training on the initial weights.
+#[test]
+fn an_update_to_a_shared_prescaler_reaches_the_encoder() -> Result<()> {
+    for checkpoint in [None, Some(5)] {
+        let tft = Tft {
+            checkpoint,
+            ..Tft::new(tiny())
+        };
+        let store = ParamStore::new(6);
+        let model = tft.build(store.builder(DType::F32, &Device::Cpu), &ctx(3))?;
+        let batch = tft.batch(&ctx(3), 1)?;
+        let before = model.predict(&batch)?;
+        for (name, var) in store.named_vars() {
+            if name.starts_with("prescalers.observed.") {
+                var.set(&(var.as_tensor() * 3.0)?)?;
+            }
+        }
+        let after = model.predict(&batch)?;
+        let fresh = tft.build(store.detached(DType::F32, &Device::Cpu), &ctx(3))?.predict(&batch)?;
+        assert_ne!(before.to_vec3::<f32>()?, after.to_vec3::<f32>()?, "{checkpoint:?}");
+        assert_eq!(after.to_vec3::<f32>()?, fresh.to_vec3::<f32>()?, "{checkpoint:?}");
+    }
+    Ok(())
+}
+
 #[test]
 fn same_seed_same_batch_and_loss() -> Result<()> {
     let tft = Tft::new(tiny());

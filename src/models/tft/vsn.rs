@@ -7,7 +7,7 @@
 //! so the per-variable GRNs are batched matmuls over contiguous tensors.
 
 use candle_core::backprop::GradStore;
-use candle_core::{Result, Tensor};
+use candle_core::{Result, Tensor, Var};
 use candle_nn::VarBuilder;
 
 use super::dense::Stack;
@@ -17,19 +17,61 @@ use crate::sdk::scoped;
 use crate::sdk::Step;
 
 /// Per-variable Linear(1 → d_c), weights `[V, 1, d_c]`. The model shares one
-/// prescaler per variable name between the VSNs that see that variable.
+/// prescaler per variable name between the VSNs that see that variable, so a
+/// VSN over several groups (the encoder's known and observed reals) keeps
+/// the groups' own tensors and concatenates them when it runs: a copy taken
+/// once, when the model is built, would never see the optimizer's updates.
 #[derive(Debug, Clone)]
 pub struct Prescale {
-    pub weight: Tensor,
-    pub bias: Tensor,
+    /// Each group's weight and bias, `[V_i, 1, d_c]`.
+    parts: Vec<(Tensor, Tensor)>,
 }
 
 impl Prescale {
+    /// One prescaler over the groups, in order; each weight and bias `[V_i, d_c]`.
+    pub fn new(groups: &[(&Tensor, &Tensor)]) -> Result<Self> {
+        let column = |t: &Tensor| -> Result<Tensor> {
+            let (v, dc) = t.dims2()?;
+            t.reshape((v, 1, dc))
+        };
+        let parts = groups
+            .iter()
+            .map(|(w, b)| Ok((column(w)?, column(b)?)))
+            .collect::<Result<_>>()?;
+        Ok(Prescale { parts })
+    }
+
+    /// The weight and bias over all variables, `[V, 1, d_c]`.
+    pub fn stacked(&self) -> Result<(Tensor, Tensor)> {
+        if let [(w, b)] = self.parts.as_slice() {
+            return Ok((w.clone(), b.clone()));
+        }
+        let weights: Vec<&Tensor> = self.parts.iter().map(|(w, _)| w).collect();
+        let biases: Vec<&Tensor> = self.parts.iter().map(|(_, b)| b).collect();
+        Ok((Tensor::cat(&weights, 0)?, Tensor::cat(&biases, 0)?))
+    }
+
+    /// The same prescaler concatenated once, for a caller that runs it many
+    /// times between two optimizer steps (a checkpointed block's chunks).
+    pub fn concatenated(&self) -> Result<Self> {
+        Ok(Prescale {
+            parts: vec![self.stacked()?],
+        })
+    }
+
+    /// A copy over detached tensors.
+    pub(super) fn detached(&self) -> Self {
+        Prescale {
+            parts: self.parts.iter().map(|(w, b)| (w.detach(), b.detach())).collect(),
+        }
+    }
+
     /// `x` `[N, V]` → `[V, N, d_c]`.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (n, v) = x.dims2()?;
         let xt = x.t()?.contiguous()?.reshape((v, n, 1))?;
-        xt.broadcast_mul(&self.weight)?.broadcast_add(&self.bias)
+        let (weight, bias) = self.stacked()?;
+        xt.broadcast_mul(&weight)?.broadcast_add(&bias)
     }
 }
 
@@ -91,6 +133,14 @@ impl Vsn {
         })
     }
 
+    /// A copy whose prescaler is concatenated once (see [`Prescale::concatenated`]).
+    pub(super) fn with_concatenated_prescale(&self) -> Result<Self> {
+        Ok(Vsn {
+            prescale: self.prescale.concatenated()?,
+            ..self.clone()
+        })
+    }
+
     /// A copy with detached parameters, whose forward builds no graph.
     pub(super) fn detached(&self) -> Self {
         Vsn {
@@ -138,11 +188,11 @@ impl Vsn {
     }
 
     /// The backward of [`Vsn::forward`] for output gradient `dout`
-    /// `[B, T, hidden]`, with the per-variable GRNs' written by hand
-    /// (`taped`); the rest (prescaling, the flattened GRN, the softmax) runs
-    /// under autograd, whose store is returned with the hand-computed
-    /// gradients. `None` when the GRNs are not of the form written by hand,
-    /// or there is a single variable.
+    /// `[B, T, hidden]`, with the prescaling and the per-variable GRNs
+    /// written by hand (`taped`); the flattened GRN and the softmax run under
+    /// autograd, whose store is returned with the hand-computed gradients.
+    /// `None` when the GRNs are not of the form written by hand, or there is
+    /// a single variable.
     pub(super) fn backward_taped(
         &self,
         x: &Tensor,
@@ -155,26 +205,40 @@ impl Vsn {
         let Some(flattened) = &self.flattened else {
             return Ok(None);
         };
-        let prescaled = self.prescale.forward(&x.reshape((n, v))?)?;
+        let x = x.reshape((n, v))?.t()?.contiguous()?.reshape((v, n, 1))?;
+        let (weight, bias) = self.prescale.stacked()?;
+        let prescaled = x.broadcast_mul(&weight.detach())?.broadcast_add(&bias.detach())?;
         // Dropout is drawn in the forward's order: the per-variable GRNs first.
         let Some((per_variable, tape)) = self.single.forward_taped(&prescaled, step)? else {
             return Ok(None);
         };
-        let weights = self
-            .selection(flattened, &prescaled, (b, t), context, step)?
+        // The flattened GRN's input as a leaf of its own graph: its gradient
+        // is read back below. Making the leaf is the copy the forward makes.
+        let flat = Var::from_tensor(&prescaled.transpose(0, 1)?)?;
+        let weights = flattened.forward(&flat.reshape((b, t, v * self.prescale_dim))?, context, step)?;
+        let weights = super::dense::softmax(&weights)?
             .reshape((n, v))?
             .t()?
             .contiguous()?
             .reshape((v, n, 1))?;
-        // out = Σ_v w_v ⊙ grn_v: each factor's gradient is the other's product with dout.
+        // out = Σ_v w_v ⊙ grn_v: each factor's gradient is the other's
+        // product with dout. The flattened GRN's backward runs first, so its
+        // graph is gone before the per-variable backward starts.
         let g = dout.reshape((1, n, self.hidden))?;
         let dweights = per_variable.broadcast_mul(&g)?.sum_keepdim(2)?;
         drop(per_variable);
-        let dper_variable = weights.detach().broadcast_mul(&g)?;
-        let (dprescaled, grads) = self.single.backward_taped(tape, &dper_variable)?;
-        drop(dper_variable);
-        let surrogate = (weights.mul(&dweights)?.sum_all()? + prescaled.mul(&dprescaled)?.sum_all()?)?;
-        drop((weights, dweights, dprescaled));
-        Ok(Some((surrogate.backward()?, grads)))
+        let mut store = weights.mul(&dweights)?.sum_all()?.backward()?;
+        let weights = weights.detach();
+        let dflat = store.remove(flat.as_tensor());
+        drop((flat, dweights));
+        let (dprescaled, mut grads) = self.single.backward_taped(tape, weights.broadcast_mul(&g)?)?;
+        let dprescaled = match dflat {
+            Some(d) => (dprescaled + d.transpose(0, 1)?)?,
+            None => dprescaled,
+        };
+        // prescaled = x ⊙ w + b, per variable over the positions.
+        grads.push((weight, x.transpose(1, 2)?.matmul(&dprescaled)?));
+        grads.push((bias, dprescaled.sum_keepdim(1)?));
+        Ok(Some((store, grads)))
     }
 }
