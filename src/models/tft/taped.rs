@@ -10,10 +10,11 @@
 //!
 //! The GRN, per variable: a1 = x·W1 + b1; h = ELU(a1); a2 = h·W2 + b2;
 //! d = dropout(a2); [value | gate] = d·Wg + bg; s = value ⊙ σ(gate) + x;
-//! out = LN(s)·γ + β. Only this form is written by hand (f32, no resampling,
-//! no context: the original config, whose prescale width equals the hidden
-//! width); for any other, [`Grn::forward_taped`] returns `None` and the
-//! caller recomputes with autograd.
+//! out = LN(s)·γ + β, the layer norm in f32 whatever the compute dtype. Only
+//! this form is written by hand (no resampling, no context: the original
+//! config, whose prescale width equals the hidden width); for any other,
+//! [`Grn::forward_taped`] returns `None` and the caller recomputes with
+//! autograd.
 //!
 //! [`Detached`] gives the graph-free forward a checkpointed block runs first:
 //! candle records an op whenever an operand is tracked, so with the
@@ -40,12 +41,17 @@ pub(super) struct GrnTape {
     /// σ(gate).
     sig: Tensor,
     normed: Tensor,
-    /// sqrt(var + eps), `[V, N, 1]`.
+    /// sqrt(var + eps), `[V, N, 1]`; with `normed`, f32.
     std: Tensor,
 }
 
 /// Gradients computed by hand, each with the tensor it is the gradient of.
 pub(super) type TensorGrads = Vec<(Tensor, Tensor)>;
+
+/// A detached f32 view of a parameter (a copy when it is half precision).
+fn f32(t: &Tensor) -> Result<Tensor> {
+    t.detach().to_dtype(DType::F32)
+}
 
 /// `x·W + b` with the weights detached (`[V, N, in]` → `[V, N, out]`).
 fn project(x: &Tensor, layer: &Dense) -> Result<Tensor> {
@@ -73,7 +79,7 @@ impl Grn {
     /// same values with the same ops.
     pub(super) fn forward_taped(&self, x: &Tensor, step: &Step) -> Result<Option<(Tensor, GrnTape)>> {
         let per_variable = matches!(self.fc1.stack, Stack::PerVariable(_));
-        if !per_variable || self.resample.is_some() || self.context.is_some() || x.dtype() != DType::F32 {
+        if !per_variable || self.resample.is_some() || self.context.is_some() {
             return Ok(None);
         }
         let x = x.detach().contiguous()?;
@@ -88,8 +94,9 @@ impl Grn {
         let y = project(&d, &glu.fc)?;
         let o = glu.output;
         let sig = candle_nn::ops::sigmoid(&y.narrow(2, o, o)?)?;
-        let s = (y.narrow(2, 0, o)?.mul(&sig)? + &x)?;
-        // candle's layer_norm_slow, op for op: the same values as the forward.
+        // The layer norm as `dense::LayerNorm` runs it, op for op (candle's
+        // layer_norm_slow, in f32 for half precision): the same values.
+        let s = (y.narrow(2, 0, o)?.mul(&sig)? + &x)?.to_dtype(DType::F32)?;
         let centred = s.broadcast_sub(&(s.sum_keepdim(2)? / o as f64)?)?;
         drop(s);
         let std = ((centred.sqr()?.sum_keepdim(2)? / o as f64)? + LN_EPS)?.sqrt()?;
@@ -97,8 +104,9 @@ impl Grn {
         drop(centred);
         let norm = &self.gate.norm;
         let out = normed
-            .broadcast_mul(&norm.weight.detach())?
-            .broadcast_add(&norm.bias.detach())?;
+            .broadcast_mul(&f32(&norm.weight)?)?
+            .broadcast_add(&f32(&norm.bias)?)?
+            .to_dtype(x.dtype())?;
         let tape = GrnTape {
             x,
             h,
@@ -130,18 +138,23 @@ impl Grn {
         let norm = &self.gate.norm;
         let glu = &self.gate.glu;
         let o = glu.output;
+        let dtype = x.dtype();
         let mut grads = Vec::with_capacity(8);
-        grads.push((norm.weight.clone(), dout.mul(&normed)?.sum_keepdim(1)?));
-        grads.push((norm.bias.clone(), dout.sum_keepdim(1)?));
+        // The layer norm's statistics are f32 (`normed`, `std`), and so is
+        // its backward; what leaves it is cast back to the compute dtype.
+        let dout = dout.to_dtype(DType::F32)?;
+        let param_grad = |g: Tensor| g.to_dtype(dtype);
+        grads.push((norm.weight.clone(), param_grad(dout.mul(&normed)?.sum_keepdim(1)?)?));
+        grads.push((norm.bias.clone(), param_grad(dout.sum_keepdim(1)?)?));
         // Layer norm: ds = (dn − (mean(dn) + n·mean(dn ⊙ n))) / std.
         let ds = {
-            let dn = dout.broadcast_mul(&norm.weight.detach())?;
+            let dn = dout.broadcast_mul(&f32(&norm.weight)?)?;
             drop(dout);
             let mean_dn = dn.mean_keepdim(2)?;
             let mean_dnn = dn.mul(&normed)?.mean_keepdim(2)?;
             let along = normed.broadcast_mul(&mean_dnn)?.broadcast_add(&mean_dn)?;
             drop(normed);
-            dn.sub(&along)?.broadcast_div(&std)?
+            dn.sub(&along)?.broadcast_div(&std)?.to_dtype(dtype)?
         };
         drop(std);
         // GLU: value ⊙ σ(gate), σ' = σ(1 − σ).
