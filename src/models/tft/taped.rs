@@ -142,7 +142,12 @@ impl Grn {
         let mut grads = Vec::with_capacity(8);
         // The layer norm's statistics are f32 (`normed`, `std`), and so is
         // its backward; what leaves it is cast back to the compute dtype.
-        let dout = dout.to_dtype(DType::F32)?;
+        // Moved into the block, so the caller's tensor goes with the f32 one
+        // (in f32 they share storage; a shadowed binding would keep it to the end).
+        let dout = {
+            let given = dout;
+            given.to_dtype(DType::F32)?
+        };
         let param_grad = |g: Tensor| g.to_dtype(dtype);
         grads.push((norm.weight.clone(), param_grad(dout.mul(&normed)?.sum_keepdim(1)?)?));
         grads.push((norm.bias.clone(), param_grad(dout.sum_keepdim(1)?)?));

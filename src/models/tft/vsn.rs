@@ -215,8 +215,8 @@ impl Vsn {
         // The flattened GRN's input as a leaf of its own graph: its gradient
         // is read back below. Making the leaf is the copy the forward makes.
         let flat = Var::from_tensor(&prescaled.transpose(0, 1)?)?;
-        let weights = flattened.forward(&flat.reshape((b, t, v * self.prescale_dim))?, context, step)?;
-        let weights = super::dense::softmax(&weights)?
+        let scores = flattened.forward(&flat.reshape((b, t, v * self.prescale_dim))?, context, step)?;
+        let weights = super::dense::softmax(&scores)?
             .reshape((n, v))?
             .t()?
             .contiguous()?
@@ -228,9 +228,14 @@ impl Vsn {
         let dweights = per_variable.broadcast_mul(&g)?.sum_keepdim(2)?;
         drop(per_variable);
         let mut store = weights.mul(&dweights)?.sum_all()?.backward()?;
-        let weights = weights.detach();
+        // The tracked tensors go here, and the flattened GRN's graph with
+        // them (a shadowing binding would keep them to the end).
+        let weights = {
+            let tracked = weights;
+            tracked.detach()
+        };
         let dflat = store.remove(flat.as_tensor());
-        drop((flat, dweights));
+        drop((flat, scores, dweights));
         let (dprescaled, mut grads) = self.single.backward_taped(tape, weights.broadcast_mul(&g)?)?;
         let dprescaled = match dflat {
             Some(d) => (dprescaled + d.transpose(0, 1)?)?,
