@@ -46,7 +46,7 @@ components:
   tft:
     workload: tft
     batch_size: 32
-    checkpoint: { chunk: 64 }
+    checkpoint: { chunk: 320 }
     config: { input_dim: 256, hidden_dim: 64, num_heads: 4, num_layers: 2, sequence_length: 60, prediction_horizon: 5, num_quantiles: 9, num_static_features: 5, num_known_features: 10, num_unknown_features: 241, dropout: 0.1 }
     budgets: { growth: < 1 B }
   tft_plain:

@@ -105,8 +105,8 @@ fn device_dropout_masks_replay_from_the_step_seed() -> gate::candle_core::Result
 /// loss is the same.
 #[test]
 fn checkpointed_tft_gradients_on_cuda_equal_the_full_graph() -> gate::candle_core::Result<()> {
-    use gate::models::tft::{config::TftConfig, Tft};
     use gate::candle_core::{DType, Device};
+    use gate::models::tft::{config::TftConfig, Tft};
     use gate::{ParamStore, RunCtx, Step, Workload};
     let dev = Device::new_cuda(0)?;
     // Prescale width = hidden width, as in the original config: the form written by hand.
@@ -143,8 +143,12 @@ fn checkpointed_tft_gradients_on_cuda_equal_the_full_graph() -> gate::candle_cor
     assert!(gap < 1e-5, "losses differ by {gap}");
     let got = fwd.backward(&store.vars())?;
     for (name, var) in store.named_vars() {
-        let a = want.get(var.as_tensor()).unwrap_or_else(|| panic!("`{name}`: no reference gradient"));
-        let b = got.get(var.as_tensor()).unwrap_or_else(|| panic!("`{name}`: no gradient"));
+        let a = want
+            .get(var.as_tensor())
+            .unwrap_or_else(|| panic!("`{name}`: no reference gradient"));
+        let b = got
+            .get(var.as_tensor())
+            .unwrap_or_else(|| panic!("`{name}`: no gradient"));
         let scale = a.abs()?.max_all()?.to_scalar::<f32>()?.max(1e-12);
         let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
         assert!(diff <= 1e-4 * scale, "`{name}`: relative difference {}", diff / scale);

@@ -153,9 +153,12 @@ impl<'w> Trainer<'w> {
         Ok(())
     }
 
-    /// The loss on `batch` without dropout.
+    /// The loss on `batch` without dropout, over the weights as plain
+    /// tensors: the trainable model would record a graph nobody reads (a
+    /// checkpointed model's `loss` keeps every chunk's, as much memory as
+    /// the plain model's activations).
     pub(super) fn eval_loss(&self, batch: &Batch) -> Result<Tensor> {
-        self.model.loss(batch, &Step::eval())
+        self.inference_model()?.loss(batch, &Step::eval())
     }
 
     /// Frees the optimizer state (inference needs none).

@@ -78,7 +78,9 @@ impl Step {
         let mask: Vec<f32> = (0..x.elem_count())
             .map(|_| if rng.uniform() < p { 0.0 } else { scale })
             .collect();
-        Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype()).map(Some)
+        Tensor::from_vec(mask, x.shape(), x.device())?
+            .to_dtype(x.dtype())
+            .map(Some)
     }
 }
 

@@ -147,7 +147,10 @@ impl RowWise for VsnRows {
         let (n, v) = inputs[0].dims2()?;
         let x = inputs[0].reshape((1, n, v))?;
         let context = inputs[1].detach().unsqueeze(0)?;
-        self.vsn.detached().forward(&x, Some(&context), step)?.reshape((n, self.hidden))
+        self.vsn
+            .detached()
+            .forward(&x, Some(&context), step)?
+            .reshape((n, self.hidden))
     }
 
     fn backward_rows(&self, inputs: &[Tensor], step: &Step, grad_out: &Tensor) -> Result<Option<RowGrads>> {

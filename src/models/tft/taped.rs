@@ -286,7 +286,9 @@ mod tests {
             let got = surrogate.backward()?;
             for (name, var) in store.named_vars() {
                 let w = want.get(var.as_tensor()).expect("autograd reaches every parameter");
-                let g = got.get(var.as_tensor()).unwrap_or_else(|| panic!("no gradient for `{name}`"));
+                let g = got
+                    .get(var.as_tensor())
+                    .unwrap_or_else(|| panic!("no gradient for `{name}`"));
                 close(w, g, &name)?;
             }
         }

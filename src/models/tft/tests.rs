@@ -255,7 +255,9 @@ fn an_update_to_a_shared_prescaler_reaches_the_encoder() -> Result<()> {
             }
         }
         let after = model.predict(&batch)?;
-        let fresh = tft.build(store.detached(DType::F32, &Device::Cpu), &ctx(3))?.predict(&batch)?;
+        let fresh = tft
+            .build(store.detached(DType::F32, &Device::Cpu), &ctx(3))?
+            .predict(&batch)?;
         assert_ne!(before.to_vec3::<f32>()?, after.to_vec3::<f32>()?, "{checkpoint:?}");
         assert_eq!(after.to_vec3::<f32>()?, fresh.to_vec3::<f32>()?, "{checkpoint:?}");
     }

@@ -163,7 +163,9 @@ impl Vsn {
         let Some(flattened) = &self.flattened else {
             return per_variable.reshape((b, t, self.hidden));
         };
-        let weights = scoped("flattened_grn", || self.selection(flattened, &prescaled, (b, t), context, step))?;
+        let weights = scoped("flattened_grn", || {
+            self.selection(flattened, &prescaled, (b, t), context, step)
+        })?;
         scoped("combine", || -> Result<Tensor> {
             let w = weights.reshape((n, v))?.t()?.contiguous()?.reshape((v, n, 1))?;
             per_variable.broadcast_mul(&w)?.sum(0)?.reshape((b, t, self.hidden))
