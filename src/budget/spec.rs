@@ -27,7 +27,7 @@ pub const DEFAULT_PAIRS: usize = 15;
 
 impl Timing {
     /// The pairs to time: as the spec says, else [`DEFAULT_PAIRS`] on a GPU
-    /// and none on the CPU. A CPU step of the original TFT takes 5–11 s on
+    /// and none on the CPU. A CPU step of the original TFT takes 4–11 s on
     /// one core, so even the 6 pairs an interval needs would add more than a
     /// minute to a run that takes one (issue #18, goal 1); the CPU keeps the
     /// ratio of the two profiles' medians unless the spec asks for pairs.

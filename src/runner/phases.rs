@@ -386,7 +386,7 @@ pub const MIN_PAIRS: usize = 6;
 
 /// After [`MIN_PAIRS`], no new pair starts once the pairs have taken this
 /// long: a model whose step takes seconds (the original TFT on one CPU
-/// core takes 5–11 s) stops at 6 pairs instead of 15. On a GPU, 15 pairs of
+/// core takes 4–11 s) stops at 6 pairs instead of 15. On a GPU, 15 pairs of
 /// sub-second steps fit well inside it.
 pub const PAIR_SECONDS: f64 = 30.0;
 
