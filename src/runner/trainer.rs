@@ -153,12 +153,9 @@ impl<'w> Trainer<'w> {
         Ok(())
     }
 
-    /// The loss on `batch` without dropout, over the weights as plain
-    /// tensors: the trainable model would record a graph nobody reads (a
-    /// checkpointed model's `loss` keeps every chunk's, as much memory as
-    /// the plain model's activations).
+    /// The loss on `batch` without dropout (`Model::eval_loss`).
     pub(super) fn eval_loss(&self, batch: &Batch) -> Result<Tensor> {
-        self.inference_model()?.loss(batch, &Step::eval())
+        self.model.eval_loss(batch)
     }
 
     /// Frees the optimizer state (inference needs none).

@@ -237,7 +237,7 @@ impl Checkpointed {
                 terms.push((x.clone(), Tensor::cat(&parts, 0)?));
             }
         }
-        for (of, grad) in by_hand.sums {
+        for (of, grad) in by_hand.into_sums()? {
             if keep.contains(&of.id()) {
                 let sum = match grads.get_id(of.id()) {
                     Some(old) => old.add(&grad)?.detach(),
@@ -263,7 +263,10 @@ impl Checkpointed {
     }
 }
 
-/// Hand-computed gradients summed per tensor over the chunks, in first-seen order.
+/// Hand-computed gradients summed per tensor over the chunks, in first-seen
+/// order. Sums are kept in f32 whatever the tensor's dtype (a bf16 sum over
+/// many chunks would round at every add, as autograd's f32 masters do not),
+/// and cast back by [`HandGrads::into_sums`].
 #[derive(Default)]
 struct HandGrads {
     sums: Vec<(Tensor, Tensor)>,
@@ -271,8 +274,19 @@ struct HandGrads {
 }
 
 impl HandGrads {
+    /// Each tensor with its summed gradient, in the tensor's dtype.
+    fn into_sums(self) -> Result<Vec<(Tensor, Tensor)>> {
+        self.sums
+            .into_iter()
+            .map(|(of, g)| {
+                let g = g.to_dtype(of.dtype())?;
+                Ok((of, g))
+            })
+            .collect()
+    }
+
     fn add(&mut self, of: Tensor, grad: Tensor) -> Result<()> {
-        let grad = grad.detach();
+        let grad = grad.detach().to_dtype(candle_core::DType::F32)?;
         match self.index.get(&of.id()) {
             Some(&i) => {
                 let sum = self.sums[i].1.add(&grad)?;

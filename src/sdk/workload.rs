@@ -169,6 +169,13 @@ pub trait Model {
     fn forward_train<'a>(&'a self, batch: &Batch, step: &Step) -> Result<Box<dyn TrainingForward + 'a>> {
         Ok(Box::new(PlainForward(self.loss(batch, step)?)))
     }
+    /// The loss without dropout that the report records after training;
+    /// never backpropagated. The default is [`Model::loss`] with an
+    /// evaluation step; a model whose `loss` would keep a large graph for
+    /// nothing (a checkpointed block keeps every chunk's) may skip it.
+    fn eval_loss(&self, batch: &Batch) -> Result<Tensor> {
+        self.loss(batch, &Step::eval())
+    }
     /// Called after each optimizer step (e.g. to sync a target network).
     fn after_step(&mut self, _step: usize) -> Result<()> {
         Ok(())

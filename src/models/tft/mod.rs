@@ -336,6 +336,23 @@ impl TftModel {
         })
     }
 
+    /// The loss with the encoder VSN checkpointed: its output leaf (what
+    /// its backward needs) and the loss over the rest's graph.
+    fn checkpointed_loss(&self, batch: &Batch, step: &Step, chunk: usize) -> Result<(Checkpointed, Tensor)> {
+        self.check_batch(batch)?;
+        let statics = self.statics(batch, step)?;
+        let x = &batch.tensors[data::ENCODER];
+        let (b, t, _) = x.dims3()?;
+        let vsn = scoped("encoder_vsn", || {
+            let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
+            Checkpointed::forward(&self.encoder_vsn_rows()?, inputs, chunk, step)
+        })?;
+        let encoder_in = vsn.output().reshape((b, t, self.cfg.hidden_dim))?;
+        let pred = self.rest(batch, &statics, &encoder_in, step)?;
+        let loss = self.loss_of(&pred, batch)?;
+        Ok((vsn, loss))
+    }
+
     /// Everything after the encoder VSN, from its output `encoder_in` `[B, T, H]`.
     fn rest(&self, batch: &Batch, statics: &Statics, encoder_in: &Tensor, step: &Step) -> Result<Tensor> {
         let t = &batch.tensors;
@@ -397,18 +414,18 @@ impl Model for TftModel {
         let Some(chunk) = self.checkpoint else {
             return Ok(Box::new(crate::sdk::PlainForward(self.loss(batch, step)?)));
         };
-        self.check_batch(batch)?;
-        let statics = self.statics(batch, step)?;
-        let x = &batch.tensors[data::ENCODER];
-        let (b, t, _) = x.dims3()?;
-        let vsn = scoped("encoder_vsn", || {
-            let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
-            Checkpointed::forward(&self.encoder_vsn_rows()?, inputs, chunk, step)
-        })?;
-        let encoder_in = vsn.output().reshape((b, t, self.cfg.hidden_dim))?;
-        let pred = self.rest(batch, &statics, &encoder_in, step)?;
-        let loss = self.loss_of(&pred, batch)?;
+        let (vsn, loss) = self.checkpointed_loss(batch, step, chunk)?;
         Ok(Box::new(CheckpointedForward { model: self, vsn, loss }))
+    }
+
+    /// With checkpointing on, the encoder VSN runs as in training (no graph
+    /// kept): `loss` would keep every chunk's graph, as much memory as the
+    /// plain model's activations, for a figure nobody backpropagates.
+    fn eval_loss(&self, batch: &Batch) -> Result<Tensor> {
+        match self.checkpoint {
+            Some(chunk) => Ok(self.checkpointed_loss(batch, &Step::eval(), chunk)?.1),
+            None => self.loss(batch, &Step::eval()),
+        }
     }
 
     fn predict(&self, batch: &Batch) -> Result<Tensor> {

@@ -31,8 +31,9 @@ use crate::sdk::Step;
 /// What the backward reads from the forward, all detached.
 pub(super) struct GrnTape {
     x: Tensor,
-    /// ELU(a1): its sign and value give ELU's derivative.
-    h: Tensor,
+    /// W1·x + b1, before the ELU (ELU's derivative is read from it: from
+    /// ELU(a1) = e^a1 − 1 it would lose its precision near −1 in bf16).
+    a1: Tensor,
     mask: Option<Tensor>,
     /// The dropped-out a2, the gate projection's input.
     d: Tensor,
@@ -83,12 +84,13 @@ impl Grn {
             return Ok(None);
         }
         let x = x.detach().contiguous()?;
-        let h = project(&x, &self.fc1)?.elu(1.0)?;
-        let a2 = project(&h, &self.fc2)?;
+        let a1 = project(&x, &self.fc1)?;
+        let a2 = project(&a1.elu(1.0)?, &self.fc2)?;
         let glu = &self.gate.glu;
         let mask = step.dropout_mask(&a2, glu.dropout)?;
+        // `a2` moved in both arms: a borrow in one would keep it to the end.
         let d = match &mask {
-            Some(m) => a2.mul(m)?,
+            Some(m) => (a2 * m)?,
             None => a2,
         };
         let y = project(&d, &glu.fc)?;
@@ -109,7 +111,7 @@ impl Grn {
             .to_dtype(x.dtype())?;
         let tape = GrnTape {
             x,
-            h,
+            a1,
             mask,
             d,
             y,
@@ -127,7 +129,7 @@ impl Grn {
     pub(super) fn backward_taped(&self, tape: GrnTape, dout: Tensor) -> Result<(Tensor, TensorGrads)> {
         let GrnTape {
             x,
-            h,
+            a1,
             mask,
             d,
             y,
@@ -173,17 +175,19 @@ impl Grn {
         drop(y);
         let dd = project_backward(&d, &dy, &glu.fc, &mut grads)?;
         drop((d, dy));
-        let da2 = match &mask {
-            Some(m) => dd.mul(m)?,
+        let da2 = match mask {
+            Some(m) => (dd * m)?,
             None => dd,
         };
-        drop(mask);
-        let dh = project_backward(&h, &da2, &self.fc2, &mut grads)?;
+        // h = ELU(a1) again, the same op on the same input as the forward's.
+        let dh = project_backward(&a1.elu(1.0)?, &da2, &self.fc2, &mut grads)?;
         drop(da2);
-        // ELU′(a1): 1 above 0, e^a1 = h + 1 below; h has a1's sign.
-        let da1 = dh.mul(&h.minimum(0.0)?.affine(1.0, 1.0)?)?;
-        drop((dh, h));
-        let dx = (project_backward(&x, &da1, &self.fc1, &mut grads)? + ds)?;
+        // ELU′(a1): 1 above 0, e^a1 below.
+        let da1 = (dh * a1.minimum(0.0)?.exp()?)?;
+        drop(a1);
+        let dx = project_backward(&x, &da1, &self.fc1, &mut grads)?;
+        drop((x, da1));
+        let dx = (dx + ds)?;
         Ok((dx, grads))
     }
 }

@@ -238,6 +238,7 @@ impl Vsn {
         };
         let dflat = store.remove(flat.as_tensor());
         drop((flat, scores, dweights));
+        drop(prescaled); // the tape holds it as the GRNs' input, and drops it when read
         let (dprescaled, mut grads) = self.single.backward_taped(tape, weights.broadcast_mul(&g)?)?;
         let dprescaled = match dflat {
             Some(d) => (dprescaled + d.transpose(0, 1)?)?,
