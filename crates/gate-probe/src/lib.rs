@@ -1,0 +1,98 @@
+//! Memory probes: where the bytes are read from. The CPU probe is a counting
+//! global allocator; the CUDA probe reads the device's memory pool. Scopes
+//! attribute bytes to named model blocks on top of either, and a sampled
+//! span records live bytes at every scope boundary (`timeline.rs`).
+
+pub mod alloc;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+pub mod lock;
+pub mod scope;
+pub mod timeline;
+
+pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};
+pub use scope::{enter, mark, quiet, scoped, BlockStat, QuietGuard, Recorder, ScopeGuard, Span};
+pub use timeline::{Sampler, Timeline};
+
+/// Where models run and memory is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// The CPU, measured by the counting allocator (the embedded default).
+    Cpu,
+    /// An NVIDIA GPU, measured by the CUDA memory pool and NVML (`cuda` feature).
+    Cuda,
+    /// CUDA when this build has it and a GPU is usable, else the CPU.
+    Auto,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+            Backend::Auto => "auto",
+        }
+    }
+}
+
+/// Why a backend cannot be used, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    pub message: String,
+    pub hint: String,
+}
+
+/// Resolves `auto` and checks that the backend exists in this build.
+pub fn resolve_backend(requested: Backend) -> Result<Backend, BackendError> {
+    match requested {
+        Backend::Cpu => Ok(Backend::Cpu),
+        Backend::Auto => Ok(if cfg!(feature = "cuda") {
+            Backend::Cuda
+        } else {
+            Backend::Cpu
+        }),
+        Backend::Cuda if cfg!(feature = "cuda") => Ok(Backend::Cuda),
+        Backend::Cuda => Err(BackendError {
+            message: "--backend cuda needs a gate built with the `cuda` feature".into(),
+            hint: "build with `cargo build --release --features cuda` (see docs/gpu.md), or use `--backend cpu`".into(),
+        }),
+    }
+}
+
+/// Live and peak bytes of one memory domain.
+pub trait MemoryProbe: Send + Sync {
+    /// Short name of the backend this probe measures (`cpu`, `cuda`).
+    fn backend(&self) -> &'static str;
+    /// Bytes live now.
+    fn live(&self) -> u64;
+    /// Highest live bytes since the last reset.
+    fn peak(&self) -> u64;
+    /// Sets the peak to the current live bytes.
+    fn reset_peak(&self);
+    /// Waits for outstanding device work so the counters are current.
+    fn sync(&self) {}
+    /// What the device holds for this process (context included), if the probe can see it.
+    fn device_used(&self) -> Option<u64> {
+        None
+    }
+    /// Process memory outside the tensor allocator (CUDA context, kernels, workspaces).
+    fn context_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// The allocator's high-water reservation from the device.
+    fn pool_reserved_peak(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// The device a measurement was taken on.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DeviceInfo {
+    pub backend: String,
+    pub name: String,
+    /// Total memory of the device, when the probe knows it.
+    pub total_bytes: Option<u64>,
+    pub driver: Option<String>,
+    pub cuda: Option<String>,
+}
