@@ -5,14 +5,14 @@
 
 use std::time::Instant;
 
-use candle_core::{DType, Device};
-use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 use gate::__private::models::tft::config::TftConfig;
 use gate::__private::models::tft::Tft;
 use gate::__private::runner::median;
+use gate::candle_core::{DType, Device};
+use gate::candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 use gate::{ParamStore, RunCtx, Step, Workload};
 
-fn main() -> candle_core::Result<()> {
+fn main() -> gate::candle_core::Result<()> {
     let runs: usize = std::env::var("TFT_BENCH_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())

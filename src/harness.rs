@@ -44,9 +44,13 @@ impl Default for Harness {
 }
 
 impl Harness {
-    /// A harness with the built-in workloads (`mlp`, `tft`, `dqn`, `ppo`, `mamba2`).
+    /// A harness with the built-in workloads (`mlp`, `tft`, `dqn`, `ppo`,
+    /// `mamba2`) when gate is built with its `builtins` feature (the
+    /// default; they need candle 0.11), else with none.
     pub fn new() -> Self {
+        #[allow(unused_mut)]
         let mut h = Harness::without_builtins();
+        #[cfg(feature = "builtins")]
         crate::models::register_builtins(&mut h.registry);
         h
     }
@@ -158,6 +162,7 @@ mod tests {
         assert_eq!(bench_args(a(&["h", "validate"])), a(&["h", "validate"]));
     }
 
+    #[cfg(feature = "builtins")]
     #[test]
     fn a_duplicate_kind_is_bad_input_not_a_panic() {
         let h = Harness::new().register::<crate::models::Mlp>();

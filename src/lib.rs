@@ -19,43 +19,73 @@
 //! Everything documented here follows semver from 1.0; before 1.0 a minor
 //! release (0.x → 0.x+1) may change it and says how in the changelog. Items
 //! hidden from these docs (`__private`) are for gate's own tests and macros
-//! and may change in any release. A gate release supports exactly one candle
-//! minor version, re-exported as [`candle_core`] and [`candle_nn`]: build
-//! against those (this release: candle 0.11).
+//! and may change in any release.
+//!
+//! # Which candle
+//!
+//! The SDK is built against one candle minor, chosen by a feature:
+//! `candle-0-11` (the default, with the built-in models), `candle-0-10` or
+//! `candle-0-9` (0.9.1 and 0.9.2). It is re-exported as [`candle_core`] and
+//! [`candle_nn`], and it is the crate's own candle when the minors agree, so
+//! a workload's tensors are gate's. A crate on candle 0.9 depends on
+//! `gate = { ..., default-features = false, features = ["candle-0-9"] }`.
 
 #![warn(missing_docs)]
 
-pub use candle_core;
-pub use candle_nn;
+// The chosen minor's crates under the names the SDK is written with: an
+// `extern crate` at the root puts `candle_core` and `candle_nn` in every
+// module's scope, so one source serves each minor (shims in `sdk::compat`).
+#[cfg(all(feature = "candle-0-10", not(feature = "candle-0-11")))]
+#[doc(no_inline)]
+pub extern crate candle_core_0_10 as candle_core;
+#[cfg(feature = "candle-0-11")]
+#[doc(no_inline)]
+pub extern crate candle_core_0_11 as candle_core;
+#[cfg(all(feature = "candle-0-9", not(any(feature = "candle-0-10", feature = "candle-0-11"))))]
+#[doc(no_inline)]
+pub extern crate candle_core_0_9 as candle_core;
+#[cfg(all(feature = "candle-0-10", not(feature = "candle-0-11")))]
+#[doc(no_inline)]
+pub extern crate candle_nn_0_10 as candle_nn;
+#[cfg(feature = "candle-0-11")]
+#[doc(no_inline)]
+pub extern crate candle_nn_0_11 as candle_nn;
+#[cfg(all(feature = "candle-0-9", not(any(feature = "candle-0-10", feature = "candle-0-11"))))]
+#[doc(no_inline)]
+pub extern crate candle_nn_0_9 as candle_nn;
+
+#[cfg(not(any(feature = "candle-0-9", feature = "candle-0-10", feature = "candle-0-11")))]
+compile_error!(
+    "gate needs a candle: enable one of its features `candle-0-9`, `candle-0-10`, `candle-0-11` \
+     (the one your crate's candle-core is on)"
+);
+#[cfg(any(
+    all(feature = "candle-0-9", feature = "candle-0-10"),
+    all(feature = "candle-0-9", feature = "candle-0-11"),
+    all(feature = "candle-0-10", feature = "candle-0-11"),
+))]
+compile_error!(
+    "gate is built against two candle minors at once: enable only the `candle-0-*` feature of your crate's \
+     candle, with `default-features = false` (the default is `candle-0-11` with the built-in models)"
+);
 
 #[doc(hidden)]
-pub mod budget;
+pub use gate_runner::exit;
+#[doc(hidden)]
+pub use gate_spec::{budget, hash, hint, metric, units};
+#[doc(hidden)]
+pub use {gate_github as github, gate_render as render, gate_report as report};
 #[doc(hidden)]
 pub mod cli;
-#[doc(hidden)]
-pub mod exit;
-#[doc(hidden)]
-pub mod github;
 mod harness;
-#[doc(hidden)]
-pub mod hash;
-#[doc(hidden)]
-pub mod hint;
-#[doc(hidden)]
-pub mod metric;
+#[cfg(feature = "builtins")]
 #[doc(hidden)]
 pub mod models;
 #[doc(hidden)]
 pub mod probe;
 #[doc(hidden)]
-pub mod render;
-#[doc(hidden)]
-pub mod report;
-#[doc(hidden)]
 pub mod runner;
 mod sdk;
-#[doc(hidden)]
-pub mod units;
 
 pub use harness::Harness;
 pub use probe::CountingAlloc;
@@ -68,7 +98,9 @@ pub use sdk::{
 /// benchmarks. Not part of the API: anything here may change in any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::{budget, cli, exit, github, hash, hint, metric, models, probe, render, report, runner, units};
+    #[cfg(feature = "builtins")]
+    pub use crate::models;
+    pub use crate::{budget, cli, exit, github, hash, hint, metric, probe, render, report, runner, units};
     /// The runner's face of a workload, and the kinds a binary knows.
     pub mod sdk {
         pub use crate::sdk::{DynWorkload, Registry};
@@ -76,7 +108,9 @@ pub mod __private {
 
     /// A registry of the built-in workloads, as the stock `gate` has.
     pub fn builtins() -> crate::sdk::Registry {
+        #[allow(unused_mut)]
         let mut r = crate::sdk::Registry::default();
+        #[cfg(feature = "builtins")]
         crate::models::register_builtins(&mut r);
         r
     }

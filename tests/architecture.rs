@@ -114,3 +114,96 @@ fn the_built_in_models_use_only_the_sdk() {
     let deps: Vec<&String> = g.get("models").map(|d| d.keys().collect()).unwrap_or_default();
     assert_eq!(deps, ["sdk"], "{:?}", g.get("models"));
 }
+
+/// The workspace's packages and, for each, the packages its normal and
+/// build dependencies resolve to (cargo's own resolution, all features).
+fn resolved() -> (BTreeMap<String, String>, BTreeMap<String, Vec<String>>) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let run = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.args(["metadata", "--format-version", "1", "--locked"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let mut out = run(true);
+    if !out.status.success() {
+        out = run(false);
+    }
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: BTreeMap<String, String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().to_string(),
+                p["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut deps = BTreeMap::new();
+    for node in meta["resolve"]["nodes"].as_array().unwrap() {
+        let id = node["id"].as_str().unwrap().to_string();
+        let to: Vec<String> = node["deps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| {
+                d["dep_kinds"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|k| k["kind"].as_str() != Some("dev"))
+            })
+            .map(|d| d["pkg"].as_str().unwrap().to_string())
+            .collect();
+        deps.insert(id, to);
+    }
+    (names, deps)
+}
+
+/// The framework-free crates, lowest first: each may depend only on those before it.
+const CORE: &[&str] = &[
+    "gate-spec",
+    "gate-probe",
+    "gate-runner",
+    "gate-report",
+    "gate-render",
+    "gate-github",
+];
+
+#[test]
+fn no_core_crate_has_an_ml_framework_in_its_tree() {
+    let (names, deps) = resolved();
+    let id_of = |name: &str| names.iter().find(|(_, n)| n.as_str() == name).map(|(id, _)| id.clone());
+    let mut wrong = Vec::new();
+    for core in CORE {
+        let root = id_of(core).unwrap_or_else(|| panic!("`{core}` is not a workspace package"));
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![root.clone()];
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let name = &names[&id];
+            if ["candle", "burn", "tch", "cudarc"].iter().any(|f| name.starts_with(f)) {
+                wrong.push(format!("`{core}` has `{name}` in its dependency tree"));
+            }
+            todo.extend(deps.get(&id).into_iter().flatten().cloned());
+        }
+        for d in deps.get(&root).into_iter().flatten() {
+            let dn = &names[d];
+            if let Some(di) = CORE.iter().position(|c| c == dn) {
+                let ci = CORE.iter().position(|c| c == core).unwrap();
+                if di >= ci {
+                    wrong.push(format!("`{core}` depends on `{dn}`, which is above it"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

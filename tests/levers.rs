@@ -174,8 +174,8 @@ fn master_weights_are_a_variant_setting_with_their_own_fingerprint() {
     );
     let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), &text).unwrap();
     let mixed = spec.component("tft@mixed").unwrap();
-    assert_eq!(mixed.dtype, candle_core::DType::BF16);
-    assert_eq!(mixed.master_dtype, Some(candle_core::DType::F32));
+    assert_eq!(mixed.dtype, gate::__private::budget::DType::BF16);
+    assert_eq!(mixed.master_dtype, Some(gate::__private::budget::DType::F32));
     let config = config_of(&spec, "tft@mixed");
     let r = report::component_report(mixed, config.clone(), &Default::default());
     assert_eq!(r.master_dtype.as_deref(), Some("f32"));

@@ -253,7 +253,7 @@ fn init_never_writes_the_placeholder_owner() {
         "error: gate does not know which GitHub repository it comes from (`OWNER/gate`, the placeholder of \
          gate's Cargo.toml), so the harness's gate dependency would name a repository that does not exist\n\
          hint: pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo \
-         acme/gate`)\n"
+         acme/gate`), or with `--no-workflows` a gate checkout's path or a git URL\n"
     );
     assert!(!t.path().join("budgets.yaml").exists());
 
@@ -392,4 +392,114 @@ fn the_composite_action_is_well_formed() {
     for r in refs(&rtext, "inputs.") {
         assert!(declared.contains(&r), "gate-reusable.yml uses undeclared `inputs.{r}`");
     }
+}
+
+/// A crate on candle 0.9.1 gets gate's adapter for it, from a checkout's path.
+#[test]
+fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
+    let t = tempfile::tempdir().unwrap();
+    let krate = t.path().join("forecasting");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\ncandle-core = \"=0.9.1\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(krate.join("src/lib.rs"), "").unwrap();
+    // A copy of gate's manifest stands for the checkout: only its presence is checked.
+    let checkout = t.path().join("gate");
+    std::fs::create_dir_all(&checkout).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"),
+        checkout.join("Cargo.toml"),
+    )
+    .unwrap();
+    let o = gate_in(
+        &krate,
+        &["init", "--harness", "--no-workflows", "--gate-repo", "../gate"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(r#"gate = { path = "../gate", default-features = false, features = ["candle-0-9-1"] }"#),
+        "{manifest}"
+    );
+    // The workflows need a GitHub repository; a path cannot be `uses:`d.
+    let o = gate_in(&krate, &["init", "--harness", "--force", "--gate-repo", "../gate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("hint: pass `--no-workflows`"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A candle of a later 0.9 takes `candle-0-9`, one of 0.10 `candle-0-10`.
+    for (req, feature) in [("0.9.2", "candle-0-9"), ("0.10", "candle-0-10")] {
+        let dir = t.path().join(format!("c{feature}"));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            format!(
+                "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [dependencies]\ncandle-core = {{ version = \"{req}\" }}\n\n[workspace]\n"
+            ),
+        )
+        .unwrap();
+        let o = gate_in(
+            &dir,
+            &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains(&format!(r#"features = ["{feature}"]"#)),
+            "{req}: {manifest}"
+        );
+    }
+}
+
+/// A harness whose crate is on another candle than gate's is refused before
+/// cargo builds anything, naming both versions and the feature to pick.
+#[test]
+fn a_harness_on_another_candle_is_named_before_the_build() {
+    let t = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(t.path().join("src")).unwrap();
+    std::fs::write(
+        t.path().join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\ncandle-core = \"=0.9.1\"\ngate = {{ path = {:?} }}\n\n[workspace]\n",
+            root.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::write(t.path().join("src/lib.rs"), "").unwrap();
+    std::fs::write(
+        t.path().join("budgets.yaml"),
+        "version: 1\nharness: { package: forecasting, bin: gate-harness }\n\
+         device: { name: card, capacity: 4 GiB, reserve: 300 MiB }\n\
+         components:\n  m:\n    workload: mine\n    budgets: { params: < 1 MB }\n",
+    )
+    .unwrap();
+    // Resolving candle 0.9.1 needs the registry's index (or a cached one).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let resolves = Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(t.path())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !resolves {
+        eprintln!("skipped: `cargo metadata` cannot resolve candle-core 0.9.1 here (no registry)");
+        return;
+    }
+    let o = gate_in(t.path(), &["check"]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`forecasting` depends on candle-core 0.9.1, and gate is built against candle-core 0.11.1"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(r#"features = ["candle-0-9-1"]"#), "{stderr}");
+    assert!(!stderr.contains("building the harness"), "{stderr}");
 }

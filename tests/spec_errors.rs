@@ -971,7 +971,7 @@ fn batch_size_and_dtype_in_a_variants_config_are_its_settings() {
     };
     assert_eq!((base.name.as_str(), base.batch_size), ("m", 16));
     assert_eq!((big.name.as_str(), big.batch_size), ("m@big", 64));
-    assert_eq!(big.dtype, candle_core::DType::BF16);
+    assert_eq!(big.dtype, gate::__private::budget::DType::BF16);
     // The workload's config (private) as Debug shows it: between `config:` and the next field.
     for c in [base, big] {
         let all = format!("{c:?}");

@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use candle_core::{DType, Device};
 use gate::__private::metric::Metric;
 use gate::__private::models::tft::config::TftConfig;
 use gate::__private::models::tft::Tft;
 use gate::__private::probe::{CountingAlloc, CpuProbe, Recorder};
 use gate::__private::runner::{profile, Measurement, Timing};
+use gate::candle_core::{DType, Device};
 use gate::{ParamStore, RunCtx, Step, Workload};
 
 #[global_allocator]
@@ -60,7 +60,7 @@ fn small() -> TftConfig {
 /// The no-grad forward's peak stays under this share of the grad-enabled one.
 const INFERENCE_SHARE_BOUND: f64 = 0.25;
 
-fn no_grad_inference_peak_is_a_small_fraction_of_the_grad_forward() -> candle_core::Result<()> {
+fn no_grad_inference_peak_is_a_small_fraction_of_the_grad_forward() -> gate::candle_core::Result<()> {
     let tft = Tft::new(small());
     let ctx = cpu(8);
     let store = ParamStore::new(ctx.seed);

@@ -266,7 +266,7 @@ fn write_outputs(
 ) -> Result<Option<Report>, CliError> {
     let device = measured.device.unwrap_or_else(crate::probe::cpu_device_info);
     let reserve = reserve(measured.reserve, spec);
-    let testbed = report::testbed(&device, spec);
+    let testbed = report::testbed(&device, spec, crate::runner::CANDLE_VERSION);
     conclude(
         Conclusion {
             spec,
@@ -608,7 +608,7 @@ pub(super) fn guard_commands(text: String) -> String {
         .map_or(0, |d| d.as_nanos());
     let token = format!(
         "gate-{:016x}",
-        crate::report::fnv1a(&format!("{nanos}-{}", std::process::id()))
+        crate::hash::fnv1a(&format!("{nanos}-{}", std::process::id()))
     );
     format!("::stop-commands::{token}\n{text}::{token}::\n")
 }

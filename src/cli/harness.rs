@@ -111,6 +111,7 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
                 .into(),
         });
     }
+    check_candle(&manifest, h)?;
     let mut features = h.features.clone();
     if backend == Some(Backend::Cuda) && !features.iter().any(|f| f == "cuda") {
         features.push("cuda".into());
@@ -154,6 +155,33 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
         message: format!("cargo built `{}` but did not say where the binary is", h.bin),
         hint: "check that `bin:` names a binary target, not a library or an example".into(),
     })
+}
+
+/// Says, before cargo's errors, when the harness would link two candles
+/// (see `minors`). Quiet when `cargo metadata` cannot answer: the build
+/// that follows reports that itself.
+fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(), CliError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(manifest)
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output();
+    let Ok(out) = out else { return Ok(()) };
+    if !out.status.success() {
+        return Ok(());
+    }
+    let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+        return Ok(());
+    };
+    match super::minors::mismatch(&metadata) {
+        Some(m) => Err(CliError::Usage {
+            message: m.message(&h.package),
+            hint: m.hint(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Runs the cargo build `cmd`; its exit status, stdout and stderr.

@@ -25,8 +25,11 @@ pub struct InitArgs {
     /// Write budgets.yaml only, no workflows.
     #[arg(long)]
     pub no_workflows: bool,
-    /// The repository gate's workflow and action come from (OWNER/NAME).
-    #[arg(long, default_value = env!("GATE_REPOSITORY"), value_name = "OWNER/NAME")]
+    /// Where gate comes from: its GitHub repository (OWNER/NAME, or its
+    /// https://github.com/ URL) for the workflows and the harness's
+    /// dependency; or, with `--harness --no-workflows`, another git URL or a
+    /// local checkout's path (a path dependency), until gate is released.
+    #[arg(long, default_value = env!("GATE_REPOSITORY"), value_name = "OWNER/NAME|URL|PATH")]
     pub gate_repo: String,
     /// The release (tag or commit) of gate the workflows use.
     #[arg(long, default_value = concat!("v", env!("CARGO_PKG_VERSION")), value_name = "REF")]
@@ -45,13 +48,111 @@ pub struct InitArgs {
 }
 
 /// The harness file `gate init --harness` writes.
-const HARNESS: &str = "//! This crate's own `gate`: the built-in workloads plus the ones named
-//! below (each a type that implements `gate::Workload`; see docs/sdk.md).
-//! budgets.yaml names this binary under `harness:`, so `gate check` builds
-//! and runs it.
+const HARNESS: &str = "//! This crate's own `gate`: the workloads named below (each a type that
+//! implements `gate::Workload`; see docs/sdk.md), beside gate's built-in
+//! ones when gate is built with its default features. budgets.yaml names
+//! this binary under `harness:`, so `gate check` builds and runs it.
 
 gate::main!(/* your workloads, e.g. my_crate::MyForecaster */);
 ";
+
+/// Where the harness's gate dependency comes from (`--gate-repo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum GateSource {
+    /// A GitHub repository, `OWNER/NAME`: the workflows' `uses:` and a git dependency.
+    GitHub(String),
+    /// Another git URL: a git dependency only.
+    Git(String),
+    /// A local checkout: a path dependency only.
+    Path(PathBuf),
+}
+
+impl GateSource {
+    fn parse(s: &str) -> GateSource {
+        let github = s
+            .strip_prefix("https://github.com/")
+            .map(|r| r.trim_end_matches('/').trim_end_matches(".git"));
+        if let Some(repo) = github {
+            return GateSource::GitHub(repo.to_string());
+        }
+        if s.contains("://") || s.starts_with("git@") {
+            return GateSource::Git(s.to_string());
+        }
+        let path = Path::new(s);
+        if path.is_absolute() || s.starts_with('.') || path.join("Cargo.toml").is_file() {
+            return GateSource::Path(path.to_path_buf());
+        }
+        GateSource::GitHub(s.to_string())
+    }
+
+    /// The `OWNER/NAME` the workflows can `uses:`, if this is one.
+    fn github(&self) -> Option<&str> {
+        match self {
+            GateSource::GitHub(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// gate's candle feature for the crate at `manifest`: the one that serves
+/// the candle-core it depends on (resolved in its Cargo.lock when there is
+/// one, else its requirement), or `None` when it has no candle of its own
+/// (gate's default, candle 0.11 with the built-in models).
+fn candle_feature(manifest: &Path, text: &str) -> Option<&'static str> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let package = package_name(text)?;
+    let resolved = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--locked",
+            "--offline",
+            "--manifest-path",
+        ])
+        .arg(manifest)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .and_then(|m| super::minors::crate_candle(&m, &package));
+    let version = resolved.or_else(|| candle_requirement(text))?;
+    super::minors::adapter_for(&version)
+}
+
+/// The version in the manifest's `candle-core` requirement, operators
+/// stripped (`"=0.9.1"`, `{ version = "0.10" }`): what a fresh lock resolves
+/// within.
+fn candle_requirement(text: &str) -> Option<String> {
+    let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
+    let dep = doc.get("dependencies")?.get("candle-core")?;
+    let req = dep.as_str().or_else(|| dep.get("version")?.as_str())?;
+    let v = req.trim().trim_start_matches(['=', '^', '~', '>', ' ']);
+    // A bare `0.9` resolves to the newest 0.9 (0.9.2 or later).
+    Some(if v.matches('.').count() == 1 {
+        format!("{v}.99")
+    } else {
+        v.to_string()
+    })
+}
+
+/// `to` relative to `from` (both absolute), for a path dependency a team can commit.
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let (f, t): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    if out.as_os_str().is_empty() {
+        out.push(".");
+    }
+    out
+}
 
 /// The `[package] name` of the manifest at `path`.
 fn package_name(manifest: &str) -> Option<String> {
@@ -62,7 +163,12 @@ fn package_name(manifest: &str) -> Option<String> {
 /// Adds what a harness needs to a crate's manifest, keeping every key the
 /// crate already has: gate, serde (for the configs) and a `cuda` feature
 /// that forwards to gate's. Returns the manifest and what was added.
-fn with_harness_deps(manifest: &str, repo: &str, tag: &str) -> Result<(String, Vec<String>), String> {
+fn with_harness_deps(
+    manifest: &str,
+    source: &GateSource,
+    tag: &str,
+    candle: Option<&str>,
+) -> Result<(String, Vec<String>), String> {
     use toml_edit::{value, Array, DocumentMut, InlineTable, Item, Table};
     let mut doc = manifest.parse::<DocumentMut>().map_err(|e| e.to_string())?;
     let mut added = Vec::new();
@@ -70,12 +176,30 @@ fn with_harness_deps(manifest: &str, repo: &str, tag: &str) -> Result<(String, V
     let deps = deps.as_table_like_mut().ok_or("`dependencies` is not a table")?;
     if !deps.contains_key("gate") {
         let mut t = InlineTable::new();
-        t.insert("git", format!("https://github.com/{repo}").into());
-        t.insert("tag", tag.into());
+        match source {
+            GateSource::GitHub(repo) => {
+                t.insert("git", format!("https://github.com/{repo}").into());
+                t.insert("tag", tag.into());
+            }
+            GateSource::Git(url) => {
+                t.insert("git", url.as_str().into());
+                t.insert("tag", tag.into());
+            }
+            GateSource::Path(p) => {
+                t.insert("path", p.to_string_lossy().as_ref().into());
+            }
+        }
+        // A crate on another candle takes gate's adapter for it, without
+        // the built-in models (they are written against candle 0.11).
+        if let Some(f) = candle.filter(|f| *f != "candle-0-11") {
+            t.insert("default-features", false.into());
+            let mut a = Array::new();
+            a.push(f);
+            t.insert("features", a.into());
+        }
+        let line = t.to_string();
         deps.insert("gate", value(t));
-        added.push(format!(
-            "gate = {{ git = \"https://github.com/{repo}\", tag = \"{tag}\" }}"
-        ));
+        added.push(format!("gate = {}", line.trim()));
     }
     if !deps.contains_key("serde") {
         let mut t = InlineTable::new();
@@ -123,28 +247,37 @@ fn unknown_owner(repo: &str) -> bool {
     repo.split('/').next() == Some(PLACEHOLDER_OWNER)
 }
 
-fn fill(template: &str, args: &InitArgs) -> String {
+fn fill(template: &str, args: &InitArgs, repo: &str) -> String {
     template
-        .replace("{{REPO}}", &args.gate_repo)
+        .replace("{{REPO}}", repo)
         .replace("{{REF}}", &args.gate_ref)
         .replace("{{BRANCH}}", &args.branch)
 }
 
 pub fn run(args: InitArgs) -> Result<Exit, CliError> {
-    check_names(&args)?;
+    let source = GateSource::parse(&args.gate_repo);
+    check_names(&args, &source)?;
     let mut files: Vec<(PathBuf, String)> = vec![(out_path(&args, super::DEFAULT_SPEC), BUDGETS.to_string())];
     let mut manifest_edit = None;
     if args.harness {
-        let (harness_file, edit) = harness(&args, &mut files[0].1)?;
+        let (harness_file, edit) = harness(&args, &source, &mut files[0].1)?;
         files.push(harness_file);
         manifest_edit = Some(edit);
     }
     if !args.no_workflows {
+        let repo = source.github().ok_or_else(|| CliError::Usage {
+            message: format!(
+                "the workflows need gate's GitHub repository (`uses: OWNER/NAME/...`), and `--gate-repo {}` is not one",
+                args.gate_repo
+            ),
+            hint: "pass `--no-workflows` to set up the harness from that source alone, or `--gate-repo OWNER/NAME`"
+                .into(),
+        })?;
         let wf = out_path(&args, ".github/workflows");
-        files.push((wf.join("gate.yml"), fill(WORKFLOW, &args)));
-        files.push((wf.join("gate-comment.yml"), fill(COMMENT_WORKFLOW, &args)));
+        files.push((wf.join("gate.yml"), fill(WORKFLOW, &args, repo)));
+        files.push((wf.join("gate-comment.yml"), fill(COMMENT_WORKFLOW, &args, repo)));
     }
-    refuse_placeholder_owner(&args, manifest_edit.as_ref())?;
+    refuse_placeholder_owner(&args, &source, manifest_edit.as_ref())?;
     write_files(&files, args.force)?;
     if let Some(edit) = manifest_edit {
         // Only keys the crate did not have are added; nothing is overwritten.
@@ -163,16 +296,35 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
     Ok(Exit::Pass)
 }
 
-/// `--gate-repo`, `--gate-ref` and `--branch` go into YAML and TOML as they are: plain names only.
-fn check_names(args: &InitArgs) -> Result<(), CliError> {
+/// A GitHub `--gate-repo`, `--gate-ref` and `--branch` go into YAML as they
+/// are: plain names only. A URL or a path goes only into Cargo.toml, which
+/// toml_edit quotes; it may not hold a line break.
+fn check_names(args: &InitArgs, source: &GateSource) -> Result<(), CliError> {
     let safe = |s: &str| {
         !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) && !s.contains("..")
     };
-    if !safe(&args.gate_repo) || !args.gate_repo.contains('/') || !safe(&args.gate_ref) || !safe(&args.branch) {
+    let repo_ok = match source {
+        GateSource::GitHub(r) => safe(r) && r.contains('/'),
+        GateSource::Git(u) => !u.chars().any(char::is_control),
+        GateSource::Path(p) => !p.to_string_lossy().chars().any(char::is_control),
+    };
+    if !repo_ok || !safe(&args.gate_ref) || !safe(&args.branch) {
         return Err(CliError::Usage {
-            message: "--gate-repo, --gate-ref and --branch take plain names (letters, digits, - _ . /)".into(),
-            hint: "e.g. `--gate-repo acme/gate --gate-ref v0.2.0 --branch main`".into(),
+            message: "--gate-repo takes OWNER/NAME, a URL or a path; --gate-ref and --branch take plain names \
+                      (letters, digits, - _ . /)"
+                .into(),
+            hint:
+                "e.g. `--gate-repo acme/gate --gate-ref v0.2.0 --branch main`, or `--gate-repo ../gate --no-workflows`"
+                    .into(),
         });
+    }
+    if let GateSource::Path(p) = source {
+        if !p.join("Cargo.toml").is_file() {
+            return Err(CliError::Usage {
+                message: format!("--gate-repo {}: no gate checkout there (no Cargo.toml)", p.display()),
+                hint: "pass the folder of a gate checkout (the one with gate's Cargo.toml)".into(),
+            });
+        }
     }
     Ok(())
 }
@@ -195,7 +347,11 @@ struct ManifestEdit {
 
 /// `--harness`: names the harness in `budgets`, and returns the harness's
 /// source file and the edit of the crate's Cargo.toml (nothing written yet).
-fn harness(args: &InitArgs, budgets: &mut String) -> Result<((PathBuf, String), ManifestEdit), CliError> {
+fn harness(
+    args: &InitArgs,
+    source: &GateSource,
+    budgets: &mut String,
+) -> Result<((PathBuf, String), ManifestEdit), CliError> {
     let crate_dir = args.crate_dir.clone().unwrap_or_else(|| args.dir.clone());
     let manifest = crate_dir.join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).map_err(|e| CliError::Usage {
@@ -206,7 +362,19 @@ fn harness(args: &InitArgs, budgets: &mut String) -> Result<((PathBuf, String), 
         message: format!("--harness: {} has no `[package] name`", manifest.display()),
         hint: "in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`".into(),
     })?;
-    let (edited, added) = with_harness_deps(&text, &args.gate_repo, &args.gate_ref).map_err(|e| CliError::Usage {
+    // A path dependency is written relative to the crate, so it can be committed.
+    let source = match source {
+        GateSource::Path(p) => {
+            let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+            GateSource::Path(relative(&abs(&crate_dir), &abs(p)))
+        }
+        other => other.clone(),
+    };
+    let candle = candle_feature(&manifest, &text);
+    if let Some(f) = candle {
+        eprintln!("{} is on candle `{f}`: gate's adapter for it", manifest.display());
+    }
+    let (edited, added) = with_harness_deps(&text, &source, &args.gate_ref, candle).map_err(|e| CliError::Usage {
         message: format!("--harness: cannot edit {}: {e}", manifest.display()),
         hint: "add the lines by hand (docs/sdk.md, step 1)".into(),
     })?;
@@ -225,9 +393,14 @@ fn harness(args: &InitArgs, budgets: &mut String) -> Result<((PathBuf, String), 
 /// The placeholder owner would make every `uses:` (and the harness's git
 /// dependency) name a repository that does not exist: refuse before
 /// writing anything, and say what to pass.
-fn refuse_placeholder_owner(args: &InitArgs, manifest_edit: Option<&ManifestEdit>) -> Result<(), CliError> {
+fn refuse_placeholder_owner(
+    args: &InitArgs,
+    source: &GateSource,
+    manifest_edit: Option<&ManifestEdit>,
+) -> Result<(), CliError> {
     let dependency = manifest_edit.is_some_and(|e| e.added.iter().any(|a| a.starts_with("gate =")));
-    if !unknown_owner(&args.gate_repo) || (args.no_workflows && !dependency) {
+    let placeholder = source.github().is_some_and(unknown_owner);
+    if !placeholder || (args.no_workflows && !dependency) {
         return Ok(());
     }
     let what = match (!args.no_workflows, dependency) {
@@ -236,7 +409,7 @@ fn refuse_placeholder_owner(args: &InitArgs, manifest_edit: Option<&ManifestEdit
         _ => "the harness's gate dependency",
     };
     let alone = if args.harness {
-        ""
+        ", or with `--no-workflows` a gate checkout's path or a git URL"
     } else {
         "; or `--no-workflows` to write budgets.yaml alone"
     };

@@ -15,6 +15,7 @@ mod harness;
 mod history;
 mod init;
 mod merge;
+mod minors;
 mod profile;
 mod validate;
 

@@ -177,10 +177,10 @@ fn component_and_workload<'a>(
 fn run_ctx(device: &Device, c: &crate::budget::Component, batch_size: usize) -> RunCtx {
     RunCtx {
         device: device.clone(),
-        dtype: c.dtype,
+        dtype: crate::sdk::candle_dtype(c.dtype),
         batch_size,
         seed: c.seed,
-        master_dtype: c.master_dtype,
+        master_dtype: c.master_dtype.map(crate::sdk::candle_dtype),
     }
 }
 

@@ -1,19 +1,72 @@
 //! The runner: profiles components (each in its own child process) and
-//! returns their measurements.
+//! returns their measurements. The protocol, the pool and the measurement
+//! types are gate-runner's; the phases, the trainer and the fault
+//! injection run here, over candle's tensors.
 
-mod child;
 pub mod fault;
-mod measurement;
-mod phases;
-mod pool;
 mod resolve;
-mod timing_lock;
 mod trainer;
 
-pub use child::{
-    begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,
+use crate::probe::Recorder;
+use crate::sdk::{DynWorkload, RunCtx};
+
+pub use gate_runner::{
+    begin_writing, default_jobs, emit, forward_signals, infrastructure_failure, interrupted, measured_in, median,
+    profile_all, run_child, ChildArgs, ChildEvent, DeviceInfo, Failure, Measurement, Phase, Profiled, Progress,
+    MIN_PAIRS, PAIR_SECONDS,
 };
-pub use measurement::{DeviceInfo, Failure, Measurement, Phase};
-pub use phases::{measured_in, median, profile, time_pairs, Timing, MIN_PAIRS, PAIR_SECONDS};
-pub use pool::{default_jobs, profile_all, Profiled, Progress};
+/// The candle the models run on (the `candle-0-*` feature; the 0.11 figure
+/// is checked against Cargo.toml by a test), recorded in each testbed.
+#[cfg(feature = "candle-0-11")]
+pub const CANDLE_VERSION: &str = "0.11.1";
+#[cfg(all(feature = "candle-0-10", not(feature = "candle-0-11")))]
+pub const CANDLE_VERSION: &str = "0.10";
+#[cfg(all(feature = "candle-0-9", not(any(feature = "candle-0-10", feature = "candle-0-11"))))]
+pub const CANDLE_VERSION: &str = "0.9";
+
+pub use gate_runner::phases::Timing;
 pub use resolve::{load, parse, parse_bytes, resolve, Workloads};
+
+/// Profiles `workload` in `ctx` (gate-runner's phases over candle).
+pub fn profile(
+    workload: &dyn DynWorkload,
+    ctx: &RunCtx,
+    timing: Timing,
+    recorder: &Recorder,
+    on_phase: &mut dyn FnMut(Phase, &Measurement),
+) -> Measurement {
+    gate_runner::phases::profile(&trainer::CandleSession { workload, ctx }, timing, recorder, on_phase)
+}
+
+/// Times `variant` against `reference` in this process (see gate-runner's `time_pairs`).
+pub fn time_pairs(
+    variant: (&dyn DynWorkload, &RunCtx),
+    reference: (&dyn DynWorkload, &RunCtx),
+    warmup: usize,
+    pairs: usize,
+    sync: &dyn Fn(),
+) -> Result<Vec<f64>, String> {
+    let a = trainer::CandleSession {
+        workload: variant.0,
+        ctx: variant.1,
+    };
+    let b = trainer::CandleSession {
+        workload: reference.0,
+        ctx: reference.1,
+    };
+    gate_runner::phases::time_pairs(&a, &b, warmup, pairs, sync)
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(feature = "candle-0-11")]
+    #[test]
+    fn candle_version_matches_cargo_toml() {
+        let toml = include_str!("../../Cargo.toml");
+        let line = format!(
+            "candle-core-0-11 = {{ package = \"candle-core\", version = \"{}\"",
+            super::CANDLE_VERSION
+        );
+        assert!(toml.contains(&line), "{line}");
+    }
+}

@@ -3,15 +3,139 @@
 //! optimizer step, the recast from the master weights under mixed
 //! precision). It measures nothing: `phases` drives it a piece at a time
 //! inside its spans, so every allocation here happens where the phase that
-//! counts it asks for it.
+//! counts it asks for it. This is candle's side of gate-runner's adapter
+//! traits ([`Session`], [`Unbuilt`], [`Train`]).
 
 use std::cell::OnceCell;
 
 use candle_core::backprop::GradStore;
-use candle_core::{Result, Tensor, Var};
+use candle_core::{DType, Result, Tensor, Var};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+use gate_runner::adapter::{self, Analytic, Session, Train, Unbuilt};
 
 use crate::sdk::{prune_grads, Batch, DynWorkload, Model, ParamStore, RunCtx, Step, TrainingForward};
+
+/// A candle error as gate's (its message; reports show the first line).
+fn err(e: candle_core::Error) -> adapter::Error {
+    adapter::Error::msg(e.to_string())
+}
+
+/// One workload in its run context: what the runner profiles.
+pub(super) struct CandleSession<'w> {
+    pub(super) workload: &'w dyn DynWorkload,
+    pub(super) ctx: &'w RunCtx,
+}
+
+impl Session for CandleSession<'_> {
+    type Params<'s>
+        = Params<'s>
+    where
+        Self: 's;
+    type Trainer<'s>
+        = Trainer<'s>
+    where
+        Self: 's;
+
+    fn analytic(&self) -> Analytic {
+        // With master weights the model holds the masters and their casts.
+        let ctx = self.ctx;
+        let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
+        let count = self.workload.param_count();
+        Analytic {
+            param_bytes: (count.trainable + count.frozen) * dsize,
+            frozen_elems: count.frozen,
+        }
+    }
+
+    fn params(&self) -> Params<'_> {
+        Params::new(self.workload, self.ctx)
+    }
+}
+
+impl<'w> Unbuilt for Params<'w> {
+    type Trainer = Trainer<'w>;
+
+    fn build(self) -> adapter::Result<Trainer<'w>> {
+        Params::build(self).map_err(err)
+    }
+}
+
+impl<'w> Train for Trainer<'w> {
+    type Batch = Batch;
+    type Forward<'t>
+        = Box<dyn TrainingForward + 't>
+    where
+        Self: 't;
+    type Grads = GradStore;
+    type Inference = Box<dyn Model>;
+    type Prediction = Tensor;
+
+    fn param_elems(&self) -> u64 {
+        Trainer::param_elems(self)
+    }
+
+    fn batch(&self) -> adapter::Result<Batch> {
+        Trainer::batch(self).map_err(err)
+    }
+
+    fn forward<'t>(&'t self, batch: &Batch) -> adapter::Result<Self::Forward<'t>> {
+        Trainer::forward(self, batch).map_err(err)
+    }
+
+    fn loss_value<'t>(&'t self, forward: &Self::Forward<'t>) -> adapter::Result<f64> {
+        scalar(forward.loss())
+    }
+
+    fn list_vars(&self) {
+        Trainer::list_vars(self);
+    }
+
+    fn backward<'t>(&'t self, forward: Self::Forward<'t>) -> adapter::Result<GradStore> {
+        Trainer::backward(self, forward).map_err(err)
+    }
+
+    fn prune(&self, grads: &mut GradStore) -> adapter::Result<()> {
+        Trainer::prune(self, grads).map_err(err)
+    }
+
+    fn update(&mut self, grads: &GradStore) -> adapter::Result<()> {
+        Trainer::update(self, grads).map_err(err)
+    }
+
+    fn after_step(&mut self) -> adapter::Result<()> {
+        Trainer::after_step(self).map_err(err)
+    }
+
+    fn eval_loss(&self, batch: &Batch) -> adapter::Result<f64> {
+        scalar(&Trainer::eval_loss(self, batch).map_err(err)?)
+    }
+
+    fn drop_optimizer(&mut self) {
+        Trainer::drop_optimizer(self)
+    }
+
+    fn inference_model(&self) -> adapter::Result<Box<dyn Model>> {
+        Trainer::inference_model(self).map_err(err)
+    }
+
+    fn predict(&self, model: &Box<dyn Model>, batch: &Batch) -> adapter::Result<Tensor> {
+        model.predict(batch).map_err(err)
+    }
+
+    fn leak(&self, batch: &Batch) -> adapter::Result<()> {
+        match batch.tensors.first() {
+            Some(t) => super::fault::leak(t).map_err(err),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A scalar loss tensor's value.
+fn scalar(loss: &Tensor) -> adapter::Result<f64> {
+    loss.to_dtype(DType::F64)
+        .and_then(|l| l.to_scalar::<f64>())
+        .map_err(err)
+}
 
 /// A trainer before its model is built: the parameter store alone. It is
 /// made before the build is measured, so the store's own bookkeeping is
@@ -70,11 +194,6 @@ pub(super) struct Trainer<'w> {
 }
 
 impl<'w> Trainer<'w> {
-    /// Params and build in one go, for callers that measure neither.
-    pub(super) fn new(workload: &'w dyn DynWorkload, ctx: &'w RunCtx) -> Result<Self> {
-        Params::new(workload, ctx).build()
-    }
-
     /// Parameter elements in the store (masters counted once).
     pub(super) fn param_elems(&self) -> u64 {
         self.store.elem_count()
@@ -106,13 +225,6 @@ impl<'w> Trainer<'w> {
     /// Keeps only the trainable variables' gradients (see `prune_grads`).
     pub(super) fn prune(&self, grads: &mut GradStore) -> Result<()> {
         prune_grads(grads, self.list_vars())
-    }
-
-    /// [`Trainer::backward`], then [`Trainer::prune`].
-    pub(super) fn gradients(&self, fwd: Box<dyn TrainingForward + '_>) -> Result<GradStore> {
-        let mut grads = self.backward(fwd)?;
-        self.prune(&mut grads)?;
-        Ok(grads)
     }
 
     /// One AdamW step; the first call makes the optimizer (its state is

@@ -28,21 +28,7 @@ use super::nn::Step;
 /// (docs/models.md §5 pitfall 3); a careful training loop drops both before the
 /// optimizer step, and so does the runner.
 pub(crate) fn prune_grads(grads: &mut GradStore, vars: &[Var]) -> candle_core::Result<()> {
-    let keep: HashSet<TensorId> = vars.iter().map(|v| v.as_tensor().id()).collect();
-    let ids: Vec<TensorId> = grads.get_ids().copied().collect();
-    for id in ids {
-        if keep.contains(&id) {
-            if let Some(g) = grads.get_id(id) {
-                let detached = g.detach();
-                grads.insert_id(id, detached);
-            }
-        } else if let Some(g) = grads.get_id(id) {
-            // GradStore has no remove-by-id: swap in an empty tensor.
-            let empty = Tensor::zeros(0, g.dtype(), g.device())?;
-            grads.insert_id(id, empty);
-        }
-    }
-    Ok(())
+    super::compat::keep_only(grads, vars)
 }
 
 /// A block whose output row `i` depends only on its inputs' row `i`. Every
@@ -217,7 +203,7 @@ impl Checkpointed {
                     out.mul(&g)?.sum_all()?.backward()?
                 }
             };
-            accumulate(grads, &chunk_grads, &keep)?;
+            accumulate(grads, &chunk_grads, &keep, vars)?;
             for (i, leaf) in leaves.iter().enumerate() {
                 if tracked[i] {
                     let g = match chunk_grads.get(leaf) {
@@ -243,7 +229,7 @@ impl Checkpointed {
                     Some(old) => old.add(&grad)?.detach(),
                     None => grad,
                 };
-                grads.insert_id(of.id(), sum);
+                grads.insert(&of, sum);
             } else {
                 terms.push((of, grad));
             }
@@ -257,7 +243,7 @@ impl Checkpointed {
         }
         if let Some(s) = surrogate {
             let upstream = s.backward()?;
-            accumulate(grads, &upstream, &keep)?;
+            accumulate(grads, &upstream, &keep, vars)?;
         }
         Ok(())
     }
@@ -302,7 +288,7 @@ impl HandGrads {
 }
 
 /// Adds `from`'s gradients of the `keep` tensors into `into`, detached.
-fn accumulate(into: &mut GradStore, from: &GradStore, keep: &HashSet<TensorId>) -> Result<()> {
+fn accumulate(into: &mut GradStore, from: &GradStore, keep: &HashSet<TensorId>, vars: &[Var]) -> Result<()> {
     for &id in from.get_ids() {
         if !keep.contains(&id) {
             continue;
@@ -312,7 +298,7 @@ fn accumulate(into: &mut GradStore, from: &GradStore, keep: &HashSet<TensorId>) 
             Some(old) => old.add(g)?.detach(),
             None => g.detach(),
         };
-        into.insert_id(id, sum);
+        super::compat::set_var_grad(into, id, vars, sum);
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! (`crate::models`) use exactly this, as an adopter's crate does.
 
 pub mod checkpoint;
-pub(crate) mod config;
+mod compat;
 #[cfg(feature = "cuda")]
 mod cuda_dropout;
 pub mod nn;
@@ -12,11 +12,13 @@ mod registry;
 mod rng;
 mod workload;
 
-pub use config::{ConfigIssue, Pos, Problems};
+pub(crate) use gate_spec::config;
+pub use gate_spec::config::{ConfigIssue, Pos, Problems};
 pub use nn::Step;
 pub use params::ParamStore;
 pub use registry::{DynWorkload, Registry};
 pub use rng::Rng;
+pub(crate) use workload::candle_dtype;
 pub use workload::{Batch, Model, ParamCount, PlainForward, RunCtx, TrainingForward, Workload};
 
 pub use crate::probe::{enter as scope, scoped, ScopeGuard};

@@ -153,6 +153,8 @@ impl SimpleBackend for ParamStore {
         Ok(t)
     }
 
+    // candle 0.9.2 added this to the trait; 0.9.1 does not have it.
+    #[cfg(not(feature = "candle-0-9-1"))]
     fn get_unchecked(&self, name: &str, _dtype: DType, _dev: &Device) -> Result<Tensor> {
         let inner = self.lock();
         match inner.index.get(name) {

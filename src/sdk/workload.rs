@@ -181,3 +181,12 @@ pub trait Model {
         Ok(())
     }
 }
+
+/// candle's dtype for the spec's.
+pub(crate) fn candle_dtype(dtype: gate_spec::dtype::DType) -> DType {
+    match dtype {
+        gate_spec::dtype::DType::F32 => DType::F32,
+        gate_spec::dtype::DType::F16 => DType::F16,
+        gate_spec::dtype::DType::BF16 => DType::BF16,
+    }
+}

@@ -161,7 +161,7 @@ pub fn event_from_env() -> Event {
 /// Like [`event_from_env`], but where `GITHUB_EVENT_NAME` says the run is for
 /// a pull request (or a `workflow_run`), an event file that is missing,
 /// unreadable or lacks the PR is an error rather than "not a pull request".
-pub fn event_from_env_checked() -> Result<Event, crate::github::GithubError> {
+pub fn event_from_env_checked() -> Result<Event, crate::GithubError> {
     let name = std::env::var("GITHUB_EVENT_NAME").unwrap_or_default();
     let needs = matches!(name.as_str(), "pull_request" | "pull_request_target" | "workflow_run");
     let path = std::env::var_os("GITHUB_EVENT_PATH");
@@ -169,7 +169,7 @@ pub fn event_from_env_checked() -> Result<Event, crate::github::GithubError> {
         return Ok(event_from_env());
     }
     let bad = |what: String| {
-        crate::github::GithubError::Config {
+        crate::GithubError::Config {
         message: format!("GITHUB_EVENT_NAME is {name} but {what}"),
         hint: "GitHub sets GITHUB_EVENT_PATH to the event's JSON payload; outside Actions, unset GITHUB_EVENT_NAME or pass --pr".into(),
     }

@@ -2,6 +2,12 @@
 //! the event context from the environment, the comment upsert, the baseline
 //! store. Errors are [`GithubError`]s that say the fix; the token never
 //! appears in any of them.
+//!
+//! No ML framework is in this crate's dependency tree. Internal to gate:
+//! its API may change in any release.
+
+use gate_render as render;
+use gate_report as report;
 
 pub mod client;
 pub mod comment;

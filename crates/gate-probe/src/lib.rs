@@ -2,10 +2,12 @@
 //! global allocator; the CUDA probe reads the device's memory pool. Scopes
 //! attribute bytes to named model blocks on top of either, and a sampled
 //! span records live bytes at every scope boundary (`timeline.rs`).
+//!
+//! No ML framework is in this crate's dependency tree: what a probe reads
+//! is the allocator's (or the driver's) count of bytes, whatever made them.
+//! Internal to gate: its API may change in any release.
 
 pub mod alloc;
-#[cfg(feature = "cuda")]
-pub mod cuda;
 pub mod lock;
 pub mod scope;
 pub mod timeline;
@@ -15,7 +17,8 @@ pub use scope::{enter, mark, quiet, scoped, BlockStat, QuietGuard, Recorder, Sco
 pub use timeline::{Sampler, Timeline};
 
 /// Where models run and memory is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Backend {
     /// The CPU, measured by the counting allocator (the embedded default).
     Cpu,

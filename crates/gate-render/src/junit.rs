@@ -373,11 +373,8 @@ fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<Stri
                 r.line,
                 // JUnit has no warning: an accepted regression passes and says so.
                 match (r.status, &report.summary.acknowledgement) {
-                    (Status::Acknowledged, Some(a)) => format!(
-                        "; regressed, {}: {}",
-                        crate::render::acknowledged_by(a),
-                        failure_message(r)
-                    ),
+                    (Status::Acknowledged, Some(a)) =>
+                        format!("; regressed, {}: {}", crate::acknowledged_by(a), failure_message(r)),
                     (Status::Acknowledged, None) => format!("; regressed, acknowledged: {}", failure_message(r)),
                     _ => String::new(),
                 }

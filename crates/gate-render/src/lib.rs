@@ -1,5 +1,13 @@
 //! Renderers: report → text. They never decide pass or fail; they show the
 //! statuses the verdict gave.
+//!
+//! No ML framework is in this crate's dependency tree. Internal to gate:
+//! its API may change in any release.
+
+use gate_probe as probe;
+use gate_report as report;
+use gate_runner as runner;
+use gate_spec::{hash, metric, units};
 
 pub mod annotations;
 pub mod junit;

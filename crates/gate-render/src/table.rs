@@ -248,7 +248,7 @@ pub fn variant_settings(c: &crate::report::ComponentReport) -> String {
 fn variants(report: &Report) -> String {
     let mut out = String::new();
     for (base, members) in variant_groups(report) {
-        let reference = crate::render::view::variant_reference(report, &base, &members);
+        let reference = crate::view::variant_reference(report, &base, &members);
         let _ = writeln!(
             out,
             "

@@ -152,7 +152,7 @@ mod tests {
     use super::*;
 
     fn fixture() -> serde_json::Value {
-        let text = include_str!("../../tests/fixtures/report-h200.json");
+        let text = include_str!("../../../tests/fixtures/report-h200.json");
         serde_json::from_str(text).unwrap()
     }
 

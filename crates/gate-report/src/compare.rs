@@ -140,9 +140,9 @@ fn same_limit(a: f64, b: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::baseline::Outcome;
     use crate::metric::Metric;
-    use crate::report::baseline::Outcome;
-    use crate::report::verdict::{decide, Reserve, Verdict};
+    use crate::verdict::{decide, Reserve, Verdict};
     use std::collections::BTreeMap;
     use std::path::Path;
 
@@ -159,7 +159,7 @@ components:
 
     fn component(spec: &Spec, hidden: u64, params: f64) -> ComponentReport {
         let c = &spec.components[0];
-        let mut r = crate::report::not_measured_report(c, "");
+        let mut r = crate::not_measured_report(c, "");
         r.error = None;
         r.config = serde_json::json!({ "hidden_dim": hidden, "input_dim": 8 });
         r.fingerprint = format!("fp-{hidden}");

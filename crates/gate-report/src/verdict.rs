@@ -540,7 +540,7 @@ ensemble:
     }
 
     fn comp(metrics: &[(Metric, f64)], fingerprint: &str) -> ComponentReport {
-        let mut c = crate::report::not_measured_report(&spec().components[0], "");
+        let mut c = crate::not_measured_report(&spec().components[0], "");
         c.error = None;
         c.fingerprint = fingerprint.into();
         for (m, v) in metrics {
@@ -884,7 +884,7 @@ components:
 ";
 
     fn report(c: &crate::budget::Component, loss: f64, ms: f64) -> ComponentReport {
-        let mut r = crate::report::not_measured_report(c, "");
+        let mut r = crate::not_measured_report(c, "");
         r.error = None;
         for (m, v) in [(Metric::Loss, loss), (Metric::StepTime, ms)] {
             r.metrics.insert(
@@ -962,7 +962,7 @@ components:
             .components
             .iter()
             .map(|c| {
-                let mut r = crate::report::not_measured_report(c, "");
+                let mut r = crate::not_measured_report(c, "");
                 r.error = None;
                 r.step_times_ms = steps.to_vec();
                 let ms = crate::runner::median(steps);

@@ -118,7 +118,7 @@ pub fn interrupted() -> Option<i32> {
 /// Whether a failed measurement is the infrastructure's fault (a CUDA or
 /// driver error other than out of memory; see `fault::is_device_error`).
 pub fn infrastructure_failure(f: &Failure) -> bool {
-    (f.phase == Phase::Setup && f.reason.contains("status 3")) || super::fault::is_device_error(&f.reason)
+    (f.phase == Phase::Setup && f.reason.contains("status 3")) || crate::fault::is_device_error(&f.reason)
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -221,9 +221,9 @@ fn profile_command(exe: &Path, spec: &Path, component: &str, args: &ChildArgs) -
         // worker thread, and which workers run a kernel varies between runs,
         // so more threads would make the byte counts wobble.
         .env("RAYON_NUM_THREADS", args.threads.to_string())
-        .env(super::fault::COMPONENT_ENV, component)
+        .env(crate::fault::COMPONENT_ENV, component)
         .env(TUNABLES_ENV, allocator_tunables(std::env::var_os(TUNABLES_ENV)))
-        .envs(args.timing_lock.iter().map(|p| (super::timing_lock::ENV, p)))
+        .envs(args.timing_lock.iter().map(|p| (crate::timing_lock::ENV, p)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -104,3 +104,24 @@ pub struct Measurement {
     #[serde(default)]
     pub ratio_error: Option<String>,
 }
+
+/// The phases whose work a metric's value comes from, as [`run`] measures
+/// it (JUnit gives each budget their time). A ratio comes from the phases of
+/// the metric it divides.
+pub fn measured_in(metric: Metric) -> &'static [Phase] {
+    match metric {
+        Metric::Params => &[Phase::Build],
+        Metric::Activations => &[Phase::Forward],
+        Metric::Gradients => &[Phase::Backward],
+        Metric::Optimizer => &[Phase::Optimizer],
+        Metric::TrainingPeak | Metric::DeviceUsed => &[Phase::TrainingStep],
+        // The steady step is the first timed step; the rest run in `timing`.
+        Metric::StepTime => &[Phase::TrainingStep, Phase::Timing],
+        // A variant's ratio comes from its interleaved pairs (the separate
+        // medians when there are none).
+        Metric::StepTimeRatio => &[Phase::TrainingStep, Phase::Timing, Phase::Ratio],
+        Metric::Loss | Metric::LossRatio => &[Phase::Timing],
+        Metric::InferencePeak => &[Phase::Inference],
+        Metric::Growth => &[Phase::Timing, Phase::Inference],
+    }
+}

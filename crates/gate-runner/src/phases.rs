@@ -1,27 +1,27 @@
 //! One component's profile, in process: build, batch, forward, backward,
 //! optimizer, a steady training step, timing, inference. The training
-//! itself is the [`Trainer`]'s; this file measures it: each phase's bytes
+//! itself is the adapter's ([`Session`], [`Train`]); this file measures it: each phase's bytes
 //! come from the probe through a [`Recorder`] span, with the timeline's
 //! marks and the injected faults (`fault`) in between. A failing phase
 //! stops the profile; figures measured before it are kept.
 
 use std::time::Instant;
 
-use super::measurement::{Failure, Measurement, Phase};
-use super::timing_lock::Turn;
-use super::trainer::{Params, Trainer};
+use crate::adapter::{Error, Session, Train, Unbuilt};
+use crate::fault;
+use crate::measurement::{Failure, Measurement, Phase};
 use crate::metric::Metric;
 use crate::probe::{mark, Recorder, Sampler};
-use crate::sdk::{Batch, DynWorkload, RunCtx};
+use crate::timing::{median, MIN_PAIRS, PAIR_SECONDS};
+use crate::timing_lock::Turn;
 
-pub use crate::budget::Timing;
+pub use gate_spec::budget::Timing;
 
 /// Profiles `workload`, reporting each phase and the figures so far to
 /// `on_phase` before the phase starts (the child process forwards these, so
 /// a crash can be placed and earlier figures survive it).
-pub fn profile(
-    workload: &dyn DynWorkload,
-    ctx: &RunCtx,
+pub fn profile<S: Session>(
+    session: &S,
     timing: Timing,
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
@@ -31,8 +31,7 @@ pub fn profile(
     // bytes are part of the baseline and never of a figure.
     let mut sampler = Sampler::new();
     let mut p = Profile {
-        workload,
-        ctx,
+        session,
         rec: recorder,
         on_phase,
         sampler: &mut sampler,
@@ -49,34 +48,27 @@ pub fn profile(
     m
 }
 
-type PhaseResult<T> = Result<T, (Phase, candle_core::Error)>;
+type PhaseResult<T> = Result<T, (Phase, Error)>;
 
 /// Tags a failure with the phase it happened in.
-fn in_phase<T>(phase: Phase, r: candle_core::Result<T>) -> PhaseResult<T> {
+fn in_phase<T>(phase: Phase, r: crate::adapter::Result<T>) -> PhaseResult<T> {
     r.map_err(|e| (phase, e))
 }
 
-fn finite_loss(phase: Phase, loss: &candle_core::Tensor) -> PhaseResult<f64> {
-    let v = in_phase(
-        phase,
-        loss.to_dtype(candle_core::DType::F64)
-            .and_then(|l| l.to_scalar::<f64>()),
-    )?;
-    let v = super::fault::loss(v); // an injected `nan`/`inf` (tests only)
+/// A loss that must be a finite number.
+fn finite_loss(phase: Phase, loss: crate::adapter::Result<f64>) -> PhaseResult<f64> {
+    let v = fault::loss(in_phase(phase, loss)?); // an injected `nan`/`inf` (tests only)
     if !v.is_finite() {
-        return Err((
-            phase,
-            candle_core::Error::Msg(format!("the loss is {v}, not a finite number")),
-        ));
+        return Err((phase, Error::msg(format!("the loss is {v}, not a finite number"))));
     }
     Ok(v)
 }
 
 /// One whole training step, its loss checked before backward; the marks
 /// place its parts on the timeline (no-ops unless the step is sampled).
-fn train_step(trainer: &mut Trainer, batch: &Batch, phase: Phase) -> PhaseResult<f64> {
+fn train_step<T: Train>(trainer: &mut T, batch: &T::Batch, phase: Phase) -> PhaseResult<f64> {
     let fwd = in_phase(phase, trainer.forward(batch))?;
-    let value = finite_loss(phase, fwd.loss())?;
+    let value = finite_loss(phase, trainer.loss_value(&fwd))?;
     mark("backward");
     let grads = in_phase(phase, trainer.gradients(fwd))?;
     mark("optimizer");
@@ -86,9 +78,8 @@ fn train_step(trainer: &mut Trainer, batch: &Batch, phase: Phase) -> PhaseResult
 
 /// What every phase uses: the component, the recorder, and where the
 /// figures go.
-struct Profile<'a> {
-    workload: &'a dyn DynWorkload,
-    ctx: &'a RunCtx,
+struct Profile<'a, S: Session> {
+    session: &'a S,
     rec: &'a Recorder,
     on_phase: &'a mut dyn FnMut(Phase, &Measurement),
     sampler: &'a mut Sampler,
@@ -97,7 +88,7 @@ struct Profile<'a> {
 
 /// The phases in order. Each helper measures one or a few phases; the
 /// trainer and batch live here, across all of them, as the figures assume.
-fn run(p: &mut Profile, timing: Timing) -> PhaseResult<()> {
+fn run<S: Session>(p: &mut Profile<S>, timing: Timing) -> PhaseResult<()> {
     let base = p.warm_up()?;
     let (mut trainer, batch) = p.build()?;
     let first_peak = p.first_step(&mut trainer, &batch)?;
@@ -106,11 +97,11 @@ fn run(p: &mut Profile, timing: Timing) -> PhaseResult<()> {
     p.inference(&mut trainer, &batch, base)
 }
 
-impl<'a> Profile<'a> {
+impl<'a, S: Session> Profile<'a, S> {
     /// Announces `phase` with the figures so far and applies any injected fault (see `fault`).
     fn begin(&mut self, phase: Phase) -> PhaseResult<()> {
         (self.on_phase)(phase, self.m);
-        in_phase(phase, super::fault::inject(phase))
+        in_phase(phase, fault::inject(phase))
     }
 
     /// The warm-up, then the baseline every peak is measured from.
@@ -122,7 +113,7 @@ impl<'a> Profile<'a> {
         // without the warm-up, so the failure is placed in the phase that really
         // runs out and the figures before it are still measured.
         self.begin(Phase::Warmup)?;
-        if let Err((_, e)) = throwaway_run(self.workload, self.ctx) {
+        if let Err((_, e)) = throwaway_run(self.session) {
             self.m.warmup_error = Some(first_line(&e.to_string()));
         }
         let rec = self.rec;
@@ -130,19 +121,17 @@ impl<'a> Profile<'a> {
         probe.sync();
         let base = probe.live();
         self.sampler.set_base(base);
-        // With master weights the model holds the masters and their casts.
-        let ctx = self.ctx;
-        let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
-        let count = self.workload.param_count();
-        self.m.analytic_params_bytes = (count.trainable + count.frozen) * dsize;
-        self.m.frozen_elems = count.frozen;
+        let analytic = self.session.analytic();
+        self.m.analytic_params_bytes = analytic.param_bytes;
+        self.m.frozen_elems = analytic.frozen_elems;
         Ok(base)
     }
 
     /// The model (`build`) and the batch (`batch`).
-    fn build(&mut self) -> PhaseResult<(Trainer<'a>, Batch)> {
+    #[allow(clippy::type_complexity)]
+    fn build(&mut self) -> PhaseResult<(S::Trainer<'a>, <S::Trainer<'a> as Train>::Batch)> {
         self.begin(Phase::Build)?;
-        let params = Params::new(self.workload, self.ctx);
+        let params = self.session.params();
         let (trainer, span, _) = self.rec.span(false, || params.build());
         let trainer = in_phase(Phase::Build, trainer)?;
         self.m.param_elems = trainer.param_elems();
@@ -158,7 +147,7 @@ impl<'a> Profile<'a> {
     /// Forward, backward and the first optimizer step, each measured on its
     /// own; gradients and optimizer state count from the live bytes before
     /// the forward. Returns the higher of backward's and the optimizer's peaks.
-    fn first_step(&mut self, trainer: &mut Trainer, batch: &Batch) -> PhaseResult<u64> {
+    fn first_step<T: Train>(&mut self, trainer: &mut T, batch: &T::Batch) -> PhaseResult<u64> {
         let rec = self.rec;
         let probe = rec.probe();
         // Forward with gradients: what stays live is what backward will need.
@@ -172,7 +161,9 @@ impl<'a> Profile<'a> {
         self.begin(Phase::Backward)?;
         // Listed here, so the list counts with the gradients.
         trainer.list_vars();
-        self.m.losses.push(finite_loss(Phase::Backward, training.loss())?);
+        self.m
+            .losses
+            .push(finite_loss(Phase::Backward, trainer.loss_value(&training))?);
         let (grads, span, _) = self.rec.span(false, || trainer.backward(training));
         let mut grads = in_phase(Phase::Backward, grads)?;
         let peak = span.peak;
@@ -199,10 +190,10 @@ impl<'a> Profile<'a> {
 
     /// A steady step: parameters, optimizer state and batch resident. It
     /// takes the turn to time steps, which [`Profile::timed_steps`] gives back.
-    fn steady_step(
+    fn steady_step<T: Train>(
         &mut self,
-        trainer: &mut Trainer,
-        batch: &Batch,
+        trainer: &mut T,
+        batch: &T::Batch,
         timing: Timing,
         base: u64,
         first_peak: u64,
@@ -214,7 +205,7 @@ impl<'a> Profile<'a> {
         // is timed too (unless more warm-up was asked for): one measurement
         // serves both the peak and the first timed sample. Timed steps of
         // profiles running side by side take turns (see `timing_lock`).
-        let turn = super::timing_lock::acquire();
+        let turn = crate::timing_lock::acquire();
         let extra_warmup = timing.warmup.saturating_sub(1);
         // The memory timeline samples this step and the first inference call.
         let (timed, span, _) = self.rec.span_sampled(self.sampler, false, || {
@@ -243,7 +234,13 @@ impl<'a> Profile<'a> {
 
     /// The remaining warm-up and timed steps (`timing`), the growth over
     /// them, the step time and the final loss.
-    fn timed_steps(&mut self, trainer: &mut Trainer, batch: &Batch, timing: Timing, turn: Turn) -> PhaseResult<()> {
+    fn timed_steps<T: Train>(
+        &mut self,
+        trainer: &mut T,
+        batch: &T::Batch,
+        timing: Timing,
+        turn: Turn,
+    ) -> PhaseResult<()> {
         let rec = self.rec;
         let probe = rec.probe();
         self.begin(Phase::Timing)?;
@@ -257,7 +254,9 @@ impl<'a> Profile<'a> {
         let steady_live = probe.live();
         // Steps 0 and 1 ran before; the rest of the warm-up and timed steps follow.
         for i in 1..=rest {
-            in_phase(Phase::Timing, super::fault::leak(&batch.tensors[0]))?;
+            if fault::leaking() {
+                in_phase(Phase::Timing, trainer.leak(batch))?;
+            }
             let t = Instant::now();
             let loss = train_step(trainer, batch, Phase::Timing)?;
             probe.sync();
@@ -274,16 +273,13 @@ impl<'a> Profile<'a> {
             self.m.values.insert(Metric::StepTime, median(&self.m.step_times_ms));
         }
         // The loss after the seeded steps, without dropout.
-        let final_loss = in_phase(Phase::Timing, trainer.eval_loss(batch))?;
-        self.m
-            .values
-            .insert(Metric::Loss, finite_loss(Phase::Timing, &final_loss)?);
-        drop(final_loss);
+        let final_loss = finite_loss(Phase::Timing, trainer.eval_loss(batch))?;
+        self.m.values.insert(Metric::Loss, final_loss);
         Ok(())
     }
 
     /// Inference: weights as plain tensors (no graph), optimizer state gone.
-    fn inference(&mut self, trainer: &mut Trainer, batch: &Batch, base: u64) -> PhaseResult<()> {
+    fn inference<T: Train>(&mut self, trainer: &mut T, batch: &T::Batch, base: u64) -> PhaseResult<()> {
         let rec = self.rec;
         let probe = rec.probe();
         self.begin(Phase::Inference)?;
@@ -291,7 +287,7 @@ impl<'a> Profile<'a> {
         let infer = in_phase(Phase::Inference, trainer.inference_model())?;
         let (pred, span, _) = self.rec.span_sampled(self.sampler, false, || {
             mark("inference");
-            infer.predict(batch)
+            trainer.predict(&infer, batch)
         });
         drop(in_phase(Phase::Inference, pred)?);
         self.m
@@ -302,8 +298,10 @@ impl<'a> Profile<'a> {
         probe.sync();
         let first = probe.live();
         for _ in 0..INFERENCE_GROWTH_CALLS {
-            in_phase(Phase::Inference, super::fault::leak(&batch.tensors[0]))?;
-            drop(in_phase(Phase::Inference, infer.predict(batch))?);
+            if fault::leaking() {
+                in_phase(Phase::Inference, trainer.leak(batch))?;
+            }
+            drop(in_phase(Phase::Inference, trainer.predict(&infer, batch))?);
         }
         probe.sync();
         let inference_growth = probe.live().saturating_sub(first);
@@ -322,50 +320,29 @@ fn record_time(m: &mut Measurement, extra_warmup: usize, i: usize, ms: f64) {
     }
 }
 
-/// The phases whose work a metric's value comes from, as [`run`] measures
-/// it (JUnit gives each budget their time). A ratio comes from the phases of
-/// the metric it divides.
-pub fn measured_in(metric: Metric) -> &'static [Phase] {
-    match metric {
-        Metric::Params => &[Phase::Build],
-        Metric::Activations => &[Phase::Forward],
-        Metric::Gradients => &[Phase::Backward],
-        Metric::Optimizer => &[Phase::Optimizer],
-        Metric::TrainingPeak | Metric::DeviceUsed => &[Phase::TrainingStep],
-        // The steady step is the first timed step; the rest run in `timing`.
-        Metric::StepTime => &[Phase::TrainingStep, Phase::Timing],
-        // A variant's ratio comes from its interleaved pairs (the separate
-        // medians when there are none).
-        Metric::StepTimeRatio => &[Phase::TrainingStep, Phase::Timing, Phase::Ratio],
-        Metric::Loss | Metric::LossRatio => &[Phase::Timing],
-        Metric::InferencePeak => &[Phase::Inference],
-        Metric::Growth => &[Phase::Timing, Phase::Inference],
-    }
-}
-
 /// Inference calls after the first whose growth is measured.
 const INFERENCE_GROWTH_CALLS: usize = 2;
 
 /// A throwaway training step and inference call (see [`Profile::warm_up`]).
-fn throwaway_run(workload: &dyn DynWorkload, ctx: &RunCtx) -> PhaseResult<()> {
+fn throwaway_run<S: Session>(session: &S) -> PhaseResult<()> {
     let w = Phase::Warmup;
-    let mut trainer = in_phase(w, Trainer::new(workload, ctx))?;
+    let mut trainer = in_phase(w, session.trainer())?;
     let batch = in_phase(w, trainer.batch())?;
     train_step(&mut trainer, &batch, w)?;
     let infer = in_phase(w, trainer.inference_model())?;
-    in_phase(w, infer.predict(&batch))?;
+    drop(in_phase(w, trainer.predict(&infer, &batch))?);
     Ok(())
 }
 
 /// One workload set up to train, with its batch, for the `ratio` phase.
-struct Paired<'w> {
-    trainer: Trainer<'w>,
-    batch: Batch,
+struct Paired<T: Train> {
+    trainer: T,
+    batch: T::Batch,
 }
 
-impl<'w> Paired<'w> {
-    fn new(workload: &'w dyn DynWorkload, ctx: &'w RunCtx) -> PhaseResult<Self> {
-        let trainer = in_phase(Phase::Ratio, Trainer::new(workload, ctx))?;
+impl<T: Train> Paired<T> {
+    fn new<'s, S: Session<Trainer<'s> = T>>(session: &'s S) -> PhaseResult<Self> {
+        let trainer = in_phase(Phase::Ratio, session.trainer())?;
         let batch = in_phase(Phase::Ratio, trainer.batch())?;
         Ok(Paired { trainer, batch })
     }
@@ -381,15 +358,6 @@ impl<'w> Paired<'w> {
     }
 }
 
-/// The fewest pairs with a 95 % interval for their median (`report::interval`).
-pub const MIN_PAIRS: usize = 6;
-
-/// After [`MIN_PAIRS`], no new pair starts once the pairs have taken this
-/// long: a model whose step takes seconds (the original TFT on one CPU
-/// core takes 4–11 s) stops at 6 pairs instead of 15. On a GPU, 15 pairs of
-/// sub-second steps fit well inside it.
-pub const PAIR_SECONDS: f64 = 30.0;
-
 /// Times `variant` against `reference` in this one process: each is built
 /// and trained `warmup` steps (at least one), then their steps alternate
 /// for up to `pairs` pairs, and each pair gives one ratio, variant ms over
@@ -399,21 +367,21 @@ pub const PAIR_SECONDS: f64 = 30.0;
 /// second (warm caches, a busy allocator) favours neither. No bytes are
 /// measured here: the byte profiles ran before, each in its own process.
 /// `Err` is the failing step's message.
-pub fn time_pairs(
-    variant: (&dyn DynWorkload, &RunCtx),
-    reference: (&dyn DynWorkload, &RunCtx),
+pub fn time_pairs<A: Session, B: Session>(
+    variant: &A,
+    reference: &B,
     warmup: usize,
     pairs: usize,
     sync: &dyn Fn(),
 ) -> Result<Vec<f64>, String> {
     let run = || -> PhaseResult<Vec<f64>> {
-        let mut a = Paired::new(variant.0, variant.1)?;
-        let mut b = Paired::new(reference.0, reference.1)?;
+        let mut a = Paired::new(variant)?;
+        let mut b = Paired::new(reference)?;
         for _ in 0..warmup.max(1) {
             a.step(sync)?;
             b.step(sync)?;
         }
-        let turn = super::timing_lock::acquire();
+        let turn = crate::timing_lock::acquire();
         let started = Instant::now();
         let mut ratios = Vec::with_capacity(pairs);
         for i in 0..pairs {
@@ -438,30 +406,4 @@ pub fn time_pairs(
 /// The error's first line: candle appends a backtrace when one was captured.
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").trim().to_string()
-}
-
-/// The median of `xs` (the mean of the two middle values for an even count).
-pub fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::median;
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-    }
 }

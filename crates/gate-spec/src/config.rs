@@ -21,7 +21,7 @@ pub struct Pos {
 
 /// One value of a config tree.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Value {
+pub enum Value {
     Null,
     /// A scalar keeps its text; `quoted` tells `"300"` (text) from `300`.
     Scalar {
@@ -35,7 +35,7 @@ pub(crate) enum Value {
 
 /// A value and where it was written.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Node {
+pub struct Node {
     pub value: Value,
     pub pos: Pos,
 }
@@ -111,7 +111,7 @@ pub struct ConfigIssue {
 /// points at the line where the key is written.
 ///
 /// ```
-/// let mut p = gate::Problems::new();
+/// let mut p = gate_spec::config::Problems::new();
 /// p.at_least("hidden_dim", 0usize, 1);
 /// p.error("heads", "`heads` must divide `hidden_dim`", "use 4 heads for hidden_dim 64");
 /// assert_eq!(p.len(), 2);
@@ -206,7 +206,7 @@ impl Problems {
         &self.issues
     }
 
-    pub(crate) fn into_issues(self) -> Vec<ConfigIssue> {
+    pub fn into_issues(self) -> Vec<ConfigIssue> {
         self.issues
     }
 }
@@ -226,10 +226,7 @@ impl Display for Problems {
 /// Reads `node` into `T`. Every problem found comes back, each with its
 /// position and key path where the reader knows them. `defaults` (the
 /// config's `Default`, as JSON) names the default of a mistyped key in its hint.
-pub(crate) fn read<T: de::DeserializeOwned>(
-    node: &Node,
-    defaults: Option<&serde_json::Value>,
-) -> Result<T, Vec<ConfigIssue>> {
+pub fn read<T: de::DeserializeOwned>(node: &Node, defaults: Option<&serde_json::Value>) -> Result<T, Vec<ConfigIssue>> {
     T::deserialize(NodeDe {
         node,
         path: String::new(),
@@ -264,7 +261,7 @@ fn default_hint(key: Option<&str>, defaults: Option<&serde_json::Value>) -> Stri
 
 /// The deserializer's error: every problem found, not only the first.
 #[derive(Debug)]
-pub(crate) struct DeError(Vec<ConfigIssue>);
+pub struct DeError(Vec<ConfigIssue>);
 
 impl DeError {
     fn one(message: String, hint: String) -> Self {

@@ -73,7 +73,7 @@ const SIZE_HINT: &str =
 /// Parses `300 MB`, `1.5GiB`, `512 B`. A bare number is refused: the unit must be explicit.
 ///
 /// ```
-/// use gate::units::{parse_size, Bytes};
+/// use gate_spec::units::{parse_size, Bytes};
 /// assert_eq!(parse_size("300 MB").unwrap(), Bytes(300_000_000));
 /// assert_eq!(parse_size("1 GiB").unwrap(), Bytes(1 << 30));
 /// assert!(parse_size("300").unwrap_err().hint.contains("KiB"));

@@ -7,8 +7,8 @@
 use std::fmt::Write;
 
 use super::escape::mermaid_text;
-use crate::render::view::{self, Row};
 use crate::report::{ComponentReport, Report};
+use crate::view::{self, Row};
 
 /// Bars are cut at this % so one 1,500 % figure does not flatten the rest;
 /// the label keeps the real figure.
@@ -104,7 +104,7 @@ pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String 
 /// A failing component's memory timeline, compact (at most 40 points, the
 /// peak kept), and the sentence naming the full SVG in the run's artifact.
 pub fn timeline_chart(name: &str, c: &ComponentReport, run: Option<&str>) -> String {
-    use crate::render::timeline;
+    use crate::timeline;
     let Some(t) = &c.timeline else {
         return String::new();
     };

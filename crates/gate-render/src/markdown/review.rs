@@ -8,9 +8,9 @@ use super::escape;
 use super::escape::{code, escape_max};
 use super::sections::baseline_phrase;
 use super::Links;
-use crate::render::view::{self, Lever, Rank, Row};
 use crate::report::{Report, Status};
 use crate::units::Bytes;
+use crate::view::{self, Lever, Rank, Row};
 
 /// At most this many warnings are listed one by one.
 const MAX_WARNINGS: usize = 30;
@@ -23,7 +23,7 @@ pub fn verdict_line(report: &Report) -> String {
     } else {
         ("❌", "FAIL")
     };
-    format!("### {icon} gate: {word} — {}\n", crate::render::counts(report))
+    format!("### {icon} gate: {word} — {}\n", crate::counts(report))
 }
 
 /// The verdict, the context line, the warnings and the budget changes.

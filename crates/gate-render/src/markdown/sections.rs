@@ -6,16 +6,16 @@ use std::fmt::Write;
 use super::escape;
 use super::escape::{code_safe, escape_max, fence_for};
 use super::DIFFERENT_TESTBED;
-use crate::render::view::{self, UNATTRIBUTED};
 use crate::report::Report;
+use crate::view::{self, UNATTRIBUTED};
 
 /// Components with `variants:`: each variant's settings and metrics side by
 /// side, with the loss and step-time ratios against the reference.
 pub fn variants_section(report: &Report) -> String {
-    use crate::render::table::{variant_groups, variant_settings, VARIANT_METRICS};
+    use crate::table::{variant_groups, variant_settings, VARIANT_METRICS};
     let mut out = String::new();
     for (base, members) in variant_groups(report) {
-        let reference = crate::render::view::variant_reference(report, &base, &members);
+        let reference = crate::view::variant_reference(report, &base, &members);
         let _ = writeln!(
             out,
             "#### Variants of {} (ratios against {})\n",
@@ -110,8 +110,8 @@ pub fn diff_section(report: &Report, baseline: Option<&Report>) -> String {
     if !report.baseline.as_ref().is_some_and(|b| b.comparable) {
         return String::new();
     }
-    let old = code_safe(&crate::render::table::render(base, false));
-    let new = code_safe(&crate::render::table::render(report, false));
+    let old = code_safe(&crate::table::render(base, false));
+    let new = code_safe(&crate::table::render(report, false));
     let label = |r: &Report, what: &str| {
         let c = r.commit.as_deref().map(|c| c.chars().take(12).collect::<String>());
         format!("{what} {}", c.unwrap_or_default()).trim_end().to_string()

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use candle_core::DType;
+pub use crate::dtype::DType;
 
+use crate::config;
+use crate::config::Pos;
 use crate::metric::Metric;
-use crate::sdk::config;
-use crate::sdk::Pos;
 use crate::units::{Bytes, Percent};
 
 /// How many training steps are timed.
@@ -120,7 +120,7 @@ pub struct Component {
     pub kind_pos: Pos,
     /// The workload's `config:` (without `batch_size` and `dtype`), plain
     /// data with positions; a variant's is its component's with its own keys over it.
-    pub(crate) config: config::Node,
+    pub config: config::Node,
     pub batch_size: usize,
     pub dtype: DType,
     pub seed: u64,

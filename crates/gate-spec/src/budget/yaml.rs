@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-pub use crate::sdk::Pos;
+pub use crate::config::Pos;
 
 impl Pos {
     fn from_marker(m: &Marker) -> Self {

@@ -2,7 +2,7 @@
 //! budget limits (sizes, durations, plain numbers), each refused with its
 //! position and a hint.
 
-use candle_core::DType;
+use crate::dtype::DType;
 
 use super::context::Ctx;
 use crate::budget::yaml::{Node, Pos};

@@ -8,7 +8,7 @@ use super::hints::{suggest, COMPONENT_KEYS, VARIANT_KEYS};
 use super::overrides::{Defaults, Settings, Written};
 use crate::budget::yaml::{Node, Pos};
 use crate::budget::Component;
-use crate::sdk::config;
+use crate::config;
 
 pub(super) fn validate_component(
     cx: &mut Ctx,

@@ -2,14 +2,14 @@
 //! component → each of its variants, with the one parser that writes a
 //! mapping's keys over what it inherits.
 
-use candle_core::DType;
+use crate::dtype::DType;
 
 use super::context::{find, Ctx};
 use super::hints::{suggest, CHECKPOINT_KEYS, DEFAULT_KEYS, TIMING_KEYS};
 use crate::budget::yaml::{Node, Pos};
 use crate::budget::{Budget, Component, Timing};
+use crate::config;
 use crate::metric::Metric;
-use crate::sdk::config;
 use crate::units::Percent;
 
 /// What `defaults:` sets for every component: the values below when it does not.

@@ -1,0 +1,131 @@
+//! What the runner's phases ask of an ML framework: the traits an adapter
+//! implements for one component (a workload on a device), and the error
+//! type they return. The phases (`phases.rs`) measure; the adapter only
+//! builds, trains and predicts, each step when it is asked, so every byte
+//! it allocates lands in the phase that counts it.
+
+use std::fmt;
+
+/// A failure inside the framework, as its message (reports show the first line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+impl Error {
+    /// An error with this message.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Error(message.into())
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// What an adapter's steps return.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The bytes the spec's closed form says a built model keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Analytic {
+    /// Elements (trainable and frozen) times the bytes each is kept in.
+    pub param_bytes: u64,
+    /// Frozen elements (a DQN's target network), reported beside `params`.
+    pub frozen_elems: u64,
+}
+
+/// One component ready to profile in this process: its workload, resolved
+/// config, dtype, batch size and seed, on a device.
+pub trait Session {
+    /// A model's parameter store before the model is built.
+    type Params<'s>: Unbuilt<Trainer = Self::Trainer<'s>>
+    where
+        Self: 's;
+    /// A built model being trained.
+    type Trainer<'s>: Train
+    where
+        Self: 's;
+
+    /// The closed-form parameter bytes (from the config alone).
+    fn analytic(&self) -> Analytic;
+
+    /// An empty parameter store (made outside the build's span, so its own
+    /// bookkeeping is never counted as parameters).
+    fn params(&self) -> Self::Params<'_>;
+
+    /// A trainer in one go, for runs that measure neither part.
+    fn trainer(&self) -> Result<Self::Trainer<'_>> {
+        self.params().build()
+    }
+}
+
+/// A parameter store that builds its model.
+pub trait Unbuilt {
+    /// The trainer it becomes.
+    type Trainer;
+    /// Builds the model; its weights are created in the store.
+    fn build(self) -> Result<Self::Trainer>;
+}
+
+/// A built model, its optimizer and what a training step does with them.
+/// Step `n` (from 0) draws its dropout from `seed ^ n`.
+pub trait Train {
+    /// The seeded synthetic batch.
+    type Batch;
+    /// A training forward, kept (with its graph) for its backward.
+    type Forward<'t>
+    where
+        Self: 't;
+    /// The gradients of a backward.
+    type Grads;
+    /// The model over the same weights as plain tensors, for inference.
+    type Inference;
+    /// What inference returns (dropped by the runner after its span).
+    type Prediction;
+
+    /// Parameter elements in the store (master weights counted once).
+    fn param_elems(&self) -> u64;
+    /// The training batch; every user of a workload draws the same one.
+    fn batch(&self) -> Result<Self::Batch>;
+    /// The forward of the next step.
+    fn forward<'t>(&'t self, batch: &Self::Batch) -> Result<Self::Forward<'t>>;
+    /// The forward's scalar loss as a number.
+    fn loss_value<'t>(&'t self, forward: &Self::Forward<'t>) -> Result<f64>;
+    /// Lists the trainable variables (once); the profile calls it where its
+    /// `backward` phase starts, so the list counts with the gradients.
+    fn list_vars(&self);
+    /// Every gradient the backward of `forward` produces.
+    fn backward<'t>(&'t self, forward: Self::Forward<'t>) -> Result<Self::Grads>;
+    /// Keeps only the trainable variables' gradients.
+    fn prune(&self, grads: &mut Self::Grads) -> Result<()>;
+    /// One optimizer (AdamW) step; the first makes the optimizer's state.
+    fn update(&mut self, grads: &Self::Grads) -> Result<()>;
+    /// Ends a step: the model's hook, the recast under mixed precision.
+    fn after_step(&mut self) -> Result<()>;
+    /// The loss on `batch` without dropout, never backpropagated.
+    fn eval_loss(&self, batch: &Self::Batch) -> Result<f64>;
+    /// Frees the optimizer state.
+    fn drop_optimizer(&mut self);
+    /// The inference model over the trained weights.
+    fn inference_model(&self) -> Result<Self::Inference>;
+    /// One inference call.
+    fn predict(&self, model: &Self::Inference, batch: &Self::Batch) -> Result<Self::Prediction>;
+    /// Keeps a copy of the batch's first input for good (the injected
+    /// `leak` fault, for gate's own tests of `growth`).
+    fn leak(&self, batch: &Self::Batch) -> Result<()>;
+
+    /// [`Train::backward`], then [`Train::prune`].
+    fn gradients<'t>(&'t self, forward: Self::Forward<'t>) -> Result<Self::Grads> {
+        let mut grads = self.backward(forward)?;
+        self.prune(&mut grads)?;
+        Ok(grads)
+    }
+}

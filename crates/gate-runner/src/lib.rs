@@ -1,0 +1,29 @@
+//! The framework-free side of gate's runner: what a profile measures
+//! ([`Measurement`], [`Phase`]), the child-process protocol between the
+//! installed `gate` and a profile, the pool that runs profiles, the exit
+//! codes, and the phases of a profile over the [`adapter`] traits that an
+//! ML framework's adapter implements. No ML framework is in this crate's
+//! dependency tree.
+//!
+//! Internal to gate: its API may change in any release.
+
+pub mod adapter;
+pub mod child;
+pub mod exit;
+pub mod fault;
+pub mod measurement;
+pub mod phases;
+pub mod pool;
+pub mod timing;
+pub mod timing_lock;
+
+use gate_probe as probe;
+use gate_spec::metric;
+
+pub use child::{
+    begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,
+};
+pub use measurement::{measured_in, DeviceInfo, Failure, Measurement, Phase};
+pub use phases::{profile, time_pairs, Timing};
+pub use pool::{default_jobs, profile_all, Profiled, Progress};
+pub use timing::{median, MIN_PAIRS, PAIR_SECONDS};

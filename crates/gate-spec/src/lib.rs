@@ -1,0 +1,17 @@
+//! The spec side of gate: `budgets.yaml` read and validated into a typed
+//! [`budget::Spec`], with the units, metrics and diagnostics it is written
+//! in. No ML framework is in this crate's dependency tree: a component's
+//! dtype is gate's own [`dtype::DType`], and a workload's `config:` is kept
+//! as a positioned tree ([`config::Node`]) that the harness reads into its
+//! own type.
+//!
+//! Internal to gate: the installed `gate` and the harness use it; its API
+//! may change in any release.
+
+pub mod budget;
+pub mod config;
+pub mod dtype;
+pub mod hash;
+pub mod hint;
+pub mod metric;
+pub mod units;
