@@ -7,7 +7,8 @@
 //! measured and stored as the baseline → the next PR (a branch of the
 //! repository) is compared with it and commented.
 //! What GitHub itself does (running jobs, moving artifacts, evaluating `if:`)
-//! is played by the test: each step says which `if:` it stands for.
+//! is played by the test: each step says which `if:` it stands for. Artifacts
+//! land where the pinned actions put them (see [`download_pattern`]).
 
 mod github_fake;
 
@@ -125,6 +126,11 @@ impl Job {
     /// `gate check` steps on examples/mlp.yaml. Returns the artifact's
     /// name, its folder and `gate check`'s exit code.
     fn measure(&self, fake: &Fake) -> (String, PathBuf, String) {
+        self.measure_as(fake, "")
+    }
+
+    /// [`Job::measure`] with the action's `id` input (empty: its default).
+    fn measure_as(&self, fake: &Fake, id: &str) -> (String, PathBuf, String) {
         let inputs = self.run(
             fake,
             &action_step("Check the inputs"),
@@ -133,7 +139,7 @@ impl Job {
                 ("BACKEND", "cpu"),
                 ("COMMENT", "always"),
                 ("STRICT", "false"),
-                ("ID", ""),
+                ("ID", id),
                 ("BUDGETS", "examples/mlp.yaml"),
                 ("ARGS", ""),
                 ("BASELINE_BRANCH", ""),
@@ -148,7 +154,7 @@ impl Job {
                 .to_string()
         };
         let artifact = output(&inputs.outputs, "artifact");
-        let out = self.path("out");
+        let out = self.path(&format!("out-{artifact}"));
         let check = self.run(
             fake,
             &action_step("gate check"),
@@ -162,21 +168,46 @@ impl Job {
                 ("OUT", out.to_str().unwrap()),
                 ("ARGS", ""),
                 ("COMMENT", "always"),
+                ("ARTIFACT", &artifact),
                 ("INSTALLED_FROM", "source"),
             ],
         );
         assert_eq!(check.code, Some(0), "{}", check.log);
+        // The artifact names itself: a lone one is downloaded with no folder of its name.
+        assert_eq!(
+            std::fs::read_to_string(out.join("artifact-name")).unwrap(),
+            format!("{artifact}\n")
+        );
         (artifact, out, output(&check.outputs, "exit-code"))
     }
 }
 
-/// What upload-artifact then download-artifact do: the folder's files land in
-/// `to` (`<path>/<name>/` with `pattern:`, `<path>/` with `name:`).
-fn download(from: &Path, to: &Path) {
+/// What upload-artifact (of a folder) then download-artifact with `name:`
+/// do: the folder's files land straight in `to`, the step's `path`.
+fn download_named(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
         if e.path().is_file() {
             std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// What download-artifact@v7 (the version action.yml and the workflows pin)
+/// does with `pattern:` and no `merge-multiple`, given the run's matching
+/// artifacts (name, uploaded folder): a lone one lands straight in `path`,
+/// each of several in `path/NAME`. Its src/download-artifact.ts at v7.0.0
+/// (37930b1; since v5.0.0): the destination is `resolvedPath` when
+/// `isSingleArtifactDownload || inputs.mergeMultiple || artifacts.length === 1`,
+/// else `path.join(resolvedPath, artifact.name)`.
+fn download_pattern(artifacts: &[(&str, &Path)], path: &Path) {
+    std::fs::create_dir_all(path).unwrap();
+    match artifacts {
+        [(_, from)] => download_named(from, path),
+        several => {
+            for (name, from) in several {
+                download_named(from, &path.join(name));
+            }
         }
     }
 }
@@ -258,8 +289,10 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     // 2. The artifact, then the workflow_run job. For a fork's PR, GitHub's
     //    `workflow_run.pull_requests` is empty: the number comes from pr.json,
     //    checked against the run's head commit, repository and branch.
+    //    The run's only artifact: straight into the download's path.
     let artifacts1 = pr1.path("artifacts");
-    download(&out1, &artifacts1.join(&artifact));
+    download_pattern(&[(&artifact, &out1)], &artifacts1);
+    assert!(artifacts1.join("report.json").exists() && !artifacts1.join(&artifact).exists());
     let run1 = json!({ "id": 101, "event": "pull_request", "head_sha": h1, "head_branch": "feature",
         "head_repository": { "full_name": "fork/repo" }, "pull_requests": [] });
     let c = comment_job(&fake, run1, &artifacts1);
@@ -294,17 +327,32 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
         &c1,
         "refs/heads/main",
     );
+    // The report's `commit` is whatever the measuring runner wrote: a forged
+    // one must not choose which reports/<sha>.json is written. The step
+    // stores under `SHA` (github.sha: this run's commit).
+    let publish_step = |out: &Path| {
+        hosted.run(
+            &fake,
+            &action_step("gate baseline publish"),
+            &[
+                ("GITHUB_TOKEN", TOKEN),
+                ("OUT", out.to_str().unwrap()),
+                ("BRANCH", "gate-baselines"),
+                ("SHA", &c1),
+            ],
+        )
+    };
+    let forged = hosted.path("forged");
+    download_named(&out_main, &forged);
+    let mut r = report(&forged);
+    r["commit"] = json!(c0);
+    std::fs::write(forged.join("report.json"), r.to_string()).unwrap();
+    let publish = publish_step(&forged);
+    assert!(fake.file(&format!("reports/{c0}.json")).is_none(), "{}", publish.log);
+    // The real artifact, downloaded by `name:`: straight into the path.
     let downloaded = hosted.path("gate-out");
-    download(&out_main, &downloaded);
-    let publish = hosted.run(
-        &fake,
-        &action_step("gate baseline publish"),
-        &[
-            ("GITHUB_TOKEN", TOKEN),
-            ("OUT", downloaded.to_str().unwrap()),
-            ("BRANCH", "gate-baselines"),
-        ],
-    );
+    download_named(&out_main, &downloaded);
+    let publish = publish_step(&downloaded);
     assert_eq!(publish.code, Some(0), "{}", publish.log);
     let stored: Value = serde_json::from_str(
         &fake
@@ -315,7 +363,7 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     assert_eq!(stored["commit"], json!(c1));
     // The push's run also triggers the comment workflow: nothing to comment.
     let artifacts_main = push.path("artifacts");
-    download(&out_main, &artifacts_main.join(&push_artifact));
+    download_pattern(&[(&push_artifact, &out_main)], &artifacts_main);
     let run_main = json!({ "id": 102, "event": "push", "head_sha": c1, "head_branch": "main",
         "head_repository": { "full_name": REPO }, "pull_requests": [] });
     let c = comment_job(&fake, run_main, &artifacts_main);
@@ -349,7 +397,7 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     assert_eq!(r2["baseline"]["commit"], json!(c1), "{}", r2["baseline"]);
     assert_eq!(r2["baseline"]["comparable"], json!(true));
     let artifacts2 = pr2.path("artifacts");
-    download(&out2, &artifacts2.join(&artifact2));
+    download_pattern(&[(&artifact2, &out2)], &artifacts2);
     let run2 = json!({ "id": 103, "event": "pull_request", "head_sha": h2, "head_branch": "topic",
         "head_repository": { "full_name": REPO },
         "pull_requests": [ { "number": 2, "head": { "sha": h2, "ref": "topic" } } ] });
@@ -365,4 +413,71 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     assert!(!fake.comments(1)[0].body.contains(&c1[..7]), "PR #1 had no baseline");
     // PR #1's comment is untouched.
     assert_eq!(fake.comments(1).len(), 1);
+}
+
+/// Two gates in one run (the action's default id and `second`): the pinned
+/// download-artifact puts each in `path/NAME`, and each gets its own comment,
+/// named by the `artifact-name` inside it. The same gate alone in a run
+/// lands straight in `path` and finds the same comment.
+#[test]
+fn each_layout_of_the_downloaded_artifacts_is_commented() {
+    let fake = Fake::start();
+    let c0 = sha(0xd0);
+    fake.add_chain(std::slice::from_ref(&c0));
+    let h = sha(0xd1);
+    {
+        let mut s = fake.state.lock().unwrap();
+        s.pulls.insert(7, h.clone());
+        s.pull_heads.insert(7, (REPO.into(), "two".into()));
+        s.merge_base = Some(c0.clone());
+    }
+    let pr = Job::new(
+        "pull_request",
+        pr_payload(7, &h, REPO, "two", &c0),
+        &sha(0x3e7),
+        "refs/pull/7/merge",
+    );
+    let (a, out_a, code) = pr.measure_as(&fake, "");
+    assert_eq!(code, "0");
+    let (b, out_b, code) = pr.measure_as(&fake, "second");
+    assert_eq!(code, "0");
+    assert_eq!(b, "gate-second");
+    assert_ne!(a, b);
+    let run = json!({ "id": 201, "event": "pull_request", "head_sha": h, "head_branch": "two",
+        "head_repository": { "full_name": REPO },
+        "pull_requests": [ { "number": 7, "head": { "sha": h, "ref": "two" } } ] });
+
+    // Several artifacts: one folder each.
+    let both = pr.path("both");
+    download_pattern(&[(&a, &out_a), (&b, &out_b)], &both);
+    assert!(both.join(&a).join("report.json").exists() && !both.join("report.json").exists());
+    let c = comment_job(&fake, run.clone(), &both);
+    assert_eq!(c.code, Some(0), "{}", c.log);
+    let comments = fake.comments(7);
+    assert_eq!(comments.len(), 2, "{}", c.log);
+    for id in [&a, &b] {
+        assert!(
+            comments
+                .iter()
+                .any(|x| x.body.contains(&format!("<!-- gate:id={id} -->"))),
+            "no comment for {id}: {}",
+            c.log
+        );
+    }
+
+    // One artifact: its files straight in the path; its comment is found and kept, not added again.
+    let alone = pr.path("alone");
+    download_pattern(&[(&b, &out_b)], &alone);
+    let c = comment_job(&fake, run.clone(), &alone);
+    assert_eq!(c.code, Some(0), "{}", c.log);
+    assert_eq!(fake.comments(7).len(), 2, "{}", c.log);
+    assert_eq!(fake.count("POST", "/comments"), 2, "{}", c.log);
+
+    // An artifact that does not name itself (an older action's): nothing is
+    // posted, and the job fails saying why rather than passing silently.
+    std::fs::remove_file(alone.join("artifact-name")).unwrap();
+    let c = comment_job(&fake, run, &alone);
+    assert_eq!(c.code, Some(2), "{}", c.log);
+    assert!(c.log.contains("holds no valid artifact-name"), "{}", c.log);
+    assert_eq!(fake.count("POST", "/comments"), 2, "{}", c.log);
 }

@@ -913,3 +913,133 @@ fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
         assert!(callers >= 2, "{what}");
     }
 }
+
+/// upload-artifact v4 and later refuse a name the run already has (409), so
+/// re-running a job whose upload went through fails unless the step sets
+/// `overwrite: true` (upload-artifact v6's action.yml: the artifact of that
+/// name is deleted before the new one is uploaded).
+#[test]
+fn every_upload_replaces_an_earlier_attempts_artifact() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
+        .unwrap()
+        .remove(0);
+    let mut all: Vec<(String, Yaml)> = action["runs"]["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|s| ("action.yml".to_string(), s.clone()))
+        .collect();
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            all.extend(
+                steps(job)
+                    .into_iter()
+                    .map(|s| (format!("{}: job `{name}`", w.file), s.clone())),
+            );
+        }
+    }
+    let mut uploads = 0;
+    for (at, step) in all {
+        if !step["uses"]
+            .as_str()
+            .is_some_and(|u| u.starts_with("actions/upload-artifact@"))
+        {
+            continue;
+        }
+        uploads += 1;
+        assert_eq!(
+            step["with"]["overwrite"].as_bool(),
+            Some(true),
+            "{at}: the upload of `{}` has no `overwrite: true`: a re-run of the job fails with 409",
+            step["with"]["name"].as_str().unwrap_or("?")
+        );
+    }
+    assert!(uploads >= 10, "only {uploads} uploads found: the scan is broken");
+}
+
+/// `gate init`'s template `name`, with its placeholders filled, as YAML.
+fn template(name: &str) -> Yaml {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/cli/templates")
+            .join(name),
+    )
+    .unwrap()
+    .replace("{{REPO}}", "acme/gate")
+    .replace("{{REF}}", "v1.0.0")
+    .replace("{{BRANCH}}", "main");
+    YamlLoader::load_from_str(&text).unwrap().remove(0)
+}
+
+/// Two comment runs for one pull request race between finding the comment
+/// and creating it (two comments, or an older verdict written last): each
+/// `workflow_run` job (gate's own and the one `gate init` writes) runs one
+/// at a time per PR (its head repository and branch: a fork's run carries
+/// no PR number), and is never cancelled midway.
+#[test]
+fn comment_jobs_run_one_at_a_time_per_pull_request() {
+    let mut docs = vec![(
+        "src/cli/templates/gate-comment.yml".to_string(),
+        template("gate-comment.yml"),
+    )];
+    for w in workflows() {
+        if triggers(&w).iter().any(|t| t == "workflow_run") {
+            docs.push((w.file.clone(), w.doc.clone()));
+        }
+    }
+    assert!(docs.len() >= 2, "the comment workflows are found");
+    for (file, doc) in docs {
+        for (name, job) in doc["jobs"].as_hash().unwrap() {
+            let name = name.as_str().unwrap_or("?");
+            let c = &job["concurrency"];
+            let group = c["group"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{file}: job `{name}` has no concurrency group"));
+            for part in [
+                "github.event.workflow_run.head_repository.full_name",
+                "github.event.workflow_run.head_branch",
+            ] {
+                assert!(
+                    group.contains(part),
+                    "{file}: job `{name}`: the group `{group}` lacks `{part}`"
+                );
+            }
+            assert_eq!(
+                c["cancel-in-progress"].as_bool(),
+                Some(false),
+                "{file}: job `{name}`: a comment job is never cancelled midway"
+            );
+        }
+    }
+}
+
+/// A required check that a merge queue never gets keeps the queue waiting:
+/// the PR gate (gate's own and the one `gate init` writes) runs on
+/// `merge_group` too, and gate-pr.yml's cancelling group keeps each queued
+/// merge apart (a merge_group event has no pull request number).
+#[test]
+fn the_pull_request_gate_runs_in_a_merge_queue() {
+    let pr = workflows().into_iter().find(|w| w.file == "gate-pr.yml").unwrap();
+    assert!(triggers(&pr).iter().any(|t| t == "merge_group"), "gate-pr.yml");
+    let group = pr.doc["concurrency"]["group"].as_str().unwrap();
+    assert!(
+        group.contains("github.event.pull_request.number || github.ref"),
+        "gate-pr.yml: {group}"
+    );
+    let gate = template("gate.yml");
+    assert!(
+        gate["on"]
+            .as_hash()
+            .unwrap()
+            .contains_key(&Yaml::String("merge_group".into())),
+        "src/cli/templates/gate.yml"
+    );
+    let cond = gate["jobs"]["pr"]["if"].as_str().unwrap();
+    assert!(
+        disjuncts(cond)
+            .iter()
+            .any(|d| d == "github.event_name == 'merge_group'"),
+        "src/cli/templates/gate.yml: the `pr` job's `if:` skips merge_group: {cond}"
+    );
+}
