@@ -7,7 +7,6 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use crate::cli::App;
 use crate::exit::Exit;
 use crate::sdk::{Registry, Workload};
 
@@ -88,6 +87,9 @@ impl Harness {
     }
 
     /// Runs the command line of this process and returns its exit code.
+    /// The installed `gate`'s requests (`profile`, `__resolve`) are
+    /// answered here; with gate's `cli` feature every other `gate` command
+    /// runs too.
     pub fn run(self) -> ExitCode {
         self.run_with(std::env::args_os()).into()
     }
@@ -101,12 +103,45 @@ impl Harness {
             );
             return Exit::BadInput;
         }
-        let app = App {
+        let args: Vec<OsString> = args.into_iter().collect();
+        let identity = crate::child::Identity {
+            package: self.package,
+            bin: self.bin,
+        };
+        if let Some(exit) = crate::child::serve(&args, &self.registry, identity) {
+            return exit;
+        }
+        self.command_line(args)
+    }
+
+    /// Any other command: the whole command line with gate's `cli` feature
+    /// (the stock `gate`, or a harness built with it).
+    #[cfg(feature = "cli")]
+    fn command_line(self, args: Vec<OsString>) -> Exit {
+        let app = crate::cli::App {
             registry: self.registry,
             package: self.package,
             bin: self.bin,
         };
-        crate::cli::main_with(bench_args(args.into_iter().collect()), &app)
+        crate::cli::main_with(bench_args(args), &app)
+    }
+
+    /// Without the `cli` feature a harness answers the installed `gate` only.
+    #[cfg(not(feature = "cli"))]
+    fn command_line(self, args: Vec<OsString>) -> Exit {
+        let what = args
+            .get(1)
+            .map_or("no command".into(), |a| format!("`{}`", a.to_string_lossy()));
+        eprintln!(
+            "error: this is the gate harness of `{}` (it knows {}); it answers the installed `gate`, not {what}",
+            self.package.unwrap_or("this crate"),
+            self.kinds().join(", ")
+        );
+        eprintln!(
+            "hint: run the installed `gate check` where budgets.yaml names this harness (`cargo install gate-cli`, \
+             or a release of gate); it builds and starts this binary"
+        );
+        Exit::BadInput
     }
 }
 
@@ -116,6 +151,7 @@ fn builtin_kinds() -> String {
 
 /// `cargo bench` runs a `harness = false` bench as `BIN --bench`: that
 /// means `check` (what a bench of this crate is for).
+#[cfg(feature = "cli")]
 fn bench_args(mut args: Vec<OsString>) -> Vec<OsString> {
     if let Some(i) = args.iter().skip(1).position(|a| a == "--bench") {
         args.remove(i + 1);

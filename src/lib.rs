@@ -9,10 +9,13 @@
 //! gate::main!(my_crate::MyForecaster);
 //! ```
 //!
-//! The binary is then a complete `gate` (`check`, `validate`, `fit`,
-//! `doctor`, ...) that knows the crate's workloads beside the built-in ones;
-//! `budgets.yaml` names it under `harness:` so the installed `gate check`
-//! builds and runs it. docs/sdk.md walks through a workload in full.
+//! `budgets.yaml` names that binary under `harness:`; the installed `gate
+//! check` builds it, has it resolve the spec's workloads and profile each
+//! component, and does everything after (verdict, outputs, GitHub). With
+//! gate's default features the binary is also a complete `gate` with the
+//! built-in workloads; with `default-features = false` and a candle feature
+//! it is only the harness, and compiles no command line, renderer or HTTP
+//! stack. docs/sdk.md walks through a workload in full.
 //!
 //! # Stability
 //!
@@ -73,8 +76,11 @@ compile_error!(
 pub use gate_runner::exit;
 #[doc(hidden)]
 pub use gate_spec::{budget, hash, hint, metric, units};
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub use {gate_github as github, gate_render as render, gate_report as report};
+mod child;
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
 mod harness;
@@ -100,7 +106,9 @@ pub use sdk::{
 pub mod __private {
     #[cfg(feature = "builtins")]
     pub use crate::models;
-    pub use crate::{budget, cli, exit, github, hash, hint, metric, probe, render, report, runner, units};
+    pub use crate::{budget, exit, hash, hint, metric, probe, runner, units};
+    #[cfg(feature = "cli")]
+    pub use crate::{cli, github, render, report};
     /// The runner's face of a workload, and the kinds a binary knows.
     pub mod sdk {
         pub use crate::sdk::{DynWorkload, Registry};

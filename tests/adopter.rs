@@ -32,8 +32,8 @@ fn adopter() -> tempfile::TempDir {
     let manifest = t.path().join("crates/ml/Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let text = text.replace(
-        r#"gate = { path = "../../../.." }"#,
-        &format!("gate = {{ path = {:?} }}", root().display().to_string()),
+        r#"gate = { path = "../../../..", "#,
+        &format!("gate = {{ path = {:?}, ", root().display().to_string()),
     );
     assert!(
         text.contains(&root().display().to_string()),
@@ -141,6 +141,30 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     let v = gate(t.path(), &["validate"]);
     assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
     assert!(text(&v.stdout).contains("budgets.yaml: ok"), "{}", text(&v.stdout));
+
+    // The harness (gate without its `cli` feature) answers the installed
+    // gate only, and says so to a person who runs it.
+    let harness = root().join("target/release/gate-harness");
+    let alone = Command::new(&harness)
+        .arg("check")
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert_eq!(alone.status.code(), Some(2), "{}", text(&alone.stderr));
+    assert!(
+        text(&alone.stderr).contains("it answers the installed `gate`, not `check`"),
+        "{}",
+        text(&alone.stderr)
+    );
+    let resolved = Command::new(&harness)
+        .args(["__resolve", "--budgets", "budgets.yaml"])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert_eq!(resolved.status.code(), Some(0), "{}", text(&resolved.stderr));
+    let answer: serde_json::Value = serde_json::from_slice(&resolved.stdout).unwrap();
+    assert_eq!(answer["protocol"], 1, "{answer}");
+    assert_eq!(answer["configs"]["forecaster"]["hidden_dim"], 64, "{answer}");
 }
 
 /// A workload written in the test's own harness: it panics or runs the host

@@ -8,8 +8,8 @@ use std::path::Path;
 
 /// Top-level modules, lowest first: a module may import only those before it.
 const LAYERS: &[&str] = &[
-    "hash", "hint", "units", "metric", "exit", "probe", "sdk", "models", "budget", "runner", "report", "render",
-    "github", "cli", "harness",
+    "hash", "hint", "units", "metric", "exit", "probe", "sdk", "models", "budget", "runner", "child", "report",
+    "render", "github", "cli", "harness",
 ];
 
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -206,4 +206,66 @@ fn no_core_crate_has_an_ml_framework_in_its_tree() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// What an adopter's harness compiles (examples/adopter's `ml`, gate with
+/// `default-features = false` and its candle): the SDK, the runner and the
+/// probe, and none of the command line's weight.
+#[test]
+fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/adopter/Cargo.toml");
+    let tree = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.args([
+            "tree",
+            "-p",
+            "ml",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--manifest-path",
+        ])
+        .arg(&manifest);
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let mut out = tree(true);
+    if !out.status.success() {
+        out = tree(false);
+    }
+    if !out.status.success() {
+        eprintln!(
+            "skipped: `cargo tree` cannot resolve examples/adopter here: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.contains("gate") && names.contains("candle-core"), "{names:?}");
+    let heavy: Vec<&&str> = names
+        .iter()
+        .filter(|n| {
+            [
+                "clap",
+                "octocrab",
+                "tokio",
+                "hyper",
+                "rustls",
+                "aws-lc-rs",
+                "jsonwebtoken",
+                "plotters",
+                "indicatif",
+                "gate-github",
+                "gate-render",
+                "gate-report",
+            ]
+            .contains(n)
+        })
+        .collect();
+    assert!(heavy.is_empty(), "the harness compiles {heavy:?}");
 }

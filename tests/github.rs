@@ -699,10 +699,20 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(fake.state.lock().unwrap().branch_exists);
     let stored = fake.file(&format!("reports/{commit}.json")).expect("stored");
-    assert_eq!(
-        stored.trim(),
-        std::fs::read_to_string(out.join("report.json")).unwrap().trim()
-    );
+    // Stored as written, but for the commit: the one it is stored under,
+    // never the one the report claims (the checkout's HEAD here).
+    let stored: Value = serde_json::from_str(&stored).unwrap();
+    let mut written: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_ne!(written["commit"], json!(commit));
+    if written["commit"].is_string() {
+        assert!(
+            output_text(&o).contains("is stored as the baseline of"),
+            "{}",
+            output_text(&o)
+        );
+    }
+    written["commit"] = json!(commit);
+    assert_eq!(stored, written);
     assert_eq!(fake.count("POST", "/git/refs"), 1);
 
     // Again, unchanged: no write.

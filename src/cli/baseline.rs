@@ -28,7 +28,9 @@ pub struct PublishArgs {
     /// The output folder of `gate check` or `gate merge`.
     #[arg(long, default_value = super::DEFAULT_OUT)]
     pub from: PathBuf,
-    /// The commit the report belongs to (default: the report's commit, then GITHUB_SHA).
+    /// The commit to store the report under (default: the run's own commit:
+    /// a `workflow_run`'s head SHA, else GITHUB_SHA). Never the report's
+    /// own `commit`: the report came from a runner, the commit from GitHub.
     #[arg(long)]
     pub sha: Option<String>,
     /// The branch of the baseline store.
@@ -70,16 +72,27 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
         });
     }
     let report = read_report(&args.from)?;
-    let sha = args
-        .sha
-        .clone()
-        .or_else(|| report.commit.clone())
-        .or_else(|| std::env::var("GITHUB_SHA").ok())
-        .ok_or_else(|| CliError::Usage {
-            message: "the report names no commit and GITHUB_SHA is not set".into(),
-            hint: "pass --sha SHA".into(),
-        })?;
+    let run_sha = match context::event_from_env() {
+        Event::WorkflowRun { head_sha, .. } => Some(head_sha),
+        _ => std::env::var("GITHUB_SHA").ok(),
+    };
+    let sha = args.sha.clone().or(run_sha).ok_or_else(|| CliError::Usage {
+        message: "no commit to store the report under: GITHUB_SHA is not set".into(),
+        hint: "pass --sha SHA (the commit the report was measured at)".into(),
+    })?;
     let sha = context::check_sha(&sha).map_err(usage)?;
+    // The stored report names the commit it is stored under: a report that
+    // claims another (measured elsewhere, or forged by the runner that made
+    // it) would carry that claim into every later baseline.
+    let mut report = report;
+    if let Some(claimed) = report.commit.as_deref().filter(|c| *c != sha) {
+        eprintln!(
+            "warning: the report in {} says it measured commit {claimed}; it is stored as the baseline of {sha}, \
+             the run's own commit, and says so",
+            args.from.display()
+        );
+    }
+    report.commit = Some(sha.clone());
     let branch = context::check_branch(&args.branch).map_err(usage)?;
     let repo = match &args.repo {
         Some(r) => Repo::parse(r),

@@ -59,12 +59,10 @@ pub struct CheckArgs {
 pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     let started = Instant::now();
     // Ctrl-C / SIGTERM (handled from `cli::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
-    let (spec, workloads) = match super::harness::load(&args.budgets, app, Some(args.backend))? {
-        Loaded::Here(spec, w) => (spec, w),
-        Loaded::Delegated(exit) => return Ok(exit),
-    };
-    check_only_names(&spec, &args)?;
-    let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
+    let loaded = super::harness::load(&args.budgets, app, Some(args.backend))?;
+    let spec = &loaded.spec;
+    check_only_names(spec, &args)?;
+    let backend = loaded.backend(args.backend).map_err(|e| CliError::Infrastructure {
         message: e.message,
         hint: e.hint,
     })?;
@@ -85,10 +83,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         .iter()
         .filter(|c| is_selected(&args.only, &c.name))
         .collect();
-    let exe = std::env::current_exe().map_err(|e| CliError::Infrastructure {
-        message: format!("cannot locate the gate binary to start profiles: {e}"),
-        hint: String::new(),
-    })?;
+    let exe = loaded.profiler()?;
 
     let bar = progress_bar(selected.len() as u64);
     let names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
@@ -103,7 +98,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         return Ok(exit);
     }
     log(&bar, where_the_time_went(&profiled, jobs, started.elapsed()));
-    let measured = gather(profiled, &selected, &workloads)?;
+    let measured = gather(profiled, &selected, &loaded)?;
     bar.finish_and_clear();
 
     let infra = measured.infra.clone();
@@ -218,7 +213,7 @@ struct Measured {
 fn gather(
     profiled: Vec<crate::runner::Profiled>,
     selected: &[&crate::budget::Component],
-    workloads: &crate::runner::Workloads,
+    loaded: &Loaded,
 ) -> Result<Measured, CliError> {
     let mut out = Measured {
         components: BTreeMap::new(),
@@ -230,7 +225,7 @@ fn gather(
         let Some(c) = selected.iter().find(|c| c.name == p.name) else {
             continue;
         };
-        let Some(w) = workloads.get(&c.name) else {
+        let Some(config) = loaded.config(&c.name) else {
             continue;
         };
         let m = p.result.map_err(|e| CliError::Infrastructure {
@@ -249,7 +244,7 @@ fn gather(
             out.device = Some(m.device.clone());
         }
         out.components
-            .insert(c.name.clone(), report::component_report(c, w.config(), &m));
+            .insert(c.name.clone(), report::component_report(c, config, &m));
     }
     Ok(out)
 }

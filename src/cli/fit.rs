@@ -81,11 +81,13 @@ fn usage(message: String) -> CliError {
     }
 }
 
-fn measure(c: &Component, spec: &std::path::Path, backend: Backend, batch: usize) -> Result<Measurement, CliError> {
-    let exe = std::env::current_exe().map_err(|e| CliError::Infrastructure {
-        message: format!("cannot locate the gate binary to start profiles: {e}"),
-        hint: String::new(),
-    })?;
+fn measure(
+    exe: &std::path::Path,
+    c: &Component,
+    spec: &std::path::Path,
+    backend: Backend,
+    batch: usize,
+) -> Result<Measurement, CliError> {
     let args = ChildArgs {
         extra: vec![
             "--backend".into(),
@@ -96,7 +98,7 @@ fn measure(c: &Component, spec: &std::path::Path, backend: Backend, batch: usize
         ..Default::default()
     };
     eprintln!("{}: profiling at batch {batch}", c.name);
-    let m = run_child(&exe, spec, &c.name, &args, &mut |_| {}).map_err(|e| CliError::Infrastructure {
+    let m = run_child(exe, spec, &c.name, &args, &mut |_| {}).map_err(|e| CliError::Infrastructure {
         message: format!("cannot start the profile of `{}`: {e}", c.name),
         hint: String::new(),
     })?;
@@ -116,10 +118,9 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
 }
 
 pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
-    let spec = match super::harness::load(&args.budgets, app, Some(args.backend))? {
-        super::harness::Loaded::Here(spec, _) => spec,
-        super::harness::Loaded::Delegated(exit) => return Ok(exit),
-    };
+    let loaded = super::harness::load(&args.budgets, app, Some(args.backend))?;
+    let exe = loaded.profiler()?;
+    let spec = loaded.spec;
     let c = spec.component(&args.component).ok_or_else(|| {
         let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
         CliError::Usage {
@@ -142,7 +143,7 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         None if c.batch_size >= 2 => (c.batch_size / 2, c.batch_size),
         None => (1, 2),
     };
-    let lines = fit_lines(c, &spec.path, backend, (b1, b2), &fitted)?;
+    let lines = fit_lines(&exe, c, &spec.path, backend, (b1, b2), &fitted)?;
     let predicted = lines
         .iter()
         .map(|(b, l)| l.largest_batch(b, args.max_batch))
@@ -164,7 +165,7 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         println!("no batch size passes every size budget of `{}`", c.name);
         return Ok(Exit::Fail);
     }
-    confirm(c, &spec.path, backend, &lines, predicted)
+    confirm(&exe, c, &spec.path, backend, &lines, predicted)
 }
 
 /// Bytes as the fit prints them.
@@ -195,14 +196,15 @@ fn size_budgets(c: &Component, metric: Option<Metric>) -> Result<Vec<&Budget>, C
 
 /// Measures the two probe batches and fits each budget's line through them.
 fn fit_lines<'a>(
+    exe: &std::path::Path,
     c: &Component,
     spec: &std::path::Path,
     backend: Backend,
     (b1, b2): (usize, usize),
     fitted: &[&'a Budget],
 ) -> Result<Vec<(&'a Budget, Line)>, CliError> {
-    let m1 = measure(c, spec, backend, b1)?;
-    let m2 = measure(c, spec, backend, b2)?;
+    let m1 = measure(exe, c, spec, backend, b1)?;
+    let m2 = measure(exe, c, spec, backend, b2)?;
     for (b, m) in [(b1, &m1), (b2, &m2)] {
         if let Some(f) = &m.failure {
             return Err(CliError::Infrastructure {
@@ -226,6 +228,7 @@ fn fit_lines<'a>(
 
 /// Confirms the prediction by measuring it; steps down while a budget still fails.
 fn confirm(
+    exe: &std::path::Path,
     c: &Component,
     spec: &std::path::Path,
     backend: Backend,
@@ -234,7 +237,7 @@ fn confirm(
 ) -> Result<Exit, CliError> {
     let mut batch = predicted;
     for _ in 0..6 {
-        let m = measure(c, spec, backend, batch)?;
+        let m = measure(exe, c, spec, backend, batch)?;
         let fails = failing(c, &m);
         println!("\nbatch {batch}: predicted vs measured");
         for (b, l) in lines {

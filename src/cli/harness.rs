@@ -1,8 +1,11 @@
 //! The spec's `harness:`: when the workloads live in the adopter's crate,
-//! this `gate` builds the adopter's harness binary with cargo and hands the
-//! whole command to it (same arguments, same exit code). A harness that is
-//! itself running never delegates: it knows its own package and binary.
+//! this `gate` builds the adopter's harness binary with cargo, asks it to
+//! resolve the spec's workloads, and starts it for each profile (the
+//! protocol is `crate::child`'s). Everything else (the verdict, the outputs,
+//! GitHub) stays here. A harness that is itself running never builds
+//! another: it knows its own package and binary.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -12,21 +15,59 @@ use crate::exit::Exit;
 use crate::probe::Backend;
 use crate::runner::Workloads;
 
-/// Set in the environment of a harness this process started: a harness
-/// that does not match the spec then stops instead of building another.
-const DELEGATED_ENV: &str = "GATE_DELEGATED_FROM";
-
-/// A spec ready to run here, or the exit of the harness that ran it.
-pub enum Loaded {
-    Here(Box<Spec>, Workloads),
-    Delegated(Exit),
+/// A spec ready to run: the workloads of its components, and the binary
+/// that profiles them.
+pub struct Loaded {
+    pub spec: Box<Spec>,
+    source: Source,
 }
 
-/// Loads the spec at `path`; runs it through its harness when it names one
-/// that is not this binary; else resolves its workloads against `app`.
+enum Source {
+    /// This binary knows every workload and profiles them itself.
+    Here(Workloads),
+    /// The spec's harness does: its binary (a private copy, see
+    /// [`private_copy`]), and the configs it resolved.
+    Harness {
+        exe: PathBuf,
+        configs: BTreeMap<String, serde_json::Value>,
+        _copy: tempfile::TempDir,
+    },
+}
+
+impl Loaded {
+    /// The binary whose `profile` command measures a component.
+    pub fn profiler(&self) -> Result<PathBuf, CliError> {
+        match &self.source {
+            Source::Harness { exe, .. } => Ok(exe.clone()),
+            Source::Here(_) => std::env::current_exe().map_err(|e| CliError::Infrastructure {
+                message: format!("cannot locate the gate binary to start profiles: {e}"),
+                hint: String::new(),
+            }),
+        }
+    }
+
+    /// The backend the profiles run on. A harness is built with its `cuda`
+    /// feature for `--backend cuda`, so this binary need not have it then.
+    pub fn backend(&self, requested: Backend) -> Result<Backend, crate::probe::BackendError> {
+        match (&self.source, requested) {
+            (Source::Harness { .. }, Backend::Cuda) => Ok(Backend::Cuda),
+            _ => crate::probe::resolve_backend(requested),
+        }
+    }
+
+    /// Component `name`'s resolved config, as the report records it.
+    pub fn config(&self, name: &str) -> Option<serde_json::Value> {
+        match &self.source {
+            Source::Here(w) => w.get(name).map(|w| w.config()),
+            Source::Harness { configs, .. } => configs.get(name).cloned(),
+        }
+    }
+}
+
+/// Loads the spec at `path`. When it names a harness that is not this
+/// binary, builds the harness and has it resolve the spec's workloads (it
+/// knows kinds this binary does not); else resolves them against `app`.
 pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, CliError> {
-    // Which binary measures the spec comes first: another harness knows
-    // workloads this one cannot check.
     // The file is read once. A spec with errors is parsed again with its
     // workloads checked, so every error comes out in one go.
     let bytes = crate::budget::read(path)?;
@@ -41,44 +82,97 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, 
     };
     if let Some(h) = &spec.harness {
         if !app.is(h) {
-            return delegate(&spec, h, backend).map(Loaded::Delegated);
+            let (exe, copy) = private_copy(&build(&spec, h, backend)?)?;
+            let configs = resolve(&exe, path, h)?;
+            return Ok(Loaded {
+                spec: Box::new(spec),
+                source: Source::Harness {
+                    exe,
+                    configs,
+                    _copy: copy,
+                },
+            });
         }
     }
     let (spec, workloads) =
         crate::runner::parse_bytes(path, &bytes, &app.registry).map_err(crate::budget::SpecError::from)?;
-    Ok(Loaded::Here(Box::new(spec), workloads))
+    Ok(Loaded {
+        spec: Box::new(spec),
+        source: Source::Here(workloads),
+    })
 }
 
-fn delegate(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<Exit, CliError> {
-    if let Ok(from) = std::env::var(DELEGATED_ENV) {
+/// The harness binary copied for this run: every profile then runs the
+/// binary that was built for it, even if a build in the same target folder
+/// (another crate's harness of the same name, or the user's next build)
+/// replaces cargo's copy meanwhile.
+fn private_copy(built: &Path) -> Result<(PathBuf, tempfile::TempDir), CliError> {
+    let fail = |e: std::io::Error| CliError::Infrastructure {
+        message: format!("cannot copy the harness {} to run it: {e}", built.display()),
+        hint: "check that the temporary folder (TMPDIR) is writable and has room".into(),
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("gate-harness-")
+        .tempdir()
+        .map_err(fail)?;
+    let exe = dir
+        .path()
+        .join(built.file_name().unwrap_or(std::ffi::OsStr::new("gate-harness")));
+    std::fs::copy(built, &exe).map_err(fail)?;
+    Ok((exe, dir))
+}
+
+/// `HARNESS __resolve --budgets SPEC` (see `crate::child`): the configs of
+/// the spec's workloads. The harness prints the spec's errors itself.
+fn resolve(exe: &Path, spec: &Path, h: &HarnessSpec) -> Result<BTreeMap<String, serde_json::Value>, CliError> {
+    let out = Command::new(exe)
+        .arg("__resolve")
+        .arg("--budgets")
+        .arg(spec)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| CliError::Infrastructure {
+            message: format!("cannot start the harness {}: {e}", exe.display()),
+            hint: String::new(),
+        })?;
+    match out.status.code() {
+        Some(0) => {}
+        Some(2) => return Err(CliError::Reported(Exit::BadInput)),
+        _ => {
+            return Err(CliError::Infrastructure {
+                message: format!(
+                    "the harness `{}` of `{}` could not read {} ({})",
+                    h.bin,
+                    h.package,
+                    spec.display(),
+                    out.status
+                ),
+                hint: format!(
+                    "run `{} __resolve --budgets {}` to see why",
+                    exe.display(),
+                    spec.display()
+                ),
+            })
+        }
+    }
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let protocol = answer["protocol"].as_u64();
+    if protocol != Some(crate::child::PROTOCOL.into()) {
         return Err(CliError::Infrastructure {
             message: format!(
-                "the harness started by {from} is not `{}` of package `{}`, which {} names",
+                "the harness `{}` speaks gate's harness protocol {}, and this gate speaks {}",
                 h.bin,
-                h.package,
-                spec.path.display()
+                protocol.map_or("(none)".to_string(), |p| p.to_string()),
+                crate::child::PROTOCOL
             ),
-            hint: "make `harness:` name the binary that calls `gate::main!` (`bin:` is its target name)".into(),
+            hint: "build the harness against the same gate release as the installed `gate`".into(),
         });
     }
-    let exe = build(spec, h, backend)?;
-    let mut cmd = Command::new(&exe);
-    cmd.args(std::env::args_os().skip(1))
-        .env(DELEGATED_ENV, std::env::current_exe().unwrap_or_default());
-    let status = cmd.status().map_err(|e| CliError::Infrastructure {
-        message: format!("cannot start the harness {}: {e}", exe.display()),
-        hint: String::new(),
-    })?;
-    Ok(match status.code() {
-        Some(0) => Exit::Pass,
-        Some(1) => Exit::Fail,
-        Some(2) => Exit::BadInput,
-        Some(130) => Exit::Interrupted,
-        // 3, and a harness that crashed outright (101 for a panic).
-        Some(_) => Exit::Infrastructure,
-        // Killed by a signal (Ctrl-C reaches the harness too): interrupted.
-        None => Exit::Interrupted,
-    })
+    Ok(answer["configs"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default())
 }
 
 /// The manifest the harness is built from: `manifest:` relative to the spec,

@@ -16,7 +16,6 @@ mod history;
 mod init;
 mod merge;
 mod minors;
-mod profile;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -64,9 +63,6 @@ pub enum Command {
     Fit(fit::FitArgs),
     /// One metric over the stored baselines, oldest first, with its budget (slow drift).
     History(history::HistoryArgs),
-    /// Profile one component in this process (used by `check` for isolation).
-    #[command(hide = true)]
-    Profile(profile::ProfileArgs),
 }
 
 /// `gate --version`: the version, the commit it was built from (`unknown`
@@ -122,6 +118,9 @@ pub enum CliError {
     Usage { message: String, hint: String },
     #[error("{message}")]
     Infrastructure { message: String, hint: String },
+    /// Already told on stderr (by a harness): only the exit code is left.
+    #[error("")]
+    Reported(Exit),
 }
 
 impl CliError {
@@ -129,6 +128,7 @@ impl CliError {
         match self {
             CliError::Spec(_) | CliError::Usage { .. } => Exit::BadInput,
             CliError::Infrastructure { .. } => Exit::Infrastructure,
+            CliError::Reported(exit) => *exit,
         }
     }
 
@@ -148,12 +148,11 @@ impl CliError {
 
 /// Runs the parsed command and returns the process exit.
 pub fn run(cli: Cli, app: &App) -> Exit {
-    // SIGINT/SIGTERM: exit 130 promptly in every phase (see forward_signals);
-    // a profile child is stopped by its parent and keeps the default.
-    if !matches!(cli.command, Command::Profile(_)) {
-        if let Err(e) = crate::runner::forward_signals() {
-            eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
-        }
+    // SIGINT/SIGTERM: exit 130 promptly in every phase (see forward_signals).
+    // A profile child (`crate::child`) never gets here: it is stopped by its
+    // parent and keeps the default.
+    if let Err(e) = crate::runner::forward_signals() {
+        eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
     }
     let result = match cli.command {
         Command::Check(a) => check::run(a, app),
@@ -162,7 +161,6 @@ pub fn run(cli: Cli, app: &App) -> Exit {
         Command::Comment(a) => comment::run(a),
         Command::Merge(a) => merge::run(a),
         Command::Baseline(a) => baseline::run(a),
-        Command::Profile(a) => profile::run(a, app),
         Command::Doctor(a) => doctor::run(a),
         Command::History(a) => history::run(a),
         Command::Init(a) => init::run(a),
@@ -174,6 +172,7 @@ pub fn run(cli: Cli, app: &App) -> Exit {
         Err(e) => {
             match &e {
                 // Diagnostics already carry their own `hint:` lines.
+                CliError::Reported(_) => {}
                 CliError::Spec(crate::budget::SpecError::Invalid(d)) => {
                     eprintln!("{d}");
                     let n = d.0.len();

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::harness::Loaded;
 use super::App;
 use super::CliError;
 use crate::exit::Exit;
@@ -22,10 +21,7 @@ pub struct ValidateArgs {
 }
 
 pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
-    let spec = match super::harness::load(&args.budgets, app, None)? {
-        Loaded::Here(spec, _) => spec,
-        Loaded::Delegated(exit) => return Ok(exit),
-    };
+    let spec = super::harness::load(&args.budgets, app, None)?.spec;
     // `auto` is what this build would pick; `cuda` is checked as written
     // even by a build without it (validate runs nothing).
     let on_cpu = match args.backend {

@@ -1,0 +1,365 @@
+//! The harness side of the protocol with the installed `gate`: what a
+//! harness binary answers (the stock `gate`, for its built-in workloads, is
+//! one too). Two commands, each reading the spec itself:
+//!
+//! - `HARNESS __resolve --budgets SPEC`: the spec's workloads checked and
+//!   resolved by this binary's registry: one JSON line on stdout,
+//!   `{"protocol": 1, "configs": {COMPONENT: CONFIG}}` (each workload's
+//!   resolved config, as the report records it); or the spec's errors on
+//!   stderr and exit 2.
+//! - `HARNESS profile --budgets SPEC --component NAME [--backend cpu|cuda|auto]
+//!   [--emulate-capacity] [--batch-size N]`: profiles one component in this
+//!   process, one JSON event per line on stdout (gate-runner's `child`).
+//!
+//! No command line parser, renderer or network here: an adopter's harness
+//! compiles the SDK, the runner and the probe, and the installed `gate`
+//! does everything else.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::Device;
+
+use crate::exit::Exit;
+use crate::metric::Metric;
+use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
+use crate::runner::{emit, profile, time_pairs, ChildEvent, DeviceInfo, Measurement};
+use crate::sdk::{DynWorkload, Registry, RunCtx};
+
+/// The protocol's version: `__resolve` answers carry it, and the installed
+/// `gate` refuses a harness that speaks another.
+pub const PROTOCOL: u32 = 1;
+
+/// What ended a child command: its message and hint, and the exit code.
+#[derive(Debug)]
+pub struct ChildError {
+    pub message: String,
+    pub hint: String,
+    pub exit: Exit,
+}
+
+impl ChildError {
+    fn usage(message: String) -> Self {
+        ChildError {
+            message,
+            hint: String::new(),
+            exit: Exit::BadInput,
+        }
+    }
+
+    fn infrastructure(message: String, hint: String) -> Self {
+        ChildError {
+            message,
+            hint,
+            exit: Exit::Infrastructure,
+        }
+    }
+}
+
+/// Which harness this binary is (`gate::main!` fills it in), so a spec whose
+/// `harness:` names another one is refused.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Identity {
+    pub package: Option<&'static str>,
+    pub bin: Option<&'static str>,
+}
+
+/// `gate profile`'s arguments.
+#[derive(Debug, Clone)]
+pub struct ProfileArgs {
+    pub budgets: PathBuf,
+    pub component: String,
+    pub backend: Backend,
+    /// Hold back the part of a larger card that the spec's card does not have.
+    pub emulate_capacity: bool,
+    /// Profile at this batch size instead of the spec's (used by `gate fit`).
+    pub batch_size: Option<usize>,
+}
+
+impl ProfileArgs {
+    /// Parses the arguments after `profile`.
+    pub fn parse(args: &[OsString]) -> Result<Self, ChildError> {
+        let mut budgets = PathBuf::from("budgets.yaml");
+        let mut component = None;
+        let mut backend = Backend::Cpu;
+        let mut emulate_capacity = false;
+        let mut batch_size = None;
+        let mut it = args.iter();
+        let value = |it: &mut std::slice::Iter<OsString>, flag: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| ChildError::usage(format!("`{flag}` needs a value")))
+        };
+        while let Some(a) = it.next() {
+            match a.to_str() {
+                Some("--budgets") => budgets = PathBuf::from(value(&mut it, "--budgets")?),
+                Some("--component") => component = Some(value(&mut it, "--component")?.to_string_lossy().into_owned()),
+                Some("--backend") => {
+                    backend = match value(&mut it, "--backend")?.to_str() {
+                        Some("cpu") => Backend::Cpu,
+                        Some("cuda") => Backend::Cuda,
+                        Some("auto") => Backend::Auto,
+                        other => {
+                            return Err(ChildError::usage(format!(
+                                "unknown backend {other:?} (cpu, cuda, auto)"
+                            )))
+                        }
+                    }
+                }
+                Some("--emulate-capacity") => emulate_capacity = true,
+                Some("--batch-size") => {
+                    let v = value(&mut it, "--batch-size")?;
+                    batch_size = Some(
+                        v.to_str()
+                            .and_then(|s| s.parse().ok())
+                            .ok_or_else(|| ChildError::usage(format!("`--batch-size {v:?}` is not a number")))?,
+                    );
+                }
+                _ => return Err(ChildError::usage(format!("`profile` does not take {a:?}"))),
+            }
+        }
+        let component = component.ok_or_else(|| ChildError::usage("`profile` needs `--component NAME`".into()))?;
+        Ok(ProfileArgs {
+            budgets,
+            component,
+            backend,
+            emulate_capacity,
+            batch_size,
+        })
+    }
+}
+
+/// Runs a child command if `args` (the program name first) is one; `None`
+/// when it is not (the binary's own command line takes it).
+pub fn serve(args: &[OsString], registry: &Registry, identity: Identity) -> Option<Exit> {
+    let result = match args.get(1).and_then(|a| a.to_str()) {
+        Some("profile") => ProfileArgs::parse(&args[2..]).and_then(|a| run_profile(a, registry, identity)),
+        Some("__resolve") => budgets_arg(&args[2..]).and_then(|p| run_resolve(&p, registry, identity)),
+        _ => return None,
+    };
+    Some(result.unwrap_or_else(|e| {
+        eprintln!("error: {}", e.message);
+        if !e.hint.is_empty() {
+            eprintln!("hint: {}", e.hint);
+        }
+        e.exit
+    }))
+}
+
+fn budgets_arg(args: &[OsString]) -> Result<PathBuf, ChildError> {
+    match args {
+        [flag, path] if flag == "--budgets" => Ok(PathBuf::from(path)),
+        _ => Err(ChildError::usage("`__resolve` takes `--budgets SPEC`".into())),
+    }
+}
+
+/// The spec at `path` with its workloads resolved by `registry`; the spec's
+/// errors go to stderr as the installed `gate` prints them (exit 2).
+fn load_here(
+    path: &Path,
+    registry: &Registry,
+    identity: Identity,
+) -> Result<(crate::budget::Spec, crate::runner::Workloads), ChildError> {
+    match crate::runner::load(path, registry) {
+        Ok((spec, workloads)) => {
+            if let (Some(h), Some(package)) = (&spec.harness, identity.package) {
+                if h.package != package || identity.bin.is_some_and(|b| b != h.bin) {
+                    return Err(ChildError::infrastructure(
+                        format!(
+                            "this harness is `{}` of package `{package}`, and {} names `{}` of `{}`",
+                            identity.bin.unwrap_or("?"),
+                            path.display(),
+                            h.bin,
+                            h.package
+                        ),
+                        "make `harness:` name the binary that calls `gate::main!` (`bin:` is its target name)".into(),
+                    ));
+                }
+            }
+            Ok((spec, workloads))
+        }
+        Err(crate::budget::SpecError::Invalid(d)) => {
+            eprintln!("{d}");
+            let n = d.0.len();
+            Err(ChildError {
+                message: format!("the spec has {n} error{}", if n == 1 { "" } else { "s" }),
+                hint: String::new(),
+                exit: Exit::BadInput,
+            })
+        }
+        Err(e) => Err(ChildError {
+            message: e.to_string(),
+            hint: String::new(),
+            exit: Exit::BadInput,
+        }),
+    }
+}
+
+fn run_resolve(path: &Path, registry: &Registry, identity: Identity) -> Result<Exit, ChildError> {
+    let (spec, workloads) = load_here(path, registry, identity)?;
+    let configs: serde_json::Map<String, serde_json::Value> = spec
+        .components
+        .iter()
+        .filter_map(|c| Some((c.name.clone(), workloads.get(&c.name)?.config())))
+        .collect();
+    let answer = serde_json::json!({ "protocol": PROTOCOL, "configs": configs });
+    println!("{answer}");
+    Ok(Exit::Pass)
+}
+
+/// An opened backend: where tensors live and how their bytes are read.
+struct Opened {
+    device: Device,
+    probe: Arc<dyn MemoryProbe>,
+    info: DeviceInfo,
+    emulated_block: Option<u64>,
+}
+
+fn open(backend: Backend, emulate: Option<u64>) -> Result<Opened, BackendError> {
+    match crate::probe::resolve_backend(backend)? {
+        Backend::Cuda => open_cuda(emulate),
+        _ => {
+            if !CpuProbe::is_counting() {
+                return Err(BackendError {
+                    message: "the counting allocator is not installed in this binary".into(),
+                    hint: "run the `gate` binary itself; the library alone cannot measure CPU memory".into(),
+                });
+            }
+            Ok(Opened {
+                device: Device::Cpu,
+                probe: Arc::new(CpuProbe),
+                info: crate::probe::cpu_device_info(),
+                emulated_block: None,
+            })
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda(emulate: Option<u64>) -> Result<Opened, BackendError> {
+    let (mut probe, info) = crate::probe::cuda::CudaProbe::open(0)?;
+    let emulated_block = match emulate {
+        Some(capacity) => Some(probe.emulate_capacity(capacity)?),
+        None => None,
+    };
+    Ok(Opened {
+        device: probe.device().clone(),
+        probe: Arc::new(probe),
+        info,
+        emulated_block,
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_emulate: Option<u64>) -> Result<Opened, BackendError> {
+    crate::probe::resolve_backend(Backend::Cuda).map(|_| unreachable!("cuda resolves only with the feature"))
+}
+
+fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Result<Exit, ChildError> {
+    let (spec, workloads) = load_here(&args.budgets, registry, identity)?;
+    let (component, workload) = component_and_workload(&args, &spec, &workloads)?;
+    let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
+    let opened = open(args.backend, emulate).map_err(|e| ChildError::infrastructure(e.message, e.hint))?;
+    let recorder = Recorder::new(opened.probe.clone());
+    let ctx = run_ctx(
+        &opened.device,
+        component,
+        args.batch_size.unwrap_or(component.batch_size),
+    );
+    let base = Measurement {
+        device: opened.info.clone(),
+        emulated_block_bytes: opened.emulated_block,
+        ..Default::default()
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut io_err = None;
+    let mut m = profile(
+        workload.as_ref(),
+        &ctx,
+        component.timing,
+        &recorder,
+        &mut |phase, so_far| {
+            let so_far = Box::new(Measurement {
+                device: base.device.clone(),
+                emulated_block_bytes: base.emulated_block_bytes,
+                ..so_far.clone()
+            });
+            if let Err(e) = emit(&mut stdout, &ChildEvent::Phase { phase, so_far }) {
+                io_err = Some(e);
+            }
+        },
+    );
+    m.device = base.device;
+    m.emulated_block_bytes = base.emulated_block_bytes;
+    // A variant with a `step_time_ratio` budget: its steps and its
+    // reference's, interleaved, now that this profile's bytes are measured
+    // (`gate fit`'s batch sizes only need bytes).
+    let pairs = component.timing.pairs_on(recorder.probe().backend() == "cuda");
+    let reference = component
+        .reference
+        .as_deref()
+        .filter(|_| component.budgets.iter().any(|b| b.metric == Metric::StepTimeRatio))
+        .filter(|_| pairs > 0 && args.batch_size.is_none() && m.failure.is_none() && io_err.is_none())
+        .and_then(|r| Some((spec.component(r)?, workloads.get(r)?)));
+    if let Some((rc, rw)) = reference {
+        let phase = crate::runner::Phase::Ratio;
+        let so_far = Box::new(m.clone());
+        emit(&mut stdout, &ChildEvent::Phase { phase, so_far }).map_err(parent_write_error)?;
+        let rctx = run_ctx(&opened.device, rc, rc.batch_size);
+        let sync = || recorder.probe().sync();
+        match time_pairs(
+            (workload.as_ref(), &ctx),
+            (rw.as_ref(), &rctx),
+            component.timing.warmup,
+            pairs,
+            &sync,
+        ) {
+            Ok(ratios) => m.step_time_ratios = ratios,
+            Err(e) => m.ratio_error = Some(e),
+        }
+    }
+    if let Some(e) = io_err {
+        return Err(parent_write_error(e));
+    }
+    emit(&mut stdout, &ChildEvent::Done(Box::new(m))).map_err(parent_write_error)?;
+    Ok(Exit::Pass)
+}
+
+/// The component `--component` names, and its workload in this build.
+fn component_and_workload<'a>(
+    args: &ProfileArgs,
+    spec: &'a crate::budget::Spec,
+    workloads: &'a crate::runner::Workloads,
+) -> Result<(&'a crate::budget::Component, &'a Arc<dyn DynWorkload>), ChildError> {
+    let component = spec.component(&args.component).ok_or_else(|| {
+        ChildError::usage(format!(
+            "no component `{}` in {}",
+            args.component,
+            args.budgets.display()
+        ))
+    })?;
+    let Some(workload) = workloads.get(&component.name) else {
+        return Err(ChildError::usage(format!(
+            "component `{}` cannot be profiled by this build",
+            component.name
+        )));
+    };
+    Ok((component, workload))
+}
+
+/// Component `c`'s run context on `device` at batch size `batch_size`.
+fn run_ctx(device: &Device, c: &crate::budget::Component, batch_size: usize) -> RunCtx {
+    RunCtx {
+        device: device.clone(),
+        dtype: crate::sdk::candle_dtype(c.dtype),
+        batch_size,
+        seed: c.seed,
+        master_dtype: c.master_dtype.map(crate::sdk::candle_dtype),
+    }
+}
+
+/// The events go to the parent gate process on stdout: a write that fails leaves it without the measurement.
+fn parent_write_error(e: std::io::Error) -> ChildError {
+    ChildError::infrastructure(format!("cannot write to the parent gate process: {e}"), String::new())
+}
