@@ -75,7 +75,9 @@ fn differences(path: &str, stored: &Value, now: &Value, out: &mut Vec<String>) {
         }
         (Value::Number(a), Value::Number(b)) if is_loss(path) => {
             let (a, b) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
-            if !((a - b).abs() <= LOSS_RELATIVE * a.abs().max(b.abs())) {
+            // NaN on either side is a difference too.
+            let close = (a - b).abs() <= LOSS_RELATIVE * a.abs().max(b.abs());
+            if !close {
                 out.push(format!("{path}: {a} → {b}"));
             }
         }

@@ -69,7 +69,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     // A budget this backend can never measure is refused before anything
     // runs, not left "not measured" with exit 0.
     if backend != Backend::Cuda {
-        let refused = crate::budget::cuda_only(&spec, &|name| is_selected(&args.only, name), true);
+        let refused = crate::budget::cuda_only(spec, &|name| is_selected(&args.only, name), true);
         if !refused.0.is_empty() {
             return Err(crate::budget::SpecError::from(refused).into());
         }
@@ -102,7 +102,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     bar.finish_and_clear();
 
     let infra = measured.infra.clone();
-    let Some(report) = write_outputs(&args, &spec, measured, baseline, stored, started)? else {
+    let Some(report) = write_outputs(&args, spec, measured, baseline, stored, started)? else {
         return Ok(stopped().unwrap_or(Exit::Interrupted));
     };
     if let Some(reason) = infra {
