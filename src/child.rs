@@ -4,9 +4,10 @@
 //!
 //! - `HARNESS __resolve --budgets SPEC`: the spec's workloads checked and
 //!   resolved by this binary's registry: one JSON line on stdout,
-//!   `{"protocol": 1, "configs": {COMPONENT: CONFIG}}` (each workload's
-//!   resolved config, as the report records it); or the spec's errors on
-//!   stderr and exit 2.
+//!   `{"protocol": 1, "configs": {COMPONENT: CONFIG}, "candle_version": V}`
+//!   (each workload's resolved config, as the report records it, and the
+//!   candle the harness runs them on); or the spec's errors on stderr and
+//!   exit 2.
 //! - `HARNESS profile --budgets SPEC --component NAME [--backend cpu|cuda|auto]
 //!   [--emulate-capacity] [--batch-size N]`: profiles one component in this
 //!   process, one JSON event per line on stdout (gate-runner's `child`).
@@ -203,7 +204,11 @@ fn run_resolve(path: &Path, registry: &Registry, identity: Identity) -> Result<E
         .iter()
         .filter_map(|c| Some((c.name.clone(), workloads.get(&c.name)?.config())))
         .collect();
-    let answer = serde_json::json!({ "protocol": PROTOCOL, "configs": configs });
+    let answer = serde_json::json!({
+        "protocol": PROTOCOL,
+        "configs": configs,
+        "candle_version": crate::runner::CANDLE_VERSION,
+    });
     println!("{answer}");
     Ok(Exit::Pass)
 }

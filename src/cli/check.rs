@@ -207,6 +207,8 @@ struct Measured {
     infra: Option<String>,
     /// The largest per-process context reserve measured (CUDA only).
     reserve: Option<u64>,
+    /// The candle the profiles ran on (the harness's, when the spec has one).
+    candle: String,
 }
 
 /// Turns the profiles of the selected components into component reports.
@@ -220,6 +222,7 @@ fn gather(
         device: None,
         infra: None,
         reserve: None,
+        candle: loaded.candle_version().to_string(),
     };
     for p in profiled {
         let Some(c) = selected.iter().find(|c| c.name == p.name) else {
@@ -261,7 +264,7 @@ fn write_outputs(
 ) -> Result<Option<Report>, CliError> {
     let device = measured.device.unwrap_or_else(crate::probe::cpu_device_info);
     let reserve = reserve(measured.reserve, spec);
-    let testbed = report::testbed(&device, spec, crate::runner::CANDLE_VERSION);
+    let testbed = report::testbed(&device, spec, &measured.candle);
     conclude(
         Conclusion {
             spec,

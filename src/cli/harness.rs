@@ -30,6 +30,8 @@ enum Source {
     Harness {
         exe: PathBuf,
         configs: BTreeMap<String, serde_json::Value>,
+        /// The candle the harness's SDK is built against (its report's testbed).
+        candle_version: String,
         _copy: tempfile::TempDir,
     },
 }
@@ -52,6 +54,14 @@ impl Loaded {
         match (&self.source, requested) {
             (Source::Harness { .. }, Backend::Cuda) => Ok(Backend::Cuda),
             _ => crate::probe::resolve_backend(requested),
+        }
+    }
+
+    /// The candle the components run on: the harness's, else this binary's.
+    pub fn candle_version(&self) -> &str {
+        match &self.source {
+            Source::Harness { candle_version, .. } => candle_version,
+            Source::Here(_) => crate::runner::CANDLE_VERSION,
         }
     }
 
@@ -83,12 +93,13 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, 
     if let Some(h) = &spec.harness {
         if !app.is(h) {
             let (exe, copy) = private_copy(&build(&spec, h, backend)?)?;
-            let configs = resolve(&exe, path, h)?;
+            let (configs, candle_version) = resolve(&exe, path, h)?;
             return Ok(Loaded {
                 spec: Box::new(spec),
                 source: Source::Harness {
                     exe,
                     configs,
+                    candle_version,
                     _copy: copy,
                 },
             });
@@ -122,9 +133,13 @@ fn private_copy(built: &Path) -> Result<(PathBuf, tempfile::TempDir), CliError> 
     Ok((exe, dir))
 }
 
+/// The configs of a spec's workloads by component, as a harness resolved them.
+type Configs = BTreeMap<String, serde_json::Value>;
+
 /// `HARNESS __resolve --budgets SPEC` (see `crate::child`): the configs of
-/// the spec's workloads. The harness prints the spec's errors itself.
-fn resolve(exe: &Path, spec: &Path, h: &HarnessSpec) -> Result<BTreeMap<String, serde_json::Value>, CliError> {
+/// the spec's workloads and the harness's candle. The harness prints the
+/// spec's errors itself.
+fn resolve(exe: &Path, spec: &Path, h: &HarnessSpec) -> Result<(Configs, String), CliError> {
     let out = Command::new(exe)
         .arg("__resolve")
         .arg("--budgets")
@@ -169,10 +184,12 @@ fn resolve(exe: &Path, spec: &Path, h: &HarnessSpec) -> Result<BTreeMap<String, 
             hint: "build the harness against the same gate release as the installed `gate`".into(),
         });
     }
-    Ok(answer["configs"]
+    let configs = answer["configs"]
         .as_object()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default())
+        .unwrap_or_default();
+    let candle = answer["candle_version"].as_str().unwrap_or("unknown").to_string();
+    Ok((configs, candle))
 }
 
 /// The manifest the harness is built from: `manifest:` relative to the spec,

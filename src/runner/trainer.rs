@@ -74,6 +74,12 @@ impl<'w> Train for Trainer<'w> {
         Trainer::param_elems(self)
     }
 
+    fn param_tensors(&self) -> u64 {
+        // Under mixed precision the model also holds a cast of each master.
+        let casts = u64::from(self.store.master().is_some());
+        self.store.tensor_count() * (1 + casts)
+    }
+
     fn batch(&self) -> adapter::Result<Batch> {
         Trainer::batch(self).map_err(err)
     }

@@ -85,6 +85,11 @@ impl ParamStore {
         self.lock().vars.clone()
     }
 
+    /// Number of parameter tensors (variables).
+    pub fn tensor_count(&self) -> u64 {
+        self.lock().vars.len() as u64
+    }
+
     /// Total number of parameter elements.
     pub fn elem_count(&self) -> u64 {
         self.lock().vars.iter().map(|(_, v)| v.elem_count() as u64).sum()

@@ -142,6 +142,10 @@ pub struct ComponentReport {
     pub param_count: u64,
     /// The closed-form parameter (and frozen-state) bytes, to check `params` against.
     pub analytic_params_bytes: u64,
+    /// Parameter tensors the built model holds: each adds the framework's
+    /// bookkeeping to `params` beyond the closed form's bytes.
+    #[serde(default)]
+    pub param_tensors: u64,
     pub batch_bytes: u64,
     /// The gradient store right after `backward()`, before only the parameters'
     /// gradients are kept: candle's extra gradients for untracked operands.

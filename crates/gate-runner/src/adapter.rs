@@ -93,6 +93,11 @@ pub trait Train {
 
     /// Parameter elements in the store (master weights counted once).
     fn param_elems(&self) -> u64;
+    /// Parameter tensors the built model holds: each carries the
+    /// framework's own bookkeeping beside its data (0: unknown).
+    fn param_tensors(&self) -> u64 {
+        0
+    }
     /// The training batch; every user of a workload draws the same one.
     fn batch(&self) -> Result<Self::Batch>;
     /// The forward of the next step.

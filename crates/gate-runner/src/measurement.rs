@@ -55,6 +55,9 @@ pub struct Measurement {
     pub values: BTreeMap<Metric, f64>,
     /// Parameter elements counted on the built model.
     pub param_elems: u64,
+    /// Parameter tensors the built model holds (0: the adapter does not say).
+    #[serde(default)]
+    pub param_tensors: u64,
     /// Elements of frozen (non-trained) state the model holds, from the closed form.
     pub frozen_elems: u64,
     /// Closed-form elements × dtype size.

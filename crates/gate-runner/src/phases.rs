@@ -135,6 +135,7 @@ impl<'a, S: Session> Profile<'a, S> {
         let (trainer, span, _) = self.rec.span(false, || params.build());
         let trainer = in_phase(Phase::Build, trainer)?;
         self.m.param_elems = trainer.param_elems();
+        self.m.param_tensors = trainer.param_tensors();
         self.m.values.insert(Metric::Params, span.retained().max(0) as f64);
 
         self.begin(Phase::Batch)?;
