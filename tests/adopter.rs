@@ -28,7 +28,7 @@ fn root() -> &'static Path {
 /// A copy of the example in a fresh folder, depending on this checkout.
 fn adopter() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    copy_dir(&root().join("examples/adopter"), t.path());
+    common::copy_crate(&root().join("examples/adopter"), t.path());
     let manifest = t.path().join("crates/ml/Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let text = text.replace(
@@ -43,31 +43,9 @@ fn adopter() -> tempfile::TempDir {
     t
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "target" {
-            continue;
-        }
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 /// The stock gate, run in the adopter's folder as a user would.
 fn gate(dir: &Path, args: &[&str]) -> Output {
-    common::gate()
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", root().join("target"))
-        .env_remove("CARGO_BUILD_TARGET")
-        .output()
-        .expect("the gate binary runs")
+    common::gate_for_adopter(dir, args)
 }
 
 fn report(out: &Path) -> serde_json::Value {

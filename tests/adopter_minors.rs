@@ -38,7 +38,7 @@ fn root() -> &'static Path {
 /// A copy of `tests/adopters/NAME` in a fresh folder, depending on this checkout.
 fn fixture(name: &str) -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    copy_dir(&root().join("tests/adopters").join(name), t.path());
+    common::copy_crate(&root().join("tests/adopters").join(name), t.path());
     let manifest = t.path().join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let here = format!("gate = {{ path = {:?},", root().display().to_string());
@@ -48,31 +48,9 @@ fn fixture(name: &str) -> tempfile::TempDir {
     t
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == "target" {
-            continue;
-        }
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
-/// The stock gate, run in the fixture's folder as its team would.
+/// The stock gate, run in the adopter's folder as a user would.
 fn gate(dir: &Path, args: &[&str]) -> Output {
-    common::gate()
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", root().join("target"))
-        .env_remove("CARGO_BUILD_TARGET")
-        .output()
-        .expect("the gate binary runs")
+    common::gate_for_adopter(dir, args)
 }
 
 /// `gate check --baseline none` in a copy of the fixture: exit 1 (a budget

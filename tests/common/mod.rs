@@ -30,3 +30,36 @@ pub fn text(b: &[u8]) -> String {
 pub fn output_text(o: &Output) -> String {
     format!("{}\n{}", text(&o.stdout), text(&o.stderr))
 }
+
+/// Copies the folder `from` to `to`, leaving out `target` folders: an
+/// adopter crate as a team would check it out.
+pub fn copy_crate(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == "target" {
+            continue;
+        }
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_crate(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// The stock gate run in an adopter's folder, its harness built into this
+/// checkout's `target/` (so one adopter's build reuses the last one's).
+pub fn gate_for_adopter(dir: &std::path::Path, args: &[&str]) -> Output {
+    gate()
+        .args(args)
+        .current_dir(dir)
+        .env(
+            "CARGO_TARGET_DIR",
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+        )
+        .env_remove("CARGO_BUILD_TARGET")
+        .output()
+        .expect("the gate binary runs")
+}
