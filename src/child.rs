@@ -182,9 +182,8 @@ fn load_here(
         }
         Err(crate::budget::SpecError::Invalid(d)) => {
             eprintln!("{d}");
-            let n = d.0.len();
             Err(ChildError {
-                message: format!("the spec has {n} error{}", if n == 1 { "" } else { "s" }),
+                message: d.summary(),
                 hint: String::new(),
                 exit: Exit::BadInput,
             })

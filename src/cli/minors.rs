@@ -6,6 +6,8 @@
 //! workspace (the resolved versions and gate's enabled features), it is
 //! said here first, by name, with the feature to pick.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 /// gate's candle features, each with the candle-core versions it serves.
@@ -29,18 +31,51 @@ pub fn adapter_for(version: &str) -> Option<&'static str> {
     }
 }
 
+/// `cargo metadata`'s resolve, with each package id's name and version at hand.
+struct Resolve<'m> {
+    packages: HashMap<&'m str, (&'m str, &'m str)>,
+    nodes: &'m [Value],
+}
+
+impl<'m> Resolve<'m> {
+    fn new(metadata: &'m Value) -> Option<Self> {
+        let packages = metadata["packages"]
+            .as_array()?
+            .iter()
+            .filter_map(|p| Some((p["id"].as_str()?, (p["name"].as_str()?, p["version"].as_str()?))))
+            .collect();
+        Some(Resolve {
+            packages,
+            nodes: metadata["resolve"]["nodes"].as_array()?,
+        })
+    }
+
+    /// The package (name, version) of a resolve node.
+    fn package(&self, node: &Value) -> Option<(&'m str, &'m str)> {
+        node["id"].as_str().and_then(|id| self.packages.get(id).copied())
+    }
+
+    /// The candle-core versions `node` depends on directly.
+    fn candle_deps(&self, node: &Value) -> Vec<String> {
+        node["deps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| self.packages.get(d["pkg"].as_str()?))
+            .filter(|(name, _)| *name == "candle-core")
+            .map(|(_, version)| version.to_string())
+            .collect()
+    }
+}
+
 /// The candle-core version `package` depends on directly in this resolve.
 pub fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
-    let packages = metadata["packages"].as_array()?;
-    let name_of = |id: &str| packages.iter().find(|p| p["id"] == id);
-    let node = metadata["resolve"]["nodes"]
-        .as_array()?
+    let r = Resolve::new(metadata)?;
+    let node = r
+        .nodes
         .iter()
-        .find(|n| n["id"].as_str().and_then(name_of).is_some_and(|p| p["name"] == package))?;
-    node["deps"].as_array()?.iter().find_map(|d| {
-        let p = name_of(d["pkg"].as_str()?)?;
-        (p["name"] == "candle-core").then(|| p["version"].as_str().map(str::to_string))?
-    })
+        .find(|n| r.package(n).is_some_and(|(name, _)| name == package))?;
+    r.candle_deps(node).into_iter().next()
 }
 
 /// A harness whose crates and gate are on different candles.
@@ -90,35 +125,14 @@ impl Mismatch {
 /// crate of the resolve depends on directly; `None` when they agree, when
 /// gate is not in the graph, or when the metadata does not say.
 pub fn mismatch(metadata: &Value) -> Option<Mismatch> {
-    let packages = metadata["packages"].as_array()?;
-    let name_of = |id: &str| {
-        packages
-            .iter()
-            .find(|p| p["id"] == id)
-            .map(|p| (p["name"].as_str().unwrap_or(""), p["version"].as_str().unwrap_or("")))
-    };
-    let nodes = metadata["resolve"]["nodes"].as_array()?;
-    let candle_deps = |node: &Value| -> Vec<String> {
-        node["deps"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|d| name_of(d["pkg"].as_str()?))
-            .filter(|(name, _)| *name == "candle-core")
-            .map(|(_, version)| version.to_string())
-            .collect()
-    };
-    let gate = nodes.iter().find(|n| {
-        n["id"]
-            .as_str()
-            .and_then(name_of)
-            .is_some_and(|(name, _)| name == "gate")
-            && n["features"].as_array().is_some_and(|f| {
-                f.iter()
-                    .any(|f| f == "candle-0-11" || f == "candle-0-10" || f == "candle-0-9")
-            })
+    let r = Resolve::new(metadata)?;
+    let gate = r.nodes.iter().find(|n| {
+        r.package(n).is_some_and(|(name, _)| name == "gate")
+            && n["features"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|f| ADAPTERS.iter().any(|(a, _)| f == a)))
     })?;
-    let gates = candle_deps(gate).into_iter().next()?;
+    let gates = r.candle_deps(gate).into_iter().next()?;
     let enabled: Vec<&str> = gate["features"].as_array()?.iter().filter_map(Value::as_str).collect();
     // The most specific candle feature enabled (`candle-0-9-1` implies `candle-0-9`).
     let feature = ADAPTERS
@@ -126,14 +140,14 @@ pub fn mismatch(metadata: &Value) -> Option<Mismatch> {
         .map(|(f, _)| *f)
         .find(|f| enabled.contains(f))?
         .to_string();
-    for node in nodes {
-        let Some((dependent, _)) = node["id"].as_str().and_then(name_of) else {
+    for node in r.nodes {
+        let Some((dependent, _)) = r.package(node) else {
             continue;
         };
         if dependent == "gate" || dependent.starts_with("candle-") {
             continue;
         }
-        for theirs in candle_deps(node) {
+        for theirs in r.candle_deps(node) {
             let pick = adapter_for(&theirs);
             if theirs != gates || pick != Some(feature.as_str()) {
                 return Some(Mismatch {

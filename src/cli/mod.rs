@@ -175,8 +175,7 @@ pub fn run(cli: Cli, app: &App) -> Exit {
                 CliError::Reported(_) => {}
                 CliError::Spec(crate::budget::SpecError::Invalid(d)) => {
                     eprintln!("{d}");
-                    let n = d.0.len();
-                    eprintln!("error: the spec has {n} error{}", if n == 1 { "" } else { "s" });
+                    eprintln!("error: {}", d.summary());
                 }
                 other => {
                     eprintln!("error: {other}");

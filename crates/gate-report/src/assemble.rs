@@ -8,22 +8,11 @@ use crate::runner::{DeviceInfo, Measurement};
 
 use super::model::*;
 
-pub fn dtype_name(dtype: crate::budget::DType) -> &'static str {
-    dtype.as_str()
-}
-
 fn component_fingerprint(c: &Component, config: &serde_json::Value) -> String {
-    let mut key = format!(
-        "{}|{}|{}|{}|{}",
-        c.kind,
-        dtype_name(c.dtype),
-        c.batch_size,
-        c.seed,
-        config
-    );
+    let mut key = format!("{}|{}|{}|{}|{}", c.kind, c.dtype.as_str(), c.batch_size, c.seed, config);
     // Mixed precision only: older reports' fingerprints stay as they were.
     if let Some(m) = c.master_dtype {
-        key.push_str(&format!("|master={}", dtype_name(m)));
+        key.push_str(&format!("|master={}", m.as_str()));
     }
     format!("{:016x}", fnv1a(&key))
 }
@@ -45,7 +34,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
     let activations = m.values.get(&Metric::Activations).copied();
     ComponentReport {
         workload: c.kind.clone(),
-        dtype: dtype_name(c.dtype).into(),
+        dtype: c.dtype.as_str().into(),
         batch_size: c.batch_size,
         seed: c.seed,
         fingerprint: component_fingerprint(c, &config),
@@ -69,7 +58,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
             reason: f.reason.clone(),
         }),
         reference: c.reference.clone(),
-        master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
+        master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
         profile_seconds: m.profile_seconds,
         phase_seconds: m
             .phase_seconds
@@ -88,7 +77,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
 pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
     ComponentReport {
         workload: c.kind.clone(),
-        dtype: dtype_name(c.dtype).into(),
+        dtype: c.dtype.as_str().into(),
         batch_size: c.batch_size,
         seed: c.seed,
         fingerprint: component_fingerprint(c, &serde_json::Value::Null),
@@ -112,7 +101,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
             reason: reason.into(),
         }),
         reference: c.reference.clone(),
-        master_dtype: c.master_dtype.map(|d| dtype_name(d).to_string()),
+        master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
         profile_seconds: None,
         phase_seconds: Vec::new(),
         timeline: None,

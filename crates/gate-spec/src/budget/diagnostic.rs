@@ -69,6 +69,14 @@ fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
+impl Diagnostics {
+    /// The closing line under the listed errors: `the spec has N error(s)`.
+    pub fn summary(&self) -> String {
+        let n = self.0.len();
+        format!("the spec has {n} error{}", if n == 1 { "" } else { "s" })
+    }
+}
+
 impl fmt::Display for Diagnostics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, d) in self.0.iter().enumerate() {

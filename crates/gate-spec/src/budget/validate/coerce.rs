@@ -81,19 +81,16 @@ impl Ctx {
 
     pub(super) fn dtype(&mut self, node: &Node) -> Option<DType> {
         let text = self.text(node, "dtype")?;
-        match text {
-            "f32" => Some(DType::F32),
-            "f16" => Some(DType::F16),
-            "bf16" => Some(DType::BF16),
-            other => {
-                self.err(
-                    node.pos(),
-                    format!("unknown dtype `{other}`"),
-                    "use one of: f32, f16, bf16",
-                );
-                None
-            }
+        let dtype = DType::from_name(text);
+        if dtype.is_none() {
+            let names: Vec<&str> = DType::ALL.iter().map(|d| d.as_str()).collect();
+            self.err(
+                node.pos(),
+                format!("unknown dtype `{text}`"),
+                format!("use one of: {}", names.join(", ")),
+            );
         }
+        dtype
     }
 
     /// `master_weights: f32` (mixed precision) or `none`.
