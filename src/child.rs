@@ -25,7 +25,7 @@ use candle_core::Device;
 use crate::exit::Exit;
 use crate::metric::Metric;
 use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
-use crate::runner::{emit, profile, time_pairs, ChildEvent, DeviceInfo, Measurement};
+use crate::runner::{emit, profile, ratio_run, ChildEvent, DeviceInfo, Measurement};
 use crate::sdk::{DynWorkload, Registry, RunCtx};
 
 /// The protocol's version: `__resolve` answers carry it, and the installed
@@ -296,30 +296,32 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     );
     m.device = base.device;
     m.emulated_block_bytes = base.emulated_block_bytes;
-    // A variant with a `step_time_ratio` budget: its steps and its
-    // reference's, interleaved, now that this profile's bytes are measured
-    // (`gate fit`'s batch sizes only need bytes).
-    let pairs = component.timing.pairs_on(recorder.probe().backend() == "cuda");
+    // A variant with a ratio budget: its steps and its reference's, in this
+    // one process, now that this profile's bytes are measured (`gate fit`'s
+    // batch sizes only need bytes). See `ratio_plan`.
+    let gpu = recorder.probe().backend() == "cuda";
+    let emulated = opened.emulated_block.is_some_and(|b| b > 0);
     let reference = component
         .reference
         .as_deref()
-        .filter(|_| component.budgets.iter().any(|b| b.metric == Metric::StepTimeRatio))
-        .filter(|_| pairs > 0 && args.batch_size.is_none() && m.failure.is_none() && io_err.is_none())
-        .and_then(|r| Some((spec.component(r)?, workloads.get(r)?)));
-    if let Some((rc, rw)) = reference {
+        .filter(|_| args.batch_size.is_none() && m.failure.is_none() && io_err.is_none())
+        .and_then(|r| Some((spec.component(r)?, workloads.get(r)?)))
+        .and_then(|(rc, rw)| Some((rc, rw, ratio_plan(component, rc, gpu, emulated)?)));
+    if let Some((rc, rw, plan)) = reference {
         let phase = crate::runner::Phase::Ratio;
         let so_far = Box::new(m.clone());
         emit(&mut stdout, &ChildEvent::Phase { phase, so_far }).map_err(parent_write_error)?;
+        // The ratios compare time and loss, not bytes: on an emulated card
+        // the held-back memory is freed for them, so a reference too big for
+        // the card is still stepped (docs/levers.md, "Ratios on an emulated card").
+        m.ratio_lifted_bytes = recorder.probe().lift_emulation().filter(|&b| b > 0);
         let rctx = run_ctx(&opened.device, rc, rc.batch_size);
         let sync = || recorder.probe().sync();
-        match time_pairs(
-            (workload.as_ref(), &ctx),
-            (rw.as_ref(), &rctx),
-            component.timing.warmup,
-            pairs,
-            &sync,
-        ) {
-            Ok(ratios) => m.step_time_ratios = ratios,
+        match ratio_run((workload.as_ref(), &ctx), (rw.as_ref(), &rctx), plan, &sync) {
+            Ok(run) => {
+                m.step_time_ratios = run.step_time_ratios;
+                m.ratio_losses = run.losses;
+            }
             Err(e) => m.ratio_error = Some(e),
         }
     }
@@ -328,6 +330,31 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     }
     emit(&mut stdout, &ChildEvent::Done(Box::new(m))).map_err(parent_write_error)?;
     Ok(Exit::Pass)
+}
+
+/// What the `ratio` phase measures for `variant` against `reference`, if
+/// anything: interleaved pairs for a `step_time_ratio` budget (on the CPU
+/// only when the spec asks for pairs), and both losses for a `loss_ratio`
+/// budget when the phase runs anyway or the card is emulated (the
+/// reference may not fit it, and then its own profile has no loss).
+fn ratio_plan(
+    variant: &crate::budget::Component,
+    reference: &crate::budget::Component,
+    gpu: bool,
+    emulated: bool,
+) -> Option<crate::runner::RatioPlan> {
+    let has = |metric: Metric| variant.budgets.iter().any(|b| b.metric == metric);
+    let pairs = if has(Metric::StepTimeRatio) {
+        variant.timing.pairs_on(gpu)
+    } else {
+        0
+    };
+    let losses = has(Metric::LossRatio) && (pairs > 0 || emulated);
+    (pairs > 0 || losses).then_some(crate::runner::RatioPlan {
+        warmup: variant.timing.warmup,
+        pairs,
+        losses: losses.then_some((variant.timing, reference.timing)),
+    })
 }
 
 /// The component `--component` names, and its workload in this build.

@@ -212,3 +212,137 @@ fn an_inconclusive_ratio_is_shown_by_every_renderer_as_a_warning() {
         "{a}"
     );
 }
+
+/// A variant against a reference that runs out of memory (as `tft@plain`
+/// does on the emulated 4 GiB card): gate's profile of the reference fails
+/// in backward, the variant's own profile is whole.
+const OOM_SPEC: &str = "version: 1
+device: { name: card, capacity: 4 GiB, reserve: 300 MiB }
+defaults: { seed: 7 }
+components:
+  m:
+    workload: mlp
+    batch_size: 16
+    timing: { warmup: 1, steps: 3, pairs: PAIRS }
+    reference: plain
+    budgets:
+      loss_ratio: < 1.05
+      step_time_ratio: < 1000
+    variants:
+      plain: { batch_size: 16 }
+";
+
+/// `gate check` of [`OOM_SPEC`] with `pairs` and the reference's backward
+/// running out of device memory: exit code, report, terminal.
+fn check_with_oom_reference(pairs: usize, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(&spec, OOM_SPEC.replace("PAIRS", &pairs.to_string())).unwrap();
+    let out = t.path().join("out");
+    let o = common::gate()
+        .env("GATE_INJECT_FAULT", "m@plain:backward:cuda_oom")
+        .args(["check", "--baseline", "none", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    (o.status.code(), report, text)
+}
+
+#[test]
+fn a_reference_that_runs_out_of_memory_still_gives_both_ratios_from_the_ratio_steps() {
+    let (code, report, text) = check_with_oom_reference(6, &[]);
+    let row = |metric: &str| {
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == metric)
+            .unwrap()
+            .clone()
+    };
+    // The reference really failed where it was told to.
+    let plain = &report["components"]["m@plain"];
+    assert_eq!(plain["error"]["phase"], "backward", "{text}");
+    assert!(plain["metrics"].get("loss").is_none());
+    // Both ratios are measured: the pairs' median, and the two losses the
+    // ratio steps took after as many steps as each profile takes.
+    let m = &report["components"]["m"];
+    let (variant, reference) = (
+        m["ratio_losses"]["variant"].as_f64().unwrap(),
+        m["ratio_losses"]["reference"].as_f64().unwrap(),
+    );
+    // The same model and seed on both sides, and the variant's loss is its
+    // own profile's: the ratio steps replay the profile's steps.
+    assert_eq!(variant, reference, "{m}");
+    assert_eq!(Some(variant), m["metrics"]["loss"]["value"].as_f64(), "{m}");
+    assert_eq!(row("loss_ratio")["measured"], 1.0, "{text}");
+    assert_eq!(row("loss_ratio")["status"], "pass");
+    assert_eq!(row("step_time_ratio")["status"], "pass", "{text}");
+    assert_eq!(m["step_time_ratios"].as_array().unwrap().len(), 6);
+    // How the loss ratio was taken is a note (in every output), not a
+    // warning: the only warning is the missing baseline's.
+    let notes = report["summary"]["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let note = notes[0].as_str().unwrap();
+    assert!(
+        note.starts_with("m: loss_ratio compares both losses from the ratio steps")
+            && note.ends_with("because `m@plain`'s own profile stopped in phase backward"),
+        "{note}"
+    );
+    assert!(text.contains(&format!("note: {note}")), "{text}");
+    // The same note in JUnit (the `gate` suite's output) and in the comment.
+    let typed: gate::__private::report::Report = serde_json::from_value(report.clone()).unwrap();
+    let xml = gate::__private::render::junit::render(&typed, time::OffsetDateTime::UNIX_EPOCH).unwrap();
+    let escaped = note.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    assert!(xml.contains(&format!("note: {escaped}")), "{xml}");
+    let md = gate::__private::render::markdown::render(&typed, None, 60_000);
+    assert!(
+        md.contains("> [!NOTE]\n> how some figures were measured:\n> - m: loss\\_ratio compares"),
+        "{md}"
+    );
+    let warnings = report["summary"]["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].as_str().unwrap().starts_with("no baseline"), "{text}");
+    assert_eq!(code, Some(0), "{text}");
+}
+
+#[test]
+fn a_ratio_whose_reference_cannot_fit_the_card_says_so_once_with_the_fix() {
+    // No pairs on the CPU and no emulation: nothing can step the reference.
+    let (code, report, text) = check_with_oom_reference(0, &[]);
+    let rows = report["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert_eq!(r["status"], "not_measured", "{r}");
+        let reason = r["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with(
+                "the reference `m@plain` does not fit the 4096.0 MiB card: out of memory in phase backward (its tensors held "
+            ) && reason.contains("--emulate-capacity"),
+            "{reason}"
+        );
+    }
+    // One warning per ratio, each that one sentence: not a second one about
+    // the interleaved steps, nor "needs `step_time` measured".
+    let warnings: Vec<&str> = report["summary"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(warnings[0].starts_with("no baseline"), "{warnings:?}");
+    assert!(warnings[1].starts_with("m.loss_ratio: the reference `m@plain` does not fit"));
+    assert!(warnings[2].starts_with("m.step_time_ratio: the reference `m@plain` does not fit"));
+    assert!(!text.contains("needs `"), "{text}");
+    assert_eq!(code, Some(0), "{text}");
+}

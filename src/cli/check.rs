@@ -75,6 +75,14 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
         }
     }
     let (baseline, stored) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    // On the card itself (not emulated), a ratio whose reference the
+    // baseline shows too big for it is said before the profiles run.
+    if let (Backend::Cuda, false, Some(b)) = (backend, args.emulate_capacity || spec.device.emulate, baseline.report())
+    {
+        for line in report::ratios_beyond_card(spec, b) {
+            eprintln!("warning: {line}");
+        }
+    }
     let child_args = child_args(backend, args.emulate_capacity);
     let _gpu_lock = gpu_lock(backend)?;
     // A component's variants (`NAME@VARIANT`) come with it.

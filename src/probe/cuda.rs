@@ -6,7 +6,7 @@
 //! included). The pool's release threshold is raised so it keeps its
 //! high-water reservation: NVML then sees the footprint of the peak.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use candle_core::cuda_backend::cudarc::driver::{sys, CudaContext};
 use candle_core::Device;
@@ -35,8 +35,9 @@ pub struct CudaProbe {
     ordinal: u32,
     /// Device memory NVML saw in use before this process made its context.
     used_before_context: Option<u64>,
-    /// A plain allocation holding the part of a larger card the spec does not have.
-    blocker: Option<(sys::CUdeviceptr, u64)>,
+    /// A plain allocation holding the part of a larger card the spec does
+    /// not have; behind a lock so the ratio steps can free it through `&self`.
+    blocker: Mutex<Option<(sys::CUdeviceptr, u64)>>,
 }
 
 // SAFETY: the pool and blocker handles are plain driver handles, valid on
@@ -87,7 +88,7 @@ impl CudaProbe {
             nvml,
             ordinal: ordinal as u32,
             used_before_context,
-            blocker: None,
+            blocker: Mutex::new(None),
         };
         probe.set(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, u64::MAX)?;
         let info = probe.info();
@@ -144,7 +145,7 @@ impl CudaProbe {
         let dev = nvml.device_by_index(self.ordinal).ok()?;
         // The emulation block is this process's too, but it stands for memory
         // the gated card does not have: it is never part of the figures.
-        let blocked = self.blocker.map_or(0, |(_, b)| b);
+        let blocked = self.blocked().map_or(0, |(_, b)| b);
         let me = std::process::id();
         if let Ok(procs) = dev.running_compute_processes() {
             if let Some(p) = procs.iter().find(|p| p.pid == me) {
@@ -200,19 +201,31 @@ impl CudaProbe {
                 "reserving the emulated card's missing memory (cuMemAlloc)",
             )?
         };
-        self.blocker = Some((ptr, block));
+        *self.blocker.lock().unwrap_or_else(|e| e.into_inner()) = Some((ptr, block));
         Ok(block)
+    }
+
+    /// The emulation block, if one is held.
+    fn blocked(&self) -> Option<(sys::CUdeviceptr, u64)> {
+        *self.blocker.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Frees the emulation block, if one is held; its size.
+    fn free_blocker(&self) -> Option<u64> {
+        let (ptr, size) = self.blocker.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: `ptr` came from cuMemAlloc_v2 in `emulate_capacity` on this
+        // context and was taken out of the lock, so it is freed exactly once.
+        unsafe {
+            let _ = sys::cuMemFree_v2(ptr);
+        }
+        Some(size)
     }
 }
 
 impl Drop for CudaProbe {
     fn drop(&mut self) {
-        if let Some((ptr, _)) = self.blocker.take() {
-            let _ = self.ctx.bind_to_thread();
-            unsafe {
-                let _ = sys::cuMemFree_v2(ptr);
-            }
-        }
+        self.free_blocker();
     }
 }
 
@@ -248,5 +261,9 @@ impl MemoryProbe for CudaProbe {
 
     fn pool_reserved_peak(&self) -> Option<u64> {
         Some(self.reserved_high())
+    }
+
+    fn lift_emulation(&self) -> Option<u64> {
+        self.free_blocker()
     }
 }

@@ -15,6 +15,7 @@ pub use gate_runner::{
     profile_all, run_child, ChildArgs, ChildEvent, DeviceInfo, Failure, Measurement, Phase, Profiled, Progress,
     MIN_PAIRS, PAIR_SECONDS,
 };
+pub use gate_runner::{RatioPlan, RatioRun};
 /// The candle the models run on (the `candle-0-*` feature; the 0.11 figure
 /// is checked against Cargo.toml by a test), recorded in each testbed.
 #[cfg(feature = "candle-0-11")]
@@ -38,14 +39,14 @@ pub fn profile(
     gate_runner::phases::profile(&trainer::CandleSession { workload, ctx }, timing, recorder, on_phase)
 }
 
-/// Times `variant` against `reference` in this process (see gate-runner's `time_pairs`).
-pub fn time_pairs(
+/// The `ratio` phase: `variant` against `reference` in this process (see
+/// gate-runner's `ratio_run`).
+pub fn ratio_run(
     variant: (&dyn DynWorkload, &RunCtx),
     reference: (&dyn DynWorkload, &RunCtx),
-    warmup: usize,
-    pairs: usize,
+    plan: gate_runner::RatioPlan,
     sync: &dyn Fn(),
-) -> Result<Vec<f64>, String> {
+) -> Result<gate_runner::RatioRun, String> {
     let a = trainer::CandleSession {
         workload: variant.0,
         ctx: variant.1,
@@ -54,7 +55,7 @@ pub fn time_pairs(
         workload: reference.0,
         ctx: reference.1,
     };
-    gate_runner::phases::time_pairs(&a, &b, warmup, pairs, sync)
+    gate_runner::phases::ratio_run(&a, &b, plan, sync)
 }
 
 #[cfg(test)]

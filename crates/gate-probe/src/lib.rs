@@ -87,6 +87,12 @@ pub trait MemoryProbe: Send + Sync {
     fn pool_reserved_peak(&self) -> Option<u64> {
         None
     }
+    /// Ends capacity emulation: frees the memory held back so the process
+    /// saw only the spec's card. Returns the bytes freed, or `None` when
+    /// nothing was held back. The ratio steps run after it (see docs/levers.md).
+    fn lift_emulation(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The device a measurement was taken on.

@@ -216,7 +216,18 @@ fn run_suite(
         ),
         ("strict".to_string(), s.strict.to_string()),
     ];
-    let suite = suite("gate", stamp, 0.0, &properties, &strict, &cases, "", run_wide)?;
+    // The run's notes (how some figures were measured) as the suite's output.
+    let notes: Vec<String> = s.notes.iter().map(|n| format!("note: {n}")).collect();
+    let suite = suite(
+        "gate",
+        stamp,
+        0.0,
+        &properties,
+        &strict,
+        &cases,
+        &notes.join("\n"),
+        run_wide,
+    )?;
     Ok((suite, strict))
 }
 

@@ -196,6 +196,7 @@ mod tests {
             strict,
             acknowledged: 0,
             acknowledgement: None,
+            notes: vec![],
         }
     }
 

@@ -38,6 +38,9 @@ pub fn render(report: &Report, color: bool) -> String {
     for change in &report.summary.budget_changes {
         let _ = writeln!(out, "\nbudget changed: {change}");
     }
+    for n in &report.summary.notes {
+        let _ = writeln!(out, "\nnote: {n}");
+    }
     for w in &report.summary.warnings {
         let _ = writeln!(out, "\nwarning: {w}");
     }

@@ -56,6 +56,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
             kind: ErrorKind::Failed,
             phase: Some(f.phase.to_string()),
             reason: f.reason.clone(),
+            peak_bytes: m.failure_peak_bytes,
         }),
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
@@ -71,6 +72,10 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         timeline: m.timeline.clone(),
         step_time_ratios: m.step_time_ratios.clone(),
         ratio_error: m.ratio_error.clone(),
+        ratio_losses: m
+            .ratio_losses
+            .map(|(variant, reference)| RatioLosses { variant, reference }),
+        ratio_lifted_bytes: m.ratio_lifted_bytes,
     }
 }
 
@@ -99,6 +104,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
             kind: ErrorKind::NotMeasured,
             phase: None,
             reason: reason.into(),
+            peak_bytes: None,
         }),
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
@@ -107,6 +113,8 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         timeline: None,
         step_time_ratios: Vec::new(),
         ratio_error: None,
+        ratio_losses: None,
+        ratio_lifted_bytes: None,
     }
 }
 

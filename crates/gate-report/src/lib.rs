@@ -20,5 +20,6 @@ mod verdict;
 pub use assemble::{component_report, not_measured_report, testbed};
 pub use model::*;
 pub use verdict::{
-    acknowledge, add_ratios, decide, decide_acknowledged, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR,
+    acknowledge, add_ratios, decide, decide_acknowledged, ratios_beyond_card, Reserve, Verdict, PARAMS_AGREEMENT,
+    PARAMS_AGREEMENT_FLOOR,
 };

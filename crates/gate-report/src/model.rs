@@ -118,6 +118,10 @@ pub struct ComponentError {
     /// The phase it happened in, for failures.
     pub phase: Option<String>,
     pub reason: String,
+    /// Failures: the allocator's high-water in the failing phase (out of
+    /// memory: about what the tensors held when an allocation failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,6 +205,23 @@ pub struct ComponentReport {
     /// from the two profiles' medians, without an interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_error: Option<String>,
+    /// A variant with a `loss_ratio` budget, from the ratio steps: its loss
+    /// and its reference's, each after as many seeded steps as its profile
+    /// takes. `loss_ratio` uses them when the reference's own profile has no
+    /// loss (it does not fit the emulated card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_losses: Option<RatioLosses>,
+    /// Capacity emulation: the bytes freed for the ratio steps (they measure
+    /// time and loss; every byte figure is from the emulated card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_lifted_bytes: Option<u64>,
+}
+
+/// A variant's and its reference's loss from the ratio steps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RatioLosses {
+    pub variant: f64,
+    pub reference: f64,
 }
 
 /// One phase of a profile and its wall time.
@@ -419,6 +440,11 @@ pub struct Summary {
     /// recorded under `--strict` too, where it is ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acknowledgement: Option<Acknowledgement>,
+    /// How a figure was measured where that is not the usual way, e.g. a
+    /// ratio stepped with the card's emulation lifted. Facts, not warnings:
+    /// they never fail a run, `--strict` included. Every output shows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A label on the pull request that accepts its regressions against the

@@ -84,8 +84,71 @@ fn ratio(components: &BTreeMap<String, ComponentReport>, report: &ComponentRepor
     }
     let of = metric.ratio_of()?;
     let reference = components.get(report.reference.as_ref()?)?;
-    let (v, r) = (report.value(of)?, reference.value(of)?);
+    let from_profiles = report.value(of).zip(reference.value(of));
+    // The reference's own profile did not reach its loss (it does not fit
+    // the emulated card): the ratio steps took both losses in one process.
+    let from_ratio_steps = || {
+        let l = report.ratio_losses.filter(|_| metric == Metric::LossRatio)?;
+        Some((l.variant, l.reference))
+    };
+    let (v, r) = from_profiles.or_else(from_ratio_steps)?;
     (r != 0.0 && v.is_finite() && r.is_finite()).then(|| v / r)
+}
+
+/// Whether `report`'s `loss_ratio` comes from the ratio steps' losses
+/// rather than the two profiles' (see [`ratio`]).
+fn loss_from_ratio_steps(components: &BTreeMap<String, ComponentReport>, report: &ComponentReport) -> bool {
+    let reference = report.reference.as_ref().and_then(|r| components.get(r));
+    report.ratio_losses.is_some()
+        && !(report.value(Metric::Loss).is_some() && reference.is_some_and(|r| r.value(Metric::Loss).is_some()))
+}
+
+/// The run's notes on how ratios were measured: with the emulation lifted,
+/// and a loss ratio taken from the ratio steps. One line per variant.
+fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
+    let mut notes = Vec::new();
+    for c in &spec.components {
+        let Some(report) = components.get(&c.name) else {
+            continue;
+        };
+        let Some(reference) = report.reference.as_deref() else {
+            continue;
+        };
+        let ratios: Vec<&str> = c
+            .budgets
+            .iter()
+            .filter(|b| b.metric.ratio_of().is_some())
+            .map(|b| b.metric.name())
+            .collect();
+        if ratios.is_empty() {
+            continue;
+        }
+        if let Some(freed) = report.ratio_lifted_bytes {
+            notes.push(format!(
+                "{}: {} stepped `{}` and `{reference}` with the {} card's emulation lifted ({} freed): \
+                 they measure time and loss only; every memory figure is from the emulated card",
+                c.name,
+                ratios.join(" and "),
+                c.name,
+                crate::units::Bytes(spec.device.capacity.0),
+                crate::units::Bytes(freed),
+            ));
+        }
+        if ratios.contains(&"loss_ratio") && loss_from_ratio_steps(components, report) {
+            let why = match components.get(reference).and_then(|r| r.error.as_ref()) {
+                Some(e) => format!(
+                    "`{reference}`'s own profile stopped in phase {}",
+                    e.phase.as_deref().unwrap_or("unknown")
+                ),
+                None => format!("`{reference}`'s own profile has no loss"),
+            };
+            notes.push(format!(
+                "{}: loss_ratio compares both losses from the ratio steps (each after as many seeded steps as its profile), because {why}",
+                c.name
+            ));
+        }
+    }
+    notes
 }
 
 /// Adds each variant's ratio metrics (`loss_ratio`, `step_time_ratio`,
@@ -114,17 +177,99 @@ pub fn add_ratios(components: &mut BTreeMap<String, ComponentReport>) {
     }
 }
 
-fn not_measured_ratio(report: &ComponentReport, metric: Metric) -> String {
-    match &report.reference {
-        None => format!(
+fn not_measured_ratio(
+    spec: &Spec,
+    components: &BTreeMap<String, ComponentReport>,
+    report: &ComponentReport,
+    metric: Metric,
+) -> String {
+    let Some(r) = &report.reference else {
+        return format!(
             "`{metric}` compares a variant with its reference, and this component is a reference \
              (add `variants:` and name one in `reference:`)"
+        );
+    };
+    let failed = components
+        .get(r)
+        .and_then(|x| x.error.as_ref())
+        .filter(|e| e.kind == ErrorKind::Failed);
+    match failed {
+        Some(e) if out_of_memory(&e.reason) => {
+            let held = e
+                .peak_bytes
+                .map(|b| {
+                    format!(
+                        " (its tensors held {} when an allocation failed)",
+                        crate::units::Bytes(b)
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "the reference `{r}` does not fit the {} card: out of memory in phase {}{held}, \
+                 so `{metric}` cannot be measured on this card; hint: measure it on a larger GPU with \
+                 `--emulate-capacity` (the ratio steps run with the emulation lifted), or keep ratio budgets \
+                 out of the spec this card runs",
+                crate::units::Bytes(spec.device.capacity.0),
+                e.phase.as_deref().unwrap_or("unknown"),
+            )
+        }
+        Some(e) => format!(
+            "the reference `{r}` failed in phase {}: {}, so `{metric}` cannot be measured",
+            e.phase.as_deref().unwrap_or("unknown"),
+            e.reason
         ),
-        Some(r) => format!(
+        None => format!(
             "`{metric}` needs `{}` measured here and in `{r}`",
             metric.ratio_of().map(Metric::name).unwrap_or("")
         ),
     }
+}
+
+/// Ratio budgets the spec's card itself can never measure: the baseline
+/// shows their reference's training peak above the card's capacity, so on
+/// that card the reference runs out of memory before it has a step time or
+/// a loss. One line per variant, said before anything runs. Pure.
+pub fn ratios_beyond_card(spec: &Spec, baseline: &Report) -> Vec<String> {
+    let capacity = spec.device.capacity.0;
+    let mut lines = Vec::new();
+    for c in &spec.components {
+        let Some(reference) = c.reference.as_deref() else {
+            continue;
+        };
+        let ratios: Vec<String> = c
+            .budgets
+            .iter()
+            .filter(|b| b.metric.ratio_of().is_some())
+            .map(|b| format!("{}.{}", c.name, b.metric))
+            .collect();
+        let peak = baseline
+            .components
+            .get(reference)
+            .and_then(|r| r.value(Metric::TrainingPeak));
+        if let (false, Some(peak)) = (ratios.is_empty(), peak.filter(|&p| p > capacity as f64)) {
+            let (verb, them, are) = if ratios.len() == 1 {
+                ("compares", "it", "it is")
+            } else {
+                ("compare", "them", "they are")
+            };
+            lines.push(format!(
+                "{} {verb} with `{reference}`, whose training peak in the baseline ({}) is above the {} card: \
+                 the card itself can never measure {them}; with `--emulate-capacity` on a larger GPU {are} \
+                 measured with the emulation lifted",
+                ratios.join(" and "),
+                crate::units::Bytes(peak as u64),
+                crate::units::Bytes(capacity),
+            ));
+        }
+    }
+    lines
+}
+
+/// Whether a failure's reason is the device (or the allocator) running out of memory.
+fn out_of_memory(reason: &str) -> bool {
+    reason.contains("CUDA_ERROR_OUT_OF_MEMORY")
+        || reason.contains("CUBLAS_STATUS_ALLOC_FAILED")
+        || reason.to_ascii_lowercase().contains("out of memory")
 }
 
 /// The whole verdict, baseline included: each budget against its limit and
@@ -161,10 +306,10 @@ pub fn decide_acknowledged(
     let mut warnings: Vec<String> = super::baseline::warning(outcome, testbed).into_iter().collect();
     for c in &spec.components {
         if let Some(report) = components.get(&c.name) {
-            warnings.extend(component_warnings(&c.name, report));
+            warnings.extend(component_warnings(&c.name, report, components));
             let base = comparable.and_then(|b| b.components.get(&c.name));
             for b in &c.budgets {
-                results.push(judge_component_budget(c, b, report, components, base));
+                results.push(judge_component_budget(spec, c, b, report, components, base));
             }
         }
     }
@@ -198,6 +343,7 @@ pub fn decide_acknowledged(
     let acknowledgement = acknowledge(&mut results, &mut warnings, ack, strict);
     let mut summary = summarize(&results, warnings, budget_changes, strict);
     summary.acknowledgement = acknowledgement;
+    summary.notes = ratio_notes(spec, components);
     Verdict {
         summary,
         results,
@@ -254,7 +400,11 @@ pub fn acknowledge(
 }
 
 /// A component's warnings: not run, or params that disagree with the closed form.
-fn component_warnings(name: &str, report: &ComponentReport) -> Vec<String> {
+fn component_warnings(
+    name: &str,
+    report: &ComponentReport,
+    components: &BTreeMap<String, ComponentReport>,
+) -> Vec<String> {
     let mut warnings = Vec::new();
     if let Some(ComponentError {
         kind: ErrorKind::NotMeasured,
@@ -264,7 +414,13 @@ fn component_warnings(name: &str, report: &ComponentReport) -> Vec<String> {
     {
         warnings.push(format!("{name}: not measured: {reason}"));
     }
-    if let Some(e) = &report.ratio_error {
+    // A reference that failed is said once, in each ratio budget's reason.
+    let reference_failed = report
+        .reference
+        .as_ref()
+        .and_then(|r| components.get(r))
+        .is_some_and(|r| r.error.is_some());
+    if let Some(e) = report.ratio_error.as_ref().filter(|_| !reference_failed) {
         warnings.push(format!(
             "{name}: the interleaved steps for step_time_ratio failed ({e}); it is the ratio of the two profiles' medians, without an interval"
         ));
@@ -290,6 +446,7 @@ fn component_warnings(name: &str, report: &ComponentReport) -> Vec<String> {
 /// baseline's figure when the component's settings are the baseline's.
 /// When they differ, the baseline's figure is shown and the reason said.
 fn judge_component_budget(
+    spec: &Spec,
     c: &crate::budget::Component,
     b: &crate::budget::Budget,
     report: &ComponentReport,
@@ -335,9 +492,10 @@ fn judge_component_budget(
                 e.reason
             )),
         ),
-        (None, None) if b.metric.ratio_of().is_some() => {
-            (Status::NotMeasured, Some(not_measured_ratio(report, b.metric)))
-        }
+        (None, None) if b.metric.ratio_of().is_some() => (
+            Status::NotMeasured,
+            Some(not_measured_ratio(spec, components, report, b.metric)),
+        ),
         (None, None) => (Status::NotMeasured, Some(not_measured_reason(b.metric))),
     };
     BudgetResult {
@@ -506,6 +664,7 @@ fn summarize(results: &[BudgetResult], warnings: Vec<String>, budget_changes: Ve
         budget_changes,
         acknowledged: count(Status::Acknowledged),
         acknowledgement: None,
+        notes: Vec::new(),
     }
 }
 
@@ -551,18 +710,22 @@ ensemble:
         let analytic = 39_817_260u64;
         let mut c = comp(&[(Metric::Params, (analytic + 2_790 * 427) as f64)], "f");
         c.analytic_params_bytes = analytic;
-        assert_eq!(component_warnings("tft", &c).len(), 1, "without the count it disagrees");
+        assert_eq!(
+            component_warnings("tft", &c, &BTreeMap::new()).len(),
+            1,
+            "without the count it disagrees"
+        );
         c.param_tensors = 2_790;
         assert!(
-            component_warnings("tft", &c).is_empty(),
+            component_warnings("tft", &c, &BTreeMap::new()).is_empty(),
             "{:?}",
-            component_warnings("tft", &c)
+            component_warnings("tft", &c, &BTreeMap::new())
         );
         // A real difference still shows.
         let mut doubled = comp(&[(Metric::Params, (analytic * 2) as f64)], "f");
         doubled.analytic_params_bytes = analytic;
         doubled.param_tensors = 2_790;
-        assert_eq!(component_warnings("tft", &doubled).len(), 1);
+        assert_eq!(component_warnings("tft", &doubled, &BTreeMap::new()).len(), 1);
     }
 
     fn comp(metrics: &[(Metric, f64)], fingerprint: &str) -> ComponentReport {
@@ -661,6 +824,7 @@ ensemble:
                 budget_changes: vec![],
                 acknowledged: 0,
                 acknowledgement: None,
+                notes: vec![],
             },
             baseline: None,
             wall_seconds: 0.0,
@@ -856,6 +1020,7 @@ ensemble:
             kind: ErrorKind::Failed,
             phase: Some("forward".into()),
             reason: "out of memory".into(),
+            peak_bytes: None,
         });
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
         assert_eq!(
@@ -960,6 +1125,131 @@ components:
         add_ratios(&mut reports);
         assert_eq!(reports["t@half"].value(Metric::StepTimeRatio), Some(0.5));
         assert_eq!(reports["t@plain"].value(Metric::LossRatio), None);
+    }
+
+    /// `t` on an emulated card whose `t@plain` ran out of memory: the
+    /// variant's ratio steps ran with the emulation lifted.
+    fn emulated(spec: &Spec) -> BTreeMap<String, ComponentReport> {
+        let mut reports: BTreeMap<String, ComponentReport> = spec
+            .components
+            .iter()
+            .map(|c| (c.name.clone(), report(c, 0.5, 100.0)))
+            .collect();
+        let plain = reports.get_mut("t@plain").unwrap();
+        plain.metrics.clear();
+        plain.error = Some(ComponentError {
+            kind: ErrorKind::Failed,
+            phase: Some("backward".into()),
+            reason: "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
+            peak_bytes: Some(900),
+        });
+        let t = reports.get_mut("t").unwrap();
+        t.step_time_ratios = vec![1.2; 15];
+        t.ratio_losses = Some(RatioLosses {
+            variant: 0.5,
+            reference: 0.49,
+        });
+        t.ratio_lifted_bytes = Some(1 << 30);
+        reports
+    }
+
+    #[test]
+    fn ratios_stepped_with_the_emulation_lifted_are_measured_and_noted_never_warned() {
+        let mut spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        spec.components.retain(|c| c.name != "t@half");
+        let reports = emulated(&spec);
+        let reserve = Reserve {
+            bytes: 0,
+            measured: false,
+        };
+        let found = Outcome::Found {
+            report: Box::new(Report {
+                schema: 1,
+                gate_version: "0".into(),
+                commit: None,
+                spec: "budgets.yaml".into(),
+                testbed: Testbed::default(),
+                components: BTreeMap::new(),
+                ensemble: None,
+                results: vec![],
+                summary: summarize(&[], vec![], vec![], false),
+                baseline: None,
+                wall_seconds: 0.0,
+            }),
+            source: "test".into(),
+        };
+        let v = decide(&spec, &reports, &found, &Testbed::default(), reserve, true);
+        let got: Vec<(&str, Status, Option<f64>)> = v
+            .results
+            .iter()
+            .map(|r| (r.metric.as_str(), r.status, r.measured))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("loss_ratio", Status::Pass, Some(0.5 / 0.49)),
+                ("step_time_ratio", Status::Pass, Some(1.2))
+            ]
+        );
+        assert_eq!(
+            v.summary.notes,
+            [
+                "t: loss_ratio and step_time_ratio stepped `t` and `t@plain` with the 0.9766 KiB card's emulation \
+                 lifted (1024.0 MiB freed): they measure time and loss only; every memory figure is from the \
+                 emulated card",
+                "t: loss_ratio compares both losses from the ratio steps (each after as many seeded steps as its \
+                 profile), because `t@plain`'s own profile stopped in phase backward"
+            ]
+        );
+        // Facts, not warnings: the release gate (`--strict`) passes.
+        assert_eq!(v.summary.warnings, Vec::<String>::new());
+        assert_eq!(v.summary.status, RunStatus::Pass);
+    }
+
+    #[test]
+    fn a_baseline_whose_reference_outgrows_the_card_names_the_ratios_it_can_never_measure() {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let mut components: BTreeMap<String, ComponentReport> = spec
+            .components
+            .iter()
+            .map(|c| (c.name.clone(), report(c, 0.5, 100.0)))
+            .collect();
+        let baseline = |components: BTreeMap<String, ComponentReport>| Report {
+            schema: 1,
+            gate_version: "0".into(),
+            commit: None,
+            spec: "budgets.yaml".into(),
+            testbed: Testbed::default(),
+            components,
+            ensemble: None,
+            results: vec![],
+            summary: summarize(&[], vec![], vec![], false),
+            baseline: None,
+            wall_seconds: 0.0,
+        };
+        let peak = |c: &mut BTreeMap<String, ComponentReport>, bytes: f64| {
+            c.get_mut("t@plain").unwrap().metrics.insert(
+                Metric::TrainingPeak,
+                MetricValue {
+                    value: bytes,
+                    unit: Unit::Bytes,
+                },
+            );
+        };
+        peak(&mut components, 1000.0); // the card's capacity: it fits
+        assert!(ratios_beyond_card(&spec, &baseline(components.clone())).is_empty());
+        peak(&mut components, 1001.0);
+        assert_eq!(
+            ratios_beyond_card(&spec, &baseline(components)),
+            [
+                "t.loss_ratio and t.step_time_ratio compare with `t@plain`, whose training peak in the baseline \
+                 (0.9775 KiB) is above the 0.9766 KiB card: the card itself can never measure them; with \
+                 `--emulate-capacity` on a larger GPU they are measured with the emulation lifted",
+                "t@half.loss_ratio compares with `t@plain`, whose training peak in the baseline (0.9775 KiB) is \
+                 above the 0.9766 KiB card: the card itself can never measure it; with `--emulate-capacity` on a \
+                 larger GPU it is measured with the emulation lifted"
+            ]
+        );
     }
 }
 

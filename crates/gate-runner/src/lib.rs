@@ -24,6 +24,6 @@ pub use child::{
     begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,
 };
 pub use measurement::{measured_in, DeviceInfo, Failure, Measurement, Phase};
-pub use phases::{profile, time_pairs, Timing};
+pub use phases::{profile, profile_steps, ratio_run, RatioPlan, RatioRun, Timing};
 pub use pool::{default_jobs, profile_all, Profiled, Progress};
 pub use timing::{median, MIN_PAIRS, PAIR_SECONDS};

@@ -106,6 +106,20 @@ pub struct Measurement {
     /// Why the `ratio` phase failed, if it did (the byte figures stand).
     #[serde(default)]
     pub ratio_error: Option<String>,
+    /// The `ratio` phase: the variant's and the reference's loss, each after
+    /// as many seeded steps as its own profile takes, in this one process.
+    /// `loss_ratio` falls back on them when the reference's own profile did
+    /// not reach its loss (it does not fit the emulated card).
+    #[serde(default)]
+    pub ratio_losses: Option<(f64, f64)>,
+    /// Bytes freed before the `ratio` phase: the capacity emulation is
+    /// lifted for the ratio steps, which measure time and loss, never bytes.
+    #[serde(default)]
+    pub ratio_lifted_bytes: Option<u64>,
+    /// A failed profile: the allocator's high-water in the failing phase
+    /// (for an out-of-memory failure, about what it held when it ran out).
+    #[serde(default)]
+    pub failure_peak_bytes: Option<u64>,
 }
 
 /// The phases whose work a metric's value comes from, as [`run`] measures
@@ -123,7 +137,9 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
         // A variant's ratio comes from its interleaved pairs (the separate
         // medians when there are none).
         Metric::StepTimeRatio => &[Phase::TrainingStep, Phase::Timing, Phase::Ratio],
-        Metric::Loss | Metric::LossRatio => &[Phase::Timing],
+        Metric::Loss => &[Phase::Timing],
+        // The reference's loss may come from the ratio steps (see `ratio_losses`).
+        Metric::LossRatio => &[Phase::Timing, Phase::Ratio],
         Metric::InferencePeak => &[Phase::Inference],
         Metric::Growth => &[Phase::Timing, Phase::Inference],
     }

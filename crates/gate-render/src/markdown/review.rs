@@ -26,7 +26,7 @@ pub fn verdict_line(report: &Report) -> String {
     format!("### {icon} gate: {word} — {}\n", crate::counts(report))
 }
 
-/// The verdict, the context line, the warnings and the budget changes.
+/// The verdict, the context line, the budget changes, the warnings and the notes.
 pub fn head(report: &Report, links: &Links) -> String {
     let mut out = verdict_line(report);
     out.push('\n');
@@ -79,6 +79,18 @@ pub fn head(report: &Report, links: &Links) -> String {
         }
         if w.len() > MAX_WARNINGS {
             let _ = writeln!(out, "> - … and {} more", w.len() - MAX_WARNINGS);
+        }
+        out.push('\n');
+    }
+    // How a figure was measured, when not the usual way: facts, never failures.
+    let notes = &report.summary.notes;
+    if !notes.is_empty() {
+        let _ = writeln!(out, "> [!NOTE]\n> how some figures were measured:");
+        for line in notes.iter().take(MAX_WARNINGS) {
+            let _ = writeln!(out, "> - {}", escape_max(line, 300));
+        }
+        if notes.len() > MAX_WARNINGS {
+            let _ = writeln!(out, "> - … and {} more", notes.len() - MAX_WARNINGS);
         }
         out.push('\n');
     }
