@@ -124,6 +124,49 @@ pub struct Checkpointed {
     chunk: usize,
     seed: u64,
     train: bool,
+    /// Its place in [`LIVE`]: the order blocks ran forward in.
+    order: u64,
+}
+
+/// A checkpointed block's output leaf, while its [`Checkpointed`] lives,
+/// and whether its backward has run. Another block's backward must keep
+/// these leaves' gradients: the model's backward left them there, and a
+/// later block's recompute adds to an earlier one's (the earlier block's
+/// output is its input).
+struct LiveLeaf {
+    order: u64,
+    /// The thread that ran its forward: blocks of models trained side by
+    /// side on other threads are neither waited for nor kept.
+    thread: std::thread::ThreadId,
+    leaf: Var,
+    done: bool,
+}
+
+/// Every living checkpointed block's leaf, in forward order. Process-wide,
+/// so a block dropped on another thread than its forward's still leaves.
+static LIVE: std::sync::Mutex<Vec<LiveLeaf>> = std::sync::Mutex::new(Vec::new());
+static NEXT_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn live() -> std::sync::MutexGuard<'static, Vec<LiveLeaf>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Drop for Checkpointed {
+    fn drop(&mut self) {
+        live().retain(|l| l.order != self.order);
+    }
+}
+
+/// Backpropagates checkpointed blocks in the order that is always right:
+/// the reverse of their forwards, so a block that feeds another receives
+/// that block's gradient first. Give them in any order.
+pub fn backward_all(blocks: &[(&Checkpointed, &dyn RowWise)], grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+    let mut ordered: Vec<&(&Checkpointed, &dyn RowWise)> = blocks.iter().collect();
+    ordered.sort_by_key(|(c, _)| std::cmp::Reverse(c.order));
+    for (c, block) in ordered {
+        c.backward(*block, grads, vars)?;
+    }
+    Ok(())
 }
 
 impl Checkpointed {
@@ -145,12 +188,20 @@ impl Checkpointed {
             outs.push(block.forward_rows_detached(&part, &step.chunk(seed, k))?);
         }
         let output = Var::from_tensor(&Tensor::cat(&outs, 0)?)?;
+        let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        live().push(LiveLeaf {
+            order,
+            thread: std::thread::current().id(),
+            leaf: output.clone(),
+            done: false,
+        });
         Ok(Checkpointed {
             inputs,
             output,
             chunk: chunk.max(1),
             seed,
             train: step.is_train(),
+            order,
         })
     }
 
@@ -160,12 +211,21 @@ impl Checkpointed {
     }
 
     /// Backpropagates the block into `grads`, which holds the rest of the
-    /// model's backward (and so the leaf's gradient). Only `vars`' gradients
-    /// are accumulated; the leaf's gradient is removed.
+    /// model's backward (and so the leaf's gradient): call it after the
+    /// loss's `backward()`. `vars`' gradients are accumulated, and so are
+    /// those of the other living checkpointed blocks' output leaves (a
+    /// block fed by another passes its gradient on); the leaf's own
+    /// gradient is removed. With several blocks, call each in the reverse
+    /// order of their forwards, or give them all to [`backward_all`]: a
+    /// block whose output feeds a later one must wait for that one's
+    /// backward, and is refused if it does not.
     pub fn backward(&self, block: &dyn RowWise, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        let kept = self.begin_backward()?;
         let Some(grad_out) = grads.remove(self.output.as_tensor()) else {
             return Ok(()); // the loss does not depend on the block
         };
+        let vars: Vec<Var> = vars.iter().cloned().chain(kept).collect();
+        let vars = vars.as_slice();
         // Drop the gradients of untracked operands (and the op chains they
         // hold) before the recompute adds its own chunk-sized graphs.
         prune_grads(grads, vars)?;
@@ -246,6 +306,35 @@ impl Checkpointed {
             accumulate(grads, &upstream, &keep, vars)?;
         }
         Ok(())
+    }
+}
+
+impl Checkpointed {
+    /// Marks this block's backward as run, after checking that every block
+    /// that ran forward after it (and so may read its output) ran backward
+    /// first. Returns the other living blocks' leaves, whose gradients stay.
+    fn begin_backward(&self) -> Result<Vec<Var>> {
+        let mut live = live();
+        let thread = std::thread::current().id();
+        let mine = |l: &&mut LiveLeaf| l.thread == thread || l.order == self.order;
+        if let Some(later) = live.iter_mut().filter(mine).find(|l| l.order > self.order && !l.done) {
+            let (later, mine) = (later.order - self.order, self.order);
+            candle_core::bail!(
+                "checkpointed blocks must run backward in the reverse order of their forwards: \
+                 block #{mine} ran backward before the block that ran forward {later} after it; \
+                 call `Checkpointed::backward` on the later block first, or give all of them to \
+                 `checkpoint::backward_all`"
+            );
+        }
+        let mut kept = Vec::new();
+        for l in live.iter_mut().filter(mine) {
+            if l.order == self.order {
+                l.done = true;
+            } else {
+                kept.push(l.leaf.clone());
+            }
+        }
+        Ok(kept)
     }
 }
 
@@ -349,6 +438,126 @@ mod tests {
         }
         assert!(got.get(ck.output()).is_none());
         assert_eq!(w.dtype(), DType::F32);
+        Ok(())
+    }
+
+    /// Three layers in a row, x → 1 → 2 → 3 → loss (each also reads a
+    /// tracked context), with any of them checkpointed.
+    struct Stack {
+        layers: Vec<Layer>,
+        u: Var,
+    }
+
+    impl Stack {
+        fn new(dev: &Device) -> Result<Self> {
+            let layers = (0..3)
+                .map(|_| {
+                    Ok(Layer {
+                        w: Var::from_tensor(&Tensor::randn(0f32, 0.5, (4, 4), dev)?)?,
+                    })
+                })
+                .collect::<Result<_>>()?;
+            let u = Var::from_tensor(&Tensor::randn(0f32, 1.0, (9, 4), dev)?)?;
+            Ok(Stack { layers, u })
+        }
+
+        fn vars(&self) -> Vec<Var> {
+            let mut v: Vec<Var> = self.layers.iter().map(|l| l.w.clone()).collect();
+            v.push(self.u.clone());
+            v
+        }
+
+        /// The plain model's gradients: the same chunks and masks, graph kept.
+        fn plain_grads(&self, x: &Tensor) -> Result<GradStore> {
+            let mut h = x.clone();
+            for (i, l) in self.layers.iter().enumerate() {
+                let c = self.u.as_tensor().sqr()?;
+                h = forward_chunked(l, &[h, c], 2, &Step::train(10 + i as u64))?;
+            }
+            h.sqr()?.sum_all()?.backward()
+        }
+
+        /// The checkpointed blocks' forward (those in `which`), then the
+        /// loss's backward; the blocks' backward is the caller's.
+        fn checkpointed(&self, x: &Tensor, which: &[usize]) -> Result<(Vec<Option<Checkpointed>>, GradStore)> {
+            let mut h = x.clone();
+            let mut blocks = Vec::new();
+            for (i, l) in self.layers.iter().enumerate() {
+                let c = self.u.as_tensor().sqr()?;
+                let step = Step::train(10 + i as u64);
+                if which.contains(&i) {
+                    let ck = Checkpointed::forward(l, vec![h, c], 2, &step)?;
+                    h = ck.output().clone();
+                    blocks.push(Some(ck));
+                } else {
+                    h = forward_chunked(l, &[h, c], 2, &step)?;
+                    blocks.push(None);
+                }
+            }
+            let grads = h.sqr()?.sum_all()?.backward()?;
+            Ok((blocks, grads))
+        }
+    }
+
+    fn assert_same_grads(want: &GradStore, got: &GradStore, vars: &[Var]) -> Result<()> {
+        for (i, v) in vars.iter().enumerate() {
+            let a = want.get(v.as_tensor()).unwrap();
+            let b = got
+                .get(v.as_tensor())
+                .unwrap_or_else(|| panic!("var {i} has no gradient"));
+            let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            let scale = a.abs()?.max_all()?.to_scalar::<f32>()?;
+            assert!(diff <= 1e-5 * scale.max(1.0), "var {i}: diff {diff} scale {scale}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn any_number_of_blocks_in_a_row_checkpoint_with_the_plain_gradients() -> Result<()> {
+        let dev = Device::Cpu;
+        let stack = Stack::new(&dev)?;
+        let x = Tensor::randn(0f32, 1.0, (9, 4), &dev)?;
+        let vars = stack.vars();
+        let want = stack.plain_grads(&x)?;
+        for which in [vec![0, 1, 2], vec![0, 2], vec![1, 2], vec![0, 1]] {
+            let (blocks, mut got) = stack.checkpointed(&x, &which)?;
+            // Given in forward order; backward_all runs them in reverse.
+            let given: Vec<(&Checkpointed, &dyn RowWise)> = blocks
+                .iter()
+                .zip(&stack.layers)
+                .filter_map(|(b, l)| Some((b.as_ref()?, l as &dyn RowWise)))
+                .collect();
+            backward_all(&given, &mut got, &vars)?;
+            assert_same_grads(&want, &got, &vars)?;
+        }
+        // By hand, in the reverse order of the forwards, it is the same.
+        let (blocks, mut got) = stack.checkpointed(&x, &[0, 1, 2])?;
+        for i in [2, 1, 0] {
+            blocks[i]
+                .as_ref()
+                .unwrap()
+                .backward(&stack.layers[i], &mut got, &vars)?;
+        }
+        assert_same_grads(&want, &got, &vars)?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_block_run_backward_before_the_block_it_feeds_is_refused_with_the_fix() -> Result<()> {
+        let dev = Device::Cpu;
+        let stack = Stack::new(&dev)?;
+        let x = Tensor::randn(0f32, 1.0, (9, 4), &dev)?;
+        let (blocks, mut got) = stack.checkpointed(&x, &[0, 1])?;
+        let err = blocks[0]
+            .as_ref()
+            .unwrap()
+            .backward(&stack.layers[0], &mut got, &stack.vars())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("reverse order of their forwards") && err.contains("checkpoint::backward_all"),
+            "{err}"
+        );
         Ok(())
     }
 }
