@@ -1220,6 +1220,43 @@ fn the_comment_names_only_an_acknowledgement_github_confirms() {
     );
 }
 
+/// #28 item 14: one deadline over all of a command's GitHub work. Each page
+/// of comments answers in 1 s, well within its 5 s timeout, so without the
+/// deadline the comment would be written (exit 0) after three pages.
+#[test]
+fn a_command_s_github_work_has_one_deadline() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 55);
+    let out = tmp.path().join("out");
+    for _ in 0..250 {
+        fake.add_comment(55, "busy", "someone");
+    }
+    fake.fault(
+        "GET",
+        "/issues/55/comments",
+        usize::MAX,
+        FaultKind::Delay(Duration::from_secs(1)),
+    );
+    let o = gate(Some(&fake), Some(&ev))
+        .env("GATE_GITHUB_DEADLINE_MS", "2000")
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains(
+            "error: gate's GitHub work ran past its deadline of 2 s while it tried to read the pull request's \
+             comments (GET /"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("raise GATE_GITHUB_DEADLINE_MS"), "{text}");
+    assert_eq!(fake.count("POST", "/comments"), 0, "{text}");
+    assert_no_token(&o, &out);
+}
+
 /// #16 item 3: a pull request whose `mlp.params` regressed shows its
 /// figure over the stored reports of the target branch, oldest first.
 #[test]

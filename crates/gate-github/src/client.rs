@@ -6,7 +6,9 @@
 //! ([`classify`]). Around each call: a timeout per attempt and bounded
 //! retries with exponential backoff (5xx, 429, rate-limited 403, timeouts,
 //! connection errors). Octocrab's own retry layer is off so that the count
-//! is ours and a POST is never repeated blindly.
+//! is ours and a POST is never repeated blindly. Over all of that, one
+//! deadline per command (`Settings::deadline`): the worst case is otherwise
+//! pages × attempts × timeout, plus rate-limit waits.
 //!
 //! Answers decode into this crate's own small structs (the fields gate
 //! reads, the rest ignored), not octocrab's models: those require every
@@ -16,7 +18,8 @@
 //! written into an error. Octocrab's own tracker has such reports
 //! (XAMPPRocky/octocrab#24, #344, #782).
 
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use octocrab::service::middleware::retry::RetryConfig;
 use octocrab::{Octocrab, Page};
@@ -26,6 +29,9 @@ use serde_json::Value;
 use super::error::{Call, GithubError};
 
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
+/// The default of `GATE_GITHUB_DEADLINE_MS`: ten minutes, above the default
+/// rate-limit allowance (five) so a waited-out limit still has time to finish.
+pub const DEFAULT_DEADLINE_MS: u64 = 600_000;
 
 /// How the client talks to GitHub.
 #[derive(Clone)]
@@ -40,6 +46,18 @@ pub struct Settings {
     pub backoff: Duration,
     /// The most a run waits, in all, for rate limits to lift (then exit 3).
     pub max_rate_wait: Duration,
+    /// The most one command spends on GitHub in all, every client it makes
+    /// together (then exit 3, naming the call in flight).
+    pub deadline: Duration,
+}
+
+/// GitHub time already spent by this process's earlier clients: `gate
+/// check` asks GitHub in two phases (baseline, label) with profiling
+/// between them, and the deadline counts GitHub's time only.
+static SPENT: Mutex<Duration> = Mutex::new(Duration::ZERO);
+
+fn spent() -> Duration {
+    *SPENT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl std::fmt::Debug for Settings {
@@ -50,6 +68,7 @@ impl std::fmt::Debug for Settings {
             .field("timeout", &self.timeout)
             .field("attempts", &self.attempts)
             .field("backoff", &self.backoff)
+            .field("deadline", &self.deadline)
             .finish()
     }
 }
@@ -65,8 +84,9 @@ fn env_ms(name: &str, default: u64) -> Duration {
 
 impl Settings {
     /// From `GITHUB_API_URL` and `GITHUB_TOKEN`; `GATE_GITHUB_TIMEOUT_MS`
-    /// (default 15000), `GATE_GITHUB_ATTEMPTS` (4) and `GATE_GITHUB_BACKOFF_MS`
-    /// (1000) tune the network behaviour.
+    /// (default 15000), `GATE_GITHUB_ATTEMPTS` (4), `GATE_GITHUB_BACKOFF_MS`
+    /// (1000), `GATE_GITHUB_MAX_RATE_WAIT_MS` (300000) and
+    /// `GATE_GITHUB_DEADLINE_MS` (600000) tune the network behaviour.
     pub fn from_env() -> Settings {
         let api_url = std::env::var("GITHUB_API_URL")
             .ok()
@@ -83,6 +103,7 @@ impl Settings {
                 .clamp(1, 10),
             backoff: env_ms("GATE_GITHUB_BACKOFF_MS", 1_000),
             max_rate_wait: env_ms("GATE_GITHUB_MAX_RATE_WAIT_MS", 300_000),
+            deadline: env_ms("GATE_GITHUB_DEADLINE_MS", DEFAULT_DEADLINE_MS),
         }
     }
 }
@@ -132,6 +153,16 @@ fn now_epoch() -> u64 {
 pub struct Client {
     octo: Octocrab,
     settings: Settings,
+    /// When this client started; with [`SPENT`], where the deadline is.
+    started: Instant,
+    /// The deadline's time left when this client was made.
+    budget: Duration,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        *SPENT.lock().unwrap_or_else(|e| e.into_inner()) += self.started.elapsed();
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,7 +275,28 @@ impl Client {
             ),
             hint: "the runner needs TLS root certificates (the ca-certificates package)".into(),
         })?;
-        Ok(Client { octo, settings })
+        let budget = settings.deadline.saturating_sub(spent());
+        Ok(Client {
+            octo,
+            settings,
+            started: Instant::now(),
+            budget,
+        })
+    }
+
+    /// What is left of the command's deadline.
+    fn time_left(&self) -> Duration {
+        self.budget.saturating_sub(self.started.elapsed())
+    }
+
+    /// The error for a deadline reached during (or before retrying) a call.
+    fn past_deadline(&self, op: Call, method: Method, path: &str) -> GithubError {
+        GithubError::Deadline {
+            op,
+            method: method.name().into(),
+            path: self.redact(path),
+            secs: self.settings.deadline.as_secs_f64().ceil() as u64,
+        }
     }
 
     pub fn settings(&self) -> &Settings {
@@ -274,6 +326,9 @@ impl Client {
                 asked: wait.as_secs(),
                 waited: rate_waited.as_secs(),
             });
+        }
+        if wait >= self.time_left() {
+            return Err(self.past_deadline(op, method, path));
         }
         eprintln!(
             "GitHub rate limit on {} {}: waiting {} s as asked ({} s waited so far)",
@@ -310,7 +365,12 @@ impl Client {
         loop {
             tried += 1;
             let last = tried >= attempts;
-            match tokio::time::timeout(self.settings.timeout, attempt()).await {
+            let left = self.time_left();
+            if left.is_zero() {
+                return Err(self.past_deadline(op, method, path));
+            }
+            // An attempt gets its own timeout, or what the deadline leaves.
+            match tokio::time::timeout(self.settings.timeout.min(left), attempt()).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(e)) => match classify(e) {
                     Failure::Status { wait: Some(wait), .. } => {
@@ -343,6 +403,7 @@ impl Client {
                     }
                     Failure::Transport(_) => {}
                 },
+                Err(_) if self.time_left().is_zero() => return Err(self.past_deadline(op, method, path)),
                 Err(_) if last => {
                     return Err(GithubError::Timeout {
                         op,
@@ -353,8 +414,15 @@ impl Client {
                 }
                 Err(_) => {}
             }
-            let backoff = self.settings.backoff.saturating_mul(1 << (tried - 1).min(6));
-            tokio::time::sleep(backoff.min(Duration::from_secs(30))).await;
+            let backoff = self
+                .settings
+                .backoff
+                .saturating_mul(1 << (tried - 1).min(6))
+                .min(Duration::from_secs(30));
+            if backoff >= self.time_left() {
+                return Err(self.past_deadline(op, method, path));
+            }
+            tokio::time::sleep(backoff).await;
         }
     }
 
@@ -404,7 +472,9 @@ impl Client {
     /// the one GitHub's `Link` header names (docs.github.com, "Using
     /// pagination in the REST API"). A server that sends no `Link` header at
     /// all is asked for the numbered pages in turn until one is not full.
-    /// At most `max_pages` pages are read. The `Link` URL's path and query
+    /// At most `max_pages` pages are read; the answer is whether the listing
+    /// was read to its end (`false`: a page past `max_pages` exists, or may,
+    /// and its items were not seen). The `Link` URL's path and query
     /// are asked of GITHUB_API_URL's host, whatever host it names
     /// (tests/github_security.rs); on GitHub Enterprise its `/api/v3` prefix
     /// is kept as it is (octocrab's base-URI layer joins only a path that
@@ -416,7 +486,7 @@ impl Client {
         per_page: usize,
         max_pages: usize,
         mut each: impl FnMut(T),
-    ) -> Result<(), GithubError> {
+    ) -> Result<bool, GithubError> {
         let sep = if route.contains('?') { '&' } else { '?' };
         let numbered = |n: usize| format!("{route}{sep}per_page={per_page}&page={n}");
         let mut next = Some(numbered(1));
@@ -429,9 +499,6 @@ impl Client {
             let linked = page.next.is_some() || page.prev.is_some() || page.first.is_some() || page.last.is_some();
             let full = page.items.len() >= per_page;
             page.items.into_iter().for_each(&mut each);
-            if read >= max_pages {
-                break;
-            }
             next = match page.next {
                 // Its path and query, on GITHUB_API_URL's host: requests go
                 // nowhere else, and the token goes with them (a Link naming
@@ -440,8 +507,11 @@ impl Client {
                 None if !linked && full => Some(numbered(read + 1)),
                 None => None,
             };
+            if next.is_some() && read >= max_pages {
+                return Ok(false);
+            }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// POST `body` to `route` and decode the answer into `T`. Sent once: a
@@ -537,6 +607,7 @@ mod tests {
             attempts: 1,
             backoff: Duration::from_millis(1),
             max_rate_wait: Duration::from_millis(1),
+            deadline: Duration::from_millis(1),
         };
         assert!(!format!("{s:?}").contains("ghs_secret1"));
         assert_eq!(

@@ -76,6 +76,18 @@ pub enum GithubError {
         asked: u64,
         waited: u64,
     },
+    /// The command's GitHub work ran past its deadline (`Settings::deadline`)
+    /// while this call was in flight or about to be retried.
+    #[error(
+        "gate's GitHub work ran past its deadline of {secs} s while it tried to {} ({method} {path})",
+        op.what()
+    )]
+    Deadline {
+        op: Call,
+        method: String,
+        path: String,
+        secs: u64,
+    },
     /// Concurrent writers kept winning.
     #[error("the baseline store kept changing under us ({path}); gave up after {attempts} attempts")]
     Conflict { path: String, attempts: u32 },
@@ -124,6 +136,11 @@ impl GithubError {
                 "check GITHUB_API_URL and the runner's network; the GitHub API may be degraded: rerun the job".into()
             }
             GithubError::Decode { .. } => "GITHUB_API_URL must point at the GitHub REST API".into(),
+            GithubError::Deadline { .. } => {
+                "the GitHub API is slow or the pull request is very busy: rerun the job later, or raise \
+                 GATE_GITHUB_DEADLINE_MS, the most one command spends on GitHub in all (default 600000)"
+                    .into()
+            }
             GithubError::Conflict { .. } => "several jobs publish at once; run the publish again".into(),
             GithubError::RateLimited { .. } => {
                 "rerun the job later; many jobs sharing one token hit GitHub's limits sooner. \
