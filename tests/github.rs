@@ -1220,6 +1220,104 @@ fn the_comment_names_only_an_acknowledgement_github_confirms() {
     );
 }
 
+/// Fills `pr` with `n` events that are not the acknowledge label's.
+fn busy(fake: &Fake, pr: u64, n: usize) {
+    for _ in 0..n {
+        fake.add_event(pr, "commented", "", "someone", "2026-11-30T00:00:00Z");
+    }
+}
+
+/// #28 item 4: the label added on page 1 and removed on page 31, past the
+/// 30 pages of events gate reads: the PR's labels now say it is off.
+#[test]
+fn a_label_removed_past_the_pages_read_acknowledges_nothing() {
+    let case = ack_case(52);
+    case.fake.add_event(52, "labeled", LABEL, "octocat", ACK_AT);
+    busy(&case.fake, 52, 3000);
+    case.fake
+        .add_event(52, "unlabeled", LABEL, "octocat", "2026-12-02T00:00:00Z");
+    let (o, _, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert_eq!(status_of(&report, "params"), "regressed");
+    assert_eq!(report["summary"].get("acknowledgement"), None);
+}
+
+/// #28 item 4: the label is on, but its last `labeled` event may lie past
+/// the events read (here removed and added again by someone else on page
+/// 31): not confirmed, and the regression stays one.
+#[test]
+fn a_label_whose_events_are_not_all_read_is_unverified() {
+    let case = ack_case(53);
+    case.fake.add_event(53, "labeled", LABEL, "octocat", ACK_AT);
+    busy(&case.fake, 53, 3000);
+    case.fake
+        .add_event(53, "unlabeled", LABEL, "someone", "2026-12-02T00:00:00Z");
+    case.fake
+        .add_event(53, "labeled", LABEL, "someone", "2026-12-02T00:00:01Z");
+    let (o, _, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert_eq!(status_of(&report, "params"), "regressed");
+    assert!(
+        report["summary"]["warnings"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!(
+                "the `{LABEL}` label could not be verified, so 1 regression(s) stay regressions: the pull request \
+                 has more than 3000 events and gate reads only the first 3000, so who added the label last is not known"
+            ))),
+        "{}",
+        report["summary"]
+    );
+    assert_eq!(case.fake.count("GET", "/issues/53/events"), 30);
+}
+
+/// #27 item 9: the label acknowledges only when a person who may write to
+/// the repository added it: not a bot, not a triage or read role.
+#[test]
+fn only_someone_who_may_write_acknowledges() {
+    let case = ack_case(54);
+    let warning_of = |report: &Value| -> String {
+        report["summary"]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .find(|w| w.contains("could not be verified"))
+            .unwrap_or_default()
+    };
+    case.fake.add_event(54, "labeled", LABEL, "github-actions[bot]", ACK_AT);
+    let (o, _, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert_eq!(
+        warning_of(&report),
+        format!(
+            "the `{LABEL}` label could not be verified, so 1 regression(s) stay regressions: the label was added \
+             by @github-actions[bot] at {ACK_AT}, a bot: only a person who may write to the repository acknowledges"
+        )
+    );
+    case.fake
+        .add_event(54, "unlabeled", LABEL, "octocat", "2026-12-02T00:00:00Z");
+    case.fake
+        .add_event(54, "labeled", LABEL, "triager", "2026-12-02T00:00:01Z");
+    case.fake.permit("triager", "read");
+    let (o, _, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert_eq!(
+        warning_of(&report),
+        format!(
+            "the `{LABEL}` label could not be verified, so 1 regression(s) stay regressions: the label was added \
+             by @triager at 2026-12-02T00:00:01Z, whose permission on {REPO} is `read`: an acknowledgement needs \
+             write, maintain or admin"
+        )
+    );
+    // A maintainer's `permission` reads `write`.
+    case.fake.permit("triager", "write");
+    let (o, _, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(report["summary"]["acknowledgement"]["by"], "triager");
+    assert_eq!(case.fake.count("GET", "/collaborators/triager/permission"), 2);
+}
+
 /// #28 item 14: one deadline over all of a command's GitHub work. Each page
 /// of comments answers in 1 s, well within its 5 s timeout, so without the
 /// deadline the comment would be written (exit 0) after three pages.

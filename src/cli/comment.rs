@@ -10,6 +10,7 @@ use clap::Args;
 use super::CliError;
 use crate::exit::Exit;
 use crate::github::comment::{self, Upsert};
+use crate::github::label::Finding;
 use crate::github::{context, Client, Event, GithubError, PullRequest, Repo, Settings};
 use crate::render::markdown;
 use crate::report::Report;
@@ -114,14 +115,15 @@ async fn confirm_acknowledgement(client: &Client, repo: &Repo, pr: u64, report: 
         return; // nothing shown as accepted
     }
     let now = crate::github::label::find(client, repo, pr, &claimed.label).await;
-    if let Ok(Some(a)) = &now {
+    if let Ok(Finding::Confirmed(a)) = &now {
         if *a == claimed {
             return;
         }
     }
     let why = match now {
-        Ok(Some(a)) => format!("GitHub says @{} added it at {}", a.by, a.at),
-        Ok(None) => "the label is not on the pull request now".to_string(),
+        Ok(Finding::Confirmed(a)) => format!("GitHub says @{} added it at {}", a.by, a.at),
+        Ok(Finding::Absent) => "the label is not on the pull request now".to_string(),
+        Ok(Finding::Unconfirmed(why)) => why,
         Err(e) => format!("GitHub could not be asked: {e}"),
     };
     eprintln!("warning: the report's acknowledgement is not confirmed: {why}");

@@ -1,5 +1,5 @@
 //! A small fake of the GitHub REST API, started by a test on 127.0.0.1: the
-//! issue comments, issue events (labels), pulls, compare, commits, contents and git-data endpoints
+//! issue comments, issue events and labels, collaborator permissions, pulls, compare, commits, contents and git-data endpoints
 //! `gate` uses, with scripted faults (status codes, delays). Bounded: it
 //! answers at most `MAX_REQUESTS` requests and only on loopback.
 //!
@@ -146,6 +146,11 @@ pub struct State {
     pub merge_base: Option<String>,
     /// pr → its issue events, oldest first (as GitHub lists them).
     pub events: HashMap<u64, Vec<Value>>,
+    /// pr → its labels now, where they are not what its events leave on.
+    pub labels_now: HashMap<u64, Vec<String>>,
+    /// login → permission (`admin`, `write`, `read`, `none`); a login not
+    /// listed answers 404, as GitHub does for no such user.
+    pub permissions: HashMap<String, String>,
     pub faults: Vec<Fault>,
     pub log: Vec<Req>,
     /// The host the comments' `Link` URLs name (default: the one asked).
@@ -164,8 +169,13 @@ impl Fake {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let addr = listener.local_addr().unwrap();
         assert!(addr.ip().is_loopback());
+        let permissions = [("octocat", "admin"), ("hubot", "write"), ("someone", "read")]
+            .into_iter()
+            .map(|(l, p)| (l.to_string(), p.to_string()))
+            .collect();
         let state = Arc::new(Mutex::new(State {
             next_id: 1000,
+            permissions,
             ..Default::default()
         }));
         let st = state.clone();
@@ -232,11 +242,19 @@ impl Fake {
         let mut s = self.state.lock().unwrap();
         let list = s.events.entry(pr).or_default();
         let id = list.len() as u64 + 1;
-        let mut e = json!({ "id": id, "event": event, "actor": { "login": actor }, "created_at": at });
+        // GitHub's actors carry a type; an app's login ends in `[bot]`.
+        let kind = if actor.ends_with("[bot]") { "Bot" } else { "User" };
+        let mut e = json!({ "id": id, "event": event, "actor": { "login": actor, "type": kind }, "created_at": at });
         if !label.is_empty() {
             e["label"] = json!({ "name": label, "color": "ededed" });
         }
         list.push(e);
+    }
+
+    /// Sets `login`'s permission on the repository.
+    pub fn permit(&self, login: &str, permission: &str) {
+        let mut s = self.state.lock().unwrap();
+        s.permissions.insert(login.into(), permission.into());
     }
 
     /// A first-parent chain: `shas[0]` is the newest.
@@ -477,6 +495,45 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 Value::Array(all.into_iter().skip((page - 1) * per).take(per).collect()),
             )
         }
+        // docs.github.com, "List labels for an issue": the labels on it now,
+        // paged like any listing. Here: what its events leave on, unless set.
+        ("GET", ["issues", pr, "labels"]) => {
+            let pr: u64 = pr.parse().unwrap_or(0);
+            if !s.pulls.contains_key(&pr) {
+                return (404, json!({"message": "Not Found"}));
+            }
+            let names = s.labels_now.get(&pr).cloned().unwrap_or_else(|| {
+                let mut on: Vec<String> = Vec::new();
+                for e in s.events.get(&pr).into_iter().flatten() {
+                    let name = e["label"]["name"].as_str().unwrap_or_default().to_string();
+                    match e["event"].as_str() {
+                        Some("labeled") if !on.contains(&name) => on.push(name),
+                        Some("unlabeled") => on.retain(|n| *n != name),
+                        _ => {}
+                    }
+                }
+                on
+            });
+            let per: usize = q.get("per_page").and_then(|v| v.parse().ok()).unwrap_or(30).min(100);
+            let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+            let items = names
+                .iter()
+                .skip((page - 1) * per)
+                .take(per)
+                .map(|n| json!({ "name": n, "color": "ededed" }))
+                .collect();
+            (200, Value::Array(items))
+        }
+        // docs.github.com, "Get repository permissions for a user": 200 with
+        // `permission` (maintain shows as `write`, triage as `read`) and
+        // `role_name`; 404 when there is no such user.
+        ("GET", ["collaborators", login, "permission"]) => match s.permissions.get(*login) {
+            Some(p) => (
+                200,
+                json!({ "permission": p, "role_name": p, "user": { "login": login } }),
+            ),
+            None => (404, json!({"message": "Not Found"})),
+        },
         ("POST", ["issues", pr, "comments"]) => {
             let pr: u64 = pr.parse().unwrap_or(0);
             if !s.pulls.contains_key(&pr) {

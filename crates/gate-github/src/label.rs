@@ -1,6 +1,7 @@
 //! The acknowledge label (`gate:accept-regression`): whether it is on a pull
-//! request, who added it and when, from the issue events API. The events
-//! say who added a label; the labels themselves do not.
+//! request, who added it and when, and whether they may write to the
+//! repository. The labels say what is on now, the issue events who added
+//! it, the collaborators API what that person may do.
 
 use serde::Deserialize;
 
@@ -15,12 +16,15 @@ pub const DEFAULT_LABEL: &str = "gate:accept-regression";
 /// Events per page (GitHub's maximum).
 pub const PER_PAGE: usize = 100;
 /// Pages read at most (3,000 events), so a very busy pull request costs a
-/// bounded number of requests; its last events past that are not seen.
+/// bounded number of requests; past that the label is not confirmed.
 pub const MAX_PAGES: usize = 30;
 
 #[derive(Debug, Deserialize)]
 struct Actor {
     login: String,
+    /// `User`, `Bot` or `Organization`.
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -36,13 +40,45 @@ struct IssueEvent {
     label: Option<Label>,
 }
 
-/// The label as it now stands on pull request `pr`: the events come oldest
-/// first, so the last `labeled` or `unlabeled` event for it says whether it
-/// is on, and a `labeled` one says who added it and when.
-pub async fn find(client: &Client, repo: &Repo, pr: u64, label: &str) -> Result<Option<Acknowledgement>, GithubError> {
+/// What GitHub says about the acknowledge label on a pull request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// On the pull request now, last added by a person who may write to
+    /// the repository: an acknowledgement.
+    Confirmed(Acknowledgement),
+    /// Not on the pull request now.
+    Absent,
+    /// On the pull request, but what GitHub says does not make it an
+    /// approval; the reason, for people.
+    Unconfirmed(String),
+}
+
+/// The label as it now stands on pull request `pr`, three ways, all of
+/// which must agree: the pull request's labels now say it is on; the events
+/// (oldest first, every page read) end, for it, with a `labeled` one, which
+/// says who added it and when; and that person is no bot and may write to
+/// the repository (a triage role may label a pull request too, and a
+/// workflow's token labels as `github-actions[bot]`).
+pub async fn find(client: &Client, repo: &Repo, pr: u64, label: &str) -> Result<Finding, GithubError> {
+    // docs.github.com, "REST API endpoints for labels": "List labels for an
+    // issue", GET /repos/{owner}/{repo}/issues/{issue_number}/labels.
+    let mut on = false;
+    let route = format!("/repos/{repo}/issues/{pr}/labels");
+    let all_labels = client
+        .each_item(Call::ReadLabels, &route, PER_PAGE, MAX_PAGES, |l: Label| {
+            on |= l.name == label;
+        })
+        .await?;
+    if !on {
+        return Ok(if all_labels {
+            Finding::Absent
+        } else {
+            Finding::Unconfirmed("the pull request has more labels than gate reads".into())
+        });
+    }
     let mut last: Option<IssueEvent> = None;
     let route = format!("/repos/{repo}/issues/{pr}/events");
-    client
+    let all_events = client
         .each_item(Call::ReadLabels, &route, PER_PAGE, MAX_PAGES, |e: IssueEvent| {
             let ours = e.label.as_ref().is_some_and(|l| l.name == label);
             if ours && (e.event == "labeled" || e.event == "unlabeled") {
@@ -50,11 +86,70 @@ pub async fn find(client: &Client, repo: &Repo, pr: u64, label: &str) -> Result<
             }
         })
         .await?;
-    Ok(last.filter(|e| e.event == "labeled").map(|e| Acknowledgement {
+    // A later page could remove the label and add it again as someone else.
+    if !all_events {
+        return Ok(Finding::Unconfirmed(format!(
+            "the pull request has more than {} events and gate reads only the first {}, \
+             so who added the label last is not known",
+            PER_PAGE * MAX_PAGES,
+            PER_PAGE * MAX_PAGES
+        )));
+    }
+    let Some(e) = last.filter(|e| e.event == "labeled") else {
+        return Ok(Finding::Unconfirmed(
+            "the label is on the pull request, but its events do not say who added it".into(),
+        ));
+    };
+    let at = e.created_at.unwrap_or_default();
+    let Some(actor) = e.actor else {
+        return Ok(Finding::Unconfirmed(format!(
+            "the label was added at {at} by a deleted account"
+        )));
+    };
+    let by = actor.login;
+    if actor.kind.as_deref() == Some("Bot") || by.ends_with("[bot]") {
+        return Ok(Finding::Unconfirmed(format!(
+            "the label was added by @{by} at {at}, a bot: only a person who may write to the repository acknowledges"
+        )));
+    }
+    // A login is letters, digits and single hyphens; anything else would
+    // change the path below.
+    if by.is_empty() || !by.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Ok(Finding::Unconfirmed(format!(
+            "the label's events name an actor that is no GitHub login ({by:?})"
+        )));
+    }
+    let permission = permission(client, repo, &by).await?;
+    if !WRITERS.contains(&permission.as_str()) {
+        return Ok(Finding::Unconfirmed(format!(
+            "the label was added by @{by} at {at}, whose permission on {repo} is `{permission}`: \
+             an acknowledgement needs write, maintain or admin"
+        )));
+    }
+    Ok(Finding::Confirmed(Acknowledgement {
         label: label.to_string(),
-        by: e.actor.map_or_else(|| "ghost".into(), |a| a.login),
-        at: e.created_at.unwrap_or_default(),
+        by,
+        at,
     }))
+}
+
+/// The legacy permissions that may write: GitHub maps the maintain role to
+/// `write` and triage to `read` in `permission` (docs.github.com, "REST API
+/// endpoints for collaborators": "Get repository permissions for a user").
+const WRITERS: [&str; 2] = ["admin", "write"];
+
+/// `login`'s permission on `repo` (`admin`, `write`, `read` or `none`); a
+/// 404 (no such user, or none of the repository's) is `none`.
+async fn permission(client: &Client, repo: &Repo, login: &str) -> Result<String, GithubError> {
+    #[derive(Deserialize)]
+    struct Permission {
+        permission: String,
+    }
+    let route = format!("/repos/{repo}/collaborators/{login}/permission");
+    Ok(client
+        .get_opt::<Permission>(Call::ReadPermission, &route)
+        .await?
+        .map_or_else(|| "none".into(), |p| p.permission))
 }
 
 /// What the verdict is told about `label` in this run: asked only in a
@@ -88,8 +183,9 @@ pub fn from_env(label: &str) -> AckInput {
             Err(e) => return unverified(e.to_string()),
         };
         match find(&client, &repo, pr.number, label).await {
-            Ok(Some(a)) => AckInput::Present(a),
-            Ok(None) => AckInput::Absent { label: label.into() },
+            Ok(Finding::Confirmed(a)) => AckInput::Present(a),
+            Ok(Finding::Absent) => AckInput::Absent { label: label.into() },
+            Ok(Finding::Unconfirmed(reason)) => unverified(reason),
             Err(e) => unverified(format!("{e} (hint: {})", e.hint())),
         }
     })
