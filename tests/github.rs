@@ -1101,7 +1101,19 @@ fn the_acknowledge_label_turns_a_regression_into_a_named_warning() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
-    assert!(case.fake.comments(31)[0].body.contains(&cell));
+    let body = &case.fake.comments(31)[0].body;
+    assert!(body.contains(&cell), "{body}");
+    // Written by `gate comment` from what GitHub confirmed, for the run's head.
+    let line = format!(
+        "> - 1 regression(s) acknowledged by @\u{200D}octocat via \\`{LABEL}\\` at {ACK_AT}, on head {} \
+         (confirmed on GitHub)\n",
+        sha(0xbeef)
+    );
+    assert!(body.contains(&line), "{body}");
+    assert!(
+        !body.contains(&format!("at {ACK_AT}\n")),
+        "the artifact's own line is not copied: {body}"
+    );
     assert_no_token(&o, &out);
 }
 
@@ -1209,15 +1221,136 @@ fn the_comment_names_only_an_acknowledgement_github_confirms() {
         body.contains("| 📈 regressed, acknowledged (not confirmed) |"),
         "{body}"
     );
-    assert!(!body.contains("maintainer via"), "{body}");
+    // #28 item 3: the claimed name is nowhere, not even in the warning.
+    assert!(!body.contains("maintainer"), "{body}");
     assert!(
         body.contains(&format!(
-            "> - the report says \\`{LABEL}\\` was added by @\u{200D}maintainer at {ACK_AT}, which is not confirmed \
-             (GitHub says @\u{200D}octocat added it at {ACK_AT}): its acknowledged regressions are not shown as \
+            "> - the report's acknowledgement is not confirmed (GitHub says @\u{200D}octocat added it at {ACK_AT}): \
+             its 1 acknowledged regression(s) are not shown as accepted by anyone\n"
+        )),
+        "{body}"
+    );
+}
+
+/// Runs `gate comment` for `case`'s pull request, with `extra` arguments.
+fn comment_on(case: &AckCase, out: &Path, extra: &[&str]) -> Output {
+    let o = gate(Some(&case.fake), Some(&case.ev))
+        .args(["comment", "--from"])
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    o
+}
+
+/// #28 items 1 and 3: an artifact's acknowledged rows and claim are checked
+/// on GitHub whatever its counts and `strict` say, and a claim that does not
+/// hold is named nowhere in the comment, its own warning included.
+#[test]
+fn a_forged_acknowledgement_is_checked_whatever_the_summary_says() {
+    let case = ack_case(50);
+    case.label_added(50);
+    let (o, out, _) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    // The label comes off; the artifact still claims it, as a maintainer's.
+    case.fake
+        .add_event(50, "unlabeled", LABEL, "octocat", "2026-12-02T00:00:00Z");
+    type Forge = fn(&mut Value);
+    let forged: [(&str, Forge); 2] = [
+        ("acknowledged: 0", |v| v["summary"]["acknowledged"] = json!(0)),
+        ("strict: true", |v| v["summary"]["strict"] = json!(true)),
+    ];
+    // The baseline beside it (shown in the comment's diff) claims one too.
+    let claim = format!("3 regression(s) acknowledged by @maintainer via `{LABEL}` at {ACK_AT}");
+    let baseline = out.join("baseline.json");
+    let mut b: Value = serde_json::from_str(&std::fs::read_to_string(&baseline).unwrap()).unwrap();
+    b["summary"]["warnings"] = json!([claim]);
+    std::fs::write(&baseline, b.to_string()).unwrap();
+    for (n, (what, forge)) in forged.into_iter().enumerate() {
+        edit_report(&out, |v| {
+            v["summary"]["acknowledgement"]["by"] = json!("maintainer");
+            v["summary"]["warnings"] = json!([claim]);
+            forge(v);
+        });
+        comment_on(&case, &out, &[]);
+        // `gate check` asked once, then each comment.
+        assert_eq!(
+            case.fake.count("GET", "/issues/50/labels"),
+            n + 2,
+            "{what}: GitHub asked"
+        );
+        let body = &case.fake.comments(50)[0].body;
+        assert!(
+            body.contains("| 📈 regressed, acknowledged (not confirmed) |"),
+            "{what}: {body}"
+        );
+        assert!(!body.contains("maintainer"), "{what}: {body}");
+        assert!(!body.contains("acknowledged by"), "{what}: {body}");
+        // The count comes from the rows, not from the summary.
+        assert!(body.contains(", 1 acknowledged"), "{what}: {body}");
+        assert!(
+            body.contains(
+                "> - the report's acknowledgement is not confirmed (the label is not on the pull request now): \
+                 its 1 acknowledged regression(s) are not shown as accepted by anyone\n"
+            ),
+            "{what}: {body}"
+        );
+    }
+    // Rows marked acknowledged with no claim at all are not shown as accepted either.
+    edit_report(&out, |v| {
+        v["summary"]["strict"] = json!(false);
+        v["summary"].as_object_mut().unwrap().remove("acknowledgement");
+    });
+    comment_on(&case, &out, &[]);
+    let body = &case.fake.comments(50)[0].body;
+    assert!(
+        body.contains(
+            "> - the report's acknowledgement is not confirmed (the report names no one who added the label)"
+        ),
+        "{body}"
+    );
+}
+
+/// #28 item 2: a claim for another label (`bug`, which a maintainer did
+/// add) is not an acknowledgement; `gate comment --acknowledge-label` names
+/// the label `gate check` was given.
+#[test]
+fn the_comment_requires_the_acknowledge_label() {
+    let case = ack_case(51);
+    case.fake.add_event(51, "labeled", "bug", "octocat", ACK_AT);
+    let (o, out, report) = case.check(MLP, &["--acknowledge-label", "bug"]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(report["summary"]["acknowledgement"]["label"], "bug");
+    comment_on(&case, &out, &[]);
+    let body = case.fake.comments(51)[0].body.clone();
+    assert!(
+        body.contains("| 📈 regressed, acknowledged (not confirmed) |"),
+        "{body}"
+    );
+    assert!(!body.contains("acknowledged by"), "{body}");
+    assert!(
+        body.contains(&format!(
+            "> - the report's acknowledgement is not confirmed (it names the label \\`bug\\`, not the acknowledge \
+             label \\`{LABEL}\\` (--acknowledge-label)): its 1 acknowledged regression(s) are not shown as \
              accepted by anyone\n"
         )),
         "{body}"
     );
+    assert_eq!(case.fake.count("GET", "/issues/51/labels"), 1, "only gate check asked");
+    // Given the same label, it is confirmed, for the head the pull request
+    // is at (`--pr` carries none, so it is read).
+    comment_on(&case, &out, &["--acknowledge-label", "bug", "--pr", "51"]);
+    let body = &case.fake.comments(51)[0].body;
+    assert!(
+        body.contains(&format!(
+            "> - 1 regression(s) acknowledged by @\u{200D}octocat via \\`bug\\` at {ACK_AT}, on head {} \
+             (confirmed on GitHub)\n",
+            sha(0xbeef)
+        )),
+        "{body}"
+    );
+    assert_eq!(case.fake.count("GET", "/pulls/51"), 1);
 }
 
 /// Fills `pr` with `n` events that are not the acknowledge label's.

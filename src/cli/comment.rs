@@ -13,7 +13,7 @@ use crate::github::comment::{self, Upsert};
 use crate::github::label::Finding;
 use crate::github::{context, Client, Event, GithubError, PullRequest, Repo, Settings};
 use crate::render::markdown;
-use crate::report::Report;
+use crate::report::{Acknowledgement, Report, Status};
 
 #[derive(Debug, Args)]
 pub struct CommentArgs {
@@ -32,6 +32,11 @@ pub struct CommentArgs {
     /// OWNER/NAME (default: GITHUB_REPOSITORY).
     #[arg(long)]
     pub repo: Option<String>,
+    /// The acknowledge label `gate check` was given: an acknowledgement the
+    /// report names is shown only for this label, confirmed on GitHub. An
+    /// empty value shows none.
+    #[arg(long, default_value = crate::github::label::DEFAULT_LABEL, value_name = "LABEL")]
+    pub acknowledge_label: String,
 }
 
 /// Reads DIR/report.json; a missing or bad one is bad input.
@@ -102,37 +107,121 @@ pub(super) fn read_history(dir: &Path) -> Vec<crate::report::history::Series> {
     }
 }
 
-/// The report is an artifact, which a fork's run could have written: an
-/// acknowledgement it names (who added the label, when) is shown only when
-/// GitHub still says the same. Otherwise the name is dropped and a warning
-/// says why; the statuses stay as `gate check` decided them (its exit code
-/// was the gate).
-async fn confirm_acknowledgement(client: &Client, repo: &Repo, pr: u64, report: &mut Report) {
-    let Some(claimed) = report.summary.acknowledgement.clone() else {
-        return;
+/// The report is an artifact, which a fork's run could have written, down
+/// to its counts and warnings: an acknowledgement (its rows, its claim of
+/// who added the label, its warnings) is checked whenever any part of it is
+/// there. The count comes from the rows; the artifact's own warnings about
+/// it are dropped, and the line that says who acknowledged is written here,
+/// from what GitHub says, with the head the comment is for. A claim GitHub
+/// does not confirm (another label, someone else, a label not on the pull
+/// request, added by someone who may not write) is named nowhere; the
+/// statuses stay as `gate check` decided them (its exit code was the gate),
+/// and the rows say "not confirmed".
+async fn confirm_acknowledgement(
+    client: &Client,
+    target: &Target<'_>,
+    label: &str,
+    report: &mut Report,
+) -> Result<(), GithubError> {
+    let marked = report
+        .results
+        .iter()
+        .filter(|r| r.status == Status::Acknowledged)
+        .count();
+    report.summary.acknowledged = marked;
+    let claimed = report.summary.acknowledgement.take();
+    report.summary.warnings.retain(|w| !claims_acknowledgement(w));
+    let Some(claimed) = claimed else {
+        if marked > 0 {
+            not_confirmed(report, marked, "the report names no one who added the label");
+        }
+        return Ok(());
     };
-    if report.summary.strict || report.summary.acknowledged == 0 {
-        return; // nothing shown as accepted
+    let label = label.trim();
+    let why = if label.is_empty() {
+        "gate comment was given no acknowledge label (--acknowledge-label '')".to_string()
+    } else if claimed.label != label {
+        format!(
+            "it names the label `{}`, not the acknowledge label `{label}` (--acknowledge-label)",
+            claimed.label
+        )
+    } else {
+        match crate::github::label::find(client, target.repo, target.pr, label).await {
+            Ok(Finding::Confirmed(a)) if a == claimed => {
+                let head = match target.head {
+                    Some(h) => h.to_string(),
+                    None => comment::pr_head(client, target.repo, target.pr).await?,
+                };
+                acknowledged_line(report, &a, &head);
+                report.summary.acknowledgement = Some(a);
+                return Ok(());
+            }
+            Ok(Finding::Confirmed(a)) => format!("GitHub says @{} added it at {}", a.by, a.at),
+            Ok(Finding::Absent) => "the label is not on the pull request now".to_string(),
+            Ok(Finding::Unconfirmed(why)) => why,
+            // The command's deadline ends all of its GitHub work: exit 3.
+            Err(e @ GithubError::Deadline { .. }) => return Err(e),
+            Err(e) => format!("GitHub could not be asked: {e}"),
+        }
+    };
+    if marked > 0 || report.summary.strict {
+        not_confirmed(report, marked, &why);
     }
-    let now = crate::github::label::find(client, repo, pr, &claimed.label).await;
-    if let Ok(Finding::Confirmed(a)) = &now {
-        if *a == claimed {
+    Ok(())
+}
+
+/// Whether an artifact's warning speaks for an acknowledgement: the
+/// verdict's own lines ("N regression(s) acknowledged by @...", "--strict
+/// ignores the `...` label (added by @...)") or any line in their words.
+/// Such lines are written again from what GitHub confirms, never copied.
+fn claims_acknowledgement(warning: &str) -> bool {
+    let w = warning.to_lowercase();
+    w.contains("acknowledged by") || w.contains("accepted by") || w.contains("(added by @")
+}
+
+/// The line that says who acknowledged, after GitHub confirmed it.
+fn acknowledged_line(report: &mut Report, a: &Acknowledgement, head: &str) {
+    let regressed = report.results.iter().filter(|r| r.status == Status::Regressed).count();
+    let s = &mut report.summary;
+    let line = if s.strict {
+        if regressed == 0 {
             return;
         }
-    }
-    let why = match now {
-        Ok(Finding::Confirmed(a)) => format!("GitHub says @{} added it at {}", a.by, a.at),
-        Ok(Finding::Absent) => "the label is not on the pull request now".to_string(),
-        Ok(Finding::Unconfirmed(why)) => why,
-        Err(e) => format!("GitHub could not be asked: {e}"),
+        format!(
+            "--strict ignores the `{}` label (added by @{} at {}, on head {head}): {regressed} regression(s) stay regressions",
+            a.label, a.by, a.at
+        )
+    } else if s.acknowledged > 0 {
+        format!(
+            "{} regression(s) acknowledged by @{} via `{}` at {}, on head {head} (confirmed on GitHub)",
+            s.acknowledged, a.by, a.label, a.at
+        )
+    } else {
+        return;
     };
+    s.warnings.push(line);
+}
+
+/// Says that the report's acknowledgement is not confirmed, and why,
+/// without repeating whom it names.
+fn not_confirmed(report: &mut Report, marked: usize, why: &str) {
     eprintln!("warning: the report's acknowledgement is not confirmed: {why}");
-    report.summary.warnings.push(format!(
-        "the report says `{}` was added by @{} at {}, which is not confirmed ({why}): \
-         its acknowledged regressions are not shown as accepted by anyone",
-        claimed.label, claimed.by, claimed.at
-    ));
-    report.summary.acknowledgement = None;
+    report.summary.warnings.push(if marked == 0 {
+        format!("the report's acknowledgement is not confirmed ({why})")
+    } else {
+        format!(
+            "the report's acknowledgement is not confirmed ({why}): its {marked} acknowledged regression(s) \
+             are not shown as accepted by anyone"
+        )
+    });
+}
+
+/// The pull request a comment goes to, and the head it is for when the
+/// run's event says it (else it is read from GitHub when needed).
+struct Target<'a> {
+    repo: &'a Repo,
+    pr: u64,
+    head: Option<&'a str>,
 }
 
 /// The default gate id: the spec's file name (`budgets.yaml`), else `gate`.
@@ -146,7 +235,13 @@ pub(super) fn default_id(report: &Report) -> String {
 
 pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     let mut report = read_report(&args.from)?;
-    let baseline = read_baseline(&args.from);
+    // The baseline's text is in the comment's diff: the acknowledgement it
+    // names is a past run's, as unconfirmed as any in the artifact.
+    let baseline = read_baseline(&args.from).map(|mut b| {
+        b.summary.acknowledgement = None;
+        b.summary.warnings.retain(|w| !claims_acknowledgement(w));
+        b
+    });
     let history = read_history(&args.from);
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
 
@@ -187,7 +282,15 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         if let Some(head) = &verify_head {
             comment::verify_pr_head(&client, &repo, pr, head).await?;
         }
-        confirm_acknowledgement(&client, &repo, pr, &mut report).await;
+        // The head the comment is for: the run's (a workflow_run's was just
+        // checked against the pull request), else the pull request's now.
+        let head = match (&args.pr, &event) {
+            (None, Event::PullRequest(p)) => Some(p.head_sha.as_str()),
+            (None, Event::WorkflowRun { head_sha, .. }) if verify_head.is_some() => Some(head_sha.as_str()),
+            _ => None,
+        };
+        let target = Target { repo: &repo, pr, head };
+        confirm_acknowledgement(&client, &target, &args.acknowledge_label, &mut report).await?;
         let body = markdown::render_full(
             &report,
             baseline.as_ref(),

@@ -226,6 +226,20 @@ pub struct RunHead {
     pub branch: Option<String>,
 }
 
+/// The commit `pr`'s head is at now.
+pub async fn pr_head(client: &Client, repo: &Repo, pr: u64) -> Result<String, GithubError> {
+    #[derive(Deserialize)]
+    struct Head {
+        sha: String,
+    }
+    #[derive(Deserialize)]
+    struct Pull {
+        head: Head,
+    }
+    let pull: Pull = client.get(Call::ReadPull, &format!("/repos/{repo}/pulls/{pr}")).await?;
+    Ok(pull.head.sha)
+}
+
 /// Checks that `pr`'s head is the run's commit, repository and branch (a
 /// `workflow_run` job must not be steered by a forged PR number inside an
 /// artifact, nor by another PR at the same commit).
