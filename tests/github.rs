@@ -1404,6 +1404,37 @@ fn a_label_whose_events_are_not_all_read_is_unverified() {
     assert_eq!(case.fake.count("GET", "/issues/53/events"), 30);
 }
 
+/// #28 item 4: the labels now and the events must agree: a label on the
+/// pull request whose events end with its removal says nothing of who added
+/// it.
+#[test]
+fn labels_and_events_must_agree() {
+    let case = ack_case(56);
+    case.fake.add_event(56, "labeled", LABEL, "octocat", ACK_AT);
+    case.fake
+        .add_event(56, "unlabeled", LABEL, "octocat", "2026-12-02T00:00:00Z");
+    case.fake
+        .state
+        .lock()
+        .unwrap()
+        .labels_now
+        .insert(56, vec![LABEL.to_string()]);
+    let (o, _, report) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert_eq!(status_of(&report, "params"), "regressed");
+    assert!(
+        report["summary"]["warnings"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!(
+                "the `{LABEL}` label could not be verified, so 1 regression(s) stay regressions: the label is on \
+                 the pull request, but its events do not say who added it"
+            ))),
+        "{}",
+        report["summary"]
+    );
+}
+
 /// #27 item 9: the label acknowledges only when a person who may write to
 /// the repository added it: not a bot, not a triage or read role.
 #[test]

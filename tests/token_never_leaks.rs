@@ -590,6 +590,7 @@ fn the_token_in_the_environment_where_it_does_not_belong_is_never_repeated() {
         "GATE_GITHUB_ATTEMPTS",
         "GATE_GITHUB_BACKOFF_MS",
         "GATE_GITHUB_MAX_RATE_WAIT_MS",
+        "GATE_GITHUB_DEADLINE_MS",
         "GITHUB_STEP_SUMMARY",
         "GITHUB_EVENT_NAME",
     ] {
