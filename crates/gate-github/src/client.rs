@@ -619,6 +619,31 @@ mod tests {
     }
 
     #[test]
+    fn a_spent_deadline_stops_the_next_call_before_it_is_sent() {
+        let settings = Settings {
+            api_url: "http://127.0.0.1:1".into(),
+            token: None,
+            timeout: Duration::from_secs(5),
+            attempts: 3,
+            backoff: Duration::from_millis(1),
+            max_rate_wait: Duration::from_secs(1),
+            deadline: Duration::ZERO,
+        };
+        let e = block_on(async {
+            let client = Client::new(settings).unwrap();
+            client
+                .get::<Value>(Call::ReadPull, "/repos/o/r/pulls/1")
+                .await
+                .unwrap_err()
+        });
+        assert_eq!(
+            e.to_string(),
+            "gate's GitHub work ran past its deadline of 0 s while it tried to read the pull request (GET /repos/o/r/pulls/1)"
+        );
+        assert!(e.hint().contains("GATE_GITHUB_DEADLINE_MS"), "{}", e.hint());
+    }
+
+    #[test]
     fn rate_limits_wait_as_github_documents() {
         let secs = |d: Option<Duration>| d.map(|d| d.as_secs());
         // Secondary: retry-after when given, else at least a minute.
