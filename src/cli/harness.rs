@@ -78,18 +78,16 @@ impl Loaded {
 /// binary, builds the harness and has it resolve the spec's workloads (it
 /// knows kinds this binary does not); else resolves them against `app`.
 pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, CliError> {
-    // The file is read once. A spec with errors is parsed again with its
-    // workloads checked, so every error comes out in one go.
+    // The file is read and parsed once. Only a spec with errors is parsed
+    // again, with its workloads checked, so every error comes out in one go.
     let bytes = crate::budget::read(path)?;
-    let spec = match crate::budget::parse_bytes(path, &bytes) {
-        Ok(spec) => spec,
-        Err(plain) => {
-            let all = crate::runner::parse_bytes(path, &bytes, &app.registry)
-                .err()
-                .unwrap_or(plain);
-            return Err(crate::budget::SpecError::from(all).into());
-        }
+    let checked = |plain| -> CliError {
+        let all = crate::runner::parse_bytes(path, &bytes, &app.registry)
+            .err()
+            .unwrap_or(plain);
+        crate::budget::SpecError::from(all).into()
     };
+    let spec = crate::budget::parse_bytes(path, &bytes).map_err(checked)?;
     if let Some(h) = &spec.harness {
         if !app.is(h) {
             let (exe, copy) = private_copy(&build(&spec, h, backend)?)?;
@@ -105,8 +103,10 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, 
             });
         }
     }
-    let (spec, workloads) =
-        crate::runner::parse_bytes(path, &bytes, &app.registry).map_err(crate::budget::SpecError::from)?;
+    // The spec is valid: its workloads are built from it, not from a second
+    // parse of the file (#28 item 12). Only when one fails is it parsed
+    // again, for the errors as above (a variant not repeating its component's).
+    let workloads = crate::runner::resolve(&spec, &app.registry).map_err(checked)?;
     Ok(Loaded {
         spec: Box::new(spec),
         source: Source::Here(workloads),

@@ -3,6 +3,8 @@
 //! Those only a CUDA run measures are refused where the backend is known
 //! to be the CPU (see [`cuda_only`]).
 
+use std::collections::HashSet;
+
 use super::yaml::Pos;
 use super::{Diagnostic, Diagnostics, Spec};
 use crate::metric::Metric;
@@ -10,14 +12,19 @@ use crate::metric::Metric;
 /// Position, message and hint of each budget in `spec` no run can measure.
 pub(super) fn unmeasurable(spec: &Spec) -> Vec<(Pos, String, String)> {
     let mut out = Vec::new();
+    // Every name some variant refers to, found once: asking each component
+    // "has anyone a reference to me?" by a scan was quadratic (#28 item 12).
+    let referenced: HashSet<&str> = spec
+        .components
+        .iter()
+        .inspect(|_| looked())
+        .filter_map(|o| o.reference.as_deref())
+        .collect();
     for c in &spec.components {
+        looked();
         // A ratio compares a variant with its reference; a component with
         // neither a reference nor variants has nothing to compare with.
-        let has_variants = spec
-            .components
-            .iter()
-            .any(|o| o.reference.as_deref() == Some(c.name.as_str()));
-        if c.reference.is_some() || has_variants {
+        if c.reference.is_some() || referenced.contains(c.name.as_str()) {
             continue;
         }
         for b in c
@@ -111,4 +118,51 @@ pub fn cuda_only(spec: &Spec, selected: &dyn Fn(&str) -> bool, on_cpu: bool) -> 
         });
     }
     Diagnostics(out)
+}
+
+/// Counts each look at a component in [`unmeasurable`], so a test can hold
+/// it linear without timing anything.
+#[cfg(test)]
+fn looked() {
+    tests::LOOKS.with(|n| n.set(n.get() + 1));
+}
+#[cfg(not(test))]
+fn looked() {}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::path::Path;
+
+    thread_local! {
+        pub(super) static LOOKS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    /// `n` components, each with one variant.
+    fn spec(n: usize) -> super::Spec {
+        let mut s =
+            String::from("version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n");
+        for i in 0..n {
+            s.push_str(&format!(
+                "  m{i}:\n    workload: mlp\n    variants:\n      half: {{ batch_size: 8 }}\n    budgets:\n      params: < 1 MiB\n"
+            ));
+        }
+        crate::budget::parse(Path::new("budgets.yaml"), &s).unwrap()
+    }
+
+    /// Each component is looked at a fixed number of times, whatever their
+    /// number: asking every component about every other one was quadratic
+    /// (50,000 components took 22 s in `gate validate`, #28 item 12).
+    #[test]
+    fn unmeasurable_looks_at_each_component_a_fixed_number_of_times() {
+        for n in [10, 1_000, 4_000] {
+            let spec = spec(n);
+            let components = spec.components.len();
+            assert_eq!(components, 2 * n, "each component and its variant");
+            LOOKS.with(|l| l.set(0));
+            assert!(super::unmeasurable(&spec).is_empty());
+            let looks = LOOKS.with(|l| l.get());
+            assert_eq!(looks, 2 * components, "{n} components: {looks} looks");
+        }
+    }
 }

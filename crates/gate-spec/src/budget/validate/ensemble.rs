@@ -39,6 +39,8 @@ pub(super) fn validate_ensemble(cx: &mut Ctx, node: &Node, top: &[(String, Pos, 
 /// `members:`, each a component of this spec, listed once.
 fn members(cx: &mut Ctx, node: &Node, entries: &[(String, Pos, Node)], declared: &BTreeSet<&str>) -> Vec<String> {
     let mut members: Vec<String> = Vec::new();
+    // What is listed so far, in a set: a long list stays linear.
+    let mut listed: BTreeSet<&str> = BTreeSet::new();
     let items = match find(entries, "members") {
         Some(Node::Seq { items, pos }) => {
             if items.is_empty() {
@@ -72,7 +74,7 @@ fn members(cx: &mut Ctx, node: &Node, entries: &[(String, Pos, Node)], declared:
             let known: Vec<&str> = declared.iter().copied().collect();
             let hint = suggest(m, &known, "components", "members must be components of this spec");
             cx.err(item.pos(), format!("ensemble member `{m}` is not a component"), hint);
-        } else if members.iter().any(|x| x == m) {
+        } else if !listed.insert(m) {
             cx.err(
                 item.pos(),
                 format!("ensemble member `{m}` is listed twice"),

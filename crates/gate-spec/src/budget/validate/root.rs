@@ -1,6 +1,7 @@
 //! The whole spec: its top-level keys, each part validated in turn, and
 //! every problem found, sorted by position.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use super::component::validate_component;
@@ -125,18 +126,21 @@ fn components(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)], defaults: 
 /// spec's others. A variant shares its component's config: when the
 /// component's fails, the variant's would only repeat it.
 fn check_workloads(cx: &mut Ctx, components: &[Component], check: &dyn WorkloadCheck, has_harness: bool) {
-    let mut failed: Vec<&str> = Vec::new();
+    // Sets, not scans of the lists so far: a spec of many broken components
+    // stays linear (#28 item 12).
+    let mut failed: HashSet<&str> = HashSet::new();
+    let mut said: HashSet<(Pos, String)> = cx.diags.iter().map(|d| (d.pos, d.message.clone())).collect();
     for c in components {
         let base = c.name.split('@').next().unwrap_or(&c.name);
-        if c.name.contains('@') && failed.contains(&base) {
+        if c.name.contains('@') && failed.contains(base) {
             continue;
         }
         let problems = check.check(c, has_harness);
         if !problems.is_empty() && !c.name.contains('@') {
-            failed.push(base);
+            failed.insert(base);
         }
         for (pos, message, hint) in problems {
-            if !cx.diags.iter().any(|d| d.pos == pos && d.message == message) {
+            if said.insert((pos, message.clone())) {
                 cx.err(pos, message, hint);
             }
         }
