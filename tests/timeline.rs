@@ -326,3 +326,48 @@ components:
     assert_eq!(training, metric(&r, "deep", "training_peak"));
     assert_eq!(inference, metric(&r, "deep", "inference_peak"));
 }
+
+/// A report from an artifact may hold any number of samples; 60,000 of
+/// them (1.9 MB) took the comment's compact timeline a minute, since each
+/// sample's phase replayed the samples before it (#28 item 13). What is
+/// read is cut at what the recorder keeps, and each point's phase is the
+/// one `phase_of` names.
+#[test]
+fn a_timeline_read_keeps_at_most_what_is_recorded_and_compacts_by_phase() {
+    use gate::__private::render::timeline::phase_of;
+    let mut samples = vec![serde_json::json!("0 0 0 phase:forward")];
+    samples.extend((1..60_000u64).map(|i| {
+        let event = match i % 700 {
+            0 => "phase:backward".to_string(),
+            350 => "phase:optimizer".to_string(),
+            _ => format!("enter:b{}", i % 7),
+        };
+        serde_json::json!(format!("{i} {} {} {event}", i * 8, i * 16))
+    }));
+    let t: Timeline = serde_json::from_value(serde_json::json!({
+        "source": "cpu", "base_bytes": 0, "samples": samples, "peak": null
+    }))
+    .unwrap();
+    assert_eq!(t.samples.len(), MAX_SAMPLES, "cut at the recorder's bound");
+    assert_eq!(
+        t.samples[MAX_SAMPLES - 1].t_us,
+        MAX_SAMPLES as u64 - 1,
+        "the first ones kept"
+    );
+    let points = compact(&t, 40);
+    assert_eq!(points.len(), 40);
+    assert_eq!(
+        points.iter().map(|p| p.bytes).max(),
+        t.samples.iter().map(|s| s.peak).max(),
+        "the peak is a point"
+    );
+    // Every run's initial is the phase `phase_of` gives its samples.
+    let initials: std::collections::BTreeSet<char> = points.iter().filter_map(|p| p.label.chars().next()).collect();
+    let expected: std::collections::BTreeSet<char> = (0..t.samples.len())
+        .filter_map(|i| phase_of(&t, i).and_then(|p| p.chars().next()))
+        .collect();
+    assert_eq!(initials, expected);
+    // Written out and read back, it compacts the same.
+    let again: Timeline = serde_json::from_value(serde_json::to_value(&t).unwrap()).unwrap();
+    assert_eq!(compact(&again, 40), points);
+}

@@ -77,7 +77,8 @@ impl Sampler {
 
     pub fn with_capacity(samples: usize) -> Self {
         Sampler {
-            samples: Vec::with_capacity(samples.max(RESERVED + 1)),
+            // Never more than MAX_SAMPLES: readers cut a report's timeline there.
+            samples: Vec::with_capacity(samples.clamp(RESERVED + 1, MAX_SAMPLES)),
             names: String::with_capacity(NAME_BYTES),
             spans: Vec::with_capacity(MAX_NAMES),
             ..Default::default()
@@ -106,7 +107,8 @@ impl Sampler {
 
     fn push(&mut self, kind: Kind, name: &str, live: u64, peak_now: u64) {
         self.pending_peak = self.pending_peak.max(peak_now);
-        let room = self.samples.capacity();
+        // The allocator may give more room than asked for; MAX_SAMPLES still holds.
+        let room = self.samples.capacity().min(MAX_SAMPLES);
         let limit = match kind {
             Kind::Enter | Kind::Exit => room - RESERVED,
             Kind::Phase | Kind::End => room,
@@ -325,11 +327,38 @@ pub struct Timeline {
     /// The live bytes (absolute) that the samples are measured from: the
     /// profile's baseline after warm-up, the same as `training_peak`'s.
     pub base_bytes: u64,
+    /// At most [`MAX_SAMPLES`], also when read: a report from an artifact
+    /// may hold any number, and the recorder never keeps more.
+    #[serde(deserialize_with = "at_most_max_samples")]
     pub samples: Vec<Sample>,
     /// Scope boundaries not stored because the bound was reached.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped: u64,
     pub peak: Option<TimelinePeak>,
+}
+
+/// The first [`MAX_SAMPLES`] samples of a list; the rest are skipped
+/// unread (#28 item 13: 60,000 samples in a report took the comment a minute).
+fn at_most_max_samples<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Sample>, D::Error> {
+    struct Capped;
+    impl<'de> serde::de::Visitor<'de> for Capped {
+        type Value = Vec<Sample>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a list of timeline samples")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Sample>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX_SAMPLES));
+            while out.len() < MAX_SAMPLES {
+                match seq.next_element()? {
+                    Some(s) => out.push(s),
+                    None => return Ok(out),
+                }
+            }
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Capped)
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -378,10 +378,13 @@ pub struct Point {
 pub fn compact(t: &Timeline, max: usize) -> Vec<Point> {
     let n = t.samples.len();
     let max = max.max(1);
+    // Each sample's phase in one pass: asking `phase_of` for each sample
+    // replayed the samples before it, quadratic in an artifact's samples
+    // (#28 item 13).
+    let phases = phase_by_sample(t);
     // Runs of consecutive samples measured in the same phase.
-    let mut runs: Vec<(Option<String>, usize, usize)> = Vec::new();
-    for i in 0..n {
-        let p = phase_of(t, i);
+    let mut runs: Vec<(Option<&str>, usize, usize)> = Vec::new();
+    for (i, &p) in phases.iter().enumerate() {
         match runs.last_mut() {
             Some((q, _, end)) if *q == p => *end = i + 1,
             _ => runs.push((p, i, i + 1)),
@@ -413,7 +416,7 @@ pub fn compact(t: &Timeline, max: usize) -> Vec<Point> {
             let Some(i) = (x..y).max_by(|&p, &q| t.samples[p].peak.cmp(&t.samples[q].peak).then(q.cmp(&p))) else {
                 continue;
             };
-            let initial = phase_of(t, i).and_then(|p| p.chars().next()).unwrap_or('x');
+            let initial = phases[i].and_then(|p| p.chars().next()).unwrap_or('x');
             out.push(Point {
                 label: format!("{initial}{}", out.len() + 1),
                 bytes: t.samples[i].peak,
@@ -421,6 +424,28 @@ pub fn compact(t: &Timeline, max: usize) -> Vec<Point> {
         }
     }
     out
+}
+
+/// [`phase_of`] of every sample, in one pass over the samples.
+fn phase_by_sample(t: &Timeline) -> Vec<Option<&str>> {
+    let mut before: Option<&str> = None;
+    t.samples
+        .iter()
+        .map(|s| {
+            let here = match &s.event {
+                Event::Phase(p) => before.or(Some(p.as_str())),
+                _ => before,
+            };
+            // What `Timeline::state_before` tracks of the phase: a mark
+            // opens its phase, a span's end closes it.
+            match &s.event {
+                Event::Phase(p) => before = Some(p),
+                Event::End => before = None,
+                Event::Enter(_) | Event::Exit(_) => {}
+            }
+            here
+        })
+        .collect()
 }
 
 /// The phase the bytes of sample `i` were measured in (the interval before

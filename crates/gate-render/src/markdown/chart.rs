@@ -119,9 +119,10 @@ pub fn timeline_chart(name: &str, c: &ComponentReport, run: Option<&str>) -> Str
         .map(|p| format!("{:.2}", p.bytes as f64 / scale))
         .collect();
     let mut phases: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (p, _, _) in t.phases() {
         let key = format!("{} {}", p.chars().next().unwrap_or('x'), super::escape(&p));
-        if !phases.contains(&key) {
+        if seen.insert(key.clone()) {
             phases.push(key);
         }
     }
