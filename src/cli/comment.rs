@@ -39,12 +39,15 @@ pub struct CommentArgs {
     pub acknowledge_label: String,
 }
 
+/// The most bytes of `pr.json` read (it holds a number, a repository and a branch).
+pub(super) const PR_JSON_BYTES: u64 = 64 << 10;
+
 /// Reads DIR/report.json; a missing or bad one is bad input.
 pub(super) fn read_report(dir: &Path) -> Result<Report, CliError> {
     let path = dir.join("report.json");
     // Scrubbed: what is posted or published from it is public, and the
     // folder may come from elsewhere (an artifact).
-    crate::report::baseline::load_file(&path)
+    crate::report::baseline::load_found(&path)
         .map(super::output::scrub)
         .map_err(|e| CliError::Usage {
             message: e.to_string().replacen("the baseline ", "", 1),
@@ -61,7 +64,7 @@ pub(super) fn read_baseline(dir: &Path) -> Option<Report> {
     if !path.exists() {
         return None;
     }
-    match crate::report::baseline::load_file(&path) {
+    match crate::report::baseline::load_found(&path) {
         Ok(r) => Some(super::output::scrub(r)),
         Err(e) => {
             eprintln!("warning: {e}; the comment has no diff");
@@ -85,19 +88,19 @@ fn github_error(e: GithubError, from: &Path) -> CliError {
 /// an artifact, so it is checked, and a bad one is a warning.
 pub(super) fn read_history(dir: &Path) -> Vec<crate::report::history::Series> {
     let path = dir.join("history.json");
-    let Ok(file) = std::fs::File::open(&path) else {
-        return Vec::new();
-    };
-    // Read one byte past the bound so an oversized file is refused, not cut.
-    let mut text = String::new();
-    let limit = crate::report::history::MAX_BYTES as u64 + 1;
-    if let Err(e) = std::io::Read::read_to_string(&mut std::io::Read::take(file, limit), &mut text) {
-        eprintln!(
-            "warning: cannot read {}: {e}; the comment has no history",
-            path.display()
-        );
+    if std::fs::symlink_metadata(&path).is_err() {
         return Vec::new();
     }
+    let text = match crate::report::input::read_regular(&path, crate::report::history::MAX_BYTES as u64) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!(
+                "warning: cannot read {}: {e}; the comment has no history",
+                path.display()
+            );
+            return Vec::new();
+        }
+    };
     match crate::report::history::parse(&text) {
         Ok(h) => h.series,
         Err(e) => {
@@ -319,7 +322,7 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
 /// `workflow_run`) the artifact's pr.json, with the run's head to check it
 /// against; `None` when there is none.
 fn target_pr(args: &CommentArgs, event: &Event) -> Option<(u64, Option<comment::RunHead>)> {
-    let stored: Option<PullRequest> = std::fs::read_to_string(args.from.join("pr.json"))
+    let stored: Option<PullRequest> = crate::report::input::read_regular(&args.from.join("pr.json"), PR_JSON_BYTES)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     match (&args.pr, event, &stored) {

@@ -200,7 +200,7 @@ fn from_folder(dir: &Path) -> Result<Vec<(Report, usize)>, CliError> {
     files.sort();
     let mut out = Vec::new();
     for (i, (_, p)) in files.into_iter().enumerate() {
-        match crate::report::baseline::load_file(&p) {
+        match crate::report::baseline::load_found(&p) {
             Ok(r) => out.push((r, i)),
             Err(e) => eprintln!("warning: skipping {}: {e}", p.display()),
         }

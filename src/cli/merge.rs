@@ -51,8 +51,8 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     // A shard's pr.json tells the comment job which pull request this is.
     let mut extra = Vec::new();
     if let Some(pr) = args.dirs.iter().map(|d| d.join("pr.json")).find(|p| p.exists()) {
-        if let Ok(bytes) = std::fs::read(pr) {
-            extra.push(("pr.json", bytes));
+        if let Ok(text) = crate::report::input::read_regular(&pr, super::comment::PR_JSON_BYTES) {
+            extra.push(("pr.json", text.into_bytes()));
         }
     }
     let report = conclude(

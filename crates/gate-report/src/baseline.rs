@@ -73,14 +73,26 @@ pub fn parse(text: &str, origin: &str) -> Result<Report, BaselineError> {
     Ok(report)
 }
 
-/// Reads a report file (`--baseline FILE`).
+/// Reads a report file the user named (`--baseline FILE`): a stream
+/// (`<(git show ...)`) is read as given.
 pub fn load_file(path: &Path) -> Result<Report, BaselineError> {
+    load(path, std::fs::File::open(path))
+}
+
+/// Reads a report gate found in a folder or an artifact (`DIR/report.json`,
+/// `DIR/baseline.json`, a history folder's): only a regular file, see
+/// [`crate::input`].
+pub fn load_found(path: &Path) -> Result<Report, BaselineError> {
+    load(path, crate::input::open_regular(path))
+}
+
+fn load(path: &Path, file: std::io::Result<std::fs::File>) -> Result<Report, BaselineError> {
     let read_err = |source| BaselineError::Read {
         path: path.display().to_string(),
         source,
     };
     let mut text = String::new();
-    let file = std::fs::File::open(path).map_err(read_err)?;
+    let file = file.map_err(read_err)?;
     std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_BASELINE_BYTES + 1), &mut text)
         .map_err(read_err)?;
     if text.len() as u64 > MAX_BASELINE_BYTES {

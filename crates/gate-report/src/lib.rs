@@ -12,6 +12,7 @@ mod assemble;
 pub mod baseline;
 mod compare;
 pub mod history;
+pub mod input;
 pub mod interval;
 pub mod merge;
 mod model;
