@@ -1551,6 +1551,11 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
     }
     // Not a report: skipped, with a warning.
     fake.store_file(&format!("reports/{}.json", chain[20]), "{\"schema\": 1}");
+    // A report whose commit is not a SHA: left out of history.json with a
+    // warning, so the comment job does not refuse the file (#28 item 17).
+    let mut odd = seed_report.clone();
+    odd["commit"] = json!("refs/heads/main");
+    fake.store_file(&format!("reports/{}.json", chain[12]), &odd.to_string());
 
     let ev = pr_event(tmp.path(), 40, &chain[0], &sha(0xbeef));
     let out = tmp.path().join("out");
@@ -1605,8 +1610,15 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         "{}",
         output_text(&o)
     );
+    assert!(
+        output_text(&o).contains(
+            "warning: a stored report's commit \"refs/heads/main\" is not a SHA: it is left out of the history"
+        ),
+        "{}",
+        output_text(&o)
+    );
     // Bounded: one listing for the baseline, one for the history, one read per stored report.
-    assert!(fake.count("GET", "/contents/reports") <= 2 + 5, "{:?}", fake.log());
+    assert!(fake.count("GET", "/contents/reports") <= 2 + 6, "{:?}", fake.log());
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
     let section = &md[md.find("#### History on the target branch").expect("a history section")..];
     assert!(
@@ -1625,7 +1637,8 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
     let body = fake.comments(40)[0].body.clone();
     assert!(body.contains("#### History on the target branch"), "{body}");
 
-    // A forged history is refused with a warning, not rendered.
+    // A forged point is left out with a warning; the rest of the history
+    // is still shown (#28 item 17).
     let forged = std::fs::read_to_string(out.join("history.json"))
         .unwrap()
         .replacen(&chain[25], "<img src=x>", 1);
@@ -1638,10 +1651,13 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(
-        output_text(&o).contains("warning: history.json: a commit is not a SHA; the comment has no history"),
+        output_text(&o).contains("warning: history.json: mlp.params: 1 point(s) left out (a commit that is not a SHA"),
         "{}",
         output_text(&o)
     );
-    assert!(!fake.comments(40)[0].body.contains("#### History"));
+    let body = &fake.comments(40)[0].body;
+    assert!(body.contains("#### History on the target branch"), "{body}");
+    assert!(!body.contains("img src") && !body.contains(&chain[25][..10]), "{body}");
+    assert!(body.contains(&chain[15][..10]), "{body}");
     assert_no_token(&o, &out);
 }

@@ -363,6 +363,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         add(&mut set, name, bytes)?;
     }
     let history = report::history::series(&report, &c.stored);
+    history.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
     if history.series.is_empty() {
         set.remove("history.json");
     } else {

@@ -102,7 +102,10 @@ pub(super) fn read_history(dir: &Path) -> Vec<crate::report::history::Series> {
         }
     };
     match crate::report::history::parse(&text) {
-        Ok(h) => h.series,
+        Ok(h) => {
+            h.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+            h.series
+        }
         Err(e) => {
             eprintln!("warning: {e}; the comment has no history");
             Vec::new()

@@ -25,6 +25,16 @@ pub const MAX_BYTES: usize = 1 << 20;
 pub struct History {
     pub schema: u32,
     pub series: Vec<Series>,
+    /// The entries left out, each said once: a stored report or a point that
+    /// was not fit to show. Never written into `history.json`.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// Whether `commit` is written as a commit SHA (7 to 64 hex digits): the
+/// comment links it, so nothing else may pass for one.
+pub fn is_sha(commit: &str) -> bool {
+    (7..=64).contains(&commit.len()) && commit.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 /// One budget over time.
@@ -52,8 +62,25 @@ pub struct Point {
 /// over `stored` (newest first, as the store walk finds them). Reports from
 /// another testbed are left out: their figures are not comparable.
 pub fn series(report: &Report, stored: &[Report]) -> History {
+    // A stored report whose commit is not a SHA is left out here, at the
+    // writer, with a warning: written, it made every reader refuse the
+    // whole file (#28 item 17).
+    let mut warnings = Vec::new();
     let comparable: Vec<&Report> = stored
         .iter()
+        .filter(|s| match s.commit.as_deref() {
+            Some(c) if is_sha(c) => true,
+            c => {
+                warnings.push(format!(
+                    "a stored report's commit {} is not a SHA: it is left out of the history",
+                    c.map_or("(none)".to_string(), |c| format!(
+                        "{:?}",
+                        c.chars().take(80).collect::<String>()
+                    ))
+                ));
+                false
+            }
+        })
         .filter(|s| super::baseline::comparable(&report.testbed, &s.testbed))
         .take(MAX_POINTS - 1)
         .collect();
@@ -97,47 +124,59 @@ pub fn series(report: &Report, stored: &[Report]) -> History {
         })
         .take(MAX_SERIES)
         .collect();
-    History { schema: SCHEMA, series }
+    History {
+        schema: SCHEMA,
+        series,
+        warnings,
+    }
 }
 
-/// Parses `history.json` from an artifact: the schema, the bounds, hex
-/// commits and finite figures, or an error that says what is wrong.
+/// Parses `history.json` from an artifact. What makes the whole file
+/// unusable (not JSON, another schema, over [`MAX_BYTES`]) is an error; a
+/// bad entry (a commit that is not a SHA, a figure that is not finite, a
+/// series or point past the bounds) is left out with a warning in
+/// [`History::warnings`], and the rest is shown.
 pub fn parse(text: &str) -> Result<History, String> {
     if text.len() > MAX_BYTES {
         return Err(format!("history.json is over {MAX_BYTES} bytes"));
     }
-    let h: History = serde_json::from_str(text).map_err(|e| format!("history.json is not a history: {e}"))?;
+    let mut h: History = serde_json::from_str(text).map_err(|e| format!("history.json is not a history: {e}"))?;
     if h.schema != SCHEMA {
         return Err(format!(
             "history.json has schema {}, this gate reads {SCHEMA}",
             h.schema
         ));
     }
+    let mut warnings = Vec::new();
     if h.series.len() > MAX_SERIES {
-        return Err(format!(
-            "history.json has {} series, at most {MAX_SERIES}",
+        warnings.push(format!(
+            "history.json has {} series, at most {MAX_SERIES}: the rest are left out",
             h.series.len()
         ));
+        h.series.truncate(MAX_SERIES);
     }
-    for s in &h.series {
-        if s.points.is_empty() || s.points.len() > MAX_POINTS {
-            return Err(format!(
-                "history.json: {}.{} has {} points, 1 to {MAX_POINTS}",
-                s.component,
-                s.metric,
-                s.points.len()
+    for s in &mut h.series {
+        let whose = format!("history.json: {}.{}", s.component, s.metric);
+        let before = s.points.len();
+        s.points.retain(|p| {
+            p.commit.as_deref().is_none_or(is_sha) && p.limit.is_finite() && p.value.is_none_or(f64::is_finite)
+        });
+        if s.points.len() < before {
+            warnings.push(format!(
+                "{whose}: {} point(s) left out (a commit that is not a SHA, or a figure that is not finite)",
+                before - s.points.len()
             ));
         }
-        for p in &s.points {
-            let hex = |c: &str| (7..=64).contains(&c.len()) && c.chars().all(|x| x.is_ascii_hexdigit());
-            if p.commit.as_deref().is_some_and(|c| !hex(c)) {
-                return Err("history.json: a commit is not a SHA".into());
-            }
-            if !p.limit.is_finite() || p.value.is_some_and(|v| !v.is_finite()) {
-                return Err("history.json: a figure is not finite".into());
-            }
+        if s.points.len() > MAX_POINTS {
+            warnings.push(format!(
+                "{whose} has {} points, at most {MAX_POINTS}: the oldest are left out",
+                s.points.len()
+            ));
+            s.points.drain(..s.points.len() - MAX_POINTS);
         }
     }
+    h.series.retain(|s| !s.points.is_empty());
+    h.warnings = warnings;
     Ok(h)
 }
 
@@ -200,14 +239,44 @@ mod tests {
         // Round trip through history.json, and what an artifact may not carry.
         let text = serde_json::to_string(&h).unwrap();
         assert_eq!(parse(&text), Ok(h.clone()));
+        // A bad point is left out, not the whole file.
+        let bad = parse(&text.replace("aaaaaaaa", "javascript:x")).unwrap();
+        assert_eq!(bad.series[0].points, h.series[0].points[1..]);
         assert_eq!(
-            parse(&text.replace("aaaaaaaa", "javascript:x")),
-            Err("history.json: a commit is not a SHA".into())
+            bad.warnings,
+            ["history.json: m.params: 1 point(s) left out (a commit that is not a SHA, or a figure that is not finite)"]
         );
         assert_eq!(
             parse(&text.replace("\"schema\":1", "\"schema\":2")),
             Err("history.json has schema 2, this gate reads 1".into())
         );
         assert!(series(&now, &[]).series.is_empty(), "no stored report, no history");
+    }
+
+    /// A stored report whose commit is not a SHA is dropped at the writer,
+    /// with a warning; the others still make the history (#28 item 17).
+    #[test]
+    fn a_stored_report_without_a_sha_is_left_out_with_a_warning() {
+        let now = report(None, "cpu", &[("params", 90.0, Status::Regressed)]);
+        let stored = [
+            report(Some("cccccccc"), "cpu", &[("params", 80.0, Status::Pass)]),
+            report(Some("main"), "cpu", &[("params", 75.0, Status::Pass)]),
+            report(None, "cpu", &[("params", 72.0, Status::Pass)]),
+            report(Some("aaaaaaaa"), "cpu", &[("params", 70.0, Status::Pass)]),
+        ];
+        let h = series(&now, &stored);
+        let commits: Vec<Option<&str>> = h.series[0].points.iter().map(|p| p.commit.as_deref()).collect();
+        assert_eq!(commits, [Some("aaaaaaaa"), Some("cccccccc"), None]);
+        assert_eq!(
+            h.warnings,
+            [
+                "a stored report's commit \"main\" is not a SHA: it is left out of the history",
+                "a stored report's commit (none) is not a SHA: it is left out of the history",
+            ]
+        );
+        // What it writes, every reader takes whole.
+        let read = parse(&serde_json::to_string(&h).unwrap()).unwrap();
+        assert_eq!(read.series, h.series);
+        assert!(read.warnings.is_empty());
     }
 }
