@@ -21,6 +21,11 @@ const HORIZONTAL_AFTER: usize = 6;
 const FRONTMATTER: &str =
     "---\nconfig:\n  themeVariables:\n    xyChart:\n      plotColorPalette: \"#0969da, #cf222e\"\n---\n";
 
+/// `text` as a quoted Mermaid string, cleaned by [`mermaid_text`].
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", mermaid_text(text))
+}
+
 /// % of budget used by every upper-bound size or time budget that was measured.
 pub fn budget_chart(report: &Report) -> String {
     let rows: Vec<Row> = view::rows(report)
@@ -113,7 +118,10 @@ pub fn timeline_chart(name: &str, c: &ComponentReport, run: Option<&str>) -> Str
         return String::new();
     };
     let (unit, scale) = timeline::unit_for(max);
-    let labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
+    // Quoted and cleaned like every other text put into Mermaid: a label is
+    // its phase's initial, and a phase may start with `]`, `"` or a backtick
+    // (#28 item 18).
+    let labels: Vec<String> = points.iter().map(|p| quoted(&p.label)).collect();
     let values: Vec<String> = points
         .iter()
         .map(|p| format!("{:.2}", p.bytes as f64 / scale))
