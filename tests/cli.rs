@@ -501,3 +501,49 @@ fn validate_reports_spec_and_config_errors_in_one_go() {
     assert!(e.contains(":7:") && e.contains("unknown metric `activation`"), "{e}");
     assert!(e.contains("the spec has 2 errors"), "{e}");
 }
+
+/// #28 item 16: a built-in's dimension no machine can allocate is a spec
+/// error at its key, with a hint, from `gate validate`; before, `input_dim:
+/// 2^41` passed validation and failed when the model was built.
+#[test]
+fn built_in_dimensions_past_what_can_be_allocated_are_spec_errors_at_their_key() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    let big = 1u64 << 41;
+    let components: Vec<(&str, String)> = vec![
+        ("mlp", format!("input_dim: {big}")),
+        ("dqn", format!("hidden_layers: {big}")),
+        ("ppo", format!("rollout_steps: {big}, minibatch: 8")),
+        ("mamba2", format!("seq_len: {big}")),
+        ("tft", format!("num_layers: {big}")),
+        // Past a 64-bit count: refused the same way, never an overflow.
+        ("mlp", format!("input_dim: {}, hidden_dim: {}", u64::MAX, u64::MAX)),
+    ];
+    let mut yaml = String::from("version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n");
+    for (i, (kind, config)) in components.iter().enumerate() {
+        yaml.push_str(&format!(
+            "  c{i}:\n    workload: {kind}\n    config: {{ {config} }}\n    budgets:\n      params: < 1 MiB\n"
+        ));
+    }
+    std::fs::write(&spec, &yaml).unwrap();
+    let o = gate(&["validate", "--budgets", spec.to_str().unwrap()], &[]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    let at = |line: usize, key: &str| {
+        let col = yaml.lines().nth(line - 1).unwrap().find(key).unwrap() + 1;
+        format!("{}:{line}:{col}: error: ", spec.display())
+    };
+    let expected = [
+        (6, "input_dim", "`input_dim` (2199023255552) × `hidden_dim` (256) is too large to allocate: the first layer's weights would take 4.0 PiB at 8 bytes an element, and gate allows 1.0 TiB (component `c0`)\n  hint: lower `input_dim` (now 2199023255552): the first layer's weights must fit in 1.0 TiB"),
+        (11, "hidden_layers", "`hidden_layers` (2199023255552) × `hidden_dim` (256) × `hidden_dim` (256) is too large to allocate"),
+        (16, "rollout_steps", "`rollout_steps` (2199023255552) × `num_envs` (8) × `obs_dim` (256) is too large to allocate: the rollout's observations"),
+        (21, "seq_len", "`seq_len` (2199023255552) × `d_inner` (256) is too large to allocate: a sequence's inner activations"),
+        (26, "num_layers", "`num_layers` (2199023255552) × `hidden_dim` (64) × `hidden_dim` (64) is too large to allocate: the layers' weights"),
+        (31, "input_dim", "`input_dim` (18446744073709551615) × `hidden_dim` (18446744073709551615) is too large to allocate: the first layer's weights would take more than 16.0 EiB"),
+    ];
+    for (line, key, message) in expected {
+        let want = format!("{}{message}", at(line, key));
+        assert!(stderr.contains(&want), "missing:\n{want}\nin:\n{stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

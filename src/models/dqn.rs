@@ -64,6 +64,14 @@ impl Dqn {
         p.number("huber_delta", c.huber_delta, 1e-6, 1e6);
         p.positive("target_sync", c.target_sync);
         p.number("learning_rate", c.learning_rate, 1e-8, 1.0);
+        // Tensors no machine can hold are spec errors, not failed builds (#28 item 16).
+        let (s, h, l, a) = (c.state_dim, c.hidden_dim, c.hidden_layers, c.num_actions);
+        p.allocatable("the first layer's weights", &[("state_dim", s), ("hidden_dim", h)]);
+        p.allocatable(
+            "the hidden layers' weights",
+            &[("hidden_layers", l), ("hidden_dim", h), ("hidden_dim", h)],
+        );
+        p.allocatable("the last layer's weights", &[("hidden_dim", h), ("num_actions", a)]);
         if c.num_actions < 2 {
             p.error(
                 "num_actions",

@@ -69,6 +69,16 @@ impl Workload for Mlp {
         p.positive("hidden_dim", c.hidden_dim);
         p.positive("hidden_layers", c.hidden_layers);
         p.positive("output_dim", c.output_dim);
+        // Every tensor the config sizes must be one a machine can hold:
+        // `input_dim: 2^41` passed validation and failed at build (#28 item 16).
+        let (i, h, l, o) = (c.input_dim, c.hidden_dim, c.hidden_layers, c.output_dim);
+        p.allocatable("the first layer's weights", &[("input_dim", i), ("hidden_dim", h)]);
+        p.allocatable(
+            "the hidden layers' weights",
+            &[("hidden_layers", l), ("hidden_dim", h), ("hidden_dim", h)],
+        );
+        p.allocatable("the last layer's weights", &[("hidden_dim", h), ("output_dim", o)]);
+        p.allocatable("the target map", &[("input_dim", i), ("output_dim", o)]);
         p.finish(c)
     }
 

@@ -86,6 +86,20 @@ impl Ppo {
         p.number("value_coef", c.value_coef, 0.0, 1e3);
         p.number("entropy_coef", c.entropy_coef, 0.0, 1e3);
         p.number("learning_rate", c.learning_rate, 1e-8, 1.0);
+        // Tensors no machine can hold are spec errors, not failed builds (#28 item 16).
+        let (o, h, l, a) = (c.obs_dim, c.hidden_dim, c.hidden_layers, c.num_actions);
+        let (t, e) = (c.rollout_steps, c.num_envs);
+        p.allocatable("the first layer's weights", &[("obs_dim", o), ("hidden_dim", h)]);
+        p.allocatable(
+            "the hidden layers' weights",
+            &[("hidden_layers", l), ("hidden_dim", h), ("hidden_dim", h)],
+        );
+        p.allocatable("the actor's last weights", &[("hidden_dim", h), ("num_actions", a)]);
+        p.allocatable("the reward map", &[("obs_dim", o), ("num_actions", a)]);
+        p.allocatable(
+            "the rollout's observations",
+            &[("rollout_steps", t), ("num_envs", e), ("obs_dim", o)],
+        );
         let samples = c.rollout_steps.saturating_mul(c.num_envs);
         if c.minibatch > samples {
             p.error(

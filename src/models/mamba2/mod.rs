@@ -81,6 +81,32 @@ impl Mamba2 {
         p.positive("seq_len", c.seq_len);
         p.positive("output_dim", c.output_dim);
         p.number("learning_rate", c.learning_rate, 1e-8, 1.0);
+        // Tensors no machine can hold are spec errors, not failed builds
+        // (#28 item 16); the input projection is wider than d_inner and
+        // d_state each, so these bound it from below.
+        let (d, e, n) = (c.d_model, c.d_inner, c.d_state);
+        p.allocatable("the input's projection", &[("input_dim", c.input_dim), ("d_model", d)]);
+        p.allocatable(
+            "the blocks' projections",
+            &[("n_layers", c.n_layers), ("d_model", d), ("d_inner", e)],
+        );
+        p.allocatable(
+            "the blocks' state projections",
+            &[("n_layers", c.n_layers), ("d_model", d), ("d_state", n)],
+        );
+        p.allocatable("the convolution", &[("d_inner", e), ("d_conv", c.d_conv)]);
+        p.allocatable(
+            "a sequence's inner activations",
+            &[("seq_len", c.seq_len), ("d_inner", e)],
+        );
+        p.allocatable(
+            "a chunk's states",
+            &[("chunk_size", c.chunk_size), ("d_inner", e), ("d_state", n)],
+        );
+        p.allocatable(
+            "the output's projection",
+            &[("d_model", d), ("output_dim", c.output_dim)],
+        );
         if !c.d_inner.is_multiple_of(c.head_dim) {
             p.error(
                 "head_dim",

@@ -115,7 +115,11 @@ impl TftConfig {
         if cfg.num_heads == 0 || cfg.hidden_dim == 0 {
             return Err(p);
         }
-        let features = cfg.num_static_features + cfg.num_known_features + cfg.num_unknown_features;
+        // Saturating: feature counts near usize::MAX must be an error, not an overflow.
+        let features = cfg
+            .num_static_features
+            .saturating_add(cfg.num_known_features)
+            .saturating_add(cfg.num_unknown_features);
         if cfg.input_dim != features {
             p.error(
                 "input_dim",
@@ -140,6 +144,41 @@ impl TftConfig {
                 "each head gets hidden_dim / num_heads features; pick a divisor such as 1, 2 or 4",
             );
         }
+        // Tensors no machine can hold are spec errors, not failed builds
+        // (#28 item 16): a network per input variable, the layers, the
+        // attention over the whole window, the quantile outputs.
+        let (h, t) = (
+            cfg.hidden_dim,
+            cfg.sequence_length.saturating_add(cfg.prediction_horizon),
+        );
+        p.allocatable(
+            "the variable selection networks",
+            &[("input_dim", cfg.input_dim), ("hidden_dim", h), ("hidden_dim", h)],
+        );
+        p.allocatable(
+            "the layers' weights",
+            &[("num_layers", cfg.num_layers), ("hidden_dim", h), ("hidden_dim", h)],
+        );
+        p.allocatable(
+            "the attention scores",
+            &[
+                ("sequence_length", t),
+                ("sequence_length", t),
+                ("num_heads", cfg.num_heads),
+            ],
+        );
+        p.allocatable(
+            "the prescaling",
+            &[("input_dim", cfg.input_dim), ("prescale_dim", cfg.prescale_dim)],
+        );
+        p.allocatable(
+            "the quantile outputs",
+            &[
+                ("prediction_horizon", cfg.prediction_horizon),
+                ("hidden_dim", h),
+                ("num_quantiles", cfg.num_quantiles),
+            ],
+        );
         p.finish(cfg)
     }
 
