@@ -376,7 +376,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
 
     // anstream decides: a terminal, and neither NO_COLOR nor TERM=dumb (CLICOLOR_FORCE forces it).
     let color = anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never;
-    print!("{}", guard_commands(crate::render::table::render(&report, color)));
+    print!("{}", crate::render::table::render(&report, color));
     after_write(&report);
     Ok(Some(report))
 }
@@ -545,8 +545,8 @@ pub(super) fn write_github_outputs(
             eprintln!("warning: cannot write the step summary: {e}");
         }
     }
-    if crate::github::context::in_actions() {
-        print!("{}", crate::render::annotations::render(report));
+    if super::actions::active() {
+        super::actions::commands(&crate::render::annotations::render(report));
     }
     Ok(())
 }
@@ -601,21 +601,4 @@ pub(super) fn add(set: &mut OutputSet, name: &str, bytes: &[u8]) -> Result<(), C
 pub(super) fn commit_set(set: OutputSet) -> Result<(), CliError> {
     let dir = set.dir().to_path_buf();
     set.commit().map_err(|e| write_error(&dir, e))
-}
-
-/// In GitHub Actions, stdout is parsed for workflow commands: wrap text that
-/// carries names from the spec in `::stop-commands::` so no line of it can
-/// act as one (the annotations are printed outside).
-pub(super) fn guard_commands(text: String) -> String {
-    if !crate::github::context::in_actions() {
-        return text;
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let token = format!(
-        "gate-{:016x}",
-        crate::hash::fnv1a(&format!("{nanos}-{}", std::process::id()))
-    );
-    format!("::stop-commands::{token}\n{text}::{token}::\n")
 }

@@ -5,6 +5,7 @@
 // ones every subcommand below uses.
 #[macro_use]
 mod output;
+mod actions;
 mod baseline;
 mod check;
 mod comment;
@@ -148,6 +149,18 @@ impl CliError {
 
 /// Runs the parsed command and returns the process exit.
 pub fn run(cli: Cli, app: &App) -> Exit {
+    // In GitHub Actions, the workflow-command guard, closed at exit however
+    // the process ends (cli/actions.rs). Not for the commands whose stdout
+    // is a file's content.
+    if !matches!(cli.command, Command::Completions(_) | Command::Man(_)) {
+        actions::open();
+    }
+    let exit = run_command(cli, app);
+    actions::close();
+    exit
+}
+
+fn run_command(cli: Cli, app: &App) -> Exit {
     // SIGINT/SIGTERM: exit 130 promptly in every phase (see forward_signals).
     // A profile child (`crate::child`) never gets here: it is stopped by its
     // parent and keeps the default.
@@ -197,13 +210,20 @@ pub fn main_with(args: Vec<std::ffi::OsString>, app: &App) -> Exit {
             // clap repeats a value it refuses, which may be the token.
             let text = e.render().to_string();
             let shown = output::redacted(&text);
-            if shown == text {
+            // An error (not --help or --version) is guarded like any command.
+            if e.use_stderr() {
+                actions::open();
+            }
+            // In Actions every line goes through `eprint!`/`print!`, which
+            // make it inert as a workflow command (an argument may be hostile).
+            if shown == text && !actions::active() {
                 let _ = e.print();
             } else if e.use_stderr() {
                 eprint!("{shown}");
             } else {
                 print!("{shown}");
             }
+            actions::close();
             return if e.use_stderr() { Exit::BadInput } else { Exit::Pass };
         }
     };

@@ -1,7 +1,9 @@
 //! Writing output files atomically: a temp file in the same folder, then a
 //! rename, so a killed run leaves the old file or the new one, never a torn one.
 //! Everything the subcommands print (`print!`, `eprint!` and their `ln`
-//! forms below) or write here has the token redacted first (#15).
+//! forms below) or write here has the token redacted first (#15); what
+//! they print is also made inert as workflow commands in GitHub Actions
+//! (cli/actions.rs).
 //!
 //! The temp file is `.NAME.tmp.PID.RANDOM` (hidden, next to NAME, created
 //! exclusively). A run killed
@@ -104,24 +106,35 @@ fn redact_bytes<'a>(bytes: &'a [u8], secret: Option<&str>) -> std::borrow::Cow<'
 /// Writes to stdout; a closed or broken pipe (or any other write error) is
 /// ignored: data on stdout is for a reader, and the exit code is the verdict.
 pub fn stdout(args: std::fmt::Arguments) {
+    let text = shown(&args.to_string());
     let mut out = std::io::stdout().lock();
-    let _ = out
-        .write_all(redacted(&args.to_string()).as_bytes())
-        .and_then(|()| out.flush());
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    super::actions::wrote_stdout(text.as_bytes());
 }
 
 /// Writes to stderr, like `stdout`.
 pub fn stderr(args: std::fmt::Arguments) {
+    let text = shown(&args.to_string());
     let mut err = std::io::stderr().lock();
-    let _ = err
-        .write_all(redacted(&args.to_string()).as_bytes())
-        .and_then(|()| err.flush());
+    let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
+}
+
+/// What a line of text is printed as: the token redacted and, in GitHub
+/// Actions, no line of it a workflow command (see cli/actions.rs).
+fn shown(text: &str) -> String {
+    let text = redacted(text);
+    if super::actions::active() {
+        super::actions::inert(&text).into_owned()
+    } else {
+        text
+    }
 }
 
 /// Writes bytes to stdout; a reader that closed the pipe is not an error.
 pub fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
     let bytes = redact_bytes(bytes, secret());
     let mut out = std::io::stdout().lock();
+    super::actions::wrote_stdout(&bytes);
     match out.write_all(&bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r,
