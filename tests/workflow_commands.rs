@@ -9,6 +9,7 @@
 //! own and gate's annotations, and the guard is closed when gate exits.
 
 mod common;
+mod github_fake;
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -318,4 +319,54 @@ fn an_interrupted_run_closes_its_guard() {
     let o = gate.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", common::output_text(&o));
     assert_no_injected_command("interrupted", &o);
+}
+
+/// `gate comment` prints the comment's address as the API gave it: an
+/// `html_url` with a line break starts no command.
+#[test]
+fn the_apis_html_url_starts_no_command() {
+    use github_fake::{Fake, REPO, TOKEN};
+    let fake = Fake::start();
+    fake.state.lock().unwrap().pulls.insert(9, format!("{:040x}", 2));
+    fake.state.lock().unwrap().html_url = Some(format!("https://github.com/{HOSTILE}"));
+    let t = tempfile::tempdir().unwrap();
+    let event = t.path().join("event.json");
+    std::fs::write(
+        &event,
+        serde_json::json!({
+            "number": 9,
+            "pull_request": {
+                "number": 9,
+                "base": { "ref": "main", "sha": format!("{:040x}", 1), "repo": { "full_name": REPO } },
+                "head": { "ref": "feature", "sha": format!("{:040x}", 2), "repo": { "full_name": "fork/repo" } },
+            }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out = t.path().join("out");
+    let gate = || {
+        let mut c = gate_in_actions(Path::new(env!("CARGO_MANIFEST_DIR")));
+        c.env("GITHUB_API_URL", &fake.url)
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("GITHUB_REPOSITORY", REPO)
+            .env("GITHUB_EVENT_PATH", &event)
+            .env("GATE_GITHUB_TIMEOUT_MS", "5000");
+        c
+    };
+    let o = gate()
+        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(out.join("report.json").exists(), "{}", common::output_text(&o));
+    assert_no_injected_command("check", &o);
+    let o = gate().args(["comment", "--from"]).arg(&out).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("INJECTED"),
+        "{}",
+        common::output_text(&o)
+    );
+    assert_no_injected_command("comment: html_url", &o);
 }

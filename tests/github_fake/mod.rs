@@ -155,6 +155,8 @@ pub struct State {
     pub log: Vec<Req>,
     /// The host the comments' `Link` URLs name (default: the one asked).
     pub link_host: Option<String>,
+    /// The `html_url` every comment answer carries (default: GitHub's form).
+    pub html_url: Option<String>,
     blob_counter: u64,
 }
 
@@ -446,12 +448,12 @@ fn query(path: &str) -> (String, HashMap<String, String>) {
     (p.to_string(), map)
 }
 
-fn comment_json(c: &Comment, pr: u64) -> Value {
+fn comment_json(c: &Comment, pr: u64, html_url: Option<&str>) -> Value {
     json!({
         "id": c.id,
         "body": c.body,
         "user": { "login": c.login, "type": "Bot" },
-        "html_url": format!("https://github.com/{REPO}/pull/{pr}#issuecomment-{}", c.id),
+        "html_url": html_url.map_or_else(|| format!("https://github.com/{REPO}/pull/{pr}#issuecomment-{}", c.id), str::to_string),
     })
 }
 
@@ -465,6 +467,8 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
     let segs: Vec<&str> = rest.split('/').collect();
     let input: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let mut s = state.lock().unwrap();
+    let html_url = s.html_url.clone();
+    let html_url = html_url.as_deref();
     match (method, segs.as_slice()) {
         ("GET", ["issues", pr, "comments"]) => {
             let pr: u64 = pr.parse().unwrap_or(0);
@@ -478,7 +482,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 .iter()
                 .skip((page - 1) * per)
                 .take(per)
-                .map(|c| comment_json(c, pr))
+                .map(|c| comment_json(c, pr, html_url))
                 .collect();
             (200, Value::Array(items))
         }
@@ -545,7 +549,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 body: input["body"].as_str().unwrap_or_default().into(),
                 login: "github-actions[bot]".into(),
             };
-            let out = comment_json(&c, pr);
+            let out = comment_json(&c, pr, html_url);
             s.comments.entry(pr).or_default().push(c);
             (201, out)
         }
@@ -557,7 +561,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                         return (403, json!({"message": "Resource not accessible by integration"}));
                     }
                     c.body = input["body"].as_str().unwrap_or_default().into();
-                    return (200, comment_json(c, *pr));
+                    return (200, comment_json(c, *pr, html_url));
                 }
             }
             (404, json!({"message": "Not Found"}))
