@@ -28,14 +28,14 @@
 //! Outside Actions (`GITHUB_ACTIONS` is not `true`) nothing here changes a byte.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// The token of the guard open now, if one is.
 static GUARD: Mutex<Option<String>> = Mutex::new(None);
-/// Whether the last byte gate wrote to stdout ended a line (a guard line
-/// glued to the end of another would not be read as a command).
-static STDOUT_AT_LINE_START: AtomicBool = AtomicBool::new(true);
+/// Where each stream's current line stands: a line can be printed in
+/// pieces (`print!` then `println!`), and the runner reads the whole line.
+static STDOUT_LINE: Mutex<Line> = Mutex::new(Line::START);
+static STDERR_LINE: Mutex<Line> = Mutex::new(Line::START);
 
 /// Whether this process runs in GitHub Actions (read once).
 pub fn active() -> bool {
@@ -43,24 +43,131 @@ pub fn active() -> bool {
     *ACTIVE.get_or_init(crate::github::context::in_actions)
 }
 
+/// The stream a piece of text goes to.
+#[derive(Clone, Copy)]
+pub(super) enum Stream {
+    Out,
+    Err,
+}
+
+impl Stream {
+    fn line(self) -> &'static Mutex<Line> {
+        match self {
+            Stream::Out => &STDOUT_LINE,
+            Stream::Err => &STDERR_LINE,
+        }
+    }
+}
+
+/// What the part of a line already written means for the next piece.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(super) struct Line {
+    /// Nothing but [`skipped`] characters so far (the runner's `TrimStart`
+    /// would drop them) …
+    blank: bool,
+    /// … then one `:`.
+    colon: bool,
+    /// Trailing `#`s (at most 2).
+    hashes: u8,
+}
+
+impl Line {
+    const START: Line = Line {
+        blank: true,
+        colon: false,
+        hashes: 0,
+    };
+}
+
 /// `text` with every line that the runner would act on made inert: a `\`
 /// before the `::` that starts it, and `##\[` for each `##[`. Lines end at
 /// `\n` or `\r`, as the runner splits them. Other text is unchanged.
-pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("::") && !text.contains("##[") {
-        return text.into();
+pub fn inert(text: &str) -> String {
+    let mut line = Line::START;
+    continue_line(&mut line, text)
+}
+
+/// Makes `text` inert when it goes to `stream` (in Actions), as the rest of
+/// the line already written there: a command split over two prints is
+/// stopped too. Call it with the stream locked, just before writing.
+pub(super) fn inert_on(stream: Stream, text: &str) -> String {
+    if !active() {
+        return text.to_string();
     }
+    let mut line = stream.line().lock().unwrap_or_else(|e| e.into_inner());
+    continue_line(&mut line, text)
+}
+
+/// Records bytes written to `stream` as they are (a file's content, a guard
+/// line), for the next piece.
+pub(super) fn wrote(stream: Stream, bytes: &[u8]) {
+    let mut line = stream.line().lock().unwrap_or_else(|e| e.into_inner());
+    if bytes.is_empty() {
+        return;
+    }
+    *line = if matches!(bytes.last(), Some(b'\n' | b'\r')) {
+        Line::START
+    } else {
+        let hashes = bytes.len() - bytes.iter().rposition(|&b| b != b'#').map_or(0, |i| i + 1);
+        Line {
+            blank: false,
+            colon: false,
+            hashes: hashes.min(2) as u8,
+        }
+    };
+}
+
+fn continue_line(line: &mut Line, text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
-    for line in text.split_inclusive(['\n', '\r']) {
-        let body = line.trim_start_matches(skipped);
-        let lead = &line[..line.len() - body.len()];
-        out.push_str(lead);
-        if body.starts_with("::") {
+    for piece in text.split_inclusive(['\n', '\r']) {
+        let body = piece.trim_end_matches(['\n', '\r']);
+        let start = out.len();
+        let mut rest = body;
+        if line.blank && line.colon && rest.starts_with(':') {
+            // `:` was written; this piece adds the second one.
+            out.push('\\');
+        } else if line.blank && !line.colon {
+            let visible = rest.trim_start_matches(skipped);
+            out.push_str(&rest[..rest.len() - visible.len()]);
+            rest = visible;
+            if rest.starts_with("::") {
+                out.push('\\');
+            }
+        }
+        if (line.hashes == 2 && rest.starts_with('[')) || (line.hashes == 1 && rest.starts_with("#[")) {
+            // `##[` across the pieces.
             out.push('\\');
         }
-        out.push_str(&body.replace("##[", "##\\["));
+        out.push_str(&rest.replace("##[", "##\\["));
+        // Where the line now stands.
+        let written = &out[start..];
+        let visible = written.trim_start_matches(skipped);
+        let trailing = written.len() - written.trim_end_matches('#').len();
+        let hashes = if trailing == written.len() {
+            (line.hashes as usize + trailing).min(2)
+        } else {
+            trailing.min(2)
+        } as u8;
+        *line = match (line.blank, line.colon) {
+            (true, false) if visible.is_empty() => Line { hashes, ..*line },
+            (true, false) if visible == ":" => Line {
+                colon: true,
+                hashes,
+                ..*line
+            },
+            (true, true) if written.is_empty() => *line,
+            _ => Line {
+                blank: false,
+                colon: false,
+                hashes,
+            },
+        };
+        out.push_str(&piece[body.len()..]);
+        if body.len() < piece.len() {
+            *line = Line::START;
+        }
     }
-    out.into()
+    out
 }
 
 /// What the runner's `TrimStart` may drop before `::`: whitespace, and (to
@@ -76,13 +183,6 @@ fn skipped(c: char) -> bool {
 pub fn is_command(line: &str) -> bool {
     let body = line.trim_start_matches(skipped);
     body.strip_prefix("::").is_some_and(|rest| rest.contains("::")) || line.contains("##[")
-}
-
-/// Records what was written to stdout (for the line-start check).
-pub(super) fn wrote_stdout(text: &[u8]) {
-    if let Some(&last) = text.last() {
-        STDOUT_AT_LINE_START.store(last == b'\n', Ordering::SeqCst);
-    }
 }
 
 /// Opens the guard (in Actions): `::stop-commands::TOKEN` on stdout. Closed
@@ -147,18 +247,15 @@ pub fn commands(text: &str) {
     write_stdout(&super::output::redacted(&out));
 }
 
-/// Writes `line` to stdout on a line of its own, flushed.
-fn write_stdout(line: &str) {
+/// Writes `lines` to stdout, starting on a line of their own, flushed.
+fn write_stdout(lines: &str) {
     let mut out = std::io::stdout().lock();
-    let newline = if STDOUT_AT_LINE_START.load(Ordering::SeqCst) {
-        ""
-    } else {
-        "\n"
-    };
+    let at_start = *STDOUT_LINE.lock().unwrap_or_else(|e| e.into_inner()) == Line::START;
+    let newline = if at_start { "" } else { "\n" };
     let _ = out
-        .write_all(format!("{newline}{line}").as_bytes())
+        .write_all(format!("{newline}{lines}").as_bytes())
         .and_then(|()| out.flush());
-    wrote_stdout(line.as_bytes());
+    wrote(Stream::Out, lines.as_bytes());
 }
 
 /// `gate-` and 32 hex digits: 128 bits from the OS's random source
@@ -253,6 +350,31 @@ mod tests {
         // Text with nothing to stop is left alone, `::` inside a line too.
         assert_eq!(inert("a::b c\n d"), "a::b c\n d");
         assert!(is_command(" ::error::x") && is_command("x ##[group]y") && !is_command("a ::error::x"));
+    }
+
+    /// A command printed in pieces is stopped too: the runner reads lines.
+    #[test]
+    fn a_command_split_over_prints_is_made_inert() {
+        for pieces in [
+            &["  ", "::error::x\n"][..],
+            &["a\n :", ":error::x"],
+            &["a\n", ":", ":", "error::x"],
+            &["x ##", "[error]y"],
+            &["x #", "#", "[error]y"],
+            &["x #", "#[error]y"],
+            &["::", "error::x"],
+            &["\u{feff}", " :", "", ":error::x"],
+        ] {
+            let mut line = Line::START;
+            let shown: String = pieces.iter().map(|p| continue_line(&mut line, p)).collect();
+            for l in shown.split(['\n', '\r']) {
+                assert!(!is_command(l), "{pieces:?}: {l:?}");
+            }
+        }
+        // A line with text before its `:` is no command, and left alone.
+        let mut line = Line::START;
+        let shown: String = ["a :", ":b::c"].iter().map(|p| continue_line(&mut line, p)).collect();
+        assert_eq!(shown, "a ::b::c");
     }
 
     #[test]

@@ -19,6 +19,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::actions::Stream;
+
 /// `print!` for the subcommands: std's panics (exit 101) when stdout is a
 /// closed pipe (`gate check | head -1`); a reader that stops reading must
 /// not change the verdict, so what it no longer reads is dropped.
@@ -106,35 +108,30 @@ fn redact_bytes<'a>(bytes: &'a [u8], secret: Option<&str>) -> std::borrow::Cow<'
 /// Writes to stdout; a closed or broken pipe (or any other write error) is
 /// ignored: data on stdout is for a reader, and the exit code is the verdict.
 pub fn stdout(args: std::fmt::Arguments) {
-    let text = shown(&args.to_string());
     let mut out = std::io::stdout().lock();
+    let text = shown(Stream::Out, &args.to_string());
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-    super::actions::wrote_stdout(text.as_bytes());
 }
 
 /// Writes to stderr, like `stdout`.
 pub fn stderr(args: std::fmt::Arguments) {
-    let text = shown(&args.to_string());
     let mut err = std::io::stderr().lock();
+    let text = shown(Stream::Err, &args.to_string());
     let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
 }
 
-/// What a line of text is printed as: the token redacted and, in GitHub
-/// Actions, no line of it a workflow command (see cli/actions.rs).
-fn shown(text: &str) -> String {
-    let text = redacted(text);
-    if super::actions::active() {
-        super::actions::inert(&text).into_owned()
-    } else {
-        text
-    }
+/// What text is printed as on `stream` (locked by the caller): the token
+/// redacted and, in GitHub Actions, no line a workflow command
+/// (cli/actions.rs).
+fn shown(stream: Stream, text: &str) -> String {
+    super::actions::inert_on(stream, &redacted(text))
 }
 
 /// Writes bytes to stdout; a reader that closed the pipe is not an error.
 pub fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
     let bytes = redact_bytes(bytes, secret());
     let mut out = std::io::stdout().lock();
-    super::actions::wrote_stdout(&bytes);
+    super::actions::wrote(Stream::Out, &bytes);
     match out.write_all(&bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r,
