@@ -370,3 +370,22 @@ fn the_apis_html_url_starts_no_command() {
     );
     assert_no_injected_command("comment: html_url", &o);
 }
+
+/// A panic's message is printed inert, and the guard is still closed
+/// (exit 101 unwinds out of main; the guard closes at exit).
+#[test]
+fn a_panic_prints_inert_and_closes_the_guard() {
+    let t = tempfile::tempdir().unwrap();
+    let o = gate_in_actions(t.path())
+        .env("GATE_INJECT_PANIC", HOSTILE)
+        .args(["validate"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(101), "{}", common::output_text(&o));
+    assert!(
+        common::output_text(&o).contains("INJECTED"),
+        "{}",
+        common::output_text(&o)
+    );
+    assert_no_injected_command("panic", &o);
+}

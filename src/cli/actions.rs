@@ -26,9 +26,15 @@
 //!   guard with a new token is opened.
 //!
 //! Outside Actions (`GITHUB_ACTIONS` is not `true`) nothing here changes a byte.
+//!
+//! Tests of gate itself can make a command panic with a message:
+//! `GATE_INJECT_PANIC=TEXT` (tests/workflow_commands.rs).
 
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
+
+/// See the module docs.
+pub const PANIC_ENV: &str = "GATE_INJECT_PANIC";
 
 /// The token of the guard open now, if one is.
 static GUARD: Mutex<Option<String>> = Mutex::new(None);
@@ -191,6 +197,7 @@ pub fn open() {
     if !active() {
         return;
     }
+    close_at_exit();
     let mut guard = GUARD.lock().unwrap_or_else(|e| e.into_inner());
     if guard.is_some() {
         return;
@@ -204,7 +211,6 @@ pub fn open() {
             return;
         }
     };
-    close_at_exit();
     write_stdout(&format!("::stop-commands::{token}\n"));
     *guard = Some(token);
 }
@@ -296,7 +302,7 @@ fn random(buf: &mut [u8]) -> std::io::Result<()> {
 
 /// Registers [`close`] to run when the process exits by `exit` (returning
 /// from main, `std::process::exit` from the signal thread, a panic that
-/// ends main), once.
+/// ends main), and a panic hook that prints inert, once.
 fn close_at_exit() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

@@ -161,6 +161,9 @@ pub fn run(cli: Cli, app: &App) -> Exit {
 }
 
 fn run_command(cli: Cli, app: &App) -> Exit {
+    if let Some(text) = std::env::var_os(actions::PANIC_ENV) {
+        panic!("{}", text.to_string_lossy());
+    }
     // SIGINT/SIGTERM: exit 130 promptly in every phase (see forward_signals).
     // A profile child (`crate::child`) never gets here: it is stopped by its
     // parent and keeps the default.
