@@ -226,7 +226,12 @@ pub fn close() {
 /// Writes gate's own workflow commands (one per line, data and properties
 /// already escaped) where the runner acts on them: on stdout, outside the
 /// guard, which is opened again after them with a new token. A line that
-/// is not one command (a `\r` in it, or no `::` start) is written inert.
+/// is not one of [`OWN`] (a `\r` in it, another command, no `::` start) is
+/// written inert.
+/// The commands gate issues: messages and log groups, never one that
+/// changes the job (`add-mask`, `stop-commands`, `set-output`, …).
+const OWN: [&str; 5] = ["error", "warning", "notice", "group", "endgroup"];
+
 pub fn commands(text: &str) {
     if text.is_empty() {
         return;
@@ -237,11 +242,7 @@ pub fn commands(text: &str) {
         out.push_str(&format!("::{token}::\n"));
     }
     for line in text.lines() {
-        if line.starts_with("::") && !line.contains('\r') && is_command(line) {
-            out.push_str(line);
-        } else {
-            out.push_str(&inert(&line.replace('\r', "%0D")));
-        }
+        out.push_str(&own(line));
         out.push('\n');
     }
     if active() {
@@ -251,6 +252,17 @@ pub fn commands(text: &str) {
         }
     }
     write_stdout(&super::output::redacted(&out));
+}
+
+/// `line` as [`commands`] writes it: as it is when it is one of gate's
+/// own commands, else inert.
+fn own(line: &str) -> String {
+    let name = line.strip_prefix("::").and_then(|l| l.split([' ', ':']).next());
+    if name.is_some_and(|n| OWN.contains(&n)) && !line.contains('\r') && is_command(line) {
+        line.to_string()
+    } else {
+        inert(&line.replace('\r', "%0D"))
+    }
 }
 
 /// Writes `lines` to stdout, starting on a line of their own, flushed.
@@ -381,6 +393,19 @@ mod tests {
         let mut line = Line::START;
         let shown: String = ["a :", ":b::c"].iter().map(|p| continue_line(&mut line, p)).collect();
         assert_eq!(shown, "a ::b::c");
+    }
+
+    #[test]
+    fn only_gates_own_kinds_of_command_pass_as_commands() {
+        assert_eq!(own("::error file=a,line=1::x"), "::error file=a,line=1::x");
+        assert_eq!(own("::warning title=gate::x"), "::warning title=gate::x");
+        assert_eq!(own("::add-mask::x"), "\\::add-mask::x");
+        assert_eq!(own("::stop-commands::t"), "\\::stop-commands::t");
+        assert_eq!(
+            own("::error::a\r::add-mask::b"),
+            "::error::a%0D::add-mask::b".replace("::error", "\\::error")
+        );
+        assert_eq!(own("x ##[error]y"), "x ##\\[error]y");
     }
 
     #[test]
