@@ -389,3 +389,83 @@ fn a_panic_prints_inert_and_closes_the_guard() {
     );
     assert_no_injected_command("panic", &o);
 }
+
+/// Stored reports the GitHub layer reads for `--baseline auto`: the
+/// comment's history skips one refused for a negative figure with a
+/// warning that quotes its names (the GitHub layer's own log line), and a
+/// baseline refused so says why in an annotation; both inert.
+#[test]
+fn stored_reports_from_the_api_start_no_command() {
+    use github_fake::{Fake, REPO, TOKEN};
+    let fake = Fake::start();
+    let t = tempfile::tempdir().unwrap();
+    let chain: Vec<String> = (0..6).map(|i| format!("{:040x}", 0x100 + i)).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[0].clone());
+    let event = t.path().join("event.json");
+    std::fs::write(
+        &event,
+        serde_json::json!({
+            "number": 9,
+            "pull_request": {
+                "number": 9,
+                "base": { "ref": "main", "sha": chain[0], "repo": { "full_name": REPO } },
+                "head": { "ref": "topic", "sha": format!("{:040x}", 0xfeed), "repo": { "full_name": REPO } },
+            }
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let gate = || {
+        let mut c = gate_in_actions(Path::new(env!("CARGO_MANIFEST_DIR")));
+        c.env("GITHUB_API_URL", &fake.url)
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("GITHUB_REPOSITORY", REPO)
+            .env("GITHUB_EVENT_PATH", &event)
+            .env("GATE_GITHUB_TIMEOUT_MS", "5000");
+        c
+    };
+    let seed = t.path().join("seed");
+    let o = gate()
+        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
+        .arg(&seed)
+        .output()
+        .unwrap();
+    assert!(seed.join("report.json").exists(), "{}", common::output_text(&o));
+    let clean: Value = serde_json::from_str(&std::fs::read_to_string(seed.join("report.json")).unwrap()).unwrap();
+    let mut hostile = clean.clone();
+    let mut c = hostile["components"]["mlp"].take();
+    c["metrics"]["params"]["value"] = (-5).into();
+    hostile["components"] = serde_json::json!({ format!("mlp{HOSTILE}"): c });
+    let store = |sha: &String, report: &Value| {
+        let mut r = report.clone();
+        r["commit"] = sha.clone().into();
+        fake.store_file(&format!("reports/{sha}.json"), &r.to_string());
+    };
+    // The baseline is clean, older reports (the comment's history) are not.
+    store(&chain[0], &clean);
+    for sha in &chain[1..4] {
+        store(sha, &hostile);
+    }
+    let o = gate()
+        .args(["check", "--budgets", "examples/mlp.yaml", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let all = common::output_text(&o);
+    assert!(all.contains("history: skipping") && all.contains("INJECTED"), "{all}");
+    assert_no_injected_command("check: stored history", &o);
+    // The baseline itself refused.
+    store(&chain[0], &hostile);
+    let o = gate()
+        .args(["check", "--budgets", "examples/mlp.yaml", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(
+        common::output_text(&o).contains("INJECTED"),
+        "{}",
+        common::output_text(&o)
+    );
+    assert_no_injected_command("check: stored baseline", &o);
+}

@@ -155,6 +155,8 @@ pub fn run(cli: Cli, app: &App) -> Exit {
     if !matches!(cli.command, Command::Completions(_) | Command::Man(_)) {
         actions::open();
     }
+    // The GitHub layer's log lines go through the same writer as ours.
+    crate::github::set_log(|line| output::stderr(format_args!("{line}\n")));
     let exit = run_command(cli, app);
     actions::close();
     exit

@@ -330,13 +330,13 @@ impl Client {
         if wait >= self.time_left() {
             return Err(self.past_deadline(op, method, path));
         }
-        eprintln!(
+        crate::log(format_args!(
             "GitHub rate limit on {} {}: waiting {} s as asked ({} s waited so far)",
             method.name(),
             self.redact(path),
             wait.as_secs_f64().ceil(),
             rate_waited.as_secs()
-        );
+        ));
         *rate_waited += wait;
         tokio::time::sleep(wait).await;
         Ok(())

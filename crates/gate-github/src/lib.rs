@@ -22,6 +22,25 @@ pub use error::{Call, GithubError};
 
 use crate::report::baseline::Outcome;
 
+/// Where this crate's notes and warnings for the log go: stderr, or the
+/// writer the command line sets with [`set_log`] (gate's own, which in
+/// GitHub Actions keeps a name from a stored report from acting as a
+/// workflow command).
+static LOG: std::sync::OnceLock<fn(std::fmt::Arguments)> = std::sync::OnceLock::new();
+
+/// Sends this crate's log lines (each ends without a newline) to `write`.
+pub fn set_log(write: fn(std::fmt::Arguments)) {
+    let _ = LOG.set(write);
+}
+
+/// Writes one log line.
+pub(crate) fn log(line: std::fmt::Arguments) {
+    match LOG.get() {
+        Some(write) => write(line),
+        None => eprintln!("{line}"),
+    }
+}
+
 /// Where `--baseline auto` starts looking, and what it found.
 #[derive(Debug, Clone)]
 pub struct AutoBaseline {

@@ -250,7 +250,7 @@ impl Store<'_> {
                 match self.get(&s).await {
                     Ok(Some(r)) => out.push((s.clone(), r)),
                     Ok(None) => {}
-                    Err(e @ GithubError::Decode { .. }) => eprintln!("warning: history: skipping {e}"),
+                    Err(e @ GithubError::Decode { .. }) => crate::log(format_args!("warning: history: skipping {e}")),
                     Err(e) => return Err(e),
                 }
             }
