@@ -19,7 +19,9 @@
 //!   path's exit 130) and after a panic (`atexit`), so bytes gate does not
 //!   write itself (a harness's or cargo's stderr) start no command either.
 //!   TOKEN is 128 bits from the OS's random source: text written before the
-//!   run cannot end the guard.
+//!   run cannot end the guard. The runner reads the two streams apart, so
+//!   the guard covers the other stream only for what comes well after it
+//!   (a child's output does); gate's own lines need no guard, being inert.
 //! - **gate's own commands** (the annotations) go through [`commands`]: on
 //!   stdout, the stream the guard is on, so the order is the written order:
 //!   the guard is closed, each line is checked to be one command, and a new
@@ -223,15 +225,15 @@ pub fn close() {
     }
 }
 
+/// The commands gate issues: messages and log groups, never one that
+/// changes the job (`add-mask`, `stop-commands`, `set-output`, …).
+const OWN: [&str; 5] = ["error", "warning", "notice", "group", "endgroup"];
+
 /// Writes gate's own workflow commands (one per line, data and properties
 /// already escaped) where the runner acts on them: on stdout, outside the
 /// guard, which is opened again after them with a new token. A line that
 /// is not one of [`OWN`] (a `\r` in it, another command, no `::` start) is
 /// written inert.
-/// The commands gate issues: messages and log groups, never one that
-/// changes the job (`add-mask`, `stop-commands`, `set-output`, …).
-const OWN: [&str; 5] = ["error", "warning", "notice", "group", "endgroup"];
-
 pub fn commands(text: &str) {
     if text.is_empty() {
         return;
