@@ -19,6 +19,11 @@ use super::measurement::{Failure, Measurement, Phase};
 /// The profiles running now (pids of children not yet waited for, so a pid
 /// here is never a recycled one).
 static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// The other children this process waits on for an answer (the harness's
+/// cargo build, its `__resolve`): pids, each its process group's leader.
+/// A signal kills their groups outright: what they would answer is no
+/// longer wanted.
+static HELPERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// The first SIGINT/SIGTERM received (0: none).
 static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 
@@ -57,8 +62,10 @@ pub fn forward_signals() -> std::io::Result<()> {
                 .is_err()
             {
                 signal_running(libc::SIGKILL);
+                kill_helpers();
                 std::process::exit(interrupted);
             }
+            kill_helpers();
             let profiling = !RUNNING.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
             if !profiling
                 && STAGE
@@ -96,13 +103,28 @@ pub fn forward_signals() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Sends `sig` to every profile's process group (the profile and
+/// anything it started).
 #[cfg(unix)]
 fn signal_running(sig: i32) {
     let pids = RUNNING.lock().unwrap_or_else(|e| e.into_inner()).clone();
     for pid in pids {
-        // SAFETY: kill(2) on a child we have not reaped yet.
+        // SAFETY: kill(2) on the group of a child we have not reaped yet.
         unsafe {
-            libc::kill(pid as libc::pid_t, sig);
+            libc::kill(-(pid as libc::pid_t), sig);
+        }
+    }
+}
+
+/// SIGKILLs every helper's process group (cargo and its compilers and
+/// build scripts; a harness's `__resolve` and whatever it started). None
+/// starts after this: [`spawn_helper`] checks [`interrupted`] under the lock.
+#[cfg(unix)]
+fn kill_helpers() {
+    for &pid in HELPERS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        // SAFETY: kill(2) on the group of a child we have not reaped yet.
+        unsafe {
+            libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
         }
     }
 }
@@ -116,10 +138,21 @@ pub fn interrupted() -> Option<i32> {
 }
 
 /// Whether a failed measurement is the infrastructure's fault (a CUDA or
-/// driver error other than out of memory; see `fault::is_device_error`).
+/// driver error other than out of memory, see `fault::is_device_error`; a
+/// profile that crashed, or ended without its measurement: no figure to
+/// judge the model by).
 pub fn infrastructure_failure(f: &Failure) -> bool {
-    (f.phase == Phase::Setup && f.reason.contains("status 3")) || crate::fault::is_device_error(&f.reason)
+    (f.phase == Phase::Setup && f.reason.contains("status 3"))
+        || crate::fault::is_device_error(&f.reason)
+        || f.reason.starts_with(CRASHED)
+        || f.reason.starts_with(NO_MEASUREMENT)
 }
+
+/// How the reason of a profile killed by a signal other than SIGKILL
+/// begins (SIGKILL is what the kernel's OOM killer sends: the model's).
+const CRASHED: &str = "the profile crashed: ";
+/// How the reason of a profile that exited 0 without its `done` event begins.
+const NO_MEASUREMENT: &str = "no measurement: ";
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -176,36 +209,113 @@ pub fn run_child(
     let mut child = spawn(&mut cmd)?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
-    // Drain stderr on its own thread so a chatty child never blocks on a full pipe.
+    // Drain stderr on its own thread so a chatty child never blocks on a
+    // full pipe; only its end is kept (a reason is read from its last lines).
     let err_thread = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = stderr.read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
+        let mut tail = Tail::new(STDERR_KEPT);
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = stderr.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            tail.push(&buf[..n]);
+        }
+        tail.text()
     });
     let events = read_events(stdout, started, on_phase);
-    let status = child.wait();
+    let status = wait_listed(&RUNNING, &mut child);
     let profile_seconds = Some(started.elapsed().as_secs_f64());
-    RUNNING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|&p| p != child.id());
     let status = status?;
     let stderr_text = err_thread.join().unwrap_or_default();
-    if let Some(mut m) = events.done {
-        if status.success() {
+    if status.success() {
+        if let Some(mut m) = events.done {
             m.phase_seconds = events.phase_seconds;
             m.profile_seconds = profile_seconds;
             return Ok(m);
         }
     }
+    let reason = if status.success() && events.done.is_none() {
+        no_measurement(exe, &events)
+    } else {
+        describe_exit(&status, &stderr_text)
+    };
     let mut so_far = events.so_far;
     so_far.phase_seconds = events.phase_seconds;
     so_far.profile_seconds = profile_seconds;
     so_far.failure = Some(Failure {
         phase: events.last_phase,
-        reason: describe_exit(&status, &stderr_text),
+        reason,
     });
     Ok(so_far)
+}
+
+/// The reason of a profile that exited 0 without its measurement: the
+/// program, and what its stdout held instead.
+fn no_measurement(exe: &Path, events: &Events) -> String {
+    let program = exe.file_name().unwrap_or(exe.as_os_str()).to_string_lossy();
+    let instead = match (&events.first_stray, events.strays) {
+        (None, _) => "its stdout had no line of gate's protocol".to_string(),
+        (Some(first), n) => format!(
+            "its stdout had {n} line{} that {} not gate's JSON events, the first: {first:?}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "is" } else { "are" }
+        ),
+    };
+    format!("{NO_MEASUREMENT}`{program} profile` exited with status 0 without its `done` event ({instead})")
+}
+
+/// How much of a profile's stderr is kept for its failure's reason.
+const STDERR_KEPT: usize = 64 * 1024;
+
+/// The last `cap` bytes of a stream (a hostile or chatty child may write
+/// gigabytes; memory stays bounded).
+pub struct Tail {
+    cap: usize,
+    buf: std::collections::VecDeque<u8>,
+    dropped: bool,
+}
+
+impl Tail {
+    pub fn new(cap: usize) -> Self {
+        Tail {
+            cap,
+            buf: std::collections::VecDeque::with_capacity(cap.min(8192)),
+            dropped: false,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        let bytes = &bytes[bytes.len().saturating_sub(self.cap)..];
+        let over = (self.buf.len() + bytes.len()).saturating_sub(self.cap);
+        if over > 0 {
+            self.buf.drain(..over);
+            self.dropped = true;
+        }
+        self.buf.extend(bytes);
+    }
+
+    /// The bytes kept, as text; when the start was dropped, from the first
+    /// whole line on.
+    pub fn text(&self) -> String {
+        let (a, b) = self.buf.as_slices();
+        let mut all = Vec::with_capacity(self.buf.len());
+        all.extend_from_slice(a);
+        all.extend_from_slice(b);
+        let start = match self.dropped {
+            true => all.iter().position(|&c| c == b'\n').map_or(0, |i| i + 1),
+            false => 0,
+        };
+        String::from_utf8_lossy(&all[start..]).into_owned()
+    }
+
+    /// Bytes kept now.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
 }
 
 /// The `gate profile` command for one component.
@@ -227,19 +337,38 @@ fn profile_command(exe: &Path, spec: &Path, component: &str, args: &ChildArgs) -
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    tie(&mut cmd);
+    cmd
+}
+
+/// Ties a child about to be started to this process: it leads a process
+/// group of its own (so a signal reaches everything it starts: cargo's
+/// compilers and build scripts, a harness's own children), and on Linux it
+/// dies with this process even when this one is SIGKILLed (PDEATHSIG; its
+/// own children are reached only through the group, on SIGINT/SIGTERM).
+pub fn tie(cmd: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;
-        // SAFETY: prctl(2) is async-signal-safe; nothing else runs between fork and exec.
+        // SAFETY: getpid/getppid/prctl/raise are async-signal-safe; nothing
+        // else runs between fork and exec.
+        let parent = unsafe { libc::getpid() };
         unsafe {
-            cmd.pre_exec(|| {
-                // The profile dies with this process, even when it is SIGKILLed.
+            cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // The parent died before prctl: PDEATHSIG will never fire.
+                if libc::getppid() != parent {
+                    libc::raise(libc::SIGKILL);
+                }
                 Ok(())
             });
         }
     }
-    cmd
 }
 
 /// glibc reads its malloc settings from this variable when a process starts.
@@ -268,16 +397,90 @@ fn allocator_tunables(user: Option<std::ffi::OsString>) -> std::ffi::OsString {
     value
 }
 
-/// Starts the child and lists it in [`RUNNING`] (under the lock, so a
-/// signal either sees it or stops it from starting).
-fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
-    let mut running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+/// Starts the child and lists it in `list` (under the lock, so a signal
+/// either sees it or stops it from starting).
+fn spawn_into(list: &Mutex<Vec<u32>>, cmd: &mut Command) -> std::io::Result<Child> {
+    let mut running = list.lock().unwrap_or_else(|e| e.into_inner());
     if interrupted().is_some() {
         return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "interrupted"));
     }
     let child = cmd.spawn()?;
     running.push(child.id());
     Ok(child)
+}
+
+fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
+    spawn_into(&RUNNING, cmd)
+}
+
+/// Waits for `child` to end and takes it off `list` before it is reaped,
+/// so a signal never reaches a recycled pid (Linux: waitid with WNOWAIT).
+fn wait_listed(list: &Mutex<Vec<u32>>, child: &mut Child) -> std::io::Result<std::process::ExitStatus> {
+    #[cfg(target_os = "linux")]
+    loop {
+        // SAFETY: waitid(2) on our own child, into a zeroed siginfo_t.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                child.id() as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    list.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != child.id());
+    child.wait()
+}
+
+/// A child started with [`spawn_helper`]: a program whose answer this
+/// process waits for. Dropped before [`Helper::wait`] (an early return),
+/// its process group is killed and reaped.
+pub struct Helper {
+    child: Option<Child>,
+}
+
+impl Helper {
+    /// The child (to take its pipes).
+    pub fn child(&mut self) -> &mut Child {
+        self.child.as_mut().expect("a helper is waited for once")
+    }
+
+    /// Waits for it to end.
+    pub fn wait(mut self) -> std::io::Result<std::process::ExitStatus> {
+        let mut child = self.child.take().expect("a helper is waited for once");
+        wait_listed(&HELPERS, &mut child)
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            #[cfg(unix)]
+            // SAFETY: kill(2) on the group of a child we have not reaped yet.
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+            #[cfg(not(unix))]
+            let _ = child.kill();
+            let _ = wait_listed(&HELPERS, &mut child);
+        }
+    }
+}
+
+/// Starts `cmd` tied to this process (see [`tie`]): a SIGINT/SIGTERM to
+/// this process kills its whole process group, and it dies with this
+/// process. `Interrupted` once a signal has arrived.
+pub fn spawn_helper(cmd: &mut Command) -> std::io::Result<Helper> {
+    tie(cmd);
+    Ok(Helper {
+        child: Some(spawn_into(&HELPERS, cmd)?),
+    })
 }
 
 /// What a child's stdout said, read to its end.
@@ -290,6 +493,10 @@ struct Events {
     so_far: Measurement,
     /// The measurement, if the child finished one.
     done: Option<Measurement>,
+    /// Lines that were not events (a library printing to stdout), and the
+    /// first of them (cut short).
+    strays: usize,
+    first_stray: Option<String>,
 }
 
 /// Reads the child's events until its stdout closes, timing each phase
@@ -300,6 +507,8 @@ fn read_events(stdout: ChildStdout, started: Instant, on_phase: &mut dyn FnMut(P
         phase_seconds: Vec::new(),
         so_far: Measurement::default(),
         done: None,
+        strays: 0,
+        first_stray: None,
     };
     let mut phase_started = started;
     for line in BufReader::new(stdout).lines() {
@@ -315,7 +524,13 @@ fn read_events(stdout: ChildStdout, started: Instant, on_phase: &mut dyn FnMut(P
                 on_phase(phase);
             }
             Ok(ChildEvent::Done(m)) => ev.done = Some(*m),
-            Err(_) => {} // not ours (a library printing to stdout); ignore
+            // Not ours (a library printing to stdout): counted, else ignored.
+            Err(_) => {
+                ev.strays += 1;
+                if ev.first_stray.is_none() {
+                    ev.first_stray = Some(line.chars().take(120).collect());
+                }
+            }
         }
     }
     // The last phase ran until the measurement came (or the child died).
@@ -365,18 +580,53 @@ fn exit_how(status: &std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(c), _) => format!("the profile exited with status {c}"),
-        (None, Some(sig)) => {
-            let name = match sig {
-                6 => "SIGABRT",
-                9 => "SIGKILL",
-                11 => "SIGSEGV",
-                15 => "SIGTERM",
-                2 => "SIGINT",
-                _ => "signal",
-            };
-            format!("the profile was killed by {name} ({sig})")
-        }
+        (None, Some(libc::SIGKILL)) => format!("the profile was killed by SIGKILL ({})", libc::SIGKILL),
+        (None, Some(sig)) => format!("{CRASHED}killed by {} ({sig})", signal_name(sig)),
         _ => "the profile ended abnormally".into(),
+    }
+}
+
+/// The name of signal `sig` (`SIGSEGV`), or `signal N`.
+#[cfg(unix)]
+pub fn signal_name(sig: i32) -> String {
+    let known = [
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGTRAP, "SIGTRAP"),
+        (libc::SIGABRT, "SIGABRT"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGPIPE, "SIGPIPE"),
+        (libc::SIGALRM, "SIGALRM"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGXCPU, "SIGXCPU"),
+        (libc::SIGXFSZ, "SIGXFSZ"),
+        (libc::SIGSYS, "SIGSYS"),
+    ];
+    known
+        .iter()
+        .find(|(n, _)| *n == sig)
+        .map_or_else(|| format!("signal {sig}"), |(_, name)| name.to_string())
+}
+
+/// How a child ended, in words: `exit status 4`, `SIGSEGV (signal 11)`.
+pub fn status_words(status: &std::process::ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            return format!("killed by {} (signal {sig})", signal_name(sig));
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exit status {c}"),
+        None => status.to_string(),
     }
 }
 
@@ -387,7 +637,36 @@ fn exit_how(status: &std::process::ExitStatus) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::allocator_tunables;
+    use super::{allocator_tunables, Tail};
+
+    #[test]
+    fn a_tail_keeps_the_last_bytes_from_a_whole_line_whatever_was_written() {
+        let mut t = Tail::new(1024);
+        // 64 MiB of warnings, then the error: memory stays at the cap.
+        let warning = "warning: unused variable `x`\n".repeat(1000);
+        for _ in 0..(64 << 20) / warning.len() {
+            t.push(warning.as_bytes());
+            assert!(t.len() <= 1024);
+        }
+        t.push(b"error: the last words\n");
+        let text = t.text();
+        assert!(text.ends_with("error: the last words\n"), "{text}");
+        assert!(text.starts_with("warning: unused"), "{text}");
+        assert!(text.len() <= 1024);
+        let mut small = Tail::new(1024);
+        small.push(b"all of it");
+        assert_eq!(small.text(), "all of it");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn signals_are_named() {
+        assert_eq!(super::signal_name(libc::SIGSEGV), "SIGSEGV");
+        assert_eq!(super::signal_name(libc::SIGBUS), "SIGBUS");
+        assert_eq!(super::signal_name(libc::SIGILL), "SIGILL");
+        assert_eq!(super::signal_name(libc::SIGABRT), "SIGABRT");
+        assert_eq!(super::signal_name(64), "signal 64");
+    }
 
     #[test]
     fn the_users_tunables_come_last_so_they_win() {
