@@ -852,6 +852,62 @@ components:
         r#"budgets.yaml:10:15: error: budget for `m.params`: size `0 MB` must be greater than zero
   hint: a budget or capacity of zero or less can never be met; give a positive size"#,
     ),
+    (
+        "a_harness_feature_that_is_a_cargo_option_is_refused",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+harness:
+  package: ml
+  bin: gate-harness
+  features: [cuda, "--config=build.rustc-wrapper=/tmp/x"]
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:20: error: harness.features: `--config=build.rustc-wrapper=/tmp/x` is not a cargo feature name
+  hint: name a feature of the harness's crate (letters, digits, `_`, `-`, `+`, `.`, or `dependency/feature`), one per item: `features: [cuda, fast]`"#,
+    ),
+    (
+        "a_harness_package_that_is_a_cargo_option_is_refused",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+harness: { package: "--frozen", bin: "gate harness" }
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:6:21: error: harness.package `--frozen` is not a cargo name
+  hint: write the name as in Cargo.toml (letters, digits, `-` and `_`, not starting with `-`), e.g. `package: ml`
+budgets.yaml:6:38: error: harness.bin `gate harness` is not a cargo name
+  hint: write the name as in Cargo.toml (letters, digits, `-` and `_`, not starting with `-`), e.g. `bin: gate-harness`"#,
+    ),
+    (
+        "a_harness_manifest_must_name_a_cargo_toml",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+harness: { package: ml, bin: gate-harness, manifest: ../ml }
+components:
+  m:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:6:54: error: harness.manifest `../ml` is not a path to a Cargo.toml
+  hint: give the manifest's path relative to this spec, e.g. `manifest: crates/ml/Cargo.toml`"#,
+    ),
 ];
 
 #[test]

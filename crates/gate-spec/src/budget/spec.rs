@@ -212,6 +212,8 @@ pub struct HarnessSpec {
     /// The manifest to build from, relative to the spec (default: the
     /// `Cargo.toml` beside the spec).
     pub manifest: Option<PathBuf>,
+    /// Where `manifest:`'s value is in the spec.
+    pub manifest_pos: Option<Pos>,
     /// The line of `harness:`.
     pub line: usize,
 }
