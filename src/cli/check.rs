@@ -54,12 +54,14 @@ pub struct CheckArgs {
     /// under --strict). An empty value turns it off.
     #[arg(long, default_value = crate::github::label::DEFAULT_LABEL, value_name = "LABEL")]
     pub acknowledge_label: String,
+    #[command(flatten)]
+    pub harness: super::harness::HarnessArgs,
 }
 
 pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     let started = Instant::now();
     // Ctrl-C / SIGTERM (handled from `cli::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
-    let loaded = super::harness::load(&args.budgets, app, Some(args.backend))?;
+    let loaded = super::harness::load(&args.budgets, app, Some(args.backend), &args.harness)?;
     let spec = &loaded.spec;
     check_only_names(spec, &args)?;
     let backend = loaded.backend(args.backend).map_err(|e| CliError::Infrastructure {

@@ -34,6 +34,8 @@ pub struct FitArgs {
     /// Never predict beyond this batch size.
     #[arg(long, default_value_t = 4096)]
     pub max_batch: usize,
+    #[command(flatten)]
+    pub harness: super::harness::HarnessArgs,
 }
 
 /// A size budget's straight line: bytes = intercept + slope · batch.
@@ -118,7 +120,7 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
 }
 
 pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
-    let loaded = super::harness::load(&args.budgets, app, Some(args.backend))?;
+    let loaded = super::harness::load(&args.budgets, app, Some(args.backend), &args.harness)?;
     let exe = loaded.profiler()?;
     let spec = loaded.spec;
     let c = spec.component(&args.component).ok_or_else(|| {

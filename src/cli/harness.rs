@@ -6,14 +6,26 @@
 //! another: it knows its own package and binary.
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+use gate_runner::child::{spawn_helper, status_words, Tail};
 
 use super::{App, CliError};
 use crate::budget::{HarnessSpec, Spec};
 use crate::exit::Exit;
 use crate::probe::Backend;
 use crate::runner::Workloads;
+
+/// What the commands that read a spec with `harness:` let the user decide.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct HarnessArgs {
+    /// Let `harness.manifest` name a Cargo.toml outside the spec's repository
+    /// (gate builds that crate and runs its code: its build scripts and the harness).
+    #[arg(long)]
+    pub allow_outside_manifest: bool,
+}
 
 /// A spec ready to run: the workloads of its components, and the binary
 /// that profiles them.
@@ -77,21 +89,21 @@ impl Loaded {
 /// Loads the spec at `path`. When it names a harness that is not this
 /// binary, builds the harness and has it resolve the spec's workloads (it
 /// knows kinds this binary does not); else resolves them against `app`.
-pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, CliError> {
-    // The file is read and parsed once. Only a spec with errors is parsed
-    // again, with its workloads checked, so every error comes out in one go.
-    let bytes = crate::budget::read(path)?;
+pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs) -> Result<Loaded, CliError> {
+    // The file is read and parsed once (`parse`). Only a spec with errors is
+    // parsed again, with its workloads checked, so every error comes out in one go.
+    let (spec, bytes) = parse(path, app)?;
     let checked = |plain| -> CliError {
         let all = crate::runner::parse_bytes(path, &bytes, &app.registry)
             .err()
             .unwrap_or(plain);
         crate::budget::SpecError::from(all).into()
     };
-    let spec = crate::budget::parse_bytes(path, &bytes).map_err(checked)?;
     if let Some(h) = &spec.harness {
         if !app.is(h) {
-            let (exe, copy) = private_copy(&build(&spec, h, backend)?)?;
-            let (configs, candle_version) = resolve(&exe, path, h)?;
+            let manifest = manifest(&spec, h, opts)?;
+            let (exe, copy) = private_copy(&build(&manifest, h, backend)?)?;
+            let (configs, candle_version) = resolve(&exe, &spec, h)?;
             return Ok(Loaded {
                 spec: Box::new(spec),
                 source: Source::Harness {
@@ -111,6 +123,36 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>) -> Result<Loaded, 
         spec: Box::new(spec),
         source: Source::Here(workloads),
     })
+}
+
+/// The spec at `path` checked without building or running anything: the
+/// file, and the harness's fields when it names a harness other than this
+/// binary. `true` when it does: its workloads' configs are then unchecked
+/// (only the built harness knows their kinds).
+pub fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
+    let (spec, bytes) = parse(path, app)?;
+    if let Some(h) = spec.harness.as_ref().filter(|h| !app.is(h)) {
+        manifest(&spec, h, opts)?;
+        return Ok((spec, true));
+    }
+    let (spec, _) = crate::runner::parse_bytes(path, &bytes, &app.registry).map_err(crate::budget::SpecError::from)?;
+    Ok((spec, false))
+}
+
+/// The spec at `path`, its workloads not yet resolved, and its bytes.
+fn parse(path: &Path, app: &App) -> Result<(Spec, Vec<u8>), CliError> {
+    // The file is read once. A spec with errors is parsed again with its
+    // workloads checked, so every error comes out in one go.
+    let bytes = crate::budget::read(path)?;
+    match crate::budget::parse_bytes(path, &bytes) {
+        Ok(spec) => Ok((spec, bytes)),
+        Err(plain) => {
+            let all = crate::runner::parse_bytes(path, &bytes, &app.registry)
+                .err()
+                .unwrap_or(plain);
+            Err(crate::budget::SpecError::from(all).into())
+        }
+    }
 }
 
 /// The harness binary copied for this run: every profile then runs the
@@ -136,93 +178,156 @@ fn private_copy(built: &Path) -> Result<(PathBuf, tempfile::TempDir), CliError> 
 /// The configs of a spec's workloads by component, as a harness resolved them.
 type Configs = BTreeMap<String, serde_json::Value>;
 
+/// The most a harness's `__resolve` answer may hold (its configs as JSON).
+const ANSWER_LIMIT: u64 = 16 << 20;
+
 /// `HARNESS __resolve --budgets SPEC` (see `crate::child`): the configs of
 /// the spec's workloads and the harness's candle. The harness prints the
-/// spec's errors itself.
-fn resolve(exe: &Path, spec: &Path, h: &HarnessSpec) -> Result<(Configs, String), CliError> {
-    let out = Command::new(exe)
-        .arg("__resolve")
+/// spec's errors itself (exit 2). Every other way it can end without its
+/// answer (a signal, another status, nothing or not JSON on stdout, an
+/// answer without a component's config) is an infrastructure failure that
+/// names the harness and what was missing.
+fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String), CliError> {
+    let who = format!("the harness `{}` of `{}`", h.bin, h.package);
+    let fail = |what: String| CliError::Infrastructure {
+        message: format!("{who} gave no answer for {}: {what}", spec.path.display()),
+        hint: format!(
+            "a harness is built with gate's SDK (`gate::main!`) and answers `__resolve` with one JSON line; `cargo run --release -p {} --bin {} -- __resolve --budgets {}` shows what it does",
+            h.package,
+            h.bin,
+            spec.path.display()
+        ),
+    };
+    let mut cmd = Command::new(exe);
+    cmd.arg("__resolve")
         .arg("--budgets")
-        .arg(spec)
+        .arg(&spec.path)
         .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| CliError::Infrastructure {
-            message: format!("cannot start the harness {}: {e}", exe.display()),
-            hint: String::new(),
-        })?;
-    match out.status.code() {
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut helper = spawn_helper(&mut cmd).map_err(|e| CliError::Infrastructure {
+        message: format!("cannot start {who} ({}): {e}", exe.display()),
+        hint: String::new(),
+    })?;
+    let mut stdout = Vec::new();
+    if let Some(pipe) = helper.child().stdout.take() {
+        let _ = pipe.take(ANSWER_LIMIT + 1).read_to_end(&mut stdout);
+    }
+    if stdout.len() as u64 > ANSWER_LIMIT {
+        // Dropping the helper kills it.
+        return Err(fail(format!("it wrote more than {} MiB on stdout", ANSWER_LIMIT >> 20)));
+    }
+    let status = helper.wait().map_err(|e| fail(format!("cannot wait for it: {e}")))?;
+    match status.code() {
         Some(0) => {}
         Some(2) => return Err(CliError::Reported(Exit::BadInput)),
-        _ => {
-            return Err(CliError::Infrastructure {
-                message: format!(
-                    "the harness `{}` of `{}` could not read {} ({})",
-                    h.bin,
-                    h.package,
-                    spec.display(),
-                    out.status
-                ),
-                hint: format!(
-                    "run `{} __resolve --budgets {}` to see why",
-                    exe.display(),
-                    spec.display()
-                ),
-            })
-        }
+        _ => return Err(fail(format!("`__resolve` ended: {}", status_words(&status)))),
     }
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let text = String::from_utf8_lossy(&stdout);
+    // The answer is its last line of JSON: a library may print before it.
+    let answer = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.is_object()));
+    let Some(answer) = answer else {
+        return Err(fail(match text.lines().find(|l| !l.trim().is_empty()) {
+            None => "`__resolve` exited with status 0 and wrote nothing on stdout".into(),
+            Some(first) => format!(
+                "`__resolve` exited with status 0 and its stdout is not gate's JSON answer (it begins {:?})",
+                first.chars().take(120).collect::<String>()
+            ),
+        }));
+    };
     let protocol = answer["protocol"].as_u64();
     if protocol != Some(crate::child::PROTOCOL.into()) {
         return Err(CliError::Infrastructure {
             message: format!(
-                "the harness `{}` speaks gate's harness protocol {}, and this gate speaks {}",
-                h.bin,
+                "{who} speaks gate's harness protocol {}, and this gate speaks {}",
                 protocol.map_or("(none)".to_string(), |p| p.to_string()),
                 crate::child::PROTOCOL
             ),
             hint: "build the harness against the same gate release as the installed `gate`".into(),
         });
     }
-    let configs = answer["configs"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
-    let candle = answer["candle_version"].as_str().unwrap_or("unknown").to_string();
-    Ok((configs, candle))
+    let Some(configs) = answer["configs"].as_object() else {
+        return Err(fail("its answer has no `configs`".into()));
+    };
+    let missing: Vec<String> = spec
+        .components
+        .iter()
+        .filter(|c| !configs.contains_key(&c.name))
+        .map(|c| format!("`{}`", c.name))
+        .collect();
+    if !missing.is_empty() {
+        return Err(fail(format!(
+            "its answer has no config for component{} {}",
+            if missing.len() == 1 { "" } else { "s" },
+            missing.join(", ")
+        )));
+    }
+    let Some(candle) = answer["candle_version"].as_str() else {
+        return Err(fail("its answer has no `candle_version`".into()));
+    };
+    let configs = configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    Ok((configs, candle.to_string()))
 }
 
-/// The manifest the harness is built from: `manifest:` relative to the spec,
-/// else the Cargo.toml beside the spec.
-fn manifest(spec: &Spec, h: &HarnessSpec) -> PathBuf {
+/// The manifest the harness is built from: `manifest:` relative to the
+/// spec, else the Cargo.toml beside the spec. It must exist, and lie in the
+/// spec's repository (the git checkout the spec is in, else the spec's
+/// folder) unless `--allow-outside-manifest`: gate builds that crate and
+/// runs its build scripts and its harness.
+fn manifest(spec: &Spec, h: &HarnessSpec, opts: &HarnessArgs) -> Result<PathBuf, CliError> {
     let dir = spec
         .path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    match &h.manifest {
-        Some(m) => dir.join(m),
-        None => dir.join("Cargo.toml"),
-    }
-}
-
-/// `cargo build --release` of the harness (incremental: a second build with
-/// nothing changed costs a second); returns the binary's path.
-fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathBuf, CliError> {
-    let manifest = manifest(spec, h);
+    let manifest = dir.join(h.manifest.as_deref().unwrap_or(Path::new("Cargo.toml")));
+    let at = match h.manifest_pos {
+        Some(p) => format!("{}:{}:{}", spec.path.display(), p.line, p.col),
+        None => format!("{}:{}", spec.path.display(), h.line),
+    };
     if !manifest.is_file() {
         return Err(CliError::Usage {
-            message: format!(
-                "{}:{}: `harness:` builds from {}, which does not exist",
-                spec.path.display(),
-                h.line,
-                manifest.display()
-            ),
+            message: format!("{at}: `harness:` builds from {}, which does not exist", manifest.display()),
             hint: "put budgets.yaml beside the workspace's Cargo.toml, or set `harness.manifest: path/to/Cargo.toml`"
                 .into(),
         });
     }
-    check_candle(&manifest, h)?;
+    if opts.allow_outside_manifest {
+        return Ok(manifest);
+    }
+    let (Ok(real), Ok(dir)) = (manifest.canonicalize(), dir.canonicalize()) else {
+        return Ok(manifest);
+    };
+    let root = repository_root(&dir);
+    if real.starts_with(&root) {
+        return Ok(manifest);
+    }
+    Err(CliError::Usage {
+        message: format!(
+            "{at}: `harness:` builds from {}, outside the spec's repository {}: gate would build and run code from there",
+            real.display(),
+            root.display()
+        ),
+        hint: "keep the harness's crate in the spec's repository, or pass `--allow-outside-manifest` if you trust that crate".into(),
+    })
+}
+
+/// The git checkout `dir` is in (the nearest folder above it with a
+/// `.git`), else `dir` itself.
+fn repository_root(dir: &Path) -> PathBuf {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(dir)
+        .to_path_buf()
+}
+
+/// `cargo build --release` of the harness (incremental: a second build with
+/// nothing changed costs a second); returns the binary's path.
+fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathBuf, CliError> {
+    check_candle(manifest, h)?;
     let mut features = h.features.clone();
     if backend == Some(Backend::Cuda) && !features.iter().any(|f| f == "cuda") {
         features.push("cuda".into());
@@ -231,7 +336,7 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
     let mut cmd = Command::new(&cargo);
     cmd.args(["build", "--release", "--message-format=json-render-diagnostics"])
         .arg("--manifest-path")
-        .arg(&manifest)
+        .arg(manifest)
         .args(["-p", &h.package, "--bin", &h.bin]);
     if !features.is_empty() {
         cmd.arg("--features").arg(features.join(","));
@@ -247,14 +352,16 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
             format!(", features {}", features.join(","))
         }
     );
-    let (status, stdout, stderr) = run_cargo(cmd, Path::new(&cargo))?;
+    let (status, exe, said_error) = run_cargo(cmd, Path::new(&cargo), &h.bin)?;
     if !status.success() {
+        // cargo's errors went to stderr as they came: said once, not quoted again.
         return Err(CliError::Infrastructure {
             message: format!(
-                "the harness `{}` of `{}` does not build:\n{}",
+                "the harness `{}` of `{}` does not build: cargo ended: {}{}",
                 h.bin,
                 h.package,
-                first_error(&stderr)
+                status_words(&status),
+                if said_error { " (its errors are above)" } else { "" }
             ),
             hint: format!(
                 "fix the error above (`cargo build --release -p {} --bin {}` shows them all)",
@@ -262,7 +369,7 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
             ),
         });
     }
-    executable(&stdout, &h.bin).ok_or_else(|| CliError::Infrastructure {
+    exe.ok_or_else(|| CliError::Infrastructure {
         message: format!("cargo built `{}` but did not say where the binary is", h.bin),
         hint: "check that `bin:` names a binary target, not a library or an example".into(),
     })
@@ -273,17 +380,21 @@ fn build(spec: &Spec, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathB
 /// that follows reports that itself.
 fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(), CliError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(&cargo)
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
         .arg(manifest)
         .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output();
-    let Ok(out) = out else { return Ok(()) };
-    if !out.status.success() {
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let Ok(mut helper) = spawn_helper(&mut cmd) else { return Ok(()) };
+    let mut stdout = Vec::new();
+    if let Some(mut pipe) = helper.child().stdout.take() {
+        let _ = pipe.read_to_end(&mut stdout);
+    }
+    if !helper.wait().is_ok_and(|s| s.success()) {
         return Ok(());
     }
-    let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+    let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
         return Ok(());
     };
     match super::minors::mismatch(&metadata) {
@@ -295,42 +406,61 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(), CliError> {
     }
 }
 
-/// Runs the cargo build `cmd`; its exit status, stdout and stderr.
-/// stdout carries cargo's JSON messages; stderr its progress and the
-/// rendered compiler errors: shown as they come (a cold build takes
-/// minutes) and kept to quote the first error.
-fn run_cargo(mut cmd: Command, cargo: &Path) -> Result<(std::process::ExitStatus, String, String), CliError> {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| CliError::Infrastructure {
-            message: format!("cannot run cargo ({}) to build the harness: {e}", cargo.display()),
-            hint: "install a Rust toolchain (rustup.rs), or set CARGO to the cargo binary".into(),
-        })?;
-    let err_pipe = child.stderr.take().expect("stderr is piped");
-    let echo = std::thread::spawn(move || {
+/// Runs the cargo build `cmd`: its exit status, the path of binary `bin`
+/// if cargo built it, and whether cargo printed an error. stdout carries
+/// cargo's JSON messages, read as they come; stderr its progress and the
+/// rendered compiler errors: passed through as they come (a cold build
+/// takes minutes), only a bounded tail kept (a build can print hundreds of
+/// MiB of warnings).
+fn run_cargo(
+    mut cmd: Command,
+    cargo: &Path,
+    bin: &str,
+) -> Result<(std::process::ExitStatus, Option<PathBuf>, bool), CliError> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut helper = spawn_helper(&mut cmd).map_err(|e| CliError::Infrastructure {
+        message: format!("cannot run cargo ({}) to build the harness: {e}", cargo.display()),
+        hint: "install a Rust toolchain (rustup.rs), or set CARGO to the cargo binary".into(),
+    })?;
+    let err_pipe = helper.child().stderr.take().expect("stderr is piped");
+    let echo = std::thread::spawn(move || pump(err_pipe, &mut std::io::stderr()));
+    let mut exe = None;
+    if let Some(pipe) = helper.child().stdout.take() {
         use std::io::BufRead;
-        let mut kept = String::new();
-        for line in std::io::BufReader::new(err_pipe).lines().map_while(Result::ok) {
-            eprintln!("{line}");
-            kept.push_str(&line);
-            kept.push('\n');
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            if let Some(e) = executable(&line, bin) {
+                exe = Some(e);
+            }
         }
-        kept
-    });
-    let mut stdout = String::new();
-    if let Some(mut pipe) = child.stdout.take() {
-        use std::io::Read;
-        let _ = pipe.read_to_string(&mut stdout);
     }
-    let status = child.wait().map_err(|e| CliError::Infrastructure {
+    let status = helper.wait().map_err(|e| CliError::Infrastructure {
         message: format!("cargo did not finish building the harness: {e}"),
         hint: String::new(),
     })?;
-    let stderr = echo.join().unwrap_or_default();
-    Ok((status, stdout, stderr))
+    let tail = echo.join().map(|t| t.text()).unwrap_or_default();
+    let said_error = tail.lines().any(|l| l.starts_with("error"));
+    Ok((status, exe, said_error))
+}
+
+/// How much of cargo's stderr is kept (its end: where its errors are).
+const CARGO_STDERR_KEPT: usize = 64 * 1024;
+
+/// Copies `from` to `to` as it comes; returns the last bytes.
+fn pump(mut from: impl Read, to: &mut impl Write) -> Tail {
+    let mut tail = Tail::new(CARGO_STDERR_KEPT);
+    let mut buf = [0u8; 8192];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let _ = to.write_all(&buf[..n]);
+                tail.push(&buf[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    tail
 }
 
 /// The path of binary `bin` among cargo's `compiler-artifact` messages.
@@ -343,32 +473,43 @@ fn executable(messages: &str, bin: &str) -> Option<PathBuf> {
         .next_back()
 }
 
-/// cargo's first `error` block: from its first `error` line up to the next
-/// blank line (what a reader needs to fix it), or the last lines when there
-/// is none.
-fn first_error(stderr: &str) -> String {
-    let lines: Vec<&str> = stderr.lines().collect();
-    if let Some(start) = lines.iter().position(|l| l.starts_with("error")) {
-        let end = lines[start..]
-            .iter()
-            .position(|l| l.trim().is_empty())
-            .map_or(lines.len(), |n| start + n);
-        return lines[start..end.min(start + 30)].join("\n");
-    }
-    lines[lines.len().saturating_sub(10)..].join("\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_first_compiler_error_is_quoted_whole() {
-        let stderr = "   Compiling ml v0.1.0\nerror[E0425]: cannot find value `x` in this scope\n --> src/lib.rs:3:5\n  |\n3 |     x\n  |     ^ not found\n\nerror: could not compile `ml`\n";
-        assert_eq!(
-            first_error(stderr),
-            "error[E0425]: cannot find value `x` in this scope\n --> src/lib.rs:3:5\n  |\n3 |     x\n  |     ^ not found"
-        );
+    fn cargos_stderr_goes_through_whole_and_only_its_end_is_kept() {
+        // 200 MiB of warnings, then the error, produced without holding them.
+        struct Warnings(usize);
+        impl Read for Warnings {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let line = b"warning: unused variable\n";
+                if self.0 == 0 {
+                    return Ok(0);
+                }
+                self.0 -= 1;
+                let n = line.len().min(buf.len());
+                buf[..n].copy_from_slice(&line[..n]);
+                Ok(n)
+            }
+        }
+        struct Count(usize);
+        impl Write for Count {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0 += b.len();
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = (200 << 20) / 25;
+        let source = Warnings(lines).chain(&b"error: could not compile `ml`\n"[..]);
+        let mut seen = Count(0);
+        let tail = pump(source, &mut seen);
+        assert_eq!(seen.0, lines * 25 + 30);
+        assert!(tail.len() <= CARGO_STDERR_KEPT);
+        assert!(tail.text().ends_with("error: could not compile `ml`\n"));
     }
 
     #[test]

@@ -1,4 +1,8 @@
-//! `gate validate`: load and check a spec, run nothing.
+//! `gate validate`: load and check a spec, run nothing. A spec whose
+//! `harness:` names another binary has its workloads' configs checked only
+//! by that harness, once built: `--build` builds it (cargo runs the crate's
+//! build scripts) and has it check them; without it they are said to be
+//! unchecked.
 
 use std::path::PathBuf;
 
@@ -18,10 +22,21 @@ pub struct ValidateArgs {
     /// (`device_used` on the CPU) are then errors. Without it they are warnings.
     #[arg(long, value_enum)]
     pub backend: Option<Backend>,
+    /// With a spec's `harness:`, build the harness (`cargo build`: the crate's
+    /// build scripts run) and have it check the workloads' configs. Without
+    /// it nothing is built or run, and those configs are left unchecked.
+    #[arg(long)]
+    pub build: bool,
+    #[command(flatten)]
+    pub harness: super::harness::HarnessArgs,
 }
 
 pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
-    let spec = super::harness::load(&args.budgets, app, None)?.spec;
+    let (spec, unchecked) = if args.build {
+        (*super::harness::load(&args.budgets, app, None, &args.harness)?.spec, false)
+    } else {
+        super::harness::load_unbuilt(&args.budgets, app, &args.harness)?
+    };
     // `auto` is what this build would pick; `cuda` is checked as written
     // even by a build without it (validate runs nothing).
     let on_cpu = match args.backend {
@@ -45,5 +60,11 @@ pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
         n(spec.components.len(), "component"),
         n(budgets, "budget")
     );
+    if let (true, Some(h)) = (unchecked, &spec.harness) {
+        eprintln!(
+            "note: the workloads' configs were not checked: only the harness `{}` of `{}` knows them, and validate builds nothing; `gate validate --build` builds it and has it check them",
+            h.bin, h.package
+        );
+    }
     Ok(Exit::Pass)
 }

@@ -1,0 +1,56 @@
+//! A harness that goes wrong as `ROGUE_MODE` says (read when it runs):
+//!
+//! - `resolve-silent` / `resolve-garbage` / `resolve-no-configs`: `__resolve`
+//!   exits 0 with nothing, with text that is not JSON, or with an answer
+//!   that lacks the configs; `resolve-other`: an answer without the
+//!   spec's component;
+//! - `resolve-segv` / `resolve-abort`: `__resolve` dies of SIGSEGV / SIGABRT;
+//! - `resolve-sleep`: `__resolve` sleeps 3 s, then writes `ROGUE_LATE`;
+//! - `profile-silent` / `profile-garbage`: `profile` exits 0 without its
+//!   `done` event, or with text that is not JSON;
+//! - `profile-segv`: `profile` dies of SIGSEGV;
+//! - `profile-sleep`: `profile` sleeps 3 s, then writes `ROGUE_LATE`.
+//!
+//! Otherwise `__resolve` answers for one component, `rogue`.
+
+use std::io::Write;
+
+fn main() {
+    let mode = std::env::var("ROGUE_MODE").unwrap_or_default();
+    let command = std::env::args().nth(1).unwrap_or_default();
+    let mode = match (command.as_str(), mode.split_once('-')) {
+        ("__resolve", Some(("resolve", how))) | ("profile", Some(("profile", how))) => how.to_string(),
+        _ => String::new(),
+    };
+    let mut out = std::io::stdout().lock();
+    match mode.as_str() {
+        "silent" => {}
+        "garbage" => {
+            let _ = writeln!(out, "hello from the harness, not JSON");
+        }
+        "other" => {
+            let _ = writeln!(
+                out,
+                r#"{{"protocol":1,"configs":{{"other":{{}}}},"candle_version":"0.0.0"}}"#
+            );
+        }
+        "no-configs" => {
+            let _ = writeln!(out, r#"{{"protocol":1,"candle_version":"0.0.0"}}"#);
+        }
+        "segv" => unsafe { std::ptr::null_mut::<u8>().write_volatile(1) },
+        "abort" => std::process::abort(),
+        "sleep" => {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            if let Some(late) = std::env::var_os("ROGUE_LATE") {
+                std::fs::write(late, "written by the harness after gate stopped\n").unwrap();
+            }
+        }
+        _ if command == "__resolve" => {
+            let _ = writeln!(
+                out,
+                r#"{{"protocol":1,"configs":{{"rogue":{{}}}},"candle_version":"0.0.0"}}"#
+            );
+        }
+        _ => std::process::exit(2),
+    }
+}
