@@ -11,9 +11,10 @@ pub enum Exit {
     Fail = 1,
     /// 2: bad input: the spec or the arguments.
     BadInput = 2,
-    /// 3: infrastructure: no GPU where one was required, CUDA/driver error, network failure.
+    /// 3: infrastructure: no GPU where one was required, CUDA/driver error, a
+    /// profile or harness that crashed or ended without its answer, network failure.
     Infrastructure = 3,
-    /// 130: interrupted (SIGINT or SIGTERM): the profiles were stopped and no output was written.
+    /// 130: interrupted (gate's own SIGINT or SIGTERM): every child was stopped and no output was written.
     Interrupted = 130,
 }
 
