@@ -98,7 +98,13 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
     let cases = [
         ("forward", "panic", "forward", "injected panic in phase forward", 1),
         // A crash gives no figure to judge the model by: the infrastructure's (exit 3).
-        ("backward", "abort", "backward", "the profile crashed: killed by SIGABRT (6)", 3),
+        (
+            "backward",
+            "abort",
+            "backward",
+            "the profile crashed: killed by SIGABRT (6)",
+            3,
+        ),
         ("optimizer", "kill", "optimizer", "killed by SIGKILL (9)", 1),
         ("build", "oom", "build", "out of memory", 1),
         ("batch", "error", "batch", "injected error in phase batch", 1),

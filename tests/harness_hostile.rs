@@ -76,7 +76,10 @@ fn a_resolve_that_exits_0_without_its_answer_is_exit_3() {
     );
     assert_infrastructure(
         "resolve-garbage",
-        &[NAMED, "its stdout is not gate's JSON answer (it begins \"hello from the harness"],
+        &[
+            NAMED,
+            "its stdout is not gate's JSON answer (it begins \"hello from the harness",
+        ],
         false,
     );
     assert_infrastructure("resolve-no-configs", &[NAMED, "its answer has no `configs`"], false);
@@ -128,7 +131,7 @@ fn signal_midway(mode: &str, sig: i32, ready: &dyn Fn(&Path) -> bool) -> (Option
     let t = tempfile::tempdir().unwrap();
     let spec = rogue(t.path());
     let out = t.path().join("out");
-    let mut child = gate_in(t.path(), &spec, mode)
+    let child = gate_in(t.path(), &spec, mode)
         .args(["check", "--baseline", "none", "--out"])
         .arg(&out)
         .stdout(Stdio::null())
@@ -194,7 +197,10 @@ fn sigterm_to_gate_during_the_harness_build_ends_cargo_and_its_build_scripts() {
 fn validate_builds_and_runs_nothing_unless_asked() {
     let t = tempfile::tempdir().unwrap();
     let spec = rogue(t.path());
-    let o = gate_in(t.path(), &spec, "resolve-other").arg("validate").output().unwrap();
+    let o = gate_in(t.path(), &spec, "resolve-other")
+        .arg("validate")
+        .output()
+        .unwrap();
     let stderr = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(!t.path().join("built").exists(), "a build script ran: {stderr}");
@@ -212,7 +218,10 @@ fn validate_builds_and_runs_nothing_unless_asked() {
     let stderr = text(&o.stderr);
     assert!(t.path().join("built").exists(), "{stderr}");
     assert_eq!(o.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("its answer has no config for component `rogue`"), "{stderr}");
+    assert!(
+        stderr.contains("its answer has no config for component `rogue`"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -251,14 +260,20 @@ fn a_manifest_outside_the_specs_repository_is_refused_unless_allowed() {
     let spec = specs.join("budgets.yaml");
     std::fs::write(
         &spec,
-        SPEC.replace("bin: rogue-harness }", "bin: rogue-harness, manifest: ../crate/Cargo.toml }"),
+        SPEC.replace(
+            "bin: rogue-harness }",
+            "bin: rogue-harness, manifest: ../crate/Cargo.toml }",
+        ),
     )
     .unwrap();
     for cmd in [&["check", "--baseline", "none"][..], &["validate"]] {
         let o = gate_in(t.path(), &spec, "").args(cmd).output().unwrap();
         let stderr = text(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{cmd:?}: {stderr}");
-        assert!(stderr.contains("error: budgets.yaml:2:58: `harness:` builds from "), "{stderr}");
+        assert!(
+            stderr.contains("error: budgets.yaml:2:58: `harness:` builds from "),
+            "{stderr}"
+        );
         assert!(stderr.contains("outside the spec's repository"), "{stderr}");
         assert!(stderr.contains("--allow-outside-manifest"), "{stderr}");
         assert!(!t.path().join("built").exists(), "a build script ran: {stderr}");

@@ -189,7 +189,8 @@ const ANSWER_LIMIT: u64 = 16 << 20;
 /// names the harness and what was missing.
 fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String), CliError> {
     let who = format!("the harness `{}` of `{}`", h.bin, h.package);
-    let fail = |what: String| CliError::Infrastructure {
+    let fail = |what: String| {
+        CliError::Infrastructure {
         message: format!("{who} gave no answer for {}: {what}", spec.path.display()),
         hint: format!(
             "a harness is built with gate's SDK (`gate::main!`) and answers `__resolve` with one JSON line; `cargo run --release -p {} --bin {} -- __resolve --budgets {}` shows what it does",
@@ -197,6 +198,7 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String)
             h.bin,
             spec.path.display()
         ),
+    }
     };
     let mut cmd = Command::new(exe);
     cmd.arg("__resolve")
@@ -225,10 +227,11 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String)
     }
     let text = String::from_utf8_lossy(&stdout);
     // The answer is its last line of JSON: a library may print before it.
-    let answer = text
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok().filter(|v| v.is_object()));
+    let answer = text.lines().rev().find_map(|l| {
+        serde_json::from_str::<serde_json::Value>(l)
+            .ok()
+            .filter(|v| v.is_object())
+    });
     let Some(answer) = answer else {
         return Err(fail(match text.lines().find(|l| !l.trim().is_empty()) {
             None => "`__resolve` exited with status 0 and wrote nothing on stdout".into(),
@@ -290,7 +293,10 @@ fn manifest(spec: &Spec, h: &HarnessSpec, opts: &HarnessArgs) -> Result<PathBuf,
     };
     if !manifest.is_file() {
         return Err(CliError::Usage {
-            message: format!("{at}: `harness:` builds from {}, which does not exist", manifest.display()),
+            message: format!(
+                "{at}: `harness:` builds from {}, which does not exist",
+                manifest.display()
+            ),
             hint: "put budgets.yaml beside the workspace's Cargo.toml, or set `harness.manifest: path/to/Cargo.toml`"
                 .into(),
         });
@@ -386,7 +392,9 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(), CliError> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let Ok(mut helper) = spawn_helper(&mut cmd) else { return Ok(()) };
+    let Ok(mut helper) = spawn_helper(&mut cmd) else {
+        return Ok(());
+    };
     let mut stdout = Vec::new();
     if let Some(mut pipe) = helper.child().stdout.take() {
         let _ = pipe.read_to_end(&mut stdout);

@@ -33,7 +33,10 @@ pub struct ValidateArgs {
 
 pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
     let (spec, unchecked) = if args.build {
-        (*super::harness::load(&args.budgets, app, None, &args.harness)?.spec, false)
+        (
+            *super::harness::load(&args.budgets, app, None, &args.harness)?.spec,
+            false,
+        )
     } else {
         super::harness::load_unbuilt(&args.budgets, app, &args.harness)?
     };

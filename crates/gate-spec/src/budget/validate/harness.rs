@@ -79,9 +79,7 @@ pub(super) fn validate_harness(cx: &mut Ctx, node: &Node) -> Option<HarnessSpec>
 
 /// A package or binary target name as cargo accepts one.
 fn is_cargo_name(t: &str) -> bool {
-    !t.is_empty()
-        && !t.starts_with('-')
-        && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    !t.is_empty() && !t.starts_with('-') && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// A feature as `cargo build --features` takes one: `name` or `dep/name`.
