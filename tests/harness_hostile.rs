@@ -311,3 +311,19 @@ fn a_harness_that_does_not_compile_shows_cargos_error_once() {
     );
     assert!(stderr.contains("hint: fix the error above"), "{stderr}");
 }
+
+#[test]
+fn gate_fit_on_a_crashing_profile_is_exit_3_not_a_batch_too_large() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let o = gate_in(t.path(), &spec, "profile-segv")
+        .args(["fit", "rogue"])
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("error: the profile of `rogue` at batch 16 failed in phase setup: the profile crashed: killed by SIGSEGV (11)"),
+        "{stderr}"
+    );
+}

@@ -100,10 +100,27 @@ fn measure(
         ..Default::default()
     };
     eprintln!("{}: profiling at batch {batch}", c.name);
-    let m = run_child(exe, spec, &c.name, &args, &mut |_| {}).map_err(|e| CliError::Infrastructure {
+    let m = run_child(exe, spec, &c.name, &args, &mut |_| {});
+    if let Some(sig) = crate::runner::interrupted() {
+        let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
+        eprintln!("gate fit: interrupted by {name}: profile stopped");
+        return Err(CliError::Reported(Exit::Interrupted));
+    }
+    let m = m.map_err(|e| CliError::Infrastructure {
         message: format!("cannot start the profile of `{}`: {e}", c.name),
         hint: String::new(),
     })?;
+    // A crash, or no measurement, says nothing of the batch's size: not a
+    // budget the batch fails.
+    if let Some(f) = m.failure.as_ref().filter(|f| crate::runner::infrastructure_failure(f)) {
+        return Err(CliError::Infrastructure {
+            message: format!(
+                "the profile of `{}` at batch {batch} failed in phase {}: {}",
+                c.name, f.phase, f.reason
+            ),
+            hint: "this is not the batch's memory: fix the harness or the machine, then fit again".into(),
+        });
+    }
     Ok(m)
 }
 
