@@ -31,7 +31,10 @@ fn rogue(dir: &Path) -> PathBuf {
 /// `gate ARGS` in the spec's folder, the harness built into `dir/target`
 /// (one per test: nothing waits on another test's cargo lock).
 fn gate_in(dir: &Path, spec: &Path, mode: &str) -> Command {
+    // gate's private copy of the harness goes here, to be looked for.
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
     let mut cmd = gate();
+    cmd.env("TMPDIR", dir.join("tmp"));
     cmd.current_dir(spec.parent().unwrap())
         .env("CARGO_TARGET_DIR", dir.join("target"))
         .env_remove("CARGO_BUILD_TARGET")
@@ -151,6 +154,14 @@ fn signal_midway(mode: &str, sig: i32, ready: &dyn Fn(&Path) -> bool) -> (Option
     // The harness would have written 3 s after it started.
     std::thread::sleep(Duration::from_secs(4));
     let landed = t.path().join("late").exists() || out.join("report.json").exists();
+    // Nor is gate's private copy of the harness left behind.
+    let left: Vec<_> = std::fs::read_dir(t.path().join("tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("gate-harness-"))
+        .collect();
+    let landed = landed || (sig != libc::SIGKILL && !left.is_empty());
     let code = o.status.code().or_else(|| {
         use std::os::unix::process::ExitStatusExt;
         o.status.signal().map(|s| 128 + s)
@@ -175,7 +186,10 @@ fn sigterm_or_sigkill_to_gate_ends_its_harness_and_nothing_lands_after() {
     let (code, took, landed, stderr) = signal_midway("resolve-sleep", libc::SIGTERM, &resolving);
     assert_eq!(code, Some(130), "{stderr}");
     assert!(took < Duration::from_secs(2), "{took:?}: {stderr}");
-    assert!(!landed, "the harness wrote after gate exited: {stderr}");
+    assert!(
+        !landed,
+        "the harness wrote, or its copy stayed, after gate exited: {stderr}"
+    );
     assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
 
     let (code, _, landed, stderr) = signal_midway("resolve-sleep", libc::SIGKILL, &resolving);

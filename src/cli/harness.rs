@@ -44,8 +44,25 @@ enum Source {
         configs: BTreeMap<String, serde_json::Value>,
         /// The candle the harness's SDK is built against (its report's testbed).
         candle_version: String,
-        _copy: tempfile::TempDir,
+        _copy: Scratch,
     },
+}
+
+/// The harness's private copy's folder: removed when dropped, or by the
+/// signal handler when a signal ends the process first.
+struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    fn new(dir: tempfile::TempDir) -> Self {
+        gate_runner::child::scratch(dir.path());
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        gate_runner::child::forget_scratch(self.0.path());
+    }
 }
 
 impl Loaded {
@@ -159,7 +176,7 @@ fn parse(path: &Path, app: &App) -> Result<(Spec, Vec<u8>), CliError> {
 /// binary that was built for it, even if a build in the same target folder
 /// (another crate's harness of the same name, or the user's next build)
 /// replaces cargo's copy meanwhile.
-fn private_copy(built: &Path) -> Result<(PathBuf, tempfile::TempDir), CliError> {
+fn private_copy(built: &Path) -> Result<(PathBuf, Scratch), CliError> {
     let fail = |e: std::io::Error| CliError::Infrastructure {
         message: format!("cannot copy the harness {} to run it: {e}", built.display()),
         hint: "check that the temporary folder (TMPDIR) is writable and has room".into(),
@@ -167,8 +184,10 @@ fn private_copy(built: &Path) -> Result<(PathBuf, tempfile::TempDir), CliError> 
     let dir = tempfile::Builder::new()
         .prefix("gate-harness-")
         .tempdir()
+        .map(Scratch::new)
         .map_err(fail)?;
     let exe = dir
+        .0
         .path()
         .join(built.file_name().unwrap_or(std::ffi::OsStr::new("gate-harness")));
     std::fs::copy(built, &exe).map_err(fail)?;

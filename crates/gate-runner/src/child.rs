@@ -24,6 +24,10 @@ static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// A signal kills their groups outright: what they would answer is no
 /// longer wanted.
 static HELPERS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Folders this process made for the run (the harness's private copy):
+/// removed when a signal ends the process, since their owners' destructors
+/// do not run then.
+static SCRATCH: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
 /// The first SIGINT/SIGTERM received (0: none).
 static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 
@@ -63,6 +67,7 @@ pub fn forward_signals() -> std::io::Result<()> {
             {
                 signal_running(libc::SIGKILL);
                 kill_helpers();
+                remove_scratch();
                 std::process::exit(interrupted);
             }
             kill_helpers();
@@ -75,6 +80,7 @@ pub fn forward_signals() -> std::io::Result<()> {
                 let name = if sig == SIGTERM { "SIGTERM" } else { "SIGINT" };
                 eprintln!("gate: interrupted by {name}: no output written");
                 // A profile being started right now dies with us (PDEATHSIG).
+                remove_scratch();
                 std::process::exit(interrupted);
             }
             signal_running(sig);
@@ -86,6 +92,27 @@ pub fn forward_signals() -> std::io::Result<()> {
     })?;
     *installed = true;
     Ok(())
+}
+
+/// Has `dir` removed if a signal ends the process (see [`SCRATCH`]); its
+/// owner removes it otherwise, after [`forget_scratch`].
+pub fn scratch(dir: &Path) {
+    SCRATCH
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(dir.to_path_buf());
+}
+
+/// Takes `dir` off the folders a signal removes.
+pub fn forget_scratch(dir: &Path) {
+    SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).retain(|d| d != dir);
+}
+
+#[cfg(unix)]
+fn remove_scratch() {
+    for dir in SCRATCH.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 /// Called just before the first output file is written: from here on a
