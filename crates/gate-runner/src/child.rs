@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
@@ -528,7 +528,7 @@ struct Events {
 
 /// Reads the child's events until its stdout closes, timing each phase
 /// from `started` and passing each phase to `on_phase` as it begins.
-fn read_events(stdout: ChildStdout, started: Instant, on_phase: &mut dyn FnMut(Phase)) -> Events {
+fn read_events(stdout: impl Read, started: Instant, on_phase: &mut dyn FnMut(Phase)) -> Events {
     let mut ev = Events {
         last_phase: Phase::Setup,
         phase_seconds: Vec::new(),
@@ -538,8 +538,9 @@ fn read_events(stdout: ChildStdout, started: Instant, on_phase: &mut dyn FnMut(P
         first_stray: None,
     };
     let mut phase_started = started;
-    for line in BufReader::new(stdout).lines() {
-        let Ok(line) = line else { break };
+    let mut reader = BufReader::new(stdout);
+    while let Some(line) = next_line(&mut reader) {
+        let line = String::from_utf8_lossy(&line);
         match serde_json::from_str::<ChildEvent>(&line) {
             Ok(ChildEvent::Phase { phase, so_far: m }) => {
                 let now = Instant::now();
@@ -564,6 +565,43 @@ fn read_events(stdout: ChildStdout, started: Instant, on_phase: &mut dyn FnMut(P
     ev.phase_seconds
         .push((ev.last_phase, phase_started.elapsed().as_secs_f64()));
     ev
+}
+
+/// The longest line of a profile's stdout that is read as an event (a
+/// measurement with its timeline is a few MiB); a longer one is skipped as
+/// it comes, so a child printing without newlines cannot fill memory.
+const EVENT_LINE_MAX: u64 = 64 << 20;
+
+/// The next line of `r` (without its newline; `[]` for one too long to be
+/// an event), or `None` at its end.
+fn next_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
+    let mut line = Vec::new();
+    match r.by_ref().take(EVENT_LINE_MAX).read_until(b'\n', &mut line) {
+        Ok(0) | Err(_) => return None,
+        Ok(_) if line.ends_with(b"\n") => {
+            line.pop();
+            return Some(line);
+        }
+        Ok(n) if (n as u64) < EVENT_LINE_MAX => return Some(line), // the last line, unterminated
+        Ok(_) => {}
+    }
+    // Too long: drop the rest of it without keeping it.
+    loop {
+        let Ok(buf) = r.fill_buf() else { return None };
+        if buf.is_empty() {
+            return Some(Vec::new());
+        }
+        match buf.iter().position(|&c| c == b'\n') {
+            Some(i) => {
+                r.consume(i + 1);
+                return Some(Vec::new());
+            }
+            None => {
+                let n = buf.len();
+                r.consume(n);
+            }
+        }
+    }
 }
 
 /// A one-line reason for a child that ended without a measurement.
@@ -665,6 +703,32 @@ fn exit_how(status: &std::process::ExitStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::{allocator_tunables, Tail};
+
+    #[test]
+    fn an_endless_line_on_a_profiles_stdout_is_skipped_not_kept() {
+        // 200 MiB without a newline, then a phase event: read through, the
+        // long line counted as a stray (empty), the event still seen.
+        struct Endless(usize);
+        impl std::io::Read for Endless {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.min(buf.len());
+                buf[..n].fill(b'x');
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let event = super::ChildEvent::Phase {
+            phase: super::Phase::Build,
+            so_far: Box::default(),
+        };
+        let line = format!("\n{}\n", serde_json::to_string(&event).unwrap());
+        let stdout = std::io::Read::chain(Endless(200 << 20), line.as_bytes());
+        let mut phases = Vec::new();
+        let ev = super::read_events(stdout, std::time::Instant::now(), &mut |p| phases.push(p));
+        assert_eq!(phases, [super::Phase::Build]);
+        assert_eq!(ev.strays, 1);
+        assert_eq!(ev.first_stray.as_deref(), Some(""));
+    }
 
     #[test]
     fn a_tail_keeps_the_last_bytes_from_a_whole_line_whatever_was_written() {
