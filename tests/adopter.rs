@@ -115,8 +115,8 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     assert!(o.join("comment.md").is_file());
     assert!(text(&r.stdout).contains("forecaster"), "the table names it");
 
-    // `validate` goes through the harness too, and says it is fine.
-    let v = gate(t.path(), &["validate"]);
+    // `validate --build` goes through the harness too, and says it is fine.
+    let v = gate(t.path(), &["validate", "--build"]);
     assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
     assert!(text(&v.stdout).contains("budgets.yaml: ok"), "{}", text(&v.stdout));
 
@@ -250,7 +250,8 @@ fn a_mistake_in_the_adopters_config_is_a_spec_error_with_its_line() {
         .replace("horizon: 12", "horizon: twelve");
     std::fs::write(&spec, &s).unwrap();
     let line_of = |needle: &str| s.lines().position(|l| l.contains(needle)).unwrap() + 1;
-    let r = gate(t.path(), &["validate"]);
+    // The configs are the harness's to check: `validate` builds it when asked.
+    let r = gate(t.path(), &["validate", "--build"]);
     let stderr = text(&r.stderr);
     assert_eq!(r.status.code(), Some(2), "{stderr}");
     let l = line_of("hiden_dim");
@@ -397,7 +398,7 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     );
     std::fs::write(dir.join("Cargo.toml"), local).unwrap();
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
-    let v = run(&["validate"]);
+    let v = run(&["validate", "--build"]);
     assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
     assert!(text(&v.stderr).contains("building the harness `gate-harness` of `forecasting`"));
 }
