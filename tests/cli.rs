@@ -391,10 +391,12 @@ error: the spec has 1 error
 
 #[test]
 fn a_crash_in_a_component_is_a_failed_measurement_and_outputs_are_still_written() {
-    for (kind, needle) in [
-        ("panic", "injected panic in phase forward"),
-        ("abort", "SIGABRT"),
-        ("oom", "out of memory"),
+    // A crash (SIGABRT with no allocator's out-of-memory) gives no figure
+    // to judge the model by: the infrastructure's, exit 3, outputs written.
+    for (kind, needle, code) in [
+        ("panic", "injected panic in phase forward", 1),
+        ("abort", "the profile crashed: killed by SIGABRT", 3),
+        ("oom", "out of memory", 1),
     ] {
         let t = tempfile::tempdir().unwrap();
         let out = out_dir(&t);
@@ -409,7 +411,7 @@ fn a_crash_in_a_component_is_a_failed_measurement_and_outputs_are_still_written(
             ],
             &[("GATE_INJECT_FAULT", &fault)],
         );
-        assert_eq!(o.status.code(), Some(1), "{kind}: {}", text(&o.stderr));
+        assert_eq!(o.status.code(), Some(code), "{kind}: {}", text(&o.stderr));
         let r = report(&out);
         let c = &r["components"]["mlp"];
         assert_eq!(c["error"]["kind"], "failed");

@@ -225,20 +225,39 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String)
         .arg(&spec.path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::piped());
     let mut helper = spawn_helper(&mut cmd).map_err(|e| CliError::Infrastructure {
         message: format!("cannot start {who} ({}): {e}", exe.display()),
         hint: String::new(),
     })?;
-    let mut stdout = Vec::new();
-    if let Some(pipe) = helper.child().stdout.take() {
-        let _ = pipe.take(ANSWER_LIMIT + 1).read_to_end(&mut stdout);
+    // Its own process group is not the terminal's foreground one: it
+    // never writes to the terminal itself (a `stty tostop` terminal would
+    // stop it); what it says, the spec's errors included, is passed on.
+    let echo = helper
+        .child()
+        .stderr
+        .take()
+        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut std::io::stderr())));
+    let answer = helper.child().stdout.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let _ = (&mut pipe).take(ANSWER_LIMIT + 1).read_to_end(&mut kept);
+            // Past the limit it is drained, not kept: the harness is not blocked.
+            let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+            kept
+        })
+    });
+    // Waited for first: what it left running is killed with its group, so
+    // both pipes close.
+    let status = helper.wait();
+    let stdout = answer.and_then(|t| t.join().ok()).unwrap_or_default();
+    if let Some(echo) = echo {
+        let _ = echo.join();
     }
+    let status = status.map_err(|e| fail(format!("cannot wait for it: {e}")))?;
     if stdout.len() as u64 > ANSWER_LIMIT {
-        // Dropping the helper kills it.
         return Err(fail(format!("it wrote more than {} MiB on stdout", ANSWER_LIMIT >> 20)));
     }
-    let status = helper.wait().map_err(|e| fail(format!("cannot wait for it: {e}")))?;
     match status.code() {
         Some(0) => {}
         Some(2) => return Err(CliError::Reported(Exit::BadInput)),

@@ -442,6 +442,8 @@ fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
 
 /// Waits for `child` to end and takes it off `list` before it is reaped,
 /// so a signal never reaches a recycled pid (Linux: waitid with WNOWAIT).
+/// What it left running in its process group is killed then: nothing it
+/// started outlives it (or holds its pipes open).
 fn wait_listed(list: &Mutex<Vec<u32>>, child: &mut Child) -> std::io::Result<std::process::ExitStatus> {
     #[cfg(target_os = "linux")]
     loop {
@@ -455,7 +457,14 @@ fn wait_listed(list: &Mutex<Vec<u32>>, child: &mut Child) -> std::io::Result<std
                 libc::WEXITED | libc::WNOWAIT,
             )
         };
-        if r == 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+        if r == 0 {
+            // SAFETY: the group of our unreaped child (its pid, not yet reusable).
+            unsafe {
+                libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+            }
+            break;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             break;
         }
     }
