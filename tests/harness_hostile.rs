@@ -169,12 +169,14 @@ fn signal_midway(mode: &str, sig: i32, ready: &dyn Fn(&Path) -> bool) -> (Option
     (code, took, landed, text(&o.stderr))
 }
 
-/// Whether a process runs `name` with `arg` (from /proc).
-fn running(name: &str, arg: &str) -> bool {
+/// Whether this test's harness (gate's copy of it, under `dir/tmp`) runs
+/// command `arg` now (from /proc).
+fn running(dir: &Path, arg: &str) -> bool {
+    let exe = dir.join("tmp").to_string_lossy().into_owned();
     std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
         std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
             let c = String::from_utf8_lossy(&c);
-            c.contains(name) && c.contains(arg)
+            c.contains(&exe) && c.contains("rogue-harness") && c.contains(arg)
         })
     })
 }
@@ -182,7 +184,7 @@ fn running(name: &str, arg: &str) -> bool {
 #[test]
 fn sigterm_or_sigkill_to_gate_ends_its_harness_and_nothing_lands_after() {
     // The harness answers `__resolve` 3 s late, then writes a file.
-    let resolving = |dir: &Path| dir.join("built").exists() && running("rogue-harness", "__resolve");
+    let resolving = |dir: &Path| running(dir, "__resolve");
     let (code, took, landed, stderr) = signal_midway("resolve-sleep", libc::SIGTERM, &resolving);
     assert_eq!(code, Some(130), "{stderr}");
     assert!(took < Duration::from_secs(2), "{took:?}: {stderr}");
@@ -195,6 +197,12 @@ fn sigterm_or_sigkill_to_gate_ends_its_harness_and_nothing_lands_after() {
     let (code, _, landed, stderr) = signal_midway("resolve-sleep", libc::SIGKILL, &resolving);
     assert_eq!(code, Some(128 + 9), "{stderr}");
     assert!(!landed, "the harness outlived a SIGKILLed gate: {stderr}");
+
+    // The same harness as a profile: stopped, and nothing written.
+    let profiling = |dir: &Path| running(dir, "profile");
+    let (code, _, landed, stderr) = signal_midway("profile-sleep", libc::SIGTERM, &profiling);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(!landed, "the profile wrote after gate exited: {stderr}");
 }
 
 #[test]
