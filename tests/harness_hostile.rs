@@ -213,6 +213,12 @@ fn sigterm_to_gate_during_the_harness_build_ends_cargo_and_its_build_scripts() {
     assert_eq!(code, Some(130), "{stderr}");
     assert!(took < Duration::from_secs(2), "{took:?}: {stderr}");
     assert!(!landed, "the build script wrote after gate exited: {stderr}");
+
+    // SIGKILL: cargo dies with gate (PDEATHSIG), and its build script with
+    // cargo's process group (gate's watchdog).
+    let (code, _, landed, stderr) = signal_midway("build-sleep", libc::SIGKILL, &building);
+    assert_eq!(code, Some(128 + 9), "{stderr}");
+    assert!(!landed, "the build script outlived a SIGKILLed gate: {stderr}");
 }
 
 #[test]

@@ -250,7 +250,7 @@ pub fn run_child(
         tail.text()
     });
     let events = read_events(stdout, started, on_phase);
-    let status = wait_listed(&RUNNING, &mut child);
+    let status = wait_listed(&RUNNING, &mut child, || {});
     let profile_seconds = Some(started.elapsed().as_secs_f64());
     let status = status?;
     let stderr_text = err_thread.join().unwrap_or_default();
@@ -444,7 +444,11 @@ fn spawn(cmd: &mut Command) -> std::io::Result<Child> {
 /// so a signal never reaches a recycled pid (Linux: waitid with WNOWAIT).
 /// What it left running in its process group is killed then: nothing it
 /// started outlives it (or holds its pipes open).
-fn wait_listed(list: &Mutex<Vec<u32>>, child: &mut Child) -> std::io::Result<std::process::ExitStatus> {
+fn wait_listed(
+    list: &Mutex<Vec<u32>>,
+    child: &mut Child,
+    before_reap: impl FnOnce(),
+) -> std::io::Result<std::process::ExitStatus> {
     #[cfg(target_os = "linux")]
     loop {
         // SAFETY: waitid(2) on our own child, into a zeroed siginfo_t.
@@ -471,6 +475,7 @@ fn wait_listed(list: &Mutex<Vec<u32>>, child: &mut Child) -> std::io::Result<std
     list.lock()
         .unwrap_or_else(|e| e.into_inner())
         .retain(|&p| p != child.id());
+    before_reap();
     child.wait()
 }
 
@@ -479,6 +484,7 @@ fn wait_listed(list: &Mutex<Vec<u32>>, child: &mut Child) -> std::io::Result<std
 /// its process group is killed and reaped.
 pub struct Helper {
     child: Option<Child>,
+    watchdog: Option<Watchdog>,
 }
 
 impl Helper {
@@ -490,7 +496,10 @@ impl Helper {
     /// Waits for it to end.
     pub fn wait(mut self) -> std::io::Result<std::process::ExitStatus> {
         let mut child = self.child.take().expect("a helper is waited for once");
-        wait_listed(&HELPERS, &mut child)
+        let watchdog = self.watchdog.take();
+        wait_listed(&HELPERS, &mut child, || {
+            watchdog.into_iter().for_each(Watchdog::stand_down)
+        })
     }
 }
 
@@ -504,7 +513,10 @@ impl Drop for Helper {
             }
             #[cfg(not(unix))]
             let _ = child.kill();
-            let _ = wait_listed(&HELPERS, &mut child);
+            let watchdog = self.watchdog.take();
+            let _ = wait_listed(&HELPERS, &mut child, || {
+                watchdog.into_iter().for_each(Watchdog::stand_down)
+            });
         }
     }
 }
@@ -514,9 +526,64 @@ impl Drop for Helper {
 /// process. `Interrupted` once a signal has arrived.
 pub fn spawn_helper(cmd: &mut Command) -> std::io::Result<Helper> {
     tie(cmd);
+    let child = spawn_into(&HELPERS, cmd)?;
     Ok(Helper {
-        child: Some(spawn_into(&HELPERS, cmd)?),
+        watchdog: Watchdog::start(child.id()),
+        child: Some(child),
     })
+}
+
+/// Ends a helper's process group if this process is SIGKILLed.
+/// PDEATHSIG reaches the helper alone, not what it started (cargo's
+/// compilers and build scripts): a shell outside the group reads a pipe
+/// whose only writer is this process, and kills the group when the pipe
+/// closes without `done` (this process died). Linux only, like PDEATHSIG.
+/// (`kill -s KILL -- -GROUP` is the POSIX form dash accepts.)
+struct Watchdog {
+    #[cfg(target_os = "linux")]
+    shell: Child,
+    #[cfg(target_os = "linux")]
+    pipe: std::io::PipeWriter,
+}
+
+impl Watchdog {
+    #[cfg(target_os = "linux")]
+    fn start(group: u32) -> Option<Watchdog> {
+        use std::os::unix::process::CommandExt;
+        let (read, pipe) = std::io::pipe().ok()?;
+        let shell = Command::new("/bin/sh")
+            .args([
+                "-c",
+                r#"read x; [ "$x" = done ] || kill -s KILL -- "-$1""#,
+                "gate-watchdog",
+            ])
+            .arg(group.to_string())
+            .stdin(read)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Not in the terminal's group: a Ctrl-C is gate's to handle.
+            .process_group(0)
+            .spawn()
+            .ok()?;
+        Some(Watchdog { shell, pipe })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn start(_group: u32) -> Option<Watchdog> {
+        None
+    }
+
+    /// The helper ended (not reaped yet, so its group id is not reused):
+    /// the shell leaves without killing anything.
+    fn stand_down(self) {
+        #[cfg(target_os = "linux")]
+        {
+            let Watchdog { mut shell, mut pipe } = self;
+            let _ = pipe.write_all(b"done\n");
+            drop(pipe);
+            let _ = shell.wait();
+        }
+    }
 }
 
 /// What a child's stdout said, read to its end.
