@@ -203,6 +203,16 @@ fn sigterm_or_sigkill_to_gate_ends_its_harness_and_nothing_lands_after() {
     let (code, _, landed, stderr) = signal_midway("profile-sleep", libc::SIGTERM, &profiling);
     assert_eq!(code, Some(130), "{stderr}");
     assert!(!landed, "the profile wrote after gate exited: {stderr}");
+
+    // A process the profile started itself ends too when gate is SIGKILLed.
+    let (code, _, landed, stderr) = signal_midway("profile-spawn", libc::SIGKILL, &|dir: &Path| {
+        running(dir, "profile") && {
+            std::thread::sleep(Duration::from_millis(300));
+            true
+        }
+    });
+    assert_eq!(code, Some(128 + 9), "{stderr}");
+    assert!(!landed, "the profile's child outlived a SIGKILLed gate: {stderr}");
 }
 
 #[test]

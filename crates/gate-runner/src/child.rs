@@ -234,6 +234,8 @@ pub fn run_child(
     // start-up (`setup`) counts too, and a crashed phase keeps its time.
     let started = std::time::Instant::now();
     let mut child = spawn(&mut cmd)?;
+    // What the profile starts dies with it even if gate is SIGKILLed.
+    let watchdog = Watchdog::start(child.id());
     let stdout = child.stdout.take().expect("stdout is piped");
     let mut stderr = child.stderr.take().expect("stderr is piped");
     // Drain stderr on its own thread so a chatty child never blocks on a
@@ -250,7 +252,9 @@ pub fn run_child(
         tail.text()
     });
     let events = read_events(stdout, started, on_phase);
-    let status = wait_listed(&RUNNING, &mut child, || {});
+    let status = wait_listed(&RUNNING, &mut child, || {
+        watchdog.into_iter().for_each(Watchdog::stand_down)
+    });
     let profile_seconds = Some(started.elapsed().as_secs_f64());
     let status = status?;
     let stderr_text = err_thread.join().unwrap_or_default();
@@ -533,7 +537,7 @@ pub fn spawn_helper(cmd: &mut Command) -> std::io::Result<Helper> {
     })
 }
 
-/// Ends a helper's process group if this process is SIGKILLed.
+/// Ends a helper's (or a profile's) process group if this process is SIGKILLed.
 /// PDEATHSIG reaches the helper alone, not what it started (cargo's
 /// compilers and build scripts): a shell outside the group reads a pipe
 /// whose only writer is this process, and kills the group when the pipe

@@ -9,7 +9,9 @@
 //! - `profile-silent` / `profile-garbage`: `profile` exits 0 without its
 //!   `done` event, or with text that is not JSON;
 //! - `profile-segv`: `profile` dies of SIGSEGV;
-//! - `profile-sleep`: `profile` sleeps 3 s, then writes `ROGUE_LATE`.
+//! - `profile-sleep`: `profile` sleeps 3 s, then writes `ROGUE_LATE`;
+//! - `profile-spawn`: `profile` starts itself as `profile-sleep`, then
+//!   sleeps 10 s (a child of a profile, which gate never started).
 //!
 //! Otherwise `__resolve` answers for one component, `rogue`.
 
@@ -39,6 +41,14 @@ fn main() {
         }
         "segv" => unsafe { std::ptr::null_mut::<u8>().write_volatile(1) },
         "abort" => std::process::abort(),
+        "spawn" => {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .arg("profile")
+                .env("ROGUE_MODE", "profile-sleep")
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(10));
+        }
         "sleep" => {
             std::thread::sleep(std::time::Duration::from_secs(3));
             if let Some(late) = std::env::var_os("ROGUE_LATE") {
