@@ -60,7 +60,11 @@ fn children_of(ppid: u32) -> Vec<u32> {
 fn wait_for_profile(gate: &Child) -> u32 {
     let t = Instant::now();
     loop {
-        if let Some(&pid) = children_of(gate.id()).first() {
+        // gate's other child beside each profile is its watchdog shell.
+        let profile = children_of(gate.id())
+            .into_iter()
+            .find(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() != "sh"));
+        if let Some(pid) = profile {
             // Well into the profile (past start-up), not at its very first instruction.
             std::thread::sleep(Duration::from_millis(400));
             return pid;
