@@ -27,29 +27,37 @@ struct Switch;
 unsafe impl GlobalAlloc for Switch {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         if COUNTING.load(Relaxed) {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { CountingAlloc.alloc(l) }
         } else {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { System.alloc(l) }
         }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         if COUNTING.load(Relaxed) {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { CountingAlloc.dealloc(p, l) }
         } else {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { System.dealloc(p, l) }
         }
     }
     unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
         if COUNTING.load(Relaxed) {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { CountingAlloc.alloc_zeroed(l) }
         } else {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { System.alloc_zeroed(l) }
         }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         if COUNTING.load(Relaxed) {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { CountingAlloc.realloc(p, l, n) }
         } else {
+            // SAFETY: the caller's arguments, passed on unchanged (see the impl).
             unsafe { System.realloc(p, l, n) }
         }
     }

@@ -17,11 +17,13 @@ fn scratch_is_counted_apart_and_tensors_are_counted() {
     let size = 3 << 20;
     let (live, scratch) = (probe.live(), scratch_live());
     let layout = Layout::from_size_align(size, SCRATCH_ALIGN).unwrap();
+    // SAFETY: a non-zero-size layout, as `alloc` requires.
     let p = unsafe { alloc(layout) };
     assert!(!p.is_null());
     // Other threads of the test harness may allocate meanwhile, but never 3 MiB.
     assert!(probe.live() < live + (1 << 20), "scratch is not live bytes");
     assert_eq!(scratch_live(), scratch + size as u64);
+    // SAFETY: `p` came from `alloc` with this layout and is freed once.
     unsafe { dealloc(p, layout) };
     assert_eq!(scratch_live(), scratch);
 

@@ -174,22 +174,19 @@ impl OutputSet {
     pub fn begin(dir: &Path) -> std::io::Result<OutputSet> {
         std::fs::create_dir_all(dir)?;
         let lock = std::fs::File::open(dir)?;
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock(2) on a descriptor we own; released when it closes.
-            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                eprintln!(
-                    "waiting for another gate run writing to {} (its set goes first)",
-                    dir.display()
-                );
-            }
-            // SAFETY: as above; blocks until the other run's set is written.
-            while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(e);
-                }
+        // std's lock is flock(2) on unix: released when the file closes.
+        if let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
+            eprintln!(
+                "waiting for another gate run writing to {} (its set goes first)",
+                dir.display()
+            );
+        }
+        // Blocks until the other run's set is written (a signal may interrupt it).
+        loop {
+            match lock.lock() {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             }
         }
         Ok(OutputSet {

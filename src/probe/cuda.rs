@@ -75,6 +75,7 @@ impl CudaProbe {
             hint: String::new(),
         })?;
         let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: writes one pool handle into `pool`, for the context's own device.
         unsafe {
             check(
                 sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device()),
@@ -102,6 +103,8 @@ impl CudaProbe {
     fn get(&self, attr: sys::CUmemPool_attribute) -> u64 {
         let _ = self.ctx.bind_to_thread();
         let mut v: u64 = 0;
+        // SAFETY: the pool is the device's default pool (it lives as long as
+        // the context); each attribute read here is one u64 into `v`.
         let r = unsafe { sys::cuMemPoolGetAttribute(self.pool, attr, &mut v as *mut u64 as *mut std::ffi::c_void) };
         if r == sys::CUresult::CUDA_SUCCESS {
             v
@@ -112,6 +115,7 @@ impl CudaProbe {
 
     fn set(&self, attr: sys::CUmemPool_attribute, mut v: u64) -> Result<(), BackendError> {
         let _ = self.ctx.bind_to_thread();
+        // SAFETY: as in `get`: the default pool, one u64 read from `v`.
         unsafe {
             check(
                 sys::cuMemPoolSetAttribute(self.pool, attr, &mut v as *mut u64 as *mut std::ffi::c_void),
@@ -133,6 +137,7 @@ impl CudaProbe {
     pub fn mem_info(&self) -> Option<(u64, u64)> {
         let _ = self.ctx.bind_to_thread();
         let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: writes two sizes, with the context bound.
         let r = unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) };
         (r == sys::CUresult::CUDA_SUCCESS).then_some((free as u64, total as u64))
     }
@@ -195,6 +200,7 @@ impl CudaProbe {
         let block = free - allowed;
         let _ = self.ctx.bind_to_thread();
         let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: writes one device pointer; it is kept in `blocker` and freed once (`free_blocker`).
         unsafe {
             check(
                 sys::cuMemAlloc_v2(&mut ptr, block as usize),

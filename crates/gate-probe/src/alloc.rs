@@ -59,8 +59,12 @@ fn sub(layout: Layout, n: u64) {
     }
 }
 
+// SAFETY: every call is passed straight to `System` with the caller's
+// arguments, so `System`'s guarantees hold; the counters beside it are
+// atomics and never allocate.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract for `alloc` (a non-zero-size layout) is `System`'s.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             add(layout, layout.size() as u64);
@@ -69,6 +73,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: as for `alloc`.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             add(layout, layout.size() as u64);
@@ -77,11 +82,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from this allocator, i.e. from `System`, with `layout`.
         unsafe { System.dealloc(ptr, layout) };
         sub(layout, layout.size() as u64);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `ptr` came from `System` with `layout`; the caller's contract for `new_size` is `System`'s.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             // `realloc` keeps the alignment, so the bytes stay on one side.

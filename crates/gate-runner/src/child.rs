@@ -389,6 +389,8 @@ pub fn tie(cmd: &mut Command) {
         // SAFETY: getpid/getppid/prctl/raise are async-signal-safe; nothing
         // else runs between fork and exec.
         let parent = unsafe { libc::getpid() };
+        // SAFETY: the closure runs in the forked child before exec and calls
+        // only async-signal-safe functions (prctl, getppid, raise).
         unsafe {
             cmd.pre_exec(move || {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -457,6 +459,7 @@ fn wait_listed(
     loop {
         // SAFETY: waitid(2) on our own child, into a zeroed siginfo_t.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid siginfo_t this frame owns; the pid is our own unreaped child.
         let r = unsafe {
             libc::waitid(
                 libc::P_PID,

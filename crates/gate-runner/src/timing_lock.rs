@@ -30,14 +30,7 @@ pub fn acquire() -> Turn {
     else {
         return Turn { _file: None };
     };
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock(2) on a descriptor this function owns; a failure
-        // (EINTR on a signal) only means the steps are timed without a turn.
-        unsafe {
-            libc::flock(file.as_raw_fd(), libc::LOCK_EX);
-        }
-    }
+    // A failure (EINTR on a signal) only means the steps are timed without a turn.
+    let _ = file.lock();
     Turn { _file: Some(file) }
 }
