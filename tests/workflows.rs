@@ -466,6 +466,12 @@ fn node20_pins(file: &str, text: &str) -> Vec<String> {
             ));
             continue;
         };
+        // A SHA pin names its release in the comment after it (`@SHA  # v5.1.0`).
+        let reference = if is_sha(reference) {
+            rest.split_once('#').map_or("", |(_, c)| c.trim())
+        } else {
+            reference
+        };
         match version(reference) {
             Some(v) if v >= *min => {}
             _ => problems.push(format!(
@@ -967,6 +973,7 @@ fn template(name: &str) -> Yaml {
     )
     .unwrap()
     .replace("{{REPO}}", "acme/gate")
+    .replace("{{PIN}}", "v1.0.0")
     .replace("{{REF}}", "v1.0.0")
     .replace("{{BRANCH}}", "main");
     YamlLoader::load_from_str(&text).unwrap().remove(0)
@@ -1041,5 +1048,167 @@ fn the_pull_request_gate_runs_in_a_merge_queue() {
             .iter()
             .any(|d| d == "github.event_name == 'merge_group'"),
         "src/cli/templates/gate.yml: the `pr` job's `if:` skips merge_group: {cond}"
+    );
+}
+
+/// A full commit SHA, as GitHub's SHA-pinning policy requires: 40 hex digits.
+fn is_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// What is wrong with each `uses:` of `text` under a SHA-pinning policy
+/// (organisations may require every action, the composite action's nested
+/// ones included, to be pinned by a full commit SHA:
+/// https://github.blog/changelog/2025-08-15-github-actions-policy-now-supports-blocking-and-sha-pinning-actions/).
+/// Each must be `OWNER/NAME[/PATH]@<40 hex>  # vX.Y.Z`, so a reader (and
+/// Dependabot, which updates the comment with the SHA) sees the release;
+/// local `./` actions are this repository's own code.
+fn unpinned(file: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let Some(rest) = line.trim_start().trim_start_matches("- ").strip_prefix("uses:") else {
+            continue;
+        };
+        let spec = rest.split_whitespace().next().unwrap_or("");
+        if spec.starts_with("./") {
+            continue;
+        }
+        let at = format!("{file}:{}", n + 1);
+        let sha = spec.split_once('@').map_or("", |(_, r)| r);
+        let comment = rest.split_once('#').map_or("", |(_, c)| c.trim());
+        let tag = comment.split_whitespace().next().unwrap_or("");
+        let release = tag.strip_prefix('v').is_some_and(|v| {
+            let parts: Vec<&str> = v.split('.').collect();
+            parts.len() == 3
+                && parts
+                    .iter()
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if !is_sha(sha) {
+            problems.push(format!("{at}: `{spec}` is not pinned by a full commit SHA"));
+        } else if !release {
+            problems.push(format!("{at}: `{spec}` has no `# vX.Y.Z` comment naming its release"));
+        }
+    }
+    problems
+}
+
+/// `gate init`'s two workflows as it writes them with `--gate-sha`.
+fn generated_pinned(sha: &str) -> Vec<(String, String)> {
+    let t = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_gate"))
+        .args([
+            "init",
+            "--gate-repo",
+            "acme/gate",
+            "--gate-ref",
+            "v1.2.3",
+            "--gate-sha",
+            sha,
+        ])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    ["gate.yml", "gate-comment.yml"]
+        .iter()
+        .map(|f| {
+            let p = t.path().join(".github/workflows").join(f);
+            (format!("gate init: {f}"), std::fs::read_to_string(p).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn every_action_is_pinned_by_a_commit_sha_with_its_release_in_a_comment() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![(
+        "action.yml".to_string(),
+        std::fs::read_to_string(root.join("action.yml")).unwrap(),
+    )];
+    for w in workflows() {
+        files.push((format!(".github/workflows/{}", w.file), w.text));
+    }
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let generated = generated_pinned(sha);
+    for (file, text) in &generated {
+        assert!(
+            text.contains(&format!("@{sha}  # v1.2.3")),
+            "{file}: gate itself is pinned by --gate-sha:\n{text}"
+        );
+    }
+    files.extend(generated);
+    // A short or mistyped SHA is refused with the way to find the real one.
+    let t = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_gate"))
+        .args(["init", "--gate-repo", "acme/gate", "--gate-sha", "fbc6f39"])
+        .current_dir(t.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("not a full commit SHA") && err.contains("hint:") && err.contains("git ls-remote"),
+        "{err}"
+    );
+    assert!(!t.path().join(".github").exists(), "nothing written");
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for (file, text) in &files {
+        seen += text
+            .lines()
+            .filter(|l| l.trim_start().trim_start_matches("- ").starts_with("uses:"))
+            .count();
+        problems.extend(unpinned(file, text));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(seen > 40, "only {seen} `uses:` lines found: the scan is broken");
+}
+
+#[test]
+fn the_pin_check_catches_tags_short_shas_and_missing_releases() {
+    let text = "steps:\n  - uses: actions/checkout@v5\n\
+                \x20 - uses: actions/checkout@fbc6f39  # v5.1.0\n\
+                \x20 - uses: actions/checkout@fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09\n\
+                \x20 - uses: actions/checkout@fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09  # v5\n\
+                \x20 - uses: actions/checkout@fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09  # v5.1.0\n\
+                \x20 - uses: ./.gate-action\n";
+    assert_eq!(
+        unpinned("w.yml", text),
+        [
+            "w.yml:2: `actions/checkout@v5` is not pinned by a full commit SHA",
+            "w.yml:3: `actions/checkout@fbc6f39` is not pinned by a full commit SHA",
+            "w.yml:4: `actions/checkout@fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09` has no `# vX.Y.Z` comment naming its release",
+            "w.yml:5: `actions/checkout@fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09` has no `# vX.Y.Z` comment naming its release",
+        ]
+    );
+}
+
+#[test]
+fn dependabot_keeps_the_pinned_actions_current() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(".github/dependabot.yml"))
+        .expect(".github/dependabot.yml: Dependabot updates SHA pins and their comments");
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    assert_eq!(doc["version"].as_i64(), Some(2));
+    let dirs: Vec<&str> = doc["updates"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter(|u| u["package-ecosystem"].as_str() == Some("github-actions"))
+        .flat_map(|u| {
+            let one = u["directory"].as_str().into_iter();
+            let many = u["directories"]
+                .as_vec()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.as_str());
+            one.chain(many)
+        })
+        .collect();
+    // `/` covers .github/workflows and the root action.yml.
+    assert!(
+        dirs.contains(&"/"),
+        "github-actions updates for the workflows: {dirs:?}"
     );
 }

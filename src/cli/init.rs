@@ -34,6 +34,11 @@ pub struct InitArgs {
     /// The release (tag or commit) of gate the workflows use.
     #[arg(long, default_value = concat!("v", env!("CARGO_PKG_VERSION")), value_name = "REF")]
     pub gate_ref: String,
+    /// The full commit SHA that `--gate-ref` names: the workflows then use
+    /// gate by that SHA, with the tag in a comment, as organisations that
+    /// require SHA-pinned actions demand (a tag can be moved; a SHA cannot).
+    #[arg(long, value_name = "SHA")]
+    pub gate_sha: Option<String>,
     /// Your default branch (its pushes store the baselines).
     #[arg(long, default_value = "main")]
     pub branch: String,
@@ -247,11 +252,27 @@ fn unknown_owner(repo: &str) -> bool {
     repo.split('/').next() == Some(PLACEHOLDER_OWNER)
 }
 
+/// What follows `@` in the workflows' `uses:` lines: the SHA with the tag
+/// in a comment when `--gate-sha` names one, else the tag.
+fn pin(args: &InitArgs) -> String {
+    match &args.gate_sha {
+        Some(sha) => format!("{sha}  # {}", args.gate_ref),
+        None => args.gate_ref.clone(),
+    }
+}
+
 fn fill(template: &str, args: &InitArgs, repo: &str) -> String {
     template
         .replace("{{REPO}}", repo)
+        .replace("{{PIN}}", &pin(args))
         .replace("{{REF}}", &args.gate_ref)
         .replace("{{BRANCH}}", &args.branch)
+}
+
+/// A full commit SHA: 40 lowercase hex digits (GitHub's SHA-pinning policy
+/// takes nothing shorter).
+fn full_sha(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 pub fn run(args: InitArgs) -> Result<Exit, CliError> {
@@ -316,6 +337,16 @@ fn check_names(args: &InitArgs, source: &GateSource) -> Result<(), CliError> {
             hint:
                 "e.g. `--gate-repo acme/gate --gate-ref v0.2.0 --branch main`, or `--gate-repo ../gate --no-workflows`"
                     .into(),
+        });
+    }
+    if let Some(sha) = args.gate_sha.as_deref().filter(|s| !full_sha(s)) {
+        return Err(CliError::Usage {
+            message: format!("--gate-sha {sha}: not a full commit SHA (40 hex digits, lowercase)"),
+            hint: format!(
+                "the commit of the tag: `git ls-remote https://github.com/OWNER/gate 'refs/tags/{}*'` \
+                 (an annotated tag's commit is the line ending in `^{{}}`)",
+                args.gate_ref
+            ),
         });
     }
     if let GateSource::Path(p) = source {
@@ -466,6 +497,13 @@ fn print_next_steps(args: &InitArgs) {
         );
         // GitHub runs `workflow_run` workflows only from the default branch,
         // so the PR that adds them is measured but never commented on.
+        if args.gate_sha.is_none() {
+            eprintln!(
+                "  pin: the workflows use gate by its tag `{}`; where actions must be pinned by commit SHA, \
+                 run `gate init --force --gate-sha SHA` with the tag's commit (README.md#pinning-by-commit-sha)",
+                args.gate_ref
+            );
+        }
         eprintln!(
             "  note: the pull request that adds these workflows gets no comment (GitHub runs the `workflow_run` \
              comment workflow only from the default branch); its results are in the run's job summary and \
