@@ -1212,3 +1212,118 @@ fn dependabot_keeps_the_pinned_actions_current() {
         "github-actions updates for the workflows: {dirs:?}"
     );
 }
+
+/// The `needs:` of a job, as a list.
+fn needs(job: &Yaml) -> Vec<String> {
+    match &job["needs"] {
+        Yaml::String(s) => vec![s.clone()],
+        Yaml::Array(a) => a.iter().filter_map(|x| x.as_str().map(String::from)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The artifact a step uploads or downloads by a literal name (`uses:` of `action`).
+fn artifact_of(step: &Yaml, action: &str) -> Option<String> {
+    let uses = step["uses"].as_str()?;
+    if !uses.starts_with(action) {
+        return None;
+    }
+    step["with"]["name"]
+        .as_str()
+        .filter(|n| !n.contains("${{"))
+        .map(String::from)
+}
+
+/// What is wrong in `w`: an artifact a GitHub-hosted job built, consumed by
+/// another job of a run in which a self-hosted job also runs, without a
+/// check of its SHA-256 against the builder's job output. Every job of a run
+/// holds the run's artifact token and can delete and re-upload an artifact
+/// by name; a job output is set by its own job only
+/// (https://docs.github.com/en/actions/using-jobs/defining-outputs-for-jobs).
+fn unverified_artifacts(w: &Workflow) -> Vec<String> {
+    let all = jobs(w);
+    if !all.iter().any(|(_, j)| self_hosted(j)) {
+        return Vec::new();
+    }
+    let mut builder = std::collections::HashMap::new();
+    for (name, job) in &all {
+        if self_hosted(job) {
+            continue; // what a self-hosted job uploads is data (a report), read as such
+        }
+        for s in steps(job) {
+            if let Some(a) = artifact_of(s, "actions/upload-artifact") {
+                builder.insert(a, name.clone());
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for (name, job) in &all {
+        let st = steps(job);
+        for (i, s) in st.iter().enumerate() {
+            let Some(a) = artifact_of(s, "actions/download-artifact") else {
+                continue;
+            };
+            let Some(b) = builder.get(&a) else { continue };
+            let at = format!("{}: job `{name}`, artifact `{a}` (built by `{b}`)", w.file);
+            if !needs(job).contains(b) {
+                problems.push(format!(
+                    "{at}: `{b}` is not in its `needs:`, so its outputs cannot be read"
+                ));
+                continue;
+            }
+            let outputs: Vec<String> = all
+                .iter()
+                .find(|(n, _)| n == b)
+                .and_then(|(_, j)| j["outputs"].as_hash())
+                .map(|h| h.keys().filter_map(|k| k.as_str().map(String::from)).collect())
+                .unwrap_or_default();
+            // A later step that hands one of the builder's outputs to a `sha256sum -c`.
+            let verified = st[i + 1..].iter().any(|v| {
+                let env = v["env"].as_hash().into_iter().flatten().filter_map(|(_, x)| x.as_str());
+                let reads = env
+                    .into_iter()
+                    .any(|x| outputs.iter().any(|o| x.contains(&format!("needs.{b}.outputs.{o}"))));
+                reads && v["run"].as_str().is_some_and(|r| r.contains("sha256sum -c"))
+            });
+            if !verified {
+                problems.push(format!(
+                    "{at}: no later step checks it with `sha256sum -c` against `needs.{b}.outputs.*` ({outputs:?})"
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn a_built_artifact_is_verified_against_its_builders_output_where_a_self_hosted_job_shares_the_run() {
+    let mut problems = Vec::new();
+    for w in workflows() {
+        problems.extend(unverified_artifacts(&w));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // The lint catches the shape gate-release.yml had: `release` trusting the
+    // SHA256SUMS inside the artifact the self-hosted job could replace.
+    let bad = "on: push\npermissions: {contents: read}\njobs:\n\
+               \x20 package:\n    runs-on: ubuntu-latest\n    outputs: {sums: x}\n    steps:\n\
+               \x20     - uses: actions/upload-artifact@v6\n        with: {name: dist, path: dist/}\n\
+               \x20 gpu:\n    needs: package\n    runs-on: [self-hosted, gpu]\n    steps: [{run: 'true'}]\n\
+               \x20 release:\n    needs: [gpu]\n    runs-on: ubuntu-latest\n    steps:\n\
+               \x20     - uses: actions/download-artifact@v7\n        with: {name: dist, path: dist}\n\
+               \x20     - run: (cd dist && sha256sum -c SHA256SUMS)\n\
+               \x20 late:\n    needs: [package, gpu]\n    runs-on: ubuntu-latest\n    steps:\n\
+               \x20     - uses: actions/download-artifact@v7\n        with: {name: dist, path: dist}\n\
+               \x20     - run: sha256sum -c SHA256SUMS\n        env: {S: '${{ needs.package.outputs.sums }}'}\n";
+    let w = Workflow {
+        file: "bad.yml".into(),
+        text: bad.into(),
+        doc: YamlLoader::load_from_str(bad).unwrap().remove(0),
+    };
+    let found = unverified_artifacts(&w);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("job `release`") && found[0].contains("not in its `needs:`"),
+        "{found:?}"
+    );
+}
