@@ -1327,3 +1327,122 @@ fn a_built_artifact_is_verified_against_its_builders_output_where_a_self_hosted_
         "{found:?}"
     );
 }
+
+/// A step that restores or saves a build cache (GitHub's cache service).
+fn uses_cache(step: &Yaml) -> bool {
+    step["uses"]
+        .as_str()
+        .is_some_and(|u| u.starts_with("actions/cache") || u.starts_with("Swatinem/rust-cache"))
+}
+
+/// A step that runs gate's own action (this repository's, or the one the templates name).
+fn uses_gate_action(step: &Yaml) -> bool {
+    step["uses"]
+        .as_str()
+        .is_some_and(|u| u.starts_with("./") || u.starts_with("acme/gate@"))
+}
+
+/// What is wrong in a workflow `doc`: a job that holds a write token (or a
+/// release build) and restores a cache, directly or through gate's action
+/// with `command: check` (the only command whose steps touch a cache). A
+/// cache entry is written by whichever job saved it under the key (a
+/// self-hosted runner's too), so a hash stored in it proves nothing.
+fn privileged_caches(file: &str, w: &Workflow) -> Vec<String> {
+    let release = match &w.doc["on"]["push"] {
+        Yaml::Hash(h) => h.contains_key(&Yaml::String("tags".into())),
+        _ => false,
+    };
+    let mut problems = Vec::new();
+    for (name, job) in jobs(w) {
+        let writes = job_writes(w, job);
+        if writes.is_empty() && !release {
+            continue;
+        }
+        let why = if release {
+            "a release build".to_string()
+        } else {
+            format!("it writes {writes:?}")
+        };
+        for s in steps(job) {
+            if uses_cache(s) {
+                problems.push(format!(
+                    "{file}: job `{name}` ({why}) uses the cache `{}`",
+                    s["uses"].as_str().unwrap()
+                ));
+            }
+            if uses_gate_action(s) {
+                let command = s["with"]["command"].as_str().unwrap_or("check");
+                if command == "check" {
+                    problems.push(format!(
+                        "{file}: job `{name}` ({why}) runs gate's action with `command: check`, which restores caches"
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn no_job_that_writes_and_no_release_build_uses_a_cache() {
+    let mut docs: Vec<(String, Workflow)> = workflows()
+        .into_iter()
+        .map(|w| (format!(".github/workflows/{}", w.file), w))
+        .collect();
+    for t in ["gate.yml", "gate-comment.yml"] {
+        let w = Workflow {
+            file: t.into(),
+            text: String::new(),
+            doc: template(t),
+        };
+        docs.push((format!("src/cli/templates/{t}"), w));
+    }
+    let mut problems = Vec::new();
+    for (file, w) in &docs {
+        problems.extend(privileged_caches(file, w));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // The action touches a cache only for `check`: each cache step's `if:`
+    // says so, or reads the outputs of a step whose `if:` does.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
+        .unwrap()
+        .remove(0);
+    let st = action["runs"]["steps"].as_vec().unwrap();
+    let check_only = |s: &Yaml| {
+        s["if"]
+            .as_str()
+            .is_some_and(|c| c.contains("inputs.command == 'check'"))
+    };
+    let mut cache_steps = 0;
+    for s in st.iter().filter(|s| uses_cache(s)) {
+        cache_steps += 1;
+        let cond = s["if"].as_str().unwrap_or("");
+        let through = st.iter().any(|o| {
+            o["id"]
+                .as_str()
+                .is_some_and(|id| cond.contains(&format!("steps.{id}.outputs")))
+                && check_only(o)
+        });
+        assert!(
+            check_only(s) || through,
+            "action.yml: the cache step `{}` may run for `comment` or `publish` (its if: `{cond}`)",
+            s["name"].as_str().unwrap_or("?")
+        );
+    }
+    assert!(cache_steps >= 4, "only {cache_steps} cache steps found in action.yml");
+
+    // The lint catches a cache in a job that writes and in a release build.
+    let bad = "on: {push: {tags: ['v*']}}\npermissions: {contents: read}\njobs:\n\
+               \x20 build:\n    runs-on: ubuntu-latest\n    steps: [{uses: Swatinem/rust-cache@v2}]\n\
+               \x20 comment:\n    runs-on: ubuntu-latest\n    permissions: {pull-requests: write}\n\
+               \x20   steps: [{uses: ./.gate-action}]\n";
+    let w = Workflow {
+        file: "bad.yml".into(),
+        text: bad.into(),
+        doc: YamlLoader::load_from_str(bad).unwrap().remove(0),
+    };
+    let found = privileged_caches("bad.yml", &w);
+    assert_eq!(found.len(), 2, "{found:?}");
+}
