@@ -1446,3 +1446,115 @@ fn no_job_that_writes_and_no_release_build_uses_a_cache() {
     let found = privileged_caches("bad.yml", &w);
     assert_eq!(found.len(), 2, "{found:?}");
 }
+
+/// A `pull_request` run starts on every label change (its trigger cannot
+/// name the label): each job that a pull request reaches runs for the
+/// labels that decide something only, and the comment job skips a run whose
+/// jobs all skipped (such a run concludes `skipped`).
+#[test]
+fn an_unrelated_label_runs_no_job_and_no_comment() {
+    let push_only = |cond: &str| {
+        disjuncts(cond).iter().all(|d| {
+            matches!(
+                d.as_str(),
+                "github.event_name == 'push'" | "github.event_name == 'workflow_dispatch'"
+            )
+        })
+    };
+    let mut docs = vec![("src/cli/templates/gate.yml".to_string(), template("gate.yml"))];
+    let mut comments = vec![(
+        "src/cli/templates/gate-comment.yml".to_string(),
+        template("gate-comment.yml"),
+    )];
+    for w in workflows() {
+        let labels = w.doc["on"]["pull_request"]["types"]
+            .as_vec()
+            .is_some_and(|t| t.iter().any(|x| x.as_str() == Some("labeled")));
+        if labels {
+            docs.push((w.file.clone(), w.doc.clone()));
+        }
+        if triggers(&w).iter().any(|t| t == "workflow_run") {
+            comments.push((w.file.clone(), w.doc.clone()));
+        }
+    }
+    assert!(docs.len() >= 2 && comments.len() >= 2, "the workflows are found");
+    let mut checked = 0;
+    for (file, doc) in &docs {
+        for (name, job) in doc["jobs"].as_hash().unwrap() {
+            let name = name.as_str().unwrap_or("?");
+            let cond = job["if"].as_str().unwrap_or("");
+            if push_only(cond) {
+                continue;
+            }
+            assert!(
+                cond.contains("github.event.action != 'labeled'") && cond.contains("github.event.label.name == '"),
+                "{file}: job `{name}` runs for any label change: filter `labeled`/`unlabeled` on the label's name ({cond})"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "{checked}");
+    for (file, doc) in &comments {
+        for (name, job) in doc["jobs"].as_hash().unwrap() {
+            let cond = job["if"].as_str().unwrap_or("");
+            assert!(
+                cond.contains("github.event.workflow_run.conclusion != 'skipped'"),
+                "{file}: job `{}` comments after a run whose jobs all skipped ({cond})",
+                name.as_str().unwrap_or("?")
+            );
+        }
+    }
+}
+
+/// gate init's PR workflow: a new push cancels the PR's run in progress, a
+/// label change groups with its own label only, and pushes (baselines) are
+/// never cancelled nor queued behind each other; a manual run on the
+/// default branch stores a baseline, elsewhere it stores nothing.
+#[test]
+fn the_templates_group_runs_and_a_manual_run_backfills_the_baseline() {
+    let gate = template("gate.yml");
+    let group = gate["concurrency"]["group"].as_str().unwrap();
+    for part in [
+        "github.event.pull_request.number || github.sha",
+        "github.event.label.name",
+    ] {
+        assert!(
+            group.contains(part),
+            "src/cli/templates/gate.yml: the group `{group}` lacks `{part}`"
+        );
+    }
+    assert_eq!(
+        gate["concurrency"]["cancel-in-progress"].as_str(),
+        Some("${{ github.event_name == 'pull_request' }}")
+    );
+    assert!(gate["on"]
+        .as_hash()
+        .unwrap()
+        .contains_key(&Yaml::String("workflow_dispatch".into())));
+    let baseline = &gate["jobs"]["baseline"];
+    assert!(baseline["if"]
+        .as_str()
+        .unwrap()
+        .contains("github.event_name == 'workflow_dispatch'"));
+    assert_eq!(
+        baseline["with"]["publish-baseline"].as_str(),
+        Some("${{ github.ref == 'refs/heads/main' && 'true' || 'false' }}")
+    );
+    // The comment template's job: one at a time per PR (held by
+    // comment_jobs_run_one_at_a_time_per_pull_request).
+    assert!(!template("gate-comment.yml")["jobs"]["comment"]["concurrency"].is_badvalue());
+
+    // gate's own default-branch workflow: a manual run's jobs run for main only.
+    let main = workflows().into_iter().find(|w| w.file == "gate-main.yml").unwrap();
+    assert!(triggers(&main).iter().any(|t| t == "workflow_dispatch"));
+    for (name, job) in jobs(&main) {
+        if !job["needs"].is_badvalue() {
+            continue; // skipped with the jobs it needs
+        }
+        assert_eq!(
+            job["if"].as_str(),
+            Some("github.ref == 'refs/heads/main'"),
+            "gate-main.yml: job `{name}`"
+        );
+    }
+}
