@@ -17,7 +17,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 /// Branches of an `if:` that admit a pull request's code onto a self-hosted runner.
 const SAME_REPO: &str = "github.event.pull_request.head.repo.full_name == github.repository";
-const MAINTAINER_LABEL: &str = "github.event.label.name == 'gate-gpu'";
+const MAINTAINER_LABEL: &str = "github.event.label.name == format('gate-gpu@{0}', github.event.pull_request.head.sha)";
 
 struct Workflow {
     file: String,
@@ -142,11 +142,15 @@ fn disjuncts(cond: &str) -> Vec<String> {
 /// `||`), and it is not weakened by a `!`.
 fn trusted_branch(d: &str) -> bool {
     let d = d.trim().trim_start_matches('(').trim_end_matches(')');
+    let bare = |c: &'static str| c.trim_matches(|c| c == '(' || c == ')');
     let conjuncts: Vec<&str> = d
         .split("&&")
         .map(|c| c.trim().trim_matches(|c| c == '(' || c == ')').trim())
         .collect();
-    conjuncts.iter().any(|c| *c == SAME_REPO || *c == MAINTAINER_LABEL)
+    // Both sides lose their outer parentheses (the label's `format(...)` its last one too).
+    conjuncts
+        .iter()
+        .any(|c| *c == bare(SAME_REPO) || *c == bare(MAINTAINER_LABEL))
 }
 
 #[test]
@@ -1487,7 +1491,7 @@ fn an_unrelated_label_runs_no_job_and_no_comment() {
                 continue;
             }
             assert!(
-                cond.contains("github.event.action != 'labeled'") && cond.contains("github.event.label.name == '"),
+                cond.contains("github.event.action != 'labeled'") && cond.contains("github.event.label.name == "),
                 "{file}: job `{name}` runs for any label change: filter `labeled`/`unlabeled` on the label's name ({cond})"
             );
             checked += 1;
@@ -1556,5 +1560,133 @@ fn the_templates_group_runs_and_a_manual_run_backfills_the_baseline() {
             Some("github.ref == 'refs/heads/main'"),
             "gate-main.yml: job `{name}`"
         );
+    }
+}
+
+/// Runs scripts/runner/refuse-fork-jobs.sh as the runner would before a
+/// job: the event's name, its payload in a file, this repository's name.
+fn runner_hook(event: &str, payload: &serde_json::Value) -> (Option<i32>, String) {
+    let t = tempfile::tempdir().unwrap();
+    let path = t.path().join("event.json");
+    std::fs::write(&path, payload.to_string()).unwrap();
+    let o = std::process::Command::new("bash")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/runner/refuse-fork-jobs.sh"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GITHUB_EVENT_NAME", event)
+        .env("GITHUB_EVENT_PATH", &path)
+        .env("GITHUB_REPOSITORY", "acme/model")
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The workflow's `if:` is the PR's to edit; the runner's job-started hook
+/// is not. It admits trusted events and same-repository pull requests, a
+/// fork's pull request only for the label naming its exact head, and
+/// refuses the rest with the fix.
+#[test]
+fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
+    use serde_json::json;
+    let head = "1111111111111111111111111111111111111111";
+    let pr = |repo: &str, action: &str, label: Option<&str>| {
+        let mut v = json!({
+            "action": action,
+            "pull_request": { "head": { "sha": head, "repo": { "full_name": repo } } }
+        });
+        if let Some(l) = label {
+            v["label"] = json!({ "name": l });
+        }
+        v
+    };
+    for (event, payload) in [
+        ("push", json!({})),
+        ("workflow_dispatch", json!({})),
+        ("pull_request", pr("acme/model", "synchronize", None)),
+        (
+            "pull_request",
+            pr("stranger/model", "labeled", Some(&format!("gate-gpu@{head}"))),
+        ),
+    ] {
+        let (code, out) = runner_hook(event, &payload);
+        assert_eq!(code, Some(0), "{event} {payload}: {out}");
+    }
+    for (event, payload, says) in [
+        (
+            "pull_request",
+            pr("stranger/model", "synchronize", None),
+            "the fork stranger/model",
+        ),
+        (
+            "pull_request",
+            pr("stranger/model", "labeled", Some("gate-gpu")),
+            "the fork",
+        ),
+        (
+            "pull_request",
+            pr(
+                "stranger/model",
+                "labeled",
+                Some("gate-gpu@2222222222222222222222222222222222222222"),
+            ),
+            "the fork",
+        ),
+        (
+            "pull_request",
+            pr("stranger/model", "opened", Some(&format!("gate-gpu@{head}"))),
+            "the fork",
+        ),
+        ("merge_group", json!({}), "event 'merge_group'"),
+        (
+            "pull_request_target",
+            pr("acme/model", "opened", None),
+            "event 'pull_request_target'",
+        ),
+        ("workflow_run", json!({}), "event 'workflow_run'"),
+        ("pull_request", json!({}), "no pull request head"),
+    ] {
+        let (code, out) = runner_hook(event, &payload);
+        assert_eq!(code, Some(1), "{event} {payload}: {out}");
+        assert!(out.contains(says) && out.contains("\nhint: "), "{event}: {out}");
+    }
+}
+
+/// A skipped job reports success to a required check, so gate-pr.yml's
+/// required check is `gpu-verdict`: it runs after `gpu` whatever happened
+/// (`always()`), on pull requests only, and fails when the GPU gate was
+/// skipped or did not pass. Its script is run here for each result.
+#[test]
+fn a_skipped_gpu_gate_reports_not_run_to_the_required_check() {
+    let pr = workflows().into_iter().find(|w| w.file == "gate-pr.yml").unwrap();
+    let job = &pr.doc["jobs"]["gpu-verdict"];
+    assert_eq!(needs(job), ["gpu"]);
+    let cond = job["if"].as_str().unwrap();
+    assert!(
+        cond.starts_with("always() && github.event_name == 'pull_request'"),
+        "{cond}"
+    );
+    assert!(!self_hosted(job));
+    let script = steps(job)
+        .iter()
+        .find_map(|s| s["run"].as_str())
+        .expect("the verdict step")
+        .to_string();
+    let run = |result: &str, fork: &str| {
+        let o = std::process::Command::new("bash")
+            .args(["-c", &script])
+            .env("RESULT", result)
+            .env("FORK", fork)
+            .env("HEAD_SHA", "1111111111111111111111111111111111111111")
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    assert_eq!(run("success", "false").0, Some(0));
+    let (code, out) = run("skipped", "true");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("has not run") && out.contains("hint: a maintainer reviews that commit, then adds the label gate-gpu@1111111111111111111111111111111111111111"), "{out}");
+    for (result, fork) in [("skipped", "false"), ("failure", "false"), ("cancelled", "true")] {
+        let (code, out) = run(result, fork);
+        assert_eq!(code, Some(1), "{result}: {out}");
     }
 }

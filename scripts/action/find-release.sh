@@ -20,8 +20,10 @@ out features "$features"
 # Paths and cache key of a build from this action's source (install.sh holds
 # the pinned toolchain, so it keys the build too).
 # Under RUNNER_TEMP, which the runner empties for every job: on a persistent
-# self-hosted runner nothing an earlier job (maybe a fork's) left behind is
-# ever run. A cached build comes back only through actions/cache (GitHub's
+# self-hosted runner no gate binary or build tree an earlier job (maybe a
+# fork's) left behind is run. The machine's own state is not emptied
+# (~/.cargo, ~/.rustup, whose pinned toolchain a build from source uses,
+# ~/.cache/pip): only an ephemeral runner starts clean (README.md#forks). A cached build comes back only through actions/cache (GitHub's
 # cache service, whose entries a pull request cannot write for the default
 # branch) and is checked against its recorded hash before use (install.sh).
 # https://docs.github.com/en/actions/security-for-github-actions/security-guides/security-hardening-for-github-actions#hardening-for-self-hosted-runners

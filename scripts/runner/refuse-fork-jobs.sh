@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A job-started hook for a persistent self-hosted (GPU) runner: the runner
+# runs it before every job and, when it exits non-zero, fails the job
+# without running it. Unlike a workflow's `if:`, which a pull request can
+# edit (on `pull_request` GitHub runs the workflow file as the PR has it),
+# this lives on the machine. Install it on the runner host:
+#
+#   echo "ACTIONS_RUNNER_HOOK_JOB_STARTED=/opt/gate/refuse-fork-jobs.sh" >> RUNNER_DIR/.env
+#
+# (https://docs.github.com/en/actions/hosting-your-own-runners/managing-self-hosted-runners/running-scripts-before-or-after-a-job:
+# the script sees the job's default variables, the event payload at
+# GITHUB_EVENT_PATH.) Needs jq; without it every job is refused.
+#
+# Runs: push, workflow_dispatch, schedule, release; a pull request (or its
+# review) whose head is a branch of this repository; a fork's pull request
+# only on the event of a maintainer adding the label `gate-gpu@<head SHA>`
+# for the exact commit reviewed (a push after it changes the head, and the
+# label no longer matches). Everything else is refused: a fork's code,
+# merge_group (a queued merge may hold a fork's code), pull_request_target
+# and workflow_run (jobs that carry a token that may write), any other event.
+set -u
+refuse() {
+  echo "::error title=runner hook::this self-hosted runner refuses the job: $1"
+  echo "hint: $2"
+  exit 1
+}
+event="${GITHUB_EVENT_NAME:-}"
+payload="${GITHUB_EVENT_PATH:-}"
+repo="${GITHUB_REPOSITORY:-}"
+case "$event" in
+  push | workflow_dispatch | schedule | release) exit 0 ;;
+  pull_request | pull_request_review | pull_request_review_comment) ;;
+  *) refuse "event '${event:-none}' may carry code or a token this runner must not hold" \
+    "run that job on a GitHub-hosted runner, or give the GPU job an if: that skips '${event:-it}'" ;;
+esac
+command -v jq >/dev/null 2>&1 || refuse "jq is missing, so the event cannot be read" "install jq on the runner host"
+[ -n "$payload" ] && [ -r "$payload" ] || refuse "no readable event payload (GITHUB_EVENT_PATH)" \
+  "the runner sets GITHUB_EVENT_PATH for every job; run this as ACTIONS_RUNNER_HOOK_JOB_STARTED"
+head_repo=$(jq -r '.pull_request.head.repo.full_name // empty' "$payload" 2>/dev/null)
+head_sha=$(jq -r '.pull_request.head.sha // empty' "$payload" 2>/dev/null)
+[ -n "$head_repo" ] && [ -n "$repo" ] || refuse "the payload names no pull request head" "check the event"
+[ "$head_repo" = "$repo" ] && exit 0
+action=$(jq -r '.action // empty' "$payload" 2>/dev/null)
+label=$(jq -r '.label.name // empty' "$payload" 2>/dev/null)
+if [ "$event" = pull_request ] && [ "$action" = labeled ] && [ -n "$head_sha" ] && [ "$label" = "gate-gpu@$head_sha" ]; then
+  exit 0
+fi
+refuse "pull request code from the fork $head_repo (head ${head_sha:-?})" \
+  "review that commit, then add the label gate-gpu@${head_sha:-HEAD_SHA} (the full SHA) to run it once"
