@@ -1661,3 +1661,39 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
     assert!(body.contains(&chain[15][..10]), "{body}");
     assert_no_token(&o, &out);
 }
+
+/// A ruleset that restricts creating branches refuses the store's first
+/// write (GitHub's 422, "Repository rule violations found"): publish stops
+/// at once (no retry, no write to a branch that does not exist), exits 3
+/// and says where the rule is and what to change.
+#[test]
+fn a_ruleset_that_blocks_the_store_branch_names_the_fix() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    fake.fault(
+        "POST",
+        "/git/refs",
+        usize::MAX,
+        FaultKind::Status(
+            422,
+            "Repository rule violations found\n\nCannot create ref due to creations being restricted.".into(),
+        ),
+    );
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &sha(0xabc), "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = output_text(&o);
+    assert_eq!(o.status.code(), Some(3), "{text}");
+    assert!(text.contains("Repository rule violations found"), "{text}");
+    assert!(
+        text.contains("hint:") && text.contains("Rulesets") && text.contains("gate-baselines*"),
+        "{text}"
+    );
+    assert_eq!(fake.count("POST", "/git/refs"), 1, "a rule is not retried");
+    assert_eq!(fake.count("PUT", "/contents/"), 0, "nothing written");
+    assert!(!fake.state.lock().unwrap().branch_exists);
+}

@@ -106,11 +106,38 @@ impl GithubError {
         }
     }
 
+    /// Whether a repository rule (a ruleset, or classic branch protection)
+    /// refused a write: GitHub answers 422 (creating a ref, per its REST
+    /// docs for `POST /repos/{owner}/{repo}/git/refs`), 409 (the contents
+    /// API) or 403, its message naming the rule ("Repository rule
+    /// violations found", "Protected branch update failed"). Never a
+    /// concurrent update to retry: the same rule refuses the next attempt.
+    pub fn rule_violation(&self) -> bool {
+        match self {
+            GithubError::Status {
+                status: 403 | 409 | 422,
+                message,
+                ..
+            } => {
+                let m = message.to_ascii_lowercase();
+                m.contains("rule violation") || m.contains("ruleset") || m.contains("protected branch")
+            }
+            _ => false,
+        }
+    }
+
     /// The fix, for people.
     pub fn hint(&self) -> String {
+        let rule = self.rule_violation();
         match self {
             GithubError::Config { hint, .. } | GithubError::Refused { hint, .. } => hint.clone(),
             GithubError::Status { op, status, .. } => match (status, op) {
+                (_, Call::WriteBaseline) if rule => {
+                    "a repository ruleset or branch protection refuses writes to the baseline branch: in Settings → Rules → \
+                     Rulesets, leave `gate-baselines*` out of the rule's target branches (or add the GitHub Actions app to its \
+                     bypass list), or create the branch once by hand and let the ruleset allow updates to it"
+                        .into()
+                }
                 (401, _) => "the token is missing, expired or wrong: pass `GITHUB_TOKEN: ${{ github.token }}` in the step's `env`".into(),
                 (403, Call::WriteComment) | (404, Call::WriteComment) => {
                     "the token cannot write to the pull request: give the job `permissions: { pull-requests: write }`. \
@@ -150,5 +177,49 @@ impl GithubError {
                     .into()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(op: Call, status: u16, message: &str) -> GithubError {
+        GithubError::Status {
+            op,
+            method: "POST".into(),
+            path: "/repos/acme/model/git/refs".into(),
+            status,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn a_ruleset_refusing_the_store_says_the_fix_and_a_race_does_not() {
+        let ruled = status(
+            Call::WriteBaseline,
+            422,
+            "Repository rule violations found\n\nCannot create ref due to creations being restricted.",
+        );
+        assert!(ruled.rule_violation());
+        assert!(
+            ruled.hint().contains("Rulesets") && ruled.hint().contains("gate-baselines*"),
+            "{}",
+            ruled.hint()
+        );
+        let protected = status(
+            Call::WriteBaseline,
+            409,
+            "Protected branch update failed for refs/heads/gate-baselines.",
+        );
+        assert!(protected.rule_violation());
+        // A concurrent creation or update is no rule: it keeps its own hint.
+        let race = status(Call::WriteBaseline, 422, "Reference already exists");
+        assert!(!race.rule_violation());
+        assert_eq!(race.hint(), "another job wrote at the same time; run it again");
+        let moved = status(Call::WriteBaseline, 409, "is at abc but expected def");
+        assert!(!moved.rule_violation());
+        // 404 is a missing branch or token scope, whatever its text says.
+        assert!(!status(Call::WriteBaseline, 404, "ruleset").rule_violation());
     }
 }

@@ -294,6 +294,8 @@ impl Store<'_> {
             )
             .await;
         match made {
+            // A ruleset that restricts creating branches: say so, with the fix.
+            Err(e) if e.rule_violation() => Err(e),
             // 422: another job created it first, which is just as good.
             Err(e) if e.status() == Some(422) => Ok(()),
             other => other,
@@ -329,6 +331,8 @@ impl Store<'_> {
                         Published::Created { path: file }
                     })
                 }
+                // A rule refuses every attempt alike: no retry.
+                Err(e) if e.rule_violation() => return Err(e),
                 // The branch or the file moved under us: re-read and try again.
                 Err(e) if matches!(e.status(), Some(409 | 422)) => {}
                 Err(e) => return Err(e),
