@@ -56,7 +56,56 @@ impl<W: Workload> DynWorkload for W {
     }
 
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
-        Workload::checkpointed(self, chunk).map(|w| Arc::new(w) as Arc<dyn DynWorkload>)
+        Workload::checkpointed(self, chunk).map(|inner| Arc::new(Chunked { inner, chunk }) as Arc<dyn DynWorkload>)
+    }
+}
+
+/// A workload that [`Workload::checkpointed`] returned, with the chunk it was
+/// given: its config records the checkpoint, so the variant's report and
+/// fingerprint differ from the plain model's without a hand-written `describe`.
+#[derive(Debug)]
+struct Chunked<W> {
+    inner: W,
+    chunk: usize,
+}
+
+impl<W: Workload> DynWorkload for Chunked<W> {
+    fn kind(&self) -> &'static str {
+        W::KIND
+    }
+
+    fn config(&self) -> serde_json::Value {
+        let mut json = Workload::describe(&self.inner);
+        match json.as_object_mut() {
+            // A workload that records its checkpoint itself (the TFT names its block) keeps its own.
+            Some(map) if !map.contains_key("checkpoint") => {
+                map.insert("checkpoint".into(), serde_json::json!({ "chunk": self.chunk }));
+            }
+            Some(_) => {}
+            // A config that is not a map (a bare value) is kept whole beside the checkpoint.
+            None => json = serde_json::json!({ "config": json, "checkpoint": { "chunk": self.chunk } }),
+        }
+        json
+    }
+
+    fn param_count(&self) -> ParamCount {
+        Workload::param_count(&self.inner)
+    }
+
+    fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {
+        Workload::build(&self.inner, vb, ctx)
+    }
+
+    fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch> {
+        Workload::batch(&self.inner, ctx, seed)
+    }
+
+    fn learning_rate(&self) -> f64 {
+        Workload::learning_rate(&self.inner)
+    }
+
+    fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
+        DynWorkload::checkpointed(&self.inner, chunk)
     }
 }
 
@@ -159,5 +208,64 @@ pub(crate) fn test_config(pairs: &[(&str, &str)]) -> Node {
     Node {
         value: Value::Map(entries),
         pos: Pos { line: 1, col: 1 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sdk::config::Problems;
+    use serde::{Deserialize, Serialize};
+
+    /// A workload written as docs/sdk.md shows it: `checkpointed` overridden, `describe` not.
+    #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+    #[serde(default)]
+    struct Keys {
+        width: usize,
+    }
+
+    #[derive(Debug, Clone)]
+    struct Blocks {
+        keys: Keys,
+        // What a real model's forward would read; the config must record it without being told.
+        _chunk: Option<usize>,
+    }
+
+    impl Workload for Blocks {
+        const KIND: &'static str = "blocks";
+        type Config = Keys;
+        fn from_config(keys: Keys) -> std::result::Result<Self, Problems> {
+            Ok(Blocks { keys, _chunk: None })
+        }
+        fn config(&self) -> &Keys {
+            &self.keys
+        }
+        fn param_count(&self) -> ParamCount {
+            ParamCount::default()
+        }
+        fn build(&self, _vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {
+            candle_core::bail!("not built in this test")
+        }
+        fn batch(&self, _ctx: &RunCtx, _seed: u64) -> Result<Batch> {
+            Ok(Batch::new(vec![]))
+        }
+        fn checkpointed(&self, chunk: usize) -> Option<Self> {
+            Some(Blocks {
+                _chunk: Some(chunk),
+                ..self.clone()
+            })
+        }
+    }
+
+    #[test]
+    fn a_checkpointed_variant_records_its_chunk_without_a_describe_of_its_own() {
+        let plain: Arc<dyn DynWorkload> = Arc::new(Blocks::from_config(Keys { width: 8 }).unwrap());
+        let variant = plain.checkpointed(16).expect("the workload opts in");
+        assert_eq!(plain.config(), serde_json::json!({ "width": 8 }));
+        assert_eq!(
+            variant.config(),
+            serde_json::json!({ "width": 8, "checkpoint": { "chunk": 16 } })
+        );
+        assert_eq!(variant.kind(), "blocks");
     }
 }

@@ -101,7 +101,9 @@ pub trait Workload: fmt::Debug + Send + Sync + Sized + 'static {
 
     /// What the report records as this component's config (and compares
     /// with the baseline's). The default is [`Workload::config`] as JSON; a
-    /// workload may add derived figures.
+    /// workload may add derived figures. A workload returned by
+    /// [`Workload::checkpointed`] needs no override: gate adds
+    /// `checkpoint: { chunk: N }` to it (unless it has a `checkpoint` key).
     fn describe(&self) -> serde_json::Value {
         serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
     }
