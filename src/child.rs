@@ -212,6 +212,29 @@ fn run_resolve(path: &Path, registry: &Registry, identity: Identity) -> Result<E
     Ok(Exit::Pass)
 }
 
+/// Adds a line with the panic's message and its `file:line:col` to stderr
+/// (then Rust's own report, backtrace included): the parent keeps one line
+/// as the failure's reason, and Rust's message leaves the location out of it.
+fn locate_panics() {
+    let rust_own = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
+            .unwrap_or_default();
+        let line = format!("{}{}{at}\n", crate::runner::PANIC_LINE, message.replace('\n', " "));
+        // A closed stderr loses the line; the hook must not panic over it.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        rust_own(info);
+    }));
+}
+
 /// An opened backend: where tensors live and how their bytes are read.
 struct Opened {
     device: Device,
@@ -261,6 +284,7 @@ fn open_cuda(_emulate: Option<u64>) -> Result<Opened, BackendError> {
 }
 
 fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Result<Exit, ChildError> {
+    locate_panics();
     let (spec, workloads) = load_here(&args.budgets, registry, identity)?;
     let (component, workload) = component_and_workload(&args, &spec, &workloads)?;
     let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);

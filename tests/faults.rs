@@ -153,3 +153,25 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
     // The observed outcomes (docs/reliability.md quotes them): `--nocapture` shows them.
     println!("{}", rows.join("\n"));
 }
+
+/// A panic's reason carries where it was raised, in every output: Rust's own
+/// message puts the location on a line the parent does not keep, so the
+/// profile's panic hook adds it.
+#[test]
+fn a_panic_names_its_file_and_line_in_every_output() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = two_mlps(t.path());
+    let out = t.path().join("out");
+    let (o, r) = run(&spec, &out, Some("b:forward:panic"));
+    let all = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    // The injected panic's own line in crates/gate-runner/src/fault.rs.
+    let reason = "the profile exited with status 101: injected panic in phase forward \
+                  at crates/gate-runner/src/fault.rs:73:20";
+    assert_eq!(r["components"]["b"]["error"]["reason"], reason, "{all}");
+    assert!(all.contains(reason), "terminal: {all}");
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    assert!(xml.contains(reason), "junit: {xml}");
+    let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+    assert!(md.contains(reason), "comment: {md}");
+}

@@ -13,7 +13,7 @@ use crate::sdk::{DynWorkload, RunCtx};
 pub use gate_runner::{
     begin_writing, default_jobs, emit, forward_signals, infrastructure_failure, interrupted, measured_in, median,
     profile_all, run_child, ChildArgs, ChildEvent, DeviceInfo, Failure, Measurement, Phase, Profiled, Progress,
-    MIN_PAIRS, PAIR_SECONDS,
+    MIN_PAIRS, PAIR_SECONDS, PANIC_LINE,
 };
 pub use gate_runner::{RatioPlan, RatioRun};
 /// The candle the models run on (the `candle-0-*` feature; the 0.11 figure

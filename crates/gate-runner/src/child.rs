@@ -16,6 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use super::measurement::{Failure, Measurement, Phase};
 
+/// How a profile child's panic hook starts its one line on stderr: the
+/// panic's message and where it was raised (`... at src/model.rs:12:5`),
+/// which Rust's own message puts on a line of its own.
+pub const PANIC_LINE: &str = "gate: the profile panicked: ";
+
 /// The profiles running now (pids of children not yet waited for, so a pid
 /// here is never a recycled one).
 static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -690,14 +695,17 @@ fn next_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
 /// A one-line reason for a child that ended without a measurement.
 fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> String {
     let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
-    // A panic's message is the line after "panicked at"; otherwise the last
-    // line that is not a backtrace or a note.
+    // A panic's message with its location is the hook's line; without the
+    // hook (a harness of an older gate), the line after "panicked at";
+    // otherwise the last line that is not a backtrace or a note.
+    let hooked = lines.iter().find_map(|l| l.strip_prefix(PANIC_LINE));
     let panic_message = lines
         .iter()
         .position(|l| l.contains("panicked at"))
         .and_then(|i| lines.get(i + 1))
         .copied();
-    let detail = panic_message
+    let detail = hooked
+        .or(panic_message)
         .or_else(|| {
             lines
                 .iter()

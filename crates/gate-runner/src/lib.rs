@@ -22,6 +22,7 @@ use gate_spec::metric;
 
 pub use child::{
     begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,
+    PANIC_LINE,
 };
 pub use measurement::{measured_in, DeviceInfo, Failure, Measurement, Phase};
 pub use phases::{profile, profile_steps, ratio_run, RatioPlan, RatioRun, Timing};
