@@ -184,6 +184,42 @@ fn markdown_with_a_baseline() {
     insta::assert_snapshot!(md);
 }
 
+/// The run and its baseline, the TFT's `attention` block grown from 500 to
+/// 700 MB (its `vsn` still the largest), the blocks compared by name as
+/// `gate check` compares them.
+fn grown_block() -> (Report, Report) {
+    let cur = current();
+    let mut base = baseline_of(&cur);
+    for b in base["components"]["tft"]["blocks"].as_array_mut().unwrap() {
+        if b["name"] == "attention" {
+            b["retained_bytes"] = json!(500_000_000);
+        }
+    }
+    let base = report(base);
+    let mut cur = report(cur);
+    let testbed = cur.testbed.clone();
+    let outcome = gate::__private::report::baseline::Outcome::Found {
+        report: Box::new(base.clone()),
+        source: "commit 0000000000000000000000000000000000000000".into(),
+    };
+    gate::__private::report::compare_blocks(&mut cur.components, &outcome, &testbed);
+    (cur, base)
+}
+
+#[test]
+fn table_with_a_baseline_shows_it_the_change_and_the_block_that_grew() {
+    let (cur, _) = grown_block();
+    insta::assert_snapshot!(gate::__private::render::table::render(&cur, false));
+}
+
+#[test]
+fn markdown_next_step_names_the_block_that_grew() {
+    let (cur, base) = grown_block();
+    let md = markdown::render(&cur, Some(&base), markdown::COMMENT_LIMIT);
+    let next = md.lines().find(|l| l.starts_with("**Next step:**")).unwrap_or_default();
+    insta::assert_snapshot!(next);
+}
+
 #[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();

@@ -330,6 +330,7 @@ pub(super) struct Conclusion<'a> {
 pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
     let mut components = c.components;
     report::add_ratios(&mut components); // variants: loss and step-time ratios
+    report::compare_blocks(&mut components, c.baseline, &c.testbed); // which block grew
     let verdict = report::decide_acknowledged(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict, &c.ack);
     // The token never reaches an output, whatever text carried it (#15).
     let report = super::output::scrub(Report {

@@ -7,12 +7,23 @@ use std::fmt::Write;
 use crate::report::{Report, Status};
 use crate::units::Bytes;
 
-use super::{limit_text, measured_text};
+use super::measured_text;
 
 /// How many blocks each component lists.
 pub const TOP_BLOCKS: usize = 5;
 
 pub fn render(report: &Report, color: bool) -> String {
+    render_as(report, color, true)
+}
+
+/// The table as the comment's text diff compares it: without the columns
+/// against the baseline and without the next step, which only one side of
+/// the diff (the run compared with the baseline) would have.
+pub fn render_for_diff(report: &Report) -> String {
+    render_as(report, false, false)
+}
+
+fn render_as(report: &Report, color: bool, compared: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -24,7 +35,7 @@ pub fn render(report: &Report, color: bool) -> String {
         Bytes(report.testbed.capacity_bytes)
     );
     out.push('\n');
-    results_table(&mut out, report, color);
+    results_table(&mut out, report, color, compared && report.baseline.is_some());
     out.push_str(&variants(report));
     for (name, c) in &report.components {
         component_notes(&mut out, name, c);
@@ -44,6 +55,9 @@ pub fn render(report: &Report, color: bool) -> String {
     for w in &report.summary.warnings {
         let _ = writeln!(out, "\nwarning: {w}");
     }
+    if compared {
+        next_step(&mut out, report);
+    }
     let s = &report.summary;
     let (verdict, status) = if s.passed_run() {
         ("PASS", Status::Pass)
@@ -54,32 +68,41 @@ pub fn render(report: &Report, color: bool) -> String {
     out
 }
 
-/// One row per budget result under a header, in aligned columns; the status painted.
-fn results_table(out: &mut String, report: &Report, color: bool) {
-    let mut rows: Vec<[String; 6]> = vec![[
-        "component".into(),
-        "metric".into(),
-        "budget".into(),
-        "measured".into(),
-        "used".into(),
-        "status".into(),
-    ]];
-    for r in &report.results {
-        let used = super::percent_of_budget(r).map_or_else(String::new, |p| format!("{p:.1}%"));
-        rows.push([
-            r.component.clone(),
-            r.metric.clone(),
-            limit_text(r),
-            measured_text(r),
-            used,
-            match (&r.not_compared, r.budget_changed()) {
-                (Some(_), _) => format!("{} (not compared)", r.status.name()),
-                (None, true) => format!("{} (budget changed)", r.status.name()),
-                (None, false) => r.status.name().to_string(),
-            },
-        ]);
+/// One row per budget result under a header, in aligned columns; the status
+/// painted. With a baseline, its figure and the change against it too.
+fn results_table(out: &mut String, report: &Report, color: bool, with_baseline: bool) {
+    let mut header = vec!["component", "metric", "budget"];
+    if with_baseline {
+        header.push("baseline");
     }
-    let mut widths = [0usize; 6];
+    header.push("measured");
+    if with_baseline {
+        header.extend(["Δ", "Δ %"]);
+    }
+    header.extend(["used", "status"]);
+    let mut rows: Vec<Vec<String>> = vec![header.into_iter().map(String::from).collect()];
+    for r in &report.results {
+        let row = super::view::row_of(r);
+        let used = row.percent_of_budget.map_or_else(String::new, |p| format!("{p:.1}%"));
+        let mut cells = vec![r.component.clone(), r.metric.clone(), row.limit.clone()];
+        if with_baseline {
+            cells.push(row.baseline.clone().unwrap_or_else(|| "—".into()));
+        }
+        cells.push(measured_text(r));
+        if with_baseline {
+            let (abs, pct) = row.delta.clone().unwrap_or_else(|| ("—".into(), "—".into()));
+            cells.extend([abs, pct]);
+        }
+        cells.push(used);
+        cells.push(match (&r.not_compared, r.budget_changed()) {
+            (Some(_), _) => format!("{} (not compared)", r.status.name()),
+            (None, true) => format!("{} (budget changed)", r.status.name()),
+            (None, false) => r.status.name().to_string(),
+        });
+        rows.push(cells);
+    }
+    let last = rows[0].len() - 1;
+    let mut widths = vec![0usize; last + 1];
     for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             widths[i] = widths[i].max(cell.chars().count());
@@ -88,28 +111,42 @@ fn results_table(out: &mut String, report: &Report, color: bool) {
     for (i, row) in rows.iter().enumerate() {
         let mut line = String::new();
         for (j, cell) in row.iter().enumerate() {
-            // Right-align the numbers, left-align the names.
             let w = widths[j];
-            // Right-align the numbers; the last column is not padded (no trailing blanks).
-            let padded = if (2..=4).contains(&j) {
-                format!("{cell:>w$}")
-            } else if j == 5 {
+            // Right-align the numbers, left-align the names; the last column
+            // is not padded (no trailing blanks).
+            let padded = if j == last {
                 cell.clone()
+            } else if j >= 2 {
+                format!("{cell:>w$}")
             } else {
                 format!("{cell:<w$}")
             };
-            let padded = if j == 5 && i > 0 {
+            let padded = if j == last && i > 0 {
                 paint(&padded, report.results[i - 1].status, color)
             } else {
                 padded
             };
             line.push_str(&padded);
-            if j < 5 {
+            if j < last {
                 line.push_str("  ");
             }
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+}
+
+/// On failure, the one next step (the comment's, in plain words).
+fn next_step(out: &mut String, report: &Report) {
+    let Some(step) = super::view::next_step(report) else {
+        return;
+    };
+    let code = |t: &str| format!("`{t}`");
+    let what = super::view::what_words(&step, code, str::to_string);
+    let block = super::view::block_words(report, &step, code)
+        .map(|w| format!(" {w}"))
+        .unwrap_or_default();
+    let lever = super::view::lever_words(report, &step, code);
+    let _ = writeln!(out, "\nnext step: {what}.{block} {lever}");
 }
 
 /// A component's error, if any, and its blocks by activation memory kept for backward.

@@ -52,12 +52,13 @@ impl Row<'_> {
 /// Every budget in review order (failing, regressed, not measured, changed,
 /// unchanged), the spec's order within each group.
 pub fn rows(report: &Report) -> Vec<Row<'_>> {
-    let mut rows: Vec<Row> = report.results.iter().map(row).collect();
+    let mut rows: Vec<Row> = report.results.iter().map(row_of).collect();
     rows.sort_by_key(|r| r.rank);
     rows
 }
 
-fn row(r: &BudgetResult) -> Row<'_> {
+/// [`rows`]' row of one result.
+pub fn row_of(r: &BudgetResult) -> Row<'_> {
     let delta = r.delta().filter(|_| r.not_compared.is_none());
     let improved = delta.is_some_and(|d| if r.op.is_max() { d < 0.0 } else { d > 0.0 });
     let changed = delta.is_some_and(|d| d != 0.0) || r.budget_changed() || r.not_compared.is_some();
@@ -131,7 +132,8 @@ pub fn top_blocks(c: &ComponentReport, n: usize) -> Vec<&BlockReport> {
 }
 
 /// The one next step a failing run suggests: the first failing (else
-/// regressed) budget, the block that keeps the most, and the lever for it.
+/// regressed) budget, its block (the one that grew most against the
+/// baseline, else the one that keeps the most), and the lever for it.
 #[derive(Debug, Clone)]
 pub struct NextStep<'a> {
     pub row: Row<'a>,
@@ -182,12 +184,105 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
         .components
         .get(&first.result.component)
         .filter(|_| lever == Lever::Checkpoint)
-        .and_then(|c| top_blocks(c, 1).into_iter().find(|b| b.name != UNATTRIBUTED));
+        .and_then(|c| grown_most(c).or_else(|| top_blocks(c, 1).into_iter().find(|b| b.name != UNATTRIBUTED)));
     Some(NextStep {
         row: first,
         block,
         lever,
     })
+}
+
+/// The top-level block that gained the most retained bytes against the
+/// baseline's block of the same name, if any grew.
+pub fn grown_most(c: &ComponentReport) -> Option<&BlockReport> {
+    c.blocks
+        .iter()
+        .filter(|b| !b.name.contains('.') && b.name != UNATTRIBUTED)
+        .filter(|b| b.growth_bytes().is_some_and(|g| g > 0))
+        .max_by_key(|b| b.growth_bytes())
+}
+
+/// What a next step is about: its budget and figure; `code` quotes a name
+/// and `text` escapes free text the renderer's way.
+pub fn what_words(step: &NextStep, code: impl Fn(&str) -> String, text: impl Fn(&str) -> String) -> String {
+    let r = step.row.result;
+    match (&step.row.measured, r.status) {
+        (Some(m), Status::Regressed) => format!(
+            "{} grew to {m} from {} (more than its {}% tolerance)",
+            code(&step.row.name()),
+            step.row.baseline.as_deref().unwrap_or("—"),
+            crate::units::trim_float(r.tolerance_percent)
+        ),
+        (Some(m), _) => format!("{} is {m} against {}", code(&step.row.name()), text(&step.row.limit)),
+        (None, _) => format!(
+            "{} has no figure: {}",
+            code(&step.row.name()),
+            text(r.reason.as_deref().unwrap_or("not measured"))
+        ),
+    }
+}
+
+/// A next step's sentence on its block, as every renderer words it; `code`
+/// quotes a name the renderer's way.
+pub fn block_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> String) -> Option<String> {
+    let b = step.block?;
+    let component = &step.row.result.component;
+    let size = |bytes: i64| size_text(report, component, bytes as f64);
+    let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
+    Some(match (b.growth_bytes().filter(|g| *g > 0), b.baseline_retained_bytes) {
+        (Some(g), Some(was)) => format!(
+            "Block {} grew the most against the baseline: by {}, from {} to {}{}.",
+            code(&b.name),
+            size(g),
+            size(was),
+            size(b.retained_bytes),
+            b.share_percent
+                .map(|s| format!(", {s:.1}% of the activations kept for backward"))
+                .unwrap_or_default()
+        ),
+        _ => format!(
+            "Block {} keeps {}{share} of the activations for backward.",
+            code(&b.name),
+            size(b.retained_bytes)
+        ),
+    })
+}
+
+/// A next step's lever, as every renderer words it; `code` quotes a name
+/// (or a command) the renderer's way.
+pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> String) -> String {
+    let component = &step.row.result.component;
+    match step.lever {
+        Lever::Checkpoint => format!(
+            "Recompute {} in backward instead of keeping it (activation checkpointing: {} in the spec, \
+             or {} in your model; docs/levers.md), or find the largest batch that passes: {}.",
+            step.block
+                .map_or_else(|| "its largest block".to_string(), |b| code(&b.name)),
+            code("checkpoint:"),
+            code("gate::checkpoint"),
+            code(&format!("gate fit {component}"))
+        ),
+        Lever::SmallerModel => format!(
+            "These scale with the parameters, not the batch: a smaller config, or {} \
+             weights ({} in the spec; docs/levers.md).",
+            code("bf16"),
+            code("dtype:")
+        ),
+        Lever::Leak => "Memory is kept from step to step: look for tensors stored across steps (a history, \
+                        a cache, a metric kept as a tensor; docs/sdk.md §8)."
+            .to_string(),
+        Lever::Tradeoff => {
+            "Compare the variants above: each lever trades memory for time or loss (docs/levers.md).".to_string()
+        }
+        Lever::Ensemble => match largest_member(report) {
+            Some((m, v)) => format!(
+                "The largest member is {} ({}); its own budgets are above.",
+                code(m),
+                crate::metric::format_value(Unit::Bytes, v)
+            ),
+            None => "A member was not measured; see its row above.".to_string(),
+        },
+    }
 }
 
 /// The ensemble's member with the largest figure of its metric.

@@ -296,3 +296,32 @@ components:
         assert_eq!(v.summary.warnings, ["no baseline (x): regressions are not checked"]);
     }
 }
+
+/// Records the baseline's retained bytes beside each block of every
+/// component compared with it (a baseline of the same testbed, the
+/// component's settings unchanged), matched by name; a block the baseline
+/// lacked had 0. The renderers then name the block that grew. Pure.
+pub fn compare_blocks(
+    components: &mut std::collections::BTreeMap<String, ComponentReport>,
+    outcome: &super::baseline::Outcome,
+    testbed: &Testbed,
+) {
+    let Some(base) = outcome
+        .report()
+        .filter(|b| super::baseline::comparable(testbed, &b.testbed))
+    else {
+        return;
+    };
+    for (name, now) in components.iter_mut() {
+        let Some(was) = base.components.get(name) else {
+            continue;
+        };
+        if was.fingerprint != now.fingerprint || was.error.is_some() || now.error.is_some() || was.blocks.is_empty() {
+            continue;
+        }
+        for b in &mut now.blocks {
+            let old = was.blocks.iter().find(|o| o.name == b.name);
+            b.baseline_retained_bytes = Some(old.map_or(0, |o| o.retained_bytes));
+        }
+    }
+}

@@ -19,6 +19,7 @@ mod model;
 mod verdict;
 
 pub use assemble::{component_report, not_measured_report, testbed};
+pub use compare::compare_blocks;
 pub use model::*;
 pub use verdict::{
     acknowledge, add_ratios, decide, decide_acknowledged, ratios_beyond_card, Reserve, Verdict, PARAMS_AGREEMENT,

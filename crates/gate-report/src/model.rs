@@ -132,6 +132,19 @@ pub struct BlockReport {
     pub calls: u64,
     /// Share of the component's retained activations, in percent (top-level blocks only).
     pub share_percent: Option<f64>,
+    /// What the baseline's block of the same name retained, when the
+    /// component was compared with the baseline (same testbed, same
+    /// settings); 0 for a block the baseline did not have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_retained_bytes: Option<i64>,
+}
+
+impl BlockReport {
+    /// Retained bytes gained since the baseline (negative: shrunk); `None`
+    /// when not compared.
+    pub fn growth_bytes(&self) -> Option<i64> {
+        Some(self.retained_bytes - self.baseline_retained_bytes?)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -253,6 +266,7 @@ impl ComponentReport {
                 peak_bytes: b.peak_bytes,
                 calls: b.calls,
                 share_percent: share(&b.name, b.retained_bytes),
+                baseline_retained_bytes: None,
             })
             .collect();
         if let Some(a) = activations {
@@ -268,6 +282,7 @@ impl ComponentReport {
                 peak_bytes: 0,
                 calls: 0,
                 share_percent: share(UNATTRIBUTED, rest),
+                baseline_retained_bytes: None,
             });
         }
         rows
@@ -558,6 +573,7 @@ mod tests {
             peak_bytes,
             calls,
             share_percent: share,
+            baseline_retained_bytes: None,
         }
     }
 

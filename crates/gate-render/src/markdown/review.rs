@@ -10,7 +10,7 @@ use super::sections::baseline_phrase;
 use super::Links;
 use crate::report::{Report, Status};
 use crate::units::Bytes;
-use crate::view::{self, Lever, Rank, Row};
+use crate::view::{self, Rank, Row};
 
 /// At most this many warnings are listed one by one.
 const MAX_WARNINGS: usize = 30;
@@ -97,65 +97,17 @@ pub fn head(report: &Report, links: &Links) -> String {
     out
 }
 
-/// On failure, one next step: the first failing budget, the block that
-/// keeps the most and the lever that helps it.
+/// On failure, one next step: the first failing budget, its block (the one
+/// that grew most, else the largest) and the lever that helps it.
 pub fn next_step(report: &Report) -> String {
     let Some(step) = view::next_step(report) else {
         return String::new();
     };
-    let r = step.row.result;
-    let component = &r.component;
-    let what = match (&step.row.measured, r.status) {
-        (Some(m), Status::Regressed) => format!(
-            "{} grew to {m} from {} (more than its {}% tolerance)",
-            code(&step.row.name()),
-            step.row.baseline.as_deref().unwrap_or("—"),
-            crate::units::trim_float(r.tolerance_percent)
-        ),
-        (Some(m), _) => format!("{} is {m} against {}", code(&step.row.name()), escape(&step.row.limit)),
-        (None, _) => format!(
-            "{} has no figure: {}",
-            code(&step.row.name()),
-            escape_max(r.reason.as_deref().unwrap_or("not measured"), 200)
-        ),
-    };
-    let block = step
-        .block
-        .map(|b| {
-            format!(
-                " Block {} keeps {}{} of the activations for backward.",
-                code(&b.name),
-                view::size_text(report, component, b.retained_bytes as f64),
-                b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default()
-            )
-        })
+    let what = view::what_words(&step, code, |t| escape_max(t, 200));
+    let block = view::block_words(report, &step, code)
+        .map(|w| format!(" {w}"))
         .unwrap_or_default();
-    let lever = match step.lever {
-        Lever::Checkpoint => format!(
-            "Recompute {} in backward instead of keeping it (activation checkpointing: `checkpoint:` in the spec, \
-             or `gate::checkpoint` in your model; docs/levers.md), or find the largest batch that passes: {}.",
-            step.block
-                .map_or_else(|| "its largest block".to_string(), |b| code(&b.name)),
-            code(&format!("gate fit {component}"))
-        ),
-        Lever::SmallerModel => "These scale with the parameters, not the batch: a smaller config, or `bf16` \
-                                weights (`dtype:` in the spec; docs/levers.md)."
-            .to_string(),
-        Lever::Leak => "Memory is kept from step to step: look for tensors stored across steps (a history, \
-                        a cache, a metric kept as a tensor; docs/sdk.md §8)."
-            .to_string(),
-        Lever::Tradeoff => {
-            "Compare the variants above: each lever trades memory for time or loss (docs/levers.md).".to_string()
-        }
-        Lever::Ensemble => match view::largest_member(report) {
-            Some((m, v)) => format!(
-                "The largest member is {} ({}); its own budgets are above.",
-                code(m),
-                crate::metric::format_value(crate::metric::Unit::Bytes, v)
-            ),
-            None => "A member was not measured; see its row above.".to_string(),
-        },
-    };
+    let lever = view::lever_words(report, &step, code);
     format!("**Next step:** {what}.{block} {lever}\n\n")
 }
 

@@ -110,8 +110,8 @@ pub fn diff_section(report: &Report, baseline: Option<&Report>) -> String {
     if !report.baseline.as_ref().is_some_and(|b| b.comparable) {
         return String::new();
     }
-    let old = code_safe(&crate::table::render(base, false));
-    let new = code_safe(&crate::table::render(report, false));
+    let old = code_safe(&crate::table::render_for_diff(base));
+    let new = code_safe(&crate::table::render_for_diff(report));
     let label = |r: &Report, what: &str| {
         let c = r.commit.as_deref().map(|c| c.chars().take(12).collect::<String>());
         format!("{what} {}", c.unwrap_or_default()).trim_end().to_string()
