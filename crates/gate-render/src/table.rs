@@ -164,10 +164,26 @@ fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentRep
         return;
     }
     let _ = writeln!(out, "\n{name}: blocks by activation memory kept for backward");
+    let bytes = |v: i64| crate::metric::format_value(crate::metric::Unit::Bytes, v as f64);
+    let share_text = |s: Option<f64>| s.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
+    // The blocks left out are said (before the closing rest), so the rows still add up.
+    let mut more = super::view::more_blocks(c, TOP_BLOCKS);
+    let mut say_more = |out: &mut String| {
+        if let Some((n, b, s)) = more.take() {
+            let _ = writeln!(
+                out,
+                "  {:<28} {:>12}{}",
+                super::view::more_blocks_label(n),
+                bytes(b),
+                share_text(s)
+            );
+        }
+    };
     for b in top {
-        let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
-        let retained = crate::metric::format_value(crate::metric::Unit::Bytes, b.retained_bytes as f64);
+        let share = share_text(b.share_percent);
+        let retained = bytes(b.retained_bytes);
         if b.name == super::view::UNATTRIBUTED {
+            say_more(out);
             let _ = writeln!(out, "  {:<28} {retained:>12}{share}", b.name);
         } else {
             let _ = writeln!(
@@ -178,6 +194,7 @@ fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentRep
             );
         }
     }
+    say_more(out);
 }
 
 /// The ensemble's sum: its members, the reserve, the total and the headroom.

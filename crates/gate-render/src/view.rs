@@ -131,6 +131,28 @@ pub fn top_blocks(c: &ComponentReport, n: usize) -> Vec<&BlockReport> {
     top
 }
 
+/// The top-level blocks [`top_blocks`] leaves out: how many, and what they
+/// retain and their share together, so a list can say "and N more".
+pub fn more_blocks(c: &ComponentReport, n: usize) -> Option<(usize, i64, Option<f64>)> {
+    let rest: Vec<&BlockReport> = c
+        .blocks
+        .iter()
+        .filter(|b| !b.name.contains('.') && b.name != UNATTRIBUTED)
+        .skip(n)
+        .collect();
+    if rest.is_empty() {
+        return None;
+    }
+    let bytes = rest.iter().map(|b| b.retained_bytes).sum();
+    let share = rest.iter().map(|b| b.share_percent).sum::<Option<f64>>();
+    Some((rest.len(), bytes, share.map(|s| (s * 10.0).round() / 10.0)))
+}
+
+/// "and 1 more block", "and 3 more blocks".
+pub fn more_blocks_label(count: usize) -> String {
+    format!("and {count} more block{}", if count == 1 { "" } else { "s" })
+}
+
 /// The one next step a failing run suggests: the first failing (else
 /// regressed) budget, its block (the one that grew most against the
 /// baseline, else the one that keeps the most), and the lever for it.

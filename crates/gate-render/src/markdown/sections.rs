@@ -79,7 +79,23 @@ pub fn blocks_section(report: &Report, links: &super::Links) -> String {
                 .unwrap_or_default()
         );
         out.push_str("| block | retained | share | peak |\n|---|--:|--:|--:|\n");
+        // The blocks left out are said (before the closing rest), so the rows still add up.
+        let mut more = view::more_blocks(c, super::TOP_BLOCKS);
+        let mut say_more = |out: &mut String| {
+            if let Some((n, bytes, share)) = more.take() {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | — |",
+                    view::more_blocks_label(n),
+                    view::size_text(report, name, bytes as f64),
+                    share.map_or_else(|| "—".into(), |s| format!("{s:.1}%")),
+                );
+            }
+        };
         for b in top {
+            if b.name == UNATTRIBUTED {
+                say_more(&mut out);
+            }
             let peak = if b.name == UNATTRIBUTED {
                 "—".to_string()
             } else {
@@ -93,6 +109,7 @@ pub fn blocks_section(report: &Report, links: &super::Links) -> String {
                 b.share_percent.map_or_else(|| "—".into(), |s| format!("{s:.1}%")),
             );
         }
+        say_more(&mut out);
         out.push('\n');
         out.push_str(&super::chart::blocks_chart(report, name, c));
         out.push('\n');
