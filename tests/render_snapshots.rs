@@ -85,6 +85,7 @@ fn timed_with_a_variant() -> Report {
             line,
             reason: reason.map(String::from),
             display_unit: None,
+            limit_in_seconds: false,
             not_compared: None,
             baseline_op: None,
             baseline_limit: None,

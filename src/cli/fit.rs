@@ -296,7 +296,12 @@ mod tests {
     fn budget(op: Op, value: f64) -> Budget {
         Budget {
             metric: Metric::TrainingPeak,
-            limit: Limit { op, value, unit: None },
+            limit: Limit {
+                op,
+                value,
+                unit: None,
+                seconds: false,
+            },
             line: 1,
             col: 1,
         }

@@ -16,7 +16,7 @@ pub mod table;
 pub mod timeline;
 pub mod view;
 
-use crate::metric::{format_in, format_limit, Unit};
+use crate::metric::{format_in, Unit};
 use crate::report::{Acknowledgement, BudgetResult, RunStatus, Status, Summary};
 
 /// The headline's strict suffix: ` (strict)`, and when only `--strict`
@@ -64,19 +64,13 @@ pub fn counts(report: &crate::report::Report) -> String {
 
 /// `< 300 MB` — the limit as written in the spec.
 pub fn limit_text(r: &BudgetResult) -> String {
-    format_limit(r.unit, r.display_unit, r.op.symbol(), r.limit)
+    r.limit_text(r.op, r.limit)
 }
 
 /// The baseline's limit when this run changed it.
 pub fn baseline_limit_text(r: &BudgetResult) -> Option<String> {
-    r.budget_changed().then(|| {
-        format_limit(
-            r.unit,
-            r.display_unit,
-            r.baseline_op.unwrap_or(r.op).symbol(),
-            r.baseline_limit.unwrap_or(r.limit),
-        )
-    })
+    r.budget_changed()
+        .then(|| r.limit_text(r.baseline_op.unwrap_or(r.op), r.baseline_limit.unwrap_or(r.limit)))
 }
 
 /// A figure of `r` (measured, baseline) in the unit its limit was written in.
@@ -167,7 +161,7 @@ pub fn failure_message(r: &BudgetResult) -> String {
             format!(
                 "{} {negated} {} budget{factor}",
                 value_text(r, v),
-                format_limit(r.unit, r.display_unit, "", r.limit).trim_start()
+                r.limit_value_text(r.limit)
             )
         }
         None => r.reason.clone().unwrap_or_else(|| "not measured".into()),

@@ -75,9 +75,7 @@ fn diff_json(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: 
 /// changed row with the baseline's limit and returns one line per change.
 pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline: &Report) -> Vec<String> {
     let mut out = Vec::new();
-    let limit_text = |r: &BudgetResult, op: crate::budget::Op, value: f64| {
-        crate::metric::format_limit(r.unit, r.display_unit, op.symbol(), value)
-    };
+    let limit_text = |r: &BudgetResult, op: crate::budget::Op, value: f64| r.limit_text(op, value);
     for r in results.iter_mut() {
         let old = baseline
             .results
@@ -126,7 +124,7 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
                 "{}.{}: budget {} removed in this PR",
                 b.component,
                 b.metric,
-                crate::metric::format_limit(b.unit, b.display_unit, b.op.symbol(), b.limit)
+                b.limit_text(b.op, b.limit)
             ));
         }
     }

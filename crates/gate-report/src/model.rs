@@ -384,6 +384,9 @@ pub struct BudgetResult {
     /// Sizes: the unit the limit was written in (`300 MB`); figures are shown in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_unit: Option<SizeUnit>,
+    /// Times: the limit was written in seconds (`< 10 s`), and is shown so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub limit_in_seconds: bool,
     /// Why the baseline's figure is shown but not compared, e.g.
     /// `config changed: hidden_dim 256 → 300`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -402,6 +405,21 @@ pub struct BudgetResult {
 }
 
 impl BudgetResult {
+    /// A limit of this budget as written in the spec: `< 300 MB`, `< 10 s`.
+    pub fn limit_text(&self, op: Op, value: f64) -> String {
+        format!("{} {}", op.symbol(), self.limit_value_text(value))
+    }
+
+    /// A limit's figure as written, without its comparison: `300 MB`, `10 s`.
+    pub fn limit_value_text(&self, value: f64) -> String {
+        if self.unit == Unit::Ms && self.limit_in_seconds {
+            return format!("{} s", crate::units::trim_float(value / 1000.0));
+        }
+        crate::metric::format_limit(self.unit, self.display_unit, "", value)
+            .trim_start()
+            .to_string()
+    }
+
     /// measured / limit, the factor by which a budget is used.
     pub fn ratio(&self) -> Option<f64> {
         self.measured.filter(|_| self.limit != 0.0).map(|m| m / self.limit)

@@ -511,6 +511,7 @@ fn judge_component_budget(
         line: b.line,
         reason,
         display_unit: b.limit.unit,
+        limit_in_seconds: b.limit.seconds,
         not_compared,
         baseline_op: None,
         baseline_limit: None,
@@ -604,6 +605,7 @@ fn judge_ensemble(
                 line: b.line,
                 reason,
                 display_unit: b.limit.unit,
+                limit_in_seconds: false,
                 not_compared: None,
                 baseline_op: None,
                 baseline_limit: None,
@@ -764,6 +766,20 @@ ensemble:
             .iter()
             .map(|r| (r.component.as_str(), r.metric.as_str(), r.status))
             .collect()
+    }
+
+    #[test]
+    fn a_time_limit_is_shown_in_the_unit_it_was_written_in() {
+        let spec = crate::budget::parse(
+            Path::new("budgets.yaml"),
+            "version: 1\ndevice: { name: card, capacity: 1000 B }\ncomponents:\n  a:\n    workload: mlp\n    budgets:\n      step_time: < 10 s\n  b:\n    workload: mlp\n    budgets:\n      step_time: < 1500 ms\n",
+        )
+        .unwrap();
+        let c = reports(&[(Metric::StepTime, 12_000.0)], &[(Metric::StepTime, 12.0)]);
+        let v = decide(&spec, &c, &no_baseline(), &Testbed::default(), RESERVE, false);
+        let shown: Vec<String> = v.results.iter().map(|r| r.limit_text(r.op, r.limit)).collect();
+        assert_eq!(shown, ["< 10 s", "< 1500 ms"]);
+        assert_eq!(v.results[0].limit_value_text(v.results[0].limit), "10 s");
     }
 
     #[test]

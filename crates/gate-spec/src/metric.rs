@@ -107,7 +107,8 @@ pub fn format_in(unit: Unit, shown: Option<crate::units::SizeUnit>, value: f64) 
     }
 }
 
-/// A budget's limit as written: `< 300 MB`, `< 2 s` shown as `< 2000 ms`, `< 1.05`.
+/// A budget's limit: `< 300 MB` as written, a time in ms (`BudgetResult::limit_text`
+/// shows one written in seconds so), `< 1.05`.
 pub fn format_limit(unit: Unit, shown: Option<crate::units::SizeUnit>, op: &str, value: f64) -> String {
     let v = match (unit, shown) {
         (Unit::Bytes, Some(u)) => u.format_limit(value),

@@ -98,6 +98,8 @@ pub struct Limit {
     pub value: f64,
     /// For sizes, the unit the limit was written in: its figures are shown in it.
     pub unit: Option<crate::units::SizeUnit>,
+    /// For times, whether the limit was written in seconds (`< 10 s`): it is shown so.
+    pub seconds: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -125,6 +125,7 @@ impl Ctx {
                 op,
                 value: v,
                 unit: (unit == Unit::Bytes).then(|| SizeUnit::of(&text)).flatten(),
+                seconds: unit == Unit::Ms && !text.trim().ends_with("ms"),
             }),
             Err(e) => {
                 self.err(pos, format!("budget for {what}: {}", e.message), e.hint);
