@@ -221,6 +221,44 @@ fn markdown_next_step_names_the_block_that_grew() {
 }
 
 #[test]
+fn a_leak_that_also_fails_the_inference_peak_is_the_next_step() {
+    let results = vec![
+        result(
+            "llm",
+            "inference_peak",
+            "<",
+            2.0 * MIB,
+            Some(3.0 * MIB),
+            None,
+            "fail",
+            8,
+        ),
+        result("llm", "growth", "<", 16.0 * 1024.0, Some(2.0 * MIB), None, "fail", 9),
+    ];
+    let r = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml", "testbed": testbed("AMD EPYC"),
+        "components": { "llm": component("llm", &[("inference_peak", 3.0 * MIB), ("growth", 2.0 * MIB)], &[("block2", 1_000_000)]) },
+        "ensemble": null, "results": results,
+        "summary": { "status": "fail", "passed": 0, "failed": 2, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate::__private::render::table::render(&r, false);
+    let md = markdown::render(&r, None, markdown::COMMENT_LIMIT);
+    let next = |text: &str, start: &str| {
+        text.lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_default()
+            .to_string()
+    };
+    insta::assert_snapshot!(format!(
+        "{}\n{}",
+        next(&table, "next step:"),
+        next(&md, "**Next step:**")
+    ));
+}
+
+#[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();
     cur["baseline"]["comparable"] = json!(false);

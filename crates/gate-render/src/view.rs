@@ -194,9 +194,19 @@ impl Lever {
 
 pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
     let rows = rows(report);
-    let first = rows
-        .into_iter()
-        .find(|r| matches!(r.rank, Rank::Failing | Rank::Regressed))?;
+    let bad = |r: &&Row| matches!(r.rank, Rank::Failing | Rank::Regressed);
+    let mut first = rows.iter().find(bad)?.clone();
+    // A leak keeps its bytes live into inference: when the component's
+    // growth fails too, the leak is the step to take, not a checkpoint.
+    if first.result.metric == Metric::InferencePeak.name() {
+        if let Some(growth) = rows
+            .iter()
+            .filter(bad)
+            .find(|r| r.result.component == first.result.component && r.result.metric == Metric::Growth.name())
+        {
+            first = growth.clone();
+        }
+    }
     let lever = if first.result.component == "ensemble" {
         Lever::Ensemble
     } else {

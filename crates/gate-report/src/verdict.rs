@@ -337,6 +337,7 @@ pub fn decide_acknowledged(
             ));
         }
     }
+    warnings.extend(leak_warnings(&results));
     let budget_changes = baseline
         .map(|b| budget_changes(spec, &mut results, b))
         .unwrap_or_default();
@@ -349,6 +350,29 @@ pub fn decide_acknowledged(
         results,
         ensemble,
     }
+}
+
+/// A component whose `growth` and `inference_peak` both fail (or regress):
+/// what a leak keeps is still live when inference runs, so it inflates the
+/// inference peak too, and the leak is the likely cause of both.
+fn leak_warnings(results: &[BudgetResult]) -> Vec<String> {
+    let bad = |r: &&BudgetResult| matches!(r.status, Status::Fail | Status::Regressed);
+    let mut out = Vec::new();
+    for g in results.iter().filter(|r| r.metric == Metric::Growth.name()).filter(bad) {
+        let inflated = results
+            .iter()
+            .filter(bad)
+            .any(|r| r.component == g.component && r.metric == Metric::InferencePeak.name());
+        if let (true, Some(grown)) = (inflated, g.measured) {
+            out.push(format!(
+                "{c}: growth ({}) and inference_peak both fail: what leaks across steps is still live in inference, \
+                 so the leak is the likely cause of both; fix it first (docs/sdk.md §7, `growth`)",
+                crate::units::Bytes(grown as u64),
+                c = g.component
+            ));
+        }
+    }
+    out
 }
 
 /// The acknowledge label: with it on the pull request, each regression
@@ -766,6 +790,30 @@ ensemble:
             .iter()
             .map(|r| (r.component.as_str(), r.metric.as_str(), r.status))
             .collect()
+    }
+
+    #[test]
+    fn a_leak_that_inflates_the_inference_peak_is_named_as_its_likely_cause() {
+        let spec = crate::budget::parse(
+            Path::new("budgets.yaml"),
+            "version: 1\ndevice: { name: card, capacity: 1 GiB }\ncomponents:\n  a:\n    workload: mlp\n    budgets: { growth: < 16 KiB, inference_peak: < 1 MiB }\n  b:\n    workload: mlp\n    budgets: { growth: < 16 KiB, inference_peak: < 1 MiB }\n",
+        )
+        .unwrap();
+        let mib = 1024.0 * 1024.0;
+        // `a` leaks 1 MiB a step (2 further steps); `b` only exceeds its inference peak.
+        let c = reports(
+            &[(Metric::Growth, 2.0 * mib), (Metric::InferencePeak, 3.0 * mib)],
+            &[(Metric::Growth, 0.0), (Metric::InferencePeak, 3.0 * mib)],
+        );
+        let v = decide(&spec, &c, &no_baseline(), &Testbed::default(), RESERVE, false);
+        let leaks: Vec<&String> = v.summary.warnings.iter().filter(|w| w.contains("leak")).collect();
+        assert_eq!(
+            leaks,
+            [
+                "a: growth (2.000 MiB) and inference_peak both fail: what leaks across steps is still live in \
+              inference, so the leak is the likely cause of both; fix it first (docs/sdk.md §7, `growth`)"
+            ]
+        );
     }
 
     #[test]
