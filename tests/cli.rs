@@ -549,3 +549,54 @@ fn built_in_dimensions_past_what_can_be_allocated_are_spec_errors_at_their_key()
     }
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A run that writes no outputs (here a spec error) removes the previous
+/// run's, so CI never uploads or comments them as this run's; other files
+/// in the folder stay.
+#[test]
+fn a_run_that_writes_nothing_leaves_no_previous_outputs_behind() {
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    std::fs::create_dir_all(&out).unwrap();
+    for f in [
+        "report.json",
+        "junit.xml",
+        "comment.md",
+        "timeline-mlp.svg",
+        "notes.txt",
+    ] {
+        std::fs::write(out.join(f), "from the run before").unwrap();
+    }
+    let spec = spec_with(&t, "      activations: < 200\n", "");
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            spec.to_str().unwrap(),
+            "--baseline",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        format!(
+            "note: removed the previous run's outputs from {out} (comment.md, junit.xml, report.json, timeline-mlp.svg): this run wrote none
+{spec}:13:20: error: budget for `mlp.activations`: size `200` has no unit
+  hint: write a number and a unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024), e.g. `300 MB`
+error: the spec has 1 error
+",
+            out = out.display(),
+            spec = spec.display()
+        )
+    );
+    let mut left: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt"]);
+}

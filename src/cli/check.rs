@@ -59,6 +59,53 @@ pub struct CheckArgs {
 }
 
 pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
+    let out = args.out.clone();
+    let mut writing = false;
+    let result = run_until_written(args, app, &mut writing);
+    // A run that stopped before its outputs (a spec error, a harness that
+    // does not build) leaves none of the previous run's: CI would upload or
+    // comment them as this run's. A failed write keeps the old set (OutputSet).
+    if result.is_err() && !writing {
+        remove_previous_outputs(&out);
+    }
+    result
+}
+
+/// The files a run's set holds (and `timeline-*.svg`).
+const OUTPUT_FILES: [&str; 6] = [
+    "report.json",
+    "junit.xml",
+    "comment.md",
+    "pr.json",
+    "baseline.json",
+    "history.json",
+];
+
+/// Removes the previous run's outputs from `out`, if any, and says so.
+fn remove_previous_outputs(out: &std::path::Path) {
+    let mut previous: Vec<String> = std::fs::read_dir(out)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|f| OUTPUT_FILES.contains(&f.as_str()) || (f.starts_with("timeline-") && f.ends_with(".svg")))
+        .collect();
+    if previous.is_empty() {
+        return;
+    }
+    previous.sort();
+    let Ok(mut set) = OutputSet::begin(out) else { return };
+    previous.iter().for_each(|f| set.remove(f));
+    if set.commit().is_ok() {
+        eprintln!(
+            "note: removed the previous run's outputs from {} ({}): this run wrote none",
+            out.display(),
+            previous.join(", ")
+        );
+    }
+}
+
+fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<Exit, CliError> {
     let started = Instant::now();
     // Ctrl-C / SIGTERM (handled from `cli::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
     let loaded = super::harness::load(&args.budgets, app, Some(args.backend), &args.harness)?;
@@ -112,6 +159,7 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     bar.finish_and_clear();
 
     let infra = measured.infra.clone();
+    *writing = true;
     let Some(report) = write_outputs(&args, spec, measured, baseline, stored, started)? else {
         return Ok(stopped().unwrap_or(Exit::Interrupted));
     };
