@@ -135,6 +135,35 @@ fn same_limit(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 
+/// Records the baseline's retained bytes beside each block of every
+/// component compared with it (a baseline of the same testbed, the
+/// component's settings unchanged), matched by name; a block the baseline
+/// lacked had 0. The renderers then name the block that grew. Pure.
+pub fn compare_blocks(
+    components: &mut std::collections::BTreeMap<String, ComponentReport>,
+    outcome: &super::baseline::Outcome,
+    testbed: &Testbed,
+) {
+    let Some(base) = outcome
+        .report()
+        .filter(|b| super::baseline::comparable(testbed, &b.testbed))
+    else {
+        return;
+    };
+    for (name, now) in components.iter_mut() {
+        let Some(was) = base.components.get(name) else {
+            continue;
+        };
+        if was.fingerprint != now.fingerprint || was.error.is_some() || now.error.is_some() || was.blocks.is_empty() {
+            continue;
+        }
+        for b in &mut now.blocks {
+            let old = was.blocks.iter().find(|o| o.name == b.name);
+            b.baseline_retained_bytes = Some(old.map_or(0, |o| o.retained_bytes));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,31 +324,71 @@ components:
     }
 }
 
-/// Records the baseline's retained bytes beside each block of every
-/// component compared with it (a baseline of the same testbed, the
-/// component's settings unchanged), matched by name; a block the baseline
-/// lacked had 0. The renderers then name the block that grew. Pure.
-pub fn compare_blocks(
-    components: &mut std::collections::BTreeMap<String, ComponentReport>,
-    outcome: &super::baseline::Outcome,
-    testbed: &Testbed,
-) {
-    let Some(base) = outcome
-        .report()
-        .filter(|b| super::baseline::comparable(testbed, &b.testbed))
-    else {
-        return;
-    };
-    for (name, now) in components.iter_mut() {
-        let Some(was) = base.components.get(name) else {
-            continue;
+#[cfg(test)]
+mod block_tests {
+    use super::*;
+    use crate::baseline::Outcome;
+
+    fn comp(blocks: &[(&str, i64)]) -> ComponentReport {
+        let mut c: ComponentReport = serde_json::from_value(serde_json::json!({
+            "workload": "w", "dtype": "f32", "batch_size": 1, "seed": 0, "config": {}, "metrics": {},
+            "param_count": 0, "analytic_params_bytes": 0, "batch_bytes": 0, "blocks": [],
+            "step_times_ms": [], "losses": [], "fingerprint": "fp", "error": null
+        }))
+        .unwrap();
+        c.blocks = blocks
+            .iter()
+            .map(|(n, b)| BlockReport {
+                name: n.to_string(),
+                retained_bytes: *b,
+                peak_bytes: 0,
+                calls: 1,
+                share_percent: None,
+                baseline_retained_bytes: None,
+            })
+            .collect();
+        c
+    }
+
+    fn report(c: ComponentReport) -> Report {
+        Report {
+            schema: 1,
+            gate_version: "0".into(),
+            commit: None,
+            spec: "s".into(),
+            testbed: Testbed::default(),
+            components: [("a".to_string(), c)].into(),
+            ensemble: None,
+            results: vec![],
+            summary: serde_json::from_value(serde_json::json!({
+                "status": "pass", "passed": 0, "failed": 0, "regressed": 0, "not_measured": 0,
+                "warnings": [], "strict": false
+            }))
+            .unwrap(),
+            baseline: None,
+            wall_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn blocks_are_compared_by_name_and_a_new_block_had_nothing() {
+        let base = Outcome::Found {
+            report: Box::new(report(comp(&[("embed", 10), ("block2", 30)]))),
+            source: "x".into(),
         };
-        if was.fingerprint != now.fingerprint || was.error.is_some() || now.error.is_some() || was.blocks.is_empty() {
-            continue;
-        }
-        for b in &mut now.blocks {
-            let old = was.blocks.iter().find(|o| o.name == b.name);
-            b.baseline_retained_bytes = Some(old.map_or(0, |o| o.retained_bytes));
-        }
+        let mut now = report(comp(&[("block2", 45), ("embed", 10), ("head", 5)])).components;
+        compare_blocks(&mut now, &base, &Testbed::default());
+        let grown: Vec<(&str, Option<i64>)> = now["a"]
+            .blocks
+            .iter()
+            .map(|b| (b.name.as_str(), b.growth_bytes()))
+            .collect();
+        assert_eq!(grown, [("block2", Some(15)), ("embed", Some(0)), ("head", Some(5))]);
+
+        // Other settings (another fingerprint): nothing is compared.
+        let mut other = report(comp(&[("block2", 45)])).components;
+        other.get_mut("a").unwrap().fingerprint = "fp2".into();
+        compare_blocks(&mut other, &base, &Testbed::default());
+        assert_eq!(other["a"].blocks[0].baseline_retained_bytes, None);
     }
 }
