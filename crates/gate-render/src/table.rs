@@ -38,7 +38,7 @@ fn render_as(report: &Report, color: bool, compared: bool) -> String {
     results_table(&mut out, report, color, compared && report.baseline.is_some());
     out.push_str(&variants(report));
     for (name, c) in &report.components {
-        component_notes(&mut out, name, c);
+        component_notes(&mut out, name, c, compared);
     }
     if let Some(e) = &report.ensemble {
         ensemble_line(&mut out, e);
@@ -149,8 +149,9 @@ fn next_step(out: &mut String, report: &Report) {
     let _ = writeln!(out, "\nnext step: {what}.{block} {lever}");
 }
 
-/// A component's error, if any, and its blocks by activation memory kept for backward.
-fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentReport) {
+/// A component's error, if any, and its blocks by activation memory kept for
+/// backward (with what each gained or lost against the baseline, when compared).
+fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentReport, compared: bool) {
     if let Some(e) = &c.error {
         let phase = e.phase.as_deref().map(|p| format!(" in phase {p}")).unwrap_or_default();
         let what = match e.kind {
@@ -186,9 +187,15 @@ fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentRep
             say_more(out);
             let _ = writeln!(out, "  {:<28} {retained:>12}{share}", b.name);
         } else {
+            // Against the baseline's block of the same name, when it moved.
+            let moved = match b.growth_bytes().filter(|_| compared) {
+                Some(g) if g > 0 => format!("   grew {} since the baseline", bytes(g)),
+                Some(g) if g < 0 => format!("   shrank {} since the baseline", bytes(-g)),
+                _ => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "  {:<28} {retained:>12}{share}   peak +{}",
+                "  {:<28} {retained:>12}{share}   peak +{}{moved}",
                 b.name,
                 Bytes(b.peak_bytes)
             );
