@@ -45,6 +45,9 @@ pub struct Series {
     pub unit: Unit,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display_unit: Option<SizeUnit>,
+    /// Times: the limit was written in seconds (see `BudgetResult::limit_in_seconds`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub limit_in_seconds: bool,
     /// Oldest first; the last point is this run (`commit: None`).
     pub points: Vec<Point>,
 }
@@ -119,6 +122,7 @@ pub fn series(report: &Report, stored: &[Report]) -> History {
                 metric: r.metric.clone(),
                 unit: r.unit,
                 display_unit: r.display_unit,
+                limit_in_seconds: r.limit_in_seconds,
                 points,
             })
         })

@@ -413,7 +413,9 @@ impl BudgetResult {
     /// A limit's figure as written, without its comparison: `300 MB`, `10 s`.
     pub fn limit_value_text(&self, value: f64) -> String {
         if self.unit == Unit::Ms && self.limit_in_seconds {
-            return format!("{} s", crate::units::trim_float(value / 1000.0));
+            return crate::metric::format_limit_in_seconds("", value)
+                .trim_start()
+                .to_string();
         }
         crate::metric::format_limit(self.unit, self.display_unit, "", value)
             .trim_start()

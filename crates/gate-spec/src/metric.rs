@@ -118,6 +118,11 @@ pub fn format_limit(unit: Unit, shown: Option<crate::units::SizeUnit>, op: &str,
     format!("{op} {v}")
 }
 
+/// A time limit (in ms) written in seconds, shown so: `< 10 s`.
+pub fn format_limit_in_seconds(op: &str, ms: f64) -> String {
+    format!("{op} {} s", trim_float(ms / 1000.0))
+}
+
 /// Writes a value of `unit` for people: MiB for bytes, ms, or the plain number.
 pub fn format_value(unit: Unit, value: f64) -> String {
     match unit {

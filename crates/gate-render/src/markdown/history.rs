@@ -45,7 +45,11 @@ pub fn section(series: &[Series]) -> String {
                 out,
                 "| {commit} | {} | {} | {used} |",
                 value(p),
-                escape(&format_limit(s.unit, s.display_unit, p.op.symbol(), p.limit))
+                escape(&if s.unit == Unit::Ms && s.limit_in_seconds {
+                    crate::metric::format_limit_in_seconds(p.op.symbol(), p.limit)
+                } else {
+                    format_limit(s.unit, s.display_unit, p.op.symbol(), p.limit)
+                })
             );
         }
         out.push_str("\n</details>\n\n");
