@@ -83,24 +83,35 @@ fn ratio(components: &BTreeMap<String, ComponentReport>, report: &ComponentRepor
         return Some(crate::runner::median(&report.step_time_ratios)).filter(|v| v.is_finite());
     }
     let of = metric.ratio_of()?;
-    let reference = components.get(report.reference.as_ref()?)?;
-    let from_profiles = report.value(of).zip(reference.value(of));
     // The reference's own profile did not reach its loss (it does not fit
     // the emulated card): the ratio steps took both losses in one process.
     let from_ratio_steps = || {
         let l = report.ratio_losses.filter(|_| metric == Metric::LossRatio)?;
         Some((l.variant, l.reference))
     };
-    let (v, r) = from_profiles.or_else(from_ratio_steps)?;
+    let (v, r) = from_profiles(components, report, of).or_else(from_ratio_steps)?;
     (r != 0.0 && v.is_finite() && r.is_finite()).then(|| v / r)
+}
+
+/// `metric` of the variant and of its reference, from their own profiles.
+fn from_profiles(
+    components: &BTreeMap<String, ComponentReport>,
+    report: &ComponentReport,
+    metric: Metric,
+) -> Option<(f64, f64)> {
+    let reference = components.get(report.reference.as_ref()?)?;
+    report.value(metric).zip(reference.value(metric))
 }
 
 /// Whether `report`'s `loss_ratio` comes from the ratio steps' losses
 /// rather than the two profiles' (see [`ratio`]).
 fn loss_from_ratio_steps(components: &BTreeMap<String, ComponentReport>, report: &ComponentReport) -> bool {
-    let reference = report.reference.as_ref().and_then(|r| components.get(r));
-    report.ratio_losses.is_some()
-        && !(report.value(Metric::Loss).is_some() && reference.is_some_and(|r| r.value(Metric::Loss).is_some()))
+    report.ratio_losses.is_some() && from_profiles(components, report, Metric::Loss).is_none()
+}
+
+/// Component `c`'s ratio budgets (`loss_ratio`, `step_time_ratio`), by metric.
+fn ratio_budgets(c: &crate::budget::Component) -> impl Iterator<Item = Metric> + '_ {
+    c.budgets.iter().map(|b| b.metric).filter(|m| m.ratio_of().is_some())
 }
 
 /// The run's notes on how ratios were measured: with the emulation lifted,
@@ -114,12 +125,7 @@ fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> V
         let Some(reference) = report.reference.as_deref() else {
             continue;
         };
-        let ratios: Vec<&str> = c
-            .budgets
-            .iter()
-            .filter(|b| b.metric.ratio_of().is_some())
-            .map(|b| b.metric.name())
-            .collect();
+        let ratios: Vec<&str> = ratio_budgets(c).map(Metric::name).collect();
         if ratios.is_empty() {
             continue;
         }
@@ -194,7 +200,7 @@ fn not_measured_ratio(
         .and_then(|x| x.error.as_ref())
         .filter(|e| e.kind == ErrorKind::Failed);
     match failed {
-        Some(e) if out_of_memory(&e.reason) => {
+        Some(e) if crate::runner::fault::is_out_of_memory(&e.reason) => {
             let held = e
                 .peak_bytes
                 .map(|b| {
@@ -236,12 +242,7 @@ pub fn ratios_beyond_card(spec: &Spec, baseline: &Report) -> Vec<String> {
         let Some(reference) = c.reference.as_deref() else {
             continue;
         };
-        let ratios: Vec<String> = c
-            .budgets
-            .iter()
-            .filter(|b| b.metric.ratio_of().is_some())
-            .map(|b| format!("{}.{}", c.name, b.metric))
-            .collect();
+        let ratios: Vec<String> = ratio_budgets(c).map(|m| format!("{}.{m}", c.name)).collect();
         let peak = baseline
             .components
             .get(reference)
@@ -263,13 +264,6 @@ pub fn ratios_beyond_card(spec: &Spec, baseline: &Report) -> Vec<String> {
         }
     }
     lines
-}
-
-/// Whether a failure's reason is the device (or the allocator) running out of memory.
-fn out_of_memory(reason: &str) -> bool {
-    reason.contains("CUDA_ERROR_OUT_OF_MEMORY")
-        || reason.contains("CUBLAS_STATUS_ALLOC_FAILED")
-        || reason.to_ascii_lowercase().contains("out of memory")
 }
 
 /// The whole verdict, baseline included: each budget against its limit and

@@ -36,7 +36,16 @@ pub const COMPONENT_ENV: &str = "GATE_PROFILE_COMPONENT";
 /// not the model's fault. Out of memory is the model's (exit 1).
 pub fn is_device_error(reason: &str) -> bool {
     let device = reason.contains("CUDA_ERROR_") || reason.contains("CUBLAS_STATUS_") || reason.contains("DriverError(");
-    device && !reason.contains("CUDA_ERROR_OUT_OF_MEMORY") && !reason.contains("CUBLAS_STATUS_ALLOC_FAILED")
+    device && !is_out_of_memory(reason)
+}
+
+/// Whether a failure's reason is running out of memory: the device's
+/// (`CUDA_ERROR_OUT_OF_MEMORY`, cuBLAS's failed allocation) or the host's
+/// (the reason `child` gives an allocator's abort: `out of memory (...)`).
+pub fn is_out_of_memory(reason: &str) -> bool {
+    reason.contains("CUDA_ERROR_OUT_OF_MEMORY")
+        || reason.contains("CUBLAS_STATUS_ALLOC_FAILED")
+        || reason.to_ascii_lowercase().contains("out of memory")
 }
 
 /// 0: losses are left alone; 1: NaN; 2: +inf.

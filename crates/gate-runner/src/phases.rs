@@ -248,7 +248,8 @@ impl<'a, S: Session> Profile<'a, S> {
         let probe = rec.probe();
         self.begin(Phase::Timing)?;
         let extra_warmup = timing.warmup.saturating_sub(1);
-        let rest = (extra_warmup + timing.steps).saturating_sub(1);
+        // The first step and the steady step ran before.
+        let rest = profile_steps(timing) - 2;
         // Growth: what the steady state holds now, against what it holds after
         // the remaining steps. The figures' own vectors grow meanwhile: reserve.
         self.m.losses.reserve(rest + 2);
