@@ -39,15 +39,6 @@ pub fn is_device_error(reason: &str) -> bool {
     device && !is_out_of_memory(reason)
 }
 
-/// Whether a failure's reason is running out of memory: the device's
-/// (`CUDA_ERROR_OUT_OF_MEMORY`, cuBLAS's failed allocation) or the host's
-/// (the reason `child` gives an allocator's abort: `out of memory (...)`).
-pub fn is_out_of_memory(reason: &str) -> bool {
-    reason.contains("CUDA_ERROR_OUT_OF_MEMORY")
-        || reason.contains("CUBLAS_STATUS_ALLOC_FAILED")
-        || reason.to_ascii_lowercase().contains("out of memory")
-}
-
 /// 0: losses are left alone; 1: NaN; 2: +inf.
 static POISON: AtomicU8 = AtomicU8::new(0);
 /// Whether each step keeps a tensor alive (`leak`).
@@ -129,6 +120,15 @@ pub fn loss(v: f64) -> f64 {
 /// Whether an injected `leak` is on: each step then calls `Train::leak`.
 pub fn leaking() -> bool {
     LEAKING.load(Ordering::Relaxed)
+}
+
+/// Whether a failure's reason is running out of memory: the device's
+/// (`CUDA_ERROR_OUT_OF_MEMORY`, cuBLAS's failed allocation) or the host's
+/// (the reason `child` gives an allocator's abort: `out of memory (...)`).
+pub fn is_out_of_memory(reason: &str) -> bool {
+    reason.contains("CUDA_ERROR_OUT_OF_MEMORY")
+        || reason.contains("CUBLAS_STATUS_ALLOC_FAILED")
+        || reason.to_ascii_lowercase().contains("out of memory")
 }
 
 #[cfg(test)]
