@@ -1,11 +1,20 @@
-//! Activation checkpointing for position-wise blocks, which candle does not
-//! offer. A block whose output at a position depends only on its inputs at
-//! that position ([`RowWise`]) can run in chunks of positions with no graph
-//! kept: the rest of the model runs from a leaf at the block's output, and in
-//! backward each chunk is recomputed and backpropagated with its slice of
-//! that leaf's gradient, accumulating the parameters' gradients. Memory then
-//! scales with the chunk, not the batch; the cost is one more forward of the
-//! block per step.
+//! Activation checkpointing, which candle does not offer. A checkpointed
+//! block runs with no graph kept: the rest of the model runs from a leaf at
+//! the block's output, and in backward the block is recomputed from the
+//! inputs it kept and backpropagated with that leaf's gradient, accumulating
+//! the parameters' gradients. The cost is one more forward of the block per
+//! step.
+//!
+//! Any block can be checkpointed whole ([`Block`], [`Checkpointed::whole`]):
+//! attention, a transformer block, an LSTM. Its working memory is then held
+//! only while it runs, one block at a time, as `torch.utils.checkpoint`
+//! does. A block whose output at a position depends only on its inputs at
+//! that position ([`RowWise`]) can also run in chunks of positions
+//! ([`Checkpointed::forward`]): its memory then scales with the chunk, not
+//! the batch.
+//!
+//! [`Checkpoints`] gathers a training forward's checkpointed blocks and
+//! runs their backwards in the one right order.
 //!
 //! Dropout inside the block is replayed exactly: the block's chunk `k` runs
 //! with [`Step::chunk`] of a seed forked from the step, in forward and in the
@@ -21,6 +30,7 @@ use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, TensorId, Var};
 
 use super::nn::Step;
+use super::workload::TrainingForward;
 
 /// Keeps only the trainable variables' gradients, detached. candle's
 /// backward also leaves gradients for untracked operands (inputs, masks),
@@ -58,6 +68,13 @@ pub trait RowWise {
         let _ = (inputs, step, grad_out);
         Ok(None)
     }
+}
+
+/// How a checkpointed block is recomputed in backward.
+#[derive(Clone, Copy)]
+enum Recompute<'a> {
+    Rows(&'a dyn RowWise),
+    Whole(&'a dyn Block),
 }
 
 /// One chunk's gradients from [`RowWise::backward_rows`].
@@ -109,6 +126,16 @@ pub fn forward_chunked(block: &dyn RowWise, inputs: &[Tensor], chunk: usize, ste
     Tensor::cat(&outs, 0)
 }
 
+/// Any block, checkpointed whole: its output may depend on all of its
+/// inputs (attention, a transformer block, a recurrent layer). The inputs
+/// need not share a shape: a mask or a static context may be one of them.
+pub trait Block {
+    /// The block's output, with `step`'s dropout. A checkpointed block runs
+    /// it twice per training step, in forward and again in backward, with
+    /// a step that draws the same masks both times.
+    fn forward_block(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor>;
+}
+
 /// A checkpointed block's forward: its output as a leaf, and what the
 /// recompute needs (the inputs and the dropout seed), nothing else.
 ///
@@ -121,7 +148,8 @@ pub fn forward_chunked(block: &dyn RowWise, inputs: &[Tensor], chunk: usize, ste
 pub struct Checkpointed {
     inputs: Vec<Tensor>,
     output: Var,
-    chunk: usize,
+    /// Positions per recomputed chunk, or `None` for a block recomputed whole.
+    chunk: Option<usize>,
     seed: u64,
     train: bool,
     /// Its place in [`LIVE`]: the order blocks ran forward in.
@@ -187,7 +215,30 @@ impl Checkpointed {
                 .collect::<Result<_>>()?;
             outs.push(block.forward_rows_detached(&part, &step.chunk(seed, k))?);
         }
-        let output = Var::from_tensor(&Tensor::cat(&outs, 0)?)?;
+        let output = Tensor::cat(&outs, 0)?;
+        Checkpointed::register(inputs, &output, Some(chunk.max(1)), seed, step)
+    }
+
+    /// Runs any block whole with no graph kept; in backward it is
+    /// recomputed whole from `inputs`. `step` is the training step's (a
+    /// seed for the block's dropout is forked from it, so the recompute
+    /// draws the same masks).
+    pub fn whole(block: &dyn Block, inputs: Vec<Tensor>, step: &Step) -> Result<Self> {
+        if inputs.is_empty() {
+            candle_core::bail!("a checkpointed block needs at least one input");
+        }
+        let seed = step.fork_seed();
+        // What the block builds is dropped when it returns; none of it is
+        // kept for backward, so its own scopes record nothing.
+        let _quiet = crate::probe::quiet();
+        let detached: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
+        let output = block.forward_block(&detached, &step.chunk(seed, 0))?.detach();
+        Checkpointed::register(inputs, &output, None, seed, step)
+    }
+
+    /// The block's output as a leaf, entered in [`LIVE`] in forward order.
+    fn register(inputs: Vec<Tensor>, output: &Tensor, chunk: Option<usize>, seed: u64, step: &Step) -> Result<Self> {
+        let output = Var::from_tensor(output)?;
         let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         live().push(LiveLeaf {
             order,
@@ -198,7 +249,7 @@ impl Checkpointed {
         Ok(Checkpointed {
             inputs,
             output,
-            chunk: chunk.max(1),
+            chunk,
             seed,
             train: step.is_train(),
             order,
@@ -220,6 +271,25 @@ impl Checkpointed {
     /// block whose output feeds a later one must wait for that one's
     /// backward, and is refused if it does not.
     pub fn backward(&self, block: &dyn RowWise, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        self.backward_with(Recompute::Rows(block), grads, vars)
+    }
+
+    /// [`Checkpointed::backward`] for a block checkpointed with
+    /// [`Checkpointed::whole`]: the same contract, the block recomputed whole.
+    pub fn backward_whole(&self, block: &dyn Block, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        self.backward_with(Recompute::Whole(block), grads, vars)
+    }
+
+    fn backward_with(&self, block: Recompute<'_>, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        match (&block, self.chunk) {
+            (Recompute::Rows(_), None) => candle_core::bail!(
+                "this block was checkpointed whole (`Checkpointed::whole`): call `Checkpointed::backward_whole`"
+            ),
+            (Recompute::Whole(_), Some(_)) => candle_core::bail!(
+                "this block was checkpointed in chunks (`Checkpointed::forward`): call `Checkpointed::backward`"
+            ),
+            _ => {}
+        }
         let kept = self.begin_backward()?;
         let Some(grad_out) = grads.remove(self.output.as_tensor()) else {
             return Ok(()); // the loss does not depend on the block
@@ -227,21 +297,31 @@ impl Checkpointed {
         let vars: Vec<Var> = vars.iter().cloned().chain(kept).collect();
         let vars = vars.as_slice();
         // Drop the gradients of untracked operands (and the op chains they
-        // hold) before the recompute adds its own chunk-sized graphs.
+        // hold) before the recompute adds its own graphs.
         prune_grads(grads, vars)?;
         let keep: HashSet<TensorId> = vars.iter().map(|v| v.as_tensor().id()).collect();
         let step = if self.train { Step::train(0) } else { Step::eval() };
         let n = self.output.dim(0)?;
+        // A whole block is one part: all of it, not narrowed.
+        let parts: Vec<(usize, Option<(usize, usize)>)> = match self.chunk {
+            Some(chunk) => chunks(n, chunk)
+                .map(|(k, start, len)| (k, Some((start, len))))
+                .collect(),
+            None => vec![(0, None)],
+        };
         let tracked: Vec<bool> = self.inputs.iter().map(Tensor::track_op).collect();
         let mut input_grads: Vec<Vec<Tensor>> = vec![Vec::new(); self.inputs.len()];
         let mut by_hand = HandGrads::default();
-        for (k, start, len) in chunks(n, self.chunk) {
+        for (k, range) in parts {
             let leaves: Vec<Tensor> = self
                 .inputs
                 .iter()
                 .zip(&tracked)
                 .map(|(x, &t)| {
-                    let part = x.detach().narrow(0, start, len)?;
+                    let part = match range {
+                        Some((start, len)) => x.detach().narrow(0, start, len)?,
+                        None => x.detach(),
+                    };
                     if t {
                         Ok(Var::from_tensor(&part)?.as_tensor().clone())
                     } else {
@@ -250,8 +330,15 @@ impl Checkpointed {
                 })
                 .collect::<Result<_>>()?;
             let chunk_step = step.chunk(self.seed, k);
-            let g = grad_out.narrow(0, start, len)?;
-            let chunk_grads = match block.backward_rows(&leaves, &chunk_step, &g)? {
+            let g = match range {
+                Some((start, len)) => grad_out.narrow(0, start, len)?,
+                None => grad_out.clone(),
+            };
+            let hand = match block {
+                Recompute::Rows(b) => b.backward_rows(&leaves, &chunk_step, &g)?,
+                Recompute::Whole(_) => None,
+            };
+            let chunk_grads = match hand {
                 Some(RowGrads { store, tensors }) => {
                     for (of, grad) in tensors {
                         by_hand.add(of, grad)?;
@@ -259,7 +346,10 @@ impl Checkpointed {
                     store
                 }
                 None => {
-                    let out = block.forward_rows(&leaves, &chunk_step)?;
+                    let out = match block {
+                        Recompute::Rows(b) => b.forward_rows(&leaves, &chunk_step)?,
+                        Recompute::Whole(b) => b.forward_block(&leaves, &chunk_step)?,
+                    };
                     out.mul(&g)?.sum_all()?.backward()?
                 }
             };
@@ -306,6 +396,127 @@ impl Checkpointed {
             accumulate(grads, &upstream, &keep, vars)?;
         }
         Ok(())
+    }
+}
+
+/// The checkpointed blocks of one training forward, whole or in chunks:
+/// each returns the leaf the model goes on from, and
+/// [`Checkpoints::backward`] runs the loss's backward and then every
+/// block's, in the reverse order of their forwards. What a model's
+/// `forward_train` builds:
+///
+/// ```ignore
+/// let mut ck = if self.checkpoint { Checkpoints::new() } else { Checkpoints::off() };
+/// let mut h = self.embed(batch)?;
+/// for block in &self.blocks {
+///     h = ck.whole(block, vec![h], step)?;
+/// }
+/// Ok(ck.into_forward(self.head_loss(&h, batch)?))
+/// ```
+///
+/// [`Checkpoints::off`] runs the same blocks with candle's graph kept and
+/// the same dropout masks, so the plain model and the checkpointed one
+/// differ only in what they keep: their losses and gradients are equal.
+pub struct Checkpoints<'a> {
+    blocks: Vec<(Checkpointed, Recompute<'a>)>,
+    on: bool,
+}
+
+impl Default for Checkpoints<'_> {
+    fn default() -> Self {
+        Checkpoints::new()
+    }
+}
+
+impl<'a> Checkpoints<'a> {
+    /// Checkpointing on, no block yet.
+    pub fn new() -> Self {
+        Checkpoints {
+            blocks: Vec::new(),
+            on: true,
+        }
+    }
+
+    /// Checkpointing off: every block runs with its graph kept, as plain
+    /// candle runs it, drawing the masks a checkpointed run draws.
+    pub fn off() -> Self {
+        Checkpoints {
+            blocks: Vec::new(),
+            on: false,
+        }
+    }
+
+    /// Whether blocks are checkpointed.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// Runs `block` whole with no graph kept ([`Checkpointed::whole`]) and
+    /// returns its output, the leaf the rest of the model runs from.
+    pub fn whole(&mut self, block: &'a dyn Block, inputs: Vec<Tensor>, step: &Step) -> Result<Tensor> {
+        if !self.on {
+            return block.forward_block(&inputs, &step.chunk(step.fork_seed(), 0));
+        }
+        let ck = Checkpointed::whole(block, inputs, step)?;
+        let out = ck.output().clone();
+        self.blocks.push((ck, Recompute::Whole(block)));
+        Ok(out)
+    }
+
+    /// Runs a position-wise `block` in chunks of `chunk` positions with no
+    /// graph kept ([`Checkpointed::forward`]) and returns its output leaf.
+    pub fn rows(&mut self, block: &'a dyn RowWise, inputs: Vec<Tensor>, chunk: usize, step: &Step) -> Result<Tensor> {
+        if !self.on {
+            return forward_chunked(block, &inputs, chunk, step);
+        }
+        let ck = Checkpointed::forward(block, inputs, chunk, step)?;
+        let out = ck.output().clone();
+        self.blocks.push((ck, Recompute::Rows(block)));
+        Ok(out)
+    }
+
+    /// How many blocks are checkpointed (none when off).
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Whether no block is checkpointed (the plain model's forward).
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// The loss's backward, then each block's recompute and backward, the
+    /// last block first; `vars`' gradients hold the whole model's.
+    pub fn backward(self, loss: &Tensor, vars: &[Var]) -> Result<GradStore> {
+        let mut grads = loss.backward()?;
+        // Forwards were pushed in order; a block feeding another waits for it.
+        for (ck, block) in self.blocks.iter().rev() {
+            ck.backward_with(*block, &mut grads, vars)?;
+        }
+        Ok(grads)
+    }
+
+    /// A [`TrainingForward`] of `loss` whose backward is
+    /// [`Checkpoints::backward`]: what `Model::forward_train` returns.
+    pub fn into_forward(self, loss: Tensor) -> Box<dyn TrainingForward + 'a> {
+        Box::new(CheckpointedLoss { loss, blocks: self })
+    }
+}
+
+/// The loss of a forward with checkpointed blocks, kept for its backward.
+struct CheckpointedLoss<'a> {
+    loss: Tensor,
+    blocks: Checkpoints<'a>,
+}
+
+impl TrainingForward for CheckpointedLoss<'_> {
+    fn loss(&self) -> &Tensor {
+        &self.loss
+    }
+
+    fn backward(self: Box<Self>, vars: &[Var]) -> Result<GradStore> {
+        let CheckpointedLoss { loss, blocks } = *self;
+        blocks.backward(&loss, vars)
     }
 }
 
@@ -558,6 +769,146 @@ mod tests {
             err.contains("reverse order of their forwards") && err.contains("checkpoint::backward_all"),
             "{err}"
         );
+        Ok(())
+    }
+
+    /// Single-head causal self-attention with a residual and dropout: row
+    /// `i` of the output reads every row up to `i`, so it is no `RowWise`.
+    struct Attention {
+        wq: Var,
+        wk: Var,
+        wv: Var,
+    }
+
+    impl Attention {
+        fn new(d: usize, dev: &Device) -> Result<Self> {
+            let w = || Var::from_tensor(&Tensor::randn(0f32, 0.4, (d, d), dev)?);
+            Ok(Attention {
+                wq: w()?,
+                wk: w()?,
+                wv: w()?,
+            })
+        }
+    }
+
+    impl Block for Attention {
+        fn forward_block(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+            let (x, mask) = (&inputs[0], &inputs[1]);
+            let q = x.matmul(self.wq.as_tensor())?;
+            let k = x.matmul(self.wk.as_tensor())?;
+            let v = x.matmul(self.wv.as_tensor())?;
+            let scores = q.matmul(&k.t()?)?.broadcast_add(mask)?;
+            let att = step.dropout(&crate::sdk::nn::softmax(&scores)?, 0.2)?;
+            x + att.matmul(&v)?
+        }
+    }
+
+    /// Three attention blocks, then a position-wise layer, then the loss.
+    struct Decoder {
+        blocks: Vec<Attention>,
+        head: Layer,
+        u: Var,
+        mask: Tensor,
+    }
+
+    impl Decoder {
+        fn new(t: usize, d: usize, dev: &Device) -> Result<Self> {
+            let blocks = (0..3).map(|_| Attention::new(d, dev)).collect::<Result<_>>()?;
+            let head = Layer {
+                w: Var::from_tensor(&Tensor::randn(0f32, 0.5, (d, d), dev)?)?,
+            };
+            let u = Var::from_tensor(&Tensor::randn(0f32, 1.0, (t, d), dev)?)?;
+            let mask: Vec<f32> = (0..t * t)
+                .map(|i| if i % t > i / t { f32::NEG_INFINITY } else { 0.0 })
+                .collect();
+            let mask = Tensor::from_vec(mask, (t, t), dev)?;
+            Ok(Decoder { blocks, head, u, mask })
+        }
+
+        fn vars(&self) -> Vec<Var> {
+            let mut v: Vec<Var> = self
+                .blocks
+                .iter()
+                .flat_map(|b| [b.wq.clone(), b.wk.clone(), b.wv.clone()])
+                .collect();
+            v.push(self.head.w.clone());
+            v.push(self.u.clone());
+            v
+        }
+
+        /// The loss; blocks in `whole` are checkpointed whole, and the head
+        /// in chunks when `rows`. One step seed, so the plain run and every
+        /// checkpointed one draw the same masks.
+        fn loss<'a>(&'a self, x: &Tensor, whole: &[usize], rows: bool, ck: &mut Checkpoints<'a>) -> Result<Tensor> {
+            let step = Step::train(77);
+            // The first block's input is tracked: x + u.
+            let mut h = x.broadcast_add(self.u.as_tensor())?;
+            // Blocks not checkpointed run plain, with the same masks.
+            let mut off = Checkpoints::off();
+            for (i, b) in self.blocks.iter().enumerate() {
+                let inputs = vec![h, self.mask.clone()];
+                h = if whole.contains(&i) {
+                    ck.whole(b, inputs, &step)?
+                } else {
+                    off.whole(b, inputs, &step)?
+                };
+            }
+            let c = self.u.as_tensor().sqr()?;
+            let y = if rows {
+                ck.rows(&self.head, vec![h, c], 3, &step)?
+            } else {
+                off.rows(&self.head, vec![h, c], 3, &step)?
+            };
+            assert!(off.is_empty(), "off keeps no block");
+            y.sqr()?.sum_all()
+        }
+    }
+
+    #[test]
+    fn whole_blocks_that_are_not_position_wise_checkpoint_with_the_plain_gradients() -> Result<()> {
+        let dev = Device::Cpu;
+        let (t, d) = (6, 4);
+        let model = Decoder::new(t, d, &dev)?;
+        let x = Tensor::randn(0f32, 1.0, (t, d), &dev)?;
+        let vars = model.vars();
+        let mut none = Checkpoints::new();
+        let want = model.loss(&x, &[], false, &mut none)?.backward()?;
+        assert!(none.is_empty());
+        // Off, asked for every block, is the plain model.
+        let mut off = Checkpoints::off();
+        let plain = model.loss(&x, &[0, 1, 2], true, &mut off)?;
+        assert!(off.is_empty() && !off.is_on());
+        assert_same_grads(&want, &off.into_forward(plain).backward(&vars)?, &vars)?;
+        for (whole, rows) in [
+            (vec![0, 1, 2], false),
+            (vec![0, 1, 2], true),
+            (vec![1], true),
+            (vec![0, 2], false),
+        ] {
+            let mut ck = Checkpoints::new();
+            let loss = model.loss(&x, &whole, rows, &mut ck)?;
+            assert_eq!(ck.len(), whole.len() + rows as usize);
+            let got = ck.into_forward(loss).backward(&vars)?;
+            assert_same_grads(&want, &got, &vars)?;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_whole_block_keeps_its_inputs_and_output_not_its_graph() -> Result<()> {
+        let dev = Device::Cpu;
+        let model = Decoder::new(6, 4, &dev)?;
+        let x = Tensor::randn(0f32, 1.0, (6, 4), &dev)?;
+        let h = x.broadcast_add(model.u.as_tensor())?;
+        let ck = Checkpointed::whole(&model.blocks[0], vec![h, model.mask.clone()], &Step::train(3))?;
+        assert!(ck.output().is_variable(), "the rest of the model runs from a leaf");
+        // Asked for the wrong kind of backward, it says which one.
+        let mut grads = ck.output().sum_all()?.backward()?;
+        let err = ck
+            .backward(&model.head, &mut grads, &model.vars())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("backward_whole"), "{err}");
         Ok(())
     }
 }
