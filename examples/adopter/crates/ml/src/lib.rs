@@ -1,6 +1,9 @@
-//! The team's models. One of them, a GRU forecaster, is gated on its memory
-//! through `gate`'s SDK: [`GruForecaster`] is its workload.
+//! The team's models, gated on their memory through `gate`'s SDK: a GRU
+//! forecaster ([`GruForecaster`]) and a small decoder-only transformer
+//! language model ([`TinyGpt`]), each a workload.
 
 mod forecaster;
+mod transformer;
 
 pub use forecaster::{ForecasterConfig, GruForecaster};
+pub use transformer::{GptConfig, TinyGpt};

@@ -20,7 +20,13 @@ fn builds_the_closed_form_and_learns() -> gate::candle_core::Result<()> {
     assert_eq!(store.elem_count(), GruForecaster::closed_form(&cfg));
     let batch = w.batch(&ctx, 1)?;
     let first = model.loss(&batch, &Step::eval())?.to_scalar::<f32>()?;
-    let mut opt = AdamW::new(store.vars(), ParamsAdamW { lr: 1e-2, ..Default::default() })?;
+    let mut opt = AdamW::new(
+        store.vars(),
+        ParamsAdamW {
+            lr: 1e-2,
+            ..Default::default()
+        },
+    )?;
     for i in 0..30 {
         let loss = model.loss(&batch, &Step::train(i))?;
         opt.step(&loss.backward()?)?;

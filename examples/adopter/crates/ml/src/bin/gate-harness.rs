@@ -1,5 +1,5 @@
 //! This crate's own `gate`: the built-in workloads plus ours. budgets.yaml
-//! names this binary under `harness:`, so the installed `gate check` builds
-//! and runs it.
+//! and lm.yaml name this binary under `harness:`, so the installed
+//! `gate check` builds and runs it.
 
-gate::main!(ml::GruForecaster);
+gate::main!(ml::GruForecaster, ml::TinyGpt);
