@@ -402,3 +402,77 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
     assert!(text(&v.stderr).contains("building the harness `gate-harness` of `forecasting`"));
 }
+
+/// The adopter's transformer (its blocks are attention + MLP, not
+/// position-wise) with every block checkpointed whole, gated through its
+/// `lm.yaml` against the same model with its graph kept.
+#[test]
+fn a_transformer_checkpointed_block_by_block_is_gated_against_its_plain_self() {
+    let _one = one_at_a_time();
+    let t = adopter();
+    let o = out(&t);
+    let r = gate(
+        t.path(),
+        &[
+            "check",
+            "--budgets",
+            "lm.yaml",
+            "--baseline",
+            "none",
+            "--out",
+            o.to_str().unwrap(),
+        ],
+    );
+    let stderr = text(&r.stderr);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {}",
+        text(&r.stdout)
+    );
+    let rep = report(&o);
+    let (ck, plain) = (&rep["components"]["lm"], &rep["components"]["lm@plain"]);
+    let metric = |c: &serde_json::Value, m: &str| c["metrics"][m]["value"].as_f64().unwrap();
+    // vocab 4096, d 128, seq 128, 4 blocks: V·d + T·d + 4·(12d² + 13d) + 2d.
+    let (v, d, s) = (4096u64, 128u64, 128u64);
+    assert_eq!(
+        ck["param_count"].as_u64(),
+        Some(v * d + s * d + 4 * (12 * d * d + 13 * d) + 2 * d)
+    );
+    // The same seeded dropout masks: the very same loss, so loss_ratio is 1.
+    assert_eq!(metric(ck, "loss"), metric(plain, "loss"), "{ck}");
+    assert_eq!(metric(ck, "loss_ratio"), 1.0);
+    // Each checkpointed block keeps its output leaf (B·T·d f32 = 512 KiB) and
+    // nothing of its graph; the plain blocks keep tens of MiB each.
+    let block = |c: &serde_json::Value, name: &str| {
+        c["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .unwrap_or_else(|| panic!("block {name} in {c}"))["retained_bytes"]
+            .as_i64()
+            .unwrap()
+    };
+    for i in 0..4 {
+        let name = format!("block{i}");
+        let (kept, full) = (block(ck, &name), block(plain, &name));
+        assert!(kept < 600 * 1024, "{name} keeps {kept} B checkpointed");
+        assert!(full > 20 * kept, "{name}: {full} B plain vs {kept} B checkpointed");
+    }
+    assert!(metric(ck, "activations") < metric(plain, "activations") / 2.0);
+    assert!(metric(ck, "training_peak") < metric(plain, "training_peak"));
+    assert!(metric(ck, "step_time_ratio") > 1.0, "a recompute costs time");
+}
+
+/// The worked transformer in docs/sdk.md is the adopter's, verbatim: the
+/// one above builds, trains and is gated, so the doc's cannot rot.
+#[test]
+fn the_worked_transformer_in_docs_sdk_md_is_the_adopters() {
+    let md = std::fs::read_to_string(root().join("docs/sdk.md")).unwrap();
+    let file = std::fs::read_to_string(root().join("examples/adopter/crates/ml/src/transformer.rs")).unwrap();
+    assert!(
+        blocks(&md, "rust").iter().any(|b| *b == file),
+        "docs/sdk.md's worked transformer differs from examples/adopter/crates/ml/src/transformer.rs: copy the file into the doc"
+    );
+}
