@@ -320,6 +320,11 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     );
     m.device = base.device;
     m.emulated_block_bytes = base.emulated_block_bytes;
+    // Taken before the ratio steps, which also run the reference.
+    m.checkpointed = crate::sdk::checkpoint::take_checkpointed()
+        .into_iter()
+        .map(|(block, chunk)| gate_runner::CheckpointedBlock { block, chunk })
+        .collect();
     // A variant with a ratio budget: its steps and its reference's, in this
     // one process, now that this profile's bytes are measured (`gate fit`'s
     // batch sizes only need bytes). See `ratio_plan`.

@@ -463,6 +463,14 @@ fn a_transformer_checkpointed_block_by_block_is_gated_against_its_plain_self() {
     assert!(metric(ck, "activations") < metric(plain, "activations") / 2.0);
     assert!(metric(ck, "training_peak") < metric(plain, "training_peak"));
     assert!(metric(ck, "step_time_ratio") > 1.0, "a recompute costs time");
+    // What was checkpointed, as the SDK saw the blocks run: no describe of its own.
+    let names: Vec<serde_json::Value> = (0..4)
+        .map(|i| serde_json::json!({ "block": format!("block{i}") }))
+        .collect();
+    assert_eq!(ck["checkpointed"], serde_json::Value::Array(names), "{ck}");
+    assert!(plain.get("checkpointed").is_none(), "{plain}");
+    let stdout = text(&r.stdout);
+    assert!(stdout.contains("checkpoint 4 blocks whole"), "{stdout}");
 }
 
 /// The worked transformer in docs/sdk.md is the adopter's, verbatim: the

@@ -179,6 +179,22 @@ fn live() -> std::sync::MutexGuard<'static, Vec<LiveLeaf>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every block checkpointed in a training forward in this process, by its
+/// scope and chunk: what the report says the model checkpointed (the SDK
+/// saw it, whatever the config is called).
+static SEEN: std::sync::Mutex<std::collections::BTreeSet<(String, Option<usize>)>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn seen() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<(String, Option<usize>)>> {
+    SEEN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The blocks checkpointed in training forwards since the last call, by
+/// scope path (`block0`) and chunk (`None`: whole); the record is emptied.
+pub(crate) fn take_checkpointed() -> Vec<(String, Option<usize>)> {
+    std::mem::take(&mut *seen()).into_iter().collect()
+}
+
 impl Drop for Checkpointed {
     fn drop(&mut self) {
         live().retain(|l| l.order != self.order);
@@ -238,6 +254,17 @@ impl Checkpointed {
 
     /// The block's output as a leaf, entered in [`LIVE`] in forward order.
     fn register(inputs: Vec<Tensor>, output: &Tensor, chunk: Option<usize>, seed: u64, step: &Step) -> Result<Self> {
+        // Recorded while a training step is measured (not in warm-up); a
+        // block in no scope is named by its place in the forward.
+        if let Some(path) = crate::probe::current_path().filter(|_| step.is_train()) {
+            let block = if path.is_empty() {
+                let thread = std::thread::current().id();
+                format!("(no scope) #{}", live().iter().filter(|l| l.thread == thread).count())
+            } else {
+                path
+            };
+            seen().insert((block, chunk));
+        }
         let output = Var::from_tensor(output)?;
         let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         live().push(LiveLeaf {

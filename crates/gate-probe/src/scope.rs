@@ -238,6 +238,17 @@ impl Drop for ScopeGuard {
     }
 }
 
+/// While a span is measured on this thread: the path of the innermost
+/// scope open in it (`block0`, `encoder.block0`; empty outside any scope).
+/// `None` when nothing is measured. How a checkpointed block is named in
+/// the report.
+pub fn current_path() -> Option<String> {
+    with_state(|s| {
+        let st = s.as_ref()?;
+        Some(st.stack.last().map(|f| f.path.clone()).unwrap_or_default())
+    })
+}
+
 /// Until dropped, scopes entered on this thread record no block figures (the
 /// enclosing scope still sees their peaks).
 pub struct QuietGuard {

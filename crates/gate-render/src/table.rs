@@ -295,12 +295,20 @@ pub const VARIANT_METRICS: [crate::metric::Metric; 7] = {
 
 /// A variant's settings in a few words: dtype, batch and checkpointing.
 pub fn variant_settings(c: &crate::report::ComponentReport) -> String {
-    let ck = c
+    let chunk = c
         .config
         .get("checkpoint")
         .and_then(|k| k.get("chunk"))
-        .and_then(|v| v.as_u64())
-        .map_or("no checkpoint".to_string(), |n| format!("checkpoint {n}"));
+        .and_then(|v| v.as_u64());
+    let whole = c.checkpointed.iter().filter(|b| b.chunk.is_none()).count();
+    let ck = match (chunk, whole) {
+        (Some(n), 0) => format!("checkpoint {n}"),
+        (Some(n), w) => format!("checkpoint {n} + {w} whole"),
+        (None, 0) if !c.checkpointed.is_empty() => format!("checkpoint {} blocks", c.checkpointed.len()),
+        (None, 0) => "no checkpoint".to_string(),
+        (None, 1) => "checkpoint 1 block whole".to_string(),
+        (None, w) => format!("checkpoint {w} blocks whole"),
+    };
     let dtype = match &c.master_dtype {
         Some(m) => format!("{} ({m} master)", c.dtype),
         None => c.dtype.clone(),

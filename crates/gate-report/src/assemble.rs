@@ -76,6 +76,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
             .ratio_losses
             .map(|(variant, reference)| RatioLosses { variant, reference }),
         ratio_lifted_bytes: m.ratio_lifted_bytes,
+        checkpointed: m.checkpointed.clone(),
     }
 }
 
@@ -115,6 +116,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         ratio_error: None,
         ratio_losses: None,
         ratio_lifted_bytes: None,
+        checkpointed: Vec::new(),
     }
 }
 

@@ -228,6 +228,10 @@ pub struct ComponentReport {
     /// time and loss; every byte figure is from the emulated card).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ratio_lifted_bytes: Option<u64>,
+    /// The blocks the model checkpointed in its training steps (seen by
+    /// the SDK as they ran), each by scope, whole or in chunks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpointed: Vec<gate_runner::CheckpointedBlock>,
 }
 
 /// A variant's and its reference's loss from the ratio steps.

@@ -116,10 +116,23 @@ pub struct Measurement {
     /// lifted for the ratio steps, which measure time and loss, never bytes.
     #[serde(default)]
     pub ratio_lifted_bytes: Option<u64>,
+    /// The blocks the model checkpointed in its training steps, as the SDK
+    /// saw them run (not as its config says).
+    #[serde(default)]
+    pub checkpointed: Vec<CheckpointedBlock>,
     /// A failed profile: the allocator's high-water in the failing phase
     /// (for an out-of-memory failure, about what it held when it ran out).
     #[serde(default)]
     pub failure_peak_bytes: Option<u64>,
+}
+
+/// A block a model checkpointed: named by the scope it ran in, recomputed
+/// whole (`chunk: None`) or in chunks of `chunk` positions.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CheckpointedBlock {
+    pub block: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<usize>,
 }
 
 /// The phases whose work a metric's value comes from, as [`run`] measures
