@@ -1697,3 +1697,121 @@ fn a_ruleset_that_blocks_the_store_branch_names_the_fix() {
     assert_eq!(fake.count("PUT", "/contents/"), 0, "nothing written");
     assert!(!fake.state.lock().unwrap().branch_exists);
 }
+
+/// A GitHub App's token: `GET /user` refuses it (as it refuses the
+/// GITHUB_TOKEN), and GitHub writes its comments as `<app-slug>[bot]`.
+const APP: &str = "gate-app[bot]";
+
+#[test]
+fn an_app_token_s_comment_is_found_again_by_author() {
+    let fake = Fake::start();
+    fake.as_app(APP);
+    let (tmp, ev) = setup_pr(&fake, 60);
+    let out = tmp.path().join("out");
+    // Planted markers: a person's, another app's, and the Actions bot's
+    // (which is not this token's either).
+    let mallory = fake.add_comment(60, "<!-- gate:id=mlp.yaml -->\nplanted", "mallory");
+    let other = fake.add_comment(60, "<!-- gate:id=mlp.yaml -->\nplanted", "other-app[bot]");
+    let actions = fake.add_comment(60, "<!-- gate:id=mlp.yaml -->\nplanted", "github-actions[bot]");
+    let comment = |extra: &[&str]| {
+        gate(Some(&fake), Some(&ev))
+            .args(["comment", "--from"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // First run: created as the app, and the app's login named.
+    let o = comment(&["--author", APP]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("created comment"), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("are by @mallory, @other-app[bot], @github-actions[bot], not by @gate-app[bot]"),
+        "{}",
+        output_text(&o)
+    );
+    assert!(
+        !output_text(&o).contains("warning: GitHub wrote"),
+        "{}",
+        output_text(&o)
+    );
+    // GET /user is not asked when the workflow says who gate is.
+    assert_eq!(fake.count("GET", "/user"), 0);
+    // Second run, a changed report: the app's comment is updated, no other.
+    edit_report(&out, |v| v["results"][0]["measured"] = json!(12345.0));
+    let o = comment(&["--author", APP]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("updated comment"), "{}", output_text(&o));
+    let all = fake.comments(60);
+    assert_eq!(all.len(), 4, "never a duplicate");
+    for planted in [mallory, other, actions] {
+        let c = all.iter().find(|c| c.id == planted).unwrap();
+        assert!(c.body.ends_with("planted"), "a comment not ours was edited: {c:?}");
+    }
+    let ours = all.iter().find(|c| c.login == APP).unwrap();
+    assert!(ours.body.contains("0.01177 MiB"), "{}", ours.body);
+    // The same through the environment (the action's `comment-author`).
+    let o = gate(Some(&fake), Some(&ev))
+        .env("GATE_COMMENT_AUTHOR", APP)
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output_text(&o).contains("already says this"), "{}", output_text(&o));
+    assert_eq!(fake.comments(60).len(), 4);
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn without_author_an_app_token_is_told_which_login_to_pass() {
+    let fake = Fake::start();
+    fake.as_app(APP);
+    let (tmp, ev) = setup_pr(&fake, 61);
+    let out = tmp.path().join("out");
+    let run = || {
+        gate(Some(&fake), Some(&ev))
+            .args(["comment", "--from"])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let o = run();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    // GET /user refused the installation token: gate assumed the Actions bot,
+    // GitHub wrote the comment as the app, and the log says the fix.
+    assert_eq!(fake.count("GET", "/user"), 1);
+    let text = output_text(&o);
+    assert!(
+        text.contains("warning: GitHub wrote the comment as @gate-app[bot], not as @github-actions[bot]"),
+        "{text}"
+    );
+    assert!(text.contains("hint: pass `--author gate-app[bot]`"), "{text}");
+    // The next run without --author cannot trust the app's comment (it
+    // cannot tell it from another app's planted marker): it says so, and
+    // which login to pass.
+    let o = run();
+    let text = output_text(&o);
+    assert!(
+        text.contains("are by @gate-app[bot], not by @github-actions[bot]"),
+        "{text}"
+    );
+    assert!(text.contains("hint: if @gate-app[bot] is the GitHub App"), "{text}");
+    assert_eq!(fake.count("PATCH", "/comments/"), 0);
+}
+
+#[test]
+fn a_bad_author_is_bad_input() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 62);
+    let out = tmp.path().join("out");
+    for bad in ["", "a b", "-x", "x[bot][bot]", "evil/../x"] {
+        let o = gate(Some(&fake), Some(&ev))
+            .args(["comment", &format!("--author={bad}"), "--from"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", output_text(&o));
+        assert!(output_text(&o).contains("hint: "), "{}", output_text(&o));
+    }
+    assert!(fake.log().is_empty(), "nothing asked of GitHub on bad input");
+}

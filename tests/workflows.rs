@@ -434,6 +434,8 @@ const NODE24_FIRST: &[(&str, (u32, u32, u32))] = &[
     ("actions/download-artifact", (7, 0, 0)),
     ("actions/cache", (5, 0, 0)),
     ("Swatinem/rust-cache", (2, 9, 1)),
+    ("actions/create-github-app-token", (2, 1, 0)),
+    ("actions/attest-build-provenance", (3, 0, 0)),
 ];
 
 /// `v5`, `v2.9`, `v2.9.1` → (major, minor, patch); a part left out is the

@@ -37,6 +37,29 @@ pub struct CommentArgs {
     /// empty value shows none.
     #[arg(long, default_value = crate::github::label::DEFAULT_LABEL, value_name = "LABEL")]
     pub acknowledge_label: String,
+    /// The login gate's comments are written as (default: GATE_COMMENT_AUTHOR,
+    /// else `GET /user`, else `github-actions[bot]`). With a GitHub App's
+    /// token: `<app-slug>[bot]`. Only a marked comment by this login is edited.
+    #[arg(long, value_name = "LOGIN")]
+    pub author: Option<String>,
+}
+
+/// The environment variable that stands for `--author`.
+pub(super) const AUTHOR_ENV: &str = "GATE_COMMENT_AUTHOR";
+
+/// `--author`, else a non-empty GATE_COMMENT_AUTHOR, checked.
+fn author(args: &CommentArgs) -> Result<Option<String>, CliError> {
+    let given = args
+        .author
+        .clone()
+        .or_else(|| std::env::var(AUTHOR_ENV).ok().filter(|v| !v.trim().is_empty()));
+    given
+        .map(|a| comment::check_author(&a))
+        .transpose()
+        .map_err(|e| CliError::Usage {
+            message: e.to_string(),
+            hint: e.hint(),
+        })
 }
 
 /// The most bytes of `pr.json` read (it holds a number, a repository and a branch).
@@ -249,6 +272,7 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
         b
     });
     let history = read_history(&args.from);
+    let author = author(&args)?;
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
 
     // Without --pr the event is where the PR comes from: in a pull_request run
@@ -313,6 +337,7 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
                 body: &body,
                 quiet: args.quiet,
                 noteworthy,
+                author: author.as_deref(),
             },
         )
         .await

@@ -158,6 +158,8 @@ pub struct State {
     /// The `html_url` every comment answer carries (default: GitHub's form).
     pub html_url: Option<String>,
     blob_counter: u64,
+    /// The login the token writes as (default: `github-actions[bot]`); see [`Fake::as_app`].
+    pub token_login: Option<String>,
 }
 
 #[derive(Clone)]
@@ -462,7 +464,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
     let prefix = format!("/repos/{REPO}/");
     let by_id = format!("/repositories/{REPO_ID}/");
     let Some(rest) = p.strip_prefix(&prefix).or_else(|| p.strip_prefix(&by_id)) else {
-        return (404, json!({"message": "Not Found"}));
+        return outside_repo(method, &p);
     };
     let segs: Vec<&str> = rest.split('/').collect();
     let input: Value = serde_json::from_str(body).unwrap_or(Value::Null);
@@ -547,7 +549,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             let c = Comment {
                 id: s.next_id,
                 body: input["body"].as_str().unwrap_or_default().into(),
-                login: "github-actions[bot]".into(),
+                login: s.token_login.clone().unwrap_or_else(|| "github-actions[bot]".into()),
             };
             let out = comment_json(&c, pr, html_url);
             s.comments.entry(pr).or_default().push(c);
@@ -673,6 +675,32 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             s.branch_exists = true;
             (201, json!({ "ref": input["ref"] }))
         }
+        _ => (404, json!({"message": "Not Found"})),
+    }
+}
+
+impl Fake {
+    /// The token is `login`'s installation token (a GitHub App's, whose
+    /// comments GitHub writes as `<app-slug>[bot]`), not the GITHUB_TOKEN.
+    pub fn as_app(&self, login: &str) {
+        self.state.lock().unwrap().token_login = Some(login.into());
+    }
+}
+
+/// Routes outside `/repos/{owner}/{repo}`. `GET /user` refuses every token
+/// here, as GitHub refuses an installation token (the GITHUB_TOKEN and a
+/// GitHub App's): 403 "Resource not accessible by integration"
+/// (docs.github.com, "Get the authenticated user"; seen in
+/// actions/create-github-app-token#258).
+fn outside_repo(method: &str, path: &str) -> (u16, Value) {
+    match (method, path) {
+        ("GET", "/user") => (
+            403,
+            json!({
+                "message": "Resource not accessible by integration",
+                "documentation_url": "https://docs.github.com/rest/users/users#get-the-authenticated-user",
+            }),
+        ),
         _ => (404, json!({"message": "Not Found"})),
     }
 }

@@ -85,14 +85,27 @@ pub struct Request<'a> {
     pub quiet: bool,
     /// Something failed or changed against the baseline.
     pub noteworthy: bool,
+    /// The login gate's comments are written as, when the workflow says it
+    /// (`--author`): see [`identity`].
+    pub author: Option<&'a str>,
 }
 
 fn normalize(s: &str) -> String {
     s.replace("\r\n", "\n").trim().to_string()
 }
 
-/// Finds this gate's comment, paging through all comments.
-async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Result<Option<Comment>, GithubError> {
+/// The marked comments of a pull request: gate's own (by `me`), the oldest
+/// first, and the logins of anyone else whose comments carry the marker.
+struct Marked {
+    ours: Option<Comment>,
+    others: Vec<String>,
+}
+
+/// Finds this gate's comment, paging through all comments. Only a comment
+/// written by `me` is ours: anyone can paste the marker into theirs, a
+/// person or another app alike, and such a comment is never edited nor
+/// trusted. Of several of ours, the oldest is kept current.
+async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Result<Marked, GithubError> {
     let mark = marker(id);
     let route = format!("/repos/{repo}/issues/{pr}/comments");
     let mut found = Vec::new();
@@ -103,39 +116,113 @@ async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Resu
             }
         })
         .await?;
-    // Only the token's own comments: anyone can paste the marker into theirs.
-    Ok(found
-        .into_iter()
-        .find(|c| c.user.as_ref().is_some_and(|u| u.login.eq_ignore_ascii_case(me))))
+    let mut marked = Marked {
+        ours: None,
+        others: Vec::new(),
+    };
+    for c in found {
+        let login = c.user.as_ref().map(|u| u.login.clone()).unwrap_or_default();
+        if login.eq_ignore_ascii_case(me) {
+            marked.ours.get_or_insert(c);
+        } else if !marked.others.contains(&login) {
+            marked.others.push(login);
+        }
+    }
+    Ok(marked)
 }
 
-/// The login the token writes comments as. A user token answers `GET /user`;
-/// the GITHUB_TOKEN of Actions is an installation token, which `GET /user`
-/// refuses, and its comments are authored by the `github-actions[bot]` app
-/// (docs.github.com, "Automatic token authentication").
-pub async fn identity(client: &Client) -> String {
+/// The login gate's comments are written as, and how gate knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// Given by the workflow (`--author`, `GATE_COMMENT_AUTHOR`): for a
+    /// GitHub App, `<app-slug>[bot]`.
+    Given(String),
+    /// What `GET /user` answered (a personal or OAuth token).
+    User(String),
+    /// `GET /user` refused the token: an installation token, taken to be
+    /// the GITHUB_TOKEN of Actions, whose comments are `github-actions[bot]`'s.
+    /// A GitHub App's own installation token is refused the same way
+    /// (403 "Resource not accessible by integration", as in
+    /// actions/create-github-app-token#258) and writes as
+    /// `<app-slug>[bot]`: the guess is wrong for it, which the first
+    /// comment it creates shows (see [`upsert`]).
+    Assumed(String),
+}
+
+impl Identity {
+    /// The login.
+    pub fn login(&self) -> &str {
+        match self {
+            Identity::Given(l) | Identity::User(l) | Identity::Assumed(l) => l,
+        }
+    }
+}
+
+/// The GITHUB_TOKEN's comment author.
+pub const ACTIONS_BOT: &str = "github-actions[bot]";
+
+/// Checks a login given for `--author`: a user's login (letters, digits and
+/// `-`) or an app's (`<app-slug>[bot]`).
+pub fn check_author(login: &str) -> Result<String, GithubError> {
+    let login = login.trim();
+    let name = login.strip_suffix("[bot]").unwrap_or(login);
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('-')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if ok {
+        Ok(login.to_string())
+    } else {
+        Err(GithubError::Config {
+            message: format!("`{login}` is not a GitHub login (--author, GATE_COMMENT_AUTHOR)"),
+            hint: "give the login gate's comments are written as: `<app-slug>[bot]` for a GitHub App's token \
+                   (e.g. `my-gate-app[bot]`), `github-actions[bot]` for the GITHUB_TOKEN"
+                .into(),
+        })
+    }
+}
+
+/// The login the token writes comments as: `given` when the workflow says
+/// it, else what `GET /user` answers (a user's token), else
+/// `github-actions[bot]` (docs.github.com, "Automatic token
+/// authentication": the GITHUB_TOKEN is an installation token of the
+/// GitHub Actions app, and `GET /user` refuses installation tokens).
+pub async fn identity(client: &Client, given: Option<&str>) -> Identity {
     #[derive(Deserialize)]
     struct User {
         login: String,
     }
+    if let Some(g) = given {
+        return Identity::Given(g.to_string());
+    }
     match client.get::<User>(Call::ReadComments, "/user").await {
-        Ok(u) => u.login,
-        Err(_) => "github-actions[bot]".into(),
+        Ok(u) => Identity::User(u.login),
+        Err(_) => Identity::Assumed(ACTIONS_BOT.into()),
     }
 }
 
 /// Creates or updates the comment. Never creates a duplicate: a create whose
-/// outcome is unknown (5xx, timeout) is followed by a fresh look.
+/// outcome is unknown (5xx, timeout) is followed by a fresh look. Only a
+/// marked comment by the token's [`identity`] is edited; when GitHub says a
+/// created comment is by someone else (an App's token taken for the
+/// GITHUB_TOKEN, a wrong `--author`), the log says which login to pass, as
+/// the next run would otherwise post another.
 pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, GithubError> {
     let full = with_marker(req.id, req.body);
     let repo = req.repo;
     const ROUNDS: u32 = 3;
     let mut last_err = None;
     let mut skip_update = false;
-    let me = identity(client).await;
+    let who = identity(client, req.author).await;
+    let me = who.login();
+    let mut noted = false;
     for _ in 0..ROUNDS {
-        let existing = find(client, repo, req.pr, req.id, &me).await?;
-        match existing {
+        let marked = find(client, repo, req.pr, req.id, me).await?;
+        if marked.ours.is_none() && !marked.others.is_empty() && !noted {
+            noted = true;
+            note_others(&who, &marked.others);
+        }
+        match marked.ours {
             Some(c) if !skip_update => match update(client, repo, c, &full).await? {
                 Update::Done(u) => return Ok(u),
                 // Deleted meanwhile: look again.
@@ -148,7 +235,12 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
                     return Ok(Upsert::Skipped);
                 }
                 match create(client, req, &full).await? {
-                    Create::Made(u) => return Ok(u),
+                    Create::Made(u, author) => {
+                        if let Some(a) = author.filter(|a| !a.eq_ignore_ascii_case(me)) {
+                            warn_author(&who, &a);
+                        }
+                        return Ok(u);
+                    }
                     Create::Unknown(e) => last_err = Some(e),
                 }
                 // The create may have happened: wait, then look before trying again.
@@ -160,6 +252,41 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
         path: format!("/repos/{repo}/issues/{}/comments", req.pr),
         attempts: ROUNDS,
     }))
+}
+
+/// Says that marked comments by others were left alone, and, where gate
+/// only guessed its identity and one of them is an app's, which login to pass.
+fn note_others(who: &Identity, others: &[String]) {
+    let names: Vec<String> = others.iter().map(|o| format!("@{o}")).collect();
+    crate::log(format_args!(
+        "note: {} comment(s) carry this gate's marker but are by {}, not by @{} (gate's login): left alone",
+        names.len(),
+        names.join(", "),
+        who.login()
+    ));
+    if let (Identity::Assumed(_), Some(app)) = (who, others.iter().find(|o| o.ends_with("[bot]"))) {
+        crate::log(format_args!(
+            "hint: if @{app} is the GitHub App whose token gate uses, pass `--author {app}` \
+             (GATE_COMMENT_AUTHOR) so gate keeps that comment current"
+        ));
+    }
+}
+
+/// Says that GitHub wrote the new comment as `author`, not as gate's login,
+/// so the next run will not find it.
+fn warn_author(who: &Identity, author: &str) {
+    let how = match who {
+        Identity::Given(_) => "given by --author / GATE_COMMENT_AUTHOR",
+        Identity::User(_) => "from GET /user",
+        Identity::Assumed(_) => "assumed: GET /user refused the token, as it refuses every installation token",
+    };
+    crate::log(format_args!(
+        "warning: GitHub wrote the comment as @{author}, not as @{} ({how}): the next run will not find it and will post another",
+        who.login()
+    ));
+    crate::log(format_args!(
+        "hint: pass `--author {author}` to `gate comment` (or GATE_COMMENT_AUTHOR={author}; the action's `comment-author` input)"
+    ));
 }
 
 /// What an update of the existing comment came to.
@@ -198,7 +325,8 @@ async fn update(client: &Client, repo: &Repo, c: Comment, full: &str) -> Result<
 /// What a create came to: made, or unknown (a 5xx, 429, timeout or lost
 /// connection: it may have happened) with the error.
 enum Create {
-    Made(Upsert),
+    /// Made, by the login GitHub names as its author.
+    Made(Upsert, Option<String>),
     Unknown(GithubError),
 }
 
@@ -207,10 +335,13 @@ async fn create(client: &Client, req: &Request<'_>, full: &str) -> Result<Create
     let path = format!("/repos/{}/issues/{}/comments", req.repo, req.pr);
     let body = serde_json::json!({ "body": full });
     match client.post::<Comment>(Call::WriteComment, &path, &body).await {
-        Ok(c) => Ok(Create::Made(Upsert::Created {
-            id: c.id,
-            url: c.html_url,
-        })),
+        Ok(c) => Ok(Create::Made(
+            Upsert::Created {
+                id: c.id,
+                url: c.html_url,
+            },
+            c.user.map(|u| u.login),
+        )),
         Err(e @ (GithubError::Timeout { .. } | GithubError::Transport { .. })) => Ok(Create::Unknown(e)),
         Err(e) if e.status().is_some_and(|s| s >= 500 || s == 429) => Ok(Create::Unknown(e)),
         Err(e) => Err(e),
