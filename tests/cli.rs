@@ -600,3 +600,182 @@ error: the spec has 1 error
     left.sort();
     assert_eq!(left, ["notes.txt"]);
 }
+
+/// Three MLP components (one failing its `params` budget) and an ensemble
+/// over all three: what a shard cannot judge on its own.
+fn sharded_spec(t: &tempfile::TempDir) -> PathBuf {
+    let p = t.path().join("budgets.yaml");
+    let component = |name: &str, batch: u32, params: &str| {
+        format!(
+            "  {name}:\n    workload: mlp\n    batch_size: {batch}\n    budgets:\n      params: {params}\n      training_peak: < 64 MiB\n"
+        )
+    };
+    let text = format!(
+        "version: 1\ndevice:\n  name: card\n  capacity: 4 GiB\n  reserve: 300 MiB\ndefaults:\n  seed: 7\ncomponents:\n{}{}{}\
+         ensemble:\n  members: [alpha, bravo, charlie]\n  metric: training_peak\n  budgets:\n    total: < 1 GiB\n",
+        component("charlie", 16, "< 1 KiB"),
+        component("alpha", 64, "< 1 MiB"),
+        component("bravo", 32, "< 1 MiB"),
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// (component, metric, status) of every result, in order.
+fn verdicts(r: &serde_json::Value) -> Vec<(String, String, String)> {
+    r["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            let s = |k: &str| x[k].as_str().unwrap_or_default().to_string();
+            (s("component"), s("metric"), s("status"))
+        })
+        .collect()
+}
+
+#[test]
+fn shards_split_the_components_and_their_merge_decides_as_one_run() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = sharded_spec(&t);
+    let spec = spec.to_str().unwrap();
+    let dir = |n: &str| t.path().join(n);
+    let check = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "--budgets",
+            spec,
+            "--baseline",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        gate(&args, &[])
+    };
+    let whole = check(&dir("whole"), &[]);
+    assert_eq!(whole.status.code(), Some(1), "{}", text(&whole.stderr));
+    let s1 = check(&dir("s1"), &["--shard", "1/2"]);
+    let s2 = check(&dir("s2"), &["--shard", "2/2"]);
+    // Sorted (alpha, bravo, charlie) and dealt: 1/2 holds alpha and charlie, 2/2 bravo.
+    let held = |d: &str| -> Vec<String> {
+        let r = report(&dir(d));
+        r["components"].as_object().unwrap().keys().cloned().collect()
+    };
+    assert_eq!(held("s1"), ["alpha", "charlie"]);
+    assert_eq!(held("s2"), ["bravo"]);
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir("s1").join("shard.json")).unwrap()).unwrap();
+    assert_eq!(
+        record,
+        serde_json::json!({"index": 1, "count": 2, "components": ["alpha", "charlie"]})
+    );
+    // Each shard judges its own components; the ensemble needs all three.
+    assert_eq!(s1.status.code(), Some(1), "charlie fails: {}", text(&s1.stderr));
+    assert_eq!(s2.status.code(), Some(0), "{}", text(&s2.stderr));
+    assert!(text(&s2.stderr).contains("shard 2/2: bravo"), "{}", text(&s2.stderr));
+    assert!(
+        text(&s2.stderr).contains("the ensemble's members alpha, charlie are in other shards"),
+        "{}",
+        text(&s2.stderr)
+    );
+    let ens = |d: &str| {
+        verdicts(&report(&dir(d)))
+            .into_iter()
+            .find(|v| v.0 == "ensemble")
+            .unwrap()
+            .2
+    };
+    assert_eq!(ens("s2"), "not_measured");
+    assert_eq!(ens("whole"), "pass");
+
+    // Merged, the shards decide as the unsharded run did, row for row.
+    let merged = dir("merged");
+    let m = gate(
+        &[
+            "merge",
+            dir("s2").to_str().unwrap(),
+            dir("s1").to_str().unwrap(),
+            "--out",
+            merged.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(m.status.code(), whole.status.code(), "{}", text(&m.stderr));
+    let (mr, wr) = (report(&merged), report(&dir("whole")));
+    assert_eq!(verdicts(&mr), verdicts(&wr));
+    assert_eq!(mr["summary"]["status"], wr["summary"]["status"]);
+    assert_eq!(mr["ensemble"]["total_bytes"], wr["ensemble"]["total_bytes"]);
+    assert!(!merged.join("shard.json").exists(), "a merged folder is not a shard");
+
+    // A shard missing is refused (exit 3), not merged into "not measured".
+    let m = gate(
+        &["merge", dir("s1").to_str().unwrap(), "--out", merged.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(m.status.code(), Some(3), "{}", text(&m.stderr));
+    assert!(text(&m.stderr).contains("shard 2/2 missing"), "{}", text(&m.stderr));
+    assert!(text(&m.stderr).contains("hint: "), "{}", text(&m.stderr));
+    // The same shard twice, or a sharded folder with an unsharded one: bad input.
+    for other in ["s1", "whole"] {
+        let m = gate(
+            &[
+                "merge",
+                dir("s1").to_str().unwrap(),
+                dir(other).to_str().unwrap(),
+                "--out",
+                merged.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert_eq!(m.status.code(), Some(2), "{other}: {}", text(&m.stderr));
+    }
+
+    // An unsharded run into a shard's folder leaves no stale shard.json.
+    let again = check(&dir("s1"), &[]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    assert!(!dir("s1").join("shard.json").exists());
+}
+
+#[test]
+fn a_bad_shard_is_bad_input_with_a_hint() {
+    for bad in ["0/2", "3/2", "1/0", "2", "x/y", "1/2/3"] {
+        let o = gate(
+            &["check", "--budgets", "examples/mlp.yaml", &format!("--shard={bad}")],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o.stderr));
+        let err = text(&o.stderr);
+        assert!(err.contains(&format!("--shard {bad}")), "{err}");
+        assert!(err.contains("hint: write --shard I/N with 1 <= I <= N"), "{err}");
+    }
+}
+
+#[test]
+fn more_shards_than_components_leaves_a_shard_empty_not_broken() {
+    let t = tempfile::tempdir().unwrap();
+    let out = out_dir(&t);
+    let o = gate(
+        &[
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--baseline",
+            "none",
+            "--shard",
+            "2/2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    // The MLP is shard 1's; shard 2 measures nothing and says so; the
+    // ensemble is left to the merge.
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("no component falls to this shard"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(report(&out)["components"].as_object().unwrap().is_empty());
+}

@@ -29,6 +29,11 @@ pub struct CheckArgs {
     /// Run only these components (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Run shard I of N: the components (with --only: the ones it selects),
+    /// sorted by name, dealt round-robin; `gate merge` of all N shards
+    /// decides as one run would.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
     /// Treat warnings (not measured, missing baseline, other testbed) as failures.
     #[arg(long)]
     pub strict: bool,
@@ -72,8 +77,9 @@ pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
 }
 
 /// The files a run's set holds (and `timeline-*.svg`).
-const OUTPUT_FILES: [&str; 6] = [
+const OUTPUT_FILES: [&str; 7] = [
     "report.json",
+    "shard.json",
     "junit.xml",
     "comment.md",
     "pr.json",
@@ -107,10 +113,18 @@ fn remove_previous_outputs(out: &std::path::Path) {
 
 fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<Exit, CliError> {
     let started = Instant::now();
+    let shard = args.shard.as_deref().map(super::shard::parse).transpose()?;
     // Ctrl-C / SIGTERM (handled from `cli::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
     let loaded = super::harness::load(&args.budgets, app, Some(args.backend), &args.harness)?;
     let spec = &loaded.spec;
     check_only_names(spec, &args)?;
+    let in_shard = shard.map(|s| shard_components(spec, &args.only, s));
+    let chosen = |name: &str| {
+        is_selected(&args.only, name)
+            && in_shard
+                .as_ref()
+                .is_none_or(|(_, held)| held.iter().any(|h| h == super::shard::base(name)))
+    };
     let backend = loaded.backend(args.backend).map_err(|e| CliError::Infrastructure {
         message: e.message,
         hint: e.hint,
@@ -118,7 +132,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     // A budget this backend can never measure is refused before anything
     // runs, not left "not measured" with exit 0.
     if backend != Backend::Cuda {
-        let refused = crate::budget::cuda_only(spec, &|name| is_selected(&args.only, name), true);
+        let refused = crate::budget::cuda_only(spec, &chosen, true);
         if !refused.0.is_empty() {
             return Err(crate::budget::SpecError::from(refused).into());
         }
@@ -135,11 +149,10 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     let child_args = child_args(backend, args.emulate_capacity);
     let _gpu_lock = gpu_lock(backend)?;
     // A component's variants (`NAME@VARIANT`) come with it.
-    let selected: Vec<_> = spec
-        .components
-        .iter()
-        .filter(|c| is_selected(&args.only, &c.name))
-        .collect();
+    let selected: Vec<_> = spec.components.iter().filter(|c| chosen(&c.name)).collect();
+    if let Some((record, _)) = &in_shard {
+        log_shard(spec, record);
+    }
     let exe = loaded.profiler()?;
 
     let bar = progress_bar(selected.len() as u64);
@@ -160,7 +173,14 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
 
     let infra = measured.infra.clone();
     *writing = true;
-    let Some(report) = write_outputs(&args, spec, measured, baseline, stored, started)? else {
+    let extra = match &in_shard {
+        Some((record, _)) => vec![(
+            super::shard::FILE,
+            serde_json::to_vec_pretty(record).expect("the shard record serializes"),
+        )],
+        None => Vec::new(),
+    };
+    let Some(report) = write_outputs(&args, spec, measured, baseline, stored, started, extra)? else {
         return Ok(stopped().unwrap_or(Exit::Interrupted));
     };
     if let Some(reason) = infra {
@@ -175,6 +195,55 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
 fn is_selected(only: &[String], name: &str) -> bool {
     let base = name.split_once('@').map_or(name, |(b, _)| b);
     only.is_empty() || only.iter().any(|o| o == name || o == base)
+}
+
+/// The shard's record for shard.json, and the components it holds (of
+/// those `--only` selects).
+fn shard_components(
+    spec: &crate::budget::Spec,
+    only: &[String],
+    shard: super::shard::Shard,
+) -> (super::shard::Record, Vec<String>) {
+    let names = spec
+        .components
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|n| is_selected(only, n));
+    let held = super::shard::components(names, shard);
+    (
+        super::shard::Record {
+            shard,
+            components: held.clone(),
+        },
+        held,
+    )
+}
+
+/// Says what the shard holds, and what it cannot judge: an ensemble whose
+/// members lie partly in other shards (judged by `gate merge`).
+fn log_shard(spec: &crate::budget::Spec, record: &super::shard::Record) {
+    let s = record.shard;
+    if record.components.is_empty() {
+        eprintln!("shard {s}: no component falls to this shard (fewer components than shards): it measures nothing");
+    } else {
+        eprintln!("shard {s}: {}", record.components.join(", "));
+    }
+    if let Some(e) = &spec.ensemble {
+        let elsewhere: Vec<&str> = e
+            .members
+            .iter()
+            .map(|m| super::shard::base(m))
+            .filter(|m| !record.components.iter().any(|c| c == m))
+            .collect();
+        if !elsewhere.is_empty() {
+            eprintln!(
+                "note: shard {s}: the ensemble's members {} are in other shards: its budgets are not measured here \
+                 (a warning, a failure under --strict) and are judged by `gate merge` of all {} shards",
+                elsewhere.join(", "),
+                s.count
+            );
+        }
+    }
 }
 
 /// Refuses an `--only` name that is not a component of the spec.
@@ -319,6 +388,7 @@ fn write_outputs(
     baseline: report::baseline::Outcome,
     stored: Vec<Report>,
     started: Instant,
+    extra: Vec<(&'static str, Vec<u8>)>,
 ) -> Result<Option<Report>, CliError> {
     let device = measured.device.unwrap_or_else(crate::probe::cpu_device_info);
     let reserve = reserve(measured.reserve, spec);
@@ -338,7 +408,7 @@ fn write_outputs(
             stored,
             wall_seconds: started.elapsed().as_secs_f64(),
             out: &args.out,
-            extra: Vec::new(),
+            extra,
         },
         |report| {
             eprintln!(
@@ -412,6 +482,10 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     add(&mut set, "junit.xml", junit.as_bytes())?;
     for (name, bytes) in &c.extra {
         add(&mut set, name, bytes)?;
+    }
+    // A folder a sharded run wrote before holds its shard.json: this run's set has none.
+    if !c.extra.iter().any(|(name, _)| *name == super::shard::FILE) {
+        set.remove(super::shard::FILE);
     }
     let history = report::history::series(&report, &c.stored);
     history.warnings.iter().for_each(|w| eprintln!("warning: {w}"));

@@ -1,5 +1,6 @@
 //! `gate merge DIR...`: combines the reports of sharded jobs (`gate check
-//! --only ...` on a matrix of runners) into one report, verdict and comment.
+//! --shard I/N` or `--only ...` on a matrix of runners) into one report,
+//! verdict and comment.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -34,6 +35,13 @@ pub struct MergeArgs {
 }
 
 pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
+    // Shards of `check --shard I/N`: all N of them, once each, or the
+    // verdict would not be the unsharded run's.
+    let mut records = Vec::new();
+    for d in &args.dirs {
+        records.push((d.display().to_string(), super::shard::read(d)?));
+    }
+    super::shard::check_complete(&records)?;
     let mut shards = Vec::new();
     for d in &args.dirs {
         shards.push((d.join("report.json").display().to_string(), read_report(d)?));

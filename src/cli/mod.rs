@@ -17,6 +17,7 @@ mod history;
 mod init;
 mod merge;
 mod minors;
+mod shard;
 mod validate;
 
 use clap::{Parser, Subcommand};
