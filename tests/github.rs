@@ -1815,3 +1815,131 @@ fn a_bad_author_is_bad_input() {
     }
     assert!(fake.log().is_empty(), "nothing asked of GitHub on bad input");
 }
+
+#[test]
+fn a_check_run_carries_the_verdict_the_comment_s_summary_and_annotations_in_fifties() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 63);
+    let out = tmp.path().join("out");
+    let comment = |extra: &[&str]| {
+        gate(Some(&fake), Some(&ev))
+            .args(["comment", "--from"])
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    // Not asked: no check run.
+    let o = comment(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(fake.count("POST", "/check-runs"), 0);
+
+    // A passing report: success, no annotations, the comment's own text.
+    let o = comment(&["--check-run", "gate: cpu"]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains(&format!(
+            "check run `gate: cpu` on {}: success (0 annotation(s))",
+            sha(0xbeef)
+        )),
+        "{}",
+        output_text(&o)
+    );
+    let runs = fake.check_runs();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(run["name"], "gate: cpu");
+    assert_eq!(run["head_sha"], sha(0xbeef), "the PR's head, not a merge commit");
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["conclusion"], "success");
+    let body = fake.comments(63)[0].body.clone();
+    let (_, comment_text) = body.split_once('\n').unwrap();
+    assert_eq!(
+        run["output"]["summary"], comment_text,
+        "the summary is the comment's text"
+    );
+    assert!(
+        run["output"]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("gate: PASS — 9 of 9 budgets pass"),
+        "{}",
+        run["output"]["title"]
+    );
+
+    // 120 failing budgets: failure, 50 annotations with the create and
+    // the rest in updates of 50 to the same run, each at its line.
+    edit_report(&out, |v| {
+        let row = v["results"][0].clone();
+        v["results"] = Value::Array(
+            (1..=120)
+                .map(|i| {
+                    let mut r = row.clone();
+                    r["status"] = json!("fail");
+                    r["line"] = json!(i);
+                    r["metric"] = json!(format!("m{i}"));
+                    r
+                })
+                .collect(),
+        );
+        v["summary"]["status"] = json!("fail");
+        v["summary"]["failed"] = json!(120);
+        v["summary"]["passed"] = json!(0);
+    });
+    let o = comment(&["--check-run", "gate: cpu"]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let runs = fake.check_runs();
+    assert_eq!(runs.len(), 2);
+    let run = &runs[1];
+    assert_eq!(run["conclusion"], "failure");
+    let notes = run["output"]["annotations"].as_array().unwrap();
+    assert_eq!(notes.len(), 120, "{}", output_text(&o));
+    assert_eq!(fake.count("POST", "/check-runs"), 2);
+    assert_eq!(fake.count("PATCH", &format!("/check-runs/{}", run["id"])), 2);
+    for (i, a) in notes.iter().enumerate() {
+        assert_eq!(a["path"], "examples/mlp.yaml");
+        assert_eq!(a["start_line"], json!(i + 1));
+        assert_eq!(a["annotation_level"], "failure");
+        assert!(
+            a["message"].as_str().unwrap().starts_with(&format!("mlp.m{}: ", i + 1)),
+            "{a}"
+        );
+    }
+    assert_no_token(&o, &out);
+}
+
+#[test]
+fn a_refused_check_run_is_a_warning_and_the_comment_still_posts() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 64);
+    let out = tmp.path().join("out");
+    fake.fault(
+        "POST",
+        "/check-runs",
+        usize::MAX,
+        FaultKind::Status(403, "Resource not accessible by integration".into()),
+    );
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--check-run", "gate", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let text = output_text(&o);
+    assert!(text.contains("created comment"), "{text}");
+    assert!(text.contains("warning: no check run `gate`"), "{text}");
+    assert!(
+        text.contains("hint: the token cannot write check runs: give the comment job `permissions: { checks: write }`"),
+        "{text}"
+    );
+    assert_eq!(fake.comments(64).len(), 1);
+    // A bad name is bad input, before anything is asked of GitHub.
+    let before = fake.log().len();
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--check-run", " ", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert_eq!(fake.log().len(), before);
+}

@@ -13,7 +13,10 @@
 # else `path.join(resolvedPath, artifact.name)`). So a folder's name is not
 # the id: each artifact names itself in the file `artifact-name`, which the
 # action's `gate check` step writes, and both layouts give the same id.
-# Env: ARTIFACTS (download-artifact's `path`), EVENT, GITHUB_TOKEN
+# Env: ARTIFACTS (download-artifact's `path`), EVENT, GITHUB_TOKEN;
+# CHECK_RUN=true also posts a check run per id, named by the id (needs
+# `checks: write`; a refusal is a warning); GATE_COMMENT_AUTHOR is read by
+# gate itself (README, "Commenting as a GitHub App").
 set -euo pipefail
 if [ "$EVENT" != pull_request ]; then
   echo "gate action: the measured run was a '$EVENT' event, not a pull request: no comment"; exit 0
@@ -56,6 +59,7 @@ for dir in "${dirs[@]}"; do
     on-change) flags=(--quiet) ;;
     *) flags=() ;;
   esac
+  if [ "${CHECK_RUN:-false}" = true ]; then flags+=(--check-run "$id"); fi
   gate comment --from "$dir" --id "$id" "${flags[@]}" || status=$?
 done
 [ "$n" -gt 0 ] || [ "$status" -ne 0 ] || echo "gate action: no gate artifact in $root to comment on"

@@ -42,6 +42,27 @@ pub struct CommentArgs {
     /// token: `<app-slug>[bot]`. Only a marked comment by this login is edited.
     #[arg(long, value_name = "LOGIN")]
     pub author: Option<String>,
+    /// Also post a completed check run of this name on the measured commit:
+    /// the comment's summary, the verdict as its conclusion, annotations at
+    /// the spec's lines. Needs `checks: write`; a refusal is a warning and
+    /// never fails the comment.
+    #[arg(long, value_name = "NAME")]
+    pub check_run: Option<String>,
+}
+
+/// `--check-run NAME`, checked: one line, at most 100 characters.
+fn check_run_name(args: &CommentArgs) -> Result<Option<String>, CliError> {
+    let Some(name) = &args.check_run else {
+        return Ok(None);
+    };
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+        return Err(CliError::Usage {
+            message: format!("--check-run {name:?}: a check run's name is one line of 1 to 100 characters"),
+            hint: "name it as it should show among the pull request's checks, e.g. --check-run \"gate: cpu\"".into(),
+        });
+    }
+    Ok(Some(name.to_string()))
 }
 
 /// The environment variable that stands for `--author`.
@@ -273,6 +294,7 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
     });
     let history = read_history(&args.from);
     let author = author(&args)?;
+    let check_run = check_run_name(&args)?;
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
 
     // Without --pr the event is where the PR comes from: in a pull_request run
@@ -328,7 +350,7 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
             &links,
             markdown::COMMENT_LIMIT - comment::marker(&id).chars().count() - 1,
         );
-        comment::upsert(
+        let upserted = comment::upsert(
             &client,
             &comment::Request {
                 repo: &repo,
@@ -340,10 +362,71 @@ pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
                 author: author.as_deref(),
             },
         )
-        .await
+        .await;
+        // After the comment, and only when it went through (a refused
+        // head is not the PR's any more): a check run is extra, never a
+        // reason for the comment to fail.
+        if let (Some(name), Ok(_)) = (&check_run, &upserted) {
+            let summary = markdown::render_full(
+                &report,
+                baseline.as_ref(),
+                &history,
+                &links,
+                crate::render::checks::SUMMARY_LIMIT,
+            );
+            post_check_run(&client, &repo, pr, head, name, &report, &summary).await;
+        }
+        upserted
     });
     say_outcome(result, pr, &id).map_err(|e| github_error(e, &args.from))?;
     Ok(Exit::Pass)
+}
+
+/// Posts the check run `name` on the commit the comment is for (the run's
+/// head; with `--pr`, the pull request's head now) and says how it went;
+/// every failure is a warning with its hint.
+async fn post_check_run(
+    client: &Client,
+    repo: &Repo,
+    pr: u64,
+    head: Option<&str>,
+    name: &str,
+    report: &Report,
+    summary: &str,
+) {
+    use crate::github::checks;
+    let sha = match head {
+        Some(h) => Ok(h.to_string()),
+        None => comment::pr_head(client, repo, pr).await,
+    };
+    let output = crate::render::checks::render(report, summary);
+    if output.annotations.is_empty() && crate::render::checks::repo_path(&report.spec).is_none() {
+        eprintln!(
+            "note: the check run has no annotations: the spec `{}` is not a path in the repository",
+            report.spec
+        );
+    }
+    let conclusion = checks::conclusion(report);
+    let posted = match sha {
+        Ok(sha) => checks::post(client, repo, name, &sha, conclusion, &output)
+            .await
+            .map(|run| (run, sha)),
+        Err(e) => Err(e),
+    };
+    match posted {
+        Ok((run, sha)) => {
+            eprintln!(
+                "gate comment: check run `{name}` on {sha}: {} ({} annotation(s)){}",
+                conclusion.name(),
+                run.annotations,
+                run.url.map(|u| format!(": {u}")).unwrap_or_default()
+            );
+        }
+        Err(e) => {
+            eprintln!("warning: no check run `{name}`: {e}");
+            eprintln!("hint: {}", e.hint());
+        }
+    }
 }
 
 /// The pull request to comment on: `--pr`, the event's, or (in a

@@ -160,6 +160,9 @@ pub struct State {
     blob_counter: u64,
     /// The login the token writes as (default: `github-actions[bot]`); see [`Fake::as_app`].
     pub token_login: Option<String>,
+    /// Check runs created, each as its create request's body, with the
+    /// annotations of later updates appended (see [`check_runs_route`]).
+    pub check_runs: Vec<Value>,
 }
 
 #[derive(Clone)]
@@ -666,6 +669,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 (404, json!({"message": "Not Found"}))
             }
         }
+        ("POST", ["check-runs"]) | ("PATCH", ["check-runs", _]) => check_runs_route(method, &segs, &input, &mut s),
         ("POST", ["git", "trees"]) => (201, json!({ "sha": "tree1" })),
         ("POST", ["git", "commits"]) => (201, json!({ "sha": "commit1" })),
         ("POST", ["git", "refs"]) => {
@@ -701,6 +705,87 @@ fn outside_repo(method: &str, path: &str) -> (u16, Value) {
                 "documentation_url": "https://docs.github.com/rest/users/users#get-the-authenticated-user",
             }),
         ),
+        _ => (404, json!({"message": "Not Found"})),
+    }
+}
+
+impl Fake {
+    /// The check runs created so far (see [`check_runs_route`]).
+    pub fn check_runs(&self) -> Vec<Value> {
+        self.state.lock().unwrap().check_runs.clone()
+    }
+}
+
+/// docs.github.com, "Create a check run" / "Update a check run": `name`
+/// and `head_sha` required; `conclusion` one of the API's words; `output`
+/// needs `title` and `summary` (at most 65,535 characters); at most 50
+/// annotations per request, each with `path`, `start_line`, `end_line`,
+/// `annotation_level` (notice, warning, failure) and `message`; an update's
+/// annotations are appended to the run's. 422 for what GitHub refuses.
+fn check_runs_route(method: &str, segs: &[&str], input: &Value, s: &mut State) -> (u16, Value) {
+    let invalid = |why: &str| (422, json!({ "message": format!("Invalid request.\n\n{why}") }));
+    let output = &input["output"];
+    if !output.is_null() {
+        if !output["title"].is_string() || !output["summary"].is_string() {
+            return invalid("output needs title and summary");
+        }
+        if output["summary"].as_str().unwrap_or_default().chars().count() > 65_535 {
+            return invalid("summary is too long (maximum is 65535 characters)");
+        }
+        let annotations = output["annotations"].as_array().cloned().unwrap_or_default();
+        if annotations.len() > 50 {
+            return invalid("Only 50 annotations are allowed per request");
+        }
+        for a in &annotations {
+            let level = a["annotation_level"].as_str().unwrap_or_default();
+            let has = |k: &str| !a[k].is_null();
+            let whole = ["path", "start_line", "end_line", "message"].iter().all(|k| has(k));
+            if !whole || !["notice", "warning", "failure"].contains(&level) {
+                return invalid("an annotation lacks a field or has a bad annotation_level");
+            }
+        }
+    }
+    match (method, segs) {
+        ("POST", _) => {
+            let sha = input["head_sha"].as_str().unwrap_or_default();
+            if input["name"].as_str().unwrap_or_default().is_empty() || sha.len() != 40 {
+                return invalid("name and head_sha are required");
+            }
+            let conclusion = input["conclusion"].as_str().unwrap_or_default();
+            if ![
+                "success",
+                "failure",
+                "neutral",
+                "cancelled",
+                "skipped",
+                "timed_out",
+                "action_required",
+            ]
+            .contains(&conclusion)
+            {
+                return invalid("conclusion is not one of the allowed values");
+            }
+            let id = 7000 + s.check_runs.len() as u64;
+            let mut run = input.clone();
+            run["id"] = json!(id);
+            s.check_runs.push(run);
+            (
+                201,
+                json!({ "id": id, "head_sha": sha, "status": "completed", "conclusion": conclusion,
+                        "html_url": format!("https://github.com/{REPO}/runs/{id}") }),
+            )
+        }
+        (_, [_, id]) => {
+            let id: u64 = id.parse().unwrap_or(0);
+            let Some(run) = s.check_runs.iter_mut().find(|r| r["id"] == json!(id)) else {
+                return (404, json!({"message": "Not Found"}));
+            };
+            let more = output["annotations"].as_array().cloned().unwrap_or_default();
+            if let Some(list) = run["output"]["annotations"].as_array_mut() {
+                list.extend(more);
+            }
+            (200, json!({ "id": id, "status": "completed" }))
+        }
         _ => (404, json!({"message": "Not Found"})),
     }
 }

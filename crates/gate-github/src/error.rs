@@ -11,6 +11,7 @@ pub enum Call {
     ReadCommits,
     ReadBaseline,
     WriteBaseline,
+    WriteCheckRun,
 }
 
 impl Call {
@@ -24,6 +25,7 @@ impl Call {
             Call::ReadCommits => "read the commit history",
             Call::ReadBaseline => "read the baseline store",
             Call::WriteBaseline => "write the baseline store",
+            Call::WriteCheckRun => "write the check run",
         }
     }
 }
@@ -136,6 +138,16 @@ impl GithubError {
                     "a repository ruleset or branch protection refuses writes to the baseline branch: in Settings → Rules → \
                      Rulesets, leave `gate-baselines*` out of the rule's target branches (or add the GitHub Actions app to its \
                      bypass list), or create the branch once by hand and let the ruleset allow updates to it"
+                        .into()
+                }
+                (403, Call::WriteCheckRun) | (404, Call::WriteCheckRun) => {
+                    "the token cannot write check runs: give the comment job `permissions: { checks: write }` (a GitHub \
+                     App: its `checks: write` permission), or leave out --check-run (the action's `check-run: false`)"
+                        .into()
+                }
+                (422, Call::WriteCheckRun) => {
+                    "GitHub refused the check run's contents: an annotation's path must be a file of the repository at \
+                     the head commit, relative to its root (`gate check --budgets` with a relative path)"
                         .into()
                 }
                 (401, _) => "the token is missing, expired or wrong: pass `GITHUB_TOKEN: ${{ github.token }}` in the step's `env`".into(),

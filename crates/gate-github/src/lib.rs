@@ -9,6 +9,7 @@
 use gate_render as render;
 use gate_report as report;
 
+pub mod checks;
 pub mod client;
 pub mod comment;
 pub mod context;

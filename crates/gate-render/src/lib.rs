@@ -10,6 +10,7 @@ use gate_runner as runner;
 use gate_spec::{hash, metric, units};
 
 pub mod annotations;
+pub mod checks;
 pub mod junit;
 pub mod markdown;
 pub mod table;
