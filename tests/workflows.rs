@@ -1692,3 +1692,168 @@ fn a_skipped_gpu_gate_reports_not_run_to_the_required_check() {
         assert_eq!(code, Some(1), "{result}: {out}");
     }
 }
+
+/// The `uses:` of a step, without its `@ref`.
+fn action_of(step: &Yaml) -> Option<&str> {
+    step["uses"].as_str().map(|u| u.split('@').next().unwrap_or(u))
+}
+
+#[test]
+fn the_release_attests_only_the_checked_archives_from_one_job_with_its_own_permissions() {
+    let w = workflows().into_iter().find(|w| w.file == "gate-release.yml").unwrap();
+    let mut attesting = Vec::new();
+    for (name, job) in jobs(&w) {
+        let p = &job["permissions"];
+        let grants = |scope: &str| p[scope].as_str() == Some("write");
+        let attests = steps(job)
+            .iter()
+            .any(|s| action_of(s) == Some("actions/attest-build-provenance"));
+        if attests {
+            attesting.push(name.clone());
+            assert!(
+                grants("id-token") && grants("attestations"),
+                "job `{name}` attests without id-token/attestations: write"
+            );
+        } else {
+            assert!(
+                !grants("id-token") && !grants("attestations"),
+                "job `{name}` holds id-token/attestations: write but attests nothing"
+            );
+        }
+    }
+    // Neither at the top of the workflow.
+    let top = key(&w.doc, "permissions");
+    assert!(top["id-token"].is_badvalue() && top["attestations"].is_badvalue());
+    assert_eq!(attesting, ["release"], "one job attests: the hosted one that publishes");
+
+    // In `release`: SHA256SUMS checked against the package job's digest,
+    // then the attestation of what it lists, then the publication.
+    let job = jobs(&w).into_iter().find(|(n, _)| n == "release").unwrap().1;
+    assert!(!self_hosted(job));
+    let s = steps(job);
+    let at = |pred: &dyn Fn(&Yaml) -> bool| s.iter().position(|x| pred(x)).unwrap();
+    let checked = at(&|x| {
+        let run = x["run"].as_str().unwrap_or_default();
+        run.contains("dist/SHA256SUMS\" | sha256sum -c -")
+            && x["env"]["SUMS_SHA256"]
+                .as_str()
+                .is_some_and(|v| v.contains("needs.package.outputs"))
+    });
+    let attest = at(&|x| action_of(x) == Some("actions/attest-build-provenance"));
+    let publish = at(&|x| x["run"].as_str().is_some_and(|r| r.contains("gh release create")));
+    assert!(
+        checked < attest && attest < publish,
+        "check {checked}, attest {attest}, publish {publish}"
+    );
+    assert_eq!(s[attest]["with"]["subject-checksums"].as_str(), Some("dist/SHA256SUMS"));
+}
+
+/// A folder with `gate` (a stub that says its version) and, unless `gh` is
+/// `None`, a `gh` stub that logs its arguments and GH_TOKEN to `gh.log` and
+/// exits with `gh`'s code for `attestation verify` (0 for `--help`).
+fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
+    let tools = root.join("tools");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    executable(&bin.join("gate"), "#!/bin/sh\necho 'gate 9.9.9'\n");
+    // Only what install.sh needs on this path, so a gh on the machine is not found.
+    for tool in ["tr", "rm", "basename"] {
+        let o = std::process::Command::new("bash")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        let real = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        std::os::unix::fs::symlink(real, tools.join(tool)).unwrap();
+    }
+    if let Some(code) = gh {
+        executable(
+            &tools.join("gh"),
+            &format!(
+                "#!/bin/sh\ncase \"$*\" in *--help*) exit 0;; esac\n\
+                 echo \"args=$* token=$GH_TOKEN\" >> '{}'\nexit {code}\n",
+                root.join("gh.log").display()
+            ),
+        );
+    }
+    (tools, bin)
+}
+
+/// install.sh with a release binary found (FOUND=true), PATH = `tools`.
+fn run_release_install(root: &Path, tools: &Path, bin: &Path, token: &str) -> (Option<i32>, String) {
+    let o = std::process::Command::new("/bin/bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/install.sh"))
+        .env_clear()
+        .env("PATH", tools)
+        .env("GITHUB_OUTPUT", root.join("github_output"))
+        .env("GITHUB_PATH", root.join("github_path"))
+        .env("ACTION_PATH", env!("CARGO_MANIFEST_DIR"))
+        .env("FOUND", "true")
+        .env("BIN_DIR", bin)
+        .env("FEATURES", "cpu")
+        .env("ARCHIVE", root.join("gate-v9.9.9-x86_64-unknown-linux-gnu.tar.gz"))
+        .env("RELEASE_REPO", "octo/gate")
+        .env("GH_TOKEN", token)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
+}
+
+#[test]
+fn the_action_verifies_a_release_s_provenance_where_gh_is_present() {
+    // No gh: a note, and the release binary is used (SHA256SUMS was checked).
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case(t.path(), None);
+    let (code, out) = run_release_install(t.path(), &tools, &bin, "tok");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("gh is not installed: the release's build provenance is not verified"),
+        "{out}"
+    );
+    assert!(bin.join("gate").exists());
+
+    // gh verifies: against the release's repository and its release workflow,
+    // with the token given to gh alone.
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case(t.path(), Some(0));
+    let (code, out) = run_release_install(t.path(), &tools, &bin, "tok");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("build provenance verified"), "{out}");
+    let log = std::fs::read_to_string(t.path().join("gh.log")).unwrap();
+    let archive = t.path().join("gate-v9.9.9-x86_64-unknown-linux-gnu.tar.gz");
+    assert_eq!(
+        log.trim(),
+        format!(
+            "args=attestation verify {} --repo octo/gate --signer-workflow octo/gate/.github/workflows/gate-release.yml token=tok",
+            archive.display()
+        )
+    );
+    assert!(std::fs::read_to_string(t.path().join("github_output"))
+        .unwrap()
+        .contains("from=release\n"));
+
+    // gh says no: the job fails and the binary is gone, unrun.
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case(t.path(), Some(1));
+    let (code, out) = run_release_install(t.path(), &tools, &bin, "tok");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains(
+            "::error title=gate action::gate-v9.9.9-x86_64-unknown-linux-gnu.tar.gz has no valid build provenance"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("hint: "), "{out}");
+    assert!(!bin.join("gate").exists(), "the unverified binary is removed");
+
+    // gh without a token to ask GitHub with: a note, not a failure.
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case(t.path(), Some(1));
+    let (code, out) = run_release_install(t.path(), &tools, &bin, "");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("no token for gh"), "{out}");
+    assert!(!t.path().join("gh.log").exists());
+}

@@ -91,4 +91,7 @@ mkdir -p "$bin_dir"
 install -m 0755 "$exe" "$bin_dir/gate"
 found=true
 out from release
+# For install.sh's provenance check (the archive stays in $tmp for it).
+out archive "$tmp/$asset"
+out release-repo "$repo"
 note "using the release $tag ($asset, commit ${commit:-?})"

@@ -3,11 +3,44 @@
 # build, or build from the action's source (CPU: cargo; cuda: the wheel-based
 # recipe in scripts/build-cuda.sh). Then puts gate on PATH and, for a cuda
 # build, makes sure the CUDA 13 runtime libraries are found.
-# Env (from action.yml): ACTION_PATH FOUND BIN_DIR TARGET_DIR FEATURES SOURCE_KEY
+# Env (from action.yml): ACTION_PATH FOUND BIN_DIR TARGET_DIR FEATURES SOURCE_KEY,
+# and for a release binary ARCHIVE (the downloaded archive), RELEASE_REPO
+# (OWNER/REPO it came from) and GH_TOKEN (only for `gh attestation verify`).
 set -euo pipefail
 out() { echo "$1=$2" >> "$GITHUB_OUTPUT"; }
 note() { echo "gate action: $*" >&2; }
+# The token is for gh alone: a build from source runs crates' build scripts.
+gh_token="${GH_TOKEN:-}"
+unset GH_TOKEN GITHUB_TOKEN
 from=release
+if [ "$FOUND" = true ]; then
+  # The release's build provenance (gate-release.yml attests each archive
+  # with actions/attest-build-provenance): checked where the runner has gh,
+  # against the release's repository and the workflow that built it. No gh
+  # (or one too old for `gh attestation`, added in gh 2.49.0): a note, and
+  # the SHA256SUMS check that find-release.sh made stands alone. A check
+  # that runs and fails stops the job: the binary is removed unrun.
+  server="${GITHUB_SERVER_URL:-https://github.com}"
+  if ! command -v gh >/dev/null 2>&1; then
+    note "gh is not installed: the release's build provenance is not verified (SHA256SUMS was)"
+  elif ! gh attestation verify --help >/dev/null 2>&1; then
+    note "this gh has no \`gh attestation\` (gh 2.49.0 or newer has): the release's build provenance is not verified (SHA256SUMS was)"
+  elif [ -z "$gh_token" ]; then
+    note "no token for gh (the action's \`token\` is empty): the release's build provenance is not verified (SHA256SUMS was)"
+  elif [ "$server" != https://github.com ]; then
+    note "attestations are checked on github.com only (this is $server): the build provenance is not verified (SHA256SUMS was)"
+  elif [ -z "${ARCHIVE:-}" ] || [ -z "${RELEASE_REPO:-}" ]; then
+    echo "::error title=gate action::the release archive or its repository is unknown: cannot verify its provenance"
+    rm -f "$BIN_DIR/gate"; exit 1
+  elif GH_TOKEN="$gh_token" gh attestation verify "$ARCHIVE" --repo "$RELEASE_REPO" \
+      --signer-workflow "$RELEASE_REPO/.github/workflows/gate-release.yml" >&2; then
+    note "build provenance verified: $(basename "$ARCHIVE") was built by $RELEASE_REPO's gate-release.yml"
+  else
+    echo "::error title=gate action::$(basename "$ARCHIVE") has no valid build provenance from $RELEASE_REPO (gh attestation verify failed): not using it"
+    echo "hint: a release made before gate attested its archives has none: pin a newer release, or \`version: source\` to build from source"
+    rm -f "$BIN_DIR/gate"; exit 1
+  fi
+fi
 if [ "$FOUND" != true ]; then
   # A cached build is run only when it is this source's and its bytes match
   # the SHA-256 recorded when it was built (stored with it in the cache
