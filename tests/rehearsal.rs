@@ -215,6 +215,12 @@ fn download_pattern(artifacts: &[(&str, &Path)], path: &Path) {
 /// The comment workflow (`workflow_run` after the measured run): the
 /// action's `gate comment` step (scripts/action/comment.sh).
 fn comment_job(fake: &Fake, run: Value, artifacts: &Path) -> Step {
+    comment_job_with(fake, run, artifacts, &[])
+}
+
+/// [`comment_job`] with more of the step's env (the action's `check-run`
+/// and `comment-author` inputs arrive as CHECK_RUN and GATE_COMMENT_AUTHOR).
+fn comment_job_with(fake: &Fake, run: Value, artifacts: &Path, extra: &[(&str, &str)]) -> Step {
     let event = run["event"].as_str().unwrap().to_string();
     let head = run["head_sha"].as_str().unwrap().to_string();
     let job = Job::new(
@@ -223,16 +229,15 @@ fn comment_job(fake: &Fake, run: Value, artifacts: &Path) -> Step {
         &head,
         "refs/heads/main",
     );
-    job.run(
-        fake,
-        &action_step("gate comment"),
-        &[
-            ("ACTION_PATH", root().to_str().unwrap()),
-            ("GITHUB_TOKEN", TOKEN),
-            ("ARTIFACTS", artifacts.to_str().unwrap()),
-            ("EVENT", &event),
-        ],
-    )
+    let action_path = root();
+    let mut env = vec![
+        ("ACTION_PATH", action_path.to_str().unwrap()),
+        ("GITHUB_TOKEN", TOKEN),
+        ("ARTIFACTS", artifacts.to_str().unwrap()),
+        ("EVENT", &event),
+    ];
+    env.extend_from_slice(extra);
+    job.run(fake, &action_step("gate comment"), &env)
 }
 
 fn pr_payload(number: u64, head: &str, head_repo: &str, branch: &str, base: &str) -> Value {
@@ -480,4 +485,35 @@ fn each_layout_of_the_downloaded_artifacts_is_commented() {
     assert_eq!(c.code, Some(2), "{}", c.log);
     assert!(c.log.contains("holds no valid artifact-name"), "{}", c.log);
     assert_eq!(fake.count("POST", "/comments"), 2, "{}", c.log);
+}
+
+#[test]
+fn the_comment_job_posts_a_check_run_per_gate_id_when_asked() {
+    let fake = Fake::start();
+    let c0 = sha(0xc0);
+    fake.add_chain(std::slice::from_ref(&c0));
+    let h1 = sha(0xf2);
+    fake.state.lock().unwrap().pulls.insert(2, h1.clone());
+    fake.state.lock().unwrap().merge_base = Some(c0.clone());
+    let pr = Job::new(
+        "pull_request",
+        pr_payload(2, &h1, "fork/repo", "feature", &c0),
+        &sha(0x3e2),
+        "refs/pull/2/merge",
+    );
+    let (artifact, out, code) = pr.measure(&fake);
+    assert_eq!(code, "0");
+    let artifacts = pr.path("artifacts");
+    download_pattern(&[(&artifact, &out)], &artifacts);
+    let run = json!({ "id": 102, "event": "pull_request", "head_sha": h1, "head_branch": "feature",
+        "head_repository": { "full_name": "fork/repo" }, "pull_requests": [] });
+    let c = comment_job_with(&fake, run, &artifacts, &[("CHECK_RUN", "true")]);
+    assert_eq!(c.code, Some(0), "{}", c.log);
+    assert_eq!(fake.comments(2).len(), 1, "{}", c.log);
+    let runs = fake.check_runs();
+    assert_eq!(runs.len(), 1, "{}", c.log);
+    // Named by the gate id, on the PR's head (not the merge commit measured).
+    assert_eq!(runs[0]["name"], json!(artifact));
+    assert_eq!(runs[0]["head_sha"], json!(h1));
+    assert_eq!(runs[0]["conclusion"], "success");
 }
