@@ -155,3 +155,61 @@ fn checkpointed_tft_gradients_on_cuda_equal_the_full_graph() -> gate::candle_cor
     }
     Ok(())
 }
+
+/// The adopter example's transformer (docs/sdk.md §10), built here from its
+/// source: the SDK on the GPU is this crate's.
+#[allow(dead_code)]
+#[path = "../examples/adopter/crates/ml/src/transformer.rs"]
+mod transformer;
+
+/// Whole-block checkpointing on the GPU: the transformer of lm.yaml with
+/// every block checkpointed whole gives the plain model's loss and
+/// gradients, the dropout masks drawn on the device from the same seeds.
+#[test]
+fn transformer_blocks_checkpointed_whole_on_cuda_give_the_plain_gradients() -> gate::candle_core::Result<()> {
+    use gate::candle_core::{DType, Device};
+    use gate::{ParamStore, RunCtx, Step, Workload};
+    use transformer::{GptConfig, TinyGpt};
+    let dev = Device::new_cuda(0)?;
+    let ctx = RunCtx {
+        device: dev.clone(),
+        dtype: DType::F32,
+        batch_size: 8,
+        seed: 7,
+        master_dtype: None,
+    };
+    let run = |checkpoint_blocks: bool| -> gate::candle_core::Result<_> {
+        let w = TinyGpt::from_config(GptConfig {
+            checkpoint_blocks,
+            ..GptConfig::default()
+        })
+        .expect("a valid config");
+        let store = ParamStore::new(4);
+        let model = w.build(store.builder(DType::F32, &dev), &ctx)?;
+        let batch = w.batch(&ctx, 9)?;
+        let fwd = model.forward_train(&batch, &Step::train(5))?;
+        let loss = fwd.loss().to_scalar::<f32>()?;
+        let grads = fwd.backward(&store.vars())?;
+        let named: Vec<(String, gate::candle_core::Tensor)> = store
+            .named_vars()
+            .into_iter()
+            .map(|(n, v)| {
+                let g = grads
+                    .get(v.as_tensor())
+                    .unwrap_or_else(|| panic!("`{n}`: no gradient"))
+                    .clone();
+                (n, g)
+            })
+            .collect();
+        Ok((loss, named))
+    };
+    let (plain_loss, plain) = run(false)?;
+    let (ck_loss, ck) = run(true)?;
+    assert_eq!(plain_loss, ck_loss, "the same masks, the same loss");
+    for ((name, a), (_, b)) in plain.iter().zip(&ck) {
+        let scale = a.abs()?.max_all()?.to_scalar::<f32>()?.max(1e-12);
+        let diff = (a - b)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(diff <= 1e-4 * scale, "`{name}`: relative difference {}", diff / scale);
+    }
+    Ok(())
+}
