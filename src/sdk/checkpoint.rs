@@ -179,20 +179,77 @@ fn live() -> std::sync::MutexGuard<'static, Vec<LiveLeaf>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Every block checkpointed in a training forward in this process, by its
-/// scope and chunk: what the report says the model checkpointed (the SDK
-/// saw it, whatever the config is called).
-static SEEN: std::sync::Mutex<std::collections::BTreeSet<(String, Option<usize>)>> =
-    std::sync::Mutex::new(std::collections::BTreeSet::new());
-
-fn seen() -> std::sync::MutexGuard<'static, std::collections::BTreeSet<(String, Option<usize>)>> {
-    SEEN.lock().unwrap_or_else(|e| e.into_inner())
+/// A checkpointed block's name and chunk, as the record keeps it. Aligned
+/// as compute scratch (`gate_probe::alloc::SCRATCH_ALIGN`), so the record's
+/// memory, taken while a block's scope is measured, is no part of the
+/// block's bytes; a name is cut at [`SeenBlock::NAME`] bytes.
+#[repr(align(128))]
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct SeenBlock {
+    name: [u8; SeenBlock::NAME],
+    len: u8,
+    chunk: Option<usize>,
 }
 
-/// The blocks checkpointed in training forwards since the last call, by
-/// scope path (`block0`) and chunk (`None`: whole); the record is emptied.
+impl SeenBlock {
+    const NAME: usize = 96;
+
+    fn new(path: &str, unscoped_index: usize, chunk: Option<usize>) -> Self {
+        use std::io::Write;
+        let mut name = [0u8; SeenBlock::NAME];
+        let len = if path.is_empty() {
+            let mut w = &mut name[..];
+            let _ = write!(w, "(no scope) #{unscoped_index}");
+            SeenBlock::NAME - w.len()
+        } else {
+            let mut end = path.len().min(SeenBlock::NAME);
+            while !path.is_char_boundary(end) {
+                end -= 1;
+            }
+            name[..end].copy_from_slice(&path.as_bytes()[..end]);
+            end
+        };
+        SeenBlock {
+            name,
+            len: len as u8,
+            chunk,
+        }
+    }
+
+    fn name(&self) -> String {
+        String::from_utf8_lossy(&self.name[..self.len as usize]).into_owned()
+    }
+}
+
+/// Every block checkpointed in a measured training forward in this
+/// process, once each: what the report says the model checkpointed (the
+/// SDK saw it, whatever the config calls it).
+static SEEN: std::sync::Mutex<Vec<SeenBlock>> = std::sync::Mutex::new(Vec::new());
+
+/// The blocks checkpointed in measured training forwards since the last
+/// call, by scope path (`block0`) and chunk (`None`: whole), sorted; the
+/// record is emptied.
 pub(crate) fn take_checkpointed() -> Vec<(String, Option<usize>)> {
-    std::mem::take(&mut *seen()).into_iter().collect()
+    let seen = std::mem::take(&mut *SEEN.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut out: Vec<(String, Option<usize>)> = seen.iter().map(|b| (b.name(), b.chunk)).collect();
+    out.sort();
+    out
+}
+
+/// Notes a block checkpointed now, if a training step is being measured.
+fn note_checkpointed(chunk: Option<usize>, step: &Step) {
+    if !step.is_train() {
+        return;
+    }
+    let thread = std::thread::current().id();
+    let unscoped_index = live().iter().filter(|l| l.thread == thread).count();
+    let Some(block) = crate::probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk)) else {
+        return; // not measured (warm-up, or no recorder)
+    };
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if !seen.contains(&block) {
+        seen.push(block);
+    }
 }
 
 impl Drop for Checkpointed {
@@ -254,17 +311,7 @@ impl Checkpointed {
 
     /// The block's output as a leaf, entered in [`LIVE`] in forward order.
     fn register(inputs: Vec<Tensor>, output: &Tensor, chunk: Option<usize>, seed: u64, step: &Step) -> Result<Self> {
-        // Recorded while a training step is measured (not in warm-up); a
-        // block in no scope is named by its place in the forward.
-        if let Some(path) = crate::probe::current_path().filter(|_| step.is_train()) {
-            let block = if path.is_empty() {
-                let thread = std::thread::current().id();
-                format!("(no scope) #{}", live().iter().filter(|l| l.thread == thread).count())
-            } else {
-                path
-            };
-            seen().insert((block, chunk));
-        }
+        note_checkpointed(chunk, step);
         let output = Var::from_tensor(output)?;
         let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         live().push(LiveLeaf {

@@ -13,7 +13,7 @@ pub mod scope;
 pub mod timeline;
 
 pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};
-pub use scope::{current_path, enter, mark, quiet, scoped, BlockStat, QuietGuard, Recorder, ScopeGuard, Span};
+pub use scope::{enter, mark, quiet, scoped, with_current_path, BlockStat, QuietGuard, Recorder, ScopeGuard, Span};
 pub use timeline::{Sampler, Timeline};
 
 /// Where models run and memory is read.

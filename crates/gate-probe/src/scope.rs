@@ -238,14 +238,15 @@ impl Drop for ScopeGuard {
     }
 }
 
-/// While a span is measured on this thread: the path of the innermost
-/// scope open in it (`block0`, `encoder.block0`; empty outside any scope).
-/// `None` when nothing is measured. How a checkpointed block is named in
-/// the report.
-pub fn current_path() -> Option<String> {
+/// While a span is measured on this thread: `f` of the path of the
+/// innermost scope open in it (`block0`, `encoder.block0`; empty outside
+/// any scope), lent without a copy so that asking allocates nothing inside
+/// the measured scope. `None` when nothing is measured. How a checkpointed
+/// block is named in the report.
+pub fn with_current_path<R>(f: impl FnOnce(&str) -> R) -> Option<R> {
     with_state(|s| {
         let st = s.as_ref()?;
-        Some(st.stack.last().map(|f| f.path.clone()).unwrap_or_default())
+        Some(f(st.stack.last().map_or("", |fr| fr.path.as_str())))
     })
 }
 
