@@ -76,7 +76,7 @@ impl Workload for TinyGpt {
         p.positive("n_layers", cfg.n_layers);
         p.positive("seq_len", cfg.seq_len);
         p.number("dropout", cfg.dropout, 0.0, 0.9);
-        if cfg.n_heads > 0 && cfg.d_model % cfg.n_heads != 0 {
+        if cfg.n_heads > 0 && !cfg.d_model.is_multiple_of(cfg.n_heads) {
             p.error(
                 "d_model",
                 format!("d_model {} does not divide into {} heads", cfg.d_model, cfg.n_heads),
