@@ -38,8 +38,8 @@ pub struct CheckArgs {
     #[arg(long)]
     pub strict: bool,
     /// Where to run the models: `cpu` (counting allocator), `cuda` (memory pool + NVML), or `auto`.
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = super::BackendArg::Cpu)]
+    pub backend: super::BackendArg,
     /// On a GPU larger than the spec's `capacity`, hold back the difference so
     /// a model that would not fit on the gated card runs out of memory here too.
     #[arg(long)]
@@ -115,7 +115,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     let started = Instant::now();
     let shard = args.shard.as_deref().map(super::shard::parse).transpose()?;
     // Ctrl-C / SIGTERM (handled from `cli::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
-    let loaded = super::harness::load(&args.budgets, app, Some(args.backend), &args.harness)?;
+    let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let spec = &loaded.spec;
     check_only_names(spec, &args)?;
     let in_shard = shard.map(|s| shard_components(spec, &args.only, s));
@@ -125,10 +125,12 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
                 .as_ref()
                 .is_none_or(|(_, held)| held.iter().any(|h| h == super::shard::base(name)))
     };
-    let backend = loaded.backend(args.backend).map_err(|e| CliError::Infrastructure {
-        message: e.message,
-        hint: e.hint,
-    })?;
+    let backend = loaded
+        .backend(args.backend.into())
+        .map_err(|e| CliError::Infrastructure {
+            message: e.message,
+            hint: e.hint,
+        })?;
     // A budget this backend can never measure is refused before anything
     // runs, not left "not measured" with exit 0.
     if backend != Backend::Cuda {

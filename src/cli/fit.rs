@@ -26,8 +26,8 @@ pub struct FitArgs {
     /// Fit only this metric's budget (default: every size budget of the component).
     #[arg(long)]
     pub metric: Option<String>,
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = super::BackendArg::Cpu)]
+    pub backend: super::BackendArg,
     /// The two batch sizes measured for the slope (default: half the spec's batch, and the spec's).
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     pub probe: Option<Vec<usize>>,
@@ -137,7 +137,7 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
 }
 
 pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
-    let loaded = super::harness::load(&args.budgets, app, Some(args.backend), &args.harness)?;
+    let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let exe = loaded.profiler()?;
     let spec = loaded.spec;
     let c = spec.component(&args.component).ok_or_else(|| {
@@ -152,7 +152,7 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         Some(name) => Some(Metric::parse(name).ok_or_else(|| usage(format!("unknown metric `{name}`")))?),
     };
     let fitted = size_budgets(c, metric)?;
-    let backend = crate::probe::resolve_backend(args.backend).map_err(|e| CliError::Infrastructure {
+    let backend = crate::probe::resolve_backend(args.backend.into()).map_err(|e| CliError::Infrastructure {
         message: e.message,
         hint: e.hint,
     })?;

@@ -235,3 +235,25 @@ pub fn main_with(args: Vec<std::ffi::OsString>, app: &App) -> Exit {
     };
     run(cli, app)
 }
+
+/// `--backend`: the command line's face of [`Backend`], so the probe
+/// knows nothing of clap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendArg {
+    /// The CPU, measured by the counting allocator (the embedded default).
+    Cpu,
+    /// An NVIDIA GPU, measured by the CUDA memory pool and NVML (`cuda` feature).
+    Cuda,
+    /// CUDA when this build has it and a GPU is usable, else the CPU.
+    Auto,
+}
+
+impl From<BackendArg> for crate::probe::Backend {
+    fn from(b: BackendArg) -> crate::probe::Backend {
+        match b {
+            BackendArg::Cpu => crate::probe::Backend::Cpu,
+            BackendArg::Cuda => crate::probe::Backend::Cuda,
+            BackendArg::Auto => crate::probe::Backend::Auto,
+        }
+    }
+}

@@ -21,7 +21,7 @@ pub struct ValidateArgs {
     /// The backend `gate check` will run on: budgets it can never measure
     /// (`device_used` on the CPU) are then errors. Without it they are warnings.
     #[arg(long, value_enum)]
-    pub backend: Option<Backend>,
+    pub backend: Option<super::BackendArg>,
     /// With a spec's `harness:`, build the harness (`cargo build`: the crate's
     /// build scripts run) and have it check the workloads' configs. Without
     /// it nothing is built or run, and those configs are left unchecked.
@@ -42,7 +42,7 @@ pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
     };
     // `auto` is what this build would pick; `cuda` is checked as written
     // even by a build without it (validate runs nothing).
-    let on_cpu = match args.backend {
+    let on_cpu = match args.backend.map(Backend::from) {
         None => None,
         Some(Backend::Cuda) => Some(false),
         Some(Backend::Cpu) => Some(true),

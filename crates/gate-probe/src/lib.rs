@@ -18,7 +18,6 @@ pub use timeline::{Sampler, Timeline};
 
 /// Where models run and memory is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Backend {
     /// The CPU, measured by the counting allocator (the embedded default).
     Cpu,
