@@ -53,10 +53,7 @@ pub fn run(args: HistoryArgs) -> Result<Exit, CliError> {
         let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
         CliError::Usage {
             message: format!("unknown metric `{metric_name}`"),
-            hint: match crate::hint::did_you_mean(&metric_name, &names) {
-                Some(m) => format!("did you mean `{m}`? metrics: {}", names.join(", ")),
-                None => format!("metrics: {}", names.join(", ")),
-            },
+            hint: crate::hint::suggest(&metric_name, &names, "metrics"),
         }
     })?;
     let order = commit_order(&args.branch);

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::path::Path;
 
 use crate::budget::{Component, Diagnostic, Diagnostics, Spec, SpecError, WorkloadCheck};
-use crate::hint::did_you_mean;
 use crate::sdk::{DynWorkload, Registry};
 
 /// The spec's components as built workloads, by component name.
@@ -87,11 +86,7 @@ type Problem = (crate::sdk::Pos, String, String);
 fn resolve_one(c: &Component, registry: &Registry, has_harness: bool) -> Result<Arc<dyn DynWorkload>, Vec<Problem>> {
     let Some(read) = registry.read(&c.kind, &c.config) else {
         let known = registry.names();
-        let list = known.join(", ");
-        let mut hint = match did_you_mean(&c.kind, &known) {
-            Some(k) => format!("did you mean `{k}`? known workloads: {list}"),
-            None => format!("known workloads: {list}"),
-        };
+        let mut hint = crate::hint::suggest(&c.kind, &known, "known workloads");
         if !has_harness {
             hint.push_str(
                 "; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` \

@@ -424,10 +424,7 @@ impl de::Error for DeError {
     }
 
     fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
-        let hint = match crate::hint::did_you_mean(variant, expected) {
-            Some(k) => format!("did you mean `{k}`? one of: {}", expected.join(", ")),
-            None => format!("one of: {}", expected.join(", ")),
-        };
+        let hint = crate::hint::suggest(variant, expected, "one of");
         DeError::one(
             format!("must be one of {}, found `{variant}`", expected.join(", ")),
             hint,
@@ -567,11 +564,7 @@ impl<'de, 'a> Deserializer<'de> for NodeDe<'a> {
         for (key, kpos, _) in entries {
             if !fields.contains(&key.as_str()) {
                 let path = self.child(key, self.node).path;
-                let known = fields.join(", ");
-                let hint = match crate::hint::did_you_mean(key, fields) {
-                    Some(k) => format!("did you mean `{k}`? this workload takes: {known}"),
-                    None => format!("this workload takes: {known}"),
-                };
+                let hint = crate::hint::suggest(key, fields, "this workload takes");
                 unknown.push(ConfigIssue {
                     pos: Some(*kpos),
                     key: Some(path),

@@ -12,6 +12,22 @@ pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
         .map(|(_, c)| c)
 }
 
+/// The hint for `word`, which is none of `known`: "did you mean `k`?
+/// {listed}: a, b, …" when one is near, else "{listed}: a, b, …". The one
+/// wording of every such hint.
+pub fn suggest(word: &str, known: &[&str], listed: &str) -> String {
+    suggest_or(word, known, listed, listed)
+}
+
+/// [`suggest`], with `otherwise` leading the list when no name is near.
+pub fn suggest_or(word: &str, known: &[&str], listed: &str, otherwise: &str) -> String {
+    let list = known.join(", ");
+    match did_you_mean(word, known) {
+        Some(k) => format!("did you mean `{k}`? {listed}: {list}"),
+        None => format!("{otherwise}: {list}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::did_you_mean;
@@ -28,6 +44,19 @@ mod tests {
         assert_eq!(
             did_you_mean("my_forcaster", &["my_forecaster", "tft"]),
             Some("my_forecaster")
+        );
+    }
+
+    #[test]
+    fn one_wording_with_or_without_a_near_name() {
+        use super::suggest;
+        assert_eq!(
+            suggest("mpl", &["mlp", "tft"], "known workloads"),
+            "did you mean `mlp`? known workloads: mlp, tft"
+        );
+        assert_eq!(
+            suggest("xyz", &["mlp", "tft"], "known workloads"),
+            "known workloads: mlp, tft"
         );
     }
 }

@@ -89,8 +89,6 @@ impl fmt::Display for Diagnostics {
     }
 }
 
-pub use crate::hint::did_you_mean;
-
 #[cfg(test)]
 mod tests {
     use super::*;

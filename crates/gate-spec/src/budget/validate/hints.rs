@@ -2,7 +2,6 @@
 //! name that is none of those it could be.
 
 use super::context::Ctx;
-use crate::budget::diagnostic::did_you_mean;
 use crate::budget::yaml::{Node, Pos};
 
 pub(super) const TOP_KEYS: &[&str] = &["version", "device", "defaults", "components", "ensemble", "harness"];
@@ -40,10 +39,7 @@ pub(super) const ENSEMBLE_BUDGET_KEYS: &[&str] = &["total", "headroom"];
 /// mean", then every one after `listed`; `otherwise` leads the list when
 /// none is near.
 pub(super) fn suggest(word: &str, known: &[&str], listed: &str, otherwise: &str) -> String {
-    match did_you_mean(word, known) {
-        Some(k) => format!("did you mean `{k}`? {listed}: {}", known.join(", ")),
-        None => format!("{otherwise}: {}", known.join(", ")),
-    }
+    crate::hint::suggest_or(word, known, listed, otherwise)
 }
 
 impl Ctx {
