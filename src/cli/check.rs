@@ -317,7 +317,9 @@ fn show_progress(bar: &ProgressBar, p: Progress) {
         Progress::Done(name, result, elapsed) => {
             match result {
                 Ok(m) => match &m.failure {
-                    Some(Failure { phase, reason }) => log(bar, format!("{name}: failed in phase {phase}: {reason}")),
+                    Some(Failure { phase, reason, .. }) => {
+                        log(bar, format!("{name}: failed in phase {phase}: {reason}"))
+                    }
                     None => log(bar, format!("{name}: profiled in {:.1} s", elapsed.as_secs_f64())),
                 },
                 Err(e) => log(bar, format!("{name}: cannot start the profile: {e}")),

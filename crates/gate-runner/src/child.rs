@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::measurement::{Failure, Measurement, Phase};
+use super::measurement::{Failure, FailureKind, Measurement, Phase};
 
 /// How a profile child's panic hook starts its one line on stderr: the
 /// panic's message and where it was raised (`... at src/model.rs:12:5`),
@@ -170,14 +170,11 @@ pub fn interrupted() -> Option<i32> {
 }
 
 /// Whether a failed measurement is the infrastructure's fault (a CUDA or
-/// driver error other than out of memory, see `fault::is_device_error`; a
-/// profile that crashed, or ended without its measurement: no figure to
-/// judge the model by).
+/// driver error other than out of memory; a profile that crashed, failed
+/// its set-up, or ended without its measurement): no figure to judge the
+/// model by. See [`FailureKind`].
 pub fn infrastructure_failure(f: &Failure) -> bool {
-    (f.phase == Phase::Setup && f.reason.contains("status 3"))
-        || crate::fault::is_device_error(&f.reason)
-        || f.reason.starts_with(CRASHED)
-        || f.reason.starts_with(NO_MEASUREMENT)
+    f.kind.is_infrastructure()
 }
 
 /// How the reason of a profile killed by a signal other than SIGKILL
@@ -270,10 +267,15 @@ pub fn run_child(
             return Ok(m);
         }
     }
-    let reason = if status.success() && events.done.is_none() {
-        no_measurement(exe, &events)
+    let (reason, kind) = if status.success() && events.done.is_none() {
+        (no_measurement(exe, &events), FailureKind::Process)
     } else {
-        describe_exit(&status, &stderr_text)
+        let reason = describe_exit(&status, &stderr_text);
+        let kind = match exit_kind(&status, events.last_phase) {
+            FailureKind::Model => FailureKind::of_error(&reason),
+            process => process,
+        };
+        (reason, kind)
     };
     let mut so_far = events.so_far;
     so_far.phase_seconds = events.phase_seconds;
@@ -281,6 +283,7 @@ pub fn run_child(
     so_far.failure = Some(Failure {
         phase: events.last_phase,
         reason,
+        kind,
     });
     Ok(so_far)
 }
@@ -729,6 +732,23 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> String {
         s.push_str(&detail);
     }
     s
+}
+
+/// Whose fault a profile's abnormal end is: a crash on a signal other than
+/// SIGKILL (the kernel's OOM killer sends that one: the model's), or exit 3
+/// (gate's infrastructure code) before the first phase, is the process's.
+fn exit_kind(status: &std::process::ExitStatus, last_phase: Phase) -> FailureKind {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if status.signal().is_some_and(|s| s != libc::SIGKILL) {
+            return FailureKind::Process;
+        }
+    }
+    if status.code() == Some(3) && last_phase == Phase::Setup {
+        return FailureKind::Process;
+    }
+    FailureKind::Model
 }
 
 #[cfg(unix)]

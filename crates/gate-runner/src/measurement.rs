@@ -44,6 +44,43 @@ impl fmt::Display for Phase {
 pub struct Failure {
     pub phase: Phase,
     pub reason: String,
+    /// Whose fault it is, decided where the failure was seen.
+    #[serde(default)]
+    pub kind: FailureKind,
+}
+
+/// Whose fault a failed measurement is: the model's (exit 1) or the
+/// infrastructure's (exit 3). Decided once, where the failure is seen, so
+/// nothing downstream reads it back out of the reason's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// An error or a panic in the model's code, or out of memory (the
+    /// kernel's OOM killer included): a figure the model is judged by.
+    #[default]
+    Model,
+    /// A CUDA or driver error other than out of memory.
+    Device,
+    /// The profile process: crashed on a signal, failed its set-up (exit
+    /// 3), or ended without its measurement.
+    Process,
+}
+
+impl FailureKind {
+    /// The kind of a framework error's message: a device error other than
+    /// out of memory is the device's, anything else the model's.
+    pub fn of_error(reason: &str) -> FailureKind {
+        if crate::fault::is_device_error(reason) {
+            FailureKind::Device
+        } else {
+            FailureKind::Model
+        }
+    }
+
+    /// Whether no figure can be judged: the infrastructure failed, not the model.
+    pub fn is_infrastructure(self) -> bool {
+        self != FailureKind::Model
+    }
 }
 
 pub use crate::probe::DeviceInfo;

@@ -38,9 +38,11 @@ pub fn profile<S: Session>(
         m: &mut m,
     };
     if let Err((phase, err)) = run(&mut p, timing) {
+        let reason = first_line(&err.to_string());
         m.failure = Some(Failure {
             phase,
-            reason: first_line(&err.to_string()),
+            kind: crate::measurement::FailureKind::of_error(&reason),
+            reason,
         });
         // Each phase's span reset the peak as it began: this is the failing phase's.
         m.failure_peak_bytes = Some(recorder.probe().peak());
