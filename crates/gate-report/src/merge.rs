@@ -88,7 +88,7 @@ pub fn merge(shards: &[(String, Report)]) -> Result<Merged, MergeError> {
             merged.commit = r.commit.clone();
         }
         if let Some(e) = &r.ensemble {
-            if e.reserve_source == "measured" && e.processes > 0 {
+            if e.reserve_source == crate::model::ReserveSource::Measured && e.processes > 0 {
                 let per = e.reserve_bytes / e.processes;
                 merged.measured_reserve = Some(merged.measured_reserve.map_or(per, |m: u64| m.max(per)));
             }

@@ -317,12 +317,31 @@ pub struct EnsembleReport {
     /// capacity − total (negative when the ensemble does not fit).
     pub headroom_bytes: Option<i64>,
     pub reserve_bytes: u64,
-    /// `declared` (from the spec, CPU runs) or `measured` (NVML, CUDA runs).
-    pub reserve_source: String,
+    /// Where the per-process reserve came from.
+    pub reserve_source: ReserveSource,
     pub processes: u64,
     pub capacity_bytes: u64,
     /// Members with no value for the metric.
     pub missing: Vec<String>,
+}
+
+/// Where an ensemble's per-process reserve came from (`reserve_source`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReserveSource {
+    /// The spec's `reserve:` (CPU runs, or no measurement).
+    Declared,
+    /// Measured by NVML on the GPU (CUDA runs).
+    Measured,
+}
+
+impl std::fmt::Display for ReserveSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ReserveSource::Declared => "declared",
+            ReserveSource::Measured => "measured",
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -581,7 +581,11 @@ fn judge_ensemble(
         total_bytes: total,
         headroom_bytes: total.map(|t| capacity as i64 - t as i64),
         reserve_bytes: reserve.bytes * e.processes,
-        reserve_source: if reserve.measured { "measured" } else { "declared" }.into(),
+        reserve_source: if reserve.measured {
+            ReserveSource::Measured
+        } else {
+            ReserveSource::Declared
+        },
         processes: e.processes,
         capacity_bytes: capacity,
         missing,
