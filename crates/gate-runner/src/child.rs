@@ -270,8 +270,10 @@ pub fn run_child(
     let (reason, kind) = if status.success() && events.done.is_none() {
         (no_measurement(exe, &events), FailureKind::Process)
     } else {
-        let reason = describe_exit(&status, &stderr_text);
+        let (reason, oom) = describe_exit(&status, &stderr_text);
         let kind = match exit_kind(&status, events.last_phase) {
+            // The allocator's out of memory aborts: the model's.
+            _ if oom => FailureKind::Model,
             FailureKind::Model => FailureKind::of_error(&reason),
             process => process,
         };
@@ -695,8 +697,9 @@ fn next_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
     }
 }
 
-/// A one-line reason for a child that ended without a measurement.
-fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> String {
+/// A one-line reason for a child that ended without a measurement, and
+/// whether it ran out of memory.
+fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> (String, bool) {
     let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
     // A panic's message with its location is the hook's line; without the
     // hook (a harness of an older gate), the line after "panicked at";
@@ -731,7 +734,7 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> String {
         s.push_str(": ");
         s.push_str(&detail);
     }
-    s
+    (s, oom)
 }
 
 /// Whose fault a profile's abnormal end is: a crash on a signal other than
