@@ -818,6 +818,31 @@ fn exit_how(status: &std::process::ExitStatus) -> String {
 mod tests {
     use super::{allocator_tunables, Tail};
 
+    #[cfg(unix)]
+    #[test]
+    fn whose_fault_an_abnormal_end_is() {
+        use super::{describe_exit, exit_kind, FailureKind, Phase};
+        use std::os::unix::process::ExitStatusExt;
+        let exited = |code: i32| std::process::ExitStatus::from_raw(code << 8);
+        let signalled = std::process::ExitStatus::from_raw;
+        assert_eq!(
+            exit_kind(&signalled(libc::SIGSEGV), Phase::Forward),
+            FailureKind::Process
+        );
+        // SIGKILL is the kernel's OOM killer: the model's.
+        assert_eq!(exit_kind(&signalled(libc::SIGKILL), Phase::Forward), FailureKind::Model);
+        assert_eq!(exit_kind(&exited(3), Phase::Setup), FailureKind::Process);
+        assert_eq!(exit_kind(&exited(3), Phase::Forward), FailureKind::Model);
+        assert_eq!(exit_kind(&exited(101), Phase::Forward), FailureKind::Model);
+        let (reason, oom) = describe_exit(&signalled(libc::SIGABRT), "memory allocation of 64 bytes failed\n");
+        assert!(oom && reason.starts_with("out of memory"), "{reason}");
+        assert_eq!(
+            FailureKind::of_error("DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access\")"),
+            FailureKind::Device
+        );
+        assert_eq!(FailureKind::of_error("CUDA_ERROR_OUT_OF_MEMORY"), FailureKind::Model);
+    }
+
     #[test]
     fn an_endless_line_on_a_profiles_stdout_is_skipped_not_kept() {
         // 200 MiB without a newline, then a phase event: read through, the
