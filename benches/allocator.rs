@@ -72,13 +72,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn bench(name: &str, w: &dyn DynWorkload, batch: usize, rounds: usize) {
-    let ctx = RunCtx {
-        device: Device::Cpu,
-        dtype: DType::F32,
-        batch_size: batch,
-        seed: 1,
-        master_dtype: None,
-    };
+    let ctx = RunCtx::new(Device::Cpu, DType::F32, batch).with_seed(1);
     let store = ParamStore::new(1);
     let model = w.build(store.builder(ctx.dtype, &ctx.device), &ctx).expect("build");
     let data = w.batch(&ctx, 2).expect("batch");

@@ -19,13 +19,7 @@ fn main() -> gate::candle_core::Result<()> {
         .unwrap_or(5)
         .max(1);
     let tft = Tft::new(TftConfig::default());
-    let ctx = RunCtx {
-        device: Device::Cpu,
-        dtype: DType::F32,
-        batch_size: 32,
-        seed: 42,
-        master_dtype: None,
-    };
+    let ctx = RunCtx::new(Device::Cpu, DType::F32, 32).with_seed(42);
     let store = ParamStore::new(ctx.seed);
     let model = tft.build(store.builder(ctx.dtype, &ctx.device), &ctx)?;
     let batch = tft.batch(&ctx, 1)?;

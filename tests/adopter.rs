@@ -172,7 +172,7 @@ impl Workload for Exploding {
     type Config = Cfg;
     fn from_config(cfg: Cfg) -> std::result::Result<Self, Problems> { Ok(Exploding { cfg }) }
     fn config(&self) -> &Cfg { &self.cfg }
-    fn param_count(&self) -> ParamCount { ParamCount { trainable: 4, frozen: 0 } }
+    fn param_count(&self) -> ParamCount { ParamCount::new(4, 0) }
     fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {
         let w = vb.get((2, 2), "w")?;
         Ok(Box::new(Boom { w, mode: self.cfg.mode }))

@@ -125,13 +125,7 @@ fn checkpointed_tft_gradients_on_cuda_equal_the_full_graph() -> gate::candle_cor
         prescale_dim: 8,
     };
     let tft = Tft::new(cfg).checkpointed(5).expect("the TFT checkpoints");
-    let ctx = RunCtx {
-        device: dev.clone(),
-        dtype: DType::F32,
-        batch_size: 3,
-        seed: 11,
-        master_dtype: None,
-    };
+    let ctx = RunCtx::new(dev.clone(), DType::F32, 3).with_seed(11);
     let store = ParamStore::new(4);
     let model = tft.build(store.builder(DType::F32, &dev), &ctx)?;
     let batch = tft.batch(&ctx, 9)?;
@@ -171,13 +165,7 @@ fn transformer_blocks_checkpointed_whole_on_cuda_give_the_plain_gradients() -> g
     use gate::{ParamStore, RunCtx, Step, Workload};
     use transformer::{GptConfig, TinyGpt};
     let dev = Device::new_cuda(0)?;
-    let ctx = RunCtx {
-        device: dev.clone(),
-        dtype: DType::F32,
-        batch_size: 8,
-        seed: 7,
-        master_dtype: None,
-    };
+    let ctx = RunCtx::new(dev.clone(), DType::F32, 8).with_seed(7);
     let run = |checkpoint_blocks: bool| -> gate::candle_core::Result<_> {
         let w = TinyGpt::from_config(GptConfig {
             checkpoint_blocks,

@@ -30,13 +30,7 @@ fn isolated<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 }
 
 fn cpu(batch_size: usize) -> RunCtx {
-    RunCtx {
-        device: Device::Cpu,
-        dtype: DType::F32,
-        batch_size,
-        seed: 42,
-        master_dtype: None,
-    }
+    RunCtx::new(Device::Cpu, DType::F32, batch_size).with_seed(42)
 }
 
 /// Small, but shaped like the original: the encoder VSN's many variables dominate.

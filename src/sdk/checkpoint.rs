@@ -78,6 +78,7 @@ enum Recompute<'a> {
 }
 
 /// One chunk's gradients from [`RowWise::backward_rows`].
+#[non_exhaustive]
 pub struct RowGrads {
     /// A backward the block ran over part of its graph, from the chunk's
     /// inputs and the parameters: the trainable variables' gradients and the
@@ -88,6 +89,14 @@ pub struct RowGrads {
     /// tensor built from variables, such as a reshaped bias). Summed over
     /// the chunks, then pushed into the variables once, at the end.
     pub tensors: Vec<(Tensor, Tensor)>,
+}
+
+impl RowGrads {
+    /// The chunk's autograd `store` and its hand-computed `tensors`
+    /// (each gradient with the tensor it is the gradient of).
+    pub fn new(store: GradStore, tensors: Vec<(Tensor, Tensor)>) -> Self {
+        RowGrads { store, tensors }
+    }
 }
 
 fn chunks(rows: usize, chunk: usize) -> impl Iterator<Item = (usize, usize, usize)> {

@@ -16,6 +16,7 @@ use super::nn::Step;
 /// Where and how a workload runs: the device, the compute dtype, the batch
 /// size and seed of the component being measured.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RunCtx {
     /// The device tensors live on (the CPU, or the CUDA device under `--backend cuda`).
     pub device: Device,
@@ -31,6 +32,32 @@ pub struct RunCtx {
 }
 
 impl RunCtx {
+    /// A context on `device` computing in `dtype` with `batch_size` rows,
+    /// seed 0 and no master weights (see [`RunCtx::with_seed`],
+    /// [`RunCtx::with_master_dtype`]). New fields come with defaults, so
+    /// code that builds a context this way keeps compiling.
+    pub fn new(device: Device, dtype: DType, batch_size: usize) -> Self {
+        RunCtx {
+            device,
+            dtype,
+            batch_size,
+            seed: 0,
+            master_dtype: None,
+        }
+    }
+
+    /// This context with `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// This context with parameters kept in `master` (mixed precision), or all in `dtype`.
+    pub fn with_master_dtype(mut self, master: Option<DType>) -> Self {
+        self.master_dtype = master;
+        self
+    }
+
     /// A context on the CPU in f32 with `batch_size` rows and seed 0 (tests, examples).
     pub fn cpu(batch_size: usize) -> Self {
         RunCtx {
@@ -45,6 +72,7 @@ impl RunCtx {
 
 /// The closed-form count of elements a built model keeps, from its config alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ParamCount {
     /// Parameters the optimizer trains.
     pub trainable: u64,
@@ -52,8 +80,16 @@ pub struct ParamCount {
     pub frozen: u64,
 }
 
+impl ParamCount {
+    /// `trainable` parameters and `frozen` elements of other state.
+    pub fn new(trainable: u64, frozen: u64) -> Self {
+        ParamCount { trainable, frozen }
+    }
+}
+
 /// A batch of input tensors; each workload defines what its positions mean.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Batch {
     /// The tensors, in the workload's own order (inputs, targets, masks...).
     pub tensors: Vec<Tensor>,

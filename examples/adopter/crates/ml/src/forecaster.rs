@@ -70,10 +70,7 @@ impl Workload for GruForecaster {
     }
 
     fn param_count(&self) -> ParamCount {
-        ParamCount {
-            trainable: Self::closed_form(&self.cfg),
-            frozen: 0,
-        }
+        ParamCount::new(Self::closed_form(&self.cfg), 0)
     }
 
     fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {

@@ -92,10 +92,7 @@ impl Workload for TinyGpt {
     }
 
     fn param_count(&self) -> ParamCount {
-        ParamCount {
-            trainable: Self::closed_form(&self.cfg),
-            frozen: 0,
-        }
+        ParamCount::new(Self::closed_form(&self.cfg), 0)
     }
 
     fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {
