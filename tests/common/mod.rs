@@ -63,3 +63,47 @@ pub fn gate_for_adopter(dir: &std::path::Path, args: &[&str]) -> Output {
         .output()
         .expect("the gate binary runs")
 }
+
+/// Whether a test that needs something from outside the repository
+/// (Node.js, the npm registry, crates.io) can run: `why_not` is `None`
+/// when it can. When it cannot, the reason is printed as the test's skip
+/// line and `false` returned, so a contributor without them sees what did
+/// not run and why. With `GATE_TESTS_REQUIRE_ALL=1` (`.ci/run` sets it)
+/// the test fails with that reason instead: CI never passes by skipping.
+pub fn available(test: &str, why_not: Option<String>) -> bool {
+    let Some(why) = why_not else { return true };
+    if std::env::var_os("GATE_TESTS_REQUIRE_ALL").is_some_and(|v| v == "1") {
+        panic!("{test} cannot run: {why}\n(GATE_TESTS_REQUIRE_ALL=1: every test must run here)");
+    }
+    // Straight to the stream: the test harness captures `eprintln!` of a
+    // passing test, and a skip must be seen.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+    false
+}
+
+/// Why the crates `manifest`'s lock file names cannot be had (no registry
+/// and not in cargo's cache), if they cannot: `cargo fetch --locked`.
+pub fn crates_unavailable(manifest: &std::path::Path) -> Option<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = match Command::new(cargo)
+        .args(["fetch", "--locked", "--manifest-path"])
+        .arg(manifest)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => return Some(format!("cargo did not start: {e}")),
+    };
+    if o.status.success() {
+        return None;
+    }
+    let err = text(&o.stderr);
+    let first = err
+        .lines()
+        .find(|l| l.starts_with("error"))
+        .unwrap_or("cargo fetch failed");
+    Some(format!(
+        "the crates of {} cannot be fetched ({first}); it needs crates.io or a warm cargo cache",
+        manifest.display()
+    ))
+}
