@@ -195,7 +195,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
 /// Whether `--only` selects component `name`; a variant (`NAME@VARIANT`)
 /// comes with its component.
 fn is_selected(only: &[String], name: &str) -> bool {
-    let base = name.split_once('@').map_or(name, |(b, _)| b);
+    let base = gate_spec::name::base_of(name);
     only.is_empty() || only.iter().any(|o| o == name || o == base)
 }
 
@@ -257,7 +257,7 @@ fn check_only_names(spec: &crate::budget::Spec, args: &CheckArgs) -> Result<(), 
                 .components
                 .iter()
                 .map(|c| c.name.as_str())
-                .filter(|n| !n.contains('@'))
+                .filter(|n| !gate_spec::name::is_variant(n))
                 .collect();
             return Err(CliError::Usage {
                 message: format!(

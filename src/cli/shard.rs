@@ -70,7 +70,7 @@ pub fn parse(text: &str) -> Result<Shard, CliError> {
 
 /// The component (not variant) a name belongs to: `tft@plain` → `tft`.
 pub fn base(name: &str) -> &str {
-    name.split_once('@').map_or(name, |(b, _)| b)
+    gate_spec::name::base_of(name)
 }
 
 /// The components of `names` (variants left out: they follow their

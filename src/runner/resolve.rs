@@ -95,7 +95,7 @@ fn resolve_one(c: &Component, registry: &Registry, has_harness: bool) -> Result<
         }
         return Err(vec![(c.kind_pos, format!("unknown workload `{}`", c.kind), hint)]);
     };
-    let whose = if c.name.contains('@') {
+    let whose = if gate_spec::name::is_variant(&c.name) {
         format!("variant `{}`", c.name)
     } else {
         format!("component `{}`", c.name)

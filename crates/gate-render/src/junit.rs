@@ -104,7 +104,7 @@ fn groups(report: &Report) -> BTreeMap<&str, Vec<&str>> {
         }
     }
     for members in groups.values_mut() {
-        members.sort_by_key(|m| (m.contains('@'), *m));
+        members.sort_by_key(|m| (gate_spec::name::is_variant(m), *m));
     }
     groups
 }
@@ -265,7 +265,7 @@ fn strict_case(report: &Report, names: &mut Names) -> Result<(String, bool), std
 
 /// `tft` for `tft@plain`.
 fn base_of(name: &str) -> &str {
-    name.split_once('@').map_or(name, |(b, _)| b)
+    gate_spec::name::base_of(name)
 }
 
 /// The component (or `ensemble`) a verdict warning is about: they start

@@ -258,7 +258,11 @@ pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
     for name in report.components.keys() {
         // `NAME@VARIANT`, both plain names as the spec loader makes them.
         let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        let Some((base, variant)) = name.split_once('@') else {
+        let gate_spec::name::ComponentName {
+            base,
+            variant: Some(variant),
+        } = gate_spec::name::ComponentName::parse(name)
+        else {
             continue;
         };
         if !plain(base) || !plain(variant) {

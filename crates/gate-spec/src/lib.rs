@@ -14,4 +14,5 @@ pub mod dtype;
 pub mod hash;
 pub mod hint;
 pub mod metric;
+pub mod name;
 pub mod units;

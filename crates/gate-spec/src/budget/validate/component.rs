@@ -139,7 +139,7 @@ fn workload(cx: &mut Ctx, entries: &[(String, Pos, Node)], name: &str, name_pos:
 fn variant(cx: &mut Ctx, base: &Component, inherited: &Settings, entry: &(String, Pos, Node)) -> Option<Component> {
     let (vname, vpos, vnode) = entry;
     let name = &base.name;
-    let full = format!("{name}@{vname}");
+    let full = crate::name::variant_name(name, vname);
     if !is_plain_name(vname) {
         cx.err(
             *vpos,
@@ -171,7 +171,7 @@ fn reference(cx: &mut Ctx, entries: &[(String, Pos, Node)], ventries: &[(String,
     };
     match cx.text(rnode, "reference") {
         Some(r) if r == name => name.to_string(),
-        Some(r) if ventries.iter().any(|(k, _, _)| k == r) => format!("{name}@{r}"),
+        Some(r) if ventries.iter().any(|(k, _, _)| k == r) => crate::name::variant_name(name, r),
         Some(r) => {
             let known: Vec<&str> = ventries.iter().map(|(k, _, _)| k.as_str()).collect();
             let hint = suggest(

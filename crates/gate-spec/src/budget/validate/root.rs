@@ -131,12 +131,12 @@ fn check_workloads(cx: &mut Ctx, components: &[Component], check: &dyn WorkloadC
     let mut failed: HashSet<&str> = HashSet::new();
     let mut said: HashSet<(Pos, String)> = cx.diags.iter().map(|d| (d.pos, d.message.clone())).collect();
     for c in components {
-        let base = c.name.split('@').next().unwrap_or(&c.name);
-        if c.name.contains('@') && failed.contains(base) {
+        let base = crate::name::base_of(&c.name);
+        if crate::name::is_variant(&c.name) && failed.contains(base) {
             continue;
         }
         let problems = check.check(c, has_harness);
-        if !problems.is_empty() && !c.name.contains('@') {
+        if !problems.is_empty() && !crate::name::is_variant(&c.name) {
             failed.insert(base);
         }
         for (pos, message, hint) in problems {
