@@ -220,6 +220,24 @@ fn markdown_next_step_names_the_block_that_grew() {
     insta::assert_snapshot!(next);
 }
 
+/// A block the model checkpoints already is not told to be checkpointed:
+/// what it keeps beyond its inputs and output is held outside the recompute.
+#[test]
+fn the_next_step_for_a_grown_block_that_is_checkpointed_already_says_so() {
+    let (mut cur, base) = grown_block();
+    let tft = cur.components.get_mut("tft").unwrap();
+    tft.checkpointed = vec![serde_json::from_value(json!({ "block": "attention" })).unwrap()];
+    let md = markdown::render(&cur, Some(&base), markdown::COMMENT_LIMIT);
+    let next = md.lines().find(|l| l.starts_with("**Next step:**")).unwrap_or_default();
+    assert!(next.contains("`attention` is checkpointed already"), "{next}");
+    assert!(!next.contains("Recompute `attention`"), "{next}");
+    let table = gate::__private::render::table::render(&cur, false);
+    assert!(
+        table.contains("attention is checkpointed already") || table.contains("`attention` is checkpointed already"),
+        "{table}"
+    );
+}
+
 #[test]
 fn a_leak_that_also_fails_the_inference_peak_is_the_next_step() {
     let results = vec![

@@ -284,7 +284,20 @@ pub fn block_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
 /// (or a command) the renderer's way.
 pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> String) -> String {
     let component = &step.row.result.component;
+    let already = step.block.filter(|b| {
+        report
+            .components
+            .get(component)
+            .is_some_and(|c| c.checkpointed.iter().any(|k| k.block == b.name))
+    });
     match step.lever {
+        Lever::Checkpoint if already.is_some() => format!(
+            "{} is checkpointed already, so it should keep only its inputs and its output: what it keeps beyond \
+             them is held outside the recompute (a tensor stored in the model, or returned beside the output; \
+             docs/sdk.md §6). Or find the largest batch that passes: {}.",
+            code(&already.map_or_else(String::new, |b| b.name.clone())),
+            code(&format!("gate fit {component}"))
+        ),
         Lever::Checkpoint => format!(
             "Recompute {} in backward instead of keeping it (activation checkpointing: {} in the spec, \
              or {} in your model; docs/levers.md), or find the largest batch that passes: {}.",
