@@ -163,6 +163,9 @@ pub struct Checkpointed {
     train: bool,
     /// Its place in [`LIVE`]: the order blocks ran forward in.
     order: u64,
+    /// Its name's place in [`SEEN`], when its forward was measured: its
+    /// recompute in backward runs in a scope of that name.
+    scope: Option<u16>,
 }
 
 /// A checkpointed block's output leaf, while its [`Checkpointed`] lives,
@@ -245,20 +248,31 @@ pub(crate) fn take_checkpointed() -> Vec<(String, Option<usize>)> {
     out
 }
 
-/// Notes a block checkpointed now, if a training step is being measured.
-fn note_checkpointed(chunk: Option<usize>, step: &Step) {
+/// Notes a block checkpointed now, if a training step is being measured,
+/// and returns its name's place in the record.
+fn note_checkpointed(chunk: Option<usize>, step: &Step) -> Option<u16> {
     if !step.is_train() {
-        return;
+        return None;
     }
     let thread = std::thread::current().id();
     let unscoped_index = live().iter().filter(|l| l.thread == thread).count();
-    let Some(block) = crate::probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk)) else {
-        return; // not measured (warm-up, or no recorder)
-    };
+    // None: not measured (warm-up, or no recorder).
+    let block = crate::probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk))?;
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    if !seen.contains(&block) {
-        seen.push(block);
-    }
+    let at = match seen.iter().position(|b| *b == block) {
+        Some(at) => at,
+        None => {
+            seen.push(block);
+            seen.len() - 1
+        }
+    };
+    u16::try_from(at).ok()
+}
+
+/// The name recorded at `at` by [`note_checkpointed`].
+fn seen_name(at: u16) -> Option<String> {
+    let seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    seen.get(usize::from(at)).map(SeenBlock::name)
 }
 
 impl Drop for Checkpointed {
@@ -320,7 +334,7 @@ impl Checkpointed {
 
     /// The block's output as a leaf, entered in [`LIVE`] in forward order.
     fn register(inputs: Vec<Tensor>, output: &Tensor, chunk: Option<usize>, seed: u64, step: &Step) -> Result<Self> {
-        note_checkpointed(chunk, step);
+        let scope = note_checkpointed(chunk, step);
         let output = Var::from_tensor(output)?;
         let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         live().push(LiveLeaf {
@@ -336,6 +350,7 @@ impl Checkpointed {
             seed,
             train: step.is_train(),
             order,
+            scope,
         })
     }
 
@@ -392,6 +407,11 @@ impl Checkpointed {
                 .collect(),
             None => vec![(0, None)],
         };
+        // The recompute's memory shows in the timeline under the block's name.
+        let _recompute = self
+            .scope
+            .and_then(seen_name)
+            .map(|name| crate::probe::enter(&format!("{name} (recompute)")));
         let tracked: Vec<bool> = self.inputs.iter().map(Tensor::track_op).collect();
         let mut input_grads: Vec<Vec<Tensor>> = vec![Vec::new(); self.inputs.len()];
         let mut by_hand = HandGrads::default();
