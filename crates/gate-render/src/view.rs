@@ -160,6 +160,8 @@ pub fn more_blocks_label(count: usize) -> String {
 pub struct NextStep<'a> {
     pub row: Row<'a>,
     pub block: Option<&'a BlockReport>,
+    /// The block is named for its peak's growth (a peak budget), not its kept bytes'.
+    pub by_peak: bool,
     pub lever: Lever,
 }
 
@@ -212,14 +214,22 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
     } else {
         Lever::of(&first.result.metric)
     };
-    let block = report
+    let component = report
         .components
         .get(&first.result.component)
-        .filter(|_| lever == Lever::Checkpoint)
-        .and_then(|c| grown_most(c).or_else(|| top_blocks(c, 1).into_iter().find(|b| b.name != UNATTRIBUTED)));
+        .filter(|_| lever == Lever::Checkpoint);
+    // A peak budget: the block whose working memory grew the most, when one did.
+    let peak_metric = [Metric::TrainingPeak, Metric::InferencePeak, Metric::DeviceUsed]
+        .iter()
+        .any(|m| m.name() == first.result.metric);
+    let peak_grown = component.filter(|_| peak_metric).and_then(peak_grown_most);
+    let block = peak_grown.or_else(|| {
+        component.and_then(|c| grown_most(c).or_else(|| top_blocks(c, 1).into_iter().find(|b| b.name != UNATTRIBUTED)))
+    });
     Some(NextStep {
         row: first,
         block,
+        by_peak: peak_grown.is_some(),
         lever,
     })
 }
@@ -232,6 +242,20 @@ pub fn grown_most(c: &ComponentReport) -> Option<&BlockReport> {
         .filter(|b| !b.name.contains('.') && b.name != UNATTRIBUTED)
         .filter(|b| b.growth_bytes().is_some_and(|g| g > 0))
         .max_by_key(|b| b.growth_bytes())
+}
+
+/// The top-level block whose peak grew the most against the baseline's
+/// block of the same name, if any grew by more than its kept bytes did
+/// (then the growth is working memory, not what it keeps).
+pub fn peak_grown_most(c: &ComponentReport) -> Option<&BlockReport> {
+    c.blocks
+        .iter()
+        .filter(|b| !b.name.contains('.') && b.name != UNATTRIBUTED)
+        .filter(|b| {
+            b.peak_growth_bytes()
+                .is_some_and(|g| g > 0 && g > b.growth_bytes().unwrap_or(0))
+        })
+        .max_by_key(|b| b.peak_growth_bytes())
 }
 
 /// What a next step is about: its budget and figure; `code` quotes a name
@@ -261,6 +285,19 @@ pub fn block_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
     let component = &step.row.result.component;
     let size = |bytes: i64| size_text(report, component, bytes as f64);
     let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
+    if step.by_peak {
+        if let (Some(g), Some(was)) = (b.peak_growth_bytes(), b.baseline_peak_bytes) {
+            return Some(format!(
+                "Block {}'s working memory grew the most against the baseline: its peak above what it \
+                 found by {}, from {} to {} (it keeps {}).",
+                code(&b.name),
+                size(g),
+                size(was as i64),
+                size(b.peak_bytes as i64),
+                size(b.retained_bytes)
+            ));
+        }
+    }
     Some(match (b.growth_bytes().filter(|g| *g > 0), b.baseline_retained_bytes) {
         (Some(g), Some(was)) => format!(
             "Block {} grew the most against the baseline: by {}, from {} to {}{}.",
@@ -291,6 +328,14 @@ pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
             .is_some_and(|c| c.checkpointed.iter().any(|k| k.block == b.name))
     });
     match step.lever {
+        Lever::Checkpoint if step.by_peak => format!(
+            "Look for a temporary {} builds and drops (an intermediate larger than before): its working memory \
+             grew more than what it keeps. A position-wise block can run in chunks ({}, docs/sdk.md §6); \
+             or find the largest batch that passes: {}.",
+            code(&step.block.map_or_else(String::new, |b| b.name.clone())),
+            code("checkpoint::RowWise"),
+            code(&format!("gate fit {component}"))
+        ),
         Lever::Checkpoint if already.is_some() => format!(
             "{} is checkpointed already, so it should keep only its inputs and its output: what it keeps beyond \
              them is held outside the recompute (a tensor stored in the model, or returned beside the output; \

@@ -160,6 +160,7 @@ pub fn compare_blocks(
         for b in &mut now.blocks {
             let old = was.blocks.iter().find(|o| o.name == b.name);
             b.baseline_retained_bytes = Some(old.map_or(0, |o| o.retained_bytes));
+            b.baseline_peak_bytes = Some(old.map_or(0, |o| o.peak_bytes));
         }
     }
 }
@@ -345,6 +346,7 @@ mod block_tests {
                 calls: 1,
                 share_percent: None,
                 baseline_retained_bytes: None,
+                baseline_peak_bytes: None,
             })
             .collect();
         c

@@ -137,6 +137,9 @@ pub struct BlockReport {
     /// settings); 0 for a block the baseline did not have.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_retained_bytes: Option<i64>,
+    /// The baseline's block's peak, compared as `baseline_retained_bytes` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_peak_bytes: Option<u64>,
 }
 
 impl BlockReport {
@@ -144,6 +147,12 @@ impl BlockReport {
     /// when not compared.
     pub fn growth_bytes(&self) -> Option<i64> {
         Some(self.retained_bytes - self.baseline_retained_bytes?)
+    }
+
+    /// Peak bytes gained since the baseline (negative: shrunk): working
+    /// memory the block needs while it runs, kept or not.
+    pub fn peak_growth_bytes(&self) -> Option<i64> {
+        Some(self.peak_bytes as i64 - self.baseline_peak_bytes? as i64)
     }
 }
 
@@ -271,6 +280,7 @@ impl ComponentReport {
                 calls: b.calls,
                 share_percent: share(&b.name, b.retained_bytes),
                 baseline_retained_bytes: None,
+                baseline_peak_bytes: None,
             })
             .collect();
         if let Some(a) = activations {
@@ -287,6 +297,7 @@ impl ComponentReport {
                 calls: 0,
                 share_percent: share(UNATTRIBUTED, rest),
                 baseline_retained_bytes: None,
+                baseline_peak_bytes: None,
             });
         }
         rows
@@ -617,6 +628,7 @@ mod tests {
             calls,
             share_percent: share,
             baseline_retained_bytes: None,
+            baseline_peak_bytes: None,
         }
     }
 
