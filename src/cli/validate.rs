@@ -57,10 +57,20 @@ pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
     let budgets: usize = spec.components.iter().map(|c| c.budgets.len()).sum::<usize>()
         + spec.ensemble.as_ref().map_or(0, |e| e.budgets.len());
     let n = |count: usize, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
+    // Variants are counted apart: `tft` with `tft@plain` is one component.
+    let variants = spec
+        .components
+        .iter()
+        .filter(|c| gate_spec::name::is_variant(&c.name))
+        .count();
+    let components = n(spec.components.len() - variants, "component");
+    let components = match variants {
+        0 => components,
+        v => format!("{components} and {}", n(v, "variant")),
+    };
     println!(
-        "{}: ok — {}, {}",
+        "{}: ok — {components}, {}",
         args.budgets.display(),
-        n(spec.components.len(), "component"),
         n(budgets, "budget")
     );
     if let (true, Some(h)) = (unchecked, &spec.harness) {
