@@ -157,6 +157,14 @@ pub struct State {
     pub link_host: Option<String>,
     /// The `html_url` every comment answer carries (default: GitHub's form).
     pub html_url: Option<String>,
+    /// Every exchange, for scripts/github-openapi/check.mjs: method, path
+    /// with query, request body, status, answer body, and `fault` where the
+    /// answer was scripted by the test rather than modelled on GitHub.
+    pub exchanges: Vec<Value>,
+    /// Where each exchange is also appended as a JSON line: the file named
+    /// by `GATE_FAKE_GITHUB_LOG` when the fake starts, so that a whole test
+    /// run can be checked (`.ci/run` does).
+    pub exchange_log: Option<std::path::PathBuf>,
     blob_counter: u64,
     /// The login the token writes as (default: `github-actions[bot]`); see [`Fake::as_app`].
     pub token_login: Option<String>,
@@ -183,6 +191,7 @@ impl Fake {
         let state = Arc::new(Mutex::new(State {
             next_id: 1000,
             permissions,
+            exchange_log: std::env::var_os("GATE_FAKE_GITHUB_LOG").map(Into::into),
             ..Default::default()
         }));
         let st = state.clone();
@@ -208,6 +217,12 @@ impl Fake {
             times,
             kind,
         });
+    }
+
+    /// Every exchange so far, one JSON line each, as check.mjs reads them.
+    pub fn exchanges_jsonl(&self) -> String {
+        let s = self.state.lock().unwrap();
+        s.exchanges.iter().map(|x| format!("{x}\n")).collect()
     }
 
     pub fn log(&self) -> Vec<Req> {
@@ -251,8 +266,15 @@ impl Fake {
         let id = list.len() as u64 + 1;
         // GitHub's actors carry a type; an app's login ends in `[bot]`.
         let kind = if actor.ends_with("[bot]") { "Bot" } else { "User" };
-        let mut e = json!({ "id": id, "event": event, "actor": { "login": actor, "type": kind }, "created_at": at });
-        if !label.is_empty() {
+        let mut e = answer("labeled-issue-event");
+        e["id"] = json!(id);
+        e["event"] = json!(event);
+        e["actor"] = user(actor, kind);
+        e["created_at"] = json!(at);
+        e["url"] = json!(format!("https://api.github.com/repos/{REPO}/issues/events/{id}"));
+        if label.is_empty() {
+            e.as_object_mut().unwrap().remove("label");
+        } else {
             e["label"] = json!({ "name": label, "color": "ededed" });
         }
         list.push(e);
@@ -361,13 +383,18 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
             f.kind.clone()
         })
     };
+    let keep = |status: u16, answer: &str, fault: bool| record(state, &method, &path, &body, status, answer, fault);
     match fault {
         Some(FaultKind::Status(code, msg)) => {
-            return respond(stream, code, &json!({ "message": msg }).to_string());
+            let answer = json!({ "message": msg }).to_string();
+            keep(code, &answer, true);
+            return respond(stream, code, &answer);
         }
         Some(FaultKind::Delay(d)) => std::thread::sleep(d),
         Some(FaultKind::StatusWithHeaders(code, msg, headers)) => {
-            return respond_with(stream, code, &json!({ "message": msg }).to_string(), &headers);
+            let answer = json!({ "message": msg }).to_string();
+            keep(code, &answer, true);
+            return respond_with(stream, code, &answer, &headers);
         }
         Some(FaultKind::Echo(code, shape)) => {
             let auth = auth.unwrap_or_default();
@@ -388,14 +415,18 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
                 Echo::WrongType => json!([{ "id": auth, "body": auth, "user": { "login": auth } }]).to_string(),
             };
             let echoed = vec![("x-echo-authorization".to_string(), auth.clone())];
+            keep(code, &body, true);
             return respond_with(stream, code, &body, &echoed);
         }
         None => {}
     }
     if auth.as_deref() != Some(&format!("Bearer {TOKEN}")) {
-        return respond(stream, 401, r#"{"message":"Bad credentials"}"#);
+        let answer = r#"{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}"#;
+        keep(401, answer, false);
+        return respond(stream, 401, answer);
     }
     let (status, out) = route(&method, &path, &body, state);
+    keep(status, &out.to_string(), false);
     let links = if status == 200 {
         comment_links(&path, &host, state)
     } else {
@@ -405,6 +436,27 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
         Some(link) => respond_with(stream, status, &out.to_string(), &[("Link".into(), link)]),
         None => respond(stream, status, &out.to_string()),
     }
+}
+
+/// Keeps one exchange for [`Fake::exchanges_jsonl`], and appends it to
+/// [`State::exchange_log`] when one is set.
+fn record(state: &Arc<Mutex<State>>, method: &str, path: &str, body: &str, status: u16, answer: &str, fault: bool) {
+    let x = json!({
+        "method": method, "path": path, "request_body": body,
+        "status": status, "response_body": answer, "fault": fault,
+    });
+    let mut s = state.lock().unwrap();
+    if let Some(file) = &s.exchange_log {
+        // One write per line on a file opened for appending: the fakes of
+        // tests running in parallel do not interleave within a line.
+        let line = format!("{x}\n");
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+    s.exchanges.push(x);
 }
 
 /// GitHub's `Link` header for a page of a pull request's comments: absolute
@@ -453,13 +505,51 @@ fn query(path: &str) -> (String, HashMap<String, String>) {
     (p.to_string(), map)
 }
 
+/// One of GitHub's own example answers, from its REST description
+/// (answers.json, written by scripts/github-openapi/answers.mjs): the fake
+/// sets the fields it models and leaves the rest as GitHub shows them, so
+/// every answer has the shape scripts/github-openapi/check.mjs holds it to.
+fn answer(name: &str) -> Value {
+    static ANSWERS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    ANSWERS
+        .get_or_init(|| serde_json::from_str(include_str!("answers.json")).expect("answers.json is JSON"))
+        .get(name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no example answer {name} in answers.json"))
+}
+
+/// A user as GitHub shows one (`simple-user`); an app's login ends in `[bot]`.
+fn user(login: &str, kind: &str) -> Value {
+    let mut u = answer("issue-comment")["user"].clone();
+    u["login"] = json!(login);
+    u["type"] = json!(kind);
+    // An app's page is under /apps/ (`[` and `]` are no part of a URL path).
+    let page = match login.strip_suffix("[bot]") {
+        Some(app) => format!("apps/{app}"),
+        None => login.bytes().map(|b| if b.is_ascii_alphanumeric() || b == b'-' { (b as char).to_string() } else { format!("%{b:02X}") }).collect(),
+    };
+    u["html_url"] = json!(format!("https://github.com/{page}"));
+    u
+}
+
+/// A 40-hex-digit sha standing for a fake name (`tree1`), as git writes them.
+fn hex_sha(name: &str) -> String {
+    let hex: String = name.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{hex:0<40}")[..40].to_string()
+}
+
 fn comment_json(c: &Comment, pr: u64, html_url: Option<&str>) -> Value {
-    json!({
-        "id": c.id,
-        "body": c.body,
-        "user": { "login": c.login, "type": "Bot" },
-        "html_url": html_url.map_or_else(|| format!("https://github.com/{REPO}/pull/{pr}#issuecomment-{}", c.id), str::to_string),
-    })
+    let mut v = answer("issue-comment");
+    v["id"] = json!(c.id);
+    v["body"] = json!(c.body);
+    v["user"] = user(&c.login, if c.login.ends_with("[bot]") { "Bot" } else { "User" });
+    v["url"] = json!(format!("https://api.github.com/repos/{REPO}/issues/comments/{}", c.id));
+    v["issue_url"] = json!(format!("https://api.github.com/repos/{REPO}/issues/{pr}"));
+    v["html_url"] = json!(html_url.map_or_else(
+        || format!("https://github.com/{REPO}/pull/{pr}#issuecomment-{}", c.id),
+        str::to_string
+    ));
+    v
 }
 
 fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u16, Value) {
@@ -529,7 +619,15 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 .iter()
                 .skip((page - 1) * per)
                 .take(per)
-                .map(|n| json!({ "name": n, "color": "ededed" }))
+                .enumerate()
+                .map(|(i, n)| {
+                    let mut l = answer("label");
+                    l["id"] = json!(i + 1);
+                    l["name"] = json!(n);
+                    l["color"] = json!("ededed");
+                    l["url"] = json!(format!("https://api.github.com/repos/{REPO}/labels/{n}"));
+                    l
+                })
                 .collect();
             (200, Value::Array(items))
         }
@@ -537,10 +635,18 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
         // `permission` (maintain shows as `write`, triage as `read`) and
         // `role_name`; 404 when there is no such user.
         ("GET", ["collaborators", login, "permission"]) => match s.permissions.get(*login) {
-            Some(p) => (
-                200,
-                json!({ "permission": p, "role_name": p, "user": { "login": login } }),
-            ),
+            Some(p) => {
+                let mut v = answer("repository-collaborator-permission");
+                v["permission"] = json!(p);
+                v["role_name"] = json!(p);
+                let mut u = user(login, "User");
+                if let Some(perms) = v["user"].get("permissions") {
+                    u["permissions"] = perms.clone();
+                }
+                u["role_name"] = json!(p);
+                v["user"] = u;
+                (200, v)
+            }
             None => (404, json!({"message": "Not Found"})),
         },
         ("POST", ["issues", pr, "comments"]) => {
@@ -579,16 +685,25 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                     .get(&n.parse().unwrap_or(0))
                     .cloned()
                     .unwrap_or(("fork/repo".into(), "feature".into()));
-                (
-                    200,
-                    json!({ "number": n.parse::<u64>().unwrap_or(0),
-                            "head": { "sha": head, "ref": branch, "repo": { "full_name": repo } } }),
-                )
+                let mut v = answer("pull-request");
+                v["number"] = json!(n.parse::<u64>().unwrap_or(0));
+                // GitHub's own example lists a team without the `type` its
+                // schema requires; no reviewer teams here.
+                v["requested_teams"] = json!([]);
+                v["head"]["sha"] = json!(head);
+                v["head"]["ref"] = json!(branch);
+                v["head"]["label"] = json!(format!("{}:{branch}", repo.split('/').next().unwrap_or_default()));
+                v["head"]["repo"]["full_name"] = json!(repo);
+                (200, v)
             }
             None => (404, json!({"message": "Not Found"})),
         },
         ("GET", ["compare", _range]) => match &s.merge_base {
-            Some(mb) => (200, json!({ "merge_base_commit": { "sha": mb } })),
+            Some(mb) => {
+                let mut v = answer("commit-comparison");
+                v["merge_base_commit"]["sha"] = json!(mb);
+                (200, v)
+            }
             None => (404, json!({"message": "Not Found"})),
         },
         ("GET", ["commits"]) => {
@@ -600,9 +715,13 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                     break;
                 }
                 let Some(parents) = s.commits.get(&sha) else { break };
-                out.push(
-                    json!({ "sha": sha, "parents": parents.iter().map(|p| json!({"sha": p})).collect::<Vec<_>>() }),
-                );
+                let mut c = answer("commit");
+                c["sha"] = json!(sha);
+                c["parents"] = parents
+                    .iter()
+                    .map(|p| json!({ "sha": p, "url": format!("https://api.github.com/repos/{REPO}/commits/{p}") }))
+                    .collect();
+                out.push(c);
                 cur = parents.first().cloned();
             }
             if out.is_empty() {
@@ -617,20 +736,30 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             let items: Vec<Value> = s
                 .files
                 .iter()
-                .map(|(path, (_, blob))| json!({ "name": path.rsplit('/').next().unwrap(), "path": path, "sha": blob, "type": "file" }))
+                .map(|(path, (text, blob))| {
+                    let mut e = answer("content-directory-entry");
+                    e["name"] = json!(path.rsplit('/').next().unwrap());
+                    e["path"] = json!(path);
+                    e["sha"] = json!(blob);
+                    e["size"] = json!(text.len());
+                    e
+                })
                 .collect();
             (200, Value::Array(items))
         }
         ("GET", ["contents", "reports", file]) => {
             let path = format!("reports/{file}");
             match s.files.get(&path) {
-                Some((text, blob)) if s.branch_exists => (
-                    200,
-                    json!({
-                        "name": file, "path": path, "sha": blob, "encoding": "base64",
-                        "content": base64::engine::general_purpose::STANDARD.encode(text.as_bytes()),
-                    }),
-                ),
+                Some((text, blob)) if s.branch_exists => {
+                    let mut v = answer("content-file");
+                    v["name"] = json!(file);
+                    v["path"] = json!(path);
+                    v["sha"] = json!(blob);
+                    v["size"] = json!(text.len());
+                    v["encoding"] = json!("base64");
+                    v["content"] = json!(base64::engine::general_purpose::STANDARD.encode(text.as_bytes()));
+                    (200, v)
+                }
                 _ => (404, json!({"message": "Not Found"})),
             }
         }
@@ -654,30 +783,42 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             s.blob_counter += 1;
             let blob = format!("blob{}", s.blob_counter);
             s.files.insert(path.clone(), (text, blob.clone()));
-            (
-                if existed { 200 } else { 201 },
-                json!({ "content": { "path": path, "sha": blob } }),
-            )
+            let mut v = answer("file-commit");
+            v["content"]["name"] = json!(file);
+            v["content"]["path"] = json!(path);
+            v["content"]["sha"] = json!(blob);
+            (if existed { 200 } else { 201 }, v)
         }
         ("GET", ["git", "ref", "heads", _b]) => {
             if s.branch_exists {
-                (
-                    200,
-                    json!({ "ref": "refs/heads/gate-baselines", "object": { "sha": "c0ffee" } }),
-                )
+                let mut v = answer("git-ref");
+                v["ref"] = json!("refs/heads/gate-baselines");
+                v["object"]["sha"] = json!(hex_sha("c0ffee"));
+                (200, v)
             } else {
                 (404, json!({"message": "Not Found"}))
             }
         }
         ("POST", ["check-runs"]) | ("PATCH", ["check-runs", _]) => check_runs_route(method, &segs, &input, &mut s),
-        ("POST", ["git", "trees"]) => (201, json!({ "sha": "tree1" })),
-        ("POST", ["git", "commits"]) => (201, json!({ "sha": "commit1" })),
+        ("POST", ["git", "trees"]) => {
+            let mut v = answer("git-tree");
+            v["sha"] = json!(hex_sha("tree1"));
+            (201, v)
+        }
+        ("POST", ["git", "commits"]) => {
+            let mut v = answer("git-commit");
+            v["sha"] = json!(hex_sha("commit1"));
+            (201, v)
+        }
         ("POST", ["git", "refs"]) => {
             if s.branch_exists {
                 return (422, json!({"message": "Reference already exists"}));
             }
             s.branch_exists = true;
-            (201, json!({ "ref": input["ref"] }))
+            let mut v = answer("git-ref");
+            v["ref"] = input["ref"].clone();
+            v["object"]["sha"] = input["sha"].clone();
+            (201, v)
         }
         _ => (404, json!({"message": "Not Found"})),
     }
