@@ -421,7 +421,8 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
         None => {}
     }
     if auth.as_deref() != Some(&format!("Bearer {TOKEN}")) {
-        let answer = r#"{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}"#;
+        let answer =
+            r#"{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}"#;
         keep(401, answer, false);
         return respond(stream, 401, answer);
     }
@@ -526,7 +527,16 @@ fn user(login: &str, kind: &str) -> Value {
     // An app's page is under /apps/ (`[` and `]` are no part of a URL path).
     let page = match login.strip_suffix("[bot]") {
         Some(app) => format!("apps/{app}"),
-        None => login.bytes().map(|b| if b.is_ascii_alphanumeric() || b == b'-' { (b as char).to_string() } else { format!("%{b:02X}") }).collect(),
+        None => login
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b == b'-' {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect(),
     };
     u["html_url"] = json!(format!("https://github.com/{page}"));
     u

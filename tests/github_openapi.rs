@@ -1,0 +1,314 @@
+//! The tests' fake GitHub (tests/github_fake) holds to what GitHub publishes
+//! about its REST API: representative runs of `gate check`, `gate comment`
+//! and `gate baseline publish` against the fake, then every request gate sent
+//! and every answer the fake gave is checked by scripts/github-openapi/check.mjs
+//! against GitHub's OpenAPI description (npm @octokit/openapi, pinned):
+//! method and path documented, path and query parameters documented and
+//! valid, request body valid, status documented, answer valid against that
+//! status's schema. And the checker bites: an undocumented request and a
+//! wrong answer are each reported.
+//!
+//! Needs Node.js 20+ and npm; without them, or when the install fails, each
+//! test prints `skipped: ...` and passes. The packages (pinned by
+//! scripts/github-openapi/package-lock.json) are installed once into
+//! target/github-openapi-node with `npm ci`, again whenever the lock changes.
+//! A whole test run can be checked too: `GATE_FAKE_GITHUB_LOG=FILE` makes
+//! every fake append its exchanges to FILE (`.ci/run` does so).
+
+mod common;
+
+mod github_fake;
+
+use common::output_text;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use github_fake::{Fake, FaultKind, REPO, TOKEN};
+use serde_json::{json, Value};
+
+const MLP: &str = "examples/mlp.yaml";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// target/github-openapi-node with the checker, or why it cannot be had.
+fn tool() -> Result<&'static Path, &'static str> {
+    static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DIR.get_or_init(install)
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(String::as_str)
+}
+
+fn install() -> Result<PathBuf, String> {
+    let src = root().join("scripts/github-openapi");
+    let dir = root().join("target/github-openapi-node");
+    for program in ["node", "npm"] {
+        let ok = Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            return Err(format!(
+                "`{program}` was not found; the check against GitHub's OpenAPI description runs on Node.js 20+"
+            ));
+        }
+    }
+    let lock = std::fs::read(src.join("package-lock.json")).map_err(|e| e.to_string())?;
+    let installed = std::fs::read(dir.join("package-lock.json")).ok();
+    if installed.as_deref() != Some(&lock[..]) || !dir.join("node_modules/.package-lock.json").exists() {
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::copy(src.join("package.json"), dir.join("package.json")).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
+        let out = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            // Without the lock file the next run installs again.
+            let _ = std::fs::remove_file(dir.join("package-lock.json"));
+            return Err(format!(
+                "`npm ci --prefix target/github-openapi-node` failed (no npm registry?): {}",
+                String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default()
+            ));
+        }
+    }
+    // Copied on every run, so an edit to the script is what runs.
+    std::fs::copy(src.join("check.mjs"), dir.join("check.mjs")).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
+/// Runs the checker on the fake's exchanges; `None` when it cannot run.
+fn check(name: &str, exchanges: &str) -> Option<Output> {
+    let dir = match tool() {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+    };
+    let log = dir.join(format!("{name}.jsonl"));
+    std::fs::write(&log, exchanges).unwrap();
+    Some(
+        Command::new("node")
+            .arg(dir.join("check.mjs"))
+            .arg("exchanges")
+            .arg(&log)
+            .output()
+            .unwrap(),
+    )
+}
+
+fn gate(fake: &Fake, event: Option<&Path>) -> Command {
+    let mut c = common::gate();
+    c.current_dir(root());
+    for k in [
+        "GITHUB_ACTIONS",
+        "GITHUB_STEP_SUMMARY",
+        "GITHUB_SHA",
+        "GITHUB_EVENT_NAME",
+        "NO_COLOR",
+    ] {
+        c.env_remove(k);
+    }
+    c.env("GATE_GITHUB_TIMEOUT_MS", "5000")
+        .env("GATE_GITHUB_ATTEMPTS", "3")
+        .env("GATE_GITHUB_BACKOFF_MS", "10")
+        .env("GITHUB_API_URL", &fake.url)
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("GITHUB_REPOSITORY", REPO)
+        .env_remove("GITHUB_EVENT_PATH");
+    if let Some(e) = event {
+        c.env("GITHUB_EVENT_PATH", e);
+    }
+    c
+}
+
+fn sha(n: u32) -> String {
+    format!("{n:040x}")
+}
+
+fn pr_event(dir: &Path, number: u64, base_sha: &str, head_sha: &str) -> PathBuf {
+    let p = dir.join("event.json");
+    let ev = json!({
+        "number": number,
+        "pull_request": {
+            "number": number,
+            "base": { "ref": "main", "sha": base_sha, "repo": { "full_name": REPO } },
+            "head": { "ref": "topic", "sha": head_sha, "repo": { "full_name": REPO } },
+        }
+    });
+    std::fs::write(&p, ev.to_string()).unwrap();
+    p
+}
+
+/// Every GitHub route gate uses, through the fake: the baseline store
+/// created, written (a 409 retried) and read back by an automatic baseline
+/// (compare, commits, contents), then the PR comment created, listed past a
+/// page, updated, and the acknowledgement label's events, labels and the
+/// labeller's permission read.
+#[test]
+fn every_exchange_of_gate_with_the_fake_is_one_github_documents() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    let o = gate(&fake, None)
+        .args(["check", "--budgets", MLP, "--baseline", "none", "--out"])
+        .arg(&seed)
+        .output()
+        .unwrap();
+    assert!(seed.join("report.json").exists(), "{}", output_text(&o));
+
+    // The store: created, written, and written again over a concurrent update.
+    let chain: Vec<String> = (0..6).map(|i| sha(0x100 + i)).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[1].clone());
+    for (i, at) in [&chain[3], &chain[3]].into_iter().enumerate() {
+        if i == 1 {
+            fake.fault(
+                "PUT",
+                "/contents/reports/",
+                1,
+                FaultKind::Status(409, "is at abc".into()),
+            );
+            let p = seed.join("report.json");
+            let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            v["wall_seconds"] = json!(99.0);
+            std::fs::write(&p, v.to_string()).unwrap();
+        }
+        let o = gate(&fake, None)
+            .args(["baseline", "publish", "--sha", at, "--from"])
+            .arg(&seed)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    }
+
+    // A pull request: the baseline found by walking back from the merge base,
+    // the comment created, then updated, among more than a page of others.
+    let pr = 21;
+    fake.state.lock().unwrap().pulls.insert(pr, sha(0xfeed));
+    for i in 0..101 {
+        fake.add_comment(pr, &format!("note {i}"), "someone");
+    }
+    fake.add_event(
+        pr,
+        "labeled",
+        "gate:accept-regression",
+        "octocat",
+        "2026-12-01T10:00:00Z",
+    );
+    let ev = pr_event(tmp.path(), pr, &chain[0], &sha(0xfeed));
+    let out = tmp.path().join("out");
+    let o = gate(&fake, Some(&ev))
+        .args(["check", "--budgets", MLP, "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
+    for _ in 0..2 {
+        let o = gate(&fake, Some(&ev))
+            .args(["comment", "--from"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    }
+    // A workflow_run reads the pull request itself.
+    let run = tmp.path().join("run.json");
+    std::fs::write(
+        &run,
+        json!({ "workflow_run": { "head_sha": sha(0xfeed), "event": "pull_request",
+                                  "pull_requests": [{ "number": pr, "head": { "sha": sha(0xfeed) } }] } })
+        .to_string(),
+    )
+    .unwrap();
+    let _ = gate(&fake, Some(&run))
+        .env("GITHUB_EVENT_NAME", "workflow_run")
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+
+    let routes = |p: &str| fake.count("GET", p) + fake.count("POST", p) + fake.count("PUT", p) + fake.count("PATCH", p);
+    for route in [
+        "/git/refs",
+        "/contents/reports",
+        "/commits?",
+        "/compare/",
+        "/issues/21/comments",
+        "/pulls/21",
+    ] {
+        assert!(routes(route) > 0, "the scenario never reached {route}");
+    }
+    let Some(o) = check("scenario", &fake.exchanges_jsonl()) else {
+        return;
+    };
+    assert!(
+        o.status.success(),
+        "exchanges GitHub's description does not allow:\n{}",
+        output_text(&o)
+    );
+}
+
+/// The checker reports a request GitHub does not document, a query
+/// parameter it does not take, and an answer whose shape or status GitHub
+/// would not give; and passes a scripted outage as an answer.
+#[test]
+fn the_checker_bites() {
+    let line = |method: &str, path: &str, body: &str, status: u16, answer: Value, fault: bool| {
+        format!(
+            "{}\n",
+            json!({ "method": method, "path": path, "request_body": body, "status": status,
+                    "response_body": answer.to_string(), "fault": fault })
+        )
+    };
+    let log = [
+        line("GET", "/repos/octo/repo/gate-only", "", 200, json!({}), false),
+        line(
+            "GET",
+            "/repos/octo/repo/pulls/1?bogus=1",
+            "",
+            404,
+            json!({"message": "Not Found"}),
+            false,
+        ),
+        line(
+            "POST",
+            "/repos/octo/repo/issues/1/comments",
+            r#"{"text":"x"}"#,
+            201,
+            json!({"id": 1}),
+            false,
+        ),
+        line("GET", "/repos/octo/repo/compare/a...b", "", 418, json!({}), false),
+        line(
+            "GET",
+            "/repos/octo/repo/pulls/1",
+            "",
+            502,
+            json!({"message": "Bad gateway"}),
+            true,
+        ),
+    ]
+    .concat();
+    let Some(o) = check("bites", &log) else { return };
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "GET /repos/octo/repo/gate-only -> 200: no such operation",
+        "query parameter bogus is not documented",
+        "the request body does not match the description: / must have required property 'body'",
+        "the answer does not match the description: / must have required property 'node_id'",
+        "status 418 is not documented",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    assert!(
+        !text.contains("502"),
+        "a scripted outage is no problem of the fake's:\n{text}"
+    );
+}
