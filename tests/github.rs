@@ -65,14 +65,17 @@ fn check_mlp(dir: &Path) {
 
 fn pr_event(dir: &Path, number: u64, base_sha: &str, head_sha: &str) -> PathBuf {
     let p = dir.join("event.json");
-    let ev = json!({
-        "number": number,
-        "pull_request": {
+    let ev = github_fake::event(
+        "pull-request-opened",
+        json!({
             "number": number,
-            "base": { "ref": "main", "sha": base_sha, "repo": { "full_name": REPO } },
-            "head": { "ref": "topic", "sha": head_sha, "repo": { "full_name": REPO } },
-        }
-    });
+            "pull_request": {
+                "number": number,
+                "base": { "ref": "main", "sha": base_sha, "repo": { "full_name": REPO } },
+                "head": { "ref": "topic", "sha": head_sha, "repo": { "full_name": REPO } },
+            }
+        }),
+    );
     std::fs::write(&p, ev.to_string()).unwrap();
     p
 }
@@ -453,7 +456,12 @@ fn workflow_run_comments_on_the_pr_in_the_artifact_only_if_heads_match() {
         let p = tmp.path().join("run.json");
         std::fs::write(
             &p,
-            json!({"workflow_run": {"head_sha": head, "event": "pull_request"}}).to_string(),
+            github_fake::event(
+                "workflow-run-completed",
+                json!({"workflow_run": {"head_sha": head, "event": "pull_request",
+                    "head_branch": "feature", "head_repository": {"full_name": "fork/repo"}}}),
+            )
+            .to_string(),
         )
         .unwrap();
         p
@@ -489,8 +497,11 @@ fn workflow_run_from_another_pr_at_the_same_commit_is_refused() {
     .unwrap();
     let run_event = |repo: &str, branch: &str| {
         let p = tmp.path().join("run.json");
-        let ev = json!({"workflow_run": {"head_sha": sha(0xbeef), "event": "pull_request",
-            "head_branch": branch, "head_repository": {"full_name": repo}}});
+        let ev = github_fake::event(
+            "workflow-run-completed",
+            json!({"workflow_run": {"head_sha": sha(0xbeef), "event": "pull_request",
+                "head_branch": branch, "head_repository": {"full_name": repo}}}),
+        );
         std::fs::write(&p, ev.to_string()).unwrap();
         p
     };

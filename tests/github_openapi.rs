@@ -6,7 +6,9 @@
 //! method and path documented, path and query parameters documented and
 //! valid, request body valid, status documented, answer valid against that
 //! status's schema. And the checker bites: an undocumented request and a
-//! wrong answer are each reported.
+//! wrong answer are each reported. The event payloads the tests write to
+//! GITHUB_EVENT_PATH (github_fake::event) are valid against GitHub's webhooks
+//! description (npm @octokit/openapi-webhooks, pinned).
 //!
 //! Needs Node.js 20+ and npm; without them, or when the install fails, each
 //! test prints `skipped: ...` and passes. The packages (pinned by
@@ -83,6 +85,11 @@ fn install() -> Result<PathBuf, String> {
 
 /// Runs the checker on the fake's exchanges; `None` when it cannot run.
 fn check(name: &str, exchanges: &str) -> Option<Output> {
+    check_as("exchanges", name, exchanges)
+}
+
+/// Runs the checker in `mode` on `lines`; `None` when it cannot run.
+fn check_as(mode: &str, name: &str, lines: &str) -> Option<Output> {
     let dir = match tool() {
         Ok(d) => d,
         Err(why) => {
@@ -96,11 +103,11 @@ fn check(name: &str, exchanges: &str) -> Option<Output> {
         }
     };
     let log = dir.join(format!("{name}.jsonl"));
-    std::fs::write(&log, exchanges).unwrap();
+    std::fs::write(&log, lines).unwrap();
     Some(
         Command::new("node")
             .arg(dir.join("check.mjs"))
-            .arg("exchanges")
+            .arg(mode)
             .arg(&log)
             .output()
             .unwrap(),
@@ -138,14 +145,17 @@ fn sha(n: u32) -> String {
 
 fn pr_event(dir: &Path, number: u64, base_sha: &str, head_sha: &str) -> PathBuf {
     let p = dir.join("event.json");
-    let ev = json!({
-        "number": number,
-        "pull_request": {
+    let ev = github_fake::event(
+        "pull-request-opened",
+        json!({
             "number": number,
-            "base": { "ref": "main", "sha": base_sha, "repo": { "full_name": REPO } },
-            "head": { "ref": "topic", "sha": head_sha, "repo": { "full_name": REPO } },
-        }
-    });
+            "pull_request": {
+                "number": number,
+                "base": { "ref": "main", "sha": base_sha, "repo": { "full_name": REPO } },
+                "head": { "ref": "topic", "sha": head_sha, "repo": { "full_name": REPO } },
+            }
+        }),
+    );
     std::fs::write(&p, ev.to_string()).unwrap();
     p
 }
@@ -226,8 +236,11 @@ fn every_exchange_of_gate_with_the_fake_is_one_github_documents() {
     let run = tmp.path().join("run.json");
     std::fs::write(
         &run,
-        json!({ "workflow_run": { "head_sha": sha(0xfeed), "event": "pull_request",
-                                  "pull_requests": [{ "number": pr, "head": { "sha": sha(0xfeed) } }] } })
+        github_fake::event(
+            "workflow-run-completed",
+            json!({ "workflow_run": { "head_sha": sha(0xfeed), "event": "pull_request",
+                                      "head_branch": "feature", "head_repository": { "full_name": "fork/repo" } } }),
+        )
         .to_string(),
     )
     .unwrap();
@@ -315,5 +328,52 @@ fn the_checker_bites() {
     assert!(
         !text.contains("502"),
         "a scripted outage is no problem of the fake's:\n{text}"
+    );
+}
+
+/// Every webhook payload the tests start from, and the pull request event
+/// as the tests fill it, is one GitHub's webhooks description accepts; a push
+/// without its `pusher` is not.
+#[test]
+fn every_event_payload_is_one_github_sends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hooks = [
+        "pull-request-opened",
+        "pull-request-synchronize",
+        "pull-request-labeled",
+        "push",
+        "workflow-run-completed",
+        "merge-group-checks-requested",
+    ];
+    let mut lines: Vec<String> = hooks
+        .iter()
+        .map(|h| json!({ "hook": h, "payload": github_fake::event(h, json!({})) }).to_string())
+        .collect();
+    let pr: Value =
+        serde_json::from_str(&std::fs::read_to_string(pr_event(tmp.path(), 3, &sha(1), &sha(2))).unwrap()).unwrap();
+    lines.push(json!({ "hook": "pull-request-opened", "payload": pr }).to_string());
+    let Some(o) = check_as("event-log", "events", &(lines.join("\n") + "\n")) else {
+        return;
+    };
+    assert!(
+        o.status.success(),
+        "payloads GitHub would not send:\n{}",
+        output_text(&o)
+    );
+
+    let mut bad = github_fake::event("push", json!({}));
+    bad.as_object_mut().unwrap().remove("pusher");
+    let Some(o) = check_as(
+        "event-log",
+        "bad-event",
+        &format!("{}\n", json!({ "hook": "push", "payload": bad })),
+    ) else {
+        return;
+    };
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("not a valid push payload: / must have required property 'pusher'"),
+        "{}",
+        output_text(&o)
     );
 }

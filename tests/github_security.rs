@@ -43,16 +43,19 @@ fn hostile_event(dir: &Path) -> std::path::PathBuf {
     let sha = |n: u32| format!("{n:040x}");
     std::fs::write(
         &p,
-        json!({
-            "number": 9,
-            "repository": { "full_name": "evil/elsewhere" },
-            "pull_request": {
+        github_fake::event(
+            "pull-request-opened",
+            json!({
                 "number": 9,
-                "title": "@org/team <img src=x> %0A::error::pwned `x`",
-                "base": { "ref": "main", "sha": sha(1), "repo": { "full_name": "evil/elsewhere", "url": "http://evil.invalid/repos/evil/elsewhere" } },
-                "head": { "ref": "%0A::error::x", "sha": sha(2), "repo": { "full_name": "evil/fork" } },
-            }
-        })
+                "repository": { "full_name": "evil/elsewhere" },
+                "pull_request": {
+                    "number": 9,
+                    "title": "@org/team <img src=x> %0A::error::pwned `x`",
+                    "base": { "ref": "main", "sha": sha(1), "repo": { "full_name": "evil/elsewhere", "url": "http://evil.invalid/repos/evil/elsewhere" } },
+                    "head": { "ref": "%0A::error::x", "sha": sha(2), "repo": { "full_name": "evil/fork" } },
+                }
+            }),
+        )
         .to_string(),
     )
     .unwrap();

@@ -225,7 +225,7 @@ fn comment_job_with(fake: &Fake, run: Value, artifacts: &Path, extra: &[(&str, &
     let head = run["head_sha"].as_str().unwrap().to_string();
     let job = Job::new(
         "workflow_run",
-        json!({ "action": "completed", "workflow_run": run }),
+        github_fake::event("workflow-run-completed", json!({ "workflow_run": run })),
         &head,
         "refs/heads/main",
     );
@@ -241,16 +241,27 @@ fn comment_job_with(fake: &Fake, run: Value, artifacts: &Path, extra: &[(&str, &
 }
 
 fn pr_payload(number: u64, head: &str, head_repo: &str, branch: &str, base: &str) -> Value {
-    json!({
-        "action": "synchronize",
-        "number": number,
-        "pull_request": {
+    github_fake::event(
+        "pull-request-synchronize",
+        json!({
             "number": number,
-            "head": { "sha": head, "ref": branch, "repo": { "full_name": head_repo } },
-            "base": { "sha": base, "ref": "main", "repo": { "full_name": REPO } },
-        },
-        "repository": { "full_name": REPO, "default_branch": "main" },
-    })
+            "pull_request": {
+                "number": number,
+                "head": { "sha": head, "ref": branch, "repo": { "full_name": head_repo } },
+                "base": { "sha": base, "ref": "main", "repo": { "full_name": REPO } },
+            },
+            "repository": { "full_name": REPO, "default_branch": "main" },
+        }),
+    )
+}
+
+/// An entry of `workflow_run.pull_requests`, as GitHub's webhooks
+/// description requires it: a same-repository PR from `branch` into main.
+fn pr_ref(number: u64, head: &str, branch: &str) -> Value {
+    let repo = json!({ "id": 4242, "name": "repo", "url": format!("https://api.github.com/repos/{REPO}") });
+    json!({ "number": number, "id": 7000 + number, "url": format!("https://api.github.com/repos/{REPO}/pulls/{number}"),
+            "head": { "sha": head, "ref": branch, "repo": repo },
+            "base": { "sha": sha(0xc0), "ref": "main", "repo": repo } })
 }
 
 fn report(dir: &Path) -> Value {
@@ -315,8 +326,11 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     fake.add_chain(&[c1.clone(), c0.clone()]);
     let push = Job::new(
         "push",
-        json!({ "ref": "refs/heads/main", "before": c0, "after": c1,
-                "repository": { "full_name": REPO, "default_branch": "main" } }),
+        github_fake::event(
+            "push",
+            json!({ "ref": "refs/heads/main", "before": c0, "after": c1,
+                    "repository": { "full_name": REPO, "default_branch": "main" } }),
+        ),
         &c1,
         "refs/heads/main",
     );
@@ -327,8 +341,11 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     // downloads the artifact and runs the action with `command: publish`.
     let hosted = Job::new(
         "push",
-        json!({ "ref": "refs/heads/main", "before": c0, "after": c1,
-                "repository": { "full_name": REPO, "default_branch": "main" } }),
+        github_fake::event(
+            "push",
+            json!({ "ref": "refs/heads/main", "before": c0, "after": c1,
+                    "repository": { "full_name": REPO, "default_branch": "main" } }),
+        ),
         &c1,
         "refs/heads/main",
     );
@@ -405,7 +422,7 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     download_pattern(&[(&artifact2, &out2)], &artifacts2);
     let run2 = json!({ "id": 103, "event": "pull_request", "head_sha": h2, "head_branch": "topic",
         "head_repository": { "full_name": REPO },
-        "pull_requests": [ { "number": 2, "head": { "sha": h2, "ref": "topic" } } ] });
+        "pull_requests": [pr_ref(2, &h2, "topic")] });
     let c = comment_job(&fake, run2, &artifacts2);
     assert_eq!(c.code, Some(0), "{}", c.log);
     let comments = fake.comments(2);
@@ -450,7 +467,7 @@ fn each_layout_of_the_downloaded_artifacts_is_commented() {
     assert_ne!(a, b);
     let run = json!({ "id": 201, "event": "pull_request", "head_sha": h, "head_branch": "two",
         "head_repository": { "full_name": REPO },
-        "pull_requests": [ { "number": 7, "head": { "sha": h, "ref": "two" } } ] });
+        "pull_requests": [pr_ref(7, &h, "two")] });
 
     // Several artifacts: one folder each.
     let both = pr.path("both");

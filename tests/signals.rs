@@ -260,11 +260,18 @@ fn a_signal_while_waiting_on_the_github_api_exits_130_at_once() {
     let head = format!("{:040x}", 0xbeef);
     std::fs::write(
         &event,
-        format!(
-            r#"{{"number":5,"pull_request":{{"number":5,"base":{{"ref":"main","sha":"{:040x}","repo":{{"full_name":"{r}"}}}},"head":{{"ref":"topic","sha":"{head}","repo":{{"full_name":"{r}"}}}}}}}}"#,
-            1,
-            r = github_fake::REPO
-        ),
+        github_fake::event(
+            "pull-request-opened",
+            serde_json::json!({
+                "number": 5,
+                "pull_request": {
+                    "number": 5,
+                    "base": { "ref": "main", "sha": format!("{:040x}", 1), "repo": { "full_name": github_fake::REPO } },
+                    "head": { "ref": "topic", "sha": head, "repo": { "full_name": github_fake::REPO } },
+                }
+            }),
+        )
+        .to_string(),
     )
     .unwrap();
     let mut gate = common::gate()

@@ -211,15 +211,18 @@ fn files(dir: &Path) -> Vec<(PathBuf, String)> {
 }
 
 fn pr_event(base_sha: &str, base_ref: &str, repo: &str) -> serde_json::Value {
-    json!({
-        "number": 7,
-        "pull_request": {
+    github_fake::event(
+        "pull-request-opened",
+        json!({
             "number": 7,
-            "title": "a change",
-            "base": { "ref": base_ref, "sha": base_sha, "repo": { "full_name": repo } },
-            "head": { "ref": "topic", "sha": sha(0xbeef), "repo": { "full_name": repo } },
-        }
-    })
+            "pull_request": {
+                "number": 7,
+                "title": "a change",
+                "base": { "ref": base_ref, "sha": base_sha, "repo": { "full_name": repo } },
+                "head": { "ref": "topic", "sha": sha(0xbeef), "repo": { "full_name": repo } },
+            }
+        }),
+    )
 }
 
 /// The subcommands `gate --help` lists (`help` aside).
@@ -529,8 +532,11 @@ fn the_token_in_the_environment_where_it_does_not_belong_is_never_repeated() {
     let run_ev = sb.input.join("run-event.json");
     std::fs::write(
         &run_ev,
-        json!({ "workflow_run": { "head_sha": TOKEN, "event": "pull_request",
-                "head_repository": { "full_name": TOKEN }, "head_branch": TOKEN } })
+        github_fake::event(
+            "workflow-run-completed",
+            json!({ "workflow_run": { "head_sha": TOKEN, "event": "pull_request",
+                    "head_repository": { "full_name": TOKEN }, "head_branch": TOKEN } }),
+        )
         .to_string(),
     )
     .unwrap();

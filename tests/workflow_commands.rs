@@ -333,14 +333,17 @@ fn the_apis_html_url_starts_no_command() {
     let event = t.path().join("event.json");
     std::fs::write(
         &event,
-        serde_json::json!({
-            "number": 9,
-            "pull_request": {
+        github_fake::event(
+            "pull-request-opened",
+            serde_json::json!({
                 "number": 9,
-                "base": { "ref": "main", "sha": format!("{:040x}", 1), "repo": { "full_name": REPO } },
-                "head": { "ref": "feature", "sha": format!("{:040x}", 2), "repo": { "full_name": "fork/repo" } },
-            }
-        })
+                "pull_request": {
+                    "number": 9,
+                    "base": { "ref": "main", "sha": format!("{:040x}", 1), "repo": { "full_name": REPO } },
+                    "head": { "ref": "feature", "sha": format!("{:040x}", 2), "repo": { "full_name": "fork/repo" } },
+                }
+            }),
+        )
         .to_string(),
     )
     .unwrap();
@@ -405,14 +408,17 @@ fn stored_reports_from_the_api_start_no_command() {
     let event = t.path().join("event.json");
     std::fs::write(
         &event,
-        serde_json::json!({
-            "number": 9,
-            "pull_request": {
+        github_fake::event(
+            "pull-request-opened",
+            serde_json::json!({
                 "number": 9,
-                "base": { "ref": "main", "sha": chain[0], "repo": { "full_name": REPO } },
-                "head": { "ref": "topic", "sha": format!("{:040x}", 0xfeed), "repo": { "full_name": REPO } },
-            }
-        })
+                "pull_request": {
+                    "number": 9,
+                    "base": { "ref": "main", "sha": chain[0], "repo": { "full_name": REPO } },
+                    "head": { "ref": "topic", "sha": format!("{:040x}", 0xfeed), "repo": { "full_name": REPO } },
+                }
+            }),
+        )
         .to_string(),
     )
     .unwrap();

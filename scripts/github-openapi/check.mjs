@@ -9,6 +9,9 @@
 //                                        holds them; the event's name is the
 //                                        file's `"_event"` key or its name's
 //                                        first word (pull_request.json)
+//   node check.mjs event-log LOG.jsonl   payloads as tests/github_fake's
+//                                        `event` logs them, with their
+//                                        webhook's name
 //
 // Against: GitHub's REST description, npm @octokit/openapi (its
 // generated/api.github.com.json, OpenAPI 3.0.3), and its webhooks
@@ -230,23 +233,36 @@ function restChecker() {
 function eventChecker() {
   const doc = denull(require("@octokit/openapi-webhooks/generated/api.github.com.json"));
   const ajv = ajvFor(doc, "wh");
-  return function check(file) {
-    let payload;
-    try {
-      payload = JSON.parse(readFileSync(file, "utf8"));
-    } catch (e) {
-      die(`${file}: cannot read: ${e.message}`);
+  const cache = new Map();
+  // `source` is a file, or a payload with the webhook's name (`known`).
+  return function check(source, known) {
+    let payload = source;
+    let label = known;
+    if (typeof source === "string") {
+      label = source;
+      try {
+        payload = JSON.parse(readFileSync(source, "utf8"));
+      } catch (e) {
+        die(`${source}: cannot read: ${e.message}`);
+      }
     }
-    const event = payload._event || basename(file).split(/[.\-]/)[0];
-    delete payload._event;
-    // The description names a webhook `<event>-<action>` (pull-request-opened)
-    // or, for an event without actions, `<event>` (push).
-    const name = [event, payload.action].filter(Boolean).join("-").replaceAll("_", "-");
-    const hook = doc.webhooks[name] || doc.webhooks[event.replaceAll("_", "-")];
-    if (!hook) return [`${file}: no webhook ${name} in GitHub's webhooks description`];
-    const key = doc.webhooks[name] ? name : event.replaceAll("_", "-");
-    const v = ajv.compile({ $ref: `wh#/${pointer(["webhooks", key, "post", "requestBody", "content", "application/json", "schema"])}` });
-    return v(payload) ? [] : [`${file}: not a valid ${key} payload: ${errorsText(v.errors)}`];
+    let key = known;
+    if (!key) {
+      const event = payload._event || basename(source).split(/[.\-]/)[0];
+      delete payload._event;
+      // The description names a webhook `<event>-<action>`
+      // (pull-request-opened) or, for an event without actions, `<event>`.
+      const name = [event, payload.action].filter(Boolean).join("-").replaceAll("_", "-");
+      key = doc.webhooks[name] ? name : event.replaceAll("_", "-");
+    }
+    if (!doc.webhooks[key]) return [`${label}: no webhook ${key} in GitHub's webhooks description`];
+    if (!cache.has(key))
+      cache.set(
+        key,
+        ajv.compile({ $ref: `wh#/${pointer(["webhooks", key, "post", "requestBody", "content", "application/json", "schema"])}` }),
+      );
+    const v = cache.get(key);
+    return v(payload) ? [] : [`${label}: not a valid ${key} payload: ${errorsText(v.errors)}`];
   };
 }
 
@@ -272,6 +288,26 @@ if (mode === "exchanges" && args.length === 1) {
       seen.add(p);
     }
   }
+} else if (mode === "event-log" && args.length === 1) {
+  // Lines of {"hook": "pull-request-opened", "payload": {...}}, as
+  // tests/github_fake's `event` appends them.
+  let text;
+  try {
+    text = readFileSync(args[0], "utf8");
+  } catch (e) {
+    die(`${args[0]}: cannot read: ${e.message}`);
+  }
+  const check = eventChecker();
+  const seen = new Set();
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    count++;
+    const { hook, payload } = JSON.parse(line);
+    for (const p of check(payload, hook)) {
+      if (!seen.has(p)) problems.push(p);
+      seen.add(p);
+    }
+  }
 } else if (mode === "events" && args.length > 0) {
   const check = eventChecker();
   for (const f of args) {
@@ -279,7 +315,7 @@ if (mode === "exchanges" && args.length === 1) {
     problems.push(...check(f));
   }
 } else {
-  die("usage: check.mjs exchanges LOG.jsonl | check.mjs events FILE.json...");
+  die("usage: check.mjs exchanges LOG.jsonl | check.mjs events FILE.json... | check.mjs event-log LOG.jsonl");
 }
 for (const p of problems) console.log(p);
 console.error(`${count} ${mode} checked, ${problems.length} problem(s)`);

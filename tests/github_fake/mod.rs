@@ -155,7 +155,8 @@ pub struct State {
     pub log: Vec<Req>,
     /// The host the comments' `Link` URLs name (default: the one asked).
     pub link_host: Option<String>,
-    /// The `html_url` every comment answer carries (default: GitHub's form).
+    /// The `html_url` every comment answer carries (default: GitHub's form);
+    /// when set, answers are logged as scripted (`fault`), checked as requests only.
     pub html_url: Option<String>,
     /// Every exchange, for scripts/github-openapi/check.mjs: method, path
     /// with query, request body, status, answer body, and `fault` where the
@@ -442,11 +443,13 @@ fn handle(stream: TcpStream, state: &Arc<Mutex<State>>) -> std::io::Result<()> {
 /// Keeps one exchange for [`Fake::exchanges_jsonl`], and appends it to
 /// [`State::exchange_log`] when one is set.
 fn record(state: &Arc<Mutex<State>>, method: &str, path: &str, body: &str, status: u16, answer: &str, fault: bool) {
+    let mut s = state.lock().unwrap();
+    // A test-set `html_url` is a hostile answer on purpose, no GitHub's.
+    let fault = fault || s.html_url.is_some();
     let x = json!({
         "method": method, "path": path, "request_body": body,
         "status": status, "response_body": answer, "fault": fault,
     });
-    let mut s = state.lock().unwrap();
     if let Some(file) = &s.exchange_log {
         // One write per line on a file opened for appending: the fakes of
         // tests running in parallel do not interleave within a line.
@@ -458,6 +461,52 @@ fn record(state: &Arc<Mutex<State>>, method: &str, path: &str, body: &str, statu
             .and_then(|mut f| f.write_all(line.as_bytes()));
     }
     s.exchanges.push(x);
+}
+
+/// A webhook payload as GitHub puts it in GITHUB_EVENT_PATH for `hook`
+/// (`pull-request-opened`, `pull-request-synchronize`, `pull-request-labeled`,
+/// `push`, `workflow-run-completed`, `merge-group-checks-requested`): the
+/// smallest payload GitHub's webhooks description accepts (events.json,
+/// written by scripts/github-openapi/events.mjs) with `overlay` merged in,
+/// objects field by field, anything else replaced. With
+/// `GATE_FAKE_GITHUB_LOG` set, the payload is also appended to that file
+/// with `.events` added, for check.mjs (`.ci/run` checks them).
+pub fn event(hook: &str, overlay: Value) -> Value {
+    static EVENTS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    let mut payload = EVENTS
+        .get_or_init(|| serde_json::from_str(include_str!("events.json")).expect("events.json is JSON"))
+        .get(hook)
+        .cloned()
+        .unwrap_or_else(|| panic!("no webhook {hook} in events.json"));
+    merge(&mut payload, overlay);
+    if let Some(log) = std::env::var_os("GATE_FAKE_GITHUB_LOG") {
+        let mut file = std::path::PathBuf::from(log).into_os_string();
+        file.push(".events");
+        let line = format!("{}\n", json!({ "hook": hook, "payload": payload }));
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+    }
+    payload
+}
+
+/// `overlay` into `base`: objects field by field, anything else replaced.
+fn merge(base: &mut Value, overlay: Value) {
+    match (base, overlay) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
 }
 
 /// GitHub's `Link` header for a page of a pull request's comments: absolute
