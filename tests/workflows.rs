@@ -932,31 +932,10 @@ fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
 /// name is deleted before the new one is uploaded).
 #[test]
 fn every_upload_replaces_an_earlier_attempts_artifact() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
-        .unwrap()
-        .remove(0);
-    let mut all: Vec<(String, Yaml)> = action["runs"]["steps"]
-        .as_vec()
-        .unwrap()
-        .iter()
-        .map(|s| ("action.yml".to_string(), s.clone()))
-        .collect();
-    for w in workflows() {
-        for (name, job) in jobs(&w) {
-            all.extend(
-                steps(job)
-                    .into_iter()
-                    .map(|s| (format!("{}: job `{name}`", w.file), s.clone())),
-            );
-        }
-    }
+    let all = every_step();
     let mut uploads = 0;
-    for (at, step) in all {
-        if !step["uses"]
-            .as_str()
-            .is_some_and(|u| u.starts_with("actions/upload-artifact@"))
-        {
+    for (at, step, _) in all {
+        if action_of(&step) != Some("actions/upload-artifact") {
             continue;
         }
         uploads += 1;
@@ -1856,4 +1835,276 @@ fn the_action_verifies_a_release_s_provenance_where_gh_is_present() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("no token for gh"), "{out}");
     assert!(!t.path().join("gh.log").exists());
+}
+
+// What gate relies on in each pinned action (docs/release.md, "What gate
+// relies on in each pinned action"): the inputs its steps must set.
+
+/// Every step of `action.yml` and of every workflow, with where it is
+/// (`file: job` or `action.yml`) and the permissions its job holds (none
+/// for the action's own steps: those are the caller's job's).
+fn every_step() -> Vec<(String, Yaml, Option<Yaml>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
+        .unwrap()
+        .remove(0);
+    let mut all: Vec<(String, Yaml, Option<Yaml>)> = action["runs"]["steps"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|s| ("action.yml".to_string(), s.clone(), None))
+        .collect();
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            let perms = if job["permissions"].is_badvalue() {
+                w.doc["permissions"].clone()
+            } else {
+                job["permissions"].clone()
+            };
+            for s in steps(job) {
+                all.push((format!("{}: job `{name}`", w.file), s.clone(), Some(perms.clone())));
+            }
+        }
+    }
+    all
+}
+
+/// A `with:` value as written: a string, or a YAML integer or boolean as text.
+fn with_text(v: &Yaml) -> Option<String> {
+    match v {
+        Yaml::String(s) => Some(s.clone()),
+        Yaml::Integer(i) => Some(i.to_string()),
+        Yaml::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// A value in `action.yml`'s steps with `${{ inputs.NAME }}` replaced by
+/// that input's default (what a caller that does not set it gets).
+fn action_default(value: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
+        .unwrap()
+        .remove(0);
+    let mut v = value.to_string();
+    for (k, input) in action["inputs"].as_hash().unwrap() {
+        let Some(default) = with_text(&input["default"]) else {
+            continue;
+        };
+        v = v.replace(&format!("${{{{ inputs.{} }}}}", k.as_str().unwrap()), &default);
+    }
+    v
+}
+
+/// What is wrong with one upload-artifact step's `retention-days`: unset
+/// (the repository's default: up to 90 days on a public repository, 400 on
+/// a private one), not a whole number, or outside 1–90. upload-artifact
+/// v6.0.0's action.yml: "Minimum 1 day. Maximum 90 days unless changed from
+/// the repository settings page"; its README: "between 1 and 90 inclusive".
+fn retention_problem(at: &str, step: &Yaml) -> Option<String> {
+    let name = step["with"]["name"].as_str().unwrap_or("?");
+    let Some(raw) = with_text(&step["with"]["retention-days"]) else {
+        return Some(format!(
+            "{at}: the upload of `{name}` sets no `retention-days` (the repository's default applies)"
+        ));
+    };
+    let days = if at == "action.yml" {
+        action_default(&raw)
+    } else {
+        raw.clone()
+    };
+    match days.trim().parse::<u32>() {
+        Ok(d) if (1..=90).contains(&d) => None,
+        _ => Some(format!(
+            "{at}: the upload of `{name}` keeps it `{raw}` days; upload-artifact takes 1 to 90"
+        )),
+    }
+}
+
+/// What is wrong with one upload-artifact step's `path`: a hidden file or
+/// folder (a component starting with `.`), which upload-artifact v6 leaves
+/// out unless `include-hidden-files: true` (its action.yml: default
+/// `false`; src/shared/search.ts: `excludeHiddenFiles: !includeHiddenFiles`).
+/// gate sets that nowhere, so nothing it uploads may live there.
+fn hidden_upload_problem(at: &str, step: &Yaml) -> Option<String> {
+    let raw = step["with"]["path"].as_str()?;
+    let paths = if at == "action.yml" {
+        action_default(raw)
+    } else {
+        raw.to_string()
+    };
+    if step["with"]["include-hidden-files"].as_bool() == Some(true) {
+        return Some(format!("{at}: an upload sets `include-hidden-files: true`"));
+    }
+    paths
+        .lines()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .find(|p| {
+            p.trim_start_matches('!')
+                .split('/')
+                .any(|c| c.starts_with('.') && c != "." && c != "..")
+        })
+        .map(|p| format!("{at}: uploads `{p}`, a hidden path upload-artifact leaves out"))
+}
+
+#[test]
+fn every_upload_is_kept_within_githubs_retention_bounds_and_uploads_no_hidden_file() {
+    let mut problems = Vec::new();
+    let mut uploads = 0;
+    for (at, step, _) in every_step() {
+        if action_of(&step) != Some("actions/upload-artifact") {
+            continue;
+        }
+        uploads += 1;
+        problems.extend(retention_problem(&at, &step));
+        problems.extend(hidden_upload_problem(&at, &step));
+    }
+    assert!(uploads >= 10, "only {uploads} uploads found: the scan is broken");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // A caller of the action that sets `retention-days` stays within them too.
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            for s in steps(job) {
+                if !uses_gate_action(s) {
+                    continue;
+                }
+                if let Some(d) = with_text(&s["with"]["retention-days"]) {
+                    assert!(
+                        d.parse::<u32>().is_ok_and(|d| (1..=90).contains(&d)),
+                        "{}: job `{name}` passes the action `retention-days: {d}`",
+                        w.file
+                    );
+                }
+            }
+        }
+    }
+
+    // The lint catches each shape.
+    let step = |with: &str| {
+        YamlLoader::load_from_str(&format!("uses: actions/upload-artifact@v6\nwith: {with}\n"))
+            .unwrap()
+            .remove(0)
+    };
+    assert!(retention_problem("w.yml", &step("{name: a, path: out/}")).is_some());
+    assert!(retention_problem("w.yml", &step("{name: a, path: out/, retention-days: 0}")).is_some());
+    assert!(retention_problem("w.yml", &step("{name: a, path: out/, retention-days: 91}")).is_some());
+    assert!(retention_problem("w.yml", &step("{name: a, path: out/, retention-days: 90}")).is_none());
+    assert!(retention_problem(
+        "action.yml",
+        &step("{name: a, path: out/, retention-days: '${{ inputs.retention-days }}'}")
+    )
+    .is_none());
+    assert!(hidden_upload_problem("w.yml", &step("{name: a, path: out/}")).is_none());
+    assert!(hidden_upload_problem("w.yml", &step("{name: a, path: .gate/out/}")).is_some());
+    assert!(hidden_upload_problem("w.yml", &step("{name: a, path: \"out/\\nx/.report.json\\n\"}")).is_some());
+    assert!(hidden_upload_problem("w.yml", &step("{name: a, path: ./out/}")).is_none());
+    assert!(hidden_upload_problem("w.yml", &step("{name: a, path: out/, include-hidden-files: true}")).is_some());
+}
+
+/// Whether a `permissions:` value lets the job's token read Actions data
+/// (artifacts of another run): `actions: read` or `write`, `read-all` or
+/// `write-all`. Unset scopes are `none` once any scope is set.
+fn reads_actions(p: &Yaml) -> bool {
+    match p {
+        Yaml::String(s) => s == "read-all" || s == "write-all",
+        _ => granted(p)
+            .iter()
+            .any(|(s, l)| s == "actions" && (l == "read" || l == "write")),
+    }
+}
+
+/// What is wrong with one download-artifact step that reads another run
+/// (`run-id`): download-artifact v7.0.0's action.yml says `github-token` "is
+/// required when downloading artifacts from a different repository or from
+/// a different workflow run" (src/download-artifact.ts looks only in the
+/// current run without it: `options.findBy` is set only `if (inputs.token)`),
+/// and its README asks for a token "with actions:read permissions"; the
+/// job's `permissions` must grant it (unset scopes are `none`).
+fn cross_run_problem(at: &str, step: &Yaml, perms: Option<&Yaml>) -> Option<String> {
+    step["with"]["run-id"].as_str()?;
+    if step["with"]["github-token"].as_str().is_none_or(str::is_empty) {
+        return Some(format!(
+            "{at}: a download with `run-id` has no `github-token`: it reads this run instead"
+        ));
+    }
+    match perms {
+        Some(p) if !reads_actions(p) => Some(format!(
+            "{at}: a download from another run, but the job does not grant `actions: read`"
+        )),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_download_from_another_run_carries_a_token_that_reads_actions() {
+    let mut problems = Vec::new();
+    let mut cross = 0;
+    for (at, step, perms) in every_step() {
+        if action_of(&step) != Some("actions/download-artifact") {
+            continue;
+        }
+        if !step["with"]["run-id"].is_badvalue() {
+            cross += 1;
+        }
+        problems.extend(cross_run_problem(&at, &step, perms.as_ref()));
+    }
+    // gate-comment.yml's own and the action's `comment` step.
+    assert!(cross >= 2, "only {cross} cross-run downloads found: the scan is broken");
+
+    // The action downloads with the caller's token: every job that runs it
+    // with `command: comment` (gate init's template included) grants
+    // `actions: read`.
+    let mut docs: Vec<(String, Yaml)> = workflows()
+        .into_iter()
+        .map(|w| (format!(".github/workflows/{}", w.file), w.doc))
+        .collect();
+    docs.push((
+        "src/cli/templates/gate-comment.yml".into(),
+        template("gate-comment.yml"),
+    ));
+    let mut comment_jobs = 0;
+    for (file, doc) in &docs {
+        for (name, job) in doc["jobs"].as_hash().into_iter().flatten() {
+            let runs_comment = steps(job)
+                .iter()
+                .any(|s| uses_gate_action(s) && s["with"]["command"].as_str() == Some("comment"));
+            if !runs_comment {
+                continue;
+            }
+            comment_jobs += 1;
+            let p = if job["permissions"].is_badvalue() {
+                &doc["permissions"]
+            } else {
+                &job["permissions"]
+            };
+            if !reads_actions(p) {
+                problems.push(format!(
+                    "{file}: job `{}` runs the action's comment (a download from another run) without `actions: read`",
+                    name.as_str().unwrap_or("?")
+                ));
+            }
+        }
+    }
+    assert!(comment_jobs >= 1, "gate init's comment job is found");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // The lint catches a missing token and a missing permission.
+    let step = |with: &str| {
+        YamlLoader::load_from_str(&format!("uses: actions/download-artifact@v7\nwith: {with}\n"))
+            .unwrap()
+            .remove(0)
+    };
+    let read = YamlLoader::load_from_str("{contents: read, actions: read}")
+        .unwrap()
+        .remove(0);
+    let none = YamlLoader::load_from_str("{contents: read, pull-requests: write}")
+        .unwrap()
+        .remove(0);
+    let run = "{run-id: '${{ github.event.workflow_run.id }}', pattern: gate-*";
+    assert!(cross_run_problem("w.yml", &step(&format!("{run}}}")), Some(&read)).is_some());
+    assert!(cross_run_problem("w.yml", &step(&format!("{run}, github-token: t}}")), Some(&none)).is_some());
+    assert!(cross_run_problem("w.yml", &step(&format!("{run}, github-token: t}}")), Some(&read)).is_none());
+    assert!(cross_run_problem("w.yml", &step("{name: dist}"), Some(&none)).is_none());
 }
