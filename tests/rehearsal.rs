@@ -182,13 +182,26 @@ impl Job {
     }
 }
 
-/// What upload-artifact (of a folder) then download-artifact with `name:`
-/// do: the folder's files land straight in `to`, the step's `path`.
+/// What upload-artifact@v6 (of a folder) then download-artifact@v7 with
+/// `name:` do: the folder's files, subfolders included, land straight in
+/// `to`, the step's `path`, except hidden ones (a name starting with `.`, or
+/// inside such a folder: upload-artifact's `include-hidden-files` defaults to
+/// `false`, src/shared/search.ts `excludeHiddenFiles`), and every file comes
+/// back `644` (both READMEs, "Permission Loss"). So nothing gate reads from
+/// an artifact may be a dot file or rely on its mode.
 fn download_named(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
-        if e.path().is_file() {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        if e.file_name().to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if src.is_dir() {
+            download_named(&src, &dst);
+        } else if src.is_file() {
+            std::fs::copy(&src, &dst).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o644)).unwrap();
         }
     }
 }
