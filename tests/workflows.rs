@@ -2108,3 +2108,83 @@ fn every_download_from_another_run_carries_a_token_that_reads_actions() {
     assert!(cross_run_problem("w.yml", &step(&format!("{run}, github-token: t}}")), Some(&read)).is_none());
     assert!(cross_run_problem("w.yml", &step("{name: dist}"), Some(&none)).is_none());
 }
+
+/// What is wrong in one job: a file of a downloaded artifact run as a
+/// command (`PATH/...` first on a line or after `&&`, `||`, `;`, `|`)
+/// with no `chmod` of it on an earlier line. upload-artifact and
+/// download-artifact keep no modes: every file comes back `644` (both
+/// READMEs at the pinned commits, "Permission Loss").
+fn mode_problems(at: &str, job: &Yaml) -> Vec<String> {
+    let st = steps(job);
+    let mut problems = Vec::new();
+    for (i, s) in st.iter().enumerate() {
+        if action_of(s) != Some("actions/download-artifact") {
+            continue;
+        }
+        let Some(path) = s["with"]["path"].as_str().filter(|p| !p.contains("${{")) else {
+            continue;
+        };
+        let dir = format!("{}/", path.trim_end_matches('/'));
+        let mut before: Vec<&str> = Vec::new();
+        for later in &st[i + 1..] {
+            for line in later["run"].as_str().unwrap_or("").lines() {
+                let runs = line
+                    .split(['&', '|', ';'])
+                    .filter_map(|part| {
+                        part.split_whitespace()
+                            .find(|w| !w.contains('='))
+                            .map(|w| w.trim_start_matches("./").trim_matches('"'))
+                    })
+                    .any(|cmd| cmd.starts_with(&dir));
+                let made_executable = before
+                    .iter()
+                    .any(|l| (l.contains("chmod") || l.contains("install -m")) && l.contains(&dir));
+                if runs && !made_executable {
+                    problems.push(format!(
+                        "{at}: runs `{}` from the artifact downloaded to `{path}` with no `chmod +x` first (artifacts come back 644)",
+                        line.trim()
+                    ));
+                }
+                before.push(line);
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn a_downloaded_file_is_made_executable_before_it_runs() {
+    let mut problems = Vec::new();
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            problems.extend(mode_problems(&format!("{}: job `{name}`", w.file), job));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // The lint catches a binary run straight from the download, and passes
+    // one made executable first, or only handed on as an argument.
+    let job = |script: &str| {
+        YamlLoader::load_from_str(&format!(
+            "steps:\n  - uses: actions/download-artifact@v7\n    with: {{name: gate-bin, path: bin}}\n  - run: |\n{}",
+            script.lines().map(|l| format!("      {l}\n")).collect::<String>()
+        ))
+        .unwrap()
+        .remove(0)
+    };
+    assert_eq!(mode_problems("w", &job("bin/gate check")).len(), 1);
+    assert_eq!(mode_problems("w", &job("X=1 ./bin/gate check")).len(), 1);
+    assert_eq!(mode_problems("w", &job("echo ok && bin/gate check")).len(), 1);
+    assert!(mode_problems("w", &job("chmod +x bin/gate\nbin/gate check")).is_empty());
+    assert!(mode_problems("w", &job("scripts/package.sh v1 bin/gate dist")).is_empty());
+    // gate-main.yml's gpu-publish runs the CPU job's gate: without its chmod the lint fires.
+    let main = workflows().into_iter().find(|w| w.file == "gate-main.yml").unwrap();
+    assert!(
+        main.text.contains("chmod +x bin/gate\n"),
+        "gpu-publish makes bin/gate executable"
+    );
+    let doc = YamlLoader::load_from_str(&main.text.replace("chmod +x bin/gate\n", ""))
+        .unwrap()
+        .remove(0);
+    assert_eq!(mode_problems("gate-main.yml", &doc["jobs"]["gpu-publish"]).len(), 1);
+}
