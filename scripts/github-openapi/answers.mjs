@@ -30,6 +30,7 @@ const answers = {
   "git-ref": ex("git-ref"),
   "git-tree": ex("git-tree"),
   "git-commit": ex("git-commit"),
+  "check-run": ex("check-run-example-of-completed-conclusion"),
 };
 const file = process.argv[2];
 if (!file) {

@@ -916,6 +916,27 @@ impl Fake {
     }
 }
 
+/// A check run as GitHub answers it (its description's example), with
+/// what the fake models: id, name, head sha, status, conclusion, title,
+/// summary and the annotations' count.
+fn check_run_answer(run: &Value) -> Value {
+    let id = run["id"].as_u64().unwrap_or(0);
+    let mut v = answer("check-run");
+    v["id"] = json!(id);
+    v["name"] = run["name"].clone();
+    v["head_sha"] = run["head_sha"].clone();
+    v["status"] = json!(run["status"].as_str().unwrap_or("completed"));
+    v["conclusion"] = run["conclusion"].clone();
+    v["url"] = json!(format!("https://api.github.com/repos/{REPO}/check-runs/{id}"));
+    v["html_url"] = json!(format!("https://github.com/{REPO}/runs/{id}"));
+    v["output"]["title"] = run["output"]["title"].clone();
+    v["output"]["summary"] = run["output"]["summary"].clone();
+    v["output"]["text"] = Value::Null;
+    let count = run["output"]["annotations"].as_array().map_or(0, Vec::len);
+    v["output"]["annotations_count"] = json!(count);
+    v
+}
+
 /// docs.github.com, "Create a check run" / "Update a check run": `name`
 /// and `head_sha` required; `conclusion` one of the API's words; `output`
 /// needs `title` and `summary` (at most 65,535 characters); at most 50
@@ -968,12 +989,8 @@ fn check_runs_route(method: &str, segs: &[&str], input: &Value, s: &mut State) -
             let id = 7000 + s.check_runs.len() as u64;
             let mut run = input.clone();
             run["id"] = json!(id);
-            s.check_runs.push(run);
-            (
-                201,
-                json!({ "id": id, "head_sha": sha, "status": "completed", "conclusion": conclusion,
-                        "html_url": format!("https://github.com/{REPO}/runs/{id}") }),
-            )
+            s.check_runs.push(run.clone());
+            (201, check_run_answer(&run))
         }
         (_, [_, id]) => {
             let id: u64 = id.parse().unwrap_or(0);
@@ -984,7 +1001,7 @@ fn check_runs_route(method: &str, segs: &[&str], input: &Value, s: &mut State) -
             if let Some(list) = run["output"]["annotations"].as_array_mut() {
                 list.extend(more);
             }
-            (200, json!({ "id": id, "status": "completed" }))
+            (200, check_run_answer(run))
         }
         _ => (404, json!({"message": "Not Found"})),
     }
