@@ -265,6 +265,48 @@ fn every_exchange_of_gate_with_the_fake_is_one_github_documents() {
         "exchanges GitHub's description does not allow:\n{}",
         output_text(&o)
     );
+    // Where GitHub's real answers were recorded (npm @octokit/fixtures),
+    // the fake's have every field those have.
+    let Some(o) = check_as("fixtures", "scenario-fixtures", &fake.exchanges_jsonl()) else {
+        return;
+    };
+    let text = output_text(&o);
+    assert!(
+        o.status.success(),
+        "answers lacking what GitHub really answered:\n{text}"
+    );
+    for route in [
+        "PUT /repos/{owner}/{repo}/contents/{path} 201",
+        "POST /repos/{owner}/{repo}/git/refs 201",
+        "GET /repos/{owner}/{repo}/contents/{path} 200 list",
+    ] {
+        assert!(
+            text.contains(route),
+            "{route} was not compared with a recorded answer:\n{text}"
+        );
+    }
+}
+
+/// An answer that lacks a field GitHub's recorded answer has is reported,
+/// with the recording it differs from.
+#[test]
+fn an_answer_poorer_than_githubs_recorded_one_is_reported() {
+    let put = json!({ "content": { "name": "a.json", "path": "reports/a.json", "sha": "95b966ae1c166bd92f8ae7d1c313e738c731dfc3" },
+                      "commit": { "sha": "7638417db6d59f3c431d3e1f261cc637155684cd" } });
+    let log = format!(
+        "{}\n",
+        json!({ "method": "PUT", "path": "/repos/octo/repo/contents/reports/a.json", "request_body": "",
+                "status": 201, "response_body": put.to_string(), "fault": false })
+    );
+    let Some(o) = check_as("fixtures", "poorer", &log) else {
+        return;
+    };
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("lacks") && text.contains("content.html_url") && text.contains("@octokit/fixtures create-file"),
+        "{text}"
+    );
 }
 
 /// The checker reports a request GitHub does not document, a query

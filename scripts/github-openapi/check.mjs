@@ -27,7 +27,7 @@
 // Exit 0: all pass. Exit 1: each problem printed on stdout, one a line.
 // Exit 2: bad usage or an unreadable file. A count goes to stderr.
 
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename } from "node:path";
 
@@ -140,6 +140,7 @@ function restChecker() {
     return v;
   };
 
+  restChecker.match = match;
   return function check(x) {
     const problems = [];
     const say = (m) => problems.push(`${x.method} ${x.path} -> ${x.status}: ${m}`);
@@ -228,6 +229,104 @@ function restChecker() {
   };
 }
 
+// -------------------------------------------------------------- fixtures
+
+// Key paths of a JSON value: `commit.author.name`, an array's items as
+// `parents[]` (its first item standing for all).
+function keyPaths(v, prefix = "", out = new Set()) {
+  if (Array.isArray(v)) {
+    if (v.length) keyPaths(v[0], `${prefix}[]`, out);
+  } else if (v && typeof v === "object") {
+    for (const [k, x] of Object.entries(v)) {
+      const p = prefix ? `${prefix}.${k}` : k;
+      out.add(p);
+      keyPaths(x, p, out);
+    }
+  }
+  return out;
+}
+
+// Answers GitHub really gave, recorded by npm @octokit/fixtures (pinned):
+// for every route the fake serves that a recording covers, the fake's
+// answer must have every field the recorded one has and GitHub's current
+// description still lists (a field GitHub has dropped since the recording
+// is left out: the description's own example for the route lacks it).
+function fixturesChecker() {
+  const base = require.resolve("@octokit/fixtures/package.json").replace(/package\.json$/, "");
+  const dir = `${base}scenarios/api.github.com`;
+  const match = restChecker.match;
+  const recorded = new Map();
+  for (const scenario of readdirSync(dir)) {
+    let entries;
+    try {
+      entries = JSON.parse(readFileSync(`${dir}/${scenario}/normalized-fixture.json`, "utf8"));
+    } catch {
+      continue;
+    }
+    for (const e of entries) {
+      if (!e.response || typeof e.response !== "object" || e.status >= 300) continue;
+      const method = e.method.toUpperCase();
+      const path = e.path.split("?")[0].replace(/^\/repositories\/\d+\//, "/repos/owner/repo/");
+      const m = match(method, path);
+      if (!m) continue;
+      // One route may answer a file (an object) or a folder (a list):
+      // each is compared with an answer of its own kind.
+      const key = `${method} ${m.route.template} ${e.status} ${Array.isArray(e.response) ? "list" : "object"}`;
+      if (!recorded.has(key)) recorded.set(key, { scenario, response: e.response });
+    }
+  }
+  const examples = examplePaths();
+  const compared = new Set();
+  const check = (x) => {
+    if (x.fault) return [];
+    const path = x.path.split("?")[0].replace(/^\/repositories\/\d+\//, "/repos/owner/repo/");
+    const m = match(x.method, path);
+    if (!m) return [];
+    let body;
+    try {
+      body = JSON.parse(x.response_body);
+    } catch {
+      return [];
+    }
+    const key = `${x.method} ${m.route.template} ${x.status} ${Array.isArray(body) ? "list" : "object"}`;
+    const rec = recorded.get(key);
+    if (!rec) return [];
+    compared.add(key);
+    const have = keyPaths(body);
+    const current = examples(m.route);
+    const missing = [...keyPaths(rec.response)].filter((k) => !have.has(k) && (!current || current.has(k)));
+    return missing.length
+      ? [`${key}: the fake's answer lacks ${missing.join(", ")}, which GitHub's recorded answer has (@octokit/fixtures ${rec.scenario})`]
+      : [];
+  };
+  check.compared = compared;
+  check.recorded = recorded;
+  return check;
+}
+
+// The key paths of the description's own example answers for a route
+// (every example of its 2xx JSON answers), or null when it has none.
+function examplePaths() {
+  const doc = require("@octokit/openapi/generated/api.github.com.json");
+  const resolve = (p) => (p && p.$ref ? p.$ref.split("/").slice(1).reduce((o, k) => o[k], doc) : p);
+  return (route) => {
+    const out = new Set();
+    let any = false;
+    for (const [status, r] of Object.entries(route.op.responses || {})) {
+      if (!status.startsWith("2")) continue;
+      const json = resolve(r).content && resolve(r).content["application/json"];
+      for (const ex of Object.values((json && json.examples) || {})) {
+        const v = resolve(ex).value;
+        if (v !== undefined) {
+          any = true;
+          keyPaths(v, "", out);
+        }
+      }
+    }
+    return any ? out : null;
+  };
+}
+
 // ---------------------------------------------------------------- events
 
 function eventChecker() {
@@ -288,6 +387,25 @@ if (mode === "exchanges" && args.length === 1) {
       seen.add(p);
     }
   }
+} else if (mode === "fixtures" && args.length === 1) {
+  let text;
+  try {
+    text = readFileSync(args[0], "utf8");
+  } catch (e) {
+    die(`${args[0]}: cannot read: ${e.message}`);
+  }
+  restChecker(); // builds the route matcher
+  const check = fixturesChecker();
+  const seen = new Set();
+  for (const line of text.split("\n")) {
+    if (!line.trim()) continue;
+    count++;
+    for (const p of check(JSON.parse(line))) {
+      if (!seen.has(p)) problems.push(p);
+      seen.add(p);
+    }
+  }
+  console.error(`compared with GitHub's recorded answers: ${[...check.compared].sort().join("; ") || "none"}`);
 } else if (mode === "event-log" && args.length === 1) {
   // Lines of {"hook": "pull-request-opened", "payload": {...}}, as
   // tests/github_fake's `event` appends them.
@@ -315,7 +433,7 @@ if (mode === "exchanges" && args.length === 1) {
     problems.push(...check(f));
   }
 } else {
-  die("usage: check.mjs exchanges LOG.jsonl | check.mjs events FILE.json... | check.mjs event-log LOG.jsonl");
+  die("usage: check.mjs exchanges LOG.jsonl | check.mjs fixtures LOG.jsonl | check.mjs events FILE.json... | check.mjs event-log LOG.jsonl");
 }
 for (const p of problems) console.log(p);
 console.error(`${count} ${mode} checked, ${problems.length} problem(s)`);
