@@ -195,8 +195,11 @@ fn grown_block() -> (Report, Report) {
             b["retained_bytes"] = json!(500_000_000);
         }
     }
-    let base = report(base);
-    let mut cur = report(cur);
+    compared(report(cur), report(base))
+}
+
+/// `cur` with its blocks compared with `base`'s, as `gate check` compares them.
+fn compared(mut cur: Report, base: Report) -> (Report, Report) {
     let testbed = cur.testbed.clone();
     let outcome = gate::__private::report::baseline::Outcome::Found {
         report: Box::new(base.clone()),
@@ -256,14 +259,7 @@ fn a_peak_that_grew_by_working_memory_names_that_block() {
     for b in cur["components"]["mlp"]["blocks"].as_array_mut().unwrap() {
         b["peak_bytes"] = json!(1_500_000);
     }
-    let base = report(base);
-    let mut cur = report(cur);
-    let testbed = cur.testbed.clone();
-    let outcome = gate::__private::report::baseline::Outcome::Found {
-        report: Box::new(base.clone()),
-        source: "commit 0000000000000000000000000000000000000000".into(),
-    };
-    gate::__private::report::compare_blocks(&mut cur.components, &outcome, &testbed);
+    let (cur, base) = compared(report(cur), report(base));
     let md = markdown::render(&cur, Some(&base), markdown::COMMENT_LIMIT);
     let next = md.lines().find(|l| l.starts_with("**Next step:**")).unwrap_or_default();
     insta::assert_snapshot!(next);

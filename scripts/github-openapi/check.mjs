@@ -370,14 +370,15 @@ function eventChecker() {
 const [mode, ...args] = process.argv.slice(2);
 let problems = [];
 let count = 0;
-if (mode === "exchanges" && args.length === 1) {
+
+// Runs `check` on each JSON line of `file`, each problem kept once, in order.
+function eachLine(file, check) {
   let text;
   try {
-    text = readFileSync(args[0], "utf8");
+    text = readFileSync(file, "utf8");
   } catch (e) {
-    die(`${args[0]}: cannot read: ${e.message}`);
+    die(`${file}: cannot read: ${e.message}`);
   }
-  const check = restChecker();
   const seen = new Set();
   for (const line of text.split("\n")) {
     if (!line.trim()) continue;
@@ -387,45 +388,20 @@ if (mode === "exchanges" && args.length === 1) {
       seen.add(p);
     }
   }
+}
+
+if (mode === "exchanges" && args.length === 1) {
+  eachLine(args[0], restChecker());
 } else if (mode === "fixtures" && args.length === 1) {
-  let text;
-  try {
-    text = readFileSync(args[0], "utf8");
-  } catch (e) {
-    die(`${args[0]}: cannot read: ${e.message}`);
-  }
   restChecker(); // builds the route matcher
   const check = fixturesChecker();
-  const seen = new Set();
-  for (const line of text.split("\n")) {
-    if (!line.trim()) continue;
-    count++;
-    for (const p of check(JSON.parse(line))) {
-      if (!seen.has(p)) problems.push(p);
-      seen.add(p);
-    }
-  }
+  eachLine(args[0], check);
   console.error(`compared with GitHub's recorded answers: ${[...check.compared].sort().join("; ") || "none"}`);
 } else if (mode === "event-log" && args.length === 1) {
   // Lines of {"hook": "pull-request-opened", "payload": {...}}, as
   // tests/github_fake's `event` appends them.
-  let text;
-  try {
-    text = readFileSync(args[0], "utf8");
-  } catch (e) {
-    die(`${args[0]}: cannot read: ${e.message}`);
-  }
   const check = eventChecker();
-  const seen = new Set();
-  for (const line of text.split("\n")) {
-    if (!line.trim()) continue;
-    count++;
-    const { hook, payload } = JSON.parse(line);
-    for (const p of check(payload, hook)) {
-      if (!seen.has(p)) problems.push(p);
-      seen.add(p);
-    }
-  }
+  eachLine(args[0], ({ hook, payload }) => check(payload, hook));
 } else if (mode === "events" && args.length > 0) {
   const check = eventChecker();
   for (const f of args) {
