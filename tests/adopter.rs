@@ -413,8 +413,9 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     let harness = std::fs::read_to_string(dir.join("src/bin/gate-harness.rs")).unwrap();
     assert!(harness.contains("gate::main!("), "{harness}");
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    // The slim harness, on candle 0.11 when the crate names no candle yet.
-    let from_tag = r#"gate = { git = "https://github.com/acme/gate", tag = "v0.1.0", default-features = false, features = ["candle-0-11"] }"#;
+    // The slim harness, on candle 0.11 when the crate names no candle yet,
+    // with the built-ins its starter spec's `mlp` needs.
+    let from_tag = r#"gate = { git = "https://github.com/acme/gate", tag = "v0.1.0", default-features = false, features = ["candle-0-11", "builtins"] }"#;
     assert!(manifest.contains(from_tag), "{manifest}");
     assert!(manifest.contains(r#"cuda = ["gate/cuda"]"#), "{manifest}");
     let budgets = std::fs::read_to_string(dir.join("budgets.yaml")).unwrap();

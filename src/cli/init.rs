@@ -194,12 +194,18 @@ fn with_harness_deps(
                 t.insert("path", p.to_string_lossy().as_ref().into());
             }
         }
-        // The slim harness (no command line, renderers, GitHub or
-        // built-in models: a quarter of the cold build), on the crate's
-        // candle, 0.11 when it names none yet.
+        // The slim harness (no command line, renderers or GitHub: a
+        // fraction of the cold build), on the crate's candle, 0.11 when it
+        // names none yet. On 0.11 with the built-in models too, so that
+        // the starter spec's `mlp` runs before the crate has a workload
+        // (the built-ins are written against 0.11 only).
         t.insert("default-features", false.into());
         let mut a = Array::new();
-        a.push(candle.unwrap_or("candle-0-11"));
+        let candle = candle.unwrap_or("candle-0-11");
+        a.push(candle);
+        if candle == "candle-0-11" {
+            a.push("builtins");
+        }
         t.insert("features", a.into());
         let line = t.to_string();
         deps.insert("gate", value(t));
