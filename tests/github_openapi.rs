@@ -38,49 +38,10 @@ fn root() -> PathBuf {
 /// target/github-openapi-node with the checker, or why it cannot be had.
 fn tool() -> Result<&'static Path, &'static str> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(install)
+    DIR.get_or_init(|| common::node_tool("github-openapi", "the check against GitHub's OpenAPI description"))
         .as_ref()
         .map(PathBuf::as_path)
         .map_err(String::as_str)
-}
-
-fn install() -> Result<PathBuf, String> {
-    let src = root().join("scripts/github-openapi");
-    let dir = root().join("target/github-openapi-node");
-    for program in ["node", "npm"] {
-        let ok = Command::new(program)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            return Err(format!(
-                "`{program}` was not found; the check against GitHub's OpenAPI description runs on Node.js 20+"
-            ));
-        }
-    }
-    let lock = std::fs::read(src.join("package-lock.json")).map_err(|e| e.to_string())?;
-    let installed = std::fs::read(dir.join("package-lock.json")).ok();
-    if installed.as_deref() != Some(&lock[..]) || !dir.join("node_modules/.package-lock.json").exists() {
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        std::fs::copy(src.join("package.json"), dir.join("package.json")).map_err(|e| e.to_string())?;
-        std::fs::write(dir.join("package-lock.json"), &lock).map_err(|e| e.to_string())?;
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            // Without the lock file the next run installs again.
-            let _ = std::fs::remove_file(dir.join("package-lock.json"));
-            return Err(format!(
-                "`npm ci --prefix target/github-openapi-node` failed (no npm registry?): {}",
-                String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or_default()
-            ));
-        }
-    }
-    // Copied on every run, so an edit to the script is what runs.
-    std::fs::copy(src.join("check.mjs"), dir.join("check.mjs")).map_err(|e| e.to_string())?;
-    Ok(dir)
 }
 
 /// Runs the checker on the fake's exchanges; `None` when it cannot run.

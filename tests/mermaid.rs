@@ -36,68 +36,9 @@ fn comment(report: &Report, baseline: Option<&Report>) -> String {
 /// not install the pinned packages), the tests' skip reason.
 fn tool() -> Result<&'static Path, String> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(install).as_deref().map_err(Clone::clone)
-}
-
-fn install() -> Result<PathBuf, String> {
-    let src = root().join("scripts/mermaid");
-    let dir = root().join("target/mermaid-node");
-    for (program, what) in [("node", "--version"), ("npm", "--version")] {
-        let ok = Command::new(program)
-            .arg(what)
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            return Err(format!(
-                "`{program}` was not found: the comment's Mermaid charts are parsed with Mermaid itself, \
-                 which runs on Node.js\nhint: install Node.js 20 or newer with npm (Debian: apt-get install nodejs npm)"
-            ));
-        }
-    }
-    // jsdom and playwright-core need Node 20.
-    let version = Command::new("node").arg("--version").output().unwrap().stdout;
-    let version = String::from_utf8_lossy(&version).trim().to_string();
-    let major: u32 = version
-        .trim_start_matches('v')
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    if major < 20 {
-        return Err(format!(
-            "node {version} is too old for scripts/mermaid (jsdom 27 needs Node 20)\nhint: install Node.js 20 or newer"
-        ));
-    }
-    let lock = std::fs::read(src.join("package-lock.json")).unwrap();
-    let installed = std::fs::read(dir.join("package-lock.json")).ok();
-    if installed.as_deref() != Some(&lock[..]) || !dir.join("node_modules/.package-lock.json").exists() {
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(src.join("package.json"), dir.join("package.json")).unwrap();
-        std::fs::write(dir.join("package-lock.json"), &lock).unwrap();
-        let out = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            // Without the lock file the next run installs again.
-            let _ = std::fs::remove_file(dir.join("package-lock.json"));
-            return Err(format!(
-                "`npm ci --prefix target/mermaid-node` failed ({}):\n{}\nhint: it needs the npm registry (or a warm \
-                 npm cache); run it by hand to see why",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-    }
-    // The scripts are copied on every run, so an edit to them is what runs.
-    for entry in std::fs::read_dir(&src).unwrap().flatten() {
-        let p = entry.path();
-        if p.extension().is_some_and(|e| e == "mjs") {
-            std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
-        }
-    }
-    Ok(dir)
+    DIR.get_or_init(|| common::node_tool("mermaid", "parsing the comment's Mermaid charts with Mermaid itself"))
+        .as_deref()
+        .map_err(Clone::clone)
 }
 
 /// Whether `test` can run: Mermaid's parser is installed, or why not.

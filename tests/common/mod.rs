@@ -107,3 +107,72 @@ pub fn crates_unavailable(manifest: &std::path::Path) -> Option<String> {
         manifest.display()
     ))
 }
+
+/// The Node.js tool of `scripts/NAME` ready in `target/NAME-node`: its
+/// pinned packages (`package-lock.json`) installed with `npm ci`, again
+/// only when the lock file changed, and its `.mjs` scripts copied on every
+/// call, so an edit to them is what runs. `Err`: why it cannot be had (no
+/// Node.js 20+ or npm, or `npm ci` failed), a test's skip reason; `what`
+/// says what the tool checks.
+pub fn node_tool(name: &str, what: &str) -> Result<std::path::PathBuf, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("scripts").join(name);
+    let dir = root.join("target").join(format!("{name}-node"));
+    let hint = "hint: install Node.js 20 or newer with npm (Debian: apt-get install nodejs npm)";
+    for program in ["node", "npm"] {
+        let ok = Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            return Err(format!("`{program}` was not found: {what} runs on Node.js\n{hint}"));
+        }
+    }
+    let version = Command::new("node")
+        .arg("--version")
+        .output()
+        .map_err(|e| e.to_string())?
+        .stdout;
+    let version = String::from_utf8_lossy(&version).trim().to_string();
+    let major: u32 = version
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if major < 20 {
+        return Err(format!(
+            "node {version} is too old for scripts/{name} (it needs Node.js 20)\n{hint}"
+        ));
+    }
+    let io = |e: std::io::Error| e.to_string();
+    let lock = std::fs::read(src.join("package-lock.json")).map_err(io)?;
+    let installed = std::fs::read(dir.join("package-lock.json")).ok();
+    if installed.as_deref() != Some(&lock[..]) || !dir.join("node_modules/.package-lock.json").exists() {
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        std::fs::copy(src.join("package.json"), dir.join("package.json")).map_err(io)?;
+        std::fs::write(dir.join("package-lock.json"), &lock).map_err(io)?;
+        let out = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .output()
+            .map_err(io)?;
+        if !out.status.success() {
+            // Without the lock file the next call installs again.
+            let _ = std::fs::remove_file(dir.join("package-lock.json"));
+            return Err(format!(
+                "`npm ci --prefix target/{name}-node` failed ({}):\n{}\nhint: it needs the npm registry (or a warm \
+                 npm cache); run it by hand to see why",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    for entry in std::fs::read_dir(&src).map_err(io)?.flatten() {
+        let p = entry.path();
+        if p.extension().is_some_and(|e| e == "mjs") {
+            std::fs::copy(&p, dir.join(entry.file_name())).map_err(io)?;
+        }
+    }
+    Ok(dir)
+}
