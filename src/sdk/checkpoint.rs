@@ -77,6 +77,32 @@ enum Recompute<'a> {
     Whole(&'a dyn Block),
 }
 
+impl Recompute<'_> {
+    /// The block's forward over these inputs (a chunk's rows, or all).
+    fn forward(self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+        match self {
+            Recompute::Rows(b) => b.forward_rows(inputs, step),
+            Recompute::Whole(b) => b.forward_block(inputs, step),
+        }
+    }
+
+    /// The block's backward written by hand, if it has one (row-wise only).
+    fn by_hand(self, inputs: &[Tensor], step: &Step, grad_out: &Tensor) -> Result<Option<RowGrads>> {
+        match self {
+            Recompute::Rows(b) => b.backward_rows(inputs, step, grad_out),
+            Recompute::Whole(_) => Ok(None),
+        }
+    }
+}
+
+/// `x`'s rows `start..start + len` (axis 0), or all of it.
+fn rows_or_all(x: &Tensor, range: Option<(usize, usize)>) -> Result<Tensor> {
+    match range {
+        Some((start, len)) => x.narrow(0, start, len),
+        None => Ok(x.clone()),
+    }
+}
+
 /// One chunk's gradients from [`RowWise::backward_rows`].
 #[non_exhaustive]
 pub struct RowGrads {
@@ -421,10 +447,7 @@ impl Checkpointed {
                 .iter()
                 .zip(&tracked)
                 .map(|(x, &t)| {
-                    let part = match range {
-                        Some((start, len)) => x.detach().narrow(0, start, len)?,
-                        None => x.detach(),
-                    };
+                    let part = rows_or_all(&x.detach(), range)?;
                     if t {
                         Ok(Var::from_tensor(&part)?.as_tensor().clone())
                     } else {
@@ -433,28 +456,15 @@ impl Checkpointed {
                 })
                 .collect::<Result<_>>()?;
             let chunk_step = step.chunk(self.seed, k);
-            let g = match range {
-                Some((start, len)) => grad_out.narrow(0, start, len)?,
-                None => grad_out.clone(),
-            };
-            let hand = match block {
-                Recompute::Rows(b) => b.backward_rows(&leaves, &chunk_step, &g)?,
-                Recompute::Whole(_) => None,
-            };
-            let chunk_grads = match hand {
+            let g = rows_or_all(&grad_out, range)?;
+            let chunk_grads = match block.by_hand(&leaves, &chunk_step, &g)? {
                 Some(RowGrads { store, tensors }) => {
                     for (of, grad) in tensors {
                         by_hand.add(of, grad)?;
                     }
                     store
                 }
-                None => {
-                    let out = match block {
-                        Recompute::Rows(b) => b.forward_rows(&leaves, &chunk_step)?,
-                        Recompute::Whole(b) => b.forward_block(&leaves, &chunk_step)?,
-                    };
-                    out.mul(&g)?.sum_all()?.backward()?
-                }
+                None => block.forward(&leaves, &chunk_step)?.mul(&g)?.sum_all()?.backward()?,
             };
             accumulate(grads, &chunk_grads, &keep, vars)?;
             for (i, leaf) in leaves.iter().enumerate() {
