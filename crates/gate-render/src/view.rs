@@ -321,26 +321,26 @@ pub fn block_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
 /// (or a command) the renderer's way.
 pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> String) -> String {
     let component = &step.row.result.component;
-    let already = step.block.filter(|b| {
-        report
-            .components
-            .get(component)
-            .is_some_and(|c| c.checkpointed.iter().any(|k| k.block == b.name))
-    });
+    // A peak step, and a block that is checkpointed already, always name their block.
+    let block = step.block.map_or("", |b| b.name.as_str());
+    let already = report
+        .components
+        .get(component)
+        .is_some_and(|c| c.checkpointed.iter().any(|k| k.block == block));
     match step.lever {
         Lever::Checkpoint if step.by_peak => format!(
             "Look for a temporary {} builds and drops (an intermediate larger than before): its working memory \
              grew more than what it keeps. A position-wise block can run in chunks ({}, docs/sdk.md §6); \
              or find the largest batch that passes: {}.",
-            code(&step.block.map_or_else(String::new, |b| b.name.clone())),
+            code(block),
             code("checkpoint::RowWise"),
             code(&format!("gate fit {component}"))
         ),
-        Lever::Checkpoint if already.is_some() => format!(
+        Lever::Checkpoint if already => format!(
             "{} is checkpointed already, so it should keep only its inputs and its output: what it keeps beyond \
              them is held outside the recompute (a tensor stored in the model, or returned beside the output; \
              docs/sdk.md §6). Or find the largest batch that passes: {}.",
-            code(&already.map_or_else(String::new, |b| b.name.clone())),
+            code(block),
             code(&format!("gate fit {component}"))
         ),
         Lever::Checkpoint => format!(
