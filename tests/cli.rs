@@ -389,6 +389,17 @@ error: the spec has 1 error
     assert_eq!((o.status.code(), text(&o.stderr)), (Some(0), String::new()));
 }
 
+/// A component's variants are counted as variants, not as more components.
+#[test]
+fn validate_counts_variants_apart_from_components() {
+    let o = gate(&["validate"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        "budgets.yaml: ok — 4 components and 1 variant, 13 budgets\n"
+    );
+}
+
 #[test]
 fn a_crash_in_a_component_is_a_failed_measurement_and_outputs_are_still_written() {
     // A crash (SIGABRT with no allocator's out-of-memory) gives no figure
