@@ -154,6 +154,33 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     let answer: serde_json::Value = serde_json::from_slice(&resolved.stdout).unwrap();
     assert_eq!(answer["protocol"], 1, "{answer}");
     assert_eq!(answer["configs"]["forecaster"]["hidden_dim"], 64, "{answer}");
+
+    // `--harness-bin`: the binary built above, run where there is no cargo
+    // (a GPU runner): nothing is built, the same params are measured.
+    let o2 = t.path().join("out-prebuilt");
+    let pre = common::gate()
+        .args(["check", "--baseline", "none", "--only", "forecaster", "--harness-bin"])
+        .arg(&harness)
+        .args(["--out", o2.to_str().unwrap()])
+        .current_dir(t.path())
+        .env("CARGO", "/nonexistent/cargo")
+        .output()
+        .unwrap();
+    let pre_err = text(&pre.stderr);
+    assert!(pre_err.contains("(--harness-bin; not built here)"), "{pre_err}");
+    assert!(!pre_err.contains("building the harness"), "{pre_err}");
+    let again = &report(&o2)["components"]["forecaster"];
+    assert_eq!(
+        again["metrics"]["params"]["value"], c["metrics"]["params"]["value"],
+        "{again}"
+    );
+    let missing = gate(t.path(), &["check", "--harness-bin", "no-such-harness"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing.stderr));
+    assert!(
+        text(&missing.stderr).contains("--harness-bin no-such-harness: no such file"),
+        "{}",
+        text(&missing.stderr)
+    );
 }
 
 /// A workload written in the test's own harness: it panics or runs the host

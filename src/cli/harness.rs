@@ -25,6 +25,13 @@ pub struct HarnessArgs {
     /// (gate builds that crate and runs its code: its build scripts and the harness).
     #[arg(long)]
     pub allow_outside_manifest: bool,
+    /// Run this already-built harness binary instead of building the spec's
+    /// `harness:` with cargo: built where the toolchain is (e.g. with
+    /// `--features cuda` on a CPU runner), run where the GPU is. It must be
+    /// the spec's harness; gate still asks it to resolve the spec and checks
+    /// its protocol version.
+    #[arg(long, value_name = "PATH")]
+    pub harness_bin: Option<PathBuf>,
 }
 
 /// A spec ready to run: the workloads of its components, and the binary
@@ -118,8 +125,11 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
     };
     if let Some(h) = &spec.harness {
         if !app.is(h) {
-            let manifest = manifest(&spec, h, opts)?;
-            let (exe, copy) = private_copy(&build(&manifest, h, backend)?)?;
+            let built = match &opts.harness_bin {
+                Some(bin) => prebuilt(bin)?,
+                None => build(&manifest(&spec, h, opts)?, h, backend)?,
+            };
+            let (exe, copy) = private_copy(&built)?;
             let (configs, candle_version) = resolve(&exe, &spec, h)?;
             return Ok(Loaded {
                 spec: Box::new(spec),
@@ -170,6 +180,18 @@ fn parse(path: &Path, app: &App) -> Result<(Spec, Vec<u8>), CliError> {
             Err(crate::budget::SpecError::from(all).into())
         }
     }
+}
+
+/// `--harness-bin`: a file that exists, said before anything runs.
+fn prebuilt(bin: &Path) -> Result<PathBuf, CliError> {
+    if bin.is_file() {
+        eprintln!("using the harness {} (--harness-bin; not built here)", bin.display());
+        return Ok(bin.to_path_buf());
+    }
+    Err(CliError::Usage {
+        message: format!("--harness-bin {}: no such file", bin.display()),
+        hint: "build it with `cargo build --release -p PACKAGE --bin BIN` (add `--features cuda` for a GPU) and pass target/release/BIN".into(),
+    })
 }
 
 /// The harness binary copied for this run: every profile then runs the
