@@ -11,7 +11,7 @@ use std::fmt::{self, Display};
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 
 /// A 1-based position in the spec file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Pos {
     /// Line, from 1.
     pub line: usize,
@@ -20,7 +20,7 @@ pub struct Pos {
 }
 
 /// One value of a config tree.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Value {
     Null,
     /// A scalar keeps its text; `quoted` tells `"300"` (text) from `300`.
@@ -34,7 +34,7 @@ pub enum Value {
 }
 
 /// A value and where it was written.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Node {
     pub value: Value,
     pub pos: Pos,

@@ -5,7 +5,7 @@
 use std::fmt;
 
 /// A floating-point dtype of the spec's `dtype:` and `master_weights:`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum DType {
     /// 32-bit IEEE float (`f32`).
     F32,

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::yaml::Pos;
+use crate::config::Pos;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Diagnostic {

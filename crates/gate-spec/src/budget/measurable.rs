@@ -5,8 +5,8 @@
 
 use std::collections::HashSet;
 
-use super::yaml::Pos;
 use super::{Diagnostic, Diagnostics, Spec};
+use crate::config::Pos;
 use crate::metric::Metric;
 
 /// Position, message and hint of each budget in `spec` no run can measure.
@@ -122,14 +122,14 @@ pub fn cuda_only(spec: &Spec, selected: &dyn Fn(&str) -> bool, on_cpu: bool) -> 
 
 /// Counts each look at a component in [`unmeasurable`], so a test can hold
 /// it linear without timing anything.
-#[cfg(test)]
+#[cfg(all(test, feature = "yaml"))]
 fn looked() {
     tests::LOOKS.with(|n| n.set(n.get() + 1));
 }
-#[cfg(not(test))]
+#[cfg(not(all(test, feature = "yaml")))]
 fn looked() {}
 
-#[cfg(test)]
+#[cfg(all(test, feature = "yaml"))]
 mod tests {
     use std::cell::Cell;
     use std::path::Path;

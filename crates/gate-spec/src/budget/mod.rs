@@ -1,18 +1,22 @@
 //! The spec: `budgets.yaml` → a validated [`Spec`]. The only module that
-//! knows YAML (and only `yaml.rs` inside it).
+//! knows YAML, and only `yaml.rs` inside it, behind the `yaml` feature: the
+//! installed `gate` reads the file; a harness gets the validated [`Spec`]
+//! from it (as JSON) and never parses YAML.
 
 mod diagnostic;
 mod measurable;
 mod spec;
+pub mod tree;
 mod validate;
+#[cfg(feature = "yaml")]
 mod yaml;
 
 use std::path::Path;
 
+pub use crate::config::Pos;
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use measurable::cuda_only;
 pub use spec::*;
-pub use yaml::Pos;
 
 /// Why a spec could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -38,19 +42,55 @@ pub trait WorkloadCheck {
 /// filling memory.
 pub const MAX_SPEC_BYTES: u64 = 64 << 20;
 
+/// Validates a spec's tree (`issues`: what the reader found while making
+/// it), checking each workload with `check` when given.
+pub fn validate_tree(
+    path: &Path,
+    root: &tree::Node,
+    issues: Vec<tree::YamlIssue>,
+    check: Option<&dyn WorkloadCheck>,
+) -> Result<Spec, Diagnostics> {
+    validate::validate(path, root, issues, check)
+}
+
+/// Checks the workloads of a spec already validated, as [`parse_with`]
+/// would have while validating it: each component's through `check`, the
+/// problems sorted by position. A harness runs it on the spec the installed
+/// `gate` sends it, so a config error reads as if the harness had read the file.
+pub fn check_workloads(spec: &Spec, check: &dyn WorkloadCheck) -> Result<(), Diagnostics> {
+    let mut diags: Vec<Diagnostic> =
+        validate::check_workloads(&spec.components, check, spec.harness.is_some(), Vec::new())
+            .into_iter()
+            .map(|(pos, message, hint)| Diagnostic {
+                file: spec.path.display().to_string(),
+                pos,
+                message,
+                hint,
+            })
+            .collect();
+    diags.sort_by_key(|d| d.pos);
+    match diags.is_empty() {
+        true => Ok(()),
+        false => Err(Diagnostics(diags)),
+    }
+}
+
 /// Parses and validates `text` as the spec at `path` (its workloads' configs unchecked).
+#[cfg(feature = "yaml")]
 pub fn parse(path: &Path, text: &str) -> Result<Spec, Diagnostics> {
     parse_with(path, text, None)
 }
 
+#[cfg(feature = "yaml")]
 /// Parses and validates `text`, checking each workload with `check`.
 pub fn parse_with(path: &Path, text: &str, check: Option<&dyn WorkloadCheck>) -> Result<Spec, Diagnostics> {
     match yaml::parse(text) {
-        Ok((root, issues)) => validate::validate(path, &root, issues, check),
+        Ok((root, issues)) => validate_tree(path, &root, issues, check),
         Err(issue) => Err(one(path, issue)),
     }
 }
 
+#[cfg(feature = "yaml")]
 /// Parses and validates raw file bytes: a UTF-8 byte-order mark is
 /// skipped; UTF-16/UTF-32 (known by their mark) and any other non-UTF-8
 /// bytes are refused by name, at the first bad byte.
@@ -58,17 +98,20 @@ pub fn parse_bytes(path: &Path, bytes: &[u8]) -> Result<Spec, Diagnostics> {
     parse_bytes_with(path, bytes, None)
 }
 
+#[cfg(feature = "yaml")]
 /// [`parse_bytes`], checking each workload with `check`.
 pub fn parse_bytes_with(path: &Path, bytes: &[u8], check: Option<&dyn WorkloadCheck>) -> Result<Spec, Diagnostics> {
     let text = yaml::decode(bytes).map_err(|issue| one(path, issue))?;
     parse_with(path, text, check)
 }
 
+#[cfg(feature = "yaml")]
 /// Reads and validates the spec file at `path` (its workloads' configs unchecked).
 pub fn load(path: &Path) -> Result<Spec, SpecError> {
     load_with(path, None)
 }
 
+#[cfg(feature = "yaml")]
 /// Reads and validates the spec file at `path`, checking each workload with `check`.
 pub fn load_with(path: &Path, check: Option<&dyn WorkloadCheck>) -> Result<Spec, SpecError> {
     Ok(parse_bytes_with(path, &read(path)?, check)?)
@@ -92,11 +135,82 @@ pub fn read(path: &Path) -> Result<Vec<u8>, SpecError> {
     Ok(bytes)
 }
 
-fn one(path: &Path, issue: yaml::YamlIssue) -> Diagnostics {
+#[cfg(feature = "yaml")]
+fn one(path: &Path, issue: tree::YamlIssue) -> Diagnostics {
     Diagnostics(vec![Diagnostic {
         file: path.display().to_string(),
         pos: issue.pos,
         message: issue.message,
         hint: issue.hint,
     }])
+}
+
+#[cfg(all(test, feature = "yaml"))]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = "version: 1
+harness: { package: ml, bin: gate-harness, features: [fast], manifest: crates/ml/Cargo.toml }
+device: { name: card, capacity: 4 GiB, reserve: 300 MiB, emulate: true }
+defaults: { seed: 7, tolerance: 3% }
+components:
+  a:
+    workload: net
+    batch_size: 8
+    dtype: bf16
+    master_weights: f32
+    timing: { warmup: 2, steps: 5, pairs: 4 }
+    config: { width: 64, bad: 1, nested: { deep: [1, \"two\", ~] } }
+    budgets: { training_peak: < 1.5 GiB, loss_ratio: < 1.05, step_time_ratio: < 2 }
+    reference: plain
+    variants:
+      plain: { checkpoint: none }
+  b:
+    workload: other
+    config: { bad: 2 }
+    budgets: { params: < 10 MB, step_time: < 2.5 s }
+ensemble:
+  members: [a, b]
+  budgets: { total: < 2 GB, headroom: \"> 1 GB\" }
+";
+
+    /// Flags every config key `bad`, at its position.
+    struct NoBad;
+
+    impl WorkloadCheck for NoBad {
+        fn check(&self, c: &Component, _: bool) -> Vec<(Pos, String, String)> {
+            c.config
+                .key_pos("bad")
+                .map(|p| (p, format!("`bad` in `{}`", c.name), "remove it".to_string()))
+                .into_iter()
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_spec_crosses_to_a_harness_as_json_unchanged() {
+        let spec = parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let json = serde_json::to_string(&spec).unwrap();
+        let back: Spec = serde_json::from_str(&json).unwrap();
+        // Positions included: a harness's config errors point into the file.
+        assert_eq!(format!("{back:?}"), format!("{spec:?}"));
+        assert_eq!(
+            back.components[0].config.key_pos("nested.deep"),
+            Some(Pos { line: 12, col: 44 })
+        );
+    }
+
+    #[test]
+    fn checking_a_validated_spec_finds_what_checking_while_parsing_does() {
+        let spec = parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let later = check_workloads(&spec, &NoBad).unwrap_err();
+        let at_once = parse_with(Path::new("budgets.yaml"), SPEC, Some(&NoBad)).unwrap_err();
+        assert_eq!(later, at_once);
+        // The variant repeats its component's problem; it is said once.
+        assert_eq!(later.0.len(), 2, "{later}");
+        assert_eq!(
+            later.0[0].to_string(),
+            "budgets.yaml:12:26: error: `bad` in `a`\n  hint: remove it"
+        );
+    }
 }

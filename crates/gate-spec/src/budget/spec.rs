@@ -10,7 +10,7 @@ use crate::metric::Metric;
 use crate::units::{Bytes, Percent};
 
 /// How many training steps are timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Timing {
     pub warmup: usize,
     pub steps: usize,
@@ -92,7 +92,7 @@ impl Op {
 }
 
 /// `< 300 MB`: an operator and a value in the metric's canonical unit.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Limit {
     pub op: Op,
     pub value: f64,
@@ -102,7 +102,7 @@ pub struct Limit {
     pub seconds: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Budget {
     pub metric: Metric,
     pub limit: Limit,
@@ -112,7 +112,7 @@ pub struct Budget {
     pub col: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Component {
     pub name: String,
     pub line: usize,
@@ -143,7 +143,7 @@ pub struct Component {
     pub master_dtype: Option<DType>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum EnsembleMetric {
     Total,
     Headroom,
@@ -158,14 +158,14 @@ impl EnsembleMetric {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct EnsembleBudget {
     pub metric: EnsembleMetric,
     pub limit: Limit,
     pub line: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Ensemble {
     pub members: Vec<String>,
     /// The member metric that is summed (a byte metric; `training_peak` by default).
@@ -178,7 +178,7 @@ pub struct Ensemble {
     pub metric_pos: Pos,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DeviceSpec {
     pub name: String,
     pub capacity: Bytes,
@@ -188,9 +188,10 @@ pub struct DeviceSpec {
     pub emulate: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Spec {
     /// The file as the user named it (used in messages and annotations).
+    #[serde(with = "path_text")]
     pub path: PathBuf,
     pub version: u32,
     pub device: DeviceSpec,
@@ -203,7 +204,7 @@ pub struct Spec {
 
 /// `harness:` in the spec: how to build the binary (made with `gate::main!`
 /// in the adopter's crate) that measures this spec's workloads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HarnessSpec {
     /// The cargo package that has the harness binary.
     pub package: String,
@@ -213,11 +214,46 @@ pub struct HarnessSpec {
     pub features: Vec<String>,
     /// The manifest to build from, relative to the spec (default: the
     /// `Cargo.toml` beside the spec).
+    #[serde(with = "opt_path_text")]
     pub manifest: Option<PathBuf>,
     /// Where `manifest:`'s value is in the spec.
     pub manifest_pos: Option<Pos>,
     /// The line of `harness:`.
     pub line: usize,
+}
+
+// The spec travels to a harness as JSON (src/child.rs), where a path only
+// names the file in messages: one that is not UTF-8 goes as its lossy text
+// rather than failing the run (serde refuses such a `PathBuf`).
+mod path_text {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &PathBuf, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&p.to_string_lossy())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        String::deserialize(d).map(PathBuf::from)
+    }
+}
+
+mod opt_path_text {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => s.serialize_some(&p.to_string_lossy()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        Option::<String>::deserialize(d).map(|p| p.map(PathBuf::from))
+    }
 }
 
 impl Spec {

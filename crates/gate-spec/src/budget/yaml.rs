@@ -1,13 +1,15 @@
-//! The only file that knows YAML: text → a tree of nodes, each with its
-//! position, so every later error can say `file:line:col`. Duplicate keys,
-//! anchors and tags are reported here as they are found.
+//! The only file that knows YAML (feature `yaml`): text → a [`Node`] tree,
+//! each node with its position, so every later error can say
+//! `file:line:col`. Duplicate keys, anchors and tags are reported here as
+//! they are found.
 
 use std::collections::HashMap;
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-pub use crate::config::Pos;
+use super::tree::{Node, YamlIssue};
+use crate::config::Pos;
 
 impl Pos {
     fn from_marker(m: &Marker) -> Self {
@@ -16,53 +18,6 @@ impl Pos {
             col: m.col() + 1,
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Node {
-    /// A scalar keeps its text; `quoted` tells `"300"` (a string) from `300`.
-    Scalar {
-        text: String,
-        quoted: bool,
-        pos: Pos,
-    },
-    Seq {
-        items: Vec<Node>,
-        pos: Pos,
-    },
-    /// Keys in file order, each with its own position.
-    Map {
-        entries: Vec<(String, Pos, Node)>,
-        pos: Pos,
-    },
-    Null {
-        pos: Pos,
-    },
-}
-
-impl Node {
-    pub fn pos(&self) -> Pos {
-        match self {
-            Node::Scalar { pos, .. } | Node::Seq { pos, .. } | Node::Map { pos, .. } | Node::Null { pos } => *pos,
-        }
-    }
-
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Node::Scalar { .. } => "a scalar",
-            Node::Seq { .. } => "a list",
-            Node::Map { .. } => "a mapping",
-            Node::Null { .. } => "nothing",
-        }
-    }
-}
-
-/// A problem found while reading the YAML itself.
-#[derive(Debug, Clone, PartialEq)]
-pub struct YamlIssue {
-    pub pos: Pos,
-    pub message: String,
-    pub hint: String,
 }
 
 enum Frame {

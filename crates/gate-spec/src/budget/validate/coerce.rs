@@ -5,8 +5,9 @@
 use crate::dtype::DType;
 
 use super::context::Ctx;
-use crate::budget::yaml::{Node, Pos};
+use crate::budget::tree::Node;
 use crate::budget::{Limit, Op};
+use crate::config::Pos;
 use crate::metric::Unit;
 use crate::units::{parse_millis, parse_percent, parse_size, Bytes, Percent, SizeUnit, UnitError};
 

@@ -6,9 +6,10 @@
 use super::context::{find, Ctx};
 use super::hints::{suggest, COMPONENT_KEYS, VARIANT_KEYS};
 use super::overrides::{Defaults, Settings, Written};
-use crate::budget::yaml::{Node, Pos};
+use crate::budget::tree::Node;
 use crate::budget::Component;
 use crate::config;
+use crate::config::Pos;
 
 pub(super) fn validate_component(
     cx: &mut Ctx,

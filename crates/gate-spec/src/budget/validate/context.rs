@@ -1,8 +1,9 @@
 //! One validation's running state: the file's name and every problem found
 //! so far, so that all of them are reported at once, not the first alone.
 
-use crate::budget::yaml::{Node, Pos};
+use crate::budget::tree::Node;
 use crate::budget::Diagnostic;
+use crate::config::Pos;
 
 pub(super) struct Ctx {
     file: String,

@@ -2,8 +2,9 @@
 
 use super::context::{find, Ctx};
 use super::hints::DEVICE_KEYS;
-use crate::budget::yaml::{Node, Pos};
+use crate::budget::tree::Node;
 use crate::budget::DeviceSpec;
+use crate::config::Pos;
 use crate::units::Bytes;
 
 pub(super) fn validate_device(cx: &mut Ctx, node: &Node) -> Option<DeviceSpec> {

@@ -5,8 +5,9 @@ use std::collections::BTreeSet;
 
 use super::context::{find, Ctx};
 use super::hints::{suggest, ENSEMBLE_BUDGET_KEYS, ENSEMBLE_KEYS};
-use crate::budget::yaml::{Node, Pos};
+use crate::budget::tree::Node;
 use crate::budget::{Ensemble, EnsembleBudget, EnsembleMetric};
+use crate::config::Pos;
 use crate::metric::{Metric, Unit};
 
 /// The ensemble `node`; `top` (the spec's entries) declares the components it may name.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::context::{find, Ctx};
 use super::hints::HARNESS_KEYS;
-use crate::budget::yaml::Node;
+use crate::budget::tree::Node;
 use crate::budget::HarnessSpec;
 
 /// `harness: { package: NAME, bin: NAME, features: [..], manifest: PATH }`.

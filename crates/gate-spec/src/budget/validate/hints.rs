@@ -2,7 +2,8 @@
 //! name that is none of those it could be.
 
 use super::context::Ctx;
-use crate::budget::yaml::{Node, Pos};
+use crate::budget::tree::Node;
+use crate::config::Pos;
 
 pub(super) const TOP_KEYS: &[&str] = &["version", "device", "defaults", "components", "ensemble", "harness"];
 pub(super) const HARNESS_KEYS: &[&str] = &["package", "bin", "features", "manifest"];

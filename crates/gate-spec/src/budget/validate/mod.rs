@@ -11,4 +11,4 @@ mod hints;
 mod overrides;
 mod root;
 
-pub use root::validate;
+pub use root::{check_workloads, validate};

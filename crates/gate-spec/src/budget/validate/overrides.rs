@@ -6,9 +6,10 @@ use crate::dtype::DType;
 
 use super::context::{find, Ctx};
 use super::hints::{suggest, CHECKPOINT_KEYS, DEFAULT_KEYS, TIMING_KEYS};
-use crate::budget::yaml::{Node, Pos};
+use crate::budget::tree::Node;
 use crate::budget::{Budget, Component, Timing};
 use crate::config;
+use crate::config::Pos;
 use crate::metric::Metric;
 use crate::units::Percent;
 

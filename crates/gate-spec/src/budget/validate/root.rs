@@ -11,8 +11,9 @@ use super::ensemble::validate_ensemble;
 use super::harness::validate_harness;
 use super::hints::TOP_KEYS;
 use super::overrides::{defaults, Defaults};
-use crate::budget::yaml::{Node, Pos, YamlIssue};
+use crate::budget::tree::{Node, YamlIssue};
 use crate::budget::{measurable, Component, Diagnostics, Spec, WorkloadCheck};
+use crate::config::Pos;
 
 /// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
 pub fn validate(
@@ -66,7 +67,10 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
         Some(n) => validate_harness(cx, n).map(Some),
     };
     if let Some(check) = check {
-        check_workloads(cx, &components, check, find(top, "harness").is_some());
+        let said: Vec<(Pos, String)> = cx.diags.iter().map(|d| (d.pos, d.message.clone())).collect();
+        for (pos, message, hint) in check_workloads(&components, check, find(top, "harness").is_some(), said) {
+            cx.err(pos, message, hint);
+        }
     }
     Some(Spec {
         path: path.to_path_buf(),
@@ -122,14 +126,20 @@ fn components(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)], defaults: 
     components
 }
 
-/// Each component's workload through `check`, its problems among the
-/// spec's others. A variant shares its component's config: when the
-/// component's fails, the variant's would only repeat it.
-fn check_workloads(cx: &mut Ctx, components: &[Component], check: &dyn WorkloadCheck, has_harness: bool) {
+/// Each component's workload through `check`: the problems not already
+/// in `said` (position and message). A variant shares its component's
+/// config: when the component's fails, the variant's would only repeat it.
+pub fn check_workloads(
+    components: &[Component],
+    check: &dyn WorkloadCheck,
+    has_harness: bool,
+    said: Vec<(Pos, String)>,
+) -> Vec<(Pos, String, String)> {
     // Sets, not scans of the lists so far: a spec of many broken components
     // stays linear (#28 item 12).
     let mut failed: HashSet<&str> = HashSet::new();
-    let mut said: HashSet<(Pos, String)> = cx.diags.iter().map(|d| (d.pos, d.message.clone())).collect();
+    let mut said: HashSet<(Pos, String)> = said.into_iter().collect();
+    let mut out = Vec::new();
     for c in components {
         let base = crate::name::base_of(&c.name);
         if crate::name::is_variant(&c.name) && failed.contains(base) {
@@ -141,8 +151,9 @@ fn check_workloads(cx: &mut Ctx, components: &[Component], check: &dyn WorkloadC
         }
         for (pos, message, hint) in problems {
             if said.insert((pos, message.clone())) {
-                cx.err(pos, message, hint);
+                out.push((pos, message, hint));
             }
         }
     }
+    out
 }
