@@ -1,14 +1,19 @@
 //! The harness side of the protocol with the installed `gate`: what a
 //! harness binary answers (the stock `gate`, for its built-in workloads, is
-//! one too). Two commands, each reading the spec itself:
+//! one too). The installed `gate` reads budgets.yaml and hands the harness
+//! the validated spec as a JSON request file ([`Request`]): a harness
+//! compiles no YAML reader, and a config error found by a workload's
+//! `from_config` still points at `budgets.yaml:LINE:COL` (the spec carries
+//! its positions). Two commands:
 //!
-//! - `HARNESS __resolve --budgets SPEC`: the spec's workloads checked and
+//! - `HARNESS __resolve --request FILE`: the spec's workloads checked and
 //!   resolved by this binary's registry: one JSON line on stdout,
-//!   `{"protocol": 1, "configs": {COMPONENT: CONFIG}, "candle_version": V}`
+//!   `{"protocol": 2, "configs": {COMPONENT: CONFIG}, "candle_version": V}`
 //!   (each workload's resolved config, as the report records it, and the
-//!   candle the harness runs them on); or the spec's errors on stderr and
-//!   exit 2.
-//! - `HARNESS profile --budgets SPEC --component NAME [--backend cpu|cuda|auto]
+//!   candle the harness runs them on); or the spec's errors on stderr, the
+//!   line `{"protocol": 2}` on stdout and exit 2. A request of another
+//!   protocol: the line `{"protocol": 2}`, the error on stderr, exit 3.
+//! - `HARNESS profile --request FILE --component NAME [--backend cpu|cuda|auto]
 //!   [--emulate-capacity] [--batch-size N]`: profiles one component in this
 //!   process, one JSON event per line on stdout (gate-runner's `child`).
 //!
@@ -28,9 +33,76 @@ use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
 use crate::runner::{emit, profile, ratio_run, ChildEvent, DeviceInfo, Measurement};
 use crate::sdk::{DynWorkload, Registry, RunCtx};
 
-/// The protocol's version: `__resolve` answers carry it, and the installed
-/// `gate` refuses a harness that speaks another.
-pub const PROTOCOL: u32 = 1;
+/// The protocol's version: requests and `__resolve` answers carry it, and
+/// each side refuses the other's when it differs. 1: the harness read
+/// budgets.yaml itself (`--budgets SPEC`); 2: it gets the validated spec as
+/// a JSON request (`--request FILE`).
+pub const PROTOCOL: u32 = 2;
+
+/// What the installed `gate` asks of a harness: the validated spec, each
+/// workload's `config:` with its positions. Written to a file that each
+/// `__resolve` and `profile` reads (`--request FILE`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Request {
+    /// [`PROTOCOL`] of the gate that wrote it.
+    pub protocol: u32,
+    /// The spec, as the installed `gate` validated it.
+    pub spec: crate::budget::Spec,
+}
+
+impl Request {
+    /// The request for `spec` in this gate's protocol, as JSON (the
+    /// installed `gate` writes it; a harness only reads one).
+    #[cfg(feature = "cli")]
+    pub fn json(spec: &crate::budget::Spec) -> serde_json::Result<String> {
+        #[derive(serde::Serialize)]
+        struct Borrowed<'a> {
+            protocol: u32,
+            spec: &'a crate::budget::Spec,
+        }
+        serde_json::to_string(&Borrowed {
+            protocol: PROTOCOL,
+            spec,
+        })
+    }
+
+    /// Reads the request file at `path`. Its protocol is looked at before
+    /// the rest, so a request of another gate is named as such.
+    pub fn read(path: &Path) -> Result<Request, ChildError> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            ChildError::usage(format!(
+                "cannot read the installed gate's request {}: {e}",
+                path.display()
+            ))
+        })?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ChildError::usage(format!(
+                "the request {} is not gate's JSON request: {e}",
+                path.display()
+            ))
+        })?;
+        let protocol = value.get("protocol").and_then(|p| p.as_u64());
+        if protocol != Some(PROTOCOL.into()) {
+            return Err(ChildError {
+                message: format!(
+                    "the installed gate speaks gate's harness protocol {}, and this harness speaks {PROTOCOL}",
+                    protocol.map_or("(none)".to_string(), |p| p.to_string())
+                ),
+                hint: PROTOCOL_HINT.into(),
+                exit: Exit::Infrastructure,
+            });
+        }
+        serde_json::from_value(value).map_err(|e| {
+            ChildError::usage(format!(
+                "the request {} is not gate's JSON request: {e}",
+                path.display()
+            ))
+        })
+    }
+}
+
+/// How to make both sides speak one protocol.
+pub const PROTOCOL_HINT: &str = "build the harness against the same gate release as the installed `gate`";
 
 /// What ended a child command: its message and hint, and the exit code.
 #[derive(Debug)]
@@ -69,7 +141,8 @@ pub struct Identity {
 /// `gate profile`'s arguments.
 #[derive(Debug, Clone)]
 pub struct ProfileArgs {
-    pub budgets: PathBuf,
+    /// The installed gate's request file.
+    pub request: PathBuf,
     pub component: String,
     pub backend: Backend,
     /// Hold back the part of a larger card that the spec's card does not have.
@@ -81,7 +154,7 @@ pub struct ProfileArgs {
 impl ProfileArgs {
     /// Parses the arguments after `profile`.
     pub fn parse(args: &[OsString]) -> Result<Self, ChildError> {
-        let mut budgets = PathBuf::from("budgets.yaml");
+        let mut request = None;
         let mut component = None;
         let mut backend = Backend::Cpu;
         let mut emulate_capacity = false;
@@ -94,7 +167,8 @@ impl ProfileArgs {
         };
         while let Some(a) = it.next() {
             match a.to_str() {
-                Some("--budgets") => budgets = PathBuf::from(value(&mut it, "--budgets")?),
+                Some("--request") => request = Some(PathBuf::from(value(&mut it, "--request")?)),
+                Some("--budgets") => return Err(older_gate("profile")),
                 Some("--component") => component = Some(value(&mut it, "--component")?.to_string_lossy().into_owned()),
                 Some("--backend") => {
                     backend = match value(&mut it, "--backend")?.to_str() {
@@ -121,8 +195,9 @@ impl ProfileArgs {
             }
         }
         let component = component.ok_or_else(|| ChildError::usage("`profile` needs `--component NAME`".into()))?;
+        let request = request.ok_or_else(|| ChildError::usage("`profile` needs `--request FILE`".into()))?;
         Ok(ProfileArgs {
-            budgets,
+            request,
             component,
             backend,
             emulate_capacity,
@@ -136,7 +211,7 @@ impl ProfileArgs {
 pub fn serve(args: &[OsString], registry: &Registry, identity: Identity) -> Option<Exit> {
     let result = match args.get(1).and_then(|a| a.to_str()) {
         Some("profile") => ProfileArgs::parse(&args[2..]).and_then(|a| run_profile(a, registry, identity)),
-        Some("__resolve") => budgets_arg(&args[2..]).and_then(|p| run_resolve(&p, registry, identity)),
+        Some("__resolve") => request_arg(&args[2..]).and_then(|p| run_resolve(&p, registry, identity)),
         _ => return None,
     };
     Some(result.unwrap_or_else(|e| {
@@ -148,39 +223,51 @@ pub fn serve(args: &[OsString], registry: &Registry, identity: Identity) -> Opti
     }))
 }
 
-fn budgets_arg(args: &[OsString]) -> Result<PathBuf, ChildError> {
+fn request_arg(args: &[OsString]) -> Result<PathBuf, ChildError> {
     match args {
-        [flag, path] if flag == "--budgets" => Ok(PathBuf::from(path)),
-        _ => Err(ChildError::usage("`__resolve` takes `--budgets SPEC`".into())),
+        [flag, path] if flag == "--request" => Ok(PathBuf::from(path)),
+        [flag, ..] if flag == "--budgets" => Err(older_gate("__resolve")),
+        _ => Err(ChildError::usage("`__resolve` takes `--request FILE`".into())),
     }
 }
 
-/// The spec at `path` with its workloads resolved by `registry`; the spec's
-/// errors go to stderr as the installed `gate` prints them (exit 2).
+/// A gate of protocol 1 names the spec (`--budgets`) for the harness to read.
+fn older_gate(command: &str) -> ChildError {
+    ChildError {
+        message: format!(
+            "the installed gate speaks gate's harness protocol 1 (`{command} --budgets`), and this harness speaks {PROTOCOL}"
+        ),
+        hint: PROTOCOL_HINT.into(),
+        exit: Exit::BadInput,
+    }
+}
+
+/// The spec of the request at `path` with its workloads checked and
+/// resolved by `registry`; the spec's errors go to stderr as the installed
+/// `gate` prints them (exit 2).
 fn load_here(
     path: &Path,
     registry: &Registry,
     identity: Identity,
 ) -> Result<(crate::budget::Spec, crate::runner::Workloads), ChildError> {
-    match crate::runner::load(path, registry) {
-        Ok((spec, workloads)) => {
-            if let (Some(h), Some(package)) = (&spec.harness, identity.package) {
-                if h.package != package || identity.bin.is_some_and(|b| b != h.bin) {
-                    return Err(ChildError::infrastructure(
-                        format!(
-                            "this harness is `{}` of package `{package}`, and {} names `{}` of `{}`",
-                            identity.bin.unwrap_or("?"),
-                            path.display(),
-                            h.bin,
-                            h.package
-                        ),
-                        "make `harness:` name the binary that calls `gate::main!` (`bin:` is its target name)".into(),
-                    ));
-                }
-            }
-            Ok((spec, workloads))
+    let spec = Request::read(path)?.spec;
+    if let (Some(h), Some(package)) = (&spec.harness, identity.package) {
+        if h.package != package || identity.bin.is_some_and(|b| b != h.bin) {
+            return Err(ChildError::infrastructure(
+                format!(
+                    "this harness is `{}` of package `{package}`, and {} names `{}` of `{}`",
+                    identity.bin.unwrap_or("?"),
+                    spec.path.display(),
+                    h.bin,
+                    h.package
+                ),
+                "make `harness:` name the binary that calls `gate::main!` (`bin:` is its target name)".into(),
+            ));
         }
-        Err(crate::budget::SpecError::Invalid(d)) => {
+    }
+    match crate::runner::workloads_of(&spec, registry) {
+        Ok(workloads) => Ok((spec, workloads)),
+        Err(d) => {
             eprintln!("{d}");
             Err(ChildError {
                 message: d.summary(),
@@ -188,16 +275,20 @@ fn load_here(
                 exit: Exit::BadInput,
             })
         }
-        Err(e) => Err(ChildError {
-            message: e.to_string(),
-            hint: String::new(),
-            exit: Exit::BadInput,
-        }),
     }
 }
 
 fn run_resolve(path: &Path, registry: &Registry, identity: Identity) -> Result<Exit, ChildError> {
-    let (spec, workloads) = load_here(path, registry, identity)?;
+    let (spec, workloads) = match load_here(path, registry, identity) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            // This line tells the installed gate which protocol failed: a
+            // harness of protocol 1 exits 2 without it (`--request` is new
+            // to it), one of a later protocol names its own.
+            println!("{}", serde_json::json!({ "protocol": PROTOCOL }));
+            return Err(e);
+        }
+    };
     let configs: serde_json::Map<String, serde_json::Value> = spec
         .components
         .iter()
@@ -285,7 +376,7 @@ fn open_cuda(_emulate: Option<u64>) -> Result<Opened, BackendError> {
 
 fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Result<Exit, ChildError> {
     locate_panics();
-    let (spec, workloads) = load_here(&args.budgets, registry, identity)?;
+    let (spec, workloads) = load_here(&args.request, registry, identity)?;
     let (component, workload) = component_and_workload(&args, &spec, &workloads)?;
     let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
     let opened = open(args.backend, emulate).map_err(|e| ChildError::infrastructure(e.message, e.hint))?;
@@ -392,13 +483,9 @@ fn component_and_workload<'a>(
     spec: &'a crate::budget::Spec,
     workloads: &'a crate::runner::Workloads,
 ) -> Result<(&'a crate::budget::Component, &'a Arc<dyn DynWorkload>), ChildError> {
-    let component = spec.component(&args.component).ok_or_else(|| {
-        ChildError::usage(format!(
-            "no component `{}` in {}",
-            args.component,
-            args.budgets.display()
-        ))
-    })?;
+    let component = spec
+        .component(&args.component)
+        .ok_or_else(|| ChildError::usage(format!("no component `{}` in {}", args.component, spec.path.display())))?;
     let Some(workload) = workloads.get(&component.name) else {
         return Err(ChildError::usage(format!(
             "component `{}` cannot be profiled by this build",
@@ -422,4 +509,63 @@ fn run_ctx(device: &Device, c: &crate::budget::Component, batch_size: usize) -> 
 /// The events go to the parent gate process on stdout: a write that fails leaves it without the measurement.
 fn parent_write_error(e: std::io::Error) -> ChildError {
     ChildError::infrastructure(format!("cannot write to the parent gate process: {e}"), String::new())
+}
+
+#[cfg(all(test, feature = "cli"))]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = "version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  mlp:\n    workload: mlp\n    config: { hidden_dim: 32 }\n    budgets: { params: < 1 MB }\n";
+
+    fn written(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("request.json");
+        std::fs::write(&path, text).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn a_request_carries_the_spec_with_its_positions() {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let (_dir, path) = written(&Request::json(&spec).unwrap());
+        let read = Request::read(&path).unwrap();
+        assert_eq!(read.protocol, PROTOCOL);
+        assert_eq!(format!("{:?}", read.spec), format!("{spec:?}"));
+        assert_eq!(
+            read.spec.components[0].config.key_pos("hidden_dim").map(|p| p.line),
+            Some(6)
+        );
+    }
+
+    #[test]
+    fn a_request_of_another_protocol_names_both() {
+        let (_dir, path) = written(r#"{"protocol": 1, "budgets": "budgets.yaml"}"#);
+        let e = Request::read(&path).unwrap_err();
+        assert_eq!(
+            e.message,
+            format!("the installed gate speaks gate's harness protocol 1, and this harness speaks {PROTOCOL}")
+        );
+        assert_eq!(e.hint, PROTOCOL_HINT);
+        assert_eq!(e.exit, Exit::Infrastructure);
+        let (_dir, path) = written("not json");
+        let e = Request::read(&path).unwrap_err();
+        assert!(e.message.contains("is not gate's JSON request"), "{}", e.message);
+        assert_eq!(e.exit, Exit::BadInput);
+    }
+
+    #[test]
+    fn a_gate_of_protocol_1_is_told_so() {
+        let args: Vec<OsString> = ["--budgets", "budgets.yaml"].iter().map(OsString::from).collect();
+        let e = request_arg(&args).unwrap_err();
+        assert!(
+            e.message
+                .contains("protocol 1 (`__resolve --budgets`), and this harness speaks 2"),
+            "{}",
+            e.message
+        );
+        let mut profile = args.clone();
+        profile.extend(["--component", "mlp"].iter().map(OsString::from));
+        let e = ProfileArgs::parse(&profile).unwrap_err();
+        assert!(e.message.contains("protocol 1 (`profile --budgets`)"), "{}", e.message);
+    }
 }

@@ -109,6 +109,10 @@ pub mod __private {
     pub use crate::{budget, exit, hash, hint, metric, probe, runner, units};
     #[cfg(feature = "cli")]
     pub use crate::{cli, github, render, report};
+    /// The harness protocol's request (src/child.rs).
+    pub mod child {
+        pub use crate::child::{Request, PROTOCOL};
+    }
     /// The runner's face of a workload, and the kinds a binary knows.
     pub mod sdk {
         pub use crate::sdk::{DynWorkload, Registry};

@@ -145,14 +145,20 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
         "{}",
         text(&alone.stderr)
     );
+    // It reads no YAML: the installed gate's request is the spec as JSON.
+    let spec = gate::__private::budget::load(&t.path().join("budgets.yaml")).unwrap();
+    let request = t.path().join("request.json");
+    std::fs::write(&request, gate::__private::child::Request::json(&spec).unwrap()).unwrap();
     let resolved = Command::new(&harness)
-        .args(["__resolve", "--budgets", "budgets.yaml"])
+        .arg("__resolve")
+        .arg("--request")
+        .arg(&request)
         .current_dir(t.path())
         .output()
         .unwrap();
     assert_eq!(resolved.status.code(), Some(0), "{}", text(&resolved.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&resolved.stdout).unwrap();
-    assert_eq!(answer["protocol"], 1, "{answer}");
+    assert_eq!(answer["protocol"], 2, "{answer}");
     assert_eq!(answer["configs"]["forecaster"]["hidden_dim"], 64, "{answer}");
 
     // `--harness-bin`: the binary built above, run where there is no cargo

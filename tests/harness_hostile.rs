@@ -95,6 +95,27 @@ fn a_resolve_that_exits_0_without_its_answer_is_exit_3() {
 }
 
 #[test]
+fn a_harness_of_another_protocol_is_exit_3_naming_both() {
+    let hint = "hint: build the harness against the same gate release as the installed `gate`";
+    assert_infrastructure(
+        "resolve-old",
+        &[
+            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 1 (it takes `--budgets`, not `--request`), and this gate speaks 2",
+            hint,
+        ],
+        false,
+    );
+    assert_infrastructure(
+        "resolve-newer",
+        &[
+            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 3, and this gate speaks 2",
+            hint,
+        ],
+        false,
+    );
+}
+
+#[test]
 fn a_profile_that_exits_0_without_its_measurement_is_exit_3() {
     assert_infrastructure(
         "profile-silent",
@@ -154,12 +175,16 @@ fn signal_midway(mode: &str, sig: i32, ready: &dyn Fn(&Path) -> bool) -> (Option
     // The harness would have written 3 s after it started.
     std::thread::sleep(Duration::from_secs(4));
     let landed = t.path().join("late").exists() || out.join("report.json").exists();
-    // Nor is gate's private copy of the harness left behind.
+    // Nor is gate's private copy of the harness, nor its request, left behind.
     let left: Vec<_> = std::fs::read_dir(t.path().join("tmp"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().starts_with("gate-harness-"))
+        .filter(|n| {
+            ["gate-harness-", "gate-request-"]
+                .iter()
+                .any(|p| n.to_string_lossy().starts_with(p))
+        })
         .collect();
     let landed = landed || (sig != libc::SIGKILL && !left.is_empty());
     let code = o.status.code().or_else(|| {

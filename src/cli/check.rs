@@ -165,7 +165,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     if jobs > 1 && names.len() > 1 {
         log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
     }
-    let profiled = crate::runner::profile_all(&exe, &spec.path, &names, &child_args, jobs, &|p| show_progress(&bar, p));
+    let request = loaded.request()?;
+    let profiled = crate::runner::profile_all(&exe, request, &names, &child_args, jobs, &|p| show_progress(&bar, p));
     if let Some(exit) = stopped() {
         return Ok(exit);
     }

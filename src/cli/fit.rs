@@ -86,7 +86,7 @@ fn usage(message: String) -> CliError {
 fn measure(
     exe: &std::path::Path,
     c: &Component,
-    spec: &std::path::Path,
+    request: &std::path::Path,
     backend: Backend,
     batch: usize,
 ) -> Result<Measurement, CliError> {
@@ -100,7 +100,7 @@ fn measure(
         ..Default::default()
     };
     eprintln!("{}: profiling at batch {batch}", c.name);
-    let m = run_child(exe, spec, &c.name, &args, &mut |_| {});
+    let m = run_child(exe, request, &c.name, &args, &mut |_| {});
     if let Some(sig) = crate::runner::interrupted() {
         let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
         eprintln!("gate fit: interrupted by {name}: profile stopped");
@@ -139,7 +139,8 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
 pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
     let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let exe = loaded.profiler()?;
-    let spec = loaded.spec;
+    let request = loaded.request()?.to_path_buf();
+    let spec = &loaded.spec;
     let c = spec.component(&args.component).ok_or_else(|| {
         let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
         CliError::Usage {
@@ -162,7 +163,7 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         None if c.batch_size >= 2 => (c.batch_size / 2, c.batch_size),
         None => (1, 2),
     };
-    let lines = fit_lines(&exe, c, &spec.path, backend, (b1, b2), &fitted)?;
+    let lines = fit_lines(&exe, c, &request, backend, (b1, b2), &fitted)?;
     let predicted = lines
         .iter()
         .map(|(b, l)| l.largest_batch(b, args.max_batch))
@@ -184,7 +185,7 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
         println!("no batch size passes every size budget of `{}`", c.name);
         return Ok(Exit::Fail);
     }
-    confirm(&exe, c, &spec.path, backend, &lines, predicted)
+    confirm(&exe, c, &request, backend, &lines, predicted)
 }
 
 /// Bytes as the fit prints them.
@@ -217,13 +218,13 @@ fn size_budgets(c: &Component, metric: Option<Metric>) -> Result<Vec<&Budget>, C
 fn fit_lines<'a>(
     exe: &std::path::Path,
     c: &Component,
-    spec: &std::path::Path,
+    request: &std::path::Path,
     backend: Backend,
     (b1, b2): (usize, usize),
     fitted: &[&'a Budget],
 ) -> Result<Vec<(&'a Budget, Line)>, CliError> {
-    let m1 = measure(exe, c, spec, backend, b1)?;
-    let m2 = measure(exe, c, spec, backend, b2)?;
+    let m1 = measure(exe, c, request, backend, b1)?;
+    let m2 = measure(exe, c, request, backend, b2)?;
     for (b, m) in [(b1, &m1), (b2, &m2)] {
         if let Some(f) = &m.failure {
             return Err(CliError::Infrastructure {
@@ -249,14 +250,14 @@ fn fit_lines<'a>(
 fn confirm(
     exe: &std::path::Path,
     c: &Component,
-    spec: &std::path::Path,
+    request: &std::path::Path,
     backend: Backend,
     lines: &[(&Budget, Line)],
     predicted: usize,
 ) -> Result<Exit, CliError> {
     let mut batch = predicted;
     for _ in 0..6 {
-        let m = measure(exe, c, spec, backend, batch)?;
+        let m = measure(exe, c, request, backend, batch)?;
         let fails = failing(c, &m);
         println!("\nbatch {batch}: predicted vs measured");
         for (b, l) in lines {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use gate_runner::child::{spawn_helper, status_words, Tail};
 
@@ -39,6 +40,16 @@ pub struct HarnessArgs {
 pub struct Loaded {
     pub spec: Box<Spec>,
     source: Source,
+    /// The request the harness reads (`crate::child`): written before a
+    /// harness resolves the spec, else when the profiles first ask for it.
+    request: OnceLock<RequestFile>,
+}
+
+/// The request file: the validated spec as JSON, in a private folder of
+/// its own, removed with it.
+struct RequestFile {
+    path: PathBuf,
+    _dir: Scratch,
 }
 
 enum Source {
@@ -82,6 +93,16 @@ impl Loaded {
                 hint: String::new(),
             }),
         }
+    }
+
+    /// The request file each `profile` reads (`--request`): the spec as
+    /// this gate validated it, so the profiling binary parses no YAML.
+    pub fn request(&self) -> Result<&Path, CliError> {
+        if let Some(r) = self.request.get() {
+            return Ok(&r.path);
+        }
+        let written = write_request(&self.spec)?;
+        Ok(&self.request.get_or_init(|| written).path)
     }
 
     /// The backend the profiles run on. A harness is built with its `cuda`
@@ -130,7 +151,8 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
                 None => build(&manifest(&spec, h, opts)?, h, backend)?,
             };
             let (exe, copy) = private_copy(&built)?;
-            let (configs, candle_version) = resolve(&exe, &spec, h)?;
+            let request = write_request(&spec)?;
+            let (configs, candle_version) = resolve(&exe, &spec, h, &request.path)?;
             return Ok(Loaded {
                 spec: Box::new(spec),
                 source: Source::Harness {
@@ -139,6 +161,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
                     candle_version,
                     _copy: copy,
                 },
+                request: OnceLock::from(request),
             });
         }
     }
@@ -149,6 +172,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
     Ok(Loaded {
         spec: Box::new(spec),
         source: Source::Here(workloads),
+        request: OnceLock::new(),
     })
 }
 
@@ -216,35 +240,67 @@ fn private_copy(built: &Path) -> Result<(PathBuf, Scratch), CliError> {
     Ok((exe, dir))
 }
 
+/// Writes the request for `spec` (`crate::child::Request`) into a new
+/// private folder: created by `tempfile` under an unpredictable name,
+/// readable by this user only, and the file created there, never opened if
+/// it exists. Removed with the folder, or by the signal handler.
+fn write_request(spec: &Spec) -> Result<RequestFile, CliError> {
+    let fail = |e: String| CliError::Infrastructure {
+        message: format!("cannot write the harness's request for {}: {e}", spec.path.display()),
+        hint: "check that the temporary folder (TMPDIR) is writable and has room".into(),
+    };
+    let json = crate::child::Request::json(spec).map_err(|e| fail(e.to_string()))?;
+    let dir = tempfile::Builder::new()
+        .prefix("gate-request-")
+        .tempdir()
+        .map(Scratch::new)
+        .map_err(|e| fail(e.to_string()))?;
+    let path = dir.0.path().join("request.json");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(json.as_bytes()))
+        .map_err(|e| fail(e.to_string()))?;
+    Ok(RequestFile { path, _dir: dir })
+}
+
 /// The configs of a spec's workloads by component, as a harness resolved them.
 type Configs = BTreeMap<String, serde_json::Value>;
 
 /// The most a harness's `__resolve` answer may hold (its configs as JSON).
 const ANSWER_LIMIT: u64 = 16 << 20;
 
-/// `HARNESS __resolve --budgets SPEC` (see `crate::child`): the configs of
+/// `HARNESS __resolve --request FILE` (see `crate::child`): the configs of
 /// the spec's workloads and the harness's candle. The harness prints the
 /// spec's errors itself (exit 2). Every other way it can end without its
 /// answer (a signal, another status, nothing or not JSON on stdout, an
 /// answer without a component's config) is an infrastructure failure that
-/// names the harness and what was missing.
-fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String), CliError> {
+/// names the harness and what was missing; an answer of another protocol,
+/// or none with exit 2 (a harness of protocol 1 does not take
+/// `--request`), names both protocols.
+fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(Configs, String), CliError> {
     let who = format!("the harness `{}` of `{}`", h.bin, h.package);
     let fail = |what: String| {
         CliError::Infrastructure {
         message: format!("{who} gave no answer for {}: {what}", spec.path.display()),
         hint: format!(
-            "a harness is built with gate's SDK (`gate::main!`) and answers `__resolve` with one JSON line; `cargo run --release -p {} --bin {} -- __resolve --budgets {}` shows what it does",
-            h.package,
-            h.bin,
-            spec.path.display()
+            "a harness is built with gate's SDK (`gate::main!` in `{}`) and answers `__resolve --request FILE` with one JSON line",
+            h.bin
         ),
     }
     };
+    let mismatch = |theirs: String| CliError::Infrastructure {
+        message: format!(
+            "{who} speaks gate's harness protocol {theirs}, and this gate speaks {}",
+            crate::child::PROTOCOL
+        ),
+        hint: crate::child::PROTOCOL_HINT.into(),
+    };
     let mut cmd = Command::new(exe);
     cmd.arg("__resolve")
-        .arg("--budgets")
-        .arg(&spec.path)
+        .arg("--request")
+        .arg(request)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -280,11 +336,6 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String)
     if stdout.len() as u64 > ANSWER_LIMIT {
         return Err(fail(format!("it wrote more than {} MiB on stdout", ANSWER_LIMIT >> 20)));
     }
-    match status.code() {
-        Some(0) => {}
-        Some(2) => return Err(CliError::Reported(Exit::BadInput)),
-        _ => return Err(fail(format!("`__resolve` ended: {}", status_words(&status)))),
-    }
     let text = String::from_utf8_lossy(&stdout);
     // The answer is its last line of JSON: a library may print before it.
     let answer = text.lines().rev().find_map(|l| {
@@ -292,6 +343,17 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String)
             .ok()
             .filter(|v| v.is_object())
     });
+    let protocol = answer.as_ref().map(|a| a["protocol"].as_u64());
+    match (status.code(), protocol) {
+        (Some(0 | 2 | 3), Some(Some(p))) if p != u64::from(crate::child::PROTOCOL) => {
+            return Err(mismatch(p.to_string()))
+        }
+        (Some(2), Some(Some(_))) => return Err(CliError::Reported(Exit::BadInput)),
+        // Its usage error is above; a harness of this protocol answers with a line.
+        (Some(2), _) => return Err(mismatch("1 (it takes `--budgets`, not `--request`)".into())),
+        (Some(0), _) => {}
+        _ => return Err(fail(format!("`__resolve` ended: {}", status_words(&status)))),
+    }
     let Some(answer) = answer else {
         return Err(fail(match text.lines().find(|l| !l.trim().is_empty()) {
             None => "`__resolve` exited with status 0 and wrote nothing on stdout".into(),
@@ -301,16 +363,8 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec) -> Result<(Configs, String)
             ),
         }));
     };
-    let protocol = answer["protocol"].as_u64();
-    if protocol != Some(crate::child::PROTOCOL.into()) {
-        return Err(CliError::Infrastructure {
-            message: format!(
-                "{who} speaks gate's harness protocol {}, and this gate speaks {}",
-                protocol.map_or("(none)".to_string(), |p| p.to_string()),
-                crate::child::PROTOCOL
-            ),
-            hint: "build the harness against the same gate release as the installed `gate`".into(),
-        });
+    if protocol != Some(Some(crate::child::PROTOCOL.into())) {
+        return Err(mismatch("(none)".into()));
     }
     let Some(configs) = answer["configs"].as_object() else {
         return Err(fail("its answer has no `configs`".into()));

@@ -26,7 +26,9 @@ pub const CANDLE_VERSION: &str = "0.10";
 pub const CANDLE_VERSION: &str = "0.9";
 
 pub use gate_runner::phases::Timing;
-pub use resolve::{load, parse, parse_bytes, resolve, Workloads};
+#[cfg(feature = "cli")]
+pub use resolve::{load, parse, parse_bytes};
+pub use resolve::{resolve, workloads_of, Workloads};
 
 /// Profiles `workload` in `ctx` (gate-runner's phases over candle).
 pub fn profile(

@@ -7,9 +7,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+#[cfg(feature = "cli")]
 use std::path::Path;
 
-use crate::budget::{Component, Diagnostic, Diagnostics, Spec, SpecError, WorkloadCheck};
+#[cfg(feature = "cli")]
+use crate::budget::SpecError;
+use crate::budget::{Component, Diagnostic, Diagnostics, Spec, WorkloadCheck};
 use crate::sdk::{DynWorkload, Registry};
 
 /// The spec's components as built workloads, by component name.
@@ -41,20 +44,33 @@ impl WorkloadCheck for Checker<'_> {
 
 /// Reads and validates the spec at `path` with its workloads checked
 /// against `registry` (every problem reported in one go), then builds them.
+/// The YAML reader is the installed `gate`'s (feature `cli`): a harness
+/// gets the spec validated ([`workloads_of`]).
+#[cfg(feature = "cli")]
 pub fn load(path: &Path, registry: &Registry) -> Result<(Spec, Workloads), SpecError> {
     Ok(parse_bytes(path, &crate::budget::read(path)?, registry)?)
 }
 
 /// [`load`] of a spec's text.
+#[cfg(feature = "cli")]
 pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
     parse_bytes(path, text.as_bytes(), registry)
 }
 
 /// [`load`] of a spec's raw bytes (encodings refused by name, as `load` does).
+#[cfg(feature = "cli")]
 pub fn parse_bytes(path: &Path, bytes: &[u8], registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
     let spec = crate::budget::parse_bytes_with(path, bytes, Some(&Checker(registry)))?;
     let workloads = resolve(&spec, registry)?;
     Ok((spec, workloads))
+}
+
+/// The workloads of a spec validated elsewhere (the installed `gate` sends
+/// it to a harness): checked against `registry` with the same diagnostics
+/// as [`load`] gives, then built.
+pub fn workloads_of(spec: &Spec, registry: &Registry) -> Result<Workloads, Diagnostics> {
+    crate::budget::check_workloads(spec, &Checker(registry))?;
+    resolve(spec, registry)
 }
 
 /// Builds every component's workload of a validated `spec`.

@@ -222,16 +222,18 @@ impl Default for ChildArgs {
     }
 }
 
-/// Runs `exe profile --budgets SPEC --component NAME` and collects its measurement.
+/// Runs `exe profile --request FILE --component NAME` and collects its
+/// measurement (`request`: the installed gate's request file, the
+/// validated spec as JSON; the harness reads no YAML).
 /// `Err` is an infrastructure problem (the child could not be started at all).
 pub fn run_child(
     exe: &Path,
-    spec: &Path,
+    request: &Path,
     component: &str,
     args: &ChildArgs,
     on_phase: &mut dyn FnMut(Phase),
 ) -> std::io::Result<Measurement> {
-    let mut cmd = profile_command(exe, spec, component, args);
+    let mut cmd = profile_command(exe, request, component, args);
     // Phases are timed here, from the events as they arrive: the child's
     // start-up (`setup`) counts too, and a crashed phase keeps its time.
     let started = std::time::Instant::now();
@@ -360,11 +362,11 @@ impl Tail {
 }
 
 /// The `gate profile` command for one component.
-fn profile_command(exe: &Path, spec: &Path, component: &str, args: &ChildArgs) -> Command {
+fn profile_command(exe: &Path, request: &Path, component: &str, args: &ChildArgs) -> Command {
     let mut cmd = Command::new(exe);
     cmd.arg("profile")
-        .arg("--budgets")
-        .arg(spec)
+        .arg("--request")
+        .arg(request)
         .arg("--component")
         .arg(component)
         .args(&args.extra)

@@ -41,11 +41,12 @@ pub fn default_jobs(cuda: bool) -> usize {
     }
 }
 
-/// Profiles `names` with up to `jobs` children at once. Stops starting new
-/// ones once the run is interrupted; those never started are left out.
+/// Profiles `names` with up to `jobs` children at once, each reading the
+/// request file `request` (see `run_child`). Stops starting new ones once
+/// the run is interrupted; those never started are left out.
 pub fn profile_all(
     exe: &Path,
-    spec: &Path,
+    request: &Path,
     names: &[String],
     args: &ChildArgs,
     jobs: usize,
@@ -77,7 +78,7 @@ pub fn profile_all(
                 let Some(name) = names.get(i) else { return };
                 on(Progress::Start(name));
                 let t = Instant::now();
-                let result = run_child(exe, spec, name, &args, &mut |p| on(Progress::Phase(name, p)));
+                let result = run_child(exe, request, name, &args, &mut |p| on(Progress::Phase(name, p)));
                 let elapsed = t.elapsed();
                 on(Progress::Done(name, &result, elapsed));
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(Profiled {

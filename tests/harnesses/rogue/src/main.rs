@@ -6,6 +6,9 @@
 //!   spec's component;
 //! - `resolve-segv` / `resolve-abort`: `__resolve` dies of SIGSEGV / SIGABRT;
 //! - `resolve-sleep`: `__resolve` sleeps 3 s, then writes `ROGUE_LATE`;
+//! - `resolve-old` / `resolve-newer`: `__resolve` refuses the request as a
+//!   harness of protocol 1 does (exit 2, nothing on stdout), or as one of
+//!   protocol 3 would (its protocol on stdout, exit 3);
 //! - `profile-silent` / `profile-garbage`: `profile` exits 0 without its
 //!   `done` event, or with text that is not JSON;
 //! - `profile-segv`: `profile` dies of SIGSEGV;
@@ -33,11 +36,20 @@ fn main() {
         "other" => {
             let _ = writeln!(
                 out,
-                r#"{{"protocol":1,"configs":{{"other":{{}}}},"candle_version":"0.0.0"}}"#
+                r#"{{"protocol":2,"configs":{{"other":{{}}}},"candle_version":"0.0.0"}}"#
             );
         }
         "no-configs" => {
-            let _ = writeln!(out, r#"{{"protocol":1,"candle_version":"0.0.0"}}"#);
+            let _ = writeln!(out, r#"{{"protocol":2,"candle_version":"0.0.0"}}"#);
+        }
+        "old" => {
+            eprintln!("error: `__resolve` takes `--budgets SPEC`");
+            std::process::exit(2);
+        }
+        "newer" => {
+            let _ = writeln!(out, r#"{{"protocol":3}}"#);
+            eprintln!("error: the installed gate speaks gate's harness protocol 2, and this harness speaks 3");
+            std::process::exit(3);
         }
         "segv" => unsafe { std::ptr::null_mut::<u8>().write_volatile(1) },
         "abort" => std::process::abort(),
@@ -58,7 +70,7 @@ fn main() {
         _ if command == "__resolve" => {
             let _ = writeln!(
                 out,
-                r#"{{"protocol":1,"configs":{{"rogue":{{}}}},"candle_version":"0.0.0"}}"#
+                r#"{{"protocol":2,"configs":{{"rogue":{{}}}},"candle_version":"0.0.0"}}"#
             );
         }
         _ => std::process::exit(2),
