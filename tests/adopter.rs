@@ -126,9 +126,15 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     assert!(o.join("comment.md").is_file());
     assert!(text(&r.stdout).contains("forecaster"), "the table names it");
 
-    // `validate --build` goes through the harness too, and says it is fine.
+    // `validate --build` goes through the harness too, and says it is fine;
+    // with only budgets.yaml changed, nothing is compiled again (the
+    // harness never reads it: the spec reaches it as a request).
+    let spec = t.path().join("budgets.yaml");
+    let edited = std::fs::read_to_string(&spec).unwrap() + "# edited after the first build\n";
+    std::fs::write(&spec, edited).unwrap();
     let v = gate(t.path(), &["validate", "--build"]);
     assert_eq!(v.status.code(), Some(0), "{}", text(&v.stderr));
+    assert!(!text(&v.stderr).contains("Compiling"), "{}", text(&v.stderr));
     assert!(text(&v.stdout).contains("budgets.yaml: ok"), "{}", text(&v.stdout));
 
     // The harness (gate without its `cli` feature) answers the installed

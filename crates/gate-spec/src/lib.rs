@@ -5,6 +5,11 @@
 //! as a positioned tree ([`config::Node`]) that the harness reads into its
 //! own type.
 //!
+//! The YAML reader (`budget::parse`, `budget::load`) is the `yaml` feature,
+//! on by default: the installed `gate` has it. A harness builds without it
+//! and gets the validated spec as JSON (every type here is serde), its
+//! workloads checked with `budget::check_workloads`.
+//!
 //! Internal to gate: the installed `gate` and the harness use it; its API
 //! may change in any release.
 
