@@ -226,11 +226,11 @@ pub struct HarnessSpec {
 // names the file in messages: one that is not UTF-8 goes as its lossy text
 // rather than failing the run (serde refuses such a `PathBuf`).
 mod path_text {
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(p: &PathBuf, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&p.to_string_lossy())
     }
 
