@@ -222,8 +222,9 @@ fn a_crate_on_candle_0_9_1_gates_its_tft_and_fails_as_the_report_did() {
     assert_eq!(status(&rep, "tft", "activations"), "fail");
     assert_eq!(status(&rep, "tft", "training_peak"), "fail");
     assert!(activations > 1e9, "{activations}");
-    // The candle the harness, and so the model, ran on.
-    assert_eq!(rep["testbed"]["candle_version"], "0.9", "{}", rep["testbed"]);
+    // The candle the harness, and so the model, ran on: exactly, from the
+    // build's resolve (the harness alone knows only its minor).
+    assert_eq!(rep["testbed"]["candle_version"], "0.9.1", "{}", rep["testbed"]);
 }
 
 #[test]
@@ -249,7 +250,7 @@ fn a_crate_on_candle_0_10_gates_its_classifier() {
     assert!(conv0 > 0, "{b:?}");
     assert_eq!(status(&rep, "classifier", "params"), "pass");
     assert_eq!(status(&rep, "classifier", "activations"), "fail");
-    assert_eq!(rep["testbed"]["candle_version"], "0.10", "{}", rep["testbed"]);
+    assert_eq!(rep["testbed"]["candle_version"], "0.10.2", "{}", rep["testbed"]);
 }
 
 #[test]

@@ -146,13 +146,15 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
     };
     if let Some(h) = &spec.harness {
         if !app.is(h) {
-            let built = match &opts.harness_bin {
-                Some(bin) => prebuilt(bin)?,
+            let (built, resolved_candle) = match &opts.harness_bin {
+                Some(bin) => (prebuilt(bin)?, None),
                 None => build(&manifest(&spec, h, opts)?, h, backend)?,
             };
             let (exe, copy) = private_copy(&built)?;
             let request = write_request(&spec)?;
-            let (configs, candle_version) = resolve(&exe, &spec, h, &request.path)?;
+            let (configs, said) = resolve(&exe, &spec, h, &request.path)?;
+            // The build's resolve is exact where the harness knows its minor only.
+            let candle_version = resolved_candle.unwrap_or(said);
             return Ok(Loaded {
                 spec: Box::new(spec),
                 source: Source::Harness {
@@ -445,9 +447,10 @@ fn repository_root(dir: &Path) -> PathBuf {
 }
 
 /// `cargo build --release` of the harness (incremental: a second build with
-/// nothing changed costs a second); returns the binary's path.
-fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<PathBuf, CliError> {
-    check_candle(manifest, h)?;
+/// nothing changed costs a second); returns the binary's path and, when
+/// `cargo metadata` said, the exact candle the build resolved.
+fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(PathBuf, Option<String>), CliError> {
+    let candle = check_candle(manifest, h)?;
     let mut features = h.features.clone();
     if backend == Some(Backend::Cuda) && !features.iter().any(|f| f == "cuda") {
         features.push("cuda".into());
@@ -489,16 +492,19 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<P
             ),
         });
     }
-    exe.ok_or_else(|| CliError::Infrastructure {
+    let exe = exe.ok_or_else(|| CliError::Infrastructure {
         message: format!("cargo built `{}` but did not say where the binary is", h.bin),
         hint: "check that `bin:` names a binary target, not a library or an example".into(),
-    })
+    })?;
+    Ok((exe, candle))
 }
 
 /// Says, before cargo's errors, when the harness would link two candles
 /// (see `minors`). Quiet when `cargo metadata` cannot answer: the build
-/// that follows reports that itself.
-fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(), CliError> {
+/// that follows reports that itself. Else gives the candle-core gate's SDK
+/// resolved to, exactly (a git revision's commit included), which the
+/// harness itself knows only by its minor.
+fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(&cargo);
     cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
@@ -507,24 +513,24 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(), CliError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let Ok(mut helper) = spawn_helper(&mut cmd) else {
-        return Ok(());
+        return Ok(None);
     };
     let mut stdout = Vec::new();
     if let Some(mut pipe) = helper.child().stdout.take() {
         let _ = pipe.read_to_end(&mut stdout);
     }
     if !helper.wait().is_ok_and(|s| s.success()) {
-        return Ok(());
+        return Ok(None);
     }
     let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
-        return Ok(());
+        return Ok(None);
     };
     match super::minors::mismatch(&metadata) {
         Some(m) => Err(CliError::Usage {
             message: m.message(&h.package),
             hint: m.hint(),
         }),
-        None => Ok(()),
+        None => Ok(super::minors::gates_candle(&metadata)),
     }
 }
 

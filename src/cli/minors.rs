@@ -78,6 +78,37 @@ pub fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
     r.candle_deps(node).into_iter().next()
 }
 
+/// The candle-core gate's SDK resolved to, as a report names it: the
+/// version, and for a git or path source where it came from (a team on a
+/// git revision of candle sees that revision, not the minor).
+pub fn gates_candle(metadata: &Value) -> Option<String> {
+    let r = Resolve::new(metadata)?;
+    let gate = r.nodes.iter().find(|n| r.package(n).is_some_and(|(name, _)| name == "gate"))?;
+    let id = gate["deps"]
+        .as_array()?
+        .iter()
+        .filter_map(|d| d["pkg"].as_str())
+        .find(|id| r.packages.get(id).is_some_and(|(name, _)| *name == "candle-core"))?;
+    let (_, version) = r.packages.get(id)?;
+    let source = metadata["packages"]
+        .as_array()?
+        .iter()
+        .find(|p| p["id"] == *id)
+        .and_then(|p| p["source"].as_str());
+    Some(match source {
+        None => format!("{version} (path)"),
+        Some(s) if s.starts_with("registry+") => version.to_string(),
+        Some(s) => match s.strip_prefix("git+").and_then(|g| g.rsplit_once('#')) {
+            Some((repo, commit)) => format!(
+                "{version} (git {} {})",
+                repo.split('?').next().unwrap_or(repo),
+                &commit[..commit.len().min(12)]
+            ),
+            None => format!("{version} ({s})"),
+        },
+    })
+}
+
 /// A harness whose crates and gate are on different candles.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
@@ -177,6 +208,29 @@ pub fn mismatch(metadata: &Value) -> Option<Mismatch> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn gates_candle_names_a_git_revision_and_keeps_a_registry_version_plain() {
+        let with = |source: Value| {
+            json!({
+                "packages": [
+                    {"id": "gate-id", "name": "gate", "version": "0.1.0", "source": null},
+                    {"id": "cc", "name": "candle-core", "version": "0.11.0", "source": source},
+                ],
+                "resolve": {"nodes": [{"id": "gate-id", "features": ["candle-0-11"], "deps": [{"name": "candle_core_0_11", "pkg": "cc"}]}]}
+            })
+        };
+        let registry = with(json!("registry+https://github.com/rust-lang/crates.io-index"));
+        assert_eq!(gates_candle(&registry).as_deref(), Some("0.11.0"));
+        let git = with(json!(
+            "git+https://github.com/huggingface/candle?rev=2a13b0f#2a13b0f3f0e1d2c3b4a5968778695a4b3c2d1e0f"
+        ));
+        assert_eq!(
+            gates_candle(&git).as_deref(),
+            Some("0.11.0 (git https://github.com/huggingface/candle 2a13b0f3f0e1)")
+        );
+        assert_eq!(gates_candle(&with(Value::Null)).as_deref(), Some("0.11.0 (path)"));
+    }
 
     fn metadata(gate_features: &[&str], gates: &str, theirs: Option<&str>) -> Value {
         let mut packages = vec![
