@@ -1,5 +1,6 @@
 //! Memory probes: where the bytes are read from. The CPU probe is a counting
-//! global allocator; the CUDA probe reads the device's memory pool. Scopes
+//! global allocator; the CUDA probe (`cuda` feature) reads the device's
+//! memory pool through the CUDA driver, loaded at run time. Scopes
 //! attribute bytes to named model blocks on top of either, and a sampled
 //! span records live bytes at every scope boundary (`timeline.rs`).
 //!
@@ -8,12 +9,16 @@
 //! Internal to gate: its API may change in any release.
 
 pub mod alloc;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod lock;
 pub mod scope;
+pub mod source;
 pub mod timeline;
 
 pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};
 pub use scope::{enter, mark, quiet, scoped, with_current_path, BlockStat, QuietGuard, Recorder, ScopeGuard, Span};
+pub use source::MemorySource;
 pub use timeline::{Sampler, Timeline};
 
 /// Where models run and memory is read.
@@ -91,6 +96,18 @@ pub trait MemoryProbe: Send + Sync {
     /// nothing was held back. The ratio steps run after it (see docs/levers.md).
     fn lift_emulation(&self) -> Option<u64> {
         None
+    }
+    /// Where the byte figures come from (see [`MemorySource`]).
+    fn memory_source(&self) -> MemorySource {
+        MemorySource::Allocator
+    }
+    /// Told once the model's parameters are built, the first point where a
+    /// framework must have put tensors where the probe reads: a probe that
+    /// can only tell then where its bytes come from decides here (the CUDA
+    /// probe: its pool, or NVML per process). An error when no figure can
+    /// be measured at all.
+    fn params_built(&self) -> Result<(), BackendError> {
+        Ok(())
     }
 }
 
