@@ -161,6 +161,10 @@ pub struct Measurement {
     /// (for an out-of-memory failure, about what it held when it ran out).
     #[serde(default)]
     pub failure_peak_bytes: Option<u64>,
+    /// Where the byte figures come from: the probe's exact counter, or NVML
+    /// per process when the framework's tensors were not in the CUDA pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_source: Option<crate::probe::MemorySource>,
 }
 
 /// A block a model checkpointed: named by the scope it ran in, recomputed

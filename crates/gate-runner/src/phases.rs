@@ -49,6 +49,7 @@ pub fn profile<S: Session>(
     }
     // Also after a failure: the samples up to it show where the memory went.
     m.timeline = sampler.finish(recorder.probe().backend());
+    m.memory_source = Some(recorder.probe().memory_source());
     m
 }
 
@@ -117,11 +118,20 @@ impl<'a, S: Session> Profile<'a, S> {
         // without the warm-up, so the failure is placed in the phase that really
         // runs out and the figures before it are still measured.
         self.begin(Phase::Warmup)?;
-        if let Err((_, e)) = throwaway_run(self.session) {
-            self.m.warmup_error = Some(first_line(&e.to_string()));
-        }
+        let warmed = match throwaway_run(self.session) {
+            Ok(()) => true,
+            Err((_, e)) => {
+                self.m.warmup_error = Some(first_line(&e.to_string()));
+                false
+            }
+        };
         let rec = self.rec;
         let probe = rec.probe();
+        // The throwaway model was built and stepped: the probe can tell where
+        // its bytes come from before the baseline is read (else `build` does).
+        if warmed {
+            self.settle_source(Phase::Warmup)?;
+        }
         probe.sync();
         let base = probe.live();
         self.sampler.set_base(base);
@@ -131,13 +141,33 @@ impl<'a, S: Session> Profile<'a, S> {
         Ok(base)
     }
 
+    /// Tells the probe the parameters are built (see
+    /// [`MemoryProbe::params_built`](crate::probe::MemoryProbe::params_built))
+    /// and keeps the source it reads from.
+    fn settle_source(&mut self, phase: Phase) -> PhaseResult<()> {
+        let probe = self.rec.probe();
+        probe.params_built().map_err(|e| (phase, source_error(e)))?;
+        self.m.memory_source = Some(probe.memory_source());
+        Ok(())
+    }
+
     /// The model (`build`) and the batch (`batch`).
     #[allow(clippy::type_complexity)]
     fn build(&mut self) -> PhaseResult<(S::Trainer<'a>, <S::Trainer<'a> as Train>::Batch)> {
         self.begin(Phase::Build)?;
         let params = self.session.params();
-        let (trainer, span, _) = self.rec.span(false, || params.build());
+        let probe = self.rec.probe();
+        // Where the bytes come from is settled inside the span, before its
+        // last reading, so the parameters' figure is read from the source
+        // the rest of the profile uses (a no-op once the warm-up settled it).
+        let ((trainer, settled), span, _) = self.rec.span(false, || {
+            let trainer = params.build();
+            let settled = if trainer.is_ok() { probe.params_built() } else { Ok(()) };
+            (trainer, settled)
+        });
         let trainer = in_phase(Phase::Build, trainer)?;
+        settled.map_err(|e| (Phase::Build, source_error(e)))?;
+        self.m.memory_source = Some(probe.memory_source());
         self.m.param_elems = trainer.param_elems();
         self.m.param_tensors = trainer.param_tensors();
         self.m.values.insert(Metric::Params, span.retained().max(0) as f64);
@@ -329,6 +359,11 @@ fn record_time(m: &mut Measurement, extra_warmup: usize, i: usize, ms: f64) {
 /// Inference calls after the first whose growth is measured.
 const INFERENCE_GROWTH_CALLS: usize = 2;
 
+/// A probe that cannot measure where the model's bytes are, as the phase's error.
+fn source_error(e: crate::probe::BackendError) -> Error {
+    Error::msg(format!("{} (hint: {})", e.message, e.hint))
+}
+
 /// A throwaway training step and inference call (see [`Profile::warm_up`]).
 fn throwaway_run<S: Session>(session: &S) -> PhaseResult<()> {
     let w = Phase::Warmup;
@@ -481,4 +516,291 @@ pub fn ratio_run<A: Session, B: Session>(
 /// The error's first line: candle appends a backtrace when one was captured.
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The profile and a probe that can only tell where the bytes come
+    //! from once the parameters exist (the CUDA probe's case), on a toy
+    //! session whose "device" is a byte counter.
+
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::adapter::{Analytic, Result};
+    use crate::probe::{BackendError, MemoryProbe, MemorySource};
+
+    const PARAMS: u64 = 4096;
+    /// A library workspace the first forward allocates and keeps (cuBLAS's).
+    const WORKSPACE: u64 = 1024;
+
+    /// The toy device: bytes its tensors hold, and whether the workspace is made.
+    #[derive(Default)]
+    struct Device {
+        bytes: AtomicU64,
+        workspace: AtomicBool,
+    }
+
+    /// A toy tensor of `n` bytes on the device.
+    struct Buf(Arc<Device>, u64);
+
+    impl Buf {
+        fn new(d: &Arc<Device>, n: u64) -> Buf {
+            d.bytes.fetch_add(n, Ordering::SeqCst);
+            Buf(d.clone(), n)
+        }
+    }
+
+    impl Drop for Buf {
+        fn drop(&mut self) {
+            self.0.bytes.fetch_sub(self.1, Ordering::SeqCst);
+        }
+    }
+
+    /// A probe of a framework that does not allocate from the pool: the
+    /// pool reads 0, the process's growth is its tensors and the workspace.
+    struct NoPoolProbe {
+        device: Arc<Device>,
+        switched: Mutex<Option<MemorySource>>,
+        high: AtomicU64,
+        told: AtomicU64,
+        fail: AtomicBool,
+    }
+
+    impl NoPoolProbe {
+        fn new(device: &Arc<Device>) -> Self {
+            NoPoolProbe {
+                device: device.clone(),
+                switched: Mutex::new(None),
+                high: AtomicU64::new(0),
+                told: AtomicU64::new(0),
+                fail: AtomicBool::new(false),
+            }
+        }
+        fn nvml(&self) -> bool {
+            *self.switched.lock().unwrap() == Some(MemorySource::NvmlProcess)
+        }
+        fn process(&self) -> u64 {
+            self.device.bytes.load(Ordering::SeqCst)
+        }
+    }
+
+    impl MemoryProbe for NoPoolProbe {
+        fn backend(&self) -> &'static str {
+            "cuda"
+        }
+        fn live(&self) -> u64 {
+            if !self.nvml() {
+                return 0; // the empty pool
+            }
+            let v = self.process();
+            self.high.fetch_max(v, Ordering::SeqCst);
+            v
+        }
+        fn peak(&self) -> u64 {
+            if self.nvml() {
+                self.high.load(Ordering::SeqCst).max(self.live())
+            } else {
+                0
+            }
+        }
+        fn reset_peak(&self) {
+            self.high
+                .store(if self.nvml() { self.process() } else { 0 }, Ordering::SeqCst);
+        }
+        fn memory_source(&self) -> MemorySource {
+            self.switched.lock().unwrap().unwrap_or(MemorySource::CudaPool)
+        }
+        fn params_built(&self) -> std::result::Result<(), BackendError> {
+            self.told.fetch_add(1, Ordering::SeqCst);
+            if self.fail.load(Ordering::SeqCst) {
+                return Err(BackendError {
+                    message: "no byte figure can be measured".into(),
+                    hint: "check `nvidia-smi`".into(),
+                });
+            }
+            if self.device.bytes.load(Ordering::SeqCst) > 0 {
+                *self.switched.lock().unwrap() = Some(MemorySource::NvmlProcess);
+            }
+            Ok(())
+        }
+    }
+
+    struct Toy {
+        device: Arc<Device>,
+        /// Builds that fail before the next one succeeds (a warm-up that runs out).
+        failing_builds: Cell<usize>,
+    }
+
+    struct Params<'s>(&'s Toy);
+
+    impl<'s> Unbuilt for Params<'s> {
+        type Trainer = Trainer;
+        fn build(self) -> Result<Trainer> {
+            if self.0.failing_builds.get() > 0 {
+                self.0.failing_builds.set(self.0.failing_builds.get() - 1);
+                return Err(Error::msg("out of memory"));
+            }
+            Ok(Trainer {
+                device: self.0.device.clone(),
+                _params: Buf::new(&self.0.device, PARAMS),
+                optimizer: None,
+            })
+        }
+    }
+
+    struct Trainer {
+        device: Arc<Device>,
+        _params: Buf,
+        optimizer: Option<Buf>,
+    }
+
+    impl Train for Trainer {
+        type Batch = Buf;
+        type Forward<'t> = Buf;
+        type Grads = Buf;
+        type Inference = ();
+        type Prediction = Buf;
+        fn param_elems(&self) -> u64 {
+            PARAMS / 4
+        }
+        fn batch(&self) -> Result<Buf> {
+            Ok(Buf::new(&self.device, 64))
+        }
+        fn forward(&self, _: &Buf) -> Result<Buf> {
+            if !self.device.workspace.swap(true, Ordering::SeqCst) {
+                std::mem::forget(Buf::new(&self.device, WORKSPACE));
+            }
+            Ok(Buf::new(&self.device, 256))
+        }
+        fn loss_value(&self, _: &Buf) -> Result<f64> {
+            Ok(1.0)
+        }
+        fn list_vars(&self) {}
+        fn backward(&self, _: Buf) -> Result<Buf> {
+            Ok(Buf::new(&self.device, PARAMS))
+        }
+        fn prune(&self, _: &mut Buf) -> Result<()> {
+            Ok(())
+        }
+        fn update(&mut self, _: &Buf) -> Result<()> {
+            if self.optimizer.is_none() {
+                self.optimizer = Some(Buf::new(&self.device, 2 * PARAMS));
+            }
+            Ok(())
+        }
+        fn after_step(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn eval_loss(&self, _: &Buf) -> Result<f64> {
+            Ok(1.0)
+        }
+        fn drop_optimizer(&mut self) {
+            self.optimizer = None;
+        }
+        fn inference_model(&self) -> Result<()> {
+            Ok(())
+        }
+        fn predict(&self, _: &(), _: &Buf) -> Result<Buf> {
+            Ok(Buf::new(&self.device, 32))
+        }
+        fn leak(&self, _: &Buf) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Session for Toy {
+        type Params<'s> = Params<'s>;
+        type Trainer<'s> = Trainer;
+        fn analytic(&self) -> Analytic {
+            Analytic {
+                param_bytes: PARAMS,
+                frozen_elems: 0,
+            }
+        }
+        fn params(&self) -> Params<'_> {
+            Params(self)
+        }
+    }
+
+    fn run_toy(failing_builds: usize, fail: bool) -> (Measurement, Arc<NoPoolProbe>) {
+        let device = Arc::new(Device::default());
+        let probe = Arc::new(NoPoolProbe::new(&device));
+        probe.fail.store(fail, Ordering::SeqCst);
+        let toy = Toy {
+            device,
+            failing_builds: Cell::new(failing_builds),
+        };
+        let recorder = Recorder::new(probe.clone());
+        let m = profile(&toy, Timing::default(), &recorder, &mut |_, _| {});
+        (m, probe)
+    }
+
+    #[test]
+    fn a_warm_up_settles_the_source_before_the_baseline_and_figures_are_nvmls() {
+        let (m, probe) = run_toy(0, false);
+        assert_eq!(m.failure, None);
+        assert_eq!(m.memory_source, Some(MemorySource::NvmlProcess));
+        // Told after the warm-up; the build's call then changes nothing.
+        assert_eq!(probe.told.load(Ordering::SeqCst), 2);
+        // Read from NVML from the baseline on: the parameters' bytes, not a silent 0.
+        assert_eq!(m.values[&Metric::Params], PARAMS as f64);
+        assert_eq!(m.values[&Metric::Optimizer], (2 * PARAMS) as f64);
+        assert_eq!(m.values[&Metric::Activations], 256.0);
+    }
+
+    #[test]
+    fn a_failed_warm_up_settles_the_source_inside_the_build_span() {
+        let (m, probe) = run_toy(1, false);
+        assert!(m.warmup_error.is_some());
+        assert_eq!(m.memory_source, Some(MemorySource::NvmlProcess));
+        assert_eq!(probe.told.load(Ordering::SeqCst), 1);
+        // The span began on the empty pool and ended on NVML, whose figures
+        // count from the same zero: the parameters, never a silent 0.
+        assert_eq!(m.values[&Metric::Params], PARAMS as f64);
+        // The workspace the first forward made is in the activations' figure.
+        assert_eq!(m.values[&Metric::Activations], (256 + WORKSPACE) as f64);
+    }
+
+    #[test]
+    fn a_probe_that_cannot_measure_fails_the_profile_with_its_hint() {
+        let (m, _) = run_toy(0, true);
+        let failure = m.failure.expect("the profile must fail");
+        assert_eq!(failure.phase, Phase::Warmup);
+        assert_eq!(
+            failure.reason,
+            "no byte figure can be measured (hint: check `nvidia-smi`)"
+        );
+        assert!(!m.values.contains_key(&Metric::Params));
+    }
+
+    #[test]
+    fn the_cpu_probe_reports_its_allocator() {
+        struct Counting;
+        impl MemoryProbe for Counting {
+            fn backend(&self) -> &'static str {
+                "cpu"
+            }
+            fn live(&self) -> u64 {
+                0
+            }
+            fn peak(&self) -> u64 {
+                0
+            }
+            fn reset_peak(&self) {}
+        }
+        let toy = Toy {
+            device: Arc::new(Device::default()),
+            failing_builds: Cell::new(0),
+        };
+        let m = profile(
+            &toy,
+            Timing::default(),
+            &Recorder::new(Arc::new(Counting)),
+            &mut |_, _| {},
+        );
+        assert_eq!(m.memory_source, Some(MemorySource::Allocator));
+    }
 }
