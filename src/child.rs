@@ -356,13 +356,21 @@ fn open(backend: Backend, emulate: Option<u64>) -> Result<Opened, BackendError> 
 
 #[cfg(feature = "cuda")]
 fn open_cuda(emulate: Option<u64>) -> Result<Opened, BackendError> {
+    // The probe first: NVML's reading from before any context, then the
+    // device's primary context, which candle's cudarc retains in turn, so
+    // its tensors come from the pool the probe reads (whatever the minor).
     let (mut probe, info) = crate::probe::cuda::CudaProbe::open(0)?;
+    let device = Device::new_cuda(0).map_err(|e| BackendError {
+        message: format!("no usable CUDA GPU 0: candle {}: {e}", crate::runner::CANDLE_VERSION),
+        hint: "check `nvidia-smi`, or run with `--backend cpu`".into(),
+    })?;
+    // After candle's context: the block leaves room for what it holds too.
     let emulated_block = match emulate {
         Some(capacity) => Some(probe.emulate_capacity(capacity)?),
         None => None,
     };
     Ok(Opened {
-        device: probe.device().clone(),
+        device,
         probe: Arc::new(probe),
         info,
         emulated_block,
