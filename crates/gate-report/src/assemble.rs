@@ -77,6 +77,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
             .map(|(variant, reference)| RatioLosses { variant, reference }),
         ratio_lifted_bytes: m.ratio_lifted_bytes,
         checkpointed: m.checkpointed.clone(),
+        memory_source: m.memory_source.filter(|s| !s.is_exact()),
     }
 }
 
@@ -117,6 +118,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         ratio_losses: None,
         ratio_lifted_bytes: None,
         checkpointed: Vec::new(),
+        memory_source: None,
     }
 }
 

@@ -241,6 +241,11 @@ pub struct ComponentReport {
     /// the SDK as they ran), each by scope, whole or in chunks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkpointed: Vec<gate_runner::CheckpointedBlock>,
+    /// Where the byte figures come from, written only when it is not the
+    /// backend's exact counter (the counting allocator, the CUDA pool):
+    /// `nvml_process` when the model's tensors were not in the CUDA pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_source: Option<crate::probe::MemorySource>,
 }
 
 /// A variant's and its reference's loss from the ratio steps.

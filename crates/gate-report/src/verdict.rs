@@ -114,6 +114,30 @@ fn ratio_budgets(c: &crate::budget::Component) -> impl Iterator<Item = Metric> +
     c.budgets.iter().map(|b| b.metric).filter(|m| m.ratio_of().is_some())
 }
 
+/// The run's note on byte figures that are not exact: the components whose
+/// tensors were not in the CUDA pool, measured by NVML per process instead
+/// (`MemorySource::NvmlProcess`). One line for the run.
+fn memory_notes(testbed: &Testbed, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
+    let coarse: Vec<String> = components
+        .iter()
+        .filter(|(_, r)| r.memory_source.is_some_and(|s| !s.is_exact()))
+        .map(|(name, _)| format!("`{name}`"))
+        .collect();
+    if coarse.is_empty() {
+        return Vec::new();
+    }
+    let candle = match testbed.candle_version.as_str() {
+        "" => "this candle".to_string(),
+        v => format!("candle {v}"),
+    };
+    vec![format!(
+        "{}: tensor bytes not from the CUDA pool on {candle}: figures are NVML per process (what it holds beyond \
+         its CUDA context as first made, library workspaces and loaded kernels included; peaks sampled at scope \
+         boundaries)",
+        coarse.join(", ")
+    )]
+}
+
 /// The run's notes on how ratios were measured: with the emulation lifted,
 /// and a loss ratio taken from the ratio steps. One line per variant.
 fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
@@ -338,7 +362,8 @@ pub fn decide_acknowledged(
     let acknowledgement = acknowledge(&mut results, &mut warnings, ack, strict);
     let mut summary = summarize(&results, warnings, budget_changes, strict);
     summary.acknowledgement = acknowledgement;
-    summary.notes = ratio_notes(spec, components);
+    summary.notes = memory_notes(testbed, components);
+    summary.notes.extend(ratio_notes(spec, components));
     Verdict {
         summary,
         results,
@@ -1213,6 +1238,53 @@ components:
         });
         t.ratio_lifted_bytes = Some(1 << 30);
         reports
+    }
+
+    #[test]
+    fn figures_not_from_the_cuda_pool_are_noted_with_the_candle_never_silent() {
+        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let mut reports: BTreeMap<String, ComponentReport> = spec
+            .components
+            .iter()
+            .map(|c| (c.name.clone(), report(c, 0.5, 10.0)))
+            .collect();
+        let testbed = Testbed {
+            candle_version: "0.9.2".into(),
+            ..Testbed::default()
+        };
+        let reserve = Reserve {
+            bytes: 0,
+            measured: false,
+        };
+        let none = Outcome::Missing {
+            reason: "--baseline none".into(),
+        };
+        // The pool (or the allocator): exact, nothing to say.
+        let v = decide(&spec, &reports, &none, &testbed, reserve, false);
+        assert_eq!(v.summary.notes, Vec::<String>::new());
+
+        for name in ["t", "t@half"] {
+            reports.get_mut(name).unwrap().memory_source = Some(crate::probe::MemorySource::NvmlProcess);
+        }
+        let v = decide(&spec, &reports, &none, &testbed, reserve, false);
+        assert_eq!(
+            v.summary.notes,
+            [
+                "`t`, `t@half`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process \
+              (what it holds beyond its CUDA context as first made, library workspaces and loaded kernels \
+              included; peaks sampled at scope boundaries)"
+            ]
+        );
+        // A fact of the run, not a warning: the figures are judged as measured.
+        assert!(
+            v.summary.warnings.iter().all(|w| !w.contains("CUDA pool")),
+            "{:?}",
+            v.summary.warnings
+        );
+        // report.json carries it for those components only (an additive field).
+        let json = serde_json::to_value(&reports).unwrap();
+        assert_eq!(json["t"]["memory_source"], "nvml_process");
+        assert!(json["t@plain"].get("memory_source").is_none(), "{}", json["t@plain"]);
     }
 
     #[test]
