@@ -65,7 +65,9 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     run_wide.extend(warnings_of.into_values().flatten());
 
     let mut strict = Counts::default();
-    if report.summary.strict || !run_wide.is_empty() {
+    // The run's notes too: they say how figures were measured (e.g. not
+    // from the CUDA pool), which a reader of the tests must see.
+    if report.summary.strict || !run_wide.is_empty() || !report.summary.notes.is_empty() {
         let (s, counts) = run_suite(report, &stamp, &mut names, &run_wide)?;
         suites.push(s);
         strict = counts;

@@ -195,6 +195,33 @@ mod tests {
         }
     }
 
+    /// The note of a run whose tensors were not in the CUDA pool reaches
+    /// every output: the terminal, JUnit and the PR comment.
+    #[test]
+    fn the_memory_source_note_is_in_every_output() {
+        let note = "`tft`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process";
+        let mut s = summary("pass", false, &[], 0);
+        s.notes = vec![note.into()];
+        let r = report::Report {
+            schema: 1,
+            gate_version: "0".into(),
+            commit: None,
+            spec: "budgets.yaml".into(),
+            testbed: report::Testbed::default(),
+            components: Default::default(),
+            ensemble: None,
+            results: vec![],
+            summary: s,
+            baseline: None,
+            wall_seconds: 0.0,
+        };
+        assert!(table::render(&r, false).contains(note), "{}", table::render(&r, false));
+        let junit = junit::render(&r, time::OffsetDateTime::UNIX_EPOCH).unwrap();
+        assert!(junit.contains(&format!("note: {note}")), "{junit}");
+        let md = markdown::render(&r, None, 60_000);
+        assert!(md.contains(&markdown::escape(note)), "{md}");
+    }
+
     #[test]
     fn strict_names_what_it_failed_on() {
         assert_eq!(strict_suffix(&summary("pass", false, &["w"], 0)), "");
