@@ -431,4 +431,125 @@ mod tests {
             }
         }
     }
+
+    /// `cuMemAllocAsync`/`cuMemFreeAsync` on the legacy default stream, as
+    /// cudarc allocates candle's tensors (from the default pool), and
+    /// `cuStreamSynchronize`: taken here, for the GPU tests only.
+    struct Async {
+        alloc: unsafe extern "C" fn(*mut CuDevicePtr, usize, *mut c_void) -> c_int,
+        free: unsafe extern "C" fn(CuDevicePtr, *mut c_void) -> c_int,
+        sync: unsafe extern "C" fn(*mut c_void) -> c_int,
+    }
+
+    fn async_api() -> Async {
+        let lib = dl::Library::open(driver::LIBRARY, "the CUDA driver", "").unwrap();
+        let f = |s| lib.symbol(s).unwrap();
+        // SAFETY: cuda.h's prototypes: cuMemAllocAsync(CUdeviceptr *, size_t,
+        // CUstream), cuMemFreeAsync(CUdeviceptr, CUstream), cuStreamSynchronize(CUstream).
+        unsafe {
+            Async {
+                alloc: std::mem::transmute::<
+                    *mut c_void,
+                    unsafe extern "C" fn(*mut CuDevicePtr, usize, *mut c_void) -> c_int,
+                >(f("cuMemAllocAsync")),
+                free: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(CuDevicePtr, *mut c_void) -> c_int>(f(
+                    "cuMemFreeAsync",
+                )),
+                sync: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void) -> c_int>(f(
+                    "cuStreamSynchronize",
+                )),
+            }
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    /// On a GPU (run alone: the pool's high-water is the process's):
+    /// `cargo test -p gate-probe --features cuda -- --ignored --exact cuda::tests::on_a_gpu_pool_allocations_are_read_exactly`
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn on_a_gpu_pool_allocations_are_read_exactly() {
+        let (probe, info) = CudaProbe::open(0).unwrap();
+        eprintln!("{info:?}, NVML at open {:?}", probe.used_at_open);
+        assert!(info.total_bytes.unwrap() > 0 && !info.name.is_empty());
+        let a = async_api();
+        assert_eq!(probe.live(), 0);
+        // Nothing allocated yet: not decided, the pool is read.
+        probe.params_built().unwrap();
+        assert_eq!(probe.decided(), None);
+        let mut ptr: CuDevicePtr = 0;
+        // SAFETY: one allocation of 64 MiB on the default stream, freed below.
+        let r = unsafe { (a.alloc)(&mut ptr, (64 * MIB) as usize, std::ptr::null_mut()) };
+        assert_eq!(r, CUDA_SUCCESS);
+        probe.params_built().unwrap();
+        assert_eq!(probe.memory_source(), MemorySource::CudaPool);
+        assert_eq!(probe.live(), 64 * MIB);
+        assert!(probe.peak() >= 64 * MIB);
+        assert!(probe.reserved() >= 64 * MIB);
+        let used = probe.device_used().unwrap();
+        eprintln!("pool 64 MiB: device_used {used}, context {:?}", probe.context_bytes());
+        assert!(used >= 64 * MIB, "{used}");
+        // SAFETY: frees the allocation above once; then waits for it.
+        unsafe {
+            assert_eq!((a.free)(ptr, std::ptr::null_mut()), 0);
+            assert_eq!((a.sync)(std::ptr::null_mut()), 0);
+        }
+        probe.sync();
+        assert_eq!(probe.live(), 0);
+        probe.reset_peak();
+        assert_eq!(probe.peak(), 0);
+        assert_eq!(probe.pool_reserved_peak(), Some(probe.reserved_high()));
+    }
+
+    /// On a GPU, alone (a fresh process: its pool never held memory):
+    /// `cargo test -p gate-probe --features cuda -- --ignored --exact cuda::tests::on_a_gpu_allocations_outside_the_pool_switch_to_nvml`
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn on_a_gpu_allocations_outside_the_pool_switch_to_nvml() {
+        let (probe, _) = CudaProbe::open(0).unwrap();
+        probe.bind().unwrap();
+        let mut ptr: CuDevicePtr = 0;
+        // SAFETY: one plain allocation (outside the pool) of 256 MiB, freed below.
+        let r = unsafe { (probe.driver.cuMemAlloc)(&mut ptr, (256 * MIB) as usize) };
+        assert_eq!(r, CUDA_SUCCESS);
+        probe.params_built().unwrap();
+        assert_eq!(probe.memory_source(), MemorySource::NvmlProcess);
+        assert_eq!(probe.pool_reserved_peak(), None);
+        let live = probe.live();
+        eprintln!(
+            "256 MiB outside the pool: live {live}, context {:?}",
+            probe.context_bytes()
+        );
+        // NVML's figure: the allocation, rounded to the driver's granularity.
+        assert!((256 * MIB..=280 * MIB).contains(&live), "{live}");
+        assert!(probe.peak() >= live);
+        // SAFETY: frees the allocation above once.
+        unsafe {
+            assert_eq!((probe.driver.cuMemFree)(ptr), CUDA_SUCCESS);
+        }
+        let after = probe.live();
+        assert!(after < 16 * MIB, "{after}");
+        // The sampled high-water kept the allocation's figure.
+        assert!(probe.peak() >= 256 * MIB);
+        probe.reset_peak();
+        assert!(probe.peak() < 16 * MIB);
+    }
+
+    /// On a GPU, alone: the emulation block stays out of every figure.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn on_a_gpu_the_emulation_block_is_held_and_lifted() {
+        let (mut probe, info) = CudaProbe::open(0).unwrap();
+        let before = probe.device_used().unwrap();
+        let block = probe.emulate_capacity(4 << 30).unwrap();
+        let (free, _) = probe.mem_info().unwrap();
+        eprintln!("block {block} of {:?}, free then {free}", info.total_bytes);
+        assert!(block > 0);
+        assert!(free < 4 << 30, "{free}");
+        let during = probe.device_used().unwrap();
+        assert!(during.abs_diff(before) < 16 * MIB, "{before} → {during}");
+        assert_eq!(probe.lift_emulation(), Some(block));
+        assert_eq!(probe.lift_emulation(), None);
+        assert!(probe.mem_info().unwrap().0 > 4 << 30);
+    }
 }
