@@ -31,7 +31,8 @@
 //! `candle-0-9` (0.9.1 and 0.9.2). It is re-exported as [`candle_core`] and
 //! [`candle_nn`], and it is the crate's own candle when the minors agree, so
 //! a workload's tensors are gate's. A crate on candle 0.9 depends on
-//! `gate = { ..., default-features = false, features = ["candle-0-9"] }`.
+//! `gate-sdk = { ..., default-features = false, features = ["candle-0-9"] }`
+//! (the package is `gate-sdk`; this library keeps the name `gate`).
 
 #![warn(missing_docs)]
 

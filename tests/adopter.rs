@@ -40,8 +40,8 @@ fn adopter() -> tempfile::TempDir {
     let manifest = t.path().join("crates/ml/Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let text = text.replace(
-        r#"gate = { path = "../../../..", "#,
-        &format!("gate = {{ path = {:?}, ", root().display().to_string()),
+        r#"gate-sdk = { path = "../../../..", "#,
+        &format!("gate-sdk = {{ path = {:?}, ", root().display().to_string()),
     );
     assert!(
         text.contains(&root().display().to_string()),
@@ -369,18 +369,18 @@ fn a_model_written_from_docs_sdk_md_alone_is_gated() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
     std::fs::create_dir_all(dir.join("src/bin")).unwrap();
-    // The doc's dependency lines, gate taken from this checkout instead of its tag.
+    // The doc's dependency lines, gate taken from this checkout instead of crates.io.
     let deps = toml[0]
         .lines()
         .map(|l| {
-            if l.starts_with("gate = ") {
+            if l.starts_with("gate-sdk = ") {
                 // The doc's features kept: the harness it describes is the slim one.
                 let source = format!("path = {:?}", root().display().to_string());
                 assert!(
                     l.contains(r#"default-features = false, features = ["candle-0-11"]"#),
                     "{l}"
                 );
-                l.replace(r#"git = "https://github.com/OWNER/gate", tag = "v0.1.0""#, &source)
+                l.replace(r#"version = "0.1""#, &source)
             } else {
                 l.to_string()
             }
@@ -454,9 +454,9 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     // The slim harness, on candle 0.11 when the crate names no candle yet,
     // with the built-ins its starter spec's `mlp` needs.
-    let from_tag = r#"gate = { git = "https://github.com/acme/gate", tag = "v0.1.0", default-features = false, features = ["candle-0-11", "builtins"] }"#;
+    let from_tag = r#"gate-sdk = { git = "https://github.com/acme/gate", tag = "v0.1.0", default-features = false, features = ["candle-0-11", "builtins"] }"#;
     assert!(manifest.contains(from_tag), "{manifest}");
-    assert!(manifest.contains(r#"cuda = ["gate/cuda"]"#), "{manifest}");
+    assert!(manifest.contains(r#"cuda = ["gate-sdk/cuda"]"#), "{manifest}");
     let budgets = std::fs::read_to_string(dir.join("budgets.yaml")).unwrap();
     assert!(
         budgets.contains("harness: { package: forecasting, bin: gate-harness }"),

@@ -50,8 +50,8 @@ fn fixture(name: &str) -> tempfile::TempDir {
     common::copy_crate(&root().join("tests/adopters").join(name), t.path());
     let manifest = t.path().join("Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
-    let here = format!("gate = {{ path = {:?},", root().display().to_string());
-    let text = text.replace(r#"gate = { path = "../../..","#, &here);
+    let here = format!("gate-sdk = {{ path = {:?},", root().display().to_string());
+    let text = text.replace(r#"gate-sdk = { path = "../../..","#, &here);
     assert!(text.contains(&here), "the path dependency was rewritten:\n{text}");
     std::fs::write(&manifest, text).unwrap();
     t

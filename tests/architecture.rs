@@ -246,7 +246,7 @@ fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let names: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
-    assert!(names.contains("gate") && names.contains("candle-core"), "{names:?}");
+    assert!(names.contains("gate-sdk") && names.contains("candle-core"), "{names:?}");
     let heavy: Vec<&&str> = names
         .iter()
         .filter(|n| {

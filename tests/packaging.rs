@@ -423,7 +423,7 @@ fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
     assert!(
-        manifest.contains(r#"gate = { path = "../gate", default-features = false, features = ["candle-0-9-1"] }"#),
+        manifest.contains(r#"gate-sdk = { path = "../gate", default-features = false, features = ["candle-0-9-1"] }"#),
         "{manifest}"
     );
     // The workflows need a GitHub repository; a path cannot be `uses:`d.
@@ -470,7 +470,7 @@ fn a_harness_on_another_candle_is_named_before_the_build() {
         t.path().join("Cargo.toml"),
         format!(
             "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-             [dependencies]\ncandle-core = \"=0.9.1\"\ngate = {{ path = {:?} }}\n\n[workspace]\n",
+             [dependencies]\ncandle-core = \"=0.9.1\"\ngate-sdk = {{ path = {:?} }}\n\n[workspace]\n",
             root.display().to_string()
         ),
     )

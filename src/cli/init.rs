@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::minors::SDK_PACKAGE;
 use super::CliError;
 use crate::exit::Exit;
 
@@ -166,8 +167,9 @@ fn package_name(manifest: &str) -> Option<String> {
 }
 
 /// Adds what a harness needs to a crate's manifest, keeping every key the
-/// crate already has: gate, serde (for the configs) and a `cuda` feature
-/// that forwards to gate's. Returns the manifest and what was added.
+/// crate already has: gate's SDK (the package `gate-sdk`, from a path or
+/// git until its first release on crates.io), serde (for the configs) and
+/// a `cuda` feature that forwards to gate's. Returns the manifest and what was added.
 fn with_harness_deps(
     manifest: &str,
     source: &GateSource,
@@ -179,7 +181,15 @@ fn with_harness_deps(
     let mut added = Vec::new();
     let deps = doc.entry("dependencies").or_insert(Item::Table(Table::new()));
     let deps = deps.as_table_like_mut().ok_or("`dependencies` is not a table")?;
-    if !deps.contains_key("gate") {
+    // gate's SDK is the package `gate-sdk` (its library is `gate`); a crate
+    // may already have it, under that key or renamed (`gate = { package =
+    // "gate-sdk", ... }`, or `gate` from a checkout before the rename).
+    let existing = deps.iter().find_map(|(key, dep)| {
+        let package = dep.get("package").and_then(|p| p.as_str()).unwrap_or(key);
+        (package == SDK_PACKAGE || key == "gate").then(|| key.to_string())
+    });
+    let key = existing.clone().unwrap_or_else(|| SDK_PACKAGE.to_string());
+    if existing.is_none() {
         let mut t = InlineTable::new();
         match source {
             GateSource::GitHub(repo) => {
@@ -208,8 +218,8 @@ fn with_harness_deps(
         }
         t.insert("features", a.into());
         let line = t.to_string();
-        deps.insert("gate", value(t));
-        added.push(format!("gate = {}", line.trim()));
+        deps.insert(SDK_PACKAGE, value(t));
+        added.push(format!("{SDK_PACKAGE} = {}", line.trim()));
     }
     if !deps.contains_key("serde") {
         let mut t = InlineTable::new();
@@ -224,9 +234,10 @@ fn with_harness_deps(
     let features = features.as_table_like_mut().ok_or("`features` is not a table")?;
     if !features.contains_key("cuda") {
         let mut a = Array::new();
-        a.push("gate/cuda");
+        let forward = format!("{key}/cuda");
+        a.push(forward.as_str());
         features.insert("cuda", value(a));
-        added.push("[features] cuda = [\"gate/cuda\"]".into());
+        added.push(format!("[features] cuda = [\"{forward}\"]"));
     }
     Ok((doc.to_string(), added))
 }
@@ -434,7 +445,7 @@ fn refuse_placeholder_owner(
     source: &GateSource,
     manifest_edit: Option<&ManifestEdit>,
 ) -> Result<(), CliError> {
-    let dependency = manifest_edit.is_some_and(|e| e.added.iter().any(|a| a.starts_with("gate =")));
+    let dependency = manifest_edit.is_some_and(|e| e.added.iter().any(|a| a.starts_with(&format!("{SDK_PACKAGE} ="))));
     let placeholder = source.github().is_some_and(unknown_owner);
     if !placeholder || (args.no_workflows && !dependency) {
         return Ok(());

@@ -10,6 +10,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+/// gate's SDK package: the one whose features pick the candle (its library is `gate`).
+pub const SDK_PACKAGE: &str = "gate-sdk";
+
 /// gate's candle features, each with the candle-core versions it serves.
 const ADAPTERS: &[(&str, &str)] = &[
     ("candle-0-9-1", "0.9.1"),
@@ -134,7 +137,7 @@ impl Mismatch {
     pub fn hint(&self) -> String {
         match self.pick {
             Some(f) => format!(
-                "build gate against your candle: `gate = {{ ..., default-features = false, features = [\"{f}\"] }}` \
+                "build gate against your candle: `gate-sdk = {{ ..., default-features = false, features = [\"{f}\"] }}` \
                  in the Cargo.toml of `{}` (docs/sdk.md, \"Which candle\")",
                 self.dependent
             ),
@@ -158,7 +161,7 @@ impl Mismatch {
 pub fn mismatch(metadata: &Value) -> Option<Mismatch> {
     let r = Resolve::new(metadata)?;
     let gate = r.nodes.iter().find(|n| {
-        r.package(n).is_some_and(|(name, _)| name == "gate")
+        r.package(n).is_some_and(|(name, _)| name == SDK_PACKAGE)
             && n["features"]
                 .as_array()
                 .is_some_and(|f| f.iter().any(|f| ADAPTERS.iter().any(|(a, _)| f == a)))
@@ -175,7 +178,7 @@ pub fn mismatch(metadata: &Value) -> Option<Mismatch> {
         let Some((dependent, _)) = r.package(node) else {
             continue;
         };
-        if dependent == "gate" || dependent.starts_with("candle-") {
+        if dependent == SDK_PACKAGE || dependent.starts_with("candle-") {
             continue;
         }
         for theirs in r.candle_deps(node) {
@@ -194,7 +197,7 @@ pub fn mismatch(metadata: &Value) -> Option<Mismatch> {
     // gate alone, on a 0.9 it was not built for (0.9.1 under `candle-0-9`).
     match adapter_for(&gates) {
         Some(f) if f != feature => Some(Mismatch {
-            dependent: "gate".into(),
+            dependent: SDK_PACKAGE.into(),
             theirs: gates.clone(),
             gates,
             feature,
@@ -234,7 +237,7 @@ mod tests {
 
     fn metadata(gate_features: &[&str], gates: &str, theirs: Option<&str>) -> Value {
         let mut packages = vec![
-            json!({"id": "gate-id", "name": "gate", "version": "0.1.0"}),
+            json!({"id": "gate-id", "name": "gate-sdk", "version": "0.1.0"}),
             json!({"id": "cc-gate", "name": "candle-core", "version": gates}),
             json!({"id": "ml-id", "name": "ml", "version": "0.1.0"}),
         ];
@@ -308,7 +311,7 @@ mod tests {
         let m = mismatch(&metadata(&["candle-0-9"], "0.9.1", Some("0.9.1"))).unwrap();
         assert_eq!((m.feature.as_str(), m.pick), ("candle-0-9", Some("candle-0-9-1")));
         let m = mismatch(&metadata(&["candle-0-9"], "0.9.1", None)).unwrap();
-        assert_eq!((m.dependent.as_str(), m.pick), ("gate", Some("candle-0-9-1")));
+        assert_eq!((m.dependent.as_str(), m.pick), ("gate-sdk", Some("candle-0-9-1")));
     }
 
     #[test]
