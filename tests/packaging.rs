@@ -504,3 +504,193 @@ fn a_harness_on_another_candle_is_named_before_the_build() {
     assert!(stderr.contains(r#"features = ["candle-0-9-1"]"#), "{stderr}");
     assert!(!stderr.contains("building the harness"), "{stderr}");
 }
+
+/// `cargo metadata --no-deps` of the workspace.
+fn workspace_metadata() -> serde_json::Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("cargo metadata is JSON")
+}
+
+/// The paths `include_str!`/`include_bytes!` name in the `.rs` files under
+/// `dir`, resolved from each file's folder: what a package must hold to build
+/// (and to run its unit tests).
+fn included_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            included_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let src = std::fs::read_to_string(&path).unwrap();
+            for macro_ in ["include_str!(\"", "include_bytes!(\""] {
+                for (i, _) in src.match_indices(macro_) {
+                    let rest = &src[i + macro_.len()..];
+                    let rel = &rest[..rest.find('"').unwrap()];
+                    out.push(path.parent().unwrap().join(rel));
+                }
+            }
+        }
+    }
+}
+
+/// crates.io (issue #25 item 6): every crate of the workspace packs, in
+/// dependency order (what `cargo publish --workspace` uploads in), and each
+/// package holds its sources and what they include, and nothing of the
+/// repository around them (tests and their fixtures, examples, fuzz, docs,
+/// scripts, CI, build outputs). `.ci/run` verifies the packages build.
+#[test]
+fn every_crate_packs_in_dependency_order_with_only_what_it_needs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = tempfile::tempdir().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Packing resolves each package's lock against the registry's index:
+    // the cached one first, crates.io when there is none.
+    let pack = |offline: bool| {
+        let mut cmd = Command::new(&cargo);
+        cmd.args(["package", "--workspace", "--no-verify", "--allow-dirty", "--target-dir"])
+            .arg(out.path())
+            .current_dir(root);
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().expect("cargo runs")
+    };
+    let mut o = pack(true);
+    if !o.status.success() {
+        o = pack(false);
+    }
+    let why = (!o.status.success()).then(|| {
+        let err = text(&o.stderr);
+        let first = err
+            .lines()
+            .find(|l| l.starts_with("error"))
+            .unwrap_or("failed")
+            .to_string();
+        format!("`cargo package --workspace` needs crates.io's index or a cached one: {first}")
+    });
+    if !common::available("every_crate_packs_in_dependency_order_with_only_what_it_needs", why) {
+        return;
+    }
+    let err = text(&o.stderr);
+    let order: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Packaging "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+
+    let meta = workspace_metadata();
+    let packages = meta["packages"].as_array().unwrap();
+    let names: BTreeSet<&str> = packages.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(order.iter().copied().collect::<BTreeSet<_>>(), names, "{err}");
+    assert_eq!(order.len(), names.len(), "each crate packed once:\n{err}");
+    for p in packages {
+        let name = p["name"].as_str().unwrap();
+        let at = order.iter().position(|n| *n == name).unwrap();
+        for d in p["dependencies"].as_array().unwrap() {
+            let dep = d["name"].as_str().unwrap();
+            if d["kind"].as_str() != Some("dev") && names.contains(dep) {
+                let dep_at = order.iter().position(|n| *n == dep).unwrap();
+                assert!(
+                    dep_at < at,
+                    "`{name}` is packed before its dependency `{dep}`: {order:?}"
+                );
+            }
+        }
+    }
+
+    for p in packages {
+        let (name, version) = (p["name"].as_str().unwrap(), p["version"].as_str().unwrap());
+        let dir = Path::new(p["manifest_path"].as_str().unwrap()).parent().unwrap();
+        let krate = out.path().join(format!("package/{name}-{version}.crate"));
+        let list = Command::new("tar").arg("-tzf").arg(&krate).output().expect("tar runs");
+        assert!(list.status.success(), "{}: {}", krate.display(), text(&list.stderr));
+        let prefix = format!("{name}-{version}/");
+        let files: BTreeSet<String> = text(&list.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter(|l| !l.is_empty() && !l.ends_with('/'))
+            .map(str::to_string)
+            .collect();
+        let allowed = |f: &str| {
+            ["src/", "benches/", "testdata/"].iter().any(|d| f.starts_with(d))
+                || [
+                    "Cargo.toml",
+                    "Cargo.toml.orig",
+                    "Cargo.lock",
+                    ".cargo_vcs_info.json",
+                    "build.rs",
+                    "README.md",
+                ]
+                .contains(&f)
+        };
+        let stray: Vec<&String> = files.iter().filter(|f| !allowed(f)).collect();
+        assert!(stray.is_empty(), "`{name}`'s package holds {stray:?}");
+        let main = if name == "gate-cli" {
+            "src/main.rs"
+        } else {
+            "src/lib.rs"
+        };
+        assert!(files.contains(main), "`{name}`'s package has no {main}: {files:?}");
+        let mut included = Vec::new();
+        included_files(&dir.join("src"), &mut included);
+        for path in included {
+            let path = std::fs::canonicalize(&path).unwrap_or(path);
+            let rel = path.strip_prefix(dir).map(|r| r.to_string_lossy().into_owned());
+            assert!(
+                rel.as_ref().is_ok_and(|r| files.contains(r)),
+                "`{name}` includes {} and its package does not hold it",
+                path.display()
+            );
+        }
+    }
+}
+
+/// gate-report's unit tests read a copy of the repository's report fixture
+/// inside the crate (its package cannot reach ../../tests): the same bytes.
+#[test]
+fn the_report_crates_fixture_is_the_repositorys() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ours = std::fs::read(root.join("tests/fixtures/report-h200.json")).unwrap();
+    let copy = std::fs::read(root.join("crates/gate-report/testdata/report-h200.json")).unwrap();
+    assert!(
+        ours == copy,
+        "crates/gate-report/testdata/report-h200.json differs from tests/fixtures/report-h200.json: copy it over"
+    );
+}
+
+/// Every crate of the workspace is a default member (`cargo test` at the
+/// root covers it) except gate-cli, whose binary `gate` would collide with
+/// gate-sdk's own in one cargo run.
+#[test]
+fn every_crate_but_gate_cli_is_a_default_member() {
+    let meta = workspace_metadata();
+    let ids = |key: &str| -> BTreeSet<String> {
+        meta[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let name_of = |id: &String| {
+        meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"].as_str() == Some(id))
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let members: BTreeSet<String> = ids("workspace_members").iter().map(name_of).collect();
+    let defaults: BTreeSet<String> = ids("workspace_default_members").iter().map(name_of).collect();
+    let expected: BTreeSet<String> = members.into_iter().filter(|n| n != "gate-cli").collect();
+    assert_eq!(
+        defaults, expected,
+        "list a new crate in the root Cargo.toml's default-members"
+    );
+}
