@@ -527,3 +527,30 @@ fn print_next_steps(args: &InitArgs) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_harness_dependency_is_gate_sdk_and_cuda_forwards_to_it() {
+        let manifest = "[package]\nname = \"m\"\nversion = \"0.1.0\"\n";
+        let source = GateSource::Path(PathBuf::from("../gate"));
+        let (edited, added) = with_harness_deps(manifest, &source, "v0.1.0", Some("candle-0-10")).unwrap();
+        let line = r#"gate-sdk = { path = "../gate", default-features = false, features = ["candle-0-10"] }"#;
+        assert!(edited.contains(line), "{edited}");
+        assert!(edited.contains(r#"cuda = ["gate-sdk/cuda"]"#), "{edited}");
+        assert_eq!(added[0], line);
+    }
+
+    #[test]
+    fn a_crate_that_has_gate_sdk_under_another_key_keeps_it() {
+        let manifest = "[package]\nname = \"m\"\nversion = \"0.1.0\"\n\n[dependencies]\n\
+                        gate = { package = \"gate-sdk\", version = \"0.1\" }\n";
+        let source = GateSource::GitHub("acme/gate".into());
+        let (edited, added) = with_harness_deps(manifest, &source, "v0.1.0", None).unwrap();
+        assert!(!edited.contains("gate-sdk = "), "{edited}");
+        assert!(edited.contains(r#"cuda = ["gate/cuda"]"#), "{edited}");
+        assert!(added.iter().all(|a| !a.starts_with("gate")), "{added:?}");
+    }
+}
