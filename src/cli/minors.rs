@@ -86,7 +86,7 @@ pub fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
 /// git revision of candle sees that revision, not the minor).
 pub fn gates_candle(metadata: &Value) -> Option<String> {
     let r = Resolve::new(metadata)?;
-    let gate = r.nodes.iter().find(|n| r.package(n).is_some_and(|(name, _)| name == "gate"))?;
+    let gate = r.nodes.iter().find(|n| r.package(n).is_some_and(|(name, _)| name == SDK_PACKAGE))?;
     let id = gate["deps"]
         .as_array()?
         .iter()
@@ -217,7 +217,7 @@ mod tests {
         let with = |source: Value| {
             json!({
                 "packages": [
-                    {"id": "gate-id", "name": "gate", "version": "0.1.0", "source": null},
+                    {"id": "gate-id", "name": "gate-sdk", "version": "0.1.0", "source": null},
                     {"id": "cc", "name": "candle-core", "version": "0.11.0", "source": source},
                 ],
                 "resolve": {"nodes": [{"id": "gate-id", "features": ["candle-0-11"], "deps": [{"name": "candle_core_0_11", "pkg": "cc"}]}]}
