@@ -19,6 +19,7 @@ so it can be run again after new `tests/NAME.rs` files land. What it does:
   relative paths of `include_str!`, `include_bytes!`, `include!` and
   `#[path]` are rebased onto `tests/it/`. `env!("CARGO_MANIFEST_DIR")` and
   `env!("CARGO_BIN_EXE_gate")` are the same in every integration test.
+  The moved files are then formatted with rustfmt (the imports re-sort).
 - insta names a snapshot file after the module path (`MODULE__TEST.snap`
   beside the source, in `snapshots/`), which is now `it::NAME`: each
   `tests/snapshots/NAME__*.snap` moves to `tests/it/snapshots/it__NAME__*.snap`
@@ -203,6 +204,11 @@ def main():
     with open(os.path.join(IT, "main.rs"), "w", encoding="utf-8") as fh:
         fh.write(text)
     git("add", os.path.join(IT, "main.rs"))
+    # `use crate::...` sorts elsewhere than `use common::...` did: format the
+    # binary's modules as `cargo fmt --check` (.ci/run) wants them.
+    fmt = subprocess.run(["rustfmt", "--edition", "2021", os.path.join(IT, "main.rs")], cwd=ROOT)
+    if fmt.returncode != 0:
+        print("rustfmt failed on tests/it; run `cargo fmt` before committing", file=sys.stderr)
     snaps = move_snapshots(set(moved))
     changed, left = rewrite_mentions(set(moved))
     print(f"moved {len(todo)} test files into tests/it ({len(moved)} modules), {snaps} snapshots")
