@@ -30,7 +30,7 @@
 //! Outside Actions (`GITHUB_ACTIONS` is not `true`) nothing here changes a byte.
 //!
 //! Tests of gate itself can make a command panic with a message:
-//! `GATE_INJECT_PANIC=TEXT` (tests/workflow_commands.rs).
+//! `GATE_INJECT_PANIC=TEXT` (tests/it/workflow_commands.rs).
 
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};

@@ -179,7 +179,7 @@ pub trait Block {
 /// already existed costs nothing) and the output leaf, which every block
 /// counts because the next one runs from it. Its peak is the largest chunk's
 /// working memory on top of that; chunks run one after the other, so their
-/// transients are never summed (tests/attribution.rs pins both on the TFT).
+/// transients are never summed (tests/it/attribution.rs pins both on the TFT).
 pub struct Checkpointed {
     inputs: Vec<Tensor>,
     output: Var,

@@ -1,0 +1,273 @@
+//! The module graph, read from the source: data flows one way (spec →
+//! runner → report → render → github, the CLI on top, the SDK below the
+//! runner), and the built-in models use nothing but the public SDK, exactly
+//! as an adopter's crate does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Top-level modules, lowest first: a module may import only those before it.
+const LAYERS: &[&str] = &[
+    "hash", "hint", "units", "metric", "exit", "probe", "sdk", "models", "budget", "runner", "child", "report",
+    "render", "github", "cli", "harness",
+];
+
+fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a source file belongs to.
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy()
+        .into_owned();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// `crate::NAME` paths in non-test code (a `#[cfg(test)]` module ends the scan).
+fn crate_refs(text: &str) -> BTreeSet<String> {
+    let code = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    // Doc comments link to items anywhere (`[main!](crate::main)`): code only.
+    let code: String = code
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let code = code.as_str();
+    let mut refs = BTreeSet::new();
+    for (i, _) in code.match_indices("crate::") {
+        let before = code[..i].chars().last();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+            continue; // `$crate::` in macros, `gate_crate::`
+        }
+        let rest = &code[i + "crate::".len()..];
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() {
+            refs.insert(name);
+        }
+    }
+    refs
+}
+
+fn graph() -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut g: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
+    for f in files {
+        let m = module_of(&src, &f);
+        if m == "lib" || m == "main" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for r in crate_refs(&text) {
+            if r != m {
+                g.entry(m.clone())
+                    .or_default()
+                    .entry(r)
+                    .or_default()
+                    .push(f.strip_prefix(&src).unwrap().display().to_string());
+            }
+        }
+    }
+    g
+}
+
+#[test]
+fn every_module_imports_only_modules_below_it() {
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (m, deps) in &g {
+        let Some(mi) = LAYERS.iter().position(|l| l == m) else {
+            wrong.push(format!("`{m}` is not placed in LAYERS (tests/it/architecture.rs)"));
+            continue;
+        };
+        for (d, files) in deps {
+            match LAYERS.iter().position(|l| l == d) {
+                Some(di) if di < mi => {}
+                Some(_) => wrong.push(format!("`{m}` imports `{d}`, which is above it ({})", files.join(", "))),
+                None => wrong.push(format!("`{m}` imports `{d}`, which is not in LAYERS")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_built_in_models_use_only_the_sdk() {
+    let g = graph();
+    let deps: Vec<&String> = g.get("models").map(|d| d.keys().collect()).unwrap_or_default();
+    assert_eq!(deps, ["sdk"], "{:?}", g.get("models"));
+}
+
+/// The workspace's packages and, for each, the packages its normal and
+/// build dependencies resolve to (cargo's own resolution, all features).
+fn resolved() -> (BTreeMap<String, String>, BTreeMap<String, Vec<String>>) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let run = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.args(["metadata", "--format-version", "1", "--locked"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let mut out = run(true);
+    if !out.status.success() {
+        out = run(false);
+    }
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: BTreeMap<String, String> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().to_string(),
+                p["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let mut deps = BTreeMap::new();
+    for node in meta["resolve"]["nodes"].as_array().unwrap() {
+        let id = node["id"].as_str().unwrap().to_string();
+        let to: Vec<String> = node["deps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| {
+                d["dep_kinds"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|k| k["kind"].as_str() != Some("dev"))
+            })
+            .map(|d| d["pkg"].as_str().unwrap().to_string())
+            .collect();
+        deps.insert(id, to);
+    }
+    (names, deps)
+}
+
+/// The framework-free crates, lowest first: each may depend only on those before it.
+const CORE: &[&str] = &[
+    "gate-spec",
+    "gate-probe",
+    "gate-runner",
+    "gate-report",
+    "gate-render",
+    "gate-github",
+];
+
+#[test]
+fn no_core_crate_has_an_ml_framework_in_its_tree() {
+    let (names, deps) = resolved();
+    let id_of = |name: &str| names.iter().find(|(_, n)| n.as_str() == name).map(|(id, _)| id.clone());
+    let mut wrong = Vec::new();
+    for core in CORE {
+        let root = id_of(core).unwrap_or_else(|| panic!("`{core}` is not a workspace package"));
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![root.clone()];
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let name = &names[&id];
+            if ["candle", "burn", "tch", "cudarc"].iter().any(|f| name.starts_with(f)) {
+                wrong.push(format!("`{core}` has `{name}` in its dependency tree"));
+            }
+            todo.extend(deps.get(&id).into_iter().flatten().cloned());
+        }
+        for d in deps.get(&root).into_iter().flatten() {
+            let dn = &names[d];
+            if let Some(di) = CORE.iter().position(|c| c == dn) {
+                let ci = CORE.iter().position(|c| c == core).unwrap();
+                if di >= ci {
+                    wrong.push(format!("`{core}` depends on `{dn}`, which is above it"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// What an adopter's harness compiles (examples/adopter's `ml`, gate with
+/// `default-features = false` and its candle): the SDK, the runner and the
+/// probe, and none of the command line's weight.
+#[test]
+fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/adopter/Cargo.toml");
+    let tree = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.args([
+            "tree",
+            "-p",
+            "ml",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--manifest-path",
+        ])
+        .arg(&manifest);
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let mut out = tree(true);
+    if !out.status.success() {
+        out = tree(false);
+    }
+    if !out.status.success() {
+        eprintln!(
+            "skipped: `cargo tree` cannot resolve examples/adopter here: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.contains("gate-sdk") && names.contains("candle-core"), "{names:?}");
+    let heavy: Vec<&&str> = names
+        .iter()
+        .filter(|n| {
+            [
+                "clap",
+                "octocrab",
+                "tokio",
+                "hyper",
+                "rustls",
+                "aws-lc-rs",
+                "jsonwebtoken",
+                "plotters",
+                "indicatif",
+                "gate-github",
+                "gate-render",
+                "gate-report",
+                // The installed gate reads budgets.yaml; the harness gets it as JSON.
+                "yaml-rust2",
+            ]
+            .contains(n)
+        })
+        .collect();
+    assert!(heavy.is_empty(), "the harness compiles {heavy:?}");
+}

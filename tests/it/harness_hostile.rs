@@ -1,0 +1,392 @@
+//! A harness that misbehaves (issue #28): `tests/harnesses/rogue`, a crate
+//! with no dependency that speaks gate's harness protocol by hand and goes
+//! wrong as `ROGUE_MODE` says. No measurement from a harness is an
+//! infrastructure failure (exit 3) that names the harness and what was
+//! missing; a crash names its signal; gate's children end with gate;
+//! `validate` builds nothing unless asked; the harness's fields are names
+//! and paths, not cargo's arguments.
+#![cfg(target_os = "linux")]
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{gate, text};
+
+const SPEC: &str = "version: 1\nharness: { package: rogue, bin: rogue-harness }\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  rogue:\n    workload: rogue\n    budgets: { params: < 1 MiB }\n";
+
+/// A copy of the rogue crate in `dir/crate` with `SPEC` beside it; the spec's path.
+fn rogue(dir: &Path) -> PathBuf {
+    let krate = dir.join("crate");
+    common::copy_crate(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harnesses/rogue"),
+        &krate,
+    );
+    std::fs::write(krate.join("budgets.yaml"), SPEC).unwrap();
+    krate.join("budgets.yaml")
+}
+
+/// `gate ARGS` in the spec's folder, the harness built into `dir/target`
+/// (one per test: nothing waits on another test's cargo lock).
+fn gate_in(dir: &Path, spec: &Path, mode: &str) -> Command {
+    // gate's private copy of the harness goes here, to be looked for.
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    let mut cmd = gate();
+    cmd.env("TMPDIR", dir.join("tmp"));
+    cmd.current_dir(spec.parent().unwrap())
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env_remove("CARGO_BUILD_TARGET")
+        .env("ROGUE_MODE", mode)
+        .env("ROGUE_LATE", dir.join("late"))
+        .env("ROGUE_BUILD_MARK", dir.join("built"))
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn check(mode: &str) -> (tempfile::TempDir, Output) {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let out = gate_in(t.path(), &spec, mode)
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    (t, out)
+}
+
+/// Exit 3, every line of `needles` in the error, and (when the harness gave
+/// no configs) no report written.
+fn assert_infrastructure(mode: &str, needles: &[&str], written: bool) {
+    let (t, o) = check(mode);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{mode}: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "{mode}: no {n:?} in {stderr}");
+    }
+    assert_eq!(t.path().join("out/report.json").exists(), written, "{mode}: {stderr}");
+}
+
+const NAMED: &str = "the harness `rogue-harness` of `rogue` gave no answer for budgets.yaml";
+
+#[test]
+fn a_resolve_that_exits_0_without_its_answer_is_exit_3() {
+    assert_infrastructure(
+        "resolve-silent",
+        &[NAMED, "`__resolve` exited with status 0 and wrote nothing on stdout"],
+        false,
+    );
+    assert_infrastructure(
+        "resolve-garbage",
+        &[
+            NAMED,
+            "its stdout is not gate's JSON answer (it begins \"hello from the harness",
+        ],
+        false,
+    );
+    assert_infrastructure("resolve-no-configs", &[NAMED, "its answer has no `configs`"], false);
+    // Before: the component without a config was left out, and 0 of 0 budgets passed.
+    assert_infrastructure(
+        "resolve-other",
+        &[NAMED, "its answer has no config for component `rogue`"],
+        false,
+    );
+}
+
+#[test]
+fn a_harness_of_another_protocol_is_exit_3_naming_both() {
+    let hint = "hint: build the harness against the same gate release as the installed `gate`";
+    assert_infrastructure(
+        "resolve-old",
+        &[
+            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 1 (it takes `--budgets`, not `--request`), and this gate speaks 2",
+            hint,
+        ],
+        false,
+    );
+    assert_infrastructure(
+        "resolve-newer",
+        &[
+            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 3, and this gate speaks 2",
+            hint,
+        ],
+        false,
+    );
+}
+
+#[test]
+fn a_profile_that_exits_0_without_its_measurement_is_exit_3() {
+    assert_infrastructure(
+        "profile-silent",
+        &["error: infrastructure failure: rogue: no measurement: `rogue-harness profile` exited with status 0 without its `done` event (its stdout had no line of gate's protocol)"],
+        true,
+    );
+    assert_infrastructure(
+        "profile-garbage",
+        &["`rogue-harness profile` exited with status 0 without its `done` event (its stdout had 1 line that is not gate's JSON events, the first: \"hello from the harness, not JSON\")"],
+        true,
+    );
+}
+
+#[test]
+fn a_harness_that_crashes_is_exit_3_with_its_signal_named() {
+    assert_infrastructure(
+        "resolve-segv",
+        &[NAMED, "`__resolve` ended: killed by SIGSEGV (signal 11)"],
+        false,
+    );
+    assert_infrastructure(
+        "resolve-abort",
+        &[NAMED, "`__resolve` ended: killed by SIGABRT (signal 6)"],
+        false,
+    );
+    assert_infrastructure(
+        "profile-segv",
+        &["error: infrastructure failure: rogue: the profile crashed: killed by SIGSEGV (11)"],
+        true,
+    );
+}
+
+/// Starts `gate check` in `mode`, waits until `ready` says the moment has
+/// come, sends `sig`; returns gate's exit code (and how long it took to
+/// exit) and, 4 s later, whether anything landed.
+fn signal_midway(mode: &str, sig: i32, ready: &dyn Fn(&Path) -> bool) -> (Option<i32>, Duration, bool, String) {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let out = t.path().join("out");
+    let child = gate_in(t.path(), &spec, mode)
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !ready(t.path()) {
+        assert!(started.elapsed() < Duration::from_secs(120), "{mode}: never got there");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let signalled = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    let took = signalled.elapsed();
+    // The harness would have written 3 s after it started.
+    std::thread::sleep(Duration::from_secs(4));
+    let landed = t.path().join("late").exists() || out.join("report.json").exists();
+    // Nor is gate's private copy of the harness, nor its request, left behind.
+    let left: Vec<_> = std::fs::read_dir(t.path().join("tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| {
+            ["gate-harness-", "gate-request-"]
+                .iter()
+                .any(|p| n.to_string_lossy().starts_with(p))
+        })
+        .collect();
+    let landed = landed || (sig != libc::SIGKILL && !left.is_empty());
+    let code = o.status.code().or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        o.status.signal().map(|s| 128 + s)
+    });
+    (code, took, landed, text(&o.stderr))
+}
+
+/// Whether this test's harness (gate's copy of it, under `dir/tmp`) runs
+/// command `arg` now (from /proc).
+fn running(dir: &Path, arg: &str) -> bool {
+    let exe = dir.join("tmp").to_string_lossy().into_owned();
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c);
+            c.contains(&exe) && c.contains("rogue-harness") && c.contains(arg)
+        })
+    })
+}
+
+#[test]
+fn sigterm_or_sigkill_to_gate_ends_its_harness_and_nothing_lands_after() {
+    // The harness answers `__resolve` 3 s late, then writes a file.
+    let resolving = |dir: &Path| running(dir, "__resolve");
+    let (code, took, landed, stderr) = signal_midway("resolve-sleep", libc::SIGTERM, &resolving);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(took < Duration::from_secs(2), "{took:?}: {stderr}");
+    assert!(
+        !landed,
+        "the harness wrote, or its copy stayed, after gate exited: {stderr}"
+    );
+    assert!(stderr.contains("interrupted by SIGTERM"), "{stderr}");
+
+    let (code, _, landed, stderr) = signal_midway("resolve-sleep", libc::SIGKILL, &resolving);
+    assert_eq!(code, Some(128 + 9), "{stderr}");
+    assert!(!landed, "the harness outlived a SIGKILLed gate: {stderr}");
+
+    // The same harness as a profile: stopped, and nothing written.
+    let profiling = |dir: &Path| running(dir, "profile");
+    let (code, _, landed, stderr) = signal_midway("profile-sleep", libc::SIGTERM, &profiling);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(!landed, "the profile wrote after gate exited: {stderr}");
+
+    // A process the profile started itself ends too when gate is SIGKILLed.
+    let (code, _, landed, stderr) = signal_midway("profile-spawn", libc::SIGKILL, &|dir: &Path| {
+        running(dir, "profile") && {
+            std::thread::sleep(Duration::from_millis(300));
+            true
+        }
+    });
+    assert_eq!(code, Some(128 + 9), "{stderr}");
+    assert!(!landed, "the profile's child outlived a SIGKILLed gate: {stderr}");
+}
+
+#[test]
+fn sigterm_to_gate_during_the_harness_build_ends_cargo_and_its_build_scripts() {
+    // The crate's build script sleeps 3 s, then writes a file.
+    let building = |dir: &Path| dir.join("built").exists();
+    let (code, took, landed, stderr) = signal_midway("build-sleep", libc::SIGTERM, &building);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(took < Duration::from_secs(2), "{took:?}: {stderr}");
+    assert!(!landed, "the build script wrote after gate exited: {stderr}");
+
+    // SIGKILL: cargo dies with gate (PDEATHSIG), and its build script with
+    // cargo's process group (gate's watchdog).
+    let (code, _, landed, stderr) = signal_midway("build-sleep", libc::SIGKILL, &building);
+    assert_eq!(code, Some(128 + 9), "{stderr}");
+    assert!(!landed, "the build script outlived a SIGKILLed gate: {stderr}");
+}
+
+#[test]
+fn validate_builds_and_runs_nothing_unless_asked() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let o = gate_in(t.path(), &spec, "resolve-other")
+        .arg("validate")
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(!t.path().join("built").exists(), "a build script ran: {stderr}");
+    assert!(!t.path().join("target").exists(), "cargo ran: {stderr}");
+    assert!(text(&o.stdout).contains("budgets.yaml: ok — 1 component, 1 budget"));
+    assert!(
+        stderr.contains("the workloads' configs were not checked") && stderr.contains("gate validate --build"),
+        "{stderr}"
+    );
+    // `--build` builds the harness and has it read the spec: here it answers wrong.
+    let o = gate_in(t.path(), &spec, "resolve-other")
+        .args(["validate", "--build"])
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert!(t.path().join("built").exists(), "{stderr}");
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("its answer has no config for component `rogue`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_harness_field_that_is_a_cargo_option_is_exit_2_before_cargo_runs() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    std::fs::write(
+        &spec,
+        SPEC.replace(
+            "bin: rogue-harness }",
+            "bin: rogue-harness, features: [\"--config=build.rustc-wrapper=/tmp/w\"] }",
+        ),
+    )
+    .unwrap();
+    for cmd in [&["check", "--baseline", "none"][..], &["validate", "--build"]] {
+        let o = gate_in(t.path(), &spec, "").args(cmd).output().unwrap();
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains("budgets.yaml:2:59: error: harness.features: `--config=build.rustc-wrapper=/tmp/w` is not a cargo feature name"),
+            "{cmd:?}: {stderr}"
+        );
+        assert!(stderr.contains("hint: name a feature"), "{stderr}");
+        assert!(!t.path().join("target").exists(), "cargo ran: {stderr}");
+    }
+}
+
+#[test]
+fn a_manifest_outside_the_specs_repository_is_refused_unless_allowed() {
+    let t = tempfile::tempdir().unwrap();
+    rogue(t.path());
+    // The spec in a folder of its own (not in git: the folder is the
+    // repository), its harness's crate beside that folder.
+    let specs = t.path().join("specs");
+    std::fs::create_dir(&specs).unwrap();
+    let spec = specs.join("budgets.yaml");
+    std::fs::write(
+        &spec,
+        SPEC.replace(
+            "bin: rogue-harness }",
+            "bin: rogue-harness, manifest: ../crate/Cargo.toml }",
+        ),
+    )
+    .unwrap();
+    for cmd in [&["check", "--baseline", "none"][..], &["validate"]] {
+        let o = gate_in(t.path(), &spec, "").args(cmd).output().unwrap();
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains("error: budgets.yaml:2:58: `harness:` builds from "),
+            "{stderr}"
+        );
+        assert!(stderr.contains("outside the spec's repository"), "{stderr}");
+        assert!(stderr.contains("--allow-outside-manifest"), "{stderr}");
+        assert!(!t.path().join("built").exists(), "a build script ran: {stderr}");
+    }
+    let o = gate_in(t.path(), &spec, "")
+        .args(["validate", "--allow-outside-manifest"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // Inside a git checkout the checkout is the repository.
+    std::fs::create_dir(t.path().join(".git")).unwrap();
+    let o = gate_in(t.path(), &spec, "").arg("validate").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_harness_that_does_not_compile_shows_cargos_error_once() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    std::fs::write(
+        t.path().join("crate/src/main.rs"),
+        "fn main() { let _ = not_defined_anywhere; }\n",
+    )
+    .unwrap();
+    let o = gate_in(t.path(), &spec, "")
+        .args(["check", "--baseline", "none"])
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert_eq!(stderr.matches("error[E0425]").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("error: the harness `rogue-harness` of `rogue` does not build: cargo ended: exit status 101 (its errors are above)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: fix the error above"), "{stderr}");
+}
+
+#[test]
+fn gate_fit_on_a_crashing_profile_is_exit_3_not_a_batch_too_large() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let o = gate_in(t.path(), &spec, "profile-segv")
+        .args(["fit", "rogue"])
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("error: the profile of `rogue` at batch 16 failed in phase setup: the profile crashed: killed by SIGSEGV (11)"),
+        "{stderr}"
+    );
+}

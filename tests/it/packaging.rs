@@ -1,0 +1,696 @@
+//! Packaging through the built binary: `--version`, `doctor`, `init`,
+//! completions and the man page; and the structure of the GitHub Action
+//! (action.yml is not a workflow, so actionlint does not read it).
+
+use crate::common;
+
+use crate::common::text;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use yaml_rust2::{Yaml, YamlLoader};
+
+fn gate_in(dir: &Path, args: &[&str]) -> Output {
+    common::gate()
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the gate binary runs")
+}
+
+fn gate(args: &[&str]) -> Output {
+    gate_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
+}
+
+#[test]
+fn version_names_the_version_the_commit_and_cuda() {
+    let o = gate(&["--version"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.starts_with(&format!("gate {}\n", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
+    let commit = out
+        .lines()
+        .find_map(|l| l.strip_prefix("commit: "))
+        .expect("a commit line");
+    assert!(
+        commit == "unknown" || (commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{commit}"
+    );
+    let cuda = out.lines().find_map(|l| l.strip_prefix("cuda: ")).expect("a cuda line");
+    assert_eq!(cuda.starts_with("yes"), cfg!(feature = "cuda"), "{out}");
+    // -V stays the short form.
+    let o = gate(&["-V"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stdout).trim(), format!("gate {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn doctor_describes_the_machine_and_what_it_can_measure() {
+    let o = gate(&["doctor"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    for needle in [
+        "machine",
+        "cpu:",
+        "cores:",
+        "memory:",
+        "gpu",
+        "what a run here can measure",
+        "--backend cpu:  yes",
+    ] {
+        assert!(out.contains(needle), "missing `{needle}` in:\n{out}");
+    }
+    if !cfg!(feature = "cuda") {
+        assert!(out.contains("CPU build (no CUDA)"), "{out}");
+        assert!(out.contains("hint:") && out.contains("`cuda` build"), "{out}");
+        assert!(out.contains("--backend auto: cpu"), "{out}");
+        // --require-gpu: infrastructure failure with the same hint.
+        let o = gate(&["doctor", "--require-gpu"]);
+        assert_eq!(o.status.code(), Some(3));
+        assert!(text(&o.stderr).contains("--require-gpu"), "{}", text(&o.stderr));
+    }
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_clap_definition() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = gate(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}: {}", text(&o.stderr));
+        let out = text(&o.stdout);
+        assert!(out.len() > 200, "{shell}: {out}");
+        for sub in ["check", "validate", "doctor", "init"] {
+            assert!(out.contains(sub), "{shell} completions lack `{sub}`");
+        }
+    }
+    let o = gate(&["completions", "tcsh"]);
+    assert_eq!(o.status.code(), Some(2), "an unknown shell is bad input");
+
+    let o = gate(&["man"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let man = text(&o.stdout);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH gate"),
+        "{}",
+        &man[..man.len().min(300)]
+    );
+    for needle in [
+        ".SH NAME",
+        ".SH SYNOPSIS",
+        "GATE CHECK",
+        "\\-\\-budgets",
+        "\\-\\-strict",
+        "EXIT STATUS",
+    ] {
+        assert!(man.contains(needle), "man page lacks `{needle}`");
+    }
+}
+
+/// Every key the spec format knows, as written in the starter.
+const SPEC_KEYS: &[&str] = &[
+    "version:",
+    "device:",
+    "name:",
+    "capacity:",
+    "reserve:",
+    "emulate:",
+    "defaults:",
+    "dtype:",
+    "batch_size:",
+    "tolerance:",
+    "seed:",
+    "timing:",
+    "components:",
+    "workload:",
+    "config:",
+    "budgets:",
+    "params:",
+    "activations:",
+    "gradients:",
+    "optimizer:",
+    "training_peak:",
+    "inference_peak:",
+    "device_used:",
+    "step_time:",
+    "loss:",
+    "ensemble:",
+    "members:",
+    "metric:",
+    "processes:",
+    "total:",
+    "headroom:",
+];
+
+#[test]
+fn init_writes_a_valid_commented_spec_and_the_workflows_and_never_overwrites() {
+    let t = tempfile::tempdir().unwrap();
+    let o = gate_in(t.path(), &["init", "--gate-repo", "acme/gate", "--gate-ref", "v9.9.9"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // The first PR gets no comment: init says so (GitHub runs `workflow_run` from the default branch only).
+    assert!(
+        text(&o.stderr).contains(
+            "  note: the pull request that adds these workflows gets no comment (GitHub runs the `workflow_run` \
+             comment workflow only from the default branch); its results are in the run's job summary and \
+             artifact, and comments start once it is merged\n"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
+    let spec = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
+    for key in SPEC_KEYS {
+        assert!(spec.contains(key), "the starter spec lacks `{key}`");
+    }
+    assert!(spec.lines().filter(|l| l.contains('#')).count() >= 20, "commented");
+
+    let wf = std::fs::read_to_string(t.path().join(".github/workflows/gate.yml")).unwrap();
+    assert!(
+        wf.contains("uses: acme/gate/.github/workflows/gate-reusable.yml@v9.9.9"),
+        "{wf}"
+    );
+    // No placeholder left unfilled (`${{ ... }}` is a GitHub expression).
+    assert!(!wf.replace("${{", "").contains("{{"), "{wf}");
+    let comment = std::fs::read_to_string(t.path().join(".github/workflows/gate-comment.yml")).unwrap();
+    assert!(comment.contains("uses: acme/gate@v9.9.9"), "{comment}");
+    // The comment workflow follows the gate workflow by its name.
+    let wf_yaml = &YamlLoader::load_from_str(&wf).unwrap()[0];
+    let c_yaml = &YamlLoader::load_from_str(&comment).unwrap()[0];
+    let name = wf_yaml["name"].as_str().unwrap();
+    let follows = &c_yaml["on"]["workflow_run"]["workflows"][0];
+    assert_eq!(follows.as_str(), Some(name));
+    // The reusable workflow's inputs that the starter sets exist.
+    let reusable = load(".github/workflows/gate-reusable.yml");
+    let declared = keys(&reusable["on"]["workflow_call"]["inputs"]);
+    for job in ["pr", "baseline"] {
+        for k in keys(&wf_yaml["jobs"][job]["with"]) {
+            assert!(
+                declared.contains(&k),
+                "gate.yml sets `{k}`, which gate-reusable.yml does not declare"
+            );
+        }
+    }
+
+    let o = gate_in(t.path(), &["validate"]);
+    assert_eq!(o.status.code(), Some(0), "the starter validates: {}", text(&o.stderr));
+    assert!(text(&o.stderr).is_empty(), "no warnings: {}", text(&o.stderr));
+
+    // The first check passes.
+    let o = gate_in(t.path(), &["check", "--baseline", "none", "--out", "out"]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", text(&o.stdout), text(&o.stderr));
+    assert!(t.path().join("out/report.json").exists());
+
+    // A second init refuses, with a hint; --force overwrites.
+    std::fs::write(t.path().join("budgets.yaml"), "mine").unwrap();
+    let o = gate_in(t.path(), &["init", "--gate-repo", "acme/gate"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("not overwriting") && err.contains("hint:") && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap(), "mine");
+    let o = gate_in(t.path(), &["init", "--force", "--no-workflows"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap(), spec);
+
+    // --dir writes elsewhere.
+    let o = gate_in(t.path(), &["init", "--dir", "sub/repo", "--gate-repo", "acme/gate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t.path().join("sub/repo/.github/workflows/gate.yml").exists());
+    // Names that would land in YAML unchecked are refused.
+    let o = gate_in(t.path(), &["init", "--dir", "x", "--gate-ref", "v1\n  evil: 1"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn init_never_writes_the_placeholder_owner() {
+    let t = tempfile::tempdir().unwrap();
+    let o = gate_in(t.path(), &["init", "--gate-repo", "OWNER/gate"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr),
+        "error: gate does not know which GitHub repository it comes from (`OWNER/gate`, the placeholder of \
+         gate's Cargo.toml), so the workflows' `uses:` lines would name a repository that does not exist\n\
+         hint: pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo \
+         acme/gate`); or `--no-workflows` to write budgets.yaml alone\n"
+    );
+    assert!(std::fs::read_dir(t.path()).unwrap().next().is_none(), "nothing written");
+
+    // A harness's git dependency would name it too.
+    std::fs::write(
+        t.path().join("Cargo.toml"),
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    let o = gate_in(
+        t.path(),
+        &["init", "--harness", "--no-workflows", "--gate-repo", "OWNER/gate"],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        text(&o.stderr),
+        "error: gate does not know which GitHub repository it comes from (`OWNER/gate`, the placeholder of \
+         gate's Cargo.toml), so the harness's gate dependency would name a repository that does not exist\n\
+         hint: pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo \
+         acme/gate`), or with `--no-workflows` a gate checkout's path or a git URL\n"
+    );
+    assert!(!t.path().join("budgets.yaml").exists());
+
+    // budgets.yaml alone names no repository.
+    let o = gate_in(t.path(), &["init", "--no-workflows", "--gate-repo", "OWNER/gate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(t.path().join("budgets.yaml").exists());
+    assert!(!t.path().join(".github").exists());
+}
+
+#[test]
+fn version_names_the_repository_init_takes_gate_from() {
+    let out = text(&gate(&["--version"]).stdout);
+    let repo = out
+        .lines()
+        .find_map(|l| l.strip_prefix("repository: "))
+        .expect("a repository line");
+    // Cargo.toml's `repository`, unless it is still the placeholder and the
+    // build named another (GATE_REPOSITORY, or GITHUB_REPOSITORY in Actions).
+    let manifest = include_str!("../../Cargo.toml");
+    let url = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("repository = \""))
+        .expect("Cargo.toml names the repository")
+        .trim_end_matches('"');
+    let named = url.trim_start_matches("https://github.com/");
+    if !named.starts_with("OWNER/") {
+        assert_eq!(repo, named, "{out}");
+    }
+    assert_eq!(repo.split('/').filter(|p| !p.is_empty()).count(), 2, "{out}");
+}
+
+fn load(rel: &str) -> Yaml {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    YamlLoader::load_from_str(&text).unwrap().remove(0)
+}
+
+fn keys(y: &Yaml) -> BTreeSet<String> {
+    y.as_hash()
+        .map(|h| h.keys().filter_map(|k| k.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// `${{ inputs.NAME` / `steps.ID.outputs` references in a text.
+fn refs(text: &str, prefix: &str) -> BTreeSet<String> {
+    text.match_indices(prefix)
+        // `steps.inputs.outputs` is not an `inputs.` reference.
+        .filter(|(i, _)| !text[..*i].ends_with(|c: char| c == '.' || c == '_' || c.is_ascii_alphanumeric()))
+        .map(|(i, _)| {
+            text[i + prefix.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+#[test]
+fn the_composite_action_is_well_formed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let atext = std::fs::read_to_string(root.join("action.yml")).unwrap();
+    let action = load("action.yml");
+    assert!(action["name"].as_str().is_some() && action["description"].as_str().is_some());
+    assert_eq!(action["runs"]["using"].as_str(), Some("composite"));
+    let inputs = keys(&action["inputs"]);
+    for i in [
+        "budgets", "backend", "baseline", "comment", "strict", "command", "version",
+    ] {
+        assert!(inputs.contains(i), "input `{i}`");
+    }
+    for (name, spec) in action["inputs"].as_hash().unwrap() {
+        assert!(
+            spec["description"].as_str().is_some(),
+            "input {name:?} has a description"
+        );
+    }
+    for r in refs(&atext, "inputs.") {
+        assert!(inputs.contains(&r), "action.yml uses undeclared `inputs.{r}`");
+    }
+    let steps = action["runs"]["steps"].as_vec().unwrap();
+    let ids: BTreeSet<String> = steps
+        .iter()
+        .filter_map(|s| s["id"].as_str().map(str::to_string))
+        .collect();
+    for r in refs(&atext, "steps.") {
+        assert!(ids.contains(&r), "action.yml uses unknown `steps.{r}`");
+    }
+    for s in steps {
+        let label = s["name"].as_str().or(s["uses"].as_str()).unwrap_or("?");
+        assert!(s["name"].as_str().is_some() || s["uses"].as_str().is_some(), "{s:?}");
+        if s["run"].as_str().is_some() {
+            assert!(s["shell"].as_str().is_some(), "composite step `{label}` needs `shell`");
+            assert!(s["uses"].is_badvalue(), "`{label}`: run and uses");
+        } else {
+            assert!(s["uses"].as_str().is_some(), "`{label}`: neither run nor uses");
+        }
+    }
+    for (name, o) in action["outputs"].as_hash().unwrap() {
+        assert!(o["value"].as_str().is_some(), "composite output {name:?} needs `value`");
+    }
+    // The scripts it runs exist, are executable and parse.
+    for script in refs(&atext, "$ACTION_PATH/scripts/action/") {
+        let p = root.join("scripts/action").join(format!("{script}.sh"));
+        assert!(p.exists(), "{}", p.display());
+    }
+    for entry in std::fs::read_dir(root.join("scripts"))
+        .unwrap()
+        .chain(std::fs::read_dir(root.join("scripts/action")).unwrap())
+    {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "sh") {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+            assert!(mode & 0o111 != 0, "{} is executable", p.display());
+            let o = Command::new("bash").arg("-n").arg(&p).output().unwrap();
+            assert!(o.status.success(), "{}: {}", p.display(), text(&o.stderr));
+        }
+    }
+    // The reusable workflow passes only inputs the action declares.
+    let reusable = load(".github/workflows/gate-reusable.yml");
+    let steps = reusable["jobs"]["gate"]["steps"].as_vec().unwrap();
+    let call = steps
+        .iter()
+        .find(|s| s["uses"].as_str() == Some("./.gate-action"))
+        .expect("uses the action");
+    for k in keys(&call["with"]) {
+        assert!(
+            inputs.contains(&k),
+            "gate-reusable.yml passes `{k}`, which action.yml does not declare"
+        );
+    }
+    let declared = keys(&reusable["on"]["workflow_call"]["inputs"]);
+    let rtext = std::fs::read_to_string(root.join(".github/workflows/gate-reusable.yml")).unwrap();
+    for r in refs(&rtext, "inputs.") {
+        assert!(declared.contains(&r), "gate-reusable.yml uses undeclared `inputs.{r}`");
+    }
+}
+
+/// A crate on candle 0.9.1 gets gate's adapter for it, from a checkout's path.
+#[test]
+fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
+    let t = tempfile::tempdir().unwrap();
+    let krate = t.path().join("forecasting");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\ncandle-core = \"=0.9.1\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(krate.join("src/lib.rs"), "").unwrap();
+    // A copy of gate's manifest stands for the checkout: only its presence is checked.
+    let checkout = t.path().join("gate");
+    std::fs::create_dir_all(&checkout).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"),
+        checkout.join("Cargo.toml"),
+    )
+    .unwrap();
+    let o = gate_in(
+        &krate,
+        &["init", "--harness", "--no-workflows", "--gate-repo", "../gate"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains(r#"gate-sdk = { path = "../gate", default-features = false, features = ["candle-0-9-1"] }"#),
+        "{manifest}"
+    );
+    // The workflows need a GitHub repository; a path cannot be `uses:`d.
+    let o = gate_in(&krate, &["init", "--harness", "--force", "--gate-repo", "../gate"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("hint: pass `--no-workflows`"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A candle of a later 0.9 takes `candle-0-9`, one of 0.10 `candle-0-10`.
+    for (req, feature) in [("0.9.2", "candle-0-9"), ("0.10", "candle-0-10")] {
+        let dir = t.path().join(format!("c{feature}"));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(
+            dir.join("Cargo.toml"),
+            format!(
+                "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+                 [dependencies]\ncandle-core = {{ version = \"{req}\" }}\n\n[workspace]\n"
+            ),
+        )
+        .unwrap();
+        let o = gate_in(
+            &dir,
+            &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains(&format!(r#"features = ["{feature}"]"#)),
+            "{req}: {manifest}"
+        );
+    }
+}
+
+/// A harness whose crate is on another candle than gate's is refused before
+/// cargo builds anything, naming both versions and the feature to pick.
+#[test]
+fn a_harness_on_another_candle_is_named_before_the_build() {
+    let t = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(t.path().join("src")).unwrap();
+    std::fs::write(
+        t.path().join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\ncandle-core = \"=0.9.1\"\ngate-sdk = {{ path = {:?} }}\n\n[workspace]\n",
+            root.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::write(t.path().join("src/lib.rs"), "").unwrap();
+    std::fs::write(
+        t.path().join("budgets.yaml"),
+        "version: 1\nharness: { package: forecasting, bin: gate-harness }\n\
+         device: { name: card, capacity: 4 GiB, reserve: 300 MiB }\n\
+         components:\n  m:\n    workload: mine\n    budgets: { params: < 1 MB }\n",
+    )
+    .unwrap();
+    // Resolving candle 0.9.1 needs the registry's index (or a cached one).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let resolves = Command::new(cargo)
+        .args(["metadata", "--format-version", "1"])
+        .current_dir(t.path())
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !resolves {
+        eprintln!("skipped: `cargo metadata` cannot resolve candle-core 0.9.1 here (no registry)");
+        return;
+    }
+    let o = gate_in(t.path(), &["check"]);
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`forecasting` depends on candle-core 0.9.1, and gate is built against candle-core 0.11.1"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(r#"features = ["candle-0-9-1"]"#), "{stderr}");
+    assert!(!stderr.contains("building the harness"), "{stderr}");
+}
+
+/// `cargo metadata --no-deps` of the workspace.
+fn workspace_metadata() -> serde_json::Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("cargo metadata is JSON")
+}
+
+/// The paths `include_str!`/`include_bytes!` name in the `.rs` files under
+/// `dir`, resolved from each file's folder: what a package must hold to build
+/// (and to run its unit tests).
+fn included_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            included_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let src = std::fs::read_to_string(&path).unwrap();
+            for macro_ in ["include_str!(\"", "include_bytes!(\""] {
+                for (i, _) in src.match_indices(macro_) {
+                    let rest = &src[i + macro_.len()..];
+                    let rel = &rest[..rest.find('"').unwrap()];
+                    out.push(path.parent().unwrap().join(rel));
+                }
+            }
+        }
+    }
+}
+
+/// crates.io (issue #25 item 6): every crate of the workspace packs, in
+/// dependency order (what `cargo publish --workspace` uploads in), and each
+/// package holds its sources and what they include, and nothing of the
+/// repository around them (tests and their fixtures, examples, fuzz, docs,
+/// scripts, CI, build outputs). `.ci/run` verifies the packages build.
+#[test]
+fn every_crate_packs_in_dependency_order_with_only_what_it_needs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = tempfile::tempdir().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // Packing resolves each package's lock against the registry's index:
+    // the cached one first, crates.io when there is none.
+    let pack = |offline: bool| {
+        let mut cmd = Command::new(&cargo);
+        cmd.args(["package", "--workspace", "--no-verify", "--allow-dirty", "--target-dir"])
+            .arg(out.path())
+            .current_dir(root);
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().expect("cargo runs")
+    };
+    let mut o = pack(true);
+    if !o.status.success() {
+        o = pack(false);
+    }
+    let why = (!o.status.success()).then(|| {
+        let err = text(&o.stderr);
+        let first = err
+            .lines()
+            .find(|l| l.starts_with("error"))
+            .unwrap_or("failed")
+            .to_string();
+        format!("`cargo package --workspace` needs crates.io's index or a cached one: {first}")
+    });
+    if !common::available("every_crate_packs_in_dependency_order_with_only_what_it_needs", why) {
+        return;
+    }
+    let err = text(&o.stderr);
+    let order: Vec<&str> = err
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Packaging "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+
+    let meta = workspace_metadata();
+    let packages = meta["packages"].as_array().unwrap();
+    let names: BTreeSet<&str> = packages.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(order.iter().copied().collect::<BTreeSet<_>>(), names, "{err}");
+    assert_eq!(order.len(), names.len(), "each crate packed once:\n{err}");
+    for p in packages {
+        let name = p["name"].as_str().unwrap();
+        let at = order.iter().position(|n| *n == name).unwrap();
+        for d in p["dependencies"].as_array().unwrap() {
+            let dep = d["name"].as_str().unwrap();
+            if d["kind"].as_str() != Some("dev") && names.contains(dep) {
+                let dep_at = order.iter().position(|n| *n == dep).unwrap();
+                assert!(
+                    dep_at < at,
+                    "`{name}` is packed before its dependency `{dep}`: {order:?}"
+                );
+            }
+        }
+    }
+
+    for p in packages {
+        let (name, version) = (p["name"].as_str().unwrap(), p["version"].as_str().unwrap());
+        let dir = Path::new(p["manifest_path"].as_str().unwrap()).parent().unwrap();
+        let krate = out.path().join(format!("package/{name}-{version}.crate"));
+        let list = Command::new("tar").arg("-tzf").arg(&krate).output().expect("tar runs");
+        assert!(list.status.success(), "{}: {}", krate.display(), text(&list.stderr));
+        let prefix = format!("{name}-{version}/");
+        let files: BTreeSet<String> = text(&list.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter(|l| !l.is_empty() && !l.ends_with('/'))
+            .map(str::to_string)
+            .collect();
+        let allowed = |f: &str| {
+            ["src/", "benches/", "testdata/"].iter().any(|d| f.starts_with(d))
+                || [
+                    "Cargo.toml",
+                    "Cargo.toml.orig",
+                    "Cargo.lock",
+                    ".cargo_vcs_info.json",
+                    "build.rs",
+                    "README.md",
+                ]
+                .contains(&f)
+        };
+        let stray: Vec<&String> = files.iter().filter(|f| !allowed(f)).collect();
+        assert!(stray.is_empty(), "`{name}`'s package holds {stray:?}");
+        let main = if name == "gate-cli" {
+            "src/main.rs"
+        } else {
+            "src/lib.rs"
+        };
+        assert!(files.contains(main), "`{name}`'s package has no {main}: {files:?}");
+        let mut included = Vec::new();
+        included_files(&dir.join("src"), &mut included);
+        for path in included {
+            let path = std::fs::canonicalize(&path).unwrap_or(path);
+            let rel = path.strip_prefix(dir).map(|r| r.to_string_lossy().into_owned());
+            assert!(
+                rel.as_ref().is_ok_and(|r| files.contains(r)),
+                "`{name}` includes {} and its package does not hold it",
+                path.display()
+            );
+        }
+    }
+}
+
+/// gate-report's unit tests read a copy of the repository's report fixture
+/// inside the crate (its package cannot reach ../../tests): the same bytes.
+#[test]
+fn the_report_crates_fixture_is_the_repositorys() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ours = std::fs::read(root.join("tests/fixtures/report-h200.json")).unwrap();
+    let copy = std::fs::read(root.join("crates/gate-report/testdata/report-h200.json")).unwrap();
+    assert!(
+        ours == copy,
+        "crates/gate-report/testdata/report-h200.json differs from tests/fixtures/report-h200.json: copy it over"
+    );
+}
+
+/// Every crate of the workspace is a default member (`cargo test` at the
+/// root covers it) except gate-cli, whose binary `gate` would collide with
+/// gate-sdk's own in one cargo run.
+#[test]
+fn every_crate_but_gate_cli_is_a_default_member() {
+    let meta = workspace_metadata();
+    let ids = |key: &str| -> BTreeSet<String> {
+        meta[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let name_of = |id: &String| {
+        meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"].as_str() == Some(id))
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let members: BTreeSet<String> = ids("workspace_members").iter().map(name_of).collect();
+    let defaults: BTreeSet<String> = ids("workspace_default_members").iter().map(name_of).collect();
+    let expected: BTreeSet<String> = members.into_iter().filter(|n| n != "gate-cli").collect();
+    assert_eq!(
+        defaults, expected,
+        "list a new crate in the root Cargo.toml's default-members"
+    );
+}
