@@ -9,16 +9,16 @@
 #          (each adopter's gate-harness)                (default .device)
 # Output: $OUT/<adopter>/report.json, junit.xml, its log; a summary line each.
 set -uo pipefail
-GATE=${GATE:-.device/gate}
-BINS=${BINS:-.device}
+GATE=$(realpath "${GATE:-.device/gate}")
+BINS=$(cd "${BINS:-.device}" && pwd)
 OUT=${OUT:-target/gpu-adopters}
-ROOT=$(pwd)
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for a in candle-0-9-1:tests/adopters/candle-0-9-1 candle-0-10:tests/adopters/candle-0-10 candle-0-11:examples/adopter; do
   name=${a%%:*}; dir=${a#*:}
   echo "=== $name ($dir)"
-  (cd "$dir" && "$GATE" check --backend cuda --baseline none --harness-bin "$ROOT/$BINS/h-$name" \
+  (cd "$dir" && "$GATE" check --backend cuda --baseline none --harness-bin "$BINS/h-$name" \
      --out "$OUT/$name") >"$OUT/$name.log" 2>&1
   echo "exit $?"
   tail -n 25 "$OUT/$name.log"
