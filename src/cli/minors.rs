@@ -86,7 +86,10 @@ pub fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
 /// git revision of candle sees that revision, not the minor).
 pub fn gates_candle(metadata: &Value) -> Option<String> {
     let r = Resolve::new(metadata)?;
-    let gate = r.nodes.iter().find(|n| r.package(n).is_some_and(|(name, _)| name == SDK_PACKAGE))?;
+    let gate = r
+        .nodes
+        .iter()
+        .find(|n| r.package(n).is_some_and(|(name, _)| name == SDK_PACKAGE))?;
     let id = gate["deps"]
         .as_array()?
         .iter()

@@ -303,6 +303,36 @@ fn a_leak_that_also_fails_the_inference_peak_is_the_next_step() {
     ));
 }
 
+/// A failed profile whose error is not memory (here CUDA's matmul refusing
+/// a strided operand, seen on the H200): no memory lever is offered.
+#[test]
+fn a_profile_that_failed_on_an_error_not_memory_says_to_fix_it_first() {
+    let run = |reason: &str| {
+        let mut c = component("fc", &[("params", 0.1 * MIB)], &[]);
+        c["error"] = json!({ "kind": "failed", "phase": "batch", "reason": reason });
+        let mut r = result("fc", "activations", "<", 16.0 * MIB, None, None, "fail", 8);
+        r["reason"] = json!(format!("measurement failed in phase batch: {reason}"));
+        let rep = report(json!({
+            "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+            "testbed": testbed("NVIDIA H200"), "components": { "fc": c }, "ensemble": null, "results": [r],
+            "summary": { "status": "fail", "passed": 0, "failed": 1, "regressed": 0, "not_measured": 0,
+                "warnings": [], "strict": false },
+            "baseline": null, "wall_seconds": 1.0,
+        }));
+        gate::__private::render::table::render(&rep, false)
+    };
+    let table = run("matmul is only supported for contiguous tensors");
+    assert!(
+        table.contains("The profile stopped on an error, not on memory: fix it first")
+            && table.contains("gate check --backend cpu --only fc")
+            && !table.contains("Recompute"),
+        "{table}"
+    );
+    // Out of memory is a memory figure after all: the memory levers stay.
+    let oom = run("DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")");
+    assert!(oom.contains("Recompute its largest block"), "{oom}");
+}
+
 #[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();

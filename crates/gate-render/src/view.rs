@@ -3,7 +3,7 @@
 //! step live here; pass/fail was decided by the verdict and is only read.
 
 use crate::metric::{Metric, Unit};
-use crate::report::{BlockReport, BudgetResult, ComponentReport, Report, Status};
+use crate::report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, Report, Status};
 
 pub use crate::report::UNATTRIBUTED;
 
@@ -178,6 +178,9 @@ pub enum Lever {
     Tradeoff,
     /// The ensemble: its largest member.
     Ensemble,
+    /// The profile failed for another reason than memory (an error in the
+    /// model's code, a device error): no lever helps until that is fixed.
+    FixFailure,
 }
 
 impl Lever {
@@ -209,8 +212,16 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
             first = growth.clone();
         }
     }
+    let failed_not_oom = first.measured.is_none()
+        && report
+            .components
+            .get(&first.result.component)
+            .and_then(|c| c.error.as_ref())
+            .is_some_and(|e| e.kind == ErrorKind::Failed && !gate_runner::fault::is_out_of_memory(&e.reason));
     let lever = if first.result.component == "ensemble" {
         Lever::Ensemble
+    } else if failed_not_oom {
+        Lever::FixFailure
     } else {
         Lever::of(&first.result.metric)
     };
@@ -372,6 +383,11 @@ pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
             ),
             None => "A member was not measured; see its row above.".to_string(),
         },
+        Lever::FixFailure => format!(
+            "The profile stopped on an error, not on memory: fix it first (it is the model's own code or the \
+             device; {} shows whether the CPU takes it), then the budget can be judged.",
+            code(&format!("gate check --backend cpu --only {component}"))
+        ),
     }
 }
 

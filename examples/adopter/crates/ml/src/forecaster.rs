@@ -98,7 +98,8 @@ impl Workload for GruForecaster {
             (c.input_dim, c.horizon),
             &ctx.device,
         )?;
-        let y = x.narrow(1, c.seq_len - 1, 1)?.squeeze(1)?.matmul(&w)?;
+        // contiguous: CUDA's matmul refuses a strided operand that the CPU's takes.
+        let y = x.narrow(1, c.seq_len - 1, 1)?.squeeze(1)?.contiguous()?.matmul(&w)?;
         Ok(Batch::new(vec![x.to_dtype(ctx.dtype)?, y.to_dtype(ctx.dtype)?]))
     }
 }
