@@ -13,7 +13,7 @@ use crate::github::comment::{self, Upsert};
 use crate::github::label::Finding;
 use crate::github::{context, Client, Event, GithubError, PullRequest, Repo, Settings};
 use crate::render::markdown;
-use crate::report::{Acknowledgement, Report, Status};
+use crate::report::{Acknowledgement, Report, Status, Warning, WarningKind};
 
 #[derive(Debug, Args)]
 pub struct CommentArgs {
@@ -222,11 +222,12 @@ async fn confirm_acknowledgement(
 
 /// Whether an artifact's warning speaks for an acknowledgement: the
 /// verdict's own lines ("N regression(s) acknowledged by @...", "--strict
-/// ignores the `...` label (added by @...)") or any line in their words.
-/// Such lines are written again from what GitHub confirms, never copied.
-fn claims_acknowledgement(warning: &str) -> bool {
-    let w = warning.to_lowercase();
-    w.contains("acknowledged by") || w.contains("accepted by") || w.contains("(added by @")
+/// ignores the `...` label (added by @...)") or any line in their words
+/// (reading report.json gives every such line this kind:
+/// `Warning::from_text`). Such lines are written again from what GitHub
+/// confirms, never copied.
+fn claims_acknowledgement(warning: &Warning) -> bool {
+    warning.kind == WarningKind::Acknowledgement
 }
 
 /// The line that says who acknowledged, after GitHub confirmed it.
@@ -249,21 +250,25 @@ fn acknowledged_line(report: &mut Report, a: &Acknowledgement, head: &str) {
     } else {
         return;
     };
-    s.warnings.push(line);
+    s.warnings.push(Warning::run_wide(WarningKind::Acknowledgement, line));
 }
 
 /// Says that the report's acknowledgement is not confirmed, and why,
 /// without repeating whom it names.
 fn not_confirmed(report: &mut Report, marked: usize, why: &str) {
     eprintln!("warning: the report's acknowledgement is not confirmed: {why}");
-    report.summary.warnings.push(if marked == 0 {
+    let text = if marked == 0 {
         format!("the report's acknowledgement is not confirmed ({why})")
     } else {
         format!(
             "the report's acknowledgement is not confirmed ({why}): its {marked} acknowledged regression(s) \
              are not shown as accepted by anyone"
         )
-    });
+    };
+    report
+        .summary
+        .warnings
+        .push(Warning::run_wide(WarningKind::AckUnconfirmed, text));
 }
 
 /// The pull request a comment goes to, and the head it is for when the

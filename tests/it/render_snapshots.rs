@@ -4,7 +4,7 @@
 //! The fixture predates recorded phase times: it also shows that older
 //! reports still render.
 
-use gate::__private::report::Report;
+use gate::__private::report::{Report, Warning, WarningKind};
 
 fn fixture() -> Report {
     serde_json::from_str(include_str!("../fixtures/report-h200.json")).expect("the fixture is a schema-1 report")
@@ -112,9 +112,11 @@ fn timed_with_a_variant() -> Report {
     );
     r.summary.not_measured = 1;
     r.summary.passed += 1;
-    r.summary
-        .warnings
-        .push("tft@plain.device_used: device_used is measured on CUDA runs only".into());
+    r.summary.warnings.push(Warning::new(
+        Some("tft@plain"),
+        WarningKind::NotMeasured,
+        "tft@plain.device_used: device_used is measured on CUDA runs only",
+    ));
     r.summary.strict = true;
     r.wall_seconds = 42.5;
     r

@@ -66,7 +66,7 @@ pub fn render(report: &Report) -> String {
         }
     }
     for w in &report.summary.warnings {
-        items.push((Kind::Warning, format!("title=gate::{}", escape_data(w))));
+        items.push((Kind::Warning, format!("title=gate::{}", escape_data(w.as_str()))));
     }
     let warning_type = if report.summary.strict { "error" } else { "warning" };
     let type_of = |k: &Kind| match k {

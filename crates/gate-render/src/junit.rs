@@ -15,7 +15,7 @@ use std::fmt::Write;
 use time::OffsetDateTime;
 
 use crate::metric::Metric;
-use crate::report::{BudgetResult, ComponentReport, Report, Status};
+use crate::report::{BudgetResult, ComponentReport, Report, Status, Warning};
 use crate::units::Bytes;
 
 use super::{failure_message, limit_text, measured_text};
@@ -30,7 +30,7 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     let mut suites = Vec::new();
 
     let groups = groups(report);
-    let (mut warnings_of, mut run_wide) = warnings_by_suite(report, &groups);
+    let (mut warnings_of, mut run_wide) = warnings_by_suite(&report.summary.warnings, &groups);
     for (base, members) in &groups {
         let warnings = warnings_of.remove(base).unwrap_or_default();
         match component_suite(report, base, members, &stamp, &mut names, &warnings)? {
@@ -115,19 +115,15 @@ fn groups(report: &Report) -> BTreeMap<&str, Vec<&str>> {
 type Warnings<'a> = (BTreeMap<&'a str, Vec<&'a str>>, Vec<&'a str>);
 
 /// The verdict's warnings by the suite they concern (a base component or
-/// `ensemble`), and those about the whole run.
-fn warnings_by_suite<'a>(report: &'a Report, groups: &BTreeMap<&'a str, Vec<&'a str>>) -> Warnings<'a> {
-    let known: Vec<&str> = groups
-        .values()
-        .flatten()
-        .copied()
-        .chain(std::iter::once("ensemble"))
-        .collect();
+/// `ensemble`, from each warning's component), and those about the whole
+/// run or about a component this report does not hold.
+fn warnings_by_suite<'a>(warnings: &'a [Warning], groups: &BTreeMap<&'a str, Vec<&'a str>>) -> Warnings<'a> {
+    let known = |c: &str| c == "ensemble" || groups.values().flatten().any(|m| *m == c);
     let mut run_wide = Vec::new();
     let mut warnings_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for w in &report.summary.warnings {
-        match concerns(w, &known) {
-            Some(c) => warnings_of.entry(base_of(c)).or_default().push(w),
+    for w in warnings {
+        match w.component.as_deref().filter(|c| known(c)) {
+            Some(c) => warnings_of.entry(base_of(c)).or_default().push(w.as_str()),
             None => run_wide.push(w.as_str()),
         }
     }
@@ -237,7 +233,7 @@ fn run_suite(
 /// whether it failed).
 fn strict_case(report: &Report, names: &mut Names) -> Result<(String, bool), std::fmt::Error> {
     let s = &report.summary;
-    let mut failed_on: Vec<String> = s.warnings.clone();
+    let mut failed_on: Vec<String> = s.warnings.iter().map(|w| w.text.clone()).collect();
     if failed_on.is_empty() && s.not_measured > 0 {
         failed_on.push(format!("{} budget(s) not measured", s.not_measured));
     }
@@ -268,20 +264,6 @@ fn strict_case(report: &Report, names: &mut Names) -> Result<(String, bool), std
 /// `tft` for `tft@plain`.
 fn base_of(name: &str) -> &str {
     gate_spec::name::base_of(name)
-}
-
-/// The component (or `ensemble`) a verdict warning is about: they start
-/// `NAME: ` or `NAME.metric: `; the longest such name wins.
-fn concerns<'a>(warning: &str, names: &[&'a str]) -> Option<&'a str> {
-    names
-        .iter()
-        .filter(|n| {
-            warning
-                .strip_prefix(**n)
-                .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('.'))
-        })
-        .max_by_key(|n| n.len())
-        .copied()
 }
 
 /// Test names, each used once in the file.
@@ -588,15 +570,31 @@ mod tests {
     }
 
     #[test]
-    fn a_warning_concerns_the_longest_component_it_names() {
-        let names = ["tft", "tft@plain", "ensemble"];
+    fn a_warning_goes_to_the_suite_of_its_component() {
+        use crate::report::WarningKind;
+        let groups = BTreeMap::from([("tft", vec!["tft", "tft@plain"])]);
+        let w = |c: Option<&str>, text: &str| Warning::new(c, WarningKind::Other, text);
+        let warnings = [
+            // The component says where it goes, not the text.
+            w(Some("tft@plain"), "said about the variant"),
+            w(Some("ensemble"), "said about the ensemble"),
+            w(None, "tft: run-wide, whatever its text says"),
+            // A component no suite shows (a ghost variant too) is run-wide.
+            w(Some("tfts"), "tfts: x"),
+            w(Some("tft@ghost"), "tft@ghost: x"),
+        ];
+        let (of, run_wide) = warnings_by_suite(&warnings, &groups);
         assert_eq!(
-            concerns("tft@plain.loss_ratio: not measured", &names),
-            Some("tft@plain")
+            of,
+            BTreeMap::from([
+                ("tft", vec!["said about the variant"]),
+                ("ensemble", vec!["said about the ensemble"]),
+            ])
         );
-        assert_eq!(concerns("tft: measured params disagree", &names), Some("tft"));
-        assert_eq!(concerns("tfts: x", &names), None);
-        assert_eq!(concerns("no baseline (x): regressions are not checked", &names), None);
+        assert_eq!(
+            run_wide,
+            ["tft: run-wide, whatever its text says", "tfts: x", "tft@ghost: x"]
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub fn strict_suffix(s: &Summary) -> String {
     if s.status == RunStatus::Pass || s.failed + s.regressed > 0 {
         return " (strict)".into();
     }
-    let mut reasons: Vec<String> = s.warnings.clone();
+    let mut reasons: Vec<String> = s.warnings.iter().map(|w| w.text.clone()).collect();
     if s.not_measured > 0 {
         reasons.push(format!("{} budget(s) not measured", s.not_measured));
     }
@@ -187,7 +187,10 @@ mod tests {
             regressed: 0,
             not_measured,
             inconclusive: 0,
-            warnings: warnings.iter().map(|w| w.to_string()).collect(),
+            warnings: warnings
+                .iter()
+                .map(|w| report::Warning::run_wide(report::WarningKind::Other, *w))
+                .collect(),
             strict,
             acknowledged: 0,
             acknowledgement: None,

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::model::{BaselineInfo, Report, Testbed, SCHEMA};
+use super::model::{BaselineInfo, Report, Testbed, Warning, WarningKind, SCHEMA};
 
 /// Said wherever a baseline from another testbed was not compared.
 pub const DIFFERENT_TESTBED: &str = "baseline from a different testbed: not compared";
@@ -140,12 +140,15 @@ pub fn info(outcome: &Outcome, current: &Testbed) -> Option<BaselineInfo> {
 }
 
 /// The warning a baseline outcome adds to the summary, if any.
-pub fn warning(outcome: &Outcome, current: &Testbed) -> Option<String> {
+pub fn warning(outcome: &Outcome, current: &Testbed) -> Option<Warning> {
     match outcome {
-        Outcome::Missing { reason } => Some(format!("no baseline ({reason}): regressions are not checked")),
+        Outcome::Missing { reason } => Some(Warning::run_wide(
+            WarningKind::NoBaseline,
+            format!("no baseline ({reason}): regressions are not checked"),
+        )),
         Outcome::Found { report, .. } if !comparable(current, &report.testbed) => {
             let b = &report.testbed;
-            Some(format!(
+            let text = format!(
                 "{DIFFERENT_TESTBED} (baseline: {} on {}, fingerprint {}; this run: {} on {}, fingerprint {})",
                 b.backend,
                 b.device_name,
@@ -153,7 +156,8 @@ pub fn warning(outcome: &Outcome, current: &Testbed) -> Option<String> {
                 current.backend,
                 current.device_name,
                 current.fingerprint()
-            ))
+            );
+            Some(Warning::run_wide(WarningKind::DifferentTestbed, text))
         }
         Outcome::Found { .. } => None,
     }

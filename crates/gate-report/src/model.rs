@@ -477,6 +477,173 @@ impl BudgetResult {
     }
 }
 
+/// What a warning is about. New kinds may come in any release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WarningKind {
+    /// No baseline was found: regressions are not checked.
+    NoBaseline,
+    /// The baseline is from another testbed: its figures are not compared.
+    DifferentTestbed,
+    /// A component, or one budget's metric, was not measured.
+    NotMeasured,
+    /// A budget's interval straddles its limit.
+    Inconclusive,
+    /// A component's `growth` and `inference_peak` both fail: a leak.
+    Leak,
+    /// The interleaved steps of `step_time_ratio` failed.
+    RatioFailed,
+    /// Measured params and the closed form disagree.
+    ParamsDisagree,
+    /// A line that speaks for the acknowledge label: who acknowledged the
+    /// regressions, or that `--strict` ignored the label. Read from an
+    /// artifact, such a line is never trusted (the comment writes it again
+    /// from what GitHub confirms).
+    Acknowledgement,
+    /// The acknowledge label could not be verified or confirmed.
+    AckUnconfirmed,
+    /// Anything else (and whatever an older report says that is none of the above).
+    Other,
+}
+
+/// One warning of the run: the sentence said to the reader, with what it
+/// is about. In report.json it is only its sentence (schema 1 has strings
+/// there): `component` and `kind` are for the renderers, so that none
+/// re-parses the text. Reading a report recovers them from the sentence
+/// ([`Warning::from_text`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Warning {
+    /// The component or variant (`NAME@VARIANT`) it concerns, `ensemble`
+    /// for the ensemble, `None` for the whole run.
+    pub component: Option<String>,
+    /// What it is about.
+    pub kind: WarningKind,
+    /// The whole sentence, as shown.
+    pub text: String,
+}
+
+impl Warning {
+    /// A warning about `component` (`None`: the whole run).
+    pub fn new(component: Option<&str>, kind: WarningKind, text: impl Into<String>) -> Self {
+        Warning {
+            component: component.map(str::to_string),
+            kind,
+            text: text.into(),
+        }
+    }
+
+    /// A warning about the whole run.
+    pub fn run_wide(kind: WarningKind, text: impl Into<String>) -> Self {
+        Warning::new(None, kind, text)
+    }
+
+    /// The sentence.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The one parser of warning sentences, used only where a report is
+    /// read (report.json, baselines, shards: they store the sentence
+    /// alone). The component is the sentence's `NAME: ` or `NAME.metric: `
+    /// lead when that is a component name; the kind is recovered from the
+    /// verdict's wording, and any line in the words of an acknowledgement
+    /// ("acknowledged by", "accepted by", "(added by @") is read as
+    /// [`WarningKind::Acknowledgement`], whoever wrote it.
+    pub fn from_text(text: impl Into<String>) -> Self {
+        let text = text.into();
+        let lead = lead_component(&text);
+        let component = lead.map(|(name, _)| name.to_string());
+        let of_metric = lead.is_some_and(|(_, metric)| metric);
+        let lower = text.to_lowercase();
+        let rest = component
+            .as_deref()
+            .and_then(|c| text.get(c.len()..))
+            .map(|r| r.split_once(": ").map_or(r, |(_, after)| after))
+            .unwrap_or("");
+        let kind = if ["acknowledged by", "accepted by", "(added by @"]
+            .iter()
+            .any(|w| lower.contains(w))
+        {
+            WarningKind::Acknowledgement
+        } else if lower.contains("label could not be verified") || lower.contains("acknowledgement is not confirmed") {
+            WarningKind::AckUnconfirmed
+        } else if text.starts_with("no baseline (") {
+            WarningKind::NoBaseline
+        } else if text.starts_with(crate::baseline::DIFFERENT_TESTBED) {
+            WarningKind::DifferentTestbed
+        } else if component.is_none() {
+            WarningKind::Other
+        } else if rest.starts_with("inconclusive: ") {
+            WarningKind::Inconclusive
+        } else if of_metric || rest.starts_with("not measured") {
+            // `NAME.metric: why` is the verdict's only other line about a metric.
+            WarningKind::NotMeasured
+        } else if rest.starts_with("growth (") && rest.contains("leak") {
+            WarningKind::Leak
+        } else if rest.starts_with("the interleaved steps for step_time_ratio failed") {
+            WarningKind::RatioFailed
+        } else if rest.starts_with("measured params (") {
+            WarningKind::ParamsDisagree
+        } else {
+            WarningKind::Other
+        };
+        Warning { component, kind, text }
+    }
+}
+
+/// The component a sentence leads with: `NAME: ` or `NAME.metric: `, where
+/// NAME is written as component names are (letters, digits, `_`, `-`, and
+/// `@` before a variant's name), and whether a metric follows it.
+fn lead_component(text: &str) -> Option<(&str, bool)> {
+    let (lead, _) = text.split_once(": ")?;
+    let (name, of_metric) = lead.split_once('.').map_or((lead, false), |(n, _)| (n, true));
+    let ok = !name.is_empty()
+        && !name.starts_with(gate_spec::name::SEPARATOR)
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == gate_spec::name::SEPARATOR);
+    ok.then_some((name, of_metric))
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A warning equals a sentence when its text is that sentence.
+impl PartialEq<str> for Warning {
+    fn eq(&self, other: &str) -> bool {
+        self.text == other
+    }
+}
+
+impl PartialEq<&str> for Warning {
+    fn eq(&self, other: &&str) -> bool {
+        self.text == *other
+    }
+}
+
+impl PartialEq<String> for Warning {
+    fn eq(&self, other: &String) -> bool {
+        &self.text == other
+    }
+}
+
+impl Serialize for Warning {
+    /// The sentence alone: report.json is what schema 1 always wrote.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Warning {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Warning::from_text)
+    }
+}
+
 /// The run's verdict: `pass` or `fail`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -496,7 +663,9 @@ pub struct Summary {
     /// Budgets whose interval straddles the limit (each also a warning).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub inconclusive: usize,
-    pub warnings: Vec<String>,
+    /// What the run warns about, each written in report.json as its
+    /// sentence (see [`Warning`]).
+    pub warnings: Vec<Warning>,
     pub strict: bool,
     /// Budgets whose baseline figure is shown but not compared (the
     /// component's config, dtype, batch or seed changed).

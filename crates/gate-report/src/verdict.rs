@@ -321,7 +321,7 @@ pub fn decide_acknowledged(
     let comparable = baseline.filter(|b| super::baseline::comparable(testbed, &b.testbed));
     let mut results = Vec::new();
     // The baseline's own warning (missing, another testbed) comes first.
-    let mut warnings: Vec<String> = super::baseline::warning(outcome, testbed).into_iter().collect();
+    let mut warnings: Vec<Warning> = super::baseline::warning(outcome, testbed).into_iter().collect();
     for c in &spec.components {
         if let Some(report) = components.get(&c.name) {
             warnings.extend(component_warnings(&c.name, report, components));
@@ -337,21 +337,24 @@ pub fn decide_acknowledged(
         report
     });
     for r in results.iter().filter(|r| r.status == Status::Inconclusive) {
-        warnings.push(format!(
-            "{}.{}: inconclusive: {}",
-            r.component,
-            r.metric,
-            r.reason.clone().unwrap_or_default()
+        warnings.push(Warning::new(
+            Some(&r.component),
+            WarningKind::Inconclusive,
+            format!(
+                "{}.{}: inconclusive: {}",
+                r.component,
+                r.metric,
+                r.reason.clone().unwrap_or_default()
+            ),
         ));
     }
     for r in results.iter().filter(|r| r.status == Status::NotMeasured) {
         // A component that was not run already has its one warning.
         if r.component == "ensemble" || components.get(&r.component).is_some_and(|c| c.error.is_none()) {
-            warnings.push(format!(
-                "{}.{}: {}",
-                r.component,
-                r.metric,
-                r.reason.clone().unwrap_or_default()
+            warnings.push(Warning::new(
+                Some(&r.component),
+                WarningKind::NotMeasured,
+                format!("{}.{}: {}", r.component, r.metric, r.reason.clone().unwrap_or_default()),
             ));
         }
     }
@@ -374,7 +377,7 @@ pub fn decide_acknowledged(
 /// A component whose `growth` and `inference_peak` both fail (or regress):
 /// what a leak keeps is still live when inference runs, so it inflates the
 /// inference peak too, and the leak is the likely cause of both.
-fn leak_warnings(results: &[BudgetResult]) -> Vec<String> {
+fn leak_warnings(results: &[BudgetResult]) -> Vec<Warning> {
     let bad = |r: &&BudgetResult| matches!(r.status, Status::Fail | Status::Regressed);
     let mut out = Vec::new();
     for g in results.iter().filter(|r| r.metric == Metric::Growth.name()).filter(bad) {
@@ -383,12 +386,13 @@ fn leak_warnings(results: &[BudgetResult]) -> Vec<String> {
             .filter(bad)
             .any(|r| r.component == g.component && r.metric == Metric::InferencePeak.name());
         if let (true, Some(grown)) = (inflated, g.measured) {
-            out.push(format!(
+            let text = format!(
                 "{c}: growth ({}) and inference_peak both fail: what leaks across steps is still live in inference, \
                  so the leak is the likely cause of both; fix it first (docs/sdk.md §7, `growth`)",
                 crate::units::Bytes(grown as u64),
                 c = g.component
-            ));
+            );
+            out.push(Warning::new(Some(&g.component), WarningKind::Leak, text));
         }
     }
     out
@@ -403,7 +407,7 @@ fn leak_warnings(results: &[BudgetResult]) -> Vec<String> {
 /// record in the summary.
 pub fn acknowledge(
     results: &mut [BudgetResult],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     ack: &AckInput,
     strict: bool,
 ) -> Option<Acknowledgement> {
@@ -412,17 +416,23 @@ pub fn acknowledge(
         AckInput::NotAsked | AckInput::Absent { .. } => None,
         AckInput::Unverified { label, reason } => {
             if regressed > 0 && !strict {
-                warnings.push(format!(
-                    "the `{label}` label could not be verified, so {regressed} regression(s) stay regressions: {reason}"
+                warnings.push(Warning::run_wide(
+                    WarningKind::AckUnconfirmed,
+                    format!(
+                        "the `{label}` label could not be verified, so {regressed} regression(s) stay regressions: {reason}"
+                    ),
                 ));
             }
             None
         }
         AckInput::Present(a) if strict => {
             if regressed > 0 {
-                warnings.push(format!(
-                    "--strict ignores the `{}` label (added by @{} at {}): {regressed} regression(s) stay regressions",
-                    a.label, a.by, a.at
+                warnings.push(Warning::run_wide(
+                    WarningKind::Acknowledgement,
+                    format!(
+                        "--strict ignores the `{}` label (added by @{} at {}): {regressed} regression(s) stay regressions",
+                        a.label, a.by, a.at
+                    ),
                 ));
             }
             Some(a.clone())
@@ -432,9 +442,12 @@ pub fn acknowledge(
                 r.status = Status::Acknowledged;
             }
             if regressed > 0 {
-                warnings.push(format!(
-                    "{regressed} regression(s) acknowledged by @{} via `{}` at {}",
-                    a.by, a.label, a.at
+                warnings.push(Warning::run_wide(
+                    WarningKind::Acknowledgement,
+                    format!(
+                        "{regressed} regression(s) acknowledged by @{} via `{}` at {}",
+                        a.by, a.label, a.at
+                    ),
                 ));
             }
             Some(a.clone())
@@ -447,7 +460,7 @@ fn component_warnings(
     name: &str,
     report: &ComponentReport,
     components: &BTreeMap<String, ComponentReport>,
-) -> Vec<String> {
+) -> Vec<Warning> {
     let mut warnings = Vec::new();
     if let Some(ComponentError {
         kind: ErrorKind::NotMeasured,
@@ -455,7 +468,11 @@ fn component_warnings(
         ..
     }) = &report.error
     {
-        warnings.push(format!("{name}: not measured: {reason}"));
+        warnings.push(Warning::new(
+            Some(name),
+            WarningKind::NotMeasured,
+            format!("{name}: not measured: {reason}"),
+        ));
     }
     // A reference that failed is said once, in each ratio budget's reason.
     let reference_failed = report
@@ -464,8 +481,12 @@ fn component_warnings(
         .and_then(|r| components.get(r))
         .is_some_and(|r| r.error.is_some());
     if let Some(e) = report.ratio_error.as_ref().filter(|_| !reference_failed) {
-        warnings.push(format!(
-            "{name}: the interleaved steps for step_time_ratio failed ({e}); it is the ratio of the two profiles' medians, without an interval"
+        warnings.push(Warning::new(
+            Some(name),
+            WarningKind::RatioFailed,
+            format!(
+                "{name}: the interleaved steps for step_time_ratio failed ({e}); it is the ratio of the two profiles' medians, without an interval"
+            ),
         ));
     }
     if let (Some(p), true) = (report.value(Metric::Params), report.analytic_params_bytes > 0) {
@@ -475,10 +496,14 @@ fn component_warnings(
         let bookkeeping = (report.param_tensors * PARAMS_BOOKKEEPING_PER_TENSOR) as f64;
         let allowed = (a * PARAMS_AGREEMENT).max(PARAMS_AGREEMENT_FLOOR as f64) + bookkeeping;
         if (p - a).abs() > allowed {
-            warnings.push(format!(
-                "{name}: measured params ({}) and the closed form ({}) disagree",
-                crate::units::Bytes(p as u64),
-                crate::units::Bytes(a as u64)
+            warnings.push(Warning::new(
+                Some(name),
+                WarningKind::ParamsDisagree,
+                format!(
+                    "{name}: measured params ({}) and the closed form ({}) disagree",
+                    crate::units::Bytes(p as u64),
+                    crate::units::Bytes(a as u64)
+                ),
             ));
         }
     }
@@ -690,7 +715,7 @@ fn unmeasured_ensemble(e: &EnsembleReport, components: &BTreeMap<String, Compone
     }
 }
 
-fn summarize(results: &[BudgetResult], warnings: Vec<String>, budget_changes: Vec<String>, strict: bool) -> Summary {
+fn summarize(results: &[BudgetResult], warnings: Vec<Warning>, budget_changes: Vec<String>, strict: bool) -> Summary {
     let count = |s: Status| results.iter().filter(|r| r.status == s).count();
     let (passed, failed, regressed_n, not_measured) = (
         count(Status::Pass),
@@ -829,13 +854,18 @@ ensemble:
             &[(Metric::Growth, 0.0), (Metric::InferencePeak, 3.0 * mib)],
         );
         let v = decide(&spec, &c, &no_baseline(), &Testbed::default(), RESERVE, false);
-        let leaks: Vec<&String> = v.summary.warnings.iter().filter(|w| w.contains("leak")).collect();
+        let leaks: Vec<&Warning> = v
+            .summary
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::Leak)
+            .collect();
+        assert_eq!(leaks.len(), 1);
+        assert_eq!(leaks[0].component.as_deref(), Some("a"));
         assert_eq!(
-            leaks,
-            [
-                "a: growth (2.000 MiB) and inference_peak both fail: what leaks across steps is still live in \
+            leaks[0].text,
+            "a: growth (2.000 MiB) and inference_peak both fail: what leaks across steps is still live in \
               inference, so the leak is the likely cause of both; fix it first (docs/sdk.md §7, `growth`)"
-            ]
         );
     }
 
@@ -1063,11 +1093,11 @@ ensemble:
                 3,
                 0,
                 RunStatus::Fail,
-                vec![
+                vec![Warning::run_wide(
+                    WarningKind::Acknowledgement,
                     "--strict ignores the `gate:accept-regression` label (added by @octocat at \
                       2026-12-01T10:20:30Z): 3 regression(s) stay regressions"
-                        .to_string()
-                ]
+                )]
             )
         );
         let unverified = AckInput::Unverified {
@@ -1080,11 +1110,11 @@ ensemble:
                 3,
                 0,
                 RunStatus::Fail,
-                vec![
+                vec![Warning::run_wide(
+                    WarningKind::AckUnconfirmed,
                     "the `gate:accept-regression` label could not be verified, so 3 regression(s) stay \
                       regressions: GitHub did not answer"
-                        .to_string()
-                ]
+                )]
             )
         );
         // No regression: nothing to acknowledge and nothing to say.
@@ -1121,7 +1151,9 @@ ensemble:
             Some("measurement failed in phase forward: out of memory")
         );
         assert_eq!(v.results[3].status, Status::Fail);
-        assert!(v.summary.warnings.iter().any(|w| w.contains("a.step_time")));
+        assert!(v.summary.warnings.iter().any(|w| w.text.starts_with("a.step_time")
+            && w.kind == WarningKind::NotMeasured
+            && w.component.as_deref() == Some("a")));
         assert_eq!(
             decide(
                 &spec(),
@@ -1277,7 +1309,7 @@ components:
         );
         // A fact of the run, not a warning: the figures are judged as measured.
         assert!(
-            v.summary.warnings.iter().all(|w| !w.contains("CUDA pool")),
+            v.summary.warnings.iter().all(|w| !w.text.contains("CUDA pool")),
             "{:?}",
             v.summary.warnings
         );

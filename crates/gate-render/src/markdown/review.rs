@@ -75,7 +75,7 @@ pub fn head(report: &Report, links: &Links) -> String {
             }
         );
         for line in w.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(line, 300));
+            let _ = writeln!(out, "> - {}", escape_max(line.as_str(), 300));
         }
         if w.len() > MAX_WARNINGS {
             let _ = writeln!(out, "> - … and {} more", w.len() - MAX_WARNINGS);
@@ -87,7 +87,7 @@ pub fn head(report: &Report, links: &Links) -> String {
     if !notes.is_empty() {
         let _ = writeln!(out, "> [!NOTE]\n> how some figures were measured:");
         for line in notes.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(line, 300));
+            let _ = writeln!(out, "> - {}", escape_max(line.as_str(), 300));
         }
         if notes.len() > MAX_WARNINGS {
             let _ = writeln!(out, "> - … and {} more", notes.len() - MAX_WARNINGS);
