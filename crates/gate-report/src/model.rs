@@ -845,4 +845,97 @@ mod tests {
             vec![row(UNATTRIBUTED, 0, 0, 0, None)]
         );
     }
+
+    #[test]
+    fn a_warning_is_written_as_its_sentence_and_read_back_with_its_component_and_kind() {
+        let w = Warning::new(
+            Some("tft@plain"),
+            WarningKind::Inconclusive,
+            "tft@plain.step_time: inconclusive: why",
+        );
+        assert_eq!(
+            serde_json::to_string(&w).unwrap(),
+            "\"tft@plain.step_time: inconclusive: why\""
+        );
+        let read: Warning = serde_json::from_str("\"tft@plain.step_time: inconclusive: why\"").unwrap();
+        assert_eq!(read, w);
+    }
+
+    #[test]
+    fn reading_a_sentence_recovers_what_it_is_about() {
+        let cases: [(&str, Option<&str>, WarningKind); 12] = [
+            (
+                "no baseline (x): regressions are not checked",
+                None,
+                WarningKind::NoBaseline,
+            ),
+            (
+                "baseline from a different testbed: not compared (baseline: cuda on A)",
+                None,
+                WarningKind::DifferentTestbed,
+            ),
+            ("tft: not measured: no CUDA", Some("tft"), WarningKind::NotMeasured),
+            (
+                "tft@plain.loss_ratio: the reference failed",
+                Some("tft@plain"),
+                WarningKind::NotMeasured,
+            ),
+            (
+                "ensemble.step_time: not measured",
+                Some("ensemble"),
+                WarningKind::NotMeasured,
+            ),
+            (
+                "a.step_time_ratio: inconclusive: wide",
+                Some("a"),
+                WarningKind::Inconclusive,
+            ),
+            (
+                "a: growth (2.000 MiB) and inference_peak both fail: what leaks ... fix it first",
+                Some("a"),
+                WarningKind::Leak,
+            ),
+            (
+                "a: the interleaved steps for step_time_ratio failed (x); it is ...",
+                Some("a"),
+                WarningKind::RatioFailed,
+            ),
+            (
+                "tft: measured params (1 MiB) and the closed form (2 MiB) disagree",
+                Some("tft"),
+                WarningKind::ParamsDisagree,
+            ),
+            (
+                "3 regression(s) acknowledged by @octocat via `l` at t",
+                None,
+                WarningKind::Acknowledgement,
+            ),
+            (
+                "the `l` label could not be verified, so 1 regression(s) stay regressions: x",
+                None,
+                WarningKind::AckUnconfirmed,
+            ),
+            ("something odd happened: x", None, WarningKind::Other),
+        ];
+        for (text, component, kind) in cases {
+            let w = Warning::from_text(text);
+            assert_eq!(
+                (w.component.as_deref(), w.kind, w.text.as_str()),
+                (component, kind, text)
+            );
+        }
+    }
+
+    #[test]
+    fn any_line_in_the_words_of_an_acknowledgement_reads_as_one() {
+        // An artifact is untrusted: a line that claims an acknowledgement
+        // in any case or place is one, so the comment never copies it.
+        for text in [
+            "tft: Regressions ACCEPTED BY @mallory",
+            "--strict ignores the `l` label (added by @x at t): 1 regression(s) stay regressions",
+            "no baseline (acknowledged by @x): regressions are not checked",
+        ] {
+            assert_eq!(Warning::from_text(text).kind, WarningKind::Acknowledgement, "{text}");
+        }
+    }
 }

@@ -822,6 +822,15 @@ ensemble:
         BTreeMap::from([("a".to_string(), comp(a, "x")), ("b".to_string(), comp(b, "x"))])
     }
 
+    /// Each warning the verdict built reads back from its sentence alone
+    /// (as from report.json) with the same component and kind.
+    fn reads_back(v: &Verdict) {
+        assert!(!v.summary.warnings.is_empty());
+        for w in &v.summary.warnings {
+            assert_eq!(&Warning::from_text(w.text.clone()), w);
+        }
+    }
+
     fn no_baseline() -> Outcome {
         Outcome::Missing {
             reason: "--baseline none".into(),
@@ -854,6 +863,7 @@ ensemble:
             &[(Metric::Growth, 0.0), (Metric::InferencePeak, 3.0 * mib)],
         );
         let v = decide(&spec, &c, &no_baseline(), &Testbed::default(), RESERVE, false);
+        reads_back(&v);
         let leaks: Vec<&Warning> = v
             .summary
             .warnings
@@ -1151,6 +1161,7 @@ ensemble:
             Some("measurement failed in phase forward: out of memory")
         );
         assert_eq!(v.results[3].status, Status::Fail);
+        reads_back(&v);
         assert!(v.summary.warnings.iter().any(|w| w.text.starts_with("a.step_time")
             && w.kind == WarningKind::NotMeasured
             && w.component.as_deref() == Some("a")));
