@@ -2188,3 +2188,46 @@ fn a_downloaded_file_is_made_executable_before_it_runs() {
         .remove(0);
     assert_eq!(mode_problems("gate-main.yml", &doc["jobs"]["gpu-publish"]).len(), 1);
 }
+
+/// The action's cache key for a gate built from its source covers every
+/// file that build compiles: the workspace's crates too, not only the root
+/// package's (a change under crates/ must not bring back an older build).
+#[test]
+fn the_source_build_cache_key_covers_the_workspace_crates() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t = tempfile::tempdir().unwrap();
+    let action = t.path().join("action");
+    for f in ["Cargo.toml", "Cargo.lock", "build.rs"] {
+        std::fs::create_dir_all(&action).unwrap();
+        std::fs::copy(root.join(f), action.join(f)).unwrap();
+    }
+    std::fs::create_dir_all(action.join("src")).unwrap();
+    std::fs::write(action.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::create_dir_all(action.join("crates/gate-spec/src")).unwrap();
+    let key = |lib: &str| {
+        std::fs::write(action.join("crates/gate-spec/src/lib.rs"), lib).unwrap();
+        let output = t.path().join("output");
+        let _ = std::fs::remove_file(&output);
+        let run = std::process::Command::new("bash")
+            .arg(root.join("scripts/action/find-release.sh"))
+            .env("ACTION_PATH", &action)
+            .env("RUNNER_TEMP", t.path())
+            .env("GITHUB_OUTPUT", &output)
+            .env("COMMAND", "check")
+            .env("BACKEND", "cpu")
+            .env("VERSION", "source")
+            .env("RUNNER_OS_NAME", "Linux")
+            .env("RUNNER_ARCH_NAME", "X64")
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let outputs = std::fs::read_to_string(&output).unwrap();
+        outputs
+            .lines()
+            .find_map(|l| l.strip_prefix("cache-key=").map(str::to_string))
+            .unwrap()
+    };
+    let before = key("pub fn a() {}\n");
+    assert_eq!(before, key("pub fn a() {}\n"), "the key is stable");
+    assert_ne!(before, key("pub fn b() {}\n"), "a change under crates/ changes the key");
+}
