@@ -34,9 +34,18 @@ pub fn adapter_for(version: &str) -> Option<&'static str> {
     }
 }
 
-/// `cargo metadata`'s resolve, with each package id's name and version at hand.
+/// One package of `cargo metadata`: its name, version and source (`None`
+/// for a path package).
+#[derive(Clone, Copy)]
+struct Package<'m> {
+    name: &'m str,
+    version: &'m str,
+    source: Option<&'m str>,
+}
+
+/// `cargo metadata`'s resolve, with each package id's package at hand.
 struct Resolve<'m> {
-    packages: HashMap<&'m str, (&'m str, &'m str)>,
+    packages: HashMap<&'m str, Package<'m>>,
     nodes: &'m [Value],
 }
 
@@ -45,7 +54,14 @@ impl<'m> Resolve<'m> {
         let packages = metadata["packages"]
             .as_array()?
             .iter()
-            .filter_map(|p| Some((p["id"].as_str()?, (p["name"].as_str()?, p["version"].as_str()?))))
+            .filter_map(|p| {
+                let package = Package {
+                    name: p["name"].as_str()?,
+                    version: p["version"].as_str()?,
+                    source: p["source"].as_str(),
+                };
+                Some((p["id"].as_str()?, package))
+            })
             .collect();
         Some(Resolve {
             packages,
@@ -55,18 +71,33 @@ impl<'m> Resolve<'m> {
 
     /// The package (name, version) of a resolve node.
     fn package(&self, node: &Value) -> Option<(&'m str, &'m str)> {
-        node["id"].as_str().and_then(|id| self.packages.get(id).copied())
+        let p = self.packages.get(node["id"].as_str()?)?;
+        Some((p.name, p.version))
     }
 
-    /// The candle-core versions `node` depends on directly.
-    fn candle_deps(&self, node: &Value) -> Vec<String> {
+    /// The resolve node of the package named `name`.
+    fn node(&self, name: &str) -> Option<&'m Value> {
+        self.nodes
+            .iter()
+            .find(|n| self.package(n).is_some_and(|(n, _)| n == name))
+    }
+
+    /// The candle-core packages `node` depends on directly.
+    fn candle_packages(&self, node: &Value) -> Vec<Package<'m>> {
         node["deps"]
             .as_array()
             .into_iter()
             .flatten()
-            .filter_map(|d| self.packages.get(d["pkg"].as_str()?))
-            .filter(|(name, _)| *name == "candle-core")
-            .map(|(_, version)| version.to_string())
+            .filter_map(|d| self.packages.get(d["pkg"].as_str()?).copied())
+            .filter(|p| p.name == "candle-core")
+            .collect()
+    }
+
+    /// The candle-core versions `node` depends on directly.
+    fn candle_deps(&self, node: &Value) -> Vec<String> {
+        self.candle_packages(node)
+            .iter()
+            .map(|p| p.version.to_string())
             .collect()
     }
 }
@@ -74,11 +105,7 @@ impl<'m> Resolve<'m> {
 /// The candle-core version `package` depends on directly in this resolve.
 pub fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
     let r = Resolve::new(metadata)?;
-    let node = r
-        .nodes
-        .iter()
-        .find(|n| r.package(n).is_some_and(|(name, _)| name == package))?;
-    r.candle_deps(node).into_iter().next()
+    r.candle_deps(r.node(package)?).into_iter().next()
 }
 
 /// The candle-core gate's SDK resolved to, as a report names it: the
@@ -86,29 +113,16 @@ pub fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
 /// git revision of candle sees that revision, not the minor).
 pub fn gates_candle(metadata: &Value) -> Option<String> {
     let r = Resolve::new(metadata)?;
-    let gate = r
-        .nodes
-        .iter()
-        .find(|n| r.package(n).is_some_and(|(name, _)| name == SDK_PACKAGE))?;
-    let id = gate["deps"]
-        .as_array()?
-        .iter()
-        .filter_map(|d| d["pkg"].as_str())
-        .find(|id| r.packages.get(id).is_some_and(|(name, _)| *name == "candle-core"))?;
-    let (_, version) = r.packages.get(id)?;
-    let source = metadata["packages"]
-        .as_array()?
-        .iter()
-        .find(|p| p["id"] == *id)
-        .and_then(|p| p["source"].as_str());
-    Some(match source {
+    let candle = r.candle_packages(r.node(SDK_PACKAGE)?).into_iter().next()?;
+    let version = candle.version;
+    Some(match candle.source {
         None => format!("{version} (path)"),
         Some(s) if s.starts_with("registry+") => version.to_string(),
         Some(s) => match s.strip_prefix("git+").and_then(|g| g.rsplit_once('#')) {
             Some((repo, commit)) => format!(
                 "{version} (git {} {})",
                 repo.split('?').next().unwrap_or(repo),
-                &commit[..commit.len().min(12)]
+                commit.get(..12).unwrap_or(commit)
             ),
             None => format!("{version} ({s})"),
         },
