@@ -71,9 +71,12 @@ enum Source {
 struct Scratch(tempfile::TempDir);
 
 impl Scratch {
-    fn new(dir: tempfile::TempDir) -> Self {
+    /// A new private folder (an unpredictable name under TMPDIR, this user's
+    /// only), registered for removal on a signal.
+    fn create(prefix: &str) -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
         gate_runner::child::scratch(dir.path());
-        Scratch(dir)
+        Ok(Scratch(dir))
     }
 }
 
@@ -229,11 +232,7 @@ fn private_copy(built: &Path) -> Result<(PathBuf, Scratch), CliError> {
         message: format!("cannot copy the harness {} to run it: {e}", built.display()),
         hint: "check that the temporary folder (TMPDIR) is writable and has room".into(),
     };
-    let dir = tempfile::Builder::new()
-        .prefix("gate-harness-")
-        .tempdir()
-        .map(Scratch::new)
-        .map_err(fail)?;
+    let dir = Scratch::create("gate-harness-").map_err(fail)?;
     let exe = dir
         .0
         .path()
@@ -252,11 +251,7 @@ fn write_request(spec: &Spec) -> Result<RequestFile, CliError> {
         hint: "check that the temporary folder (TMPDIR) is writable and has room".into(),
     };
     let json = crate::child::Request::json(spec).map_err(|e| fail(e.to_string()))?;
-    let dir = tempfile::Builder::new()
-        .prefix("gate-request-")
-        .tempdir()
-        .map(Scratch::new)
-        .map_err(|e| fail(e.to_string()))?;
+    let dir = Scratch::create("gate-request-").map_err(|e| fail(e.to_string()))?;
     let path = dir.0.path().join("request.json");
     std::fs::OpenOptions::new()
         .write(true)
