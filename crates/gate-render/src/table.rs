@@ -257,7 +257,6 @@ pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for name in report.components.keys() {
         // `NAME@VARIANT`, both plain names as the spec loader makes them.
-        let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         let gate_spec::name::ComponentName {
             base,
             variant: Some(variant),
@@ -265,7 +264,7 @@ pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
         else {
             continue;
         };
-        if !plain(base) || !plain(variant) {
+        if !gate_spec::name::is_plain(base) || !gate_spec::name::is_plain(variant) {
             continue;
         }
         match groups.iter_mut().find(|(b, _)| b == base) {

@@ -598,11 +598,7 @@ impl Warning {
 fn lead_component(text: &str) -> Option<(&str, bool)> {
     let (lead, _) = text.split_once(": ")?;
     let (name, of_metric) = lead.split_once('.').map_or((lead, false), |(n, _)| (n, true));
-    let ok = !name.is_empty()
-        && !name.starts_with(gate_spec::name::SEPARATOR)
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == gate_spec::name::SEPARATOR);
+    let ok = gate_spec::name::is_component_name(name);
     ok.then_some((name, of_metric))
 }
 

@@ -40,6 +40,19 @@ pub fn base_of(name: &str) -> &str {
     ComponentName::parse(name).base
 }
 
+/// Whether `name` is written as the spec allows a component's or a
+/// variant's own name: letters, digits, `_` and `-`, at least one.
+pub fn is_plain(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Whether `name` is a component's name as reports write it: a plain name,
+/// or `NAME@VARIANT` of two plain names.
+pub fn is_component_name(name: &str) -> bool {
+    let n = ComponentName::parse(name);
+    is_plain(n.base) && n.variant.is_none_or(is_plain)
+}
+
 /// Whether `name` names a variant.
 pub fn is_variant(name: &str) -> bool {
     ComponentName::parse(name).variant.is_some()

@@ -21,7 +21,7 @@ pub(super) fn validate_component(
     let where_ = format!("component `{name}`");
     let entries = cx.map(node, &where_)?;
     cx.known_keys(entries, COMPONENT_KEYS, &where_);
-    if !is_plain_name(name) {
+    if !crate::name::is_plain(name) {
         cx.err(
             name_pos,
             format!("component name `{name}` is not a plain name"),
@@ -74,11 +74,6 @@ pub(super) fn validate_component(
         }
     }
     Some(out)
-}
-
-/// Letters, digits, `_` and `-`, at least one.
-fn is_plain_name(name: &str) -> bool {
-    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 /// The workload's own keys of a component's or a variant's `config:`;
@@ -141,7 +136,7 @@ fn variant(cx: &mut Ctx, base: &Component, inherited: &Settings, entry: &(String
     let (vname, vpos, vnode) = entry;
     let name = &base.name;
     let full = crate::name::variant_name(name, vname);
-    if !is_plain_name(vname) {
+    if !crate::name::is_plain(vname) {
         cx.err(
             *vpos,
             format!("variant name `{vname}` of `{name}` is not a plain name"),
