@@ -49,6 +49,7 @@ pub fn profile<S: Session>(
     }
     // Also after a failure: the samples up to it show where the memory went.
     m.timeline = sampler.finish(recorder.probe().backend());
+    // Where the figures came from, as the probe settled it (failures included).
     m.memory_source = Some(recorder.probe().memory_source());
     m
 }
@@ -142,13 +143,10 @@ impl<'a, S: Session> Profile<'a, S> {
     }
 
     /// Tells the probe the parameters are built (see
-    /// [`MemoryProbe::params_built`](crate::probe::MemoryProbe::params_built))
-    /// and keeps the source it reads from.
+    /// [`MemoryProbe::params_built`](crate::probe::MemoryProbe::params_built));
+    /// the source it settles on is recorded when the profile ends.
     fn settle_source(&mut self, phase: Phase) -> PhaseResult<()> {
-        let probe = self.rec.probe();
-        probe.params_built().map_err(|e| (phase, source_error(e)))?;
-        self.m.memory_source = Some(probe.memory_source());
-        Ok(())
+        self.rec.probe().params_built().map_err(|e| (phase, source_error(e)))
     }
 
     /// The model (`build`) and the batch (`batch`).
@@ -167,7 +165,6 @@ impl<'a, S: Session> Profile<'a, S> {
         });
         let trainer = in_phase(Phase::Build, trainer)?;
         settled.map_err(|e| (Phase::Build, source_error(e)))?;
-        self.m.memory_source = Some(probe.memory_source());
         self.m.param_elems = trainer.param_elems();
         self.m.param_tensors = trainer.param_tensors();
         self.m.values.insert(Metric::Params, span.retained().max(0) as f64);
