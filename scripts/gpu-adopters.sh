@@ -13,7 +13,6 @@ GATE=$(realpath "${GATE:-.device/gate}")
 BINS=$(cd "${BINS:-.device}" && pwd)
 OUT=${OUT:-target/gpu-adopters}
 mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
-mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 for a in candle-0-9-1:tests/adopters/candle-0-9-1 candle-0-10:tests/adopters/candle-0-10 candle-0-11:examples/adopter; do
   name=${a%%:*}; dir=${a#*:}

@@ -2197,8 +2197,8 @@ fn the_source_build_cache_key_covers_the_workspace_crates() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let t = tempfile::tempdir().unwrap();
     let action = t.path().join("action");
+    std::fs::create_dir_all(&action).unwrap();
     for f in ["Cargo.toml", "Cargo.lock", "build.rs"] {
-        std::fs::create_dir_all(&action).unwrap();
         std::fs::copy(root.join(f), action.join(f)).unwrap();
     }
     std::fs::create_dir_all(action.join("src")).unwrap();
