@@ -17,8 +17,27 @@ pub fn gate() -> Command {
             cmd.env_remove(&*k);
         }
     }
+    without_ci_lints(&mut cmd);
     cmd.env("NO_COLOR", "1");
     cmd
+}
+
+/// `cargo`, as a test starts it to build an adopter's crate: the crate is
+/// built as its team builds it, without `.ci/run`'s lint wrapper.
+pub fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    without_ci_lints(&mut cmd);
+    cmd.env_remove("CARGO_BUILD_TARGET");
+    cmd
+}
+
+/// `.ci/run` lints while it builds the tests (clippy-driver as the
+/// workspace's rustc wrapper, with `CLIPPY_ARGS`), so that the dependencies
+/// are compiled once. A cargo that a test starts, directly or through
+/// `gate`'s harness build, would inherit both and lint the adopter's crate
+/// too: they stop here.
+fn without_ci_lints(cmd: &mut Command) {
+    cmd.env_remove("RUSTC_WORKSPACE_WRAPPER").env_remove("CLIPPY_ARGS");
 }
 
 /// Output bytes as text.

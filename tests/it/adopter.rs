@@ -412,7 +412,7 @@ fn the_adopters_own_tests_pass() {
     let _one = one_at_a_time();
     let t = adopter();
     // Release: the dependencies the harness builds are reused.
-    let o = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let o = common::cargo()
         .args(["test", "--release", "-p", "ml", "--test", "forecaster"])
         .current_dir(t.path())
         .env("CARGO_TARGET_DIR", root().join("target"))

@@ -268,11 +268,10 @@ fn the_fixtures_own_tests_pass() {
     ] {
         let t = fixture(name);
         // Release: the dependencies the harnesses build are reused.
-        let o = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        let o = common::cargo()
             .args(["test", "--release"])
             .current_dir(t.path())
             .env("CARGO_TARGET_DIR", root().join("target"))
-            .env_remove("CARGO_BUILD_TARGET")
             .output()
             .unwrap();
         let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
