@@ -19,7 +19,7 @@ use crate::common;
 use crate::common::text;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Mutex;
 
 /// One fixture at a time, from its copy to its last command: they share a
