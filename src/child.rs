@@ -28,6 +28,7 @@ use std::sync::Arc;
 use candle_core::Device;
 
 use crate::exit::Exit;
+use crate::hint::Problem;
 use crate::metric::Metric;
 use crate::probe::{Backend, BackendError, CpuProbe, MemoryProbe, Recorder};
 use crate::runner::{emit, profile, ratio_run, ChildEvent, DeviceInfo, Measurement};
@@ -83,14 +84,13 @@ impl Request {
         })?;
         let protocol = value.get("protocol").and_then(|p| p.as_u64());
         if protocol != Some(PROTOCOL.into()) {
-            return Err(ChildError {
-                message: format!(
+            return Err(ChildError::infrastructure(
+                Problem::new(format!(
                     "the installed gate speaks gate's harness protocol {}, and this harness speaks {PROTOCOL}",
                     protocol.map_or("(none)".to_string(), |p| p.to_string())
-                ),
-                hint: PROTOCOL_HINT.into(),
-                exit: Exit::Infrastructure,
-            });
+                ))
+                .with_hint(PROTOCOL_HINT),
+            ));
         }
         serde_json::from_value(value).map_err(|e| {
             ChildError::usage(format!(
@@ -104,27 +104,25 @@ impl Request {
 /// How to make both sides speak one protocol.
 pub const PROTOCOL_HINT: &str = "build the harness against the same gate release as the installed `gate`";
 
-/// What ended a child command: its message and hint, and the exit code.
+/// What ended a child command: the problem, and the exit code.
 #[derive(Debug)]
 pub struct ChildError {
-    pub message: String,
-    pub hint: String,
+    pub problem: Problem,
     pub exit: Exit,
 }
 
 impl ChildError {
+    /// Bad input (exit 2), with no hint: the message names what to fix.
     fn usage(message: String) -> Self {
         ChildError {
-            message,
-            hint: String::new(),
+            problem: Problem::new(message),
             exit: Exit::BadInput,
         }
     }
 
-    fn infrastructure(message: String, hint: String) -> Self {
+    fn infrastructure(problem: Problem) -> Self {
         ChildError {
-            message,
-            hint,
+            problem,
             exit: Exit::Infrastructure,
         }
     }
@@ -215,10 +213,7 @@ pub fn serve(args: &[OsString], registry: &Registry, identity: Identity) -> Opti
         _ => return None,
     };
     Some(result.unwrap_or_else(|e| {
-        eprintln!("error: {}", e.message);
-        if !e.hint.is_empty() {
-            eprintln!("hint: {}", e.hint);
-        }
+        eprintln!("{}", e.problem.lines());
         e.exit
     }))
 }
@@ -234,10 +229,10 @@ fn request_arg(args: &[OsString]) -> Result<PathBuf, ChildError> {
 /// A gate of protocol 1 names the spec (`--budgets`) for the harness to read.
 fn older_gate(command: &str) -> ChildError {
     ChildError {
-        message: format!(
+        problem: Problem::new(format!(
             "the installed gate speaks gate's harness protocol 1 (`{command} --budgets`), and this harness speaks {PROTOCOL}"
-        ),
-        hint: PROTOCOL_HINT.into(),
+        ))
+        .with_hint(PROTOCOL_HINT),
         exit: Exit::BadInput,
     }
 }
@@ -254,14 +249,14 @@ fn load_here(
     if let (Some(h), Some(package)) = (&spec.harness, identity.package) {
         if h.package != package || identity.bin.is_some_and(|b| b != h.bin) {
             return Err(ChildError::infrastructure(
-                format!(
+                Problem::new(format!(
                     "this harness is `{}` of package `{package}`, and {} names `{}` of `{}`",
                     identity.bin.unwrap_or("?"),
                     spec.path.display(),
                     h.bin,
                     h.package
-                ),
-                "make `harness:` name the binary that calls `gate::main!` (`bin:` is its target name)".into(),
+                ))
+                .with_hint("make `harness:` name the binary that calls `gate::main!` (`bin:` is its target name)"),
             ));
         }
     }
@@ -269,11 +264,7 @@ fn load_here(
         Ok(workloads) => Ok((spec, workloads)),
         Err(d) => {
             eprintln!("{d}");
-            Err(ChildError {
-                message: d.summary(),
-                hint: String::new(),
-                exit: Exit::BadInput,
-            })
+            Err(ChildError::usage(d.summary()))
         }
     }
 }
@@ -339,10 +330,10 @@ fn open(backend: Backend, emulate: Option<u64>) -> Result<Opened, BackendError> 
         Backend::Cuda => open_cuda(emulate),
         _ => {
             if !CpuProbe::is_counting() {
-                return Err(BackendError {
-                    message: "the counting allocator is not installed in this binary".into(),
-                    hint: "run the `gate` binary itself; the library alone cannot measure CPU memory".into(),
-                });
+                return Err(
+                    BackendError::new("the counting allocator is not installed in this binary")
+                        .with_hint("run the `gate` binary itself; the library alone cannot measure CPU memory"),
+                );
             }
             Ok(Opened {
                 device: Device::Cpu,
@@ -360,9 +351,12 @@ fn open_cuda(emulate: Option<u64>) -> Result<Opened, BackendError> {
     // device's primary context, which candle's cudarc retains in turn, so
     // its tensors come from the pool the probe reads (whatever the minor).
     let (mut probe, info) = crate::probe::cuda::CudaProbe::open(0)?;
-    let device = Device::new_cuda(0).map_err(|e| BackendError {
-        message: format!("no usable CUDA GPU 0: candle {}: {e}", crate::runner::CANDLE_VERSION),
-        hint: "check `nvidia-smi`, or run with `--backend cpu`".into(),
+    let device = Device::new_cuda(0).map_err(|e| {
+        BackendError::new(format!(
+            "no usable CUDA GPU 0: candle {}: {e}",
+            crate::runner::CANDLE_VERSION
+        ))
+        .with_hint("check `nvidia-smi`, or run with `--backend cpu`")
     })?;
     // After candle's context: the block leaves room for what it holds too.
     let emulated_block = match emulate {
@@ -387,7 +381,7 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     let (spec, workloads) = load_here(&args.request, registry, identity)?;
     let (component, workload) = component_and_workload(&args, &spec, &workloads)?;
     let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
-    let opened = open(args.backend, emulate).map_err(|e| ChildError::infrastructure(e.message, e.hint))?;
+    let opened = open(args.backend, emulate).map_err(ChildError::infrastructure)?;
     let recorder = Recorder::new(opened.probe.clone());
     let ctx = run_ctx(
         &opened.device,
@@ -516,7 +510,7 @@ fn run_ctx(device: &Device, c: &crate::budget::Component, batch_size: usize) -> 
 
 /// The events go to the parent gate process on stdout: a write that fails leaves it without the measurement.
 fn parent_write_error(e: std::io::Error) -> ChildError {
-    ChildError::infrastructure(format!("cannot write to the parent gate process: {e}"), String::new())
+    ChildError::infrastructure(Problem::new(format!("cannot write to the parent gate process: {e}")))
 }
 
 #[cfg(all(test, feature = "cli"))]
@@ -550,14 +544,18 @@ mod tests {
         let (_dir, path) = written(r#"{"protocol": 1, "budgets": "budgets.yaml"}"#);
         let e = Request::read(&path).unwrap_err();
         assert_eq!(
-            e.message,
+            e.problem.message,
             format!("the installed gate speaks gate's harness protocol 1, and this harness speaks {PROTOCOL}")
         );
-        assert_eq!(e.hint, PROTOCOL_HINT);
+        assert_eq!(e.problem.hint(), Some(PROTOCOL_HINT));
         assert_eq!(e.exit, Exit::Infrastructure);
         let (_dir, path) = written("not json");
         let e = Request::read(&path).unwrap_err();
-        assert!(e.message.contains("is not gate's JSON request"), "{}", e.message);
+        assert!(
+            e.problem.message.contains("is not gate's JSON request"),
+            "{}",
+            e.problem.message
+        );
         assert_eq!(e.exit, Exit::BadInput);
     }
 
@@ -566,14 +564,19 @@ mod tests {
         let args: Vec<OsString> = ["--budgets", "budgets.yaml"].iter().map(OsString::from).collect();
         let e = request_arg(&args).unwrap_err();
         assert!(
-            e.message
+            e.problem
+                .message
                 .contains("protocol 1 (`__resolve --budgets`), and this harness speaks 2"),
             "{}",
-            e.message
+            e.problem.message
         );
         let mut profile = args.clone();
         profile.extend(["--component", "mlp"].iter().map(OsString::from));
         let e = ProfileArgs::parse(&profile).unwrap_err();
-        assert!(e.message.contains("protocol 1 (`profile --budgets`)"), "{}", e.message);
+        assert!(
+            e.problem.message.contains("protocol 1 (`profile --budgets`)"),
+            "{}",
+            e.problem.message
+        );
     }
 }

@@ -10,6 +10,7 @@ use super::CliError;
 use crate::exit::Exit;
 use crate::github::store::{Published, Store, DEFAULT_BRANCH};
 use crate::github::{context, Client, Event, GithubError, Repo, Settings};
+use crate::hint::Problem;
 
 #[derive(Debug, Args)]
 pub struct BaselineArgs {
@@ -41,20 +42,6 @@ pub struct PublishArgs {
     pub repo: Option<String>,
 }
 
-fn infra(e: GithubError) -> CliError {
-    CliError::Infrastructure {
-        message: e.to_string(),
-        hint: e.hint(),
-    }
-}
-
-fn usage(e: GithubError) -> CliError {
-    CliError::Usage {
-        message: e.to_string(),
-        hint: e.hint(),
-    }
-}
-
 pub fn run(args: BaselineArgs) -> Result<Exit, CliError> {
     match args.command {
         BaselineCommand::Publish(a) => publish(a),
@@ -63,24 +50,26 @@ pub fn run(args: BaselineArgs) -> Result<Exit, CliError> {
 
 fn publish(args: PublishArgs) -> Result<Exit, CliError> {
     if let Event::PullRequest(pr) = context::event_from_env() {
-        return Err(CliError::Usage {
-            message: format!(
+        return Err(CliError::Usage(
+            Problem::new(format!(
                 "refusing to publish a baseline from pull request #{}: baselines come from the default branch",
                 pr.number
-            ),
-            hint: "run `gate baseline publish` in a workflow on `push` to the default branch".into(),
-        });
+            ))
+            .with_hint("run `gate baseline publish` in a workflow on `push` to the default branch"),
+        ));
     }
     let report = read_report(&args.from)?;
     let run_sha = match context::event_from_env() {
         Event::WorkflowRun { head_sha, .. } => Some(head_sha),
         _ => std::env::var("GITHUB_SHA").ok(),
     };
-    let sha = args.sha.clone().or(run_sha).ok_or_else(|| CliError::Usage {
-        message: "no commit to store the report under: GITHUB_SHA is not set".into(),
-        hint: "pass --sha SHA (the commit the report was measured at)".into(),
+    let sha = args.sha.clone().or(run_sha).ok_or_else(|| {
+        CliError::Usage(
+            Problem::new("no commit to store the report under: GITHUB_SHA is not set")
+                .with_hint("pass --sha SHA (the commit the report was measured at)"),
+        )
     })?;
-    let sha = context::check_sha(&sha).map_err(usage)?;
+    let sha = context::check_sha(&sha).map_err(CliError::github_usage)?;
     // The stored report names the commit it is stored under: a report that
     // claims another (measured elsewhere, or forged by the runner that made
     // it) would carry that claim into every later baseline.
@@ -93,19 +82,20 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
         );
     }
     report.commit = Some(sha.clone());
-    let branch = context::check_branch(&args.branch).map_err(usage)?;
+    let branch = context::check_branch(&args.branch).map_err(CliError::github_usage)?;
     let repo = match &args.repo {
         Some(r) => Repo::parse(r),
         None => Repo::from_env(),
     }
-    .map_err(usage)?;
+    .map_err(CliError::github_usage)?;
     let settings = Settings::from_env();
     if settings.token.is_none() {
-        return Err(infra(GithubError::Config {
+        return Err(GithubError::Config {
             message: "GITHUB_TOKEN is not set: cannot write the baseline store".into(),
             hint: "pass `GITHUB_TOKEN: ${{ github.token }}` in the step's env, with `permissions: { contents: write }`"
                 .into(),
-        }));
+        }
+        .into());
     }
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let result = crate::github::block_on(async {
@@ -116,8 +106,7 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
             branch: branch.clone(),
         };
         store.publish(&sha, &json).await
-    })
-    .map_err(infra)?;
+    })?;
     let (what, path) = match result {
         Published::Created { path } => ("stored", path),
         Published::Updated { path } => ("replaced", path),

@@ -14,6 +14,7 @@ use super::output::OutputSet;
 use super::App;
 use super::CliError;
 use crate::exit::Exit;
+use crate::hint::Problem;
 use crate::probe::Backend;
 use crate::report::{self, Report, Reserve, SCHEMA};
 use crate::runner::{ChildArgs, Failure, Progress};
@@ -125,18 +126,13 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
                 .as_ref()
                 .is_none_or(|(_, held)| held.iter().any(|h| h == super::shard::base(name)))
     };
-    let backend = loaded
-        .backend(args.backend.into())
-        .map_err(|e| CliError::Infrastructure {
-            message: e.message,
-            hint: e.hint,
-        })?;
+    let backend = loaded.backend(args.backend.into()).map_err(CliError::Infrastructure)?;
     // A budget this backend can never measure is refused before anything
     // runs, not left "not measured" with exit 0.
     if backend != Backend::Cuda {
         let refused = crate::budget::cuda_only(spec, &chosen, true);
         if !refused.0.is_empty() {
-            return Err(crate::budget::SpecError::from(refused).into());
+            return Err(refused.into());
         }
     }
     let (baseline, stored) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
@@ -260,13 +256,13 @@ fn check_only_names(spec: &crate::budget::Spec, args: &CheckArgs) -> Result<(), 
                 .map(|c| c.name.as_str())
                 .filter(|n| !gate_spec::name::is_variant(n))
                 .collect();
-            return Err(CliError::Usage {
-                message: format!(
+            return Err(CliError::Usage(
+                Problem::new(format!(
                     "--only names `{name}`, which is not a component of {}",
                     args.budgets.display()
-                ),
-                hint: format!("components: {}", names.join(", ")),
-            });
+                ))
+                .with_hint(format!("components: {}", names.join(", "))),
+            ));
         }
     }
     Ok(())
@@ -291,10 +287,7 @@ fn gpu_lock(backend: Backend) -> Result<Option<crate::probe::lock::DeviceLock>, 
             eprintln!("waiting for another gate run on this GPU ({})", p.display())
         })
         .map(Some)
-        .map_err(|e| CliError::Infrastructure {
-            message: format!("cannot take the GPU lock: {e}"),
-            hint: String::new(),
-        }),
+        .map_err(|e| CliError::Infrastructure(Problem::new(format!("cannot take the GPU lock: {e}")))),
         _ => Ok(None),
     }
 }
@@ -363,9 +356,8 @@ fn gather(
         let Some(config) = loaded.config(&c.name) else {
             continue;
         };
-        let m = p.result.map_err(|e| CliError::Infrastructure {
-            message: format!("cannot start the profile of `{}`: {e}", c.name),
-            hint: String::new(),
+        let m = p.result.map_err(|e| {
+            CliError::Infrastructure(Problem::new(format!("cannot start the profile of `{}`: {e}", c.name)))
         })?;
         if let Some(f @ Failure { reason, .. }) = &m.failure {
             if crate::runner::infrastructure_failure(f) {
@@ -470,12 +462,8 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         wall_seconds: c.wall_seconds,
     });
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
-    let junit = crate::render::junit::render(&report, time::OffsetDateTime::now_utc()).map_err(|e| {
-        CliError::Infrastructure {
-            message: format!("cannot render JUnit XML: {e}"),
-            hint: String::new(),
-        }
-    })?;
+    let junit = crate::render::junit::render(&report, time::OffsetDateTime::now_utc())
+        .map_err(|e| CliError::Infrastructure(Problem::new(format!("cannot render JUnit XML: {e}"))))?;
     // Interrupted before writing: write nothing. Once writing has begun the
     // signal waits (a few milliseconds) so the files are one run's set.
     if !crate::runner::begin_writing() {
@@ -622,9 +610,11 @@ pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<(report::basel
         }
         file => {
             let path = std::path::Path::new(file);
-            let r = report::baseline::load_file(path).map_err(|e| CliError::Usage {
-                message: e.to_string(),
-                hint: "pass a report.json written by `gate check`, `auto`, or `none`".into(),
+            let r = report::baseline::load_file(path).map_err(|e| {
+                CliError::Usage(
+                    Problem::new(e.to_string())
+                        .with_hint("pass a report.json written by `gate check`, `auto`, or `none`"),
+                )
             })?;
             Ok((
                 Outcome::Found {
@@ -712,11 +702,9 @@ fn write_timelines(set: &mut OutputSet, report: &Report) -> Result<(), CliError>
 }
 
 fn write_error(path: &std::path::Path, e: std::io::Error) -> CliError {
-    CliError::Infrastructure {
-        message: format!("cannot write {}: {e}", path.display()),
-        hint: "check that --out names a writable folder with room for the files; the old files are left as they were"
-            .into(),
-    }
+    CliError::Infrastructure(Problem::new(format!("cannot write {}: {e}", path.display())).with_hint(
+        "check that --out names a writable folder with room for the files; the old files are left as they were",
+    ))
 }
 
 /// Locks `out` for this run's set of files (another run's set waits).

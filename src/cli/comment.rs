@@ -12,6 +12,7 @@ use crate::exit::Exit;
 use crate::github::comment::{self, Upsert};
 use crate::github::label::Finding;
 use crate::github::{context, Client, Event, GithubError, PullRequest, Repo, Settings};
+use crate::hint::Problem;
 use crate::render::markdown;
 use crate::report::{Acknowledgement, Report, Status, Warning, WarningKind};
 
@@ -57,10 +58,12 @@ fn check_run_name(args: &CommentArgs) -> Result<Option<String>, CliError> {
     };
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
-        return Err(CliError::Usage {
-            message: format!("--check-run {name:?}: a check run's name is one line of 1 to 100 characters"),
-            hint: "name it as it should show among the pull request's checks, e.g. --check-run \"gate: cpu\"".into(),
-        });
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "--check-run {name:?}: a check run's name is one line of 1 to 100 characters"
+            ))
+            .with_hint("name it as it should show among the pull request's checks, e.g. --check-run \"gate: cpu\""),
+        ));
     }
     Ok(Some(name.to_string()))
 }
@@ -77,10 +80,7 @@ fn author(args: &CommentArgs) -> Result<Option<String>, CliError> {
     given
         .map(|a| comment::check_author(&a))
         .transpose()
-        .map_err(|e| CliError::Usage {
-            message: e.to_string(),
-            hint: e.hint(),
-        })
+        .map_err(CliError::github_usage)
 }
 
 /// The most bytes of `pr.json` read (it holds a number, a repository and a branch).
@@ -93,12 +93,13 @@ pub(super) fn read_report(dir: &Path) -> Result<Report, CliError> {
     // folder may come from elsewhere (an artifact).
     crate::report::baseline::load_found(&path)
         .map(super::output::scrub)
-        .map_err(|e| CliError::Usage {
-            message: e.to_string().replacen("the baseline ", "", 1),
-            hint: format!(
-                "run `gate check --out {}` first (or download the job's output folder there)",
-                dir.display()
-            ),
+        .map_err(|e| {
+            CliError::Usage(
+                Problem::new(e.to_string().replacen("the baseline ", "", 1)).with_hint(format!(
+                    "run `gate check --out {}` first (or download the job's output folder there)",
+                    dir.display()
+                )),
+            )
         })
 }
 
@@ -118,14 +119,11 @@ pub(super) fn read_baseline(dir: &Path) -> Option<Report> {
 }
 
 fn github_error(e: GithubError, from: &Path) -> CliError {
-    CliError::Infrastructure {
-        message: e.to_string(),
-        hint: format!(
-            "{}\nhint: nothing was lost: the report is on disk at {}",
-            e.hint(),
-            from.join("report.json").display()
-        ),
-    }
+    CliError::Infrastructure(Problem::new(e.to_string()).with_hint(format!(
+        "{}\nhint: nothing was lost: the report is on disk at {}",
+        e.hint(),
+        from.join("report.json").display()
+    )))
 }
 
 /// DIR/history.json, when `gate check` found stored reports; it comes from

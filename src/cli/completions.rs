@@ -8,6 +8,7 @@ use clap_complete::Shell;
 
 use super::{Cli, CliError};
 use crate::exit::Exit;
+use crate::hint::Problem;
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
@@ -23,10 +24,7 @@ pub struct CompletionsArgs {
 pub struct ManArgs {}
 
 fn io_error(e: std::io::Error) -> CliError {
-    CliError::Infrastructure {
-        message: format!("cannot write to stdout: {e}"),
-        hint: String::new(),
-    }
+    CliError::Infrastructure(Problem::new(format!("cannot write to stdout: {e}")))
 }
 
 pub fn run(args: CompletionsArgs) -> Result<Exit, CliError> {

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::exit::Exit;
+use crate::hint::Problem;
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
@@ -19,7 +20,7 @@ pub struct DoctorArgs {
 struct GpuFinding {
     usable: bool,
     /// Why not, with the fix.
-    reason: Option<(String, String)>,
+    reason: Option<Problem>,
     nvml: bool,
 }
 
@@ -51,21 +52,19 @@ pub fn run(args: DoctorArgs) -> Result<Exit, CliError> {
         println!("                  --emulate-capacity can shrink this GPU to the spec's card");
         println!("  --backend auto: cuda");
     } else {
-        let (why, _) = gpu.reason.clone().unwrap_or_default();
+        let why = gpu.reason.as_ref().map_or("", |p| p.message.as_str());
         println!("  --backend cuda: no: {why}");
         println!("  --backend auto: cpu");
     }
-    if let Some((_, hint)) = &gpu.reason {
-        if !hint.is_empty() {
-            println!("hint: {hint}");
-        }
+    if let Some(hint) = gpu.reason.as_ref().and_then(Problem::hint) {
+        println!("hint: {hint}");
     }
     if args.require_gpu && !gpu.usable {
-        let (message, hint) = gpu.reason.unwrap_or_default();
-        return Err(CliError::Infrastructure {
-            message: format!("--require-gpu: no CUDA run is possible here: {message}"),
-            hint,
-        });
+        let reason = gpu.reason.unwrap_or_else(|| Problem::new(""));
+        return Err(CliError::Infrastructure(Problem {
+            message: format!("--require-gpu: no CUDA run is possible here: {}", reason.message),
+            hint: reason.hint,
+        }));
     }
     Ok(Exit::Pass)
 }
@@ -154,7 +153,7 @@ fn gpu_section() -> GpuFinding {
     };
     GpuFinding {
         usable: false,
-        reason: Some(("this gate is a CPU build (no `cuda` feature)".into(), hint.into())),
+        reason: Some(Problem::new("this gate is a CPU build (no `cuda` feature)").with_hint(hint)),
         nvml: false,
     }
 }
@@ -252,7 +251,7 @@ fn context_section(nvml: bool) -> GpuFinding {
             println!("  gpu 0:         not usable: {}", e.message);
             GpuFinding {
                 usable: false,
-                reason: Some((e.message, e.hint)),
+                reason: Some(e),
                 nvml,
             }
         }
@@ -260,10 +259,10 @@ fn context_section(nvml: bool) -> GpuFinding {
             println!("  gpu 0:         not usable: the CUDA driver library failed (see the message above)");
             GpuFinding {
                 usable: false,
-                reason: Some((
-                    "the CUDA driver library failed".into(),
-                    "check the NVIDIA driver with `nvidia-smi`".into(),
-                )),
+                reason: Some(
+                    Problem::new("the CUDA driver library failed")
+                        .with_hint("check the NVIDIA driver with `nvidia-smi`"),
+                ),
                 nvml,
             }
         }

@@ -13,6 +13,7 @@ use clap::Args;
 use super::CliError;
 use crate::budget::{Budget, Component};
 use crate::exit::Exit;
+use crate::hint::Problem;
 use crate::metric::{format_value, Metric, Unit};
 use crate::probe::Backend;
 use crate::runner::{run_child, ChildArgs, Measurement};
@@ -77,10 +78,7 @@ impl Line {
 }
 
 fn usage(message: String) -> CliError {
-    CliError::Usage {
-        message,
-        hint: String::new(),
-    }
+    CliError::Usage(Problem::new(message))
 }
 
 fn measure(
@@ -106,20 +104,19 @@ fn measure(
         eprintln!("gate fit: interrupted by {name}: profile stopped");
         return Err(CliError::Reported(Exit::Interrupted));
     }
-    let m = m.map_err(|e| CliError::Infrastructure {
-        message: format!("cannot start the profile of `{}`: {e}", c.name),
-        hint: String::new(),
+    let m = m.map_err(|e| {
+        CliError::Infrastructure(Problem::new(format!("cannot start the profile of `{}`: {e}", c.name)))
     })?;
     // A crash, or no measurement, says nothing of the batch's size: not a
     // budget the batch fails.
     if let Some(f) = m.failure.as_ref().filter(|f| crate::runner::infrastructure_failure(f)) {
-        return Err(CliError::Infrastructure {
-            message: format!(
+        return Err(CliError::Infrastructure(
+            Problem::new(format!(
                 "the profile of `{}` at batch {batch} failed in phase {}: {}",
                 c.name, f.phase, f.reason
-            ),
-            hint: "this is not the batch's memory: fix the harness or the machine, then fit again".into(),
-        });
+            ))
+            .with_hint("this is not the batch's memory: fix the harness or the machine, then fit again"),
+        ));
     }
     Ok(m)
 }
@@ -143,20 +140,21 @@ pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
     let spec = &loaded.spec;
     let c = spec.component(&args.component).ok_or_else(|| {
         let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
-        CliError::Usage {
-            message: format!("no component `{}` in {}", args.component, args.budgets.display()),
-            hint: format!("components: {}", names.join(", ")),
-        }
+        CliError::Usage(
+            Problem::new(format!(
+                "no component `{}` in {}",
+                args.component,
+                args.budgets.display()
+            ))
+            .with_hint(format!("components: {}", names.join(", "))),
+        )
     })?;
     let metric = match &args.metric {
         None => None,
         Some(name) => Some(Metric::parse(name).ok_or_else(|| usage(format!("unknown metric `{name}`")))?),
     };
     let fitted = size_budgets(c, metric)?;
-    let backend = crate::probe::resolve_backend(args.backend.into()).map_err(|e| CliError::Infrastructure {
-        message: e.message,
-        hint: e.hint,
-    })?;
+    let backend = crate::probe::resolve_backend(args.backend.into()).map_err(CliError::Infrastructure)?;
     let (b1, b2) = match args.probe.as_deref() {
         Some([a, b]) if a != b && *a > 0 && *b > 0 => (*a.min(b), *a.max(b)),
         Some(_) => return Err(usage("--probe takes two different batch sizes of at least 1".into())),
@@ -202,14 +200,14 @@ fn size_budgets(c: &Component, metric: Option<Metric>) -> Result<Vec<&Budget>, C
         .filter(|b| metric.is_none_or(|m| b.metric == m))
         .collect();
     if fitted.is_empty() {
-        return Err(CliError::Usage {
-            message: format!(
+        return Err(CliError::Usage(
+            Problem::new(format!(
                 "`{}` has no size budget to fit{}",
                 c.name,
                 metric.map(|m| format!(" for `{m}`")).unwrap_or_default()
-            ),
-            hint: "fit needs an upper limit on a size metric, e.g. `training_peak: < 1 GB`".into(),
-        });
+            ))
+            .with_hint("fit needs an upper limit on a size metric, e.g. `training_peak: < 1 GB`"),
+        ));
     }
     Ok(fitted)
 }
@@ -227,19 +225,22 @@ fn fit_lines<'a>(
     let m2 = measure(exe, c, request, backend, b2)?;
     for (b, m) in [(b1, &m1), (b2, &m2)] {
         if let Some(f) = &m.failure {
-            return Err(CliError::Infrastructure {
-                message: format!("the profile at batch {b} failed in phase {}: {}", f.phase, f.reason),
-                hint: "pick smaller probe batches with --probe A,B".into(),
-            });
+            return Err(CliError::Infrastructure(
+                Problem::new(format!(
+                    "the profile at batch {b} failed in phase {}: {}",
+                    f.phase, f.reason
+                ))
+                .with_hint("pick smaller probe batches with --probe A,B"),
+            ));
         }
     }
     let mut lines = Vec::new();
     for b in fitted {
         let (Some(v1), Some(v2)) = (m1.values.get(&b.metric), m2.values.get(&b.metric)) else {
-            return Err(CliError::Infrastructure {
-                message: format!("`{}` was not measured, so it cannot be fitted", b.metric),
-                hint: String::new(),
-            });
+            return Err(CliError::Infrastructure(Problem::new(format!(
+                "`{}` was not measured, so it cannot be fitted",
+                b.metric
+            ))));
         };
         lines.push((*b, Line::through(b1, *v1, b2, *v2)));
     }

@@ -16,6 +16,7 @@ use gate_runner::child::{spawn_helper, status_words, Tail};
 use super::{App, CliError};
 use crate::budget::{HarnessSpec, Spec};
 use crate::exit::Exit;
+use crate::hint::Problem;
 use crate::probe::Backend;
 use crate::runner::Workloads;
 
@@ -91,9 +92,10 @@ impl Loaded {
     pub fn profiler(&self) -> Result<PathBuf, CliError> {
         match &self.source {
             Source::Harness { exe, .. } => Ok(exe.clone()),
-            Source::Here(_) => std::env::current_exe().map_err(|e| CliError::Infrastructure {
-                message: format!("cannot locate the gate binary to start profiles: {e}"),
-                hint: String::new(),
+            Source::Here(_) => std::env::current_exe().map_err(|e| {
+                CliError::Infrastructure(Problem::new(format!(
+                    "cannot locate the gate binary to start profiles: {e}"
+                )))
             }),
         }
     }
@@ -145,7 +147,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
         let all = crate::runner::parse_bytes(path, &bytes, &app.registry)
             .err()
             .unwrap_or(plain);
-        crate::budget::SpecError::from(all).into()
+        all.into()
     };
     if let Some(h) = &spec.harness {
         if !app.is(h) {
@@ -191,7 +193,7 @@ pub fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec,
         manifest(&spec, h, opts)?;
         return Ok((spec, true));
     }
-    let (spec, _) = crate::runner::parse_bytes(path, &bytes, &app.registry).map_err(crate::budget::SpecError::from)?;
+    let (spec, _) = crate::runner::parse_bytes(path, &bytes, &app.registry)?;
     Ok((spec, false))
 }
 
@@ -206,7 +208,7 @@ fn parse(path: &Path, app: &App) -> Result<(Spec, Vec<u8>), CliError> {
             let all = crate::runner::parse_bytes(path, &bytes, &app.registry)
                 .err()
                 .unwrap_or(plain);
-            Err(crate::budget::SpecError::from(all).into())
+            Err(all.into())
         }
     }
 }
@@ -217,10 +219,12 @@ fn prebuilt(bin: &Path) -> Result<PathBuf, CliError> {
         eprintln!("using the harness {} (--harness-bin; not built here)", bin.display());
         return Ok(bin.to_path_buf());
     }
-    Err(CliError::Usage {
-        message: format!("--harness-bin {}: no such file", bin.display()),
-        hint: "build it with `cargo build --release -p PACKAGE --bin BIN` (add `--features cuda` for a GPU) and pass target/release/BIN".into(),
-    })
+    Err(CliError::Usage(
+        Problem::new(format!("--harness-bin {}: no such file", bin.display())).with_hint(
+            "build it with `cargo build --release -p PACKAGE --bin BIN` (add `--features cuda` for a GPU) \
+             and pass target/release/BIN",
+        ),
+    ))
 }
 
 /// The harness binary copied for this run: every profile then runs the
@@ -228,9 +232,11 @@ fn prebuilt(bin: &Path) -> Result<PathBuf, CliError> {
 /// (another crate's harness of the same name, or the user's next build)
 /// replaces cargo's copy meanwhile.
 fn private_copy(built: &Path) -> Result<(PathBuf, Scratch), CliError> {
-    let fail = |e: std::io::Error| CliError::Infrastructure {
-        message: format!("cannot copy the harness {} to run it: {e}", built.display()),
-        hint: "check that the temporary folder (TMPDIR) is writable and has room".into(),
+    let fail = |e: std::io::Error| {
+        CliError::Infrastructure(
+            Problem::new(format!("cannot copy the harness {} to run it: {e}", built.display()))
+                .with_hint("check that the temporary folder (TMPDIR) is writable and has room"),
+        )
     };
     let dir = Scratch::create("gate-harness-").map_err(fail)?;
     let exe = dir
@@ -246,9 +252,14 @@ fn private_copy(built: &Path) -> Result<(PathBuf, Scratch), CliError> {
 /// readable by this user only, and the file created there, never opened if
 /// it exists. Removed with the folder, or by the signal handler.
 fn write_request(spec: &Spec) -> Result<RequestFile, CliError> {
-    let fail = |e: String| CliError::Infrastructure {
-        message: format!("cannot write the harness's request for {}: {e}", spec.path.display()),
-        hint: "check that the temporary folder (TMPDIR) is writable and has room".into(),
+    let fail = |e: String| {
+        CliError::Infrastructure(
+            Problem::new(format!(
+                "cannot write the harness's request for {}: {e}",
+                spec.path.display()
+            ))
+            .with_hint("check that the temporary folder (TMPDIR) is writable and has room"),
+        )
     };
     let json = crate::child::Request::json(spec).map_err(|e| fail(e.to_string()))?;
     let dir = Scratch::create("gate-request-").map_err(|e| fail(e.to_string()))?;
@@ -279,20 +290,22 @@ const ANSWER_LIMIT: u64 = 16 << 20;
 fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(Configs, String), CliError> {
     let who = format!("the harness `{}` of `{}`", h.bin, h.package);
     let fail = |what: String| {
-        CliError::Infrastructure {
-        message: format!("{who} gave no answer for {}: {what}", spec.path.display()),
-        hint: format!(
-            "a harness is built with gate's SDK (`gate::main!` in `{}`) and answers `__resolve --request FILE` with one JSON line",
-            h.bin
-        ),
-    }
+        CliError::Infrastructure(
+            Problem::new(format!("{who} gave no answer for {}: {what}", spec.path.display())).with_hint(format!(
+                "a harness is built with gate's SDK (`gate::main!` in `{}`) and answers `__resolve --request FILE` \
+                 with one JSON line",
+                h.bin
+            )),
+        )
     };
-    let mismatch = |theirs: String| CliError::Infrastructure {
-        message: format!(
-            "{who} speaks gate's harness protocol {theirs}, and this gate speaks {}",
-            crate::child::PROTOCOL
-        ),
-        hint: crate::child::PROTOCOL_HINT.into(),
+    let mismatch = |theirs: String| {
+        CliError::Infrastructure(
+            Problem::new(format!(
+                "{who} speaks gate's harness protocol {theirs}, and this gate speaks {}",
+                crate::child::PROTOCOL
+            ))
+            .with_hint(crate::child::PROTOCOL_HINT),
+        )
     };
     let mut cmd = Command::new(exe);
     cmd.arg("__resolve")
@@ -301,10 +314,8 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut helper = spawn_helper(&mut cmd).map_err(|e| CliError::Infrastructure {
-        message: format!("cannot start {who} ({}): {e}", exe.display()),
-        hint: String::new(),
-    })?;
+    let mut helper = spawn_helper(&mut cmd)
+        .map_err(|e| CliError::Infrastructure(Problem::new(format!("cannot start {who} ({}): {e}", exe.display()))))?;
     // Its own process group is not the terminal's foreground one: it
     // never writes to the terminal itself (a `stty tostop` terminal would
     // stop it); what it says, the spec's errors included, is passed on.
@@ -403,14 +414,15 @@ fn manifest(spec: &Spec, h: &HarnessSpec, opts: &HarnessArgs) -> Result<PathBuf,
         None => format!("{}:{}", spec.path.display(), h.line),
     };
     if !manifest.is_file() {
-        return Err(CliError::Usage {
-            message: format!(
+        return Err(CliError::Usage(
+            Problem::new(format!(
                 "{at}: `harness:` builds from {}, which does not exist",
                 manifest.display()
+            ))
+            .with_hint(
+                "put budgets.yaml beside the workspace's Cargo.toml, or set `harness.manifest: path/to/Cargo.toml`",
             ),
-            hint: "put budgets.yaml beside the workspace's Cargo.toml, or set `harness.manifest: path/to/Cargo.toml`"
-                .into(),
-        });
+        ));
     }
     if opts.allow_outside_manifest {
         return Ok(manifest);
@@ -422,14 +434,17 @@ fn manifest(spec: &Spec, h: &HarnessSpec, opts: &HarnessArgs) -> Result<PathBuf,
     if real.starts_with(&root) {
         return Ok(manifest);
     }
-    Err(CliError::Usage {
-        message: format!(
+    Err(CliError::Usage(
+        Problem::new(format!(
             "{at}: `harness:` builds from {}, outside the spec's repository {}: gate would build and run code from there",
             real.display(),
             root.display()
+        ))
+        .with_hint(
+            "keep the harness's crate in the spec's repository, or pass `--allow-outside-manifest` if you trust \
+             that crate",
         ),
-        hint: "keep the harness's crate in the spec's repository, or pass `--allow-outside-manifest` if you trust that crate".into(),
-    })
+    ))
 }
 
 /// The git checkout `dir` is in (the nearest folder above it with a
@@ -473,23 +488,25 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(
     let (status, exe, said_error) = run_cargo(cmd, Path::new(&cargo), &h.bin)?;
     if !status.success() {
         // cargo's errors went to stderr as they came: said once, not quoted again.
-        return Err(CliError::Infrastructure {
-            message: format!(
+        return Err(CliError::Infrastructure(
+            Problem::new(format!(
                 "the harness `{}` of `{}` does not build: cargo ended: {}{}",
                 h.bin,
                 h.package,
                 status_words(&status),
                 if said_error { " (its errors are above)" } else { "" }
-            ),
-            hint: format!(
+            ))
+            .with_hint(format!(
                 "fix the error above (`cargo build --release -p {} --bin {}` shows them all)",
                 h.package, h.bin
-            ),
-        });
+            )),
+        ));
     }
-    let exe = exe.ok_or_else(|| CliError::Infrastructure {
-        message: format!("cargo built `{}` but did not say where the binary is", h.bin),
-        hint: "check that `bin:` names a binary target, not a library or an example".into(),
+    let exe = exe.ok_or_else(|| {
+        CliError::Infrastructure(
+            Problem::new(format!("cargo built `{}` but did not say where the binary is", h.bin))
+                .with_hint("check that `bin:` names a binary target, not a library or an example"),
+        )
     })?;
     Ok((exe, candle))
 }
@@ -521,10 +538,7 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliE
         return Ok(None);
     };
     match super::minors::mismatch(&metadata) {
-        Some(m) => Err(CliError::Usage {
-            message: m.message(&h.package),
-            hint: m.hint(),
-        }),
+        Some(m) => Err(CliError::Usage(Problem::new(m.message(&h.package)).with_hint(m.hint()))),
         None => Ok(super::minors::gates_candle(&metadata)),
     }
 }
@@ -541,9 +555,14 @@ fn run_cargo(
     bin: &str,
 ) -> Result<(std::process::ExitStatus, Option<PathBuf>, bool), CliError> {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut helper = spawn_helper(&mut cmd).map_err(|e| CliError::Infrastructure {
-        message: format!("cannot run cargo ({}) to build the harness: {e}", cargo.display()),
-        hint: "install a Rust toolchain (rustup.rs), or set CARGO to the cargo binary".into(),
+    let mut helper = spawn_helper(&mut cmd).map_err(|e| {
+        CliError::Infrastructure(
+            Problem::new(format!(
+                "cannot run cargo ({}) to build the harness: {e}",
+                cargo.display()
+            ))
+            .with_hint("install a Rust toolchain (rustup.rs), or set CARGO to the cargo binary"),
+        )
     })?;
     let err_pipe = helper.child().stderr.take().expect("stderr is piped");
     let echo = std::thread::spawn(move || pump(err_pipe, &mut std::io::stderr()));
@@ -556,9 +575,8 @@ fn run_cargo(
             }
         }
     }
-    let status = helper.wait().map_err(|e| CliError::Infrastructure {
-        message: format!("cargo did not finish building the harness: {e}"),
-        hint: String::new(),
+    let status = helper.wait().map_err(|e| {
+        CliError::Infrastructure(Problem::new(format!("cargo did not finish building the harness: {e}")))
     })?;
     let tail = echo.join().map(|t| t.text()).unwrap_or_default();
     let said_error = tail.lines().any(|l| l.starts_with("error"));

@@ -11,6 +11,7 @@ use clap::Args;
 
 use super::CliError;
 use crate::exit::Exit;
+use crate::hint::Problem;
 use crate::metric::{format_value, Metric};
 use crate::report::Report;
 
@@ -51,10 +52,13 @@ pub fn run(args: HistoryArgs) -> Result<Exit, CliError> {
     };
     let metric = Metric::parse(&metric_name).ok_or_else(|| {
         let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
-        CliError::Usage {
-            message: format!("unknown metric `{metric_name}`"),
-            hint: crate::hint::suggest(&metric_name, &names, "metrics"),
-        }
+        CliError::Usage(
+            Problem::new(format!("unknown metric `{metric_name}`")).with_hint(crate::hint::suggest(
+                &metric_name,
+                &names,
+                "metrics",
+            )),
+        )
     })?;
     let order = commit_order(&args.branch);
     let mut reports = match &args.reports {
@@ -72,23 +76,20 @@ pub fn run(args: HistoryArgs) -> Result<Exit, CliError> {
     let keep = reports.len().saturating_sub(args.last);
     let reports: Vec<Report> = reports.into_iter().skip(keep).map(|(r, _)| r).collect();
     if reports.is_empty() {
-        return Err(CliError::Usage {
-            message: "no stored reports to show".into(),
-            hint:
-                "pass `--reports DIR`, or fetch the baseline branch: `git fetch origin gate-baselines:gate-baselines`"
-                    .into(),
-        });
+        return Err(CliError::Usage(Problem::new("no stored reports to show").with_hint(
+            "pass `--reports DIR`, or fetch the baseline branch: `git fetch origin gate-baselines:gate-baselines`",
+        )));
     }
     let rows = rows(&reports, metric, component.as_deref());
     if rows.is_empty() {
-        return Err(CliError::Usage {
-            message: format!(
+        return Err(CliError::Usage(
+            Problem::new(format!(
                 "no report has `{}`{}",
                 metric.name(),
                 component.map_or(String::new(), |c| format!(" for `{c}`"))
-            ),
-            hint: "check the metric and component names with `gate validate`".into(),
-        });
+            ))
+            .with_hint("check the metric and component names with `gate validate`"),
+        ));
     }
     print!("{}", render(metric, &rows, reports.len()));
     Ok(Exit::Pass)
@@ -177,9 +178,11 @@ fn git(args: &[&str]) -> Option<String> {
 
 /// Every report.json in `dir`, with its place among the files by modification time.
 fn from_folder(dir: &Path) -> Result<Vec<(Report, usize)>, CliError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| CliError::Usage {
-        message: format!("cannot read {}: {e}", dir.display()),
-        hint: "pass a folder of report.json files written by `gate check`".into(),
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        CliError::Usage(
+            Problem::new(format!("cannot read {}: {e}", dir.display()))
+                .with_hint("pass a folder of report.json files written by `gate check`"),
+        )
     })?;
     let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
         .flatten()
@@ -207,9 +210,12 @@ fn from_folder(dir: &Path) -> Result<Vec<(Report, usize)>, CliError> {
 
 /// The reports stored on the local baseline branch for the commits in `order`.
 fn from_store(store: &str, order: &[String]) -> Result<Vec<(Report, usize)>, CliError> {
-    let listing = git(&["ls-tree", "--name-only", &format!("{store}:reports")]).ok_or_else(|| CliError::Usage {
-        message: format!("no local branch `{store}` with reports/ (the baseline store)"),
-        hint: format!("fetch it: `git fetch origin {store}:{store}`, or pass `--reports DIR`"),
+    let listing = git(&["ls-tree", "--name-only", &format!("{store}:reports")]).ok_or_else(|| {
+        CliError::Usage(
+            Problem::new(format!("no local branch `{store}` with reports/ (the baseline store)")).with_hint(format!(
+                "fetch it: `git fetch origin {store}:{store}`, or pass `--reports DIR`"
+            )),
+        )
     })?;
     let stored: Vec<&str> = listing.lines().filter_map(|l| l.strip_suffix(".json")).collect();
     let mut out = Vec::new();

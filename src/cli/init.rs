@@ -10,6 +10,7 @@ use clap::Args;
 use super::minors::SDK_PACKAGE;
 use super::CliError;
 use crate::exit::Exit;
+use crate::hint::Problem;
 
 pub const BUDGETS: &str = include_str!("templates/budgets.yaml");
 const WORKFLOW: &str = include_str!("templates/gate.yml");
@@ -302,13 +303,16 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
         manifest_edit = Some(edit);
     }
     if !args.no_workflows {
-        let repo = source.github().ok_or_else(|| CliError::Usage {
-            message: format!(
+        let repo = source.github().ok_or_else(|| {
+            CliError::Usage(
+                Problem::new(format!(
                 "the workflows need gate's GitHub repository (`uses: OWNER/NAME/...`), and `--gate-repo {}` is not one",
                 args.gate_repo
-            ),
-            hint: "pass `--no-workflows` to set up the harness from that source alone, or `--gate-repo OWNER/NAME`"
-                .into(),
+            ))
+                .with_hint(
+                    "pass `--no-workflows` to set up the harness from that source alone, or `--gate-repo OWNER/NAME`",
+                ),
+            )
         })?;
         let wf = out_path(&args, ".github/workflows");
         files.push((wf.join("gate.yml"), fill(WORKFLOW, &args, repo)));
@@ -319,10 +323,8 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
     if let Some(edit) = manifest_edit {
         // Only keys the crate did not have are added; nothing is overwritten.
         if !edit.added.is_empty() {
-            std::fs::write(&edit.manifest, edit.edited).map_err(|e| CliError::Usage {
-                message: format!("cannot write {}: {e}", edit.manifest.display()),
-                hint: String::new(),
-            })?;
+            std::fs::write(&edit.manifest, edit.edited)
+                .map_err(|e| CliError::Usage(Problem::new(format!("cannot write {}: {e}", edit.manifest.display()))))?;
             println!("added to {}: {}", edit.manifest.display(), edit.added.join("; "));
         }
         eprintln!(
@@ -346,31 +348,37 @@ fn check_names(args: &InitArgs, source: &GateSource) -> Result<(), CliError> {
         GateSource::Path(p) => !p.to_string_lossy().chars().any(char::is_control),
     };
     if !repo_ok || !safe(&args.gate_ref) || !safe(&args.branch) {
-        return Err(CliError::Usage {
-            message: "--gate-repo takes OWNER/NAME, a URL or a path; --gate-ref and --branch take plain names \
-                      (letters, digits, - _ . /)"
-                .into(),
-            hint:
-                "e.g. `--gate-repo acme/gate --gate-ref v0.2.0 --branch main`, or `--gate-repo ../gate --no-workflows`"
-                    .into(),
-        });
+        return Err(CliError::Usage(
+            Problem::new(
+                "--gate-repo takes OWNER/NAME, a URL or a path; --gate-ref and --branch take plain names \
+                      (letters, digits, - _ . /)",
+            )
+            .with_hint(
+                "e.g. `--gate-repo acme/gate --gate-ref v0.2.0 --branch main`, or `--gate-repo ../gate --no-workflows`",
+            ),
+        ));
     }
     if let Some(sha) = args.gate_sha.as_deref().filter(|s| !full_sha(s)) {
-        return Err(CliError::Usage {
-            message: format!("--gate-sha {sha}: not a full commit SHA (40 hex digits, lowercase)"),
-            hint: format!(
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "--gate-sha {sha}: not a full commit SHA (40 hex digits, lowercase)"
+            ))
+            .with_hint(format!(
                 "the commit of the tag: `git ls-remote https://github.com/OWNER/gate 'refs/tags/{}*'` \
                  (an annotated tag's commit is the line ending in `^{{}}`)",
                 args.gate_ref
-            ),
-        });
+            )),
+        ));
     }
     if let GateSource::Path(p) = source {
         if !p.join("Cargo.toml").is_file() {
-            return Err(CliError::Usage {
-                message: format!("--gate-repo {}: no gate checkout there (no Cargo.toml)", p.display()),
-                hint: "pass the folder of a gate checkout (the one with gate's Cargo.toml)".into(),
-            });
+            return Err(CliError::Usage(
+                Problem::new(format!(
+                    "--gate-repo {}: no gate checkout there (no Cargo.toml)",
+                    p.display()
+                ))
+                .with_hint("pass the folder of a gate checkout (the one with gate's Cargo.toml)"),
+            ));
         }
     }
     Ok(())
@@ -401,13 +409,17 @@ fn harness(
 ) -> Result<((PathBuf, String), ManifestEdit), CliError> {
     let crate_dir = args.crate_dir.clone().unwrap_or_else(|| args.dir.clone());
     let manifest = crate_dir.join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest).map_err(|e| CliError::Usage {
-        message: format!("--harness: cannot read {}: {e}", manifest.display()),
-        hint: "run it in the crate that holds your models, or pass `--crate-dir path/to/crate`".into(),
+    let text = std::fs::read_to_string(&manifest).map_err(|e| {
+        CliError::Usage(
+            Problem::new(format!("--harness: cannot read {}: {e}", manifest.display()))
+                .with_hint("run it in the crate that holds your models, or pass `--crate-dir path/to/crate`"),
+        )
     })?;
-    let package = package_name(&text).ok_or_else(|| CliError::Usage {
-        message: format!("--harness: {} has no `[package] name`", manifest.display()),
-        hint: "in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`".into(),
+    let package = package_name(&text).ok_or_else(|| {
+        CliError::Usage(
+            Problem::new(format!("--harness: {} has no `[package] name`", manifest.display()))
+                .with_hint("in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`"),
+        )
     })?;
     // A path dependency is written relative to the crate, so it can be committed.
     let source = match source {
@@ -421,9 +433,11 @@ fn harness(
     if let Some(f) = candle {
         eprintln!("{} is on candle `{f}`: gate's adapter for it", manifest.display());
     }
-    let (edited, added) = with_harness_deps(&text, &source, &args.gate_ref, candle).map_err(|e| CliError::Usage {
-        message: format!("--harness: cannot edit {}: {e}", manifest.display()),
-        hint: "add the lines by hand (docs/sdk.md, step 1)".into(),
+    let (edited, added) = with_harness_deps(&text, &source, &args.gate_ref, candle).map_err(|e| {
+        CliError::Usage(
+            Problem::new(format!("--harness: cannot edit {}: {e}", manifest.display()))
+                .with_hint("add the lines by hand (docs/sdk.md, step 1)"),
+        )
     })?;
     *budgets = with_harness_line(budgets, &package);
     let source = (crate_dir.join("src/bin/gate-harness.rs"), HARNESS.to_string());
@@ -460,16 +474,13 @@ fn refuse_placeholder_owner(
     } else {
         "; or `--no-workflows` to write budgets.yaml alone"
     };
-    Err(CliError::Usage {
-        message: format!(
+    Err(CliError::Usage(Problem::new(format!(
             "gate does not know which GitHub repository it comes from (`{}`, the placeholder of gate's \
              Cargo.toml), so {what} would name a repository that does not exist",
             args.gate_repo
-        ),
-        hint: format!(
+        )).with_hint(format!(
             "pass `--gate-repo OWNER/NAME`, the GitHub repository you take gate from (e.g. `--gate-repo acme/gate`){alone}"
-        ),
-    })
+        ))))
 }
 
 /// Writes `files`, refusing (before writing any) to overwrite one without `--force`.
@@ -477,22 +488,18 @@ fn write_files(files: &[(PathBuf, String)], force: bool) -> Result<(), CliError>
     let existing: Vec<&Path> = files.iter().map(|(p, _)| p.as_path()).filter(|p| p.exists()).collect();
     if !force && !existing.is_empty() {
         let list: Vec<String> = existing.iter().map(|p| p.display().to_string()).collect();
-        return Err(CliError::Usage {
-            message: format!("not overwriting {}", list.join(", ")),
-            hint: "pass `--force` to replace them, or `--dir DIR` to write elsewhere".into(),
-        });
+        return Err(CliError::Usage(
+            Problem::new(format!("not overwriting {}", list.join(", ")))
+                .with_hint("pass `--force` to replace them, or `--dir DIR` to write elsewhere"),
+        ));
     }
     for (path, text) in files {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| CliError::Usage {
-                message: format!("cannot create {}: {e}", parent.display()),
-                hint: String::new(),
-            })?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| CliError::Usage(Problem::new(format!("cannot create {}: {e}", parent.display()))))?;
         }
-        std::fs::write(path, text).map_err(|e| CliError::Usage {
-            message: format!("cannot write {}: {e}", path.display()),
-            hint: String::new(),
-        })?;
+        std::fs::write(path, text)
+            .map_err(|e| CliError::Usage(Problem::new(format!("cannot write {}: {e}", path.display()))))?;
         println!("wrote {}", path.display());
     }
     Ok(())

@@ -11,6 +11,7 @@ use super::check::{conclude, reserve, verdict_exit, Conclusion};
 use super::comment::{read_baseline, read_report};
 use super::CliError;
 use crate::exit::Exit;
+use crate::hint::Problem;
 use crate::report::{self, baseline::Outcome};
 
 #[derive(Debug, Args)]
@@ -46,9 +47,11 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     for d in &args.dirs {
         shards.push((d.join("report.json").display().to_string(), read_report(d)?));
     }
-    let merged = report::merge::merge(&shards).map_err(|e| CliError::Usage {
-        message: e.to_string(),
-        hint: "merge the output folders of one `gate check` matrix: same spec, same kind of runner, each component in one shard".into(),
+    let merged = report::merge::merge(&shards).map_err(|e| {
+        CliError::Usage(Problem::new(e.to_string()).with_hint(
+            "merge the output folders of one `gate check` matrix: same spec, same kind of runner, \
+             each component in one shard",
+        ))
     })?;
     let budgets = args.budgets.clone().unwrap_or_else(|| PathBuf::from(&merged.spec));
     let spec = crate::budget::load(&budgets)?;
@@ -108,13 +111,13 @@ fn every_component(
     }
     for name in components.keys() {
         if spec.component(name).is_none() {
-            return Err(CliError::Usage {
-                message: format!(
+            return Err(CliError::Usage(
+                Problem::new(format!(
                     "the shards measured `{name}`, which is not a component of {}",
                     budgets.display()
-                ),
-                hint: "pass the spec the shards ran with: --budgets FILE".into(),
-            });
+                ))
+                .with_hint("pass the spec the shards ran with: --budgets FILE"),
+            ));
         }
     }
     Ok(components)

@@ -23,6 +23,7 @@ mod validate;
 use clap::{Parser, Subcommand};
 
 use crate::exit::Exit;
+use crate::hint::Problem;
 
 /// The spec every subcommand reads unless `--budgets` names another.
 const DEFAULT_SPEC: &str = "budgets.yaml";
@@ -116,10 +117,12 @@ impl App {
 pub enum CliError {
     #[error("{0}")]
     Spec(#[from] crate::budget::SpecError),
-    #[error("{message}")]
-    Usage { message: String, hint: String },
-    #[error("{message}")]
-    Infrastructure { message: String, hint: String },
+    /// Bad input: a flag, a file or the repository is not what the command needs (exit 2).
+    #[error("{0}")]
+    Usage(Problem),
+    /// The machine, a tool or a service failed (exit 3).
+    #[error("{0}")]
+    Infrastructure(Problem),
     /// Already told on stderr (by a harness): only the exit code is left.
     #[error("")]
     Reported(Exit),
@@ -128,15 +131,21 @@ pub enum CliError {
 impl CliError {
     pub fn exit(&self) -> Exit {
         match self {
-            CliError::Spec(_) | CliError::Usage { .. } => Exit::BadInput,
-            CliError::Infrastructure { .. } => Exit::Infrastructure,
+            CliError::Spec(_) | CliError::Usage(_) => Exit::BadInput,
+            CliError::Infrastructure(_) => Exit::Infrastructure,
             CliError::Reported(exit) => *exit,
         }
     }
 
+    /// A GitHub error about what the user passed (a SHA, a branch, a
+    /// login): bad input (exit 2), with its hint.
+    fn github_usage(e: crate::github::GithubError) -> Self {
+        CliError::Usage(Problem::new(e.to_string()).with_hint(e.hint()))
+    }
+
     fn hint(&self) -> Option<&str> {
         match self {
-            CliError::Usage { hint, .. } | CliError::Infrastructure { hint, .. } if !hint.is_empty() => Some(hint),
+            CliError::Usage(p) | CliError::Infrastructure(p) => p.hint(),
             CliError::Spec(crate::budget::SpecError::Read { .. }) => {
                 Some("pass the spec with `--budgets FILE` (default: budgets.yaml in the current folder)")
             }
@@ -145,6 +154,22 @@ impl CliError {
             }
             _ => None,
         }
+    }
+}
+
+/// A spec's errors end a command as bad input (`?` on a [`crate::budget::Diagnostics`]).
+impl From<crate::budget::Diagnostics> for CliError {
+    fn from(d: crate::budget::Diagnostics) -> Self {
+        CliError::Spec(d.into())
+    }
+}
+
+/// A GitHub failure ends a command as infrastructure (exit 3), with its
+/// hint: the service, the token or the environment failed. The few that
+/// judge the user's own input go through [`CliError::github_usage`].
+impl From<crate::github::GithubError> for CliError {
+    fn from(e: crate::github::GithubError) -> Self {
+        CliError::Infrastructure(Problem::new(e.to_string()).with_hint(e.hint()))
     }
 }
 
@@ -196,12 +221,7 @@ fn run_command(cli: Cli, app: &App) -> Exit {
                     eprintln!("{d}");
                     eprintln!("error: {}", d.summary());
                 }
-                other => {
-                    eprintln!("error: {other}");
-                    if let Some(h) = other.hint() {
-                        eprintln!("hint: {h}");
-                    }
-                }
+                other => eprintln!("{}", crate::hint::lines(other, other.hint())),
             }
             e.exit()
         }

@@ -24,6 +24,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::CliError;
+use crate::hint::Problem;
 
 /// One shard of a split: `index` of `count`, from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,11 +49,11 @@ impl std::fmt::Display for Shard {
 
 /// Parses `I/N`, with `1 <= I <= N <= 256`.
 pub fn parse(text: &str) -> Result<Shard, CliError> {
-    let bad = |why: &str| CliError::Usage {
-        message: format!("--shard {text}: {why}"),
-        hint: "write --shard I/N with 1 <= I <= N, e.g. --shard 2/3 for the second of three shards \
-               (in a matrix: --shard ${{ matrix.shard }}/N with shard: [1, 2, ..., N])"
-            .into(),
+    let bad = |why: &str| {
+        CliError::Usage(Problem::new(format!("--shard {text}: {why}")).with_hint(
+            "write --shard I/N with 1 <= I <= N, e.g. --shard 2/3 for the second of three shards \
+               (in a matrix: --shard ${{ matrix.shard }}/N with shard: [1, 2, ..., N])",
+        ))
     };
     let (i, n) = text.trim().split_once('/').ok_or_else(|| bad("not of the form I/N"))?;
     let number = |s: &str| s.trim().parse::<usize>().ok();
@@ -101,9 +102,11 @@ pub fn read(dir: &Path) -> Result<Option<Record>, CliError> {
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
-    let bad = |why: String| CliError::Usage {
-        message: format!("{}: {why}", path.display()),
-        hint: "merge the output folders of `gate check --shard I/N` as they were written".into(),
+    let bad = |why: String| {
+        CliError::Usage(
+            Problem::new(format!("{}: {why}", path.display()))
+                .with_hint("merge the output folders of `gate check --shard I/N` as they were written"),
+        )
     };
     let text = crate::report::input::read_regular(&path, MAX_BYTES).map_err(|e| bad(e.to_string()))?;
     let r: Record = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
@@ -126,31 +129,31 @@ pub fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliErr
         return Ok(());
     };
     if let Some((d, _)) = records.iter().find(|(_, r)| r.is_none()) {
-        return Err(CliError::Usage {
-            message: format!(
+        return Err(CliError::Usage(
+            Problem::new(format!(
                 "{d} is not from a `gate check --shard` run, but {first_dir} is (shard {})",
                 first.shard
-            ),
-            hint: "merge the folders of one split: all from `--shard I/N`, or all from `--only`".into(),
-        });
+            ))
+            .with_hint("merge the folders of one split: all from `--shard I/N`, or all from `--only`"),
+        ));
     }
     let n = first.shard.count;
     let mut seen = vec![None::<&str>; n];
     for (d, r) in &sharded {
         if r.shard.count != n {
-            return Err(CliError::Usage {
-                message: format!(
+            return Err(CliError::Usage(
+                Problem::new(format!(
                     "{d} is shard {} but {first_dir} is shard {}: two different splits",
                     r.shard, first.shard
-                ),
-                hint: "merge the folders of one matrix run, all with the same N".into(),
-            });
+                ))
+                .with_hint("merge the folders of one matrix run, all with the same N"),
+            ));
         }
         if let Some(prev) = seen[r.shard.index - 1].replace(d) {
-            return Err(CliError::Usage {
-                message: format!("{prev} and {d} are both shard {}", r.shard),
-                hint: "give each shard's folder once".into(),
-            });
+            return Err(CliError::Usage(
+                Problem::new(format!("{prev} and {d} are both shard {}", r.shard))
+                    .with_hint("give each shard's folder once"),
+            ));
         }
     }
     let missing: Vec<String> = (1..=n)
@@ -158,14 +161,15 @@ pub fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliErr
         .map(|i| format!("{i}/{n}"))
         .collect();
     if !missing.is_empty() {
-        return Err(CliError::Infrastructure {
-            message: format!(
+        return Err(CliError::Infrastructure(
+            Problem::new(format!(
                 "shard {} missing: gate merge judges a sharded run only with all {n} shards",
                 missing.join(", ")
+            ))
+            .with_hint(
+                "re-run the shard's job (did it fail before uploading its folder?), then merge every shard's folder",
             ),
-            hint: "re-run the shard's job (did it fail before uploading its folder?), then merge every shard's folder"
-                .into(),
-        });
+        ));
     }
     Ok(())
 }

@@ -50,7 +50,7 @@ pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
     };
     let cuda_only = crate::budget::cuda_only(&spec, &|_| true, on_cpu == Some(true));
     match on_cpu {
-        Some(true) if !cuda_only.0.is_empty() => return Err(crate::budget::SpecError::from(cuda_only).into()),
+        Some(true) if !cuda_only.0.is_empty() => return Err(cuda_only.into()),
         Some(_) => {}
         None => cuda_only.0.iter().for_each(|d| eprintln!("{}", d.warning())),
     }

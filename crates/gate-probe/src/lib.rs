@@ -42,13 +42,9 @@ impl Backend {
     }
 }
 
-/// Why a backend cannot be used, with the fix.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct BackendError {
-    pub message: String,
-    pub hint: String,
-}
+/// Why a backend cannot be used, and the fix when there is one: gate's one
+/// problem type, under the name the probe's callers know it by.
+pub type BackendError = gate_spec::hint::Problem;
 
 /// Resolves `auto` and checks that the backend exists in this build.
 pub fn resolve_backend(requested: Backend) -> Result<Backend, BackendError> {
@@ -60,10 +56,11 @@ pub fn resolve_backend(requested: Backend) -> Result<Backend, BackendError> {
             Backend::Cpu
         }),
         Backend::Cuda if cfg!(feature = "cuda") => Ok(Backend::Cuda),
-        Backend::Cuda => Err(BackendError {
-            message: "--backend cuda needs a gate built with the `cuda` feature".into(),
-            hint: "build with `cargo build --release --features cuda` (see docs/gpu.md), or use `--backend cpu`".into(),
-        }),
+        Backend::Cuda => Err(
+            BackendError::new("--backend cuda needs a gate built with the `cuda` feature").with_hint(
+                "build with `cargo build --release --features cuda` (see docs/gpu.md), or use `--backend cpu`",
+            ),
+        ),
     }
 }
 

@@ -358,7 +358,10 @@ const INFERENCE_GROWTH_CALLS: usize = 2;
 
 /// A probe that cannot measure where the model's bytes are, as the phase's error.
 fn source_error(e: crate::probe::BackendError) -> Error {
-    Error::msg(format!("{} (hint: {})", e.message, e.hint))
+    match e.hint() {
+        Some(h) => Error::msg(format!("{} (hint: {h})", e.message)),
+        None => Error::msg(e.message),
+    }
 }
 
 /// A throwaway training step and inference call (see [`Profile::warm_up`]).
@@ -613,10 +616,7 @@ mod tests {
         fn params_built(&self) -> std::result::Result<(), BackendError> {
             self.told.fetch_add(1, Ordering::SeqCst);
             if self.fail.load(Ordering::SeqCst) {
-                return Err(BackendError {
-                    message: "no byte figure can be measured".into(),
-                    hint: "check `nvidia-smi`".into(),
-                });
+                return Err(BackendError::new("no byte figure can be measured").with_hint("check `nvidia-smi`"));
             }
             if self.device.bytes.load(Ordering::SeqCst) > 0 {
                 *self.switched.lock().unwrap() = Some(MemorySource::NvmlProcess);

@@ -17,37 +17,30 @@ impl Library {
     /// Loads `name` (a soname such as `libcuda.so.1`); `why` says what it is
     /// for and `hint` how to get it, for the error.
     pub(crate) fn open(name: &'static str, why: &str, hint: &str) -> Result<Self, BackendError> {
-        let c_name = CString::new(name).map_err(|_| BackendError {
-            message: format!("the library name {name:?} has a NUL byte"),
-            hint: String::new(),
-        })?;
+        let c_name =
+            CString::new(name).map_err(|_| BackendError::new(format!("the library name {name:?} has a NUL byte")))?;
         // SAFETY: `c_name` is a NUL-terminated string that outlives the call;
         // RTLD_NOW | RTLD_LOCAL are valid flags. Loading runs the library's
         // initialisers, which is what loading a vendor driver library means.
         let handle = unsafe { libc::dlopen(c_name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
         if handle.is_null() {
-            return Err(BackendError {
-                message: format!("cannot load {why} `{name}`: {}", last_error()),
-                hint: hint.into(),
-            });
+            return Err(BackendError::new(format!("cannot load {why} `{name}`: {}", last_error())).with_hint(hint));
         }
         Ok(Library { handle, name })
     }
 
     /// The address of `symbol`, or an error naming it.
     pub(crate) fn symbol(&self, symbol: &str) -> Result<*mut c_void, BackendError> {
-        let c_symbol = CString::new(symbol).map_err(|_| BackendError {
-            message: format!("the symbol name {symbol:?} has a NUL byte"),
-            hint: String::new(),
-        })?;
+        let c_symbol = CString::new(symbol)
+            .map_err(|_| BackendError::new(format!("the symbol name {symbol:?} has a NUL byte")))?;
         // SAFETY: `handle` came from a successful dlopen and is never closed;
         // `c_symbol` is NUL-terminated and outlives the call.
         let address = unsafe { libc::dlsym(self.handle, c_symbol.as_ptr()) };
         if address.is_null() {
-            return Err(BackendError {
-                message: format!("`{}` has no `{symbol}`: {}", self.name, last_error()),
-                hint: "the driver is older than gate needs: update the NVIDIA driver (check `nvidia-smi`)".into(),
-            });
+            return Err(
+                BackendError::new(format!("`{}` has no `{symbol}`: {}", self.name, last_error()))
+                    .with_hint("the driver is older than gate needs: update the NVIDIA driver (check `nvidia-smi`)"),
+            );
         }
         Ok(address)
     }
@@ -115,7 +108,7 @@ mod tests {
             "{}",
             e.message
         );
-        assert_eq!(e.hint, "use `--backend cpu`");
+        assert_eq!(e.hint(), Some("use `--backend cpu`"));
     }
 
     #[test]
@@ -129,6 +122,9 @@ mod tests {
             "{}",
             e.message
         );
-        assert!(e.hint.contains("update the NVIDIA driver"), "{}", e.hint);
+        assert!(
+            e.hint().is_some_and(|h| h.contains("update the NVIDIA driver")),
+            "{e:?}"
+        );
     }
 }

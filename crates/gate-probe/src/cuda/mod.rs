@@ -66,10 +66,8 @@ unsafe impl Sync for CudaProbe {}
 
 /// The error of a device that cannot be opened, with the fix.
 fn unusable(ordinal: usize, e: BackendError) -> BackendError {
-    BackendError {
-        message: format!("no usable CUDA GPU {ordinal}: {}", e.message),
-        hint: "check `nvidia-smi`, or run with `--backend cpu`".into(),
-    }
+    BackendError::new(format!("no usable CUDA GPU {ordinal}: {}", e.message))
+        .with_hint("check `nvidia-smi`, or run with `--backend cpu`")
 }
 
 impl CudaProbe {
@@ -78,10 +76,8 @@ impl CudaProbe {
     /// an error with a hint, never a panic.
     pub fn open(ordinal: usize) -> Result<(Self, DeviceInfo), BackendError> {
         let driver = driver::driver()?;
-        let ordinal_c = c_int::try_from(ordinal).map_err(|_| BackendError {
-            message: format!("GPU ordinal {ordinal} is out of range"),
-            hint: String::new(),
-        })?;
+        let ordinal_c = c_int::try_from(ordinal)
+            .map_err(|_| BackendError::new(format!("GPU ordinal {ordinal} is out of range")))?;
         let nvml = Nvml::open(ordinal as u32).ok();
         let used_before_context = nvml.as_ref().and_then(Nvml::device_used);
         // SAFETY: cuInit's only argument is flags, which must be 0.
@@ -97,12 +93,10 @@ impl CudaProbe {
             (driver.cuDeviceGetAttribute)(&mut pools, driver::DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device)
         };
         if r != CUDA_SUCCESS || pools == 0 {
-            return Err(BackendError {
-                message:
-                    "this GPU or driver has no stream-ordered allocator (cuMemAllocAsync); pool figures would be wrong"
-                        .into(),
-                hint: "use a driver and GPU with memory-pool support, or `--backend cpu`".into(),
-            });
+            return Err(BackendError::new(
+                "this GPU or driver has no stream-ordered allocator (cuMemAllocAsync); pool figures would be wrong",
+            )
+            .with_hint("use a driver and GPU with memory-pool support, or `--backend cpu`"));
         }
         let mut ctx: CuContext = std::ptr::null_mut();
         // SAFETY: writes one context handle; released in `Drop`.
@@ -263,10 +257,9 @@ impl CudaProbe {
     /// card of `capacity` bytes would have left for this process, so a model
     /// that would not fit there runs out of memory here.
     pub fn emulate_capacity(&mut self, capacity: u64) -> Result<u64, BackendError> {
-        let (free, _total) = self.mem_info().ok_or_else(|| BackendError {
-            message: "cuMemGetInfo failed".into(),
-            hint: String::new(),
-        })?;
+        let (free, _total) = self
+            .mem_info()
+            .ok_or_else(|| BackendError::new("cuMemGetInfo failed"))?;
         let held = self.process_used().unwrap_or(0);
         let allowed = capacity.saturating_sub(held);
         if free <= allowed {
@@ -395,12 +388,11 @@ impl MemoryProbe for CudaProbe {
                 Ok(())
             }
             Ok(None) => Ok(()),
-            Err(_) => Err(BackendError {
-                message: "the model's tensors are not in the CUDA memory pool, and neither NVML nor the driver \
-                          shows what this process holds: no byte figure can be measured"
-                    .into(),
-                hint: "check NVML and the driver with `nvidia-smi`, or use `--backend cpu`".into(),
-            }),
+            Err(_) => Err(BackendError::new(
+                "the model's tensors are not in the CUDA memory pool, and neither NVML nor the driver \
+                          shows what this process holds: no byte figure can be measured",
+            )
+            .with_hint("check NVML and the driver with `nvidia-smi`, or use `--backend cpu`")),
         }
     }
 }
@@ -419,14 +411,17 @@ mod tests {
             }
             // No driver (this is the case on a machine without a GPU):
             Err(e) => {
-                assert!(!e.message.is_empty() && !e.hint.is_empty(), "{e:?}");
+                assert!(
+                    !e.message.is_empty() && e.hint().is_some_and(|h| !h.is_empty()),
+                    "{e:?}"
+                );
                 if driver::driver().is_err() {
                     assert!(
                         e.message.starts_with("cannot load the CUDA driver `libcuda.so.1`"),
                         "{}",
                         e.message
                     );
-                    assert!(e.hint.contains("--backend cpu"), "{}", e.hint);
+                    assert!(e.hint().is_some_and(|h| h.contains("--backend cpu")), "{e:?}");
                 }
             }
         }

@@ -129,9 +129,9 @@ impl Nvml {
     /// NVML's view of GPU `ordinal`, or why not.
     pub(crate) fn open(ordinal: u32) -> Result<Self, BackendError> {
         let lib = lib()?;
-        let failed = |what: &str, r: NvmlReturn| BackendError {
-            message: format!("NVML's {what} failed (nvmlReturn_t {r})"),
-            hint: "check the NVIDIA driver with `nvidia-smi`".into(),
+        let failed = |what: &str, r: NvmlReturn| {
+            BackendError::new(format!("NVML's {what} failed (nvmlReturn_t {r})"))
+                .with_hint("check the NVIDIA driver with `nvidia-smi`")
         };
         // SAFETY: no arguments; counted, and undone by `Drop`.
         let r = unsafe { (lib.entries.nvmlInit)() };
