@@ -26,7 +26,11 @@ pub struct History {
     pub schema: u32,
     pub series: Vec<Series>,
     /// The entries left out, each said once: a stored report or a point that
-    /// was not fit to show. Never written into `history.json`.
+    /// was not fit to show. Never written into `history.json` nor into a
+    /// report, only printed (`warning: ...` on stderr), so plain sentences:
+    /// a [`crate::Warning`]'s component and kind are for the
+    /// renderers and `--strict`, which never see these, and no
+    /// [`crate::WarningKind`] names them.
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
