@@ -10,6 +10,8 @@ use std::fmt::{self, Display};
 
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 
+use crate::hint::Problem;
+
 /// A 1-based position in the spec file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Pos {
@@ -307,12 +309,14 @@ pub fn read<T: de::DeserializeOwned>(node: &Node, defaults: Option<&serde_json::
     })
     .map_err(|e| {
         e.0.into_iter()
-            .map(|mut i| {
-                i.pos = i.pos.or(Some(node.pos));
-                if i.hint.is_empty() {
-                    i.hint = default_hint(i.key.as_deref(), defaults);
-                }
-                i
+            .map(|f| ConfigIssue {
+                pos: f.pos.or(Some(node.pos)),
+                hint: f
+                    .problem
+                    .hint
+                    .unwrap_or_else(|| default_hint(f.key.as_deref(), defaults)),
+                key: f.key,
+                message: f.problem.message,
             })
             .collect()
     })
@@ -335,15 +339,23 @@ fn default_hint(key: Option<&str>, defaults: Option<&serde_json::Value>) -> Stri
 
 /// The deserializer's error: every problem found, not only the first.
 #[derive(Debug)]
-pub struct DeError(Vec<ConfigIssue>);
+pub struct DeError(Vec<Found>);
+
+/// One problem as the deserializer finds it. Its hint is `None` where serde
+/// knows no fix: [`read`] gives it the key's default, which only it knows.
+#[derive(Debug)]
+struct Found {
+    pos: Option<Pos>,
+    key: Option<String>,
+    problem: Problem,
+}
 
 impl DeError {
-    fn one(message: String, hint: String) -> Self {
-        DeError(vec![ConfigIssue {
+    fn one(problem: Problem) -> Self {
+        DeError(vec![Found {
             pos: None,
             key: None,
-            message,
-            hint,
+            problem,
         }])
     }
 
@@ -355,7 +367,7 @@ impl DeError {
             }
             if i.key.is_none() && !path.is_empty() {
                 i.key = Some(path.to_string());
-                i.message = format!("`{path}` {}", i.message);
+                i.problem.message = format!("`{path}` {}", i.problem.message);
             }
         }
         self
@@ -364,7 +376,7 @@ impl DeError {
 
 impl Display for DeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let msgs: Vec<&str> = self.0.iter().map(|i| i.message.as_str()).collect();
+        let msgs: Vec<&str> = self.0.iter().map(|i| i.problem.message.as_str()).collect();
         f.write_str(&msgs.join("; "))
     }
 }
@@ -398,43 +410,34 @@ fn plain_unexpected(u: &de::Unexpected) -> String {
 
 impl de::Error for DeError {
     fn custom<M: Display>(msg: M) -> Self {
-        DeError::one(msg.to_string(), String::new())
+        DeError::one(Problem::new(msg.to_string()))
     }
 
     fn invalid_type(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
-        DeError::one(
-            format!(
-                "must be {}, found {}",
-                plain_expected(&exp.to_string()),
-                plain_unexpected(&unexp)
-            ),
-            String::new(),
-        )
+        DeError::one(Problem::new(format!(
+            "must be {}, found {}",
+            plain_expected(&exp.to_string()),
+            plain_unexpected(&unexp)
+        )))
     }
 
     fn invalid_value(unexp: de::Unexpected, exp: &dyn de::Expected) -> Self {
-        DeError::one(
-            format!(
-                "must be {}, found {}",
-                plain_expected(&exp.to_string()),
-                plain_unexpected(&unexp)
-            ),
-            String::new(),
-        )
+        DeError::one(Problem::new(format!(
+            "must be {}, found {}",
+            plain_expected(&exp.to_string()),
+            plain_unexpected(&unexp)
+        )))
     }
 
     fn unknown_variant(variant: &str, expected: &'static [&'static str]) -> Self {
         let hint = crate::hint::suggest(variant, expected, "one of");
-        DeError::one(
-            format!("must be one of {}, found `{variant}`", expected.join(", ")),
-            hint,
-        )
+        DeError::one(Problem::new(format!("must be one of {}, found `{variant}`", expected.join(", "))).with_hint(hint))
     }
 
     fn missing_field(field: &'static str) -> Self {
         DeError::one(
-            format!("has no `{field}`, which this workload needs"),
-            format!("add `{field}:` to the config"),
+            Problem::new(format!("has no `{field}`, which this workload needs"))
+                .with_hint(format!("add `{field}:` to the config")),
         )
     }
 }
@@ -462,10 +465,10 @@ impl<'a> NodeDe<'a> {
     }
 
     fn wrong(&self, expected: &str) -> DeError {
-        DeError::one(
-            format!("must be {expected}, found {}", self.node.describe()),
-            String::new(),
-        )
+        DeError::one(Problem::new(format!(
+            "must be {expected}, found {}",
+            self.node.describe()
+        )))
     }
 
     fn fix<T>(&self, r: Result<T, DeError>) -> Result<T, DeError> {
@@ -565,11 +568,10 @@ impl<'de, 'a> Deserializer<'de> for NodeDe<'a> {
             if !fields.contains(&key.as_str()) {
                 let path = self.child(key, self.node).path;
                 let hint = crate::hint::suggest(key, fields, "this workload takes");
-                unknown.push(ConfigIssue {
+                unknown.push(Found {
                     pos: Some(*kpos),
                     key: Some(path),
-                    message: format!("unknown config key `{key}`"),
-                    hint,
+                    problem: Problem::new(format!("unknown config key `{key}`")).with_hint(hint),
                 });
             }
         }
