@@ -181,6 +181,8 @@ pub trait TrainingForward {
 }
 
 /// The plain forward: candle's graph, candle's backward.
+// Deliberately a plain newtype (not `#[non_exhaustive]`): a workload builds
+// it as `PlainForward(loss)`, and the loss is all it is.
 pub struct PlainForward(pub Tensor);
 
 impl TrainingForward for PlainForward {

@@ -23,6 +23,8 @@ static SCRATCH: AtomicU64 = AtomicU64::new(0);
 pub const SCRATCH_ALIGN: usize = 128;
 
 /// Wraps the system allocator and counts what passes through it.
+// Deliberately a plain unit struct (not `#[non_exhaustive]`): `gate::main!`
+// names it as `static A: CountingAlloc = CountingAlloc;` in the adopter's crate.
 pub struct CountingAlloc;
 
 #[inline]

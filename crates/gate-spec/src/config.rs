@@ -13,6 +13,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess
 use crate::hint::Problem;
 
 /// A 1-based position in the spec file.
+// Deliberately a plain closed value (not `#[non_exhaustive]`): a line and a
+// column are all a position is, and code across gate builds it by its fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Pos {
     /// Line, from 1.
@@ -118,7 +120,10 @@ fn large(bytes: u64) -> String {
 }
 
 /// One problem with a config: where, which key, what, and the fix.
+/// Read from [`Problems::issues`]; built with [`ConfigIssue::new`] (and
+/// [`ConfigIssue::at`]), so a field added later breaks no one.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ConfigIssue {
     /// Where it was found; `None` until the reader knows.
     pub pos: Option<Pos>,
@@ -128,6 +133,30 @@ pub struct ConfigIssue {
     pub message: String,
     /// How to fix it.
     pub hint: String,
+}
+
+impl ConfigIssue {
+    /// A problem with `key` (`None`: the whole config), at no position yet:
+    /// `message` says what is wrong, `hint` how to fix it.
+    ///
+    /// ```
+    /// let i = gate_spec::config::ConfigIssue::new(Some("heads"), "`heads` must divide `hidden_dim`", "use 4 heads");
+    /// assert_eq!((i.key.as_deref(), i.pos), (Some("heads"), None));
+    /// ```
+    pub fn new(key: Option<&str>, message: impl Into<String>, hint: impl Into<String>) -> Self {
+        ConfigIssue {
+            pos: None,
+            key: key.map(str::to_string),
+            message: message.into(),
+            hint: hint.into(),
+        }
+    }
+
+    /// This problem at `pos` in the spec file.
+    pub fn at(mut self, pos: Pos) -> Self {
+        self.pos = Some(pos);
+        self
+    }
 }
 
 /// The problems a workload finds in its config after it was read: values
@@ -154,12 +183,7 @@ impl Problems {
     /// Records a problem with `key` (a top-level key of the config, or a
     /// dotted path into it).
     pub fn error(&mut self, key: &str, message: impl Into<String>, hint: impl Into<String>) {
-        self.issues.push(ConfigIssue {
-            pos: None,
-            key: Some(key.to_string()),
-            message: message.into(),
-            hint: hint.into(),
-        });
+        self.issues.push(ConfigIssue::new(Some(key), message, hint));
     }
 
     /// Records that `key` must be a positive integer when `value` is 0.
