@@ -11,11 +11,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Instant;
 
-use gate::__private::models::tft::config::TftConfig;
-use gate::__private::models::{Mlp, Tft};
-use gate::__private::sdk::DynWorkload;
 use gate::candle_core::{DType, Device};
 use gate::candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+use gate::test_support::models::tft::config::TftConfig;
+use gate::test_support::models::{Mlp, Tft};
+use gate::test_support::DynWorkload;
 use gate::{CountingAlloc, ParamStore, RunCtx, Step};
 
 static COUNTING: AtomicBool = AtomicBool::new(true);

@@ -28,16 +28,16 @@ fn main() {
     } else {
         &[10_000, 20_000, 40_000, 100_000]
     };
-    let registry = gate::__private::builtins();
+    let registry = gate::test_support::builtins();
     println!("{:>10} {:>10} {:>16}", "components", "seconds", "µs per component");
     for &n in sizes {
         let text = spec(n);
         let t = Instant::now();
-        let parsed = gate::budget::parse_bytes(Path::new("budgets.yaml"), text.as_bytes());
+        let parsed = gate_spec::budget::parse_bytes(Path::new("budgets.yaml"), text.as_bytes());
         let built = parsed
             .as_ref()
             .ok()
-            .map(|s| gate::runner::resolve(s, &registry).is_ok());
+            .map(|s| gate::test_support::runner::resolve(s, &registry).is_ok());
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(parsed.map(|s| s.components.len()).ok(), Some(n));
         assert_eq!(built, Some(true), "every workload builds");

@@ -5,12 +5,12 @@
 
 use std::time::Instant;
 
-use gate::__private::models::tft::config::TftConfig;
-use gate::__private::models::tft::Tft;
-use gate::__private::runner::median;
 use gate::candle_core::{DType, Device};
 use gate::candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+use gate::test_support::models::tft::config::TftConfig;
+use gate::test_support::models::tft::Tft;
 use gate::{ParamStore, RunCtx, Step, Workload};
+use gate_runner::median;
 
 fn main() -> gate::candle_core::Result<()> {
     let runs: usize = std::env::var("TFT_BENCH_RUNS")

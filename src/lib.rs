@@ -20,9 +20,10 @@
 //! # Stability
 //!
 //! Everything documented here follows semver from 1.0; before 1.0 a minor
-//! release (0.x → 0.x+1) may change it and says how in the changelog. Items
-//! hidden from these docs (`__private`) are for gate's own tests and macros
-//! and may change in any release.
+//! release (0.x → 0.x+1) may change it and says how in the changelog. That
+//! is the whole API: gate's other modules are private, and `test_support`
+//! (only with the `test-support` feature, which gate's own tests and
+//! benches turn on) is not API and may change in any release.
 //!
 //! # Which candle
 //!
@@ -73,25 +74,26 @@ compile_error!(
      candle, with `default-features = false` (the default is `candle-0-11` with the built-in models)"
 );
 
-#[doc(hidden)]
-pub use gate_runner::exit;
-#[doc(hidden)]
-pub use gate_spec::{budget, hash, hint, metric, units};
+// The core crates under the module names the root's code was written with
+// (`crate::budget::...`): the crate's own paths, not API (tests name the
+// core crates themselves).
+pub(crate) use gate_runner::exit;
+pub(crate) use gate_spec::{budget, hash, hint, metric};
 #[cfg(feature = "cli")]
-#[doc(hidden)]
-pub use {gate_github as github, gate_render as render, gate_report as report};
+pub(crate) use {gate_github as github, gate_render as render, gate_report as report};
+// Every module is private: the API is the re-exports below. What gate's own
+// tests and benches need besides is `test_support` (feature `test-support`).
 mod child;
 #[cfg(feature = "cli")]
-#[doc(hidden)]
-pub mod cli;
+mod cli;
 mod harness;
 #[cfg(feature = "builtins")]
-#[doc(hidden)]
-pub mod models;
-#[doc(hidden)]
-pub mod probe;
-#[doc(hidden)]
-pub mod runner;
+// Their items are public to the crate's tests only (`test_support`), as
+// they were when hidden: not held to the API's documentation.
+#[cfg_attr(feature = "test-support", allow(missing_docs))]
+mod models;
+mod probe;
+mod runner;
 mod sdk;
 
 pub use harness::Harness;
@@ -101,28 +103,35 @@ pub use sdk::{
     RunCtx, ScopeGuard, Step, TrainingForward, Workload,
 };
 
-/// gate's internals (the modules hidden above), for its own tests and
-/// benchmarks. Not part of the API: anything here may change in any release.
+/// gate's internals for gate's own tests and benchmarks (feature
+/// `test-support`, which the package turns on for them through a
+/// dev-dependency on itself). Not API: anything here may change in any
+/// release, and an adopter's build never has it.
+#[cfg(feature = "test-support")]
 #[doc(hidden)]
-pub mod __private {
-    #[cfg(feature = "builtins")]
-    pub use crate::models;
-    pub use crate::{budget, exit, hash, hint, metric, probe, runner, units};
-    #[cfg(feature = "cli")]
-    pub use crate::{cli, github, render, report};
+pub mod test_support {
     /// The harness protocol's request (src/child.rs).
-    pub mod child {
-        pub use crate::child::{Request, PROTOCOL};
+    pub use crate::child::{Request, PROTOCOL};
+    /// The built-in models (src/models). A module of their own: `models`
+    /// is private, and only its public items can be re-exported.
+    #[cfg(feature = "builtins")]
+    pub mod models {
+        pub use crate::models::*;
+    }
+    /// The spec's workloads resolved by a registry, and the candle profile
+    /// of one (src/runner).
+    pub mod runner {
+        #[cfg(feature = "cli")]
+        pub use crate::runner::{load, parse, parse_bytes};
+        pub use crate::runner::{profile, resolve, Workloads};
     }
     /// The runner's face of a workload, and the kinds a binary knows.
-    pub mod sdk {
-        pub use crate::sdk::{DynWorkload, Registry};
-    }
+    pub use crate::sdk::{DynWorkload, Registry};
 
     /// A registry of the built-in workloads, as the stock `gate` has.
-    pub fn builtins() -> crate::sdk::Registry {
+    pub fn builtins() -> Registry {
         #[allow(unused_mut)]
-        let mut r = crate::sdk::Registry::default();
+        let mut r = Registry::default();
         #[cfg(feature = "builtins")]
         crate::models::register_builtins(&mut r);
         r

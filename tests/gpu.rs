@@ -106,7 +106,7 @@ fn device_dropout_masks_replay_from_the_step_seed() -> gate::candle_core::Result
 #[test]
 fn checkpointed_tft_gradients_on_cuda_equal_the_full_graph() -> gate::candle_core::Result<()> {
     use gate::candle_core::{DType, Device};
-    use gate::models::tft::{config::TftConfig, Tft};
+    use gate::test_support::models::tft::{config::TftConfig, Tft};
     use gate::{ParamStore, RunCtx, Step, Workload};
     let dev = Device::new_cuda(0)?;
     // Prescale width = hidden width, as in the original config: the form written by hand.

@@ -5,8 +5,8 @@
 
 use std::alloc::{alloc, dealloc, Layout};
 
-use gate::__private::probe::alloc::{scratch_live, SCRATCH_ALIGN};
-use gate::__private::probe::{CpuProbe, MemoryProbe};
+use gate_probe::alloc::{scratch_live, SCRATCH_ALIGN};
+use gate_probe::{CpuProbe, MemoryProbe};
 
 #[global_allocator]
 static ALLOC: gate::CountingAlloc = gate::CountingAlloc;

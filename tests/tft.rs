@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use gate::__private::metric::Metric;
-use gate::__private::models::tft::config::TftConfig;
-use gate::__private::models::tft::Tft;
-use gate::__private::probe::{CountingAlloc, CpuProbe, Recorder};
-use gate::__private::runner::{profile, Measurement, Timing};
 use gate::candle_core::{DType, Device};
+use gate::test_support::models::tft::config::TftConfig;
+use gate::test_support::models::tft::Tft;
+use gate::test_support::runner::profile;
 use gate::{ParamStore, RunCtx, Step, Workload};
+use gate_probe::{CountingAlloc, CpuProbe, Recorder};
+use gate_runner::{phases::Timing, Measurement};
+use gate_spec::metric::Metric;
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;

@@ -3,8 +3,6 @@
 
 use std::sync::Mutex;
 
-pub use gate_runner::fault::{is_device_error, COMPONENT_ENV, ENV};
-
 /// What the injected leak keeps.
 static LEAKED: Mutex<Vec<candle_core::Tensor>> = Mutex::new(Vec::new());
 

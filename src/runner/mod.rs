@@ -3,19 +3,20 @@
 //! types are gate-runner's; the phases, the trainer and the fault
 //! injection run here, over candle's tensors.
 
-pub mod fault;
+mod fault;
 mod resolve;
 mod trainer;
 
 use crate::probe::Recorder;
 use crate::sdk::{DynWorkload, RunCtx};
 
+pub use gate_runner::{emit, ChildEvent, DeviceInfo, Measurement, Phase, RatioPlan, PANIC_LINE};
+// The parent's side: the installed `gate` (feature `cli`) starts the children.
+#[cfg(feature = "cli")]
 pub use gate_runner::{
-    begin_writing, default_jobs, emit, forward_signals, infrastructure_failure, interrupted, measured_in, median,
-    profile_all, run_child, ChildArgs, ChildEvent, DeviceInfo, Failure, Measurement, Phase, Profiled, Progress,
-    MIN_PAIRS, PAIR_SECONDS, PANIC_LINE,
+    begin_writing, default_jobs, forward_signals, infrastructure_failure, interrupted, profile_all, run_child,
+    ChildArgs, Failure, Profiled, Progress,
 };
-pub use gate_runner::{RatioPlan, RatioRun};
 /// The candle the models run on (the `candle-0-*` feature; the 0.11 figure
 /// is checked against Cargo.lock by a test), recorded in each testbed.
 #[cfg(feature = "candle-0-11")]
@@ -27,8 +28,12 @@ pub const CANDLE_VERSION: &str = "0.9";
 
 pub use gate_runner::phases::Timing;
 #[cfg(feature = "cli")]
-pub use resolve::{load, parse, parse_bytes};
-pub use resolve::{resolve, workloads_of, Workloads};
+pub use resolve::parse_bytes;
+#[cfg(any(feature = "cli", feature = "test-support"))]
+pub use resolve::resolve;
+#[cfg(all(feature = "cli", feature = "test-support"))]
+pub use resolve::{load, parse};
+pub use resolve::{workloads_of, Workloads};
 
 /// Profiles `workload` in `ctx` (gate-runner's phases over candle).
 pub fn profile(

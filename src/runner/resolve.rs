@@ -10,7 +10,7 @@ use std::sync::Arc;
 #[cfg(feature = "cli")]
 use std::path::Path;
 
-#[cfg(feature = "cli")]
+#[cfg(all(feature = "cli", feature = "test-support"))]
 use crate::budget::SpecError;
 use crate::budget::{Component, Diagnostic, Diagnostics, Spec, WorkloadCheck};
 use crate::sdk::{DynWorkload, Registry};
@@ -45,19 +45,22 @@ impl WorkloadCheck for Checker<'_> {
 /// Reads and validates the spec at `path` with its workloads checked
 /// against `registry` (every problem reported in one go), then builds them.
 /// The YAML reader is the installed `gate`'s (feature `cli`): a harness
-/// gets the spec validated ([`workloads_of`]).
-#[cfg(feature = "cli")]
+/// gets the spec validated ([`workloads_of`]). Only gate's tests read a
+/// spec this way (the CLI reads the bytes itself: [`parse_bytes`]).
+#[cfg(all(feature = "cli", feature = "test-support"))]
 pub fn load(path: &Path, registry: &Registry) -> Result<(Spec, Workloads), SpecError> {
     Ok(parse_bytes(path, &crate::budget::read(path)?, registry)?)
 }
 
-/// [`load`] of a spec's text.
-#[cfg(feature = "cli")]
+/// [`parse_bytes`] of a spec's text (gate's tests only).
+#[cfg(all(feature = "cli", feature = "test-support"))]
 pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
     parse_bytes(path, text.as_bytes(), registry)
 }
 
-/// [`load`] of a spec's raw bytes (encodings refused by name, as `load` does).
+/// Validates a spec's raw bytes (encodings refused by name) with its
+/// workloads checked against `registry` (every problem reported in one
+/// go), then builds them.
 #[cfg(feature = "cli")]
 pub fn parse_bytes(path: &Path, bytes: &[u8], registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
     let spec = crate::budget::parse_bytes_with(path, bytes, Some(&Checker(registry)))?;
@@ -67,7 +70,7 @@ pub fn parse_bytes(path: &Path, bytes: &[u8], registry: &Registry) -> Result<(Sp
 
 /// The workloads of a spec validated elsewhere (the installed `gate` sends
 /// it to a harness): checked against `registry` with the same diagnostics
-/// as [`load`] gives, then built.
+/// as [`parse_bytes`] gives, then built.
 pub fn workloads_of(spec: &Spec, registry: &Registry) -> Result<Workloads, Diagnostics> {
     crate::budget::check_workloads(spec, &Checker(registry))?;
     resolve(spec, registry)

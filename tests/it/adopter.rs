@@ -152,9 +152,9 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
         text(&alone.stderr)
     );
     // It reads no YAML: the installed gate's request is the spec as JSON.
-    let spec = gate::__private::budget::load(&t.path().join("budgets.yaml")).unwrap();
+    let spec = gate_spec::budget::load(&t.path().join("budgets.yaml")).unwrap();
     let request = t.path().join("request.json");
-    std::fs::write(&request, gate::__private::child::Request::json(&spec).unwrap()).unwrap();
+    std::fs::write(&request, gate::test_support::Request::json(&spec).unwrap()).unwrap();
     let resolved = Command::new(&harness)
         .arg("__resolve")
         .arg("--request")

@@ -271,3 +271,60 @@ fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
         .collect();
     assert!(heavy.is_empty(), "the harness compiles {heavy:?}");
 }
+
+/// gate's API is what src/lib.rs re-exports (issue #29): every module of
+/// the root package is a private `mod`, the crate's own names for the core
+/// crates are `pub(crate)`, and the one public module is `test_support`,
+/// behind its feature (gate's own tests and benches; no `__private`).
+#[test]
+fn the_root_package_keeps_its_modules_private() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let code: Vec<&str> = lib
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .collect();
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    let mut wrong = Vec::new();
+    // Items at the crate root only: `test_support`'s body is its own.
+    let mut depth = 0usize;
+    for (i, l) in code.iter().enumerate() {
+        let top = depth == 0;
+        depth = (depth + l.matches('{').count()).saturating_sub(l.matches('}').count());
+        if l.contains("__private") {
+            wrong.push(format!("src/lib.rs has `{l}`"));
+        }
+        if !top {
+            continue;
+        }
+        let attrs = || code[..i].iter().rev().take_while(|a| a.starts_with("#["));
+        if let Some(rest) = l.strip_prefix("pub mod ") {
+            let gated = attrs().any(|a| *a == "#[cfg(feature = \"test-support\")]");
+            if !(ident(rest) == "test_support" && gated) {
+                wrong.push(format!("src/lib.rs declares `{l}`"));
+            }
+        } else if let Some(rest) = l.strip_prefix("pub use ") {
+            // The API: the harness, the allocator and the SDK's items.
+            if !["harness", "probe", "sdk"].contains(&ident(rest).as_str()) {
+                wrong.push(format!("src/lib.rs re-exports `{l}`"));
+            }
+        } else if let Some(rest) = l.strip_prefix("pub extern crate ") {
+            if !rest.starts_with("candle_") {
+                wrong.push(format!("src/lib.rs re-exports `{l}`"));
+            }
+        }
+    }
+    // Each module of src/ (a file or a folder) is declared, plain `mod`.
+    for e in std::fs::read_dir(&src).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+        if name == "lib" || name == "main" || !(p.is_dir() || p.extension().is_some_and(|x| x == "rs")) {
+            continue;
+        }
+        if !code.contains(&format!("mod {name};").as_str()) {
+            wrong.push(format!("src/{name} is not declared `mod {name};` in src/lib.rs"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

@@ -20,7 +20,7 @@ components:
 ";
 
 fn err(bytes: &[u8]) -> String {
-    gate::budget::parse_bytes(Path::new("budgets.yaml"), bytes)
+    gate_spec::budget::parse_bytes(Path::new("budgets.yaml"), bytes)
         .unwrap_err()
         .to_string()
 }
@@ -69,14 +69,14 @@ fn other_forbidden_control_characters_are_errors_too() {
     let ok = SPEC
         .replace('\n', "\r\n")
         .replace("name: card", "name: \"ca\trd\u{85}\"");
-    gate::budget::parse_bytes(Path::new("budgets.yaml"), ok.as_bytes()).unwrap();
+    gate_spec::budget::parse_bytes(Path::new("budgets.yaml"), ok.as_bytes()).unwrap();
 }
 
 #[test]
 fn a_utf8_byte_order_mark_is_accepted() {
     let mut bytes = b"\xEF\xBB\xBF".to_vec();
     bytes.extend_from_slice(SPEC.as_bytes());
-    let spec = gate::budget::parse_bytes(Path::new("budgets.yaml"), &bytes).unwrap();
+    let spec = gate_spec::budget::parse_bytes(Path::new("budgets.yaml"), &bytes).unwrap();
     assert_eq!(spec.components.len(), 1);
     assert_eq!(validate(&bytes).0, 0);
 }

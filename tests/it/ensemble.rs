@@ -182,17 +182,17 @@ fn members_are_measured_and_summed_into_the_ensemble() {
 
 #[test]
 fn the_repository_spec_gates_all_four_members() {
-    let spec = gate::__private::budget::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/budgets.yaml")))
+    let spec = gate_spec::budget::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/budgets.yaml")))
         .expect("budgets.yaml is valid");
     let workloads =
-        gate::__private::runner::resolve(&spec, &gate::__private::builtins()).expect("every workload resolves");
+        gate::test_support::runner::resolve(&spec, &gate::test_support::builtins()).expect("every workload resolves");
     for name in ["dqn", "ppo", "mamba2"] {
         let c = spec.component(name).unwrap_or_else(|| panic!("no component `{name}`"));
         assert!(workloads.get(name).is_some(), "`{name}` runs in this build");
         assert!(
             c.budgets
                 .iter()
-                .any(|b| b.metric == gate::__private::metric::Metric::TrainingPeak),
+                .any(|b| b.metric == gate_spec::metric::Metric::TrainingPeak),
             "`{name}` has a training_peak budget"
         );
     }

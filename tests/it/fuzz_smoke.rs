@@ -138,14 +138,14 @@ fn ten_thousand_mutated_specs_never_panic_or_hang() {
     seeds.sort();
     assert!(seeds.len() >= 10, "the corpus is there");
     let path = Path::new("budgets.yaml");
-    let registry = gate::__private::builtins();
+    let registry = gate::test_support::builtins();
     // Every corpus file as it is (crashes found by cargo-fuzz are kept there).
     for s in &seeds {
-        let _ = gate::__private::runner::parse_bytes(path, s, &registry).map_err(|d| d.to_string());
+        let _ = gate::test_support::runner::parse_bytes(path, s, &registry).map_err(|d| d.to_string());
     }
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     for i in 0..10_000 {
         let input = mutate(&seeds[i % seeds.len()], &mut rng);
-        let _ = gate::__private::runner::parse_bytes(path, &input, &registry).map_err(|d| d.to_string());
+        let _ = gate::test_support::runner::parse_bytes(path, &input, &registry).map_err(|d| d.to_string());
     }
 }

@@ -2,8 +2,8 @@
 //! summary markdown and the workflow-command annotations, on fixed reports;
 //! plus the escaping of hostile names and the 65,536-character cap.
 
-use gate::__private::render::{annotations, markdown};
-use gate::__private::report::Report;
+use gate_render::{annotations, markdown};
+use gate_report::Report;
 use serde_json::{json, Value};
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -201,18 +201,18 @@ fn grown_block() -> (Report, Report) {
 /// `cur` with its blocks compared with `base`'s, as `gate check` compares them.
 fn compared(mut cur: Report, base: Report) -> (Report, Report) {
     let testbed = cur.testbed.clone();
-    let outcome = gate::__private::report::baseline::Outcome::Found {
+    let outcome = gate_report::baseline::Outcome::Found {
         report: Box::new(base.clone()),
         source: "commit 0000000000000000000000000000000000000000".into(),
     };
-    gate::__private::report::compare_blocks(&mut cur.components, &outcome, &testbed);
+    gate_report::compare_blocks(&mut cur.components, &outcome, &testbed);
     (cur, base)
 }
 
 #[test]
 fn table_with_a_baseline_shows_it_the_change_and_the_block_that_grew() {
     let (cur, _) = grown_block();
-    insta::assert_snapshot!(gate::__private::render::table::render(&cur, false));
+    insta::assert_snapshot!(gate_render::table::render(&cur, false));
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn the_next_step_for_a_grown_block_that_is_checkpointed_already_says_so() {
     let next = md.lines().find(|l| l.starts_with("**Next step:**")).unwrap_or_default();
     assert!(next.contains("`attention` is checkpointed already"), "{next}");
     assert!(!next.contains("Recompute `attention`"), "{next}");
-    let table = gate::__private::render::table::render(&cur, false);
+    let table = gate_render::table::render(&cur, false);
     assert!(
         table.contains("attention is checkpointed already") || table.contains("`attention` is checkpointed already"),
         "{table}"
@@ -288,7 +288,7 @@ fn a_leak_that_also_fails_the_inference_peak_is_the_next_step() {
             "warnings": [], "strict": false },
         "baseline": null, "wall_seconds": 1.0,
     }));
-    let table = gate::__private::render::table::render(&r, false);
+    let table = gate_render::table::render(&r, false);
     let md = markdown::render(&r, None, markdown::COMMENT_LIMIT);
     let next = |text: &str, start: &str| {
         text.lines()
@@ -319,7 +319,7 @@ fn a_profile_that_failed_on_an_error_not_memory_says_to_fix_it_first() {
                 "warnings": [], "strict": false },
             "baseline": null, "wall_seconds": 1.0,
         }));
-        gate::__private::render::table::render(&rep, false)
+        gate_render::table::render(&rep, false)
     };
     let table = run("matmul is only supported for contiguous tensors");
     assert!(
@@ -568,10 +568,7 @@ fn the_comment_never_exceeds_65536_characters() {
     assert!(md.contains("table rows"), "names what was left out");
     assert!(md.trim_end().ends_with("</sub>"), "the footer survives");
     // And with the marker the comment adds, still within GitHub's limit.
-    let full = gate::__private::github::comment::with_marker(
-        "gate",
-        &markdown::render(&r, None, markdown::COMMENT_LIMIT - 30),
-    );
+    let full = gate_github::comment::with_marker("gate", &markdown::render(&r, None, markdown::COMMENT_LIMIT - 30));
     assert!(full.chars().count() <= markdown::COMMENT_LIMIT);
 }
 

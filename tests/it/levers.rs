@@ -7,9 +7,9 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gate::__private::metric::Metric;
-use gate::__private::render::{junit, markdown, table};
-use gate::__private::report::{self, MetricValue, Report, Reserve, Status, Testbed};
+use gate_render::{junit, markdown, table};
+use gate_report::{MetricValue, Report, Reserve, Status, Testbed};
+use gate_spec::metric::Metric;
 
 const SPEC: &str = "version: 1
 device: { name: card, capacity: 4 GiB, reserve: 300 MiB }
@@ -31,12 +31,12 @@ components:
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// The spec's workloads, resolved as the stock gate resolves them.
-fn config_of(spec: &gate::__private::budget::Spec, name: &str) -> serde_json::Value {
-    let w = gate::__private::runner::resolve(spec, &gate::__private::builtins()).unwrap();
+fn config_of(spec: &gate_spec::budget::Spec, name: &str) -> serde_json::Value {
+    let w = gate::test_support::runner::resolve(spec, &gate::test_support::builtins()).unwrap();
     w.get(name).unwrap().config()
 }
 
-fn reports(spec: &gate::__private::budget::Spec) -> BTreeMap<String, report::ComponentReport> {
+fn reports(spec: &gate_spec::budget::Spec) -> BTreeMap<String, gate_report::ComponentReport> {
     let figures = [
         ("tft", 307.0, 6200.0, 0.441),
         ("tft@plain", 5387.0, 13900.0, 0.443),
@@ -46,7 +46,7 @@ fn reports(spec: &gate::__private::budget::Spec) -> BTreeMap<String, report::Com
         .iter()
         .map(|(name, peak, ms, loss)| {
             let c = spec.component(name).unwrap();
-            let mut r = report::component_report(c, config_of(spec, name), &Default::default());
+            let mut r = gate_report::component_report(c, config_of(spec, name), &Default::default());
             for (m, v) in [
                 (Metric::TrainingPeak, peak * MIB),
                 (Metric::StepTime, *ms),
@@ -67,7 +67,7 @@ fn reports(spec: &gate::__private::budget::Spec) -> BTreeMap<String, report::Com
 
 #[test]
 fn the_spec_expands_variants_with_their_settings() {
-    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
     let got: Vec<(&str, usize, Option<usize>, Option<&str>)> = spec
         .components
         .iter()
@@ -88,17 +88,24 @@ fn the_spec_expands_variants_with_their_settings() {
 
 #[test]
 fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
-    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
     let mut components = reports(&spec);
-    report::add_ratios(&mut components);
+    gate_report::add_ratios(&mut components);
     let reserve = Reserve {
         bytes: 0,
         measured: false,
     };
-    let none = report::baseline::Outcome::Missing {
+    let none = gate_report::baseline::Outcome::Missing {
         reason: "--baseline none".into(),
     };
-    let v = report::decide(&spec, &components, &none, &report::Testbed::default(), reserve, false);
+    let v = gate_report::decide(
+        &spec,
+        &components,
+        &none,
+        &gate_report::Testbed::default(),
+        reserve,
+        false,
+    );
     let statuses: Vec<(&str, &str, Status)> = v
         .results
         .iter()
@@ -122,7 +129,7 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
     let step_ratio = v.results[2].measured.unwrap();
     assert!((step_ratio - 6200.0 / 13900.0).abs() < 1e-12);
     let report = Report {
-        schema: report::SCHEMA,
+        schema: gate_report::SCHEMA,
         gate_version: "test".into(),
         commit: None,
         spec: "budgets.yaml".into(),
@@ -172,16 +179,16 @@ fn master_weights_are_a_variant_setting_with_their_own_fingerprint() {
         "      half: { batch_size: 16 }",
         "      mixed: { dtype: bf16, master_weights: f32 }",
     );
-    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), &text).unwrap();
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), &text).unwrap();
     let mixed = spec.component("tft@mixed").unwrap();
-    assert_eq!(mixed.dtype, gate::__private::budget::DType::BF16);
-    assert_eq!(mixed.master_dtype, Some(gate::__private::budget::DType::F32));
+    assert_eq!(mixed.dtype, gate_spec::budget::DType::BF16);
+    assert_eq!(mixed.master_dtype, Some(gate_spec::budget::DType::F32));
     let config = config_of(&spec, "tft@mixed");
-    let r = report::component_report(mixed, config.clone(), &Default::default());
+    let r = gate_report::component_report(mixed, config.clone(), &Default::default());
     assert_eq!(r.master_dtype.as_deref(), Some("f32"));
     let mut pure = mixed.clone();
     pure.master_dtype = None;
-    let p = report::component_report(&pure, config, &Default::default());
+    let p = gate_report::component_report(&pure, config, &Default::default());
     assert_ne!(r.fingerprint, p.fingerprint);
     assert_eq!(
         table::variant_settings(&r),

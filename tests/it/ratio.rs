@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use gate::__private::units::trim_float;
+use gate_spec::units::trim_float;
 
 const SPEC: &str = "version: 1
 device: { name: card, capacity: 4 GiB, reserve: 300 MiB }
@@ -126,19 +126,19 @@ fn ratios_come_from_interleaved_pairs_with_an_interval_and_are_judged_on_it() {
 /// the summary, and each renderer says so (the run passes unless `--strict`).
 #[test]
 fn an_inconclusive_ratio_is_shown_by_every_renderer_as_a_warning() {
-    use gate::__private::metric::Metric;
-    use gate::__private::render::{annotations, junit, markdown, table};
-    use gate::__private::report::{self, Report, Reserve, RunStatus, Status, Testbed};
+    use gate_render::{annotations, junit, markdown, table};
+    use gate_report::{Report, Reserve, RunStatus, Status, Testbed};
+    use gate_spec::metric::Metric;
 
     // The MLP group only, with a limit its pairs straddle.
     let text = SPEC.replace("step_time_ratio: < 1000", "step_time_ratio: < 2");
-    let mut spec = gate::__private::budget::parse(std::path::Path::new("budgets.yaml"), &text).unwrap();
+    let mut spec = gate_spec::budget::parse(std::path::Path::new("budgets.yaml"), &text).unwrap();
     spec.components.retain(|c| c.name.starts_with("mlp"));
     let components = spec
         .components
         .iter()
         .map(|c| {
-            let mut r = report::not_measured_report(c, "");
+            let mut r = gate_report::not_measured_report(c, "");
             r.error = None;
             if c.reference.is_some() {
                 // 15 pairs 1.0, 1.1, ..., 2.4: median 1.7, the 4th to 12th smallest 1.3–2.1.
@@ -147,19 +147,19 @@ fn an_inconclusive_ratio_is_shown_by_every_renderer_as_a_warning() {
             (c.name.clone(), r)
         })
         .collect();
-    let none = report::baseline::Outcome::Missing {
+    let none = gate_report::baseline::Outcome::Missing {
         reason: "--baseline none".into(),
     };
     let reserve = Reserve {
         bytes: 0,
         measured: false,
     };
-    let v = report::decide(&spec, &components, &none, &Testbed::default(), reserve, false);
+    let v = gate_report::decide(&spec, &components, &none, &Testbed::default(), reserve, false);
     assert_eq!(v.results[0].status, Status::Inconclusive);
     assert_eq!(v.summary.status, RunStatus::Pass);
     let why = "the 96.5 % interval of 15 pairs, 1.3 to 2.1, straddles the limit < 2";
     let report = Report {
-        schema: report::SCHEMA,
+        schema: gate_report::SCHEMA,
         gate_version: "test".into(),
         commit: None,
         spec: "budgets.yaml".into(),
@@ -300,11 +300,11 @@ fn a_reference_that_runs_out_of_memory_still_gives_both_ratios_from_the_ratio_st
     );
     assert!(text.contains(&format!("note: {note}")), "{text}");
     // The same note in JUnit (the `gate` suite's output) and in the comment.
-    let typed: gate::__private::report::Report = serde_json::from_value(report.clone()).unwrap();
-    let xml = gate::__private::render::junit::render(&typed, time::OffsetDateTime::UNIX_EPOCH).unwrap();
+    let typed: gate_report::Report = serde_json::from_value(report.clone()).unwrap();
+    let xml = gate_render::junit::render(&typed, time::OffsetDateTime::UNIX_EPOCH).unwrap();
     let escaped = note.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     assert!(xml.contains(&format!("note: {escaped}")), "{xml}");
-    let md = gate::__private::render::markdown::render(&typed, None, 60_000);
+    let md = gate_render::markdown::render(&typed, None, 60_000);
     assert!(
         md.contains("> [!NOTE]\n> how some figures were measured:\n> - m: loss\\_ratio compares"),
         "{md}"

@@ -9,7 +9,7 @@ fn the_readme_spec_example_validates() {
         .expect("the README has a budgets.yaml section");
     let start = readme[section..].find("```yaml\n").expect("a yaml block") + section + "```yaml\n".len();
     let end = readme[start..].find("```").expect("the block ends") + start;
-    let spec = gate::__private::budget::parse(std::path::Path::new("README.md"), &readme[start..end])
+    let spec = gate_spec::budget::parse(std::path::Path::new("README.md"), &readme[start..end])
         .unwrap_or_else(|d| panic!("the README's example spec is invalid:\n{d}"));
     assert!(spec.component("tft").is_some());
 }

@@ -4,7 +4,7 @@
 //! The fixture predates recorded phase times: it also shows that older
 //! reports still render.
 
-use gate::__private::report::{Report, Warning, WarningKind};
+use gate_report::{Report, Warning, WarningKind};
 
 fn fixture() -> Report {
     serde_json::from_str(include_str!("../fixtures/report-h200.json")).expect("the fixture is a schema-1 report")
@@ -12,13 +12,13 @@ fn fixture() -> Report {
 
 #[test]
 fn table_without_colour() {
-    insta::assert_snapshot!(gate::__private::render::table::render(&fixture(), false));
+    insta::assert_snapshot!(gate_render::table::render(&fixture(), false));
 }
 
 #[test]
 fn table_with_colour_marks_only_statuses() {
-    let text = gate::__private::render::table::render(&fixture(), true);
-    let plain = gate::__private::render::table::render(&fixture(), false);
+    let text = gate_render::table::render(&fixture(), true);
+    let plain = gate_render::table::render(&fixture(), false);
     // Colour adds escape codes around statuses and the verdict, nothing else.
     let stripped = text
         .replace("\x1b[31m", "")
@@ -32,7 +32,7 @@ fn table_with_colour_marks_only_statuses() {
 #[test]
 fn junit_xml() {
     let ts = time::OffsetDateTime::from_unix_timestamp(1_764_684_000).unwrap();
-    let xml = gate::__private::render::junit::render(&fixture(), ts).unwrap();
+    let xml = gate_render::junit::render(&fixture(), ts).unwrap();
     insta::assert_snapshot!(xml);
 }
 
@@ -40,7 +40,7 @@ fn junit_xml() {
 /// TFT with a variant (`tft@plain`, the reference of its ratio budget), a
 /// warning about the variant and a run-wide one, under `--strict`.
 fn timed_with_a_variant() -> Report {
-    use gate::__private::report::{BudgetResult, PhaseTime, Status};
+    use gate_report::{BudgetResult, PhaseTime, Status};
     let mut r = fixture();
     let phases = [
         ("setup", 0.25),
@@ -76,7 +76,7 @@ fn timed_with_a_variant() -> Report {
             component: component.into(),
             metric: metric.into(),
             unit,
-            op: gate::__private::budget::Op::Lt,
+            op: gate_spec::budget::Op::Lt,
             limit,
             measured,
             baseline: None,
@@ -91,7 +91,7 @@ fn timed_with_a_variant() -> Report {
             baseline_limit: None,
             interval: None,
         };
-    use gate::__private::metric::Unit;
+    use gate_spec::metric::Unit;
     let at = r.results.iter().position(|x| x.component != "tft").unwrap();
     r.results.insert(
         at,
@@ -125,7 +125,7 @@ fn timed_with_a_variant() -> Report {
 #[test]
 fn junit_xml_with_durations_variants_and_strict_warnings() {
     let ts = time::OffsetDateTime::from_unix_timestamp(1_764_684_000).unwrap();
-    let xml = gate::__private::render::junit::render(&timed_with_a_variant(), ts).unwrap();
+    let xml = gate_render::junit::render(&timed_with_a_variant(), ts).unwrap();
     insta::assert_snapshot!(xml);
 }
 
@@ -135,7 +135,7 @@ fn junit_xml_with_durations_variants_and_strict_warnings() {
 fn junit_structure_one_suite_per_component_unique_names_warnings_not_tests() {
     let ts = time::OffsetDateTime::from_unix_timestamp(1_764_684_000).unwrap();
     for (report, timed) in [(fixture(), false), (timed_with_a_variant(), true)] {
-        let xml = gate::__private::render::junit::render(&report, ts).unwrap();
+        let xml = gate_render::junit::render(&report, ts).unwrap();
         let doc = roxmltree::Document::parse(&xml).unwrap();
         let suites: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testsuite")).collect();
         let names: Vec<_> = suites.iter().map(|s| s.attribute("name").unwrap()).collect();

@@ -915,7 +915,7 @@ fn every_malformed_spec_gets_its_exact_error() {
     assert!(CASES.len() >= 25);
     let mut mismatches = Vec::new();
     for (name, text, expected) in CASES {
-        match gate::__private::runner::parse(Path::new("budgets.yaml"), text, &gate::__private::builtins())
+        match gate::test_support::runner::parse(Path::new("budgets.yaml"), text, &gate::test_support::builtins())
             .map(|(s, _)| s)
         {
             Ok(_) => mismatches.push(format!("{name}: accepted, expected an error")),
@@ -933,7 +933,8 @@ fn every_malformed_spec_gets_its_exact_error() {
 #[test]
 fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
     let text = "version: 1\ndevice:\n  name: card\n  capacity: 4096\ncomponents:\n  a:\n    workload: mpl\n    budgets:\n      activation: < 1 MiB\n  b:\n    workload: mlp\n    batch_size: 0\n    budgets:\n      params: 3 MB\n";
-    let d = gate::__private::runner::parse(Path::new("budgets.yaml"), text, &gate::__private::builtins()).unwrap_err();
+    let d = gate::test_support::runner::parse(Path::new("budgets.yaml"), text, &gate::test_support::builtins())
+        .unwrap_err();
     let lines: Vec<String> = d.0.iter().map(|e| format!("{}:{}", e.pos.line, e.pos.col)).collect();
     assert_eq!(lines, ["4:13", "7:15", "9:7", "12:17", "14:15"]);
     assert!(d.0.iter().all(|e| !e.hint.is_empty()), "every error carries a hint");
@@ -942,7 +943,7 @@ fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
 #[test]
 fn the_repository_specs_are_valid() {
     for path in ["budgets.yaml", "examples/mlp.yaml"] {
-        let (spec, _) = gate::__private::runner::load(Path::new(path), &gate::__private::builtins())
+        let (spec, _) = gate::test_support::runner::load(Path::new(path), &gate::test_support::builtins())
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         assert!(!spec.components.is_empty());
     }
@@ -951,9 +952,9 @@ fn the_repository_specs_are_valid() {
 #[test]
 fn limits_accept_every_written_form() {
     let text = "version: 1\ndevice: { name: c, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets:\n      params: < 300 MB\n      gradients: <= 1 GiB\n      optimizer: { max: 2 MiB }\n      step_time: < 2 s\n      loss: < 0.5\nensemble:\n  members: [m]\n  budgets:\n    headroom: \"> 1 GB\"\n    total: { max: 3 GB }\n";
-    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), text).unwrap();
     let b = &spec.components[0].budgets;
-    use gate::__private::budget::Op;
+    use gate_spec::budget::Op;
     let got: Vec<(Op, f64, usize)> = b.iter().map(|b| (b.limit.op, b.limit.value, b.line)).collect();
     assert_eq!(
         got,
@@ -979,16 +980,16 @@ fn limits_accept_every_written_form() {
 #[test]
 fn device_used_is_refused_on_the_cpu_and_warned_about_without_a_backend() {
     let text = "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets:\n      params: < 1 MiB\n      device_used: < 1 GiB\n  n:\n    workload: mlp\n    budgets: { device_used: < 2 GiB }\n";
-    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), text).unwrap();
     let all = |_: &str| true;
     assert_eq!(
-        gate::__private::budget::cuda_only(&spec, &all, true).to_string(),
+        gate_spec::budget::cuda_only(&spec, &all, true).to_string(),
         "budgets.yaml:8:7: error: `device_used` on component `m` can never be measured on the CPU: it is read from the CUDA device
   hint: run on a GPU (`--backend cuda`), or budget `training_peak`, which every backend measures
 budgets.yaml:11:16: error: `device_used` on component `n` can never be measured on the CPU: it is read from the CUDA device
   hint: run on a GPU (`--backend cuda`), or budget `training_peak`, which every backend measures"
     );
-    let warnings: Vec<String> = gate::__private::budget::cuda_only(&spec, &all, false)
+    let warnings: Vec<String> = gate_spec::budget::cuda_only(&spec, &all, false)
         .0
         .iter()
         .map(|d| d.warning())
@@ -1000,16 +1001,14 @@ budgets.yaml:11:16: error: `device_used` on component `n` can never be measured 
     );
     // Only the components a run selects (`--only m`) are refused.
     assert_eq!(
-        gate::__private::budget::cuda_only(&spec, &|c: &str| c == "m", true)
-            .0
-            .len(),
+        gate_spec::budget::cuda_only(&spec, &|c: &str| c == "m", true).0.len(),
         1
     );
     // An ensemble that sums `device_used` has no total on the CPU.
     let text = "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets: { params: < 1 MiB }\nensemble:\n  members: [m]\n  metric: device_used\n  budgets: { total: < 1 GiB }\n";
-    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), text).unwrap();
     assert_eq!(
-        gate::__private::budget::cuda_only(&spec, &all, true).to_string(),
+        gate_spec::budget::cuda_only(&spec, &all, true).to_string(),
         "budgets.yaml:9:11: error: `ensemble.metric: device_used` can never be measured on the CPU: it is read from the CUDA device
   hint: run on a GPU (`--backend cuda`), or sum `training_peak`, which every backend measures"
     );
@@ -1021,13 +1020,13 @@ budgets.yaml:11:16: error: `device_used` on component `n` can never be measured 
 #[test]
 fn batch_size_and_dtype_in_a_variants_config_are_its_settings() {
     let text = "version: 1\ndevice: { name: c, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n    config: { batch_size: 16 }\n    variants:\n      big: { config: { batch_size: 64, dtype: bf16 } }\n    budgets:\n      params: < 1 MiB\n";
-    let spec = gate::__private::budget::parse(Path::new("budgets.yaml"), text).unwrap();
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), text).unwrap();
     let [base, big] = &spec.components[..] else {
         panic!("two components")
     };
     assert_eq!((base.name.as_str(), base.batch_size), ("m", 16));
     assert_eq!((big.name.as_str(), big.batch_size), ("m@big", 64));
-    assert_eq!(big.dtype, gate::__private::budget::DType::BF16);
+    assert_eq!(big.dtype, gate_spec::budget::DType::BF16);
     // The workload's config (private) as Debug shows it: between `config:` and the next field.
     for c in [base, big] {
         let all = format!("{c:?}");

@@ -10,9 +10,9 @@ use crate::common;
 
 use std::path::Path;
 
-use gate::__private::probe::timeline::{Event, Timeline, MAX_SAMPLES};
-use gate::__private::render::timeline::{compact, file_name, svg};
-use gate::__private::report::Report;
+use gate_probe::timeline::{Event, Timeline, MAX_SAMPLES};
+use gate_render::timeline::{compact, file_name, svg};
+use gate_report::Report;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -171,7 +171,7 @@ fn file_names_are_the_component_or_a_sanitized_name_with_its_hash() {
 #[test]
 fn the_comment_shows_a_failing_components_timeline_compactly() {
     let report: Report = serde_json::from_str(include_str!("../fixtures/report-timeline.json")).unwrap();
-    let md = gate::__private::render::markdown::render(&report, None, 65_536);
+    let md = gate_render::markdown::render(&report, None, 65_536);
     let start = md
         .find("```mermaid\n---\nconfig:\n  xyChart:")
         .expect("a timeline chart");
@@ -210,7 +210,7 @@ fn metric(r: &serde_json::Value, c: &str, m: &str) -> u64 {
 /// The highest `peak` of the training step's samples and of the inference call's.
 fn span_peaks(t: &Timeline) -> (u64, u64) {
     let end = t.samples.iter().position(|s| s.event == Event::End).unwrap();
-    let max = |s: &[gate::__private::probe::timeline::Sample]| s.iter().map(|s| s.peak).max().unwrap();
+    let max = |s: &[gate_probe::timeline::Sample]| s.iter().map(|s| s.peak).max().unwrap();
     (max(&t.samples[..=end]), max(&t.samples[end + 1..]))
 }
 
@@ -334,7 +334,7 @@ components:
 /// one `phase_of` names.
 #[test]
 fn a_timeline_read_keeps_at_most_what_is_recorded_and_compacts_by_phase() {
-    use gate::__private::render::timeline::phase_of;
+    use gate_render::timeline::phase_of;
     let mut samples = vec![serde_json::json!("0 0 0 phase:forward")];
     samples.extend((1..60_000u64).map(|i| {
         let event = match i % 700 {
