@@ -106,7 +106,7 @@ pub use sdk::{
 /// gate's internals for gate's own tests and benchmarks (feature
 /// `test-support`, which the package turns on for them through a
 /// dev-dependency on itself). Not API: anything here may change in any
-/// release, and an adopter's build never has it.
+/// release, and an adopter's crate has no use for the feature.
 #[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub mod test_support {
