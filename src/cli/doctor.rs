@@ -60,7 +60,9 @@ pub fn run(args: DoctorArgs) -> Result<Exit, CliError> {
         println!("hint: {hint}");
     }
     if args.require_gpu && !gpu.usable {
-        let reason = gpu.reason.unwrap_or_else(|| Problem::new(""));
+        let reason = gpu
+            .reason
+            .unwrap_or_else(|| Problem::new("no usable CUDA device was found"));
         return Err(CliError::Infrastructure(Problem {
             message: format!("--require-gpu: no CUDA run is possible here: {}", reason.message),
             hint: reason.hint,
