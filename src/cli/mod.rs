@@ -140,7 +140,7 @@ impl CliError {
     /// A GitHub error about what the user passed (a SHA, a branch, a
     /// login): bad input (exit 2), with its hint.
     fn github_usage(e: crate::github::GithubError) -> Self {
-        CliError::Usage(Problem::new(e.to_string()).with_hint(e.hint()))
+        CliError::Usage(github_problem(&e))
     }
 
     fn hint(&self) -> Option<&str> {
@@ -169,8 +169,13 @@ impl From<crate::budget::Diagnostics> for CliError {
 /// judge the user's own input go through [`CliError::github_usage`].
 impl From<crate::github::GithubError> for CliError {
     fn from(e: crate::github::GithubError) -> Self {
-        CliError::Infrastructure(Problem::new(e.to_string()).with_hint(e.hint()))
+        CliError::Infrastructure(github_problem(&e))
     }
+}
+
+/// A GitHub failure's message and the fix its `hint()` names.
+fn github_problem(e: &crate::github::GithubError) -> Problem {
+    Problem::new(e.to_string()).with_hint(e.hint())
 }
 
 /// Runs the parsed command and returns the process exit.
