@@ -4,8 +4,10 @@
 //! move one byte of what it measures. Times are not compared.
 //!
 //! When a change is meant to move the bytes (a model or a phase changed),
-//! rewrite the stored copy with `GATE_BLESS=1 cargo test --test
-//! stored_bytes` and say why in the commit.
+//! rewrite the stored copy with `GATE_BLESS=1 cargo test --test it
+//! acceptance::` and say why in the commit.
+//!
+//! The module's name sorts first in `it` on purpose (tests/it/main.rs).
 
 use crate::common;
 
@@ -158,7 +160,7 @@ fn the_repository_gate_measures_the_stored_bytes() {
     assert!(
         diff.is_empty(),
         "{} figures differ from {STORED} (first 40):\n{}\n\
-         hint: if the change is meant to move the bytes, run `GATE_BLESS=1 cargo test --test it stored_bytes::` \
+         hint: if the change is meant to move the bytes, run `GATE_BLESS=1 cargo test --test it acceptance::` \
          and say why in the commit",
         diff.len(),
         diff.iter().take(40).cloned().collect::<Vec<_>>().join("\n")
