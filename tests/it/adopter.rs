@@ -1,5 +1,5 @@
-//! gate pointed at a crate it has never seen: `examples/adopter/` copied to a
-//! temporary folder as an outside workspace (its path dependency pointed at
+//! gate pointed at a crate it has never seen: `examples/adopter/` copied
+//! under `target/fixture-copies/` as an outside workspace (its path dependency pointed at
 //! this checkout), gated by the stock `gate` binary through the spec's
 //! `harness:`. The harness is built with cargo, release, into this
 //! checkout's `target/` (so the second test onwards reuses the first's
@@ -12,9 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
-/// One adopter at a time, from its copy to its last command: they share a
-/// target folder, and cargo decides what to rebuild from file times, so a
-/// copy made while another test builds would look older than that build.
+/// One adopter at a time, from its copy to its last command: they share the
+/// example's copy (`common::crate_copy`) and a target folder.
 static BUILD: Mutex<()> = Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -33,22 +32,22 @@ fn ready(test: &str) -> bool {
     common::available(test, why.clone())
 }
 
-/// A copy of the example in a fresh folder, depending on this checkout.
-fn adopter() -> tempfile::TempDir {
-    let t = tempfile::tempdir().unwrap();
-    common::copy_crate(&root().join("examples/adopter"), t.path());
-    let manifest = t.path().join("crates/ml/Cargo.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let text = text.replace(
-        r#"gate-sdk = { path = "../../../..", "#,
-        &format!("gate-sdk = {{ path = {:?}, ", root().display().to_string()),
-    );
-    assert!(
-        text.contains(&root().display().to_string()),
-        "the path dependency was rewritten"
-    );
-    std::fs::write(&manifest, text).unwrap();
-    t
+/// The example's copy (`common::crate_copy`), depending on this checkout.
+fn adopter() -> common::CrateCopy {
+    let from = r#"gate-sdk = { path = "../../../..", "#;
+    let to = format!("gate-sdk = {{ path = {:?}, ", root().display().to_string());
+    common::crate_copy(&root().join("examples/adopter"), "examples-adopter", |rel, bytes| {
+        if rel != Path::new("crates/ml/Cargo.toml") {
+            return bytes;
+        }
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.contains(from),
+            "the path dependency to rewrite is in {}",
+            rel.display()
+        );
+        text.replace(from, &to).into_bytes()
+    })
 }
 
 /// The stock gate, run in the adopter's folder as a user would.
@@ -64,7 +63,7 @@ fn closed_form(input: u64, hidden: u64, horizon: u64) -> u64 {
     (input * hidden + hidden) + (6 * hidden * hidden + 6 * hidden) + (hidden * horizon + horizon)
 }
 
-fn out(t: &tempfile::TempDir) -> PathBuf {
+fn out(t: &common::CrateCopy) -> PathBuf {
     t.path().join("out")
 }
 

@@ -10,9 +10,10 @@
 //! - `candle-0-10`: candle 0.10 and `candle-0-10`; a 1-D conv classifier with
 //!   a budget that passes and one that fails.
 //!
-//! Each is copied to a temporary folder (its gate path dependency pointed at
-//! this checkout) and its harness is built with cargo, release, into this
-//! checkout's `target/`, so candle 0.9.1 and 0.10 are compiled once.
+//! Each is copied under `target/fixture-copies/` (`common::crate_copy`, its
+//! gate path dependency pointed at this checkout) and its harness is built
+//! with cargo, release, into this checkout's `target/`, so candle 0.9.1 and
+//! 0.10 are compiled once.
 
 use crate::common;
 
@@ -20,16 +21,6 @@ use crate::common::text;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::Mutex;
-
-/// One fixture at a time, from its copy to its last command: they share a
-/// target folder (and two release builds of candle on a small machine are
-/// slower than one after the other).
-static BUILD: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    BUILD.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -44,17 +35,24 @@ fn ready(test: &str, names: &[&str]) -> bool {
     common::available(test, why)
 }
 
-/// A copy of `tests/adopters/NAME` in a fresh folder, depending on this checkout.
-fn fixture(name: &str) -> tempfile::TempDir {
-    let t = tempfile::tempdir().unwrap();
-    common::copy_crate(&root().join("tests/adopters").join(name), t.path());
-    let manifest = t.path().join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest).unwrap();
-    let here = format!("gate-sdk = {{ path = {:?},", root().display().to_string());
-    let text = text.replace(r#"gate-sdk = { path = "../../..","#, &here);
-    assert!(text.contains(&here), "the path dependency was rewritten:\n{text}");
-    std::fs::write(&manifest, text).unwrap();
-    t
+/// A copy of `tests/adopters/NAME` (`common::crate_copy`, named `copy`),
+/// depending on this checkout. The copy's lock keeps one test at a time in
+/// it; tests of two fixtures run side by side (their builds take turns at
+/// cargo's lock of the shared target folder).
+fn fixture(name: &str, copy: &str) -> common::CrateCopy {
+    let from = r#"gate-sdk = { path = "../../..","#;
+    let to = format!("gate-sdk = {{ path = {:?},", root().display().to_string());
+    common::crate_copy(&root().join("tests/adopters").join(name), copy, |rel, bytes| {
+        if rel != Path::new("Cargo.toml") {
+            return bytes;
+        }
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.contains(from),
+            "the path dependency to rewrite is in {name}'s Cargo.toml"
+        );
+        text.replace(from, &to).into_bytes()
+    })
 }
 
 /// The stock gate, run in the adopter's folder as a user would.
@@ -64,7 +62,7 @@ fn gate(dir: &Path, args: &[&str]) -> Output {
 
 /// `gate check --baseline none` in a copy of the fixture: exit 1 (a budget
 /// fails on purpose), and its report.
-fn check(t: &tempfile::TempDir, package: &str) -> Value {
+fn check(t: &common::CrateCopy, package: &str) -> Value {
     let out: PathBuf = t.path().join("out");
     let r = gate(
         t.path(),
@@ -176,8 +174,7 @@ fn a_crate_on_candle_0_9_1_gates_its_tft_and_fails_as_the_report_did() {
     ) {
         return;
     }
-    let _one = one_at_a_time();
-    let t = fixture("candle-0-9-1");
+    let t = fixture("candle-0-9-1", "candle-0-9-1");
     let rep = check(&t, "tft_team");
     let c = &rep["components"]["tft"];
     assert!(c["error"].is_null(), "{c}");
@@ -232,8 +229,7 @@ fn a_crate_on_candle_0_10_gates_its_classifier() {
     if !ready("a_crate_on_candle_0_10_gates_its_classifier", &["candle-0-10"]) {
         return;
     }
-    let _one = one_at_a_time();
-    let t = fixture("candle-0-10");
+    let t = fixture("candle-0-10", "candle-0-10");
     let rep = check(&t, "sensor_team");
     let c = &rep["components"]["classifier"];
     assert!(c["error"].is_null(), "{c}");
@@ -253,29 +249,39 @@ fn a_crate_on_candle_0_10_gates_its_classifier() {
     assert_eq!(rep["testbed"]["candle_version"], "0.10.2", "{}", rep["testbed"]);
 }
 
-#[test]
-fn the_fixtures_own_tests_pass() {
-    if !ready("the_fixtures_own_tests_pass", &["candle-0-9-1", "candle-0-10"]) {
+/// `cargo test --release` in a copy of fixture `name` of its own (so that
+/// it runs beside that fixture's `gate check`), which prints `expect`.
+fn own_tests_pass(test: &str, name: &str, expect: &str) {
+    if !ready(test, &[name]) {
         return;
     }
-    let _one = one_at_a_time();
-    for (name, expect) in [
-        (
-            "candle-0-9-1",
-            "test every_parameter_gets_a_gradient_and_the_loss_is_finite ... ok",
-        ),
-        ("candle-0-10", "test builds_the_closed_form_and_learns ... ok"),
-    ] {
-        let t = fixture(name);
-        // Release: the dependencies the harnesses build are reused.
-        let o = common::cargo()
-            .args(["test", "--release"])
-            .current_dir(t.path())
-            .env("CARGO_TARGET_DIR", root().join("target"))
-            .output()
-            .unwrap();
-        let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
-        assert!(o.status.success(), "{name}: {out}");
-        assert!(out.contains(expect), "{name}: {out}");
-    }
+    let t = fixture(name, &format!("{name}-own-tests"));
+    // Release: the dependencies the harnesses build are reused.
+    let o = common::cargo()
+        .args(["test", "--release"])
+        .current_dir(t.path())
+        .env("CARGO_TARGET_DIR", root().join("target"))
+        .output()
+        .unwrap();
+    let out = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "{name}: {out}");
+    assert!(out.contains(expect), "{name}: {out}");
+}
+
+#[test]
+fn a_crate_on_candle_0_9_1_passes_its_own_tests() {
+    own_tests_pass(
+        "a_crate_on_candle_0_9_1_passes_its_own_tests",
+        "candle-0-9-1",
+        "test every_parameter_gets_a_gradient_and_the_loss_is_finite ... ok",
+    );
+}
+
+#[test]
+fn a_crate_on_candle_0_10_passes_its_own_tests() {
+    own_tests_pass(
+        "a_crate_on_candle_0_10_passes_its_own_tests",
+        "candle-0-10",
+        "test builds_the_closed_form_and_learns ... ok",
+    );
 }
