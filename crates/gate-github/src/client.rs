@@ -3,7 +3,7 @@
 //! Requests go through octocrab's request API (`get`, `post`, its status
 //! check `map_github_error`, its `Page` and `Link` pagination), and its typed
 //! errors, which keep the answer's headers, are read in one place
-//! ([`classify`]). Around each call: a timeout per attempt and bounded
+//! (`classify`). Around each call: a timeout per attempt and bounded
 //! retries with exponential backoff (5xx, 429, rate-limited 403, timeouts,
 //! connection errors). Octocrab's own retry layer is off so that the count
 //! is ours and a POST is never repeated blindly. Over all of that, one

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// every component (pretty-printed JSON, ~60 bytes each) and the SVG draws
 /// each one, so a model with thousands of scope calls per step (a scope
 /// per time step of a long sequence) must not grow either without bound.
-/// Phase marks and span ends have [`RESERVED`] slots of their own, so the
+/// Phase marks and span ends have `RESERVED` slots of their own, so the
 /// phases are always marked; scope boundaries past the bound are counted
 /// in `dropped`, and their bytes still reach the next stored sample's peak.
 pub const MAX_SAMPLES: usize = 1024;

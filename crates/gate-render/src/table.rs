@@ -252,7 +252,7 @@ fn paint(text: &str, status: Status, color: bool) -> String {
     format!("{style}{text}{style:#}")
 }
 
-/// Components with `variants:`: (base name, [base, base@variant, …]), in report order.
+/// Components with `variants:`: (base name, `[base, base@variant, …]`), in report order.
 pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for name in report.components.keys() {

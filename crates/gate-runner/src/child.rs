@@ -99,7 +99,7 @@ pub fn forward_signals() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Has `dir` removed if a signal ends the process (see [`SCRATCH`]); its
+/// Has `dir` removed if a signal ends the process (see `SCRATCH`); its
 /// owner removes it otherwise, after [`forget_scratch`].
 pub fn scratch(dir: &Path) {
     SCRATCH

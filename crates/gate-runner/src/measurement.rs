@@ -176,7 +176,7 @@ pub struct CheckpointedBlock {
     pub chunk: Option<usize>,
 }
 
-/// The phases whose work a metric's value comes from, as [`run`] measures
+/// The phases whose work a metric's value comes from, as `phases` measures
 /// it (JUnit gives each budget their time). A ratio comes from the phases of
 /// the metric it divides.
 pub fn measured_in(metric: Metric) -> &'static [Phase] {

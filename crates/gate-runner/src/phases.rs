@@ -417,7 +417,7 @@ impl<T: Train> Paired<T> {
 
 /// The training steps a profile takes before its final loss: the first
 /// step, the steady step, then the rest of `timing`'s warm-up and timed
-/// steps (see [`Profile::timed_steps`]).
+/// steps (see `Profile::timed_steps`).
 pub fn profile_steps(timing: Timing) -> usize {
     2 + (timing.warmup.saturating_sub(1) + timing.steps).saturating_sub(1)
 }

@@ -1,7 +1,7 @@
 //! Typed workload configs. The spec's `config:` mapping reaches a workload as
 //! plain data with positions ([`Node`]; no YAML here), read into the
 //! workload's own `#[derive(Deserialize)]` struct by the serde
-//! [`Deserializer`](serde::Deserializer) below. Every problem keeps the
+//! [`Deserializer`] below. Every problem keeps the
 //! position and key path it came from, so a wrong type, an unknown key or an
 //! out-of-range value reads like any other spec error: `file:line:col`, what
 //! is wrong, a `hint:`.

@@ -6,7 +6,7 @@
 //! text out.
 //!
 //! Every name that comes from the spec (or from a report read off an
-//! artifact) goes through [`escape`] or [`escape::code`]: no HTML, no
+//! artifact) goes through [`escape()`] or [`escape::code`]: no HTML, no
 //! @mentions, no links, no table breaks.
 
 use std::fmt::Write;
