@@ -105,6 +105,25 @@ pub fn crate_copy(
     CrateCopy { dir, _lock: lock }
 }
 
+/// A [`crate_copy`] rewrite: in the copy's `manifest` (a path relative to
+/// the crate), gate's SDK dependency `gate-sdk = { path = "RELATIVE"`
+/// points at this checkout instead.
+pub fn sdk_path_here(manifest: &'static str, relative: &'static str) -> impl Fn(&std::path::Path, Vec<u8>) -> Vec<u8> {
+    let from = format!("gate-sdk = {{ path = {relative:?}");
+    let to = format!("gate-sdk = {{ path = {:?}", env!("CARGO_MANIFEST_DIR"));
+    move |rel, bytes| {
+        if rel != std::path::Path::new(manifest) {
+            return bytes;
+        }
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.contains(&from),
+            "{manifest} has `{from}` to point at this checkout"
+        );
+        text.replace(&from, &to).into_bytes()
+    }
+}
+
 /// Makes `to` hold what `from` holds, but `target` folders, writing only
 /// the files whose bytes differ and removing what `from` does not have.
 fn mirror(

@@ -1,6 +1,7 @@
 //! gate pointed at a crate it has never seen: `examples/adopter/` copied
-//! under `target/fixture-copies/` as an outside workspace (its path dependency pointed at
-//! this checkout), gated by the stock `gate` binary through the spec's
+//! under `target/fixture-copies/` as an outside workspace (its path
+//! dependency pointed at this checkout), gated by the stock `gate` binary
+//! through the spec's
 //! `harness:`. The harness is built with cargo, release, into this
 //! checkout's `target/` (so the second test onwards reuses the first's
 //! dependencies, and a local `cargo build --release` has already built them).
@@ -12,8 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
-/// One adopter at a time, from its copy to its last command: they share the
-/// example's copy (`common::crate_copy`) and a target folder.
+/// One adopter test at a time, from its copy to its last command. The
+/// copy's own lock would already serialise the tests that share it; this
+/// also keeps the two that build crates in fresh folders from sharing the
+/// cores with a test that times a recompute (`step_time_ratio > 1.0`).
 static BUILD: Mutex<()> = Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -34,20 +37,11 @@ fn ready(test: &str) -> bool {
 
 /// The example's copy (`common::crate_copy`), depending on this checkout.
 fn adopter() -> common::CrateCopy {
-    let from = r#"gate-sdk = { path = "../../../..", "#;
-    let to = format!("gate-sdk = {{ path = {:?}, ", root().display().to_string());
-    common::crate_copy(&root().join("examples/adopter"), "examples-adopter", |rel, bytes| {
-        if rel != Path::new("crates/ml/Cargo.toml") {
-            return bytes;
-        }
-        let text = String::from_utf8(bytes).unwrap();
-        assert!(
-            text.contains(from),
-            "the path dependency to rewrite is in {}",
-            rel.display()
-        );
-        text.replace(from, &to).into_bytes()
-    })
+    common::crate_copy(
+        &root().join("examples/adopter"),
+        "examples-adopter",
+        common::sdk_path_here("crates/ml/Cargo.toml", "../../../.."),
+    )
 }
 
 /// The stock gate, run in the adopter's folder as a user would.

@@ -40,19 +40,11 @@ fn ready(test: &str, names: &[&str]) -> bool {
 /// it; tests of two fixtures run side by side (their builds take turns at
 /// cargo's lock of the shared target folder).
 fn fixture(name: &str, copy: &str) -> common::CrateCopy {
-    let from = r#"gate-sdk = { path = "../../..","#;
-    let to = format!("gate-sdk = {{ path = {:?},", root().display().to_string());
-    common::crate_copy(&root().join("tests/adopters").join(name), copy, |rel, bytes| {
-        if rel != Path::new("Cargo.toml") {
-            return bytes;
-        }
-        let text = String::from_utf8(bytes).unwrap();
-        assert!(
-            text.contains(from),
-            "the path dependency to rewrite is in {name}'s Cargo.toml"
-        );
-        text.replace(from, &to).into_bytes()
-    })
+    common::crate_copy(
+        &root().join("tests/adopters").join(name),
+        copy,
+        common::sdk_path_here("Cargo.toml", "../../.."),
+    )
 }
 
 /// The stock gate, run in the adopter's folder as a user would.
