@@ -11,6 +11,7 @@
 //! - No `${{ github.event... }}` expanded inside a `run:` script (script
 //!   injection through a branch name or title); pass it through `env:`.
 
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 use yaml_rust2::{Yaml, YamlLoader};
@@ -1432,65 +1433,6 @@ fn no_job_that_writes_and_no_release_build_uses_a_cache() {
     assert_eq!(found.len(), 2, "{found:?}");
 }
 
-/// A `pull_request` run starts on every label change (its trigger cannot
-/// name the label): each job that a pull request reaches runs for the
-/// labels that decide something only, and the comment job skips a run whose
-/// jobs all skipped (such a run concludes `skipped`).
-#[test]
-fn an_unrelated_label_runs_no_job_and_no_comment() {
-    let push_only = |cond: &str| {
-        disjuncts(cond).iter().all(|d| {
-            matches!(
-                d.as_str(),
-                "github.event_name == 'push'" | "github.event_name == 'workflow_dispatch'"
-            )
-        })
-    };
-    let mut docs = vec![("src/cli/templates/gate.yml".to_string(), template("gate.yml"))];
-    let mut comments = vec![(
-        "src/cli/templates/gate-comment.yml".to_string(),
-        template("gate-comment.yml"),
-    )];
-    for w in workflows() {
-        let labels = w.doc["on"]["pull_request"]["types"]
-            .as_vec()
-            .is_some_and(|t| t.iter().any(|x| x.as_str() == Some("labeled")));
-        if labels {
-            docs.push((w.file.clone(), w.doc.clone()));
-        }
-        if triggers(&w).iter().any(|t| t == "workflow_run") {
-            comments.push((w.file.clone(), w.doc.clone()));
-        }
-    }
-    assert!(docs.len() >= 2 && comments.len() >= 2, "the workflows are found");
-    let mut checked = 0;
-    for (file, doc) in &docs {
-        for (name, job) in doc["jobs"].as_hash().unwrap() {
-            let name = name.as_str().unwrap_or("?");
-            let cond = job["if"].as_str().unwrap_or("");
-            if push_only(cond) {
-                continue;
-            }
-            assert!(
-                cond.contains("github.event.action != 'labeled'") && cond.contains("github.event.label.name == "),
-                "{file}: job `{name}` runs for any label change: filter `labeled`/`unlabeled` on the label's name ({cond})"
-            );
-            checked += 1;
-        }
-    }
-    assert!(checked >= 3, "{checked}");
-    for (file, doc) in &comments {
-        for (name, job) in doc["jobs"].as_hash().unwrap() {
-            let cond = job["if"].as_str().unwrap_or("");
-            assert!(
-                cond.contains("github.event.workflow_run.conclusion != 'skipped'"),
-                "{file}: job `{}` comments after a run whose jobs all skipped ({cond})",
-                name.as_str().unwrap_or("?")
-            );
-        }
-    }
-}
-
 /// gate init's PR workflow: a new push cancels the PR's run in progress, a
 /// label change groups with its own label only, and pushes (baselines) are
 /// never cancelled nor queued behind each other; a manual run on the
@@ -1568,7 +1510,6 @@ fn runner_hook(event: &str, payload: &serde_json::Value) -> (Option<i32>, String
 /// refuses the rest with the fix.
 #[test]
 fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
-    use serde_json::json;
     let head = "1111111111111111111111111111111111111111";
     let pr = |repo: &str, action: &str, label: Option<&str>| {
         let mut v = json!({
@@ -1632,44 +1573,251 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
     }
 }
 
-/// A skipped job reports success to a required check, so gate-pr.yml's
-/// required check is `gpu-verdict`: it runs after `gpu` whatever happened
-/// (`always()`), on pull requests only, and fails when the GPU gate was
-/// skipped or did not pass. Its script is run here for each result.
-#[test]
-fn a_skipped_gpu_gate_reports_not_run_to_the_required_check() {
-    let pr = workflows().into_iter().find(|w| w.file == "gate-pr.yml").unwrap();
-    let job = &pr.doc["jobs"]["gpu-verdict"];
-    assert_eq!(needs(job), ["gpu"]);
-    let cond = job["if"].as_str().unwrap();
-    assert!(
-        cond.starts_with("always() && github.event_name == 'pull_request'"),
-        "{cond}"
-    );
-    assert!(!self_hosted(job));
-    let script = steps(job)
-        .iter()
-        .find_map(|s| s["run"].as_str())
-        .expect("the verdict step")
-        .to_string();
-    let run = |result: &str, fork: &str| {
-        let o = std::process::Command::new("bash")
-            .args(["-c", &script])
-            .env("RESULT", result)
-            .env("FORK", fork)
-            .env("HEAD_SHA", "1111111111111111111111111111111111111111")
-            .output()
-            .unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
-    };
-    assert_eq!(run("success", "false").0, Some(0));
-    let (code, out) = run("skipped", "true");
-    assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("has not run") && out.contains("hint: a maintainer reviews that commit, then adds the label gate-gpu@1111111111111111111111111111111111111111"), "{out}");
-    for (result, fork) in [("skipped", "false"), ("failure", "false"), ("cancelled", "true")] {
-        let (code, out) = run(result, fork);
-        assert_eq!(code, Some(1), "{result}: {out}");
+/// A folder with a `gh` stub for scripts/action/verdict.sh: `gh api PATH
+/// --jq FILTER` answers `runs.json` for the runs list and `jobs-<ID>.json`
+/// for a run's jobs (the fields GitHub's REST description gives those
+/// answers, as many as the script reads), filtered with jq as gh's built-in
+/// jq would, and logs each PATH to `gh.log`.
+fn verdict_gh(root: &Path, runs: &serde_json::Value, jobs: &[(u64, serde_json::Value)]) -> PathBuf {
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(root.join("runs.json"), runs.to_string()).unwrap();
+    for (id, j) in jobs {
+        std::fs::write(root.join(format!("jobs-{id}.json")), j.to_string()).unwrap();
     }
+    let dir = root.display();
+    executable(
+        &bin.join("gh"),
+        &format!(
+            r#"#!/usr/bin/env bash
+[ "$1" = api ] && [ "$3" = --jq ] || exit 64
+echo "$2" >> "{dir}/gh.log"
+case "$2" in
+  */runs\?*) f="{dir}/runs.json" ;;
+  */actions/runs/*/jobs\?*) id="${{2#*/actions/runs/}}"; f="{dir}/jobs-${{id%%/*}}.json" ;;
+  *) echo "gh: not found" >&2; exit 1 ;;
+esac
+[ -f "$f" ] || {{ echo "HTTP 404" >&2; exit 1; }}
+jq -r "$4" "$f"
+"#
+        ),
+    );
+    bin
+}
+
+/// Runs scripts/action/verdict.sh as gate-pr.yml's `verdict` step does.
+fn run_verdict(path: &Path, results: &str, event: &str, fork: bool) -> (Option<i32>, String) {
+    let o = std::process::Command::new("bash")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/action/verdict.sh"))
+        .env(
+            "PATH",
+            format!("{}:{}", path.display(), std::env::var("PATH").unwrap_or_default()),
+        )
+        .env("RESULTS", results)
+        .env("LOOKUP", "gpu")
+        .env("EVENT", event)
+        .env("FORK", fork.to_string())
+        .env("HEAD_SHA", "1111111111111111111111111111111111111111")
+        .env("WORKFLOW", "gate-pr.yml")
+        .env("GITHUB_REPOSITORY", "acme/model")
+        .env("GITHUB_RUN_ID", "30")
+        .env("GH_TOKEN", "t")
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// A label change starts a run on the same head commit whose check runs
+/// replace the earlier ones of the same names, and a skipped job reports
+/// success to a required check (docs.github.com, "Handling skipped but
+/// required checks"). So in gate-pr.yml the jobs a label can skip are
+/// never the check to require: `cpu` has no `if:`, and `verdict` (the
+/// required check) runs on every event (`always()`), needs both gates, and
+/// reads `actions` only; in `gate init`'s gate.yml the measuring job runs on
+/// every pull-request event. The comment jobs comment only on a run that
+/// finished measuring (`success`/`failure`): a cancelled run's job would
+/// take the group's one pending slot from a run that measured.
+#[test]
+fn a_label_never_turns_a_red_required_check_green() {
+    let pr = workflows().into_iter().find(|w| w.file == "gate-pr.yml").unwrap();
+    assert!(
+        pr.doc["jobs"]["cpu"]["if"].is_badvalue(),
+        "gate-pr.yml: cpu must measure on every event"
+    );
+    let v = &pr.doc["jobs"]["verdict"];
+    assert_eq!(v["if"].as_str(), Some("always()"));
+    assert_eq!(needs(v), ["cpu", "gpu"]);
+    assert!(!self_hosted(v));
+    assert_eq!(
+        granted(&v["permissions"]),
+        [("contents".into(), "read".into()), ("actions".into(), "read".into())]
+    );
+    let step = steps(v).into_iter().find(|s| s["run"].as_str().is_some()).unwrap();
+    assert_eq!(step["run"].as_str(), Some("bash scripts/action/verdict.sh"));
+    assert_eq!(
+        step["env"]["RESULTS"].as_str(),
+        Some("cpu=${{ needs.cpu.result }} gpu=${{ needs.gpu.result }}")
+    );
+    assert_eq!(step["env"]["WORKFLOW"].as_str(), Some("gate-pr.yml"));
+    // Every other job of gate-pr.yml is in the verdict's `needs:`.
+    for (name, _) in jobs(&pr) {
+        assert!(
+            name == "verdict" || needs(v).contains(&name),
+            "gate-pr.yml: `{name}` is not judged by verdict"
+        );
+    }
+    let t = template("gate.yml");
+    let cond = t["jobs"]["pr"]["if"].as_str().unwrap();
+    assert!(
+        disjuncts(cond)
+            .iter()
+            .any(|d| d == "github.event_name == 'pull_request'"),
+        "gate init's `pr` job must run on every pull-request event: {cond}"
+    );
+    assert!(!cond.contains("label"), "{cond}");
+
+    let mut comments = vec![(
+        "src/cli/templates/gate-comment.yml".to_string(),
+        template("gate-comment.yml"),
+    )];
+    for w in workflows() {
+        if triggers(&w).iter().any(|t| t == "workflow_run") {
+            comments.push((w.file.clone(), w.doc.clone()));
+        }
+    }
+    assert!(comments.len() >= 2);
+    for (file, doc) in &comments {
+        for (name, job) in doc["jobs"].as_hash().unwrap() {
+            let cond = job["if"].as_str().unwrap_or("");
+            assert!(
+                cond.contains("github.event.workflow_run.conclusion == 'success' || github.event.workflow_run.conclusion == 'failure'"),
+                "{file}: job `{}` must admit only runs that concluded success or failure ({cond})",
+                name.as_str().unwrap_or("?")
+            );
+        }
+    }
+}
+
+/// scripts/action/verdict.sh, the required check: a gate that ran here
+/// decides; a skipped GPU gate is looked up in the latest run of the
+/// workflow for the same head commit that ran it (the current run and runs
+/// that skipped it passed over); none is a failure with the fix; a lookup
+/// GitHub refuses fails closed; a merge queue does not judge the GPU.
+#[test]
+fn the_verdict_reports_the_latest_measurement_of_the_head_never_a_skip() {
+    let t = tempfile::tempdir().unwrap();
+    let runs = json!({ "total_count": 3, "workflow_runs": [{ "id": 30 }, { "id": 29 }, { "id": 28 }, { "id": 27 }] });
+    let job = |status: &str, conclusion: Option<&str>| {
+        json!({ "total_count": 2, "jobs": [
+        { "name": "cpu", "status": "completed", "conclusion": "success" },
+        { "name": "gpu", "status": status, "conclusion": conclusion },
+    ] })
+    };
+    // Run 29 was an unrelated label (gpu skipped); 28 measured and failed; 27 passed.
+    let bin = verdict_gh(
+        t.path(),
+        &runs,
+        &[
+            (30, job("completed", Some("skipped"))),
+            (29, job("completed", Some("skipped"))),
+            (28, job("completed", Some("failure"))),
+            (27, job("completed", Some("success"))),
+        ],
+    );
+    assert_eq!(
+        run_verdict(&bin, "cpu=success gpu=success", "pull_request", false).0,
+        Some(0)
+    );
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("gpu: failure on 1111111111111111111111111111111111111111 in run 28"),
+        "{out}"
+    );
+    let log = std::fs::read_to_string(t.path().join("gh.log")).unwrap();
+    assert!(log.starts_with("repos/acme/model/actions/workflows/gate-pr.yml/runs?head_sha=1111111111111111111111111111111111111111&event=pull_request&per_page=100\n"), "{log}");
+    assert!(
+        log.contains("repos/acme/model/actions/runs/29/jobs?filter=latest&per_page=100"),
+        "{log}"
+    );
+    assert!(!log.contains("runs/30/"), "the current run is passed over: {log}");
+    assert!(!log.contains("runs/27/"), "the latest measurement decides: {log}");
+
+    // The latest measurement passed: so does this run's verdict.
+    let t = tempfile::tempdir().unwrap();
+    let bin = verdict_gh(
+        t.path(),
+        &runs,
+        &[
+            (29, job("completed", Some("skipped"))),
+            (28, job("completed", Some("success"))),
+        ],
+    );
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", true);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("gpu passed on 1111111111111111111111111111111111111111 in run 28"),
+        "{out}"
+    );
+    // ...but not when cpu failed here.
+    assert_eq!(
+        run_verdict(&bin, "cpu=failure gpu=skipped", "pull_request", true).0,
+        Some(1)
+    );
+
+    // A measurement still running: fail now, that run's verdict follows.
+    let t = tempfile::tempdir().unwrap();
+    let bin = verdict_gh(t.path(), &runs, &[(29, job("in_progress", None))]);
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("still in_progress"), "{out}");
+
+    // Never measured on this head: the fix for a fork and for a branch.
+    let t = tempfile::tempdir().unwrap();
+    let none = json!({ "total_count": 0, "workflow_runs": [] });
+    let bin = verdict_gh(t.path(), &none, &[]);
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", true);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("has not run on this fork's commit") && out.contains("hint: a maintainer reviews that commit, then adds the label gate-gpu@1111111111111111111111111111111111111111"), "{out}");
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("hint: re-run the workflow"), "{out}");
+    for results in [
+        "cpu=success gpu=failure",
+        "cpu=skipped gpu=success",
+        "cpu=cancelled gpu=success",
+        "cpu=success gpu=cancelled",
+    ] {
+        assert_eq!(
+            run_verdict(&bin, results, "pull_request", false).0,
+            Some(1),
+            "{results}"
+        );
+    }
+    // A merge queue: the GPU decided on the PR; cpu must still pass.
+    assert_eq!(
+        run_verdict(&bin, "cpu=success gpu=skipped", "merge_group", false).0,
+        Some(0)
+    );
+    assert_eq!(
+        run_verdict(&bin, "cpu=failure gpu=skipped", "merge_group", false).0,
+        Some(1)
+    );
+
+    // GitHub refuses the lookup (no actions: read): fail closed, with the fix.
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    executable(
+        &bin.join("gh"),
+        "#!/bin/sh\necho 'HTTP 403: Resource not accessible by integration' >&2\nexit 1\n",
+    );
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("hint: the job needs `permissions: { actions: read }`"),
+        "{out}"
+    );
 }
 
 /// The `uses:` of a step, without its `@ref`.
