@@ -11,6 +11,7 @@
 //! - No `${{ github.event... }}` expanded inside a `run:` script (script
 //!   injection through a branch name or title); pass it through `env:`.
 
+use crate::common;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -2378,4 +2379,327 @@ fn the_source_build_cache_key_covers_the_workspace_crates() {
     let before = key("pub fn a() {}\n");
     assert_eq!(before, key("pub fn a() {}\n"), "the key is stable");
     assert_ne!(before, key("pub fn b() {}\n"), "a change under crates/ changes the key");
+}
+
+/// A PATH of every tool in /usr/bin and /bin but `sha256sum` (a macOS
+/// image has only Perl's `shasum`), plus `extra` first.
+fn path_without_sha256sum(root: &Path, extra: &[&Path]) -> String {
+    let dir = root.join("nosum");
+    std::fs::create_dir_all(&dir).unwrap();
+    for sys in ["/usr/bin", "/bin", "/usr/local/bin"] {
+        let Ok(entries) = std::fs::read_dir(sys) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name == "sha256sum" || dir.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
+        }
+    }
+    let mut parts: Vec<String> = extra.iter().map(|p| p.display().to_string()).collect();
+    parts.push(dir.display().to_string());
+    parts.join(":")
+}
+
+/// The action's first step: Linux runners only, refused first with the fix
+/// (gate releases and tests Linux builds only); its default id hashes the
+/// job, the runner's OS/arch, the matrix and GATE_ID_CONTEXT (the reusable
+/// workflow's runs-on), so two jobs of one run never share an artifact that
+/// `overwrite: true` would let one replace; and it gives the same id where
+/// only `shasum` is installed.
+#[test]
+fn the_action_refuses_non_linux_runners_and_its_default_id_tells_jobs_apart() {
+    if !Path::new("/usr/bin/shasum").exists() && !Path::new("/bin/shasum").exists() {
+        common::available("the_action_refuses_non_linux_runners", Some("no shasum here".into()));
+        return;
+    }
+    let script = action_step("Check the inputs");
+    let t = tempfile::tempdir().unwrap();
+    let nosum = path_without_sha256sum(t.path(), &[]);
+    let base = [
+        ("COMMAND", "check"),
+        ("BACKEND", "cpu"),
+        ("COMMENT", "always"),
+        ("STRICT", "false"),
+        ("ID", ""),
+        ("BUDGETS", "budgets.yaml"),
+        ("ARGS", ""),
+        ("BASELINE_BRANCH", ""),
+        ("PUBLISH", "auto"),
+        ("JOB_ID", "gate"),
+        ("MATRIX", "null"),
+    ];
+    let id = |over: &[(&str, &str)]| {
+        let mut envs: Vec<(&str, &str)> = base.to_vec();
+        envs.extend_from_slice(over);
+        let (code, outputs, stdout) = run_action_script(&script, &envs);
+        assert_eq!(code, Some(0), "{stdout}");
+        outputs
+            .lines()
+            .find_map(|l| l.strip_prefix("id=").map(str::to_string))
+            .unwrap()
+    };
+    let plain = id(&[]);
+    assert!(plain.starts_with("cpu-") && plain.len() == 12, "{plain}");
+    assert_eq!(plain, id(&[]), "stable across runs (a PR's pushes)");
+    assert_eq!(plain, id(&[("PATH", nosum.as_str())]), "the same with shasum alone");
+    for over in [
+        [("JOB_ID", "gpu")],
+        [("RUNNER_ARCH", "ARM64")],
+        [("MATRIX", "{\"os\": \"ubuntu-24.04\"}")],
+        [("GATE_ID_CONTEXT", "[\"self-hosted\", \"gpu\"]")],
+        [("BUDGETS", "other.yaml")],
+    ] {
+        assert_ne!(plain, id(&over), "{over:?}");
+    }
+    assert_eq!(id(&[("ID", "mine")]), "mine");
+    for os in ["macOS", "Windows"] {
+        let mut envs: Vec<(&str, &str)> = base.to_vec();
+        envs.push(("RUNNER_OS", os));
+        let (code, outputs, stdout) = run_action_script(&script, &envs);
+        assert_eq!(code, Some(2), "{os}: {stdout}");
+        assert!(outputs.is_empty(), "{outputs}");
+        assert!(
+            stdout.contains(&format!(
+                "::error title=gate action::this runner is {os}/X64: the gate action runs on Linux runners only"
+            )),
+            "{stdout}"
+        );
+        assert!(stdout.contains("hint: use runs-on: ubuntu-latest"), "{stdout}");
+    }
+}
+
+/// Runs find-release.sh with `curl` answering from `releases` (a folder of
+/// release assets), ACTION_PATH `action` (no git checkout) and `envs`.
+fn find_release(root: &Path, action: &Path, path: &str, envs: &[(&str, &str)]) -> (bool, String, String) {
+    let output = root.join("find-output");
+    let _ = std::fs::remove_file(&output);
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .env("PATH", path)
+        .env("ACTION_PATH", action)
+        .env("RUNNER_TEMP", root)
+        .env("GITHUB_OUTPUT", &output)
+        .env("COMMAND", "check")
+        .env("BACKEND", "cpu")
+        .env("VERSION", "")
+        .env("REPO", "acme/gate")
+        .env("RUNNER_OS_NAME", "Linux")
+        .env("RUNNER_ARCH_NAME", "X64")
+        .env_remove("RUNNER_ENVIRONMENT")
+        .env_remove("ACTION_REF");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let outputs = std::fs::read_to_string(&output).unwrap();
+    (
+        outputs.contains("found=true\n"),
+        outputs,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// find-release.sh: a `uses: OWNER/gate@<full SHA>` pin (downloaded without
+/// .git) uses the release binary only when the release is that commit, and
+/// builds its own source otherwise; a tag ref keeps the release. Only a
+/// GitHub-hosted runner gets a build cache (a self-hosted one may have run a
+/// fork's code and saved a tampered build under the key's prefix). It all
+/// works where only `shasum` is installed.
+#[test]
+fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no_build_cache() {
+    if !Path::new("/usr/bin/shasum").exists() && !Path::new("/bin/shasum").exists() {
+        common::available(
+            "a_commit_pin_runs_only_its_own_commits_release",
+            Some("no shasum here".into()),
+        );
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let action = root.join("action");
+    std::fs::create_dir_all(&action).unwrap();
+    std::fs::write(
+        action.join("Cargo.toml"),
+        "[package]\nname = \"gate-sdk\"\nversion = \"9.8.7\"\n",
+    )
+    .unwrap();
+    // The release v9.8.7 (built from commit abcdef012345...): archive + SHA256SUMS.
+    let rel = root.join("releases");
+    let pack = rel.join("gate-v9.8.7-x86_64-unknown-linux-gnu");
+    std::fs::create_dir_all(&pack).unwrap();
+    executable(&pack.join("gate"), "#!/bin/sh\necho gate 9.8.7\n");
+    std::fs::write(pack.join("VERSION"), "gate 9.8.7\ncommit: abcdef012345\n").unwrap();
+    let asset = "gate-v9.8.7-x86_64-unknown-linux-gnu.tar.gz";
+    let ok = std::process::Command::new("tar")
+        .current_dir(&rel)
+        .args(["-czf", asset, "gate-v9.8.7-x86_64-unknown-linux-gnu"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let sum = std::process::Command::new("sha256sum")
+        .current_dir(&rel)
+        .arg(asset)
+        .output()
+        .unwrap();
+    std::fs::write(rel.join("SHA256SUMS"), &sum.stdout).unwrap();
+    // curl -fsSL --retry 3 -o FILE URL: the URL's last part from `releases`.
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    executable(
+        &bin.join("curl"),
+        &format!(
+            "#!/bin/sh\nwhile [ $# -gt 1 ]; do case \"$1\" in -o) out=$2; shift 2;; *) shift;; esac; done\ncp \"{}/${{1##*/}}\" \"$out\"\n",
+            rel.display()
+        ),
+    );
+    let path = path_without_sha256sum(root, &[&bin]);
+    fn pin(r: &str) -> [(&str, &str); 1] {
+        [("ACTION_REF", r)]
+    }
+    let (found, outputs, err) = find_release(root, &action, &path, &[]);
+    assert!(found, "{err}");
+    assert!(outputs.contains("build-cache=false\n"), "{outputs}");
+    let (found, _, err) = find_release(root, &action, &path, &pin("abcdef0123456789abcdef0123456789abcdef01"));
+    assert!(found, "the release's own commit: {err}");
+    let (found, _, err) = find_release(root, &action, &path, &pin("v9.8.7"));
+    assert!(found, "a tag keeps the release: {err}");
+    let (found, _, err) = find_release(root, &action, &path, &pin("1234567890123456789012345678901234567890"));
+    assert!(!found, "a commit between releases builds its own source: {err}");
+    assert!(
+        err.contains("release v9.8.7 is commit abcdef012345, this action is 123456789012: building from source"),
+        "{err}"
+    );
+    let (_, outputs, _) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "github-hosted")]);
+    assert!(outputs.contains("build-cache=true\n"), "{outputs}");
+    let (_, outputs, err) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "self-hosted")]);
+    assert!(outputs.contains("build-cache=false\n"), "{outputs}");
+    assert!(err.contains("no build cache"), "{err}");
+    // A tampered archive is refused, shasum checking it.
+    std::fs::write(rel.join(asset), b"not the archive").unwrap();
+    let o = std::process::Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .env("PATH", &path)
+        .env("ACTION_PATH", &action)
+        .env("RUNNER_TEMP", root)
+        .env("GITHUB_OUTPUT", root.join("o2"))
+        .env("COMMAND", "check")
+        .env("BACKEND", "cpu")
+        .env("VERSION", "")
+        .env("REPO", "acme/gate")
+        .env("RUNNER_OS_NAME", "Linux")
+        .env("RUNNER_ARCH_NAME", "X64")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("does not match its SHA256SUMS entry"));
+}
+
+/// The action's steps that restore a build cache (gate's, the harness's)
+/// run only where find-release.sh said `build-cache=true` (GitHub-hosted).
+#[test]
+fn the_action_restores_no_build_cache_on_a_self_hosted_runner() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
+    let mut n = 0;
+    for s in steps {
+        let uses = key(s, "uses").as_str().unwrap_or("");
+        if !uses.starts_with("actions/cache@") {
+            continue; // actions/cache/restore: the GPU kernels, restore-only here
+        }
+        n += 1;
+        let cond = key(s, "if").as_str().unwrap_or("");
+        assert!(
+            cond.contains("steps.release.outputs.build-cache == 'true'"),
+            "action.yml: `{}` restores (and saves) a build cache on any runner: {cond}",
+            key(s, "name").as_str().unwrap_or("?")
+        );
+    }
+    assert_eq!(n, 2, "gate's build and the harness's");
+}
+
+/// gate-reusable.yml's `publish` holds the caller's write token and
+/// downloads `gate-<id>` by name, which any job of the caller's run (a
+/// self-hosted one included) can replace: the `gate` job hands on the
+/// report's SHA-256 as its output (set by that job only), `publish` runs
+/// only with it, and the action's publish step refuses a report that does
+/// not match it, before gate runs. Also: "Which gate" needs no jq.
+#[test]
+fn the_reusable_workflow_publishes_only_the_report_its_measuring_job_wrote() {
+    let w = workflows().into_iter().find(|w| w.file == "gate-reusable.yml").unwrap();
+    let gate = &w.doc["jobs"]["gate"];
+    assert_eq!(
+        gate["outputs"]["report-sha256"].as_str(),
+        Some("${{ steps.gate.outputs.report-sha256 }}")
+    );
+    let publish = &w.doc["jobs"]["publish"];
+    assert!(publish["if"]
+        .as_str()
+        .unwrap()
+        .contains("needs.gate.outputs.report-sha256 != ''"));
+    let action = steps(publish)
+        .into_iter()
+        .find(|s| s["uses"].as_str() == Some("./.gate-action"))
+        .unwrap();
+    assert_eq!(
+        action["with"]["report-sha256"].as_str(),
+        Some("${{ needs.gate.outputs.report-sha256 }}")
+    );
+    for (name, job) in jobs(&w) {
+        for s in steps(job) {
+            let run = s["run"].as_str().unwrap_or("");
+            assert!(!run.contains("jq "), "gate-reusable.yml: job `{name}` needs jq: {run}");
+        }
+    }
+
+    // The action's publish step, with a stub gate that logs its arguments.
+    let script = action_step("gate baseline publish");
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = t.path().join("gate.log");
+    executable(
+        &bin.join("gate"),
+        &format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()),
+    );
+    let out = t.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("report.json"), "{\"schema\": 1}\n").unwrap();
+    let wrong = "6e3a5e1d5e1b0b6c1f5c6d5f9b0f2f0f8c4d2f0e5d3c1b0a9f8e7d6c5b4a3928";
+    let digest = {
+        let o = std::process::Command::new("sha256sum")
+            .arg(out.join("report.json"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let run = |sha: &str| {
+        run_action_script(
+            &script,
+            &[
+                ("PATH", path.as_str()),
+                ("OUT", out.to_str().unwrap()),
+                ("BRANCH", "gate-baselines"),
+                ("SHA", "1111111111111111111111111111111111111111"),
+                ("REPORT_SHA256", sha),
+                ("GITHUB_TOKEN", "t"),
+            ],
+        )
+    };
+    let (code, _, stdout) = run(wrong);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("is not the report the measuring job wrote"), "{stdout}");
+    assert!(!log.exists(), "gate ran on a replaced report");
+    let (code, _, stdout) = run(&digest);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(std::fs::read_to_string(&log)
+        .unwrap()
+        .starts_with("baseline publish --from "));
 }
