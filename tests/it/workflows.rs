@@ -2703,3 +2703,34 @@ fn the_reusable_workflow_publishes_only_the_report_its_measuring_job_wrote() {
         .unwrap()
         .starts_with("baseline publish --from "));
 }
+
+/// The README's own-job example (the action in a job of one's own) is the
+/// one adopters copy: it grants least privilege in a `permissions:` block
+/// and checks out with `persist-credentials: false`, so no later step finds
+/// the token in .git/config.
+#[test]
+fn the_readmes_own_job_example_is_least_privilege_and_keeps_no_credentials() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let at = readme.find("**Without the reusable workflow.**").expect("the section");
+    let block = readme[at..]
+        .split("```yaml\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let doc = YamlLoader::load_from_str(block).unwrap().remove(0);
+    let job = &doc["gate"];
+    assert_eq!(
+        granted(&job["permissions"]),
+        [
+            ("contents".into(), "read".into()),
+            ("pull-requests".into(), "read".into())
+        ]
+    );
+    let checkout = steps(job)
+        .into_iter()
+        .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout@")))
+        .unwrap();
+    assert_eq!(checkout["with"]["persist-credentials"].as_bool(), Some(false));
+}
