@@ -307,7 +307,7 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
             .with_hint(crate::child::PROTOCOL_HINT),
         )
     };
-    let mut cmd = Command::new(exe);
+    let mut cmd = gate_runner::child::command(exe);
     cmd.arg("__resolve")
         .arg("--request")
         .arg(request)
@@ -323,7 +323,7 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
         .child()
         .stderr
         .take()
-        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut std::io::stderr())));
+        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut super::output::Relay::new())));
     let answer = helper.child().stdout.take().map(|mut pipe| {
         std::thread::spawn(move || {
             let mut kept = Vec::new();
@@ -466,7 +466,7 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(
         features.push("cuda".into());
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
+    let mut cmd = gate_runner::child::command(&cargo);
     cmd.args(["build", "--release", "--message-format=json-render-diagnostics"])
         .arg("--manifest-path")
         .arg(manifest)
@@ -518,7 +518,7 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(
 /// harness itself knows only by its minor.
 fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
+    let mut cmd = gate_runner::child::command(&cargo);
     cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
         .arg(manifest)
         .stdin(Stdio::null())
@@ -565,7 +565,7 @@ fn run_cargo(
         )
     })?;
     let err_pipe = helper.child().stderr.take().expect("stderr is piped");
-    let echo = std::thread::spawn(move || pump(err_pipe, &mut std::io::stderr()));
+    let echo = std::thread::spawn(move || pump(err_pipe, &mut super::output::Relay::new()));
     let mut exe = None;
     if let Some(pipe) = helper.child().stdout.take() {
         use std::io::BufRead;
@@ -586,7 +586,8 @@ fn run_cargo(
 /// How much of cargo's stderr is kept (its end: where its errors are).
 const CARGO_STDERR_KEPT: usize = 64 * 1024;
 
-/// Copies `from` to `to` as it comes; returns the last bytes.
+/// Copies `from` to `to` as it comes (on gate's stderr: a [`Relay`](super::output::Relay),
+/// which redacts it as gate's own text); returns the last bytes.
 fn pump(mut from: impl Read, to: &mut impl Write) -> Tail {
     let mut tail = Tail::new(CARGO_STDERR_KEPT);
     let mut buf = [0u8; 8192];
@@ -601,6 +602,7 @@ fn pump(mut from: impl Read, to: &mut impl Write) -> Tail {
             Err(_) => break,
         }
     }
+    let _ = to.flush();
     tail
 }
 

@@ -108,7 +108,7 @@ impl GateSource {
 fn candle_feature(manifest: &Path, text: &str) -> Option<&'static str> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let package = package_name(text)?;
-    let resolved = std::process::Command::new(cargo)
+    let resolved = gate_runner::child::command(cargo)
         .args([
             "metadata",
             "--format-version",

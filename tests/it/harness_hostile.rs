@@ -390,3 +390,102 @@ fn gate_fit_on_a_crashing_profile_is_exit_3_not_a_batch_too_large() {
         "{stderr}"
     );
 }
+
+/// A token as the action's `gate check` step holds it.
+const TOKEN: &str = "ghs_SENTINEL0123456789abcdefXYZ";
+
+/// What each child gate starts sees of GitHub's credentials (#43 item 2):
+/// `cargo metadata` and `cargo build` (through a `CARGO` wrapper that
+/// records its environment), the crate's build script, the harness's
+/// `__resolve` and its `profile` each record theirs; none holds a
+/// credential's name or the token's value, and the rest of the
+/// environment passes through.
+#[test]
+fn no_child_gate_starts_gets_a_github_credential() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let envs = t.path().join("env");
+    std::fs::create_dir(&envs).unwrap();
+    let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let wrapper = t.path().join("cargo-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nenv > \"$ROGUE_ENV_OUT/cargo-$1.env\"\nexec '{real}' \"$@\"\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let credentials = [
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITHUB_PAT",
+        "GH_ENTERPRISE_TOKEN",
+        "ACTIONS_RUNTIME_TOKEN",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+        "ACTIONS_ID_TOKEN_REQUEST_URL",
+        "INPUT_TOKEN",
+        "GITHUB_APP_PRIVATE_KEY",
+    ];
+    let mut cmd = gate_in(t.path(), &spec, "profile-ok");
+    for name in credentials {
+        cmd.env(name, TOKEN);
+    }
+    // The token copied under a name of the user's own; another registry's
+    // token, which a build may need, stays.
+    cmd.env("MY_DEPLOY_SETTING", format!("x-access-token:{TOKEN}"))
+        .env("CARGO_REGISTRIES_MINE_TOKEN", "cargo-registry-secret")
+        .env("CARGO", &wrapper)
+        .env("ROGUE_ENV_OUT", &envs);
+    let o = cmd
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    for child in ["cargo-metadata", "cargo-build", "build", "__resolve", "profile"] {
+        let seen = std::fs::read_to_string(envs.join(format!("{child}.env")))
+            .unwrap_or_else(|e| panic!("{child} recorded no environment ({e}): {stderr}"));
+        assert!(!seen.contains(&TOKEN[4..14]), "{child} saw the token:\n{seen}");
+        for name in credentials.iter().chain(&["MY_DEPLOY_SETTING"]) {
+            assert!(!seen.contains(&format!("\n{name}=")), "{child} saw {name}:\n{seen}");
+        }
+        assert!(
+            seen.contains("CARGO_REGISTRIES_MINE_TOKEN=cargo-registry-secret"),
+            "{child}:\n{seen}"
+        );
+        assert!(seen.contains("ROGUE_ENV_OUT="), "{child}:\n{seen}");
+    }
+}
+
+/// What cargo and the harness print on stderr is gate's output too (#43
+/// item 3): the token, printed by a build script (a cargo warning) and by
+/// `__resolve`, shows as `***`.
+#[test]
+fn cargo_and_harness_stderr_are_redacted_as_gates_own() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let say = t.path().join("say");
+    std::fs::write(&say, format!("the token is {TOKEN} here\n")).unwrap();
+    for actions in [false, true] {
+        let mut cmd = gate_in(t.path(), &spec, "profile-ok");
+        if actions {
+            cmd.env("GITHUB_ACTIONS", "true");
+        }
+        // A new ROGUE_BUILD_MARK runs the build script again: its warning is printed when it runs.
+        let o = cmd
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("ROGUE_SAY_FILE", &say)
+            .env("ROGUE_BUILD_MARK", t.path().join(format!("built-{actions}")))
+            .args(["check", "--baseline", "none", "--out"])
+            .arg(t.path().join("out"))
+            .output()
+            .unwrap();
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{all}");
+        assert!(!all.contains(&TOKEN[4..14]), "the token shows:\n{all}");
+        assert!(all.contains("the harness says: the token is *** here"), "{all}");
+        assert!(all.contains("the token is *** here"), "{all}");
+        assert_eq!(all.matches("the token is *** here").count(), 2, "{all}");
+    }
+}

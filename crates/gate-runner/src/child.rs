@@ -363,7 +363,7 @@ impl Tail {
 
 /// The `gate profile` command for one component.
 fn profile_command(exe: &Path, request: &Path, component: &str, args: &ChildArgs) -> Command {
-    let mut cmd = Command::new(exe);
+    let mut cmd = command(exe);
     cmd.arg("profile")
         .arg("--request")
         .arg(request)
@@ -381,6 +381,81 @@ fn profile_command(exe: &Path, request: &Path, component: &str, args: &ChildArgs
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     tie(&mut cmd);
+    cmd
+}
+
+/// Variables a CI runner or a user sets to hold GitHub credentials. gate
+/// needs its token only in-process (`gate-github`); a child runs the pull
+/// request's code (cargo runs every build script, the harness is its
+/// program), so it gets none of them (#43).
+const CREDENTIALS: &[&str] = &[
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_PAT",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
+    "INPUT_TOKEN",
+    "INPUT_GITHUB_TOKEN",
+];
+
+/// Whether the variable `name` (value `value`) holds a GitHub credential:
+/// a name of [`CREDENTIALS`]; a name of GitHub's, the Actions runner's or
+/// an action input's (`GITHUB_`, `GH_`, `ACTIONS_`, `INPUT_`) that says
+/// token, secret, password or key; or any variable whose value contains
+/// one of `secrets` (the values of the named ones: a token copied under a
+/// name of the user's own). Other registries' tokens (cargo's
+/// `CARGO_REGISTRIES_*_TOKEN`) are the build's own and stay.
+pub fn is_credential(name: &std::ffi::OsStr, value: &std::ffi::OsStr, secrets: &[Vec<u8>]) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    if CREDENTIALS.contains(&upper.as_str()) {
+        return true;
+    }
+    let github = ["GITHUB_", "GH_", "ACTIONS_", "INPUT_"]
+        .iter()
+        .any(|p| upper.starts_with(p));
+    if github
+        && ["TOKEN", "SECRET", "PASSWORD", "PRIVATE_KEY", "_PAT"]
+            .iter()
+            .any(|w| upper.contains(w))
+    {
+        return true;
+    }
+    let value = value.as_encoded_bytes();
+    secrets
+        .iter()
+        .any(|s| value.windows(s.len()).any(|w| w == s.as_slice()))
+}
+
+/// The variables of this process's environment that no child may see
+/// (see [`is_credential`]).
+pub fn credential_vars() -> Vec<std::ffi::OsString> {
+    let vars: Vec<_> = std::env::vars_os().collect();
+    // Values of 8 bytes or more: a shorter one would match by chance.
+    let secrets: Vec<Vec<u8>> = vars
+        .iter()
+        .filter(|(n, v)| is_credential(n, v, &[]))
+        .map(|(_, v)| v.as_encoded_bytes().trim_ascii().to_vec())
+        .filter(|v| v.len() >= 8)
+        .collect();
+    vars.into_iter()
+        .filter(|(n, v)| is_credential(n, v, &secrets))
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// The one way gate makes a child's command (cargo, `cargo metadata`, the
+/// harness's `__resolve` and profiles, git, the watchdog): `program` with
+/// this process's environment less every GitHub credential
+/// ([`credential_vars`]). `tests/it/architecture.rs` holds every
+/// `Command::new` of gate's sources to this function.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for name in credential_vars() {
+        cmd.env_remove(name);
+    }
     cmd
 }
 
@@ -570,7 +645,7 @@ impl Watchdog {
     fn start(group: u32) -> Option<Watchdog> {
         use std::os::unix::process::CommandExt;
         let (read, pipe) = std::io::pipe().ok()?;
-        let shell = Command::new("/bin/sh")
+        let shell = command("/bin/sh")
             .args([
                 "-c",
                 r#"read x; [ "$x" = done ] || kill -s KILL -- "-$1""#,
