@@ -218,6 +218,10 @@ fn run_command(cli: Cli, app: &App) -> Exit {
     };
     match result {
         Ok(exit) => exit,
+        // A helper killed by our own SIGINT/SIGTERM (a harness's build or
+        // `__resolve`) fails its caller; the signal is what ended the run,
+        // and the signal thread has said so (#43: was exit 3 "killed by SIGKILL").
+        Err(_) if gate_runner::child::stopping() => Exit::Interrupted,
         Err(e) => {
             match &e {
                 // Diagnostics already carry their own `hint:` lines.

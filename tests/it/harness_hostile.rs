@@ -489,3 +489,92 @@ fn cargo_and_harness_stderr_are_redacted_as_gates_own() {
         assert_eq!(all.matches("the token is *** here").count(), 2, "{all}");
     }
 }
+
+/// A `profile` that exits 2 before any phase could not read its request:
+/// infrastructure, exit 3, not the model failing (#43 item 8).
+#[test]
+fn a_profile_that_exits_2_before_any_phase_is_exit_3() {
+    assert_infrastructure(
+        "",
+        &["error: infrastructure failure: rogue: the profile exited with status 2"],
+        true,
+    );
+}
+
+/// A harness that measures a figure no measurement can have broke the
+/// protocol: exit 3, the figure named, and never shown as a figure in the
+/// report (#43 item 10: -1e18 bytes passed, shown as 0).
+#[test]
+fn impossible_figures_from_a_harness_are_a_protocol_error() {
+    for (mode, said) in [
+        (
+            "profile-negative",
+            "`params` = -1e18 bytes: sizes are never negative and never past 2^64 bytes",
+        ),
+        (
+            "profile-huge",
+            "`training_peak` = 1e30 bytes: sizes are never negative and never past 2^64 bytes",
+        ),
+        (
+            "profile-negative-time",
+            "`step_time` = -5e0 ms: times are never negative",
+        ),
+    ] {
+        let (t, o) = check(mode);
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{mode}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "rogue: protocol error: `rogue-harness profile` measured {said}"
+            )),
+            "{mode}: {stderr}"
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(t.path().join("out/report.json")).unwrap()).unwrap();
+        let c = &report["components"]["rogue"];
+        assert_eq!(c["error"]["kind"], "failed", "{mode}: {report}");
+        let metrics = c["metrics"].as_object().unwrap();
+        assert!(
+            !metrics.contains_key("params") || mode != "profile-negative",
+            "{report}"
+        );
+        assert!(!metrics.contains_key("training_peak"), "{mode}: {report}");
+        assert!(!metrics.contains_key("step_time"), "{mode}: {report}");
+        if mode == "profile-negative" {
+            assert_eq!(report["results"][0]["measured"], serde_json::Value::Null, "{report}");
+        }
+    }
+}
+
+/// SIGTERM while `__resolve` runs is 130, every time: the signal thread
+/// kills the harness, and the main thread, seeing it die, must not end the
+/// process first as a crash (#43 item 9: exit 3 in 2–5 runs of 14).
+#[test]
+fn sigterm_during_resolve_is_130_every_time() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    for round in 0..12 {
+        let child = gate_in(t.path(), &spec, "resolve-sleep")
+            .args(["check", "--baseline", "none", "--out"])
+            .arg(t.path().join("out"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !running(t.path(), "__resolve") {
+            assert!(started.elapsed() < Duration::from_secs(120), "never resolved");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let o = child.wait_with_output().unwrap();
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(130), "round {round}: {stderr}");
+        assert!(
+            stderr.contains("gate: interrupted by SIGTERM: no output written"),
+            "round {round}: {stderr}"
+        );
+        assert!(!stderr.contains("SIGKILL"), "round {round}: {stderr}");
+    }
+}
