@@ -149,6 +149,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
             .unwrap_or(plain);
         all.into()
     };
+    refuse_unused_harness_bin(&spec, app, opts)?;
     if let Some(h) = &spec.harness {
         if !app.is(h) {
             let (built, resolved_candle) = match &opts.harness_bin {
@@ -189,6 +190,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
 /// (only the built harness knows their kinds).
 pub fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
     let (spec, bytes) = parse(path, app)?;
+    refuse_unused_harness_bin(&spec, app, opts)?;
     if let Some(h) = spec.harness.as_ref().filter(|h| !app.is(h)) {
         manifest(&spec, h, opts)?;
         return Ok((spec, true));
@@ -211,6 +213,26 @@ fn parse(path: &Path, app: &App) -> Result<(Spec, Vec<u8>), CliError> {
             Err(all.into())
         }
     }
+}
+
+/// `--harness-bin` where the spec names no harness to replace (none, or
+/// this binary itself): gate would run its own workloads and ignore it, so
+/// the run would not measure what the user built (#43).
+fn refuse_unused_harness_bin(spec: &Spec, app: &App, opts: &HarnessArgs) -> Result<(), CliError> {
+    let Some(bin) = &opts.harness_bin else { return Ok(()) };
+    let why = match &spec.harness {
+        None => "has no `harness:`, so gate runs its own built-in workloads".to_string(),
+        Some(h) if app.is(h) => format!("names this binary's own harness (`{}` of `{}`)", h.bin, h.package),
+        Some(_) => return Ok(()),
+    };
+    Err(CliError::Usage(
+        Problem::new(format!(
+            "--harness-bin {}: {} {why}, and would not run it",
+            bin.display(),
+            spec.path.display()
+        ))
+        .with_hint("name the harness in the spec (`harness: { package: NAME, bin: NAME }`), or drop `--harness-bin`"),
+    ))
 }
 
 /// `--harness-bin`: a file that exists, said before anything runs.

@@ -546,6 +546,41 @@ fn impossible_figures_from_a_harness_are_a_protocol_error() {
     }
 }
 
+/// `--harness-bin` with a spec that names no harness would be ignored:
+/// refused, exit 2, before anything runs (#43 item 12).
+#[test]
+fn harness_bin_without_a_harness_in_the_spec_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  m:\n    workload: mlp\n    config: { input_dim: 4, hidden_dim: 4, output_dim: 1, depth: 1 }\n    budgets: { params: < 1 MiB }\n",
+    )
+    .unwrap();
+    let bin = t.path().join("my-harness");
+    std::fs::write(&bin, "").unwrap();
+    for cmd in [&["check", "--baseline", "none"][..], &["validate"], &["fit", "m"]] {
+        let o = gate()
+            .current_dir(t.path())
+            .args(cmd)
+            .arg("--harness-bin")
+            .arg(&bin)
+            .output()
+            .unwrap();
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "error: --harness-bin {}: budgets.yaml has no `harness:`, so gate runs its own built-in workloads, and would not run it",
+                bin.display()
+            )),
+            "{cmd:?}: {stderr}"
+        );
+        assert!(stderr.contains("hint: name the harness in the spec"), "{stderr}");
+        assert!(!t.path().join("target/gate").exists(), "{cmd:?} ran: {stderr}");
+    }
+}
+
 /// SIGTERM while `__resolve` runs is 130, every time: the signal thread
 /// kills the harness, and the main thread, seeing it die, must not end the
 /// process first as a crash (#43 item 9: exit 3 in 2–5 runs of 14).
