@@ -172,16 +172,12 @@ fn package_name(path: &Path, text: &str) -> Result<String, CliError> {
         let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         format!("{}:{line}:{col}", path.display())
     };
-    let doc = text.parse::<toml_edit::DocumentMut>().map_err(|e| {
+    // Read as parsed (`ImDocument`), which keeps each item's position.
+    let doc = toml_edit::ImDocument::parse(text).map_err(|e| {
         // toml_edit's message repeats the position and quotes the line: its first line of prose is kept.
         let what = e.message().trim().lines().next().unwrap_or("invalid TOML").to_string();
         CliError::Usage(
-            Problem::new(format!(
-                "--harness: {}: {} is not valid TOML: {what}",
-                at(e.span()),
-                path.display()
-            ))
-            .with_hint(
+            Problem::new(format!("--harness: {}: not valid TOML: {what}", at(e.span()))).with_hint(
                 "fix the manifest (`cargo metadata` shows the same error), then run `gate init --harness` again",
             ),
         )
