@@ -624,8 +624,8 @@ mod tests {
             Some("https://***@host/o/gate".into())
         );
         assert_eq!(
-            found("https://ghp_tok@github.com/o/gate"),
-            Some("https://***@github.com/o/gate".into())
+            found("https://ghp_tok@git.example.com/o/gate"),
+            Some("https://***@git.example.com/o/gate".into())
         );
         assert_eq!(found("ssh://git:pw@host/o/gate"), Some("ssh://***@host/o/gate".into()));
         assert_eq!(

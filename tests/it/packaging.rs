@@ -703,7 +703,7 @@ fn init_refuses_credentials_in_the_gate_repo_url() {
     let manifest = "[package]\nname = \"ml\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
     for url in [
         "https://user:s3cretpass@git.example.com/acme/gate",
-        "https://ghp_s3cretpass@github.com/acme/gate",
+        "https://ghp_s3cretpass@git.example.com/acme/gate",
         "ssh://git:s3cretpass@git.example.com/acme/gate",
         "https://git.example.com/acme/gate?access_token=s3cretpass",
     ] {
