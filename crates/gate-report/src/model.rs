@@ -754,6 +754,14 @@ impl Summary {
     pub fn passed_run(&self) -> bool {
         self.status == RunStatus::Pass
     }
+
+    /// The run passed only because regressions count as acknowledged, and
+    /// no one's acknowledgement stands (`gate comment` found none GitHub
+    /// confirms, and took the claim away): neither a pass nor a failure
+    /// until a writer adds the label (#43: was shown as PASS, `success`).
+    pub fn pass_unconfirmed(&self) -> bool {
+        self.passed_run() && self.acknowledged > 0 && self.acknowledgement.is_none()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
