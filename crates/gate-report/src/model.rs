@@ -255,6 +255,12 @@ pub struct ComponentReport {
     /// (`metrics.gradients` is the gradient tensors' own bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_live_bytes: Option<u64>,
+    /// The `tracing` spans the model entered, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans_entered: Vec<String>,
+    /// Why the model's spans could not be attributed (a reason and a hint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spans_unavailable: Option<String>,
 }
 
 impl ComponentReport {
