@@ -404,22 +404,23 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     };
     let mut stdout = std::io::stdout().lock();
     let mut io_err = None;
-    let mut m = profile(
-        workload.as_ref(),
-        &ctx,
-        component.timing,
-        &recorder,
-        &mut |phase, so_far| {
-            let so_far = Box::new(Measurement {
-                device: base.device.clone(),
-                emulated_block_bytes: base.emulated_block_bytes,
-                ..so_far.clone()
-            });
-            if let Err(e) = emit(&mut stdout, &ChildEvent::Phase { phase, so_far }) {
-                io_err = Some(e);
-            }
-        },
-    );
+    let mut on_phase = |phase, so_far: &Measurement| {
+        let so_far = Box::new(Measurement {
+            device: base.device.clone(),
+            emulated_block_bytes: base.emulated_block_bytes,
+            ..so_far.clone()
+        });
+        if let Err(e) = emit(&mut stdout, &ChildEvent::Phase { phase, so_far }) {
+            io_err = Some(e);
+        }
+    };
+    let mut m = match component.generate {
+        // Inference only: the model's own generation loop, no training.
+        Some(generate) => {
+            crate::runner::profile_generation(workload.as_ref(), &ctx, generate, &recorder, &mut on_phase)
+        }
+        None => profile(workload.as_ref(), &ctx, component.timing, &recorder, &mut on_phase),
+    };
     m.device = base.device;
     m.emulated_block_bytes = base.emulated_block_bytes;
     m.spans_entered = spans_seen.entered().into_iter().map(String::from).collect();

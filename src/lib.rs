@@ -99,8 +99,8 @@ mod sdk;
 pub use harness::Harness;
 pub use probe::CountingAlloc;
 pub use sdk::{
-    checkpoint, nn, scope, scoped, Batch, ConfigIssue, Model, ParamCount, ParamStore, PlainForward, Pos, Problems, Rng,
-    RunCtx, ScopeGuard, Step, TrainingForward, Workload,
+    checkpoint, clip_grad_norm, nn, scope, scoped, Batch, ConfigIssue, Generator, Model, OptimizerStep, ParamCount,
+    ParamStore, PlainForward, Pos, Problems, Rng, RunCtx, ScopeGuard, Step, TrainingForward, Workload,
 };
 
 /// gate's internals for gate's own tests and benchmarks (feature
@@ -123,7 +123,7 @@ pub mod test_support {
     pub mod runner {
         #[cfg(feature = "cli")]
         pub use crate::runner::{load, parse, parse_bytes};
-        pub use crate::runner::{profile, resolve, Workloads};
+        pub use crate::runner::{profile, profile_generation, resolve, Workloads};
     }
     /// The runner's face of a workload, and the kinds a binary knows.
     pub use crate::sdk::{DynWorkload, Registry};

@@ -46,6 +46,18 @@ pub fn profile(
     gate_runner::phases::profile(&trainer::CandleSession { workload, ctx }, timing, recorder, on_phase)
 }
 
+/// Profiles a generation component of `workload` in `ctx` (gate-runner's
+/// `profile_generation` over candle): no training.
+pub fn profile_generation(
+    workload: &dyn DynWorkload,
+    ctx: &RunCtx,
+    generate: gate_spec::budget::Generate,
+    recorder: &Recorder,
+    on_phase: &mut dyn FnMut(Phase, &Measurement),
+) -> Measurement {
+    gate_runner::phases::profile_generation(&trainer::CandleSession { workload, ctx }, generate, recorder, on_phase)
+}
+
 /// The `ratio` phase: `variant` against `reference` in this process (see
 /// gate-runner's `ratio_run`).
 pub fn ratio_run(

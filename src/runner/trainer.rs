@@ -13,7 +13,7 @@ use candle_core::{DType, Result, Tensor, Var};
 use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 use gate_runner::adapter::{self, Analytic, Session, Train, Unbuilt};
 
-use crate::sdk::{prune_grads, Batch, DynWorkload, Model, ParamStore, RunCtx, Step, TrainingForward};
+use crate::sdk::{prune_grads, Batch, DynWorkload, Model, OptimizerStep, ParamStore, RunCtx, Step, TrainingForward};
 
 /// A candle error as gate's (its message; reports show the first line).
 fn err(e: candle_core::Error) -> adapter::Error {
@@ -100,8 +100,8 @@ impl<'w> Train for Trainer<'w> {
         Trainer::list_vars(self);
     }
 
-    fn backward<'t>(&'t self, forward: Self::Forward<'t>) -> adapter::Result<GradStore> {
-        Trainer::backward(self, forward).map_err(err)
+    fn backward<'t>(&'t self, forward: Self::Forward<'t>, batch: &Batch) -> adapter::Result<GradStore> {
+        Trainer::backward(self, forward, batch).map_err(err)
     }
 
     fn prune(&self, grads: &mut GradStore) -> adapter::Result<()> {
@@ -146,11 +146,29 @@ impl<'w> Train for Trainer<'w> {
         Some(self.store.coverage(grads, &self.frozen))
     }
 
+    fn generation<'g>(&'g self, model: &'g Box<dyn Model>) -> adapter::Result<Box<dyn adapter::Generation + 'g>> {
+        let g = model.generator().map_err(err)?;
+        Ok(Box::new(CandleGeneration(g)))
+    }
+
     fn leak(&self, batch: &Batch) -> adapter::Result<()> {
         match batch.tensors.first() {
             Some(t) => super::fault::leak(t).map_err(err),
             None => Ok(()),
         }
+    }
+}
+
+/// A model's generation loop as the runner drives it.
+struct CandleGeneration<'g>(Box<dyn crate::sdk::Generator + 'g>);
+
+impl adapter::Generation for CandleGeneration<'_> {
+    fn prefill(&mut self, tokens: usize) -> adapter::Result<()> {
+        self.0.prefill(tokens).map_err(err)
+    }
+
+    fn decode(&mut self) -> adapter::Result<()> {
+        self.0.decode().map_err(err)
     }
 }
 
@@ -230,8 +248,8 @@ pub(super) struct Trainer<'w> {
     model: Box<dyn Model>,
     /// The trainable variables, listed when first needed (see [`Trainer::list_vars`]).
     vars: OnceCell<Vec<Var>>,
-    /// Made by the first [`Trainer::update`].
-    opt: Option<AdamW>,
+    /// Made by the first [`Trainer::update`]: the workload's own, or AdamW.
+    opt: Option<Box<dyn OptimizerStep>>,
     /// Steps completed (`after_step` counts them).
     steps: usize,
 }
@@ -260,14 +278,33 @@ impl<'w> Trainer<'w> {
         self.vars.get_or_init(|| self.store.vars_except(&self.frozen))
     }
 
-    /// The gradients of `fwd`'s loss, every one backward produced.
-    pub(super) fn backward(&self, fwd: Box<dyn TrainingForward + '_>) -> Result<GradStore> {
-        fwd.backward(self.list_vars())
+    /// The gradients of `fwd`'s loss, every one backward produced; with
+    /// gradient accumulation, the parameters' gradients summed over that
+    /// many micro-batches (the first is `fwd`).
+    pub(super) fn backward(&self, fwd: Box<dyn TrainingForward + '_>, batch: &Batch) -> Result<GradStore> {
+        let mut grads = fwd.backward(self.list_vars())?;
+        for _ in 1..self.workload.accumulation_steps().max(1) {
+            prune_grads(&mut grads, self.list_vars())?;
+            let more = self.forward(batch)?.backward(self.list_vars())?;
+            for v in self.list_vars() {
+                let t = v.as_tensor();
+                let sum = match (grads.remove(t), more.get(t)) {
+                    (Some(a), Some(b)) => Some((a + b)?),
+                    (a, b) => a.or_else(|| b.cloned()),
+                };
+                if let Some(sum) = sum {
+                    grads.insert(t, sum);
+                }
+            }
+        }
+        Ok(grads)
     }
 
-    /// Keeps only the trainable variables' gradients (see `prune_grads`).
+    /// Keeps only the trainable variables' gradients (see `prune_grads`),
+    /// then the workload's own treatment of them (clipping).
     pub(super) fn prune(&self, grads: &mut GradStore) -> Result<()> {
-        prune_grads(grads, self.list_vars())
+        prune_grads(grads, self.list_vars())?;
+        self.workload.before_update(grads, self.list_vars())
     }
 
     /// One AdamW step; the first call makes the optimizer (its state is
@@ -276,11 +313,16 @@ impl<'w> Trainer<'w> {
         if let Some(opt) = &mut self.opt {
             return opt.step(grads);
         }
-        let params = ParamsAdamW {
-            lr: self.lr,
-            ..Default::default()
+        let mut opt: Box<dyn OptimizerStep> = match self.workload.optimizer(self.list_vars().to_vec())? {
+            Some(own) => own,
+            None => {
+                let params = ParamsAdamW {
+                    lr: self.lr,
+                    ..Default::default()
+                };
+                Box::new(AdamW::new(self.list_vars().to_vec(), params)?)
+            }
         };
-        let mut opt = AdamW::new(self.list_vars().to_vec(), params)?;
         opt.step(grads)?;
         self.opt = Some(opt);
         Ok(())

@@ -19,7 +19,9 @@ pub use params::ParamStore;
 pub use registry::{DynWorkload, Registry};
 pub use rng::Rng;
 pub(crate) use workload::candle_dtype;
-pub use workload::{Batch, Model, ParamCount, PlainForward, RunCtx, TrainingForward, Workload};
+pub use workload::{
+    clip_grad_norm, Batch, Generator, Model, OptimizerStep, ParamCount, PlainForward, RunCtx, TrainingForward, Workload,
+};
 
 pub use crate::probe::{enter as scope, scoped, ScopeGuard};
 pub(crate) use checkpoint::prune_grads;

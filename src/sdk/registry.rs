@@ -6,11 +6,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use candle_core::Result;
+use candle_core::backprop::GradStore;
+use candle_core::{Result, Var};
 use candle_nn::VarBuilder;
 
 use super::config::{self, ConfigIssue, Node};
-use super::workload::{Batch, Model, ParamCount, RunCtx, Workload};
+use super::workload::{Batch, Model, OptimizerStep, ParamCount, RunCtx, Workload};
 
 /// A built workload as the runner uses it.
 pub trait DynWorkload: fmt::Debug + Send + Sync {
@@ -32,6 +33,12 @@ pub trait DynWorkload: fmt::Debug + Send + Sync {
     fn learning_rate(&self) -> f64;
     /// See [`Workload::frozen_parameters`].
     fn frozen_parameters(&self) -> Vec<String>;
+    /// See [`Workload::optimizer`].
+    fn optimizer(&self, vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>>;
+    /// See [`Workload::before_update`].
+    fn before_update(&self, grads: &mut GradStore, vars: &[Var]) -> Result<()>;
+    /// See [`Workload::accumulation_steps`].
+    fn accumulation_steps(&self) -> usize;
     /// See [`Workload::checkpointed`].
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>>;
 }
@@ -59,6 +66,18 @@ impl<W: Workload> DynWorkload for W {
 
     fn frozen_parameters(&self) -> Vec<String> {
         Workload::frozen_parameters(self)
+    }
+
+    fn optimizer(&self, vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+        Workload::optimizer(self, vars)
+    }
+
+    fn before_update(&self, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        Workload::before_update(self, grads, vars)
+    }
+
+    fn accumulation_steps(&self) -> usize {
+        Workload::accumulation_steps(self)
     }
 
     fn learning_rate(&self) -> f64 {
@@ -116,6 +135,18 @@ impl<W: Workload> DynWorkload for Chunked<W> {
 
     fn frozen_parameters(&self) -> Vec<String> {
         Workload::frozen_parameters(&self.inner)
+    }
+
+    fn optimizer(&self, vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+        Workload::optimizer(&self.inner, vars)
+    }
+
+    fn before_update(&self, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        Workload::before_update(&self.inner, grads, vars)
+    }
+
+    fn accumulation_steps(&self) -> usize {
+        Workload::accumulation_steps(&self.inner)
     }
 
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {

@@ -180,6 +180,30 @@ pub trait Workload: fmt::Debug + Send + Sync + Sized + 'static {
         1e-3
     }
 
+    /// The team's own optimizer over the trainable variables: candle-nn's
+    /// `SGD` or `AdamW` with its own settings, or any type implementing
+    /// `candle_nn::Optimizer` (or [`OptimizerStep`]). It is made inside the
+    /// `optimizer` phase, so what it allocates (its state) is `optimizer`.
+    /// The default, `None`: gate's AdamW at [`Workload::learning_rate`].
+    fn optimizer(&self, _vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+        Ok(None)
+    }
+
+    /// What the team's step does to the gradients between backward and the
+    /// optimizer: clipping (see [`clip_grad_norm`](crate::clip_grad_norm)),
+    /// scaling. Runs in the `backward` phase. The default: nothing.
+    fn before_update(&self, _grads: &mut GradStore, _vars: &[Var]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Gradient accumulation: a training step runs this many forwards and
+    /// backwards on the batch (micro-batches), summing their gradients,
+    /// before one optimizer step. `activations` is one micro-batch's; the
+    /// others run in the `backward` phase and count in its peak. Default 1.
+    fn accumulation_steps(&self) -> usize {
+        1
+    }
+
     /// Parameters the team keeps frozen on purpose (a frozen embedding, a
     /// fine-tuned head over a fixed body): each entry a parameter's name as
     /// the `VarBuilder` names it (`model.embed_tokens.weight`) or a prefix
@@ -250,6 +274,61 @@ pub trait Model {
     fn after_step(&mut self, _step: usize) -> Result<()> {
         Ok(())
     }
+    /// The model's own generation loop over these (inference) weights, its
+    /// cache empty: what a component with `generate:` runs. The default:
+    /// none (such a component fails, saying so).
+    fn generator(&self) -> Result<Box<dyn Generator + '_>> {
+        candle_core::bail!(
+            "this model has no generation loop: implement `Model::generator` (docs/sdk.md, \"Generation\")"
+        )
+    }
+}
+
+/// One optimizer step over a gradient store: what gate asks of a team's
+/// optimizer. Every `candle_nn::Optimizer` is one.
+pub trait OptimizerStep {
+    /// Updates the variables from `grads`.
+    fn step(&mut self, grads: &GradStore) -> Result<()>;
+}
+
+impl<O: candle_nn::Optimizer> OptimizerStep for O {
+    fn step(&mut self, grads: &GradStore) -> Result<()> {
+        candle_nn::Optimizer::step(self, grads)
+    }
+}
+
+/// Scales `grads` of `vars` so that their global L2 norm is at most
+/// `max_norm` (PyTorch's `clip_grad_norm_`); returns the norm before.
+pub fn clip_grad_norm(grads: &mut GradStore, vars: &[Var], max_norm: f64) -> Result<f64> {
+    let mut sq = 0f64;
+    for v in vars {
+        if let Some(g) = grads.get(v.as_tensor()) {
+            sq += g.to_dtype(DType::F64)?.sqr()?.sum_all()?.to_scalar::<f64>()?;
+        }
+    }
+    let norm = sq.sqrt();
+    if norm > max_norm && norm > 0.0 {
+        let scale = max_norm / norm;
+        for v in vars {
+            if let Some(g) = grads.remove(v.as_tensor()) {
+                grads.insert(v.as_tensor(), g.affine(scale, 0.0)?);
+            }
+        }
+    }
+    Ok(norm)
+}
+
+/// A model's own generation loop, as the team runs it in production: it
+/// picks its tokens (greedy, sampled, fixed) and keeps its KV cache its own
+/// way. gate measures the prefill and each decode step; the cache's growth
+/// per token and across the steps are budgets (`kv_cache_per_token`,
+/// `decode_growth`).
+pub trait Generator {
+    /// Runs a prompt of `tokens` tokens (the loop makes them, seeded)
+    /// through the model into its empty cache.
+    fn prefill(&mut self, tokens: usize) -> Result<()>;
+    /// One decode step: the next token through the model, the cache one longer.
+    fn decode(&mut self) -> Result<()>;
 }
 
 /// candle's dtype for the spec's.

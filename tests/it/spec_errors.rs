@@ -392,7 +392,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:10:15: error: unknown key `dtpye` in variant `m@half`
-  hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets, master_weights, spans"#,
+  hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets, master_weights, spans, generate"#,
     ),
     (
         "component_batch_size_beside_and_in_config",
@@ -629,6 +629,37 @@ budgets.yaml:14:12: error: `spans` is empty
   hint: list at least one span name, or leave `spans` out to attribute every span but the leaves (`linear`, `rms-norm` ...)"#,
     ),
     (
+        "generation_metrics_need_generate_and_a_generation_runs_no_training",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  train:
+    workload: mlp
+    budgets:
+      kv_cache_per_token: < 1 KiB
+  gen:
+    workload: mlp
+    generate: { prefill: 16, decode: 8 }
+    budgets:
+      decode_growth: < 1 KiB
+      training_peak: < 1 MiB
+  few:
+    workload: mlp
+    generate: { prefill: 16, decode: 2 }
+    budgets:
+      decode_peak: < 1 MiB
+"#,
+        r#"budgets.yaml:10:7: error: `kv_cache_per_token` of `train` needs a generation: `train` has no `generate:`
+  hint: add `generate: { prefill: 64, decode: 32 }` (the prompt's tokens, then the decode steps)
+budgets.yaml:16:7: error: `training_peak` of `gen` is not measured: `gen` generates (`generate:` at line 13) and runs no training
+  hint: budget it on a component without `generate:` (the same workload can be both); a generating component takes params, prefill_peak, decode_peak, kv_cache_per_token, decode_growth
+budgets.yaml:19:38: error: generate.decode must be at least 3, found 2
+  hint: give at least 3 decode steps: the cache's growth is read from the second on, by halves"#,
+    ),
+    (
         "checkpoint_unknown_key",
         r#"version: 1
 device:
@@ -743,7 +774,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:9:5: error: unknown key `budget` in component `m`
-  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference, master_weights, spans"#,
+  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference, master_weights, spans, generate"#,
     ),
     (
         "unknown_dtype",
@@ -776,7 +807,7 @@ components:
       activation: < 1 MiB
 "#,
         r#"budgets.yaml:10:7: error: unknown metric `activation` in the budgets of `m`
-  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss, loss_ratio, step_time_ratio, growth"#,
+  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss, loss_ratio, step_time_ratio, growth, prefill_peak, decode_peak, kv_cache_per_token, decode_growth"#,
     ),
     (
         "unknown_size_unit",

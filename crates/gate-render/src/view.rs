@@ -191,7 +191,7 @@ impl Lever {
                 Lever::Checkpoint
             }
             Some(Metric::Params | Metric::Gradients | Metric::Optimizer) => Lever::SmallerModel,
-            Some(Metric::Growth) => Lever::Leak,
+            Some(Metric::Growth | Metric::DecodeGrowth) => Lever::Leak,
             Some(_) => Lever::Tradeoff,
             None => Lever::Ensemble,
         }

@@ -30,6 +30,15 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A model's own generation loop: it chooses its tokens (greedy, sampled,
+/// fixed) and keeps its cache as it does in production.
+pub trait Generation {
+    /// Runs a prompt of `tokens` tokens through the model into its empty cache.
+    fn prefill(&mut self, tokens: usize) -> Result<()>;
+    /// One decode step: the next token through the model, the cache one longer.
+    fn decode(&mut self) -> Result<()>;
+}
+
 /// What an adapter's steps return.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -108,7 +117,9 @@ pub trait Train {
     /// `backward` phase starts, so the list counts with the gradients.
     fn list_vars(&self);
     /// Every gradient the backward of `forward` produces.
-    fn backward<'t>(&'t self, forward: Self::Forward<'t>) -> Result<Self::Grads>;
+    /// `batch` is the forward's: a step that accumulates gradients runs
+    /// its further micro-batches on it here.
+    fn backward<'t>(&'t self, forward: Self::Forward<'t>, batch: &Self::Batch) -> Result<Self::Grads>;
     /// Keeps only the trainable variables' gradients.
     fn prune(&self, grads: &mut Self::Grads) -> Result<()>;
     /// One optimizer (AdamW) step; the first makes the optimizer's state.
@@ -134,13 +145,20 @@ pub trait Train {
     fn gradient_coverage(&self, _grads: &Self::Grads) -> Option<crate::GradientCoverage> {
         None
     }
+    /// The workload's own generation loop over `model` (the inference
+    /// model), its cache empty. The default: the workload has none.
+    fn generation<'g>(&'g self, _model: &'g Self::Inference) -> Result<Box<dyn Generation + 'g>> {
+        Err(Error::msg(
+            "this workload has no generation loop: its model does not implement one (docs/sdk.md, \"Generation\")",
+        ))
+    }
     /// Keeps a copy of the batch's first input for good (the injected
     /// `leak` fault, for gate's own tests of `growth`).
     fn leak(&self, batch: &Self::Batch) -> Result<()>;
 
     /// [`Train::backward`], then [`Train::prune`].
-    fn gradients<'t>(&'t self, forward: Self::Forward<'t>) -> Result<Self::Grads> {
-        let mut grads = self.backward(forward)?;
+    fn gradients<'t>(&'t self, forward: Self::Forward<'t>, batch: &Self::Batch) -> Result<Self::Grads> {
+        let mut grads = self.backward(forward, batch)?;
         self.prune(&mut grads)?;
         Ok(grads)
     }

@@ -27,6 +27,6 @@ pub use child::{
 pub use measurement::{
     measured_in, CheckpointedBlock, DeviceInfo, Failure, FailureKind, GradientCoverage, Measurement, Phase,
 };
-pub use phases::{profile, profile_steps, ratio_run, RatioPlan, RatioRun, Timing};
+pub use phases::{profile, profile_generation, profile_steps, ratio_run, RatioPlan, RatioRun, Timing};
 pub use pool::{default_jobs, profile_all, Profiled, Progress};
 pub use timing::{median, MIN_PAIRS, PAIR_SECONDS};

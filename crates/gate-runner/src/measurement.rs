@@ -27,6 +27,10 @@ pub enum Phase {
     /// A variant with a `step_time_ratio` budget: its steps and its
     /// reference's, interleaved, after the byte phases (no bytes measured).
     Ratio,
+    /// A generation component: the prompt through the model into its cache.
+    Prefill,
+    /// A generation component: the decode steps, one token each.
+    Decode,
 }
 
 impl fmt::Display for Phase {
@@ -249,5 +253,7 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
         Metric::LossRatio => &[Phase::Timing, Phase::Ratio],
         Metric::InferencePeak => &[Phase::Inference],
         Metric::Growth => &[Phase::Timing, Phase::Inference],
+        Metric::PrefillPeak => &[Phase::Prefill],
+        Metric::DecodePeak | Metric::KvCachePerToken | Metric::DecodeGrowth => &[Phase::Decode],
     }
 }

@@ -54,6 +54,127 @@ pub fn profile<S: Session>(
     m
 }
 
+/// A generation component's profile (`generate: { prefill, decode }`): no
+/// training. A throwaway generation first (kernels' buffers, the tables of
+/// whatever the model keeps once), then the build (`params`), the prefill
+/// (`prefill_peak`) and the decode steps, one at a time: `decode_peak`, the
+/// bytes the cache grew by per token (`kv_cache_per_token`) and how much
+/// more the second half of the steps grew it than the first
+/// (`decode_growth`: 0 for a cache that grows the same each token).
+pub fn profile_generation<S: Session>(
+    session: &S,
+    generate: gate_spec::budget::Generate,
+    recorder: &Recorder,
+    on_phase: &mut dyn FnMut(Phase, &Measurement),
+) -> Measurement {
+    let mut m = Measurement::default();
+    let mut sampler = Sampler::new();
+    let mut p = Profile {
+        session,
+        rec: recorder,
+        on_phase,
+        sampler: &mut sampler,
+        m: &mut m,
+    };
+    if let Err((phase, err)) = generation_run(&mut p, generate) {
+        let reason = first_line(&err.to_string());
+        m.failure = Some(Failure {
+            phase,
+            kind: crate::measurement::FailureKind::of_error(&reason),
+            reason,
+        });
+        m.failure_peak_bytes = Some(recorder.probe().peak());
+    }
+    m.memory_source = Some(recorder.probe().memory_source());
+    m
+}
+
+/// The generation phases in order (see [`profile_generation`]).
+fn generation_run<S: Session>(p: &mut Profile<S>, generate: gate_spec::budget::Generate) -> PhaseResult<()> {
+    let (prefill, decode) = (generate.prefill, generate.decode);
+    p.begin(Phase::Warmup)?;
+    let warmed = (|| -> PhaseResult<()> {
+        let w = Phase::Warmup;
+        let trainer = in_phase(w, p.session.trainer())?;
+        let infer = in_phase(w, trainer.inference_model())?;
+        let mut g = in_phase(w, trainer.generation(&infer))?;
+        in_phase(w, g.prefill(prefill))?;
+        in_phase(w, g.decode())?;
+        Ok(())
+    })();
+    if let Err((_, e)) = warmed {
+        p.m.warmup_error = Some(first_line(&e.to_string()));
+    } else {
+        p.settle_source(Phase::Warmup)?;
+    }
+    let rec = p.rec;
+    let probe = rec.probe();
+    probe.sync();
+    let base = probe.live();
+    let analytic = p.session.analytic();
+    p.m.analytic_params_bytes = analytic.param_bytes;
+    p.m.frozen_elems = analytic.frozen_elems;
+
+    p.begin(Phase::Build)?;
+    let params = p.session.params();
+    let ((trainer, settled), span, _) = rec.span(false, || {
+        let trainer = params.build();
+        let settled = if trainer.is_ok() { probe.params_built() } else { Ok(()) };
+        (trainer, settled)
+    });
+    let trainer = in_phase(Phase::Build, trainer)?;
+    settled.map_err(|e| (Phase::Build, source_error(e)))?;
+    p.m.param_elems = trainer.param_elems();
+    p.m.param_tensors = trainer.param_tensors();
+    p.m.values.insert(Metric::Params, span.retained().max(0) as f64);
+
+    p.begin(Phase::Prefill)?;
+    let infer = in_phase(Phase::Prefill, trainer.inference_model())?;
+    let (made, span, blocks) = rec.span(true, || -> crate::adapter::Result<_> {
+        let mut g = trainer.generation(&infer)?;
+        g.prefill(prefill)?;
+        Ok(g)
+    });
+    let mut g = in_phase(Phase::Prefill, made)?;
+    p.m.values
+        .insert(Metric::PrefillPeak, span.peak.saturating_sub(base) as f64);
+    p.m.blocks = blocks;
+
+    p.begin(Phase::Decode)?;
+    // The cache's growth is read from the second step on: the first also
+    // replaces what the prefill made (its tensors' own bookkeeping differs
+    // from a decode step's by a few bytes).
+    let counted = decode - 1;
+    let half = counted / 2;
+    let (mut start, mut at_half, mut peak) = (0u64, 0u64, 0u64);
+    for i in 0..decode {
+        let (stepped, span, _) = rec.span(false, || g.decode());
+        in_phase(Phase::Decode, stepped)?;
+        peak = peak.max(span.peak);
+        // Read outside the span: its own bookkeeping is live inside it.
+        probe.sync();
+        let live = probe.live();
+        if i == 0 {
+            start = live;
+        }
+        if i == half {
+            at_half = live;
+        }
+    }
+    probe.sync();
+    let end = probe.live();
+    p.m.values.insert(Metric::DecodePeak, peak.saturating_sub(base) as f64);
+    let grown = end as f64 - start as f64;
+    p.m.values
+        .insert(Metric::KvCachePerToken, (grown / counted as f64).max(0.0));
+    // The second half's growth against the first's, scaled to as many steps.
+    let first = at_half as f64 - start as f64;
+    let second = end as f64 - at_half as f64;
+    let excess = second - first * (counted - half) as f64 / half as f64;
+    p.m.values.insert(Metric::DecodeGrowth, excess.max(0.0).round());
+    Ok(())
+}
+
 type PhaseResult<T> = Result<T, (Phase, Error)>;
 
 /// Tags a failure with the phase it happened in.
@@ -76,7 +197,7 @@ fn train_step<T: Train>(trainer: &mut T, batch: &T::Batch, phase: Phase) -> Phas
     let fwd = in_phase(phase, trainer.forward(batch))?;
     let value = finite_loss(phase, trainer.loss_value(&fwd))?;
     mark("backward");
-    let grads = in_phase(phase, trainer.gradients(fwd))?;
+    let grads = in_phase(phase, trainer.gradients(fwd, batch))?;
     mark("optimizer");
     in_phase(phase, trainer.update(&grads))?;
     Ok(value)
@@ -196,7 +317,7 @@ impl<'a, S: Session> Profile<'a, S> {
         self.m
             .losses
             .push(finite_loss(Phase::Backward, trainer.loss_value(&training))?);
-        let (grads, span, _) = self.rec.span(false, || trainer.backward(training));
+        let (grads, span, _) = self.rec.span(false, || trainer.backward(training, batch));
         let mut grads = in_phase(Phase::Backward, grads)?;
         let peak = span.peak;
         // The graph is gone; what is left above the pre-forward level is the gradient store.
@@ -687,7 +808,7 @@ mod tests {
             Ok(1.0)
         }
         fn list_vars(&self) {}
-        fn backward(&self, _: Buf) -> Result<Buf> {
+        fn backward(&self, _: Buf, _: &Buf) -> Result<Buf> {
             Ok(Buf::new(&self.device, PARAMS))
         }
         fn prune(&self, _: &mut Buf) -> Result<()> {

@@ -25,6 +25,18 @@ pub enum Metric {
     /// Bytes still held after further training steps (or inference calls)
     /// beyond what the first steady one held: a leak.
     Growth,
+    /// A generation component (`generate:`): the peak of the prefill, its
+    /// prompt through the model into an empty cache, above the pre-build level.
+    PrefillPeak,
+    /// The highest peak of one decode step, above the pre-build level.
+    DecodePeak,
+    /// What the cache grows by per decoded token: the live bytes the decode
+    /// steps added, divided by their count.
+    KvCachePerToken,
+    /// The decode steps' second half grew the live bytes by this much more
+    /// than their first half: 0 for a cache that grows a constant amount a
+    /// token (or none); a cache that keeps its old copies grows O(N²).
+    DecodeGrowth,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,7 +50,7 @@ pub enum Unit {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 16] = [
         Metric::Params,
         Metric::Activations,
         Metric::Gradients,
@@ -51,6 +63,10 @@ impl Metric {
         Metric::LossRatio,
         Metric::StepTimeRatio,
         Metric::Growth,
+        Metric::PrefillPeak,
+        Metric::DecodePeak,
+        Metric::KvCachePerToken,
+        Metric::DecodeGrowth,
     ];
 
     /// Whether the figure comes from the training steps, so that a step
@@ -68,8 +84,44 @@ impl Metric {
             | Metric::LossRatio
             | Metric::StepTimeRatio
             | Metric::Growth => true,
-            Metric::Params | Metric::InferencePeak => false,
+            Metric::Params
+            | Metric::InferencePeak
+            | Metric::PrefillPeak
+            | Metric::DecodePeak
+            | Metric::KvCachePerToken
+            | Metric::DecodeGrowth => false,
         }
+    }
+
+    /// Whether a generation component (`generate:`) measures it: the build
+    /// and the generation phases only, no training.
+    pub fn measured_when_generating(self) -> bool {
+        match self {
+            Metric::Params
+            | Metric::PrefillPeak
+            | Metric::DecodePeak
+            | Metric::KvCachePerToken
+            | Metric::DecodeGrowth => true,
+            Metric::Activations
+            | Metric::Gradients
+            | Metric::Optimizer
+            | Metric::TrainingPeak
+            | Metric::InferencePeak
+            | Metric::DeviceUsed
+            | Metric::StepTime
+            | Metric::Loss
+            | Metric::LossRatio
+            | Metric::StepTimeRatio
+            | Metric::Growth => false,
+        }
+    }
+
+    /// Whether only a generation component measures it.
+    pub fn needs_generation(self) -> bool {
+        matches!(
+            self,
+            Metric::PrefillPeak | Metric::DecodePeak | Metric::KvCachePerToken | Metric::DecodeGrowth
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -86,6 +138,10 @@ impl Metric {
             Metric::LossRatio => "loss_ratio",
             Metric::StepTimeRatio => "step_time_ratio",
             Metric::Growth => "growth",
+            Metric::PrefillPeak => "prefill_peak",
+            Metric::DecodePeak => "decode_peak",
+            Metric::KvCachePerToken => "kv_cache_per_token",
+            Metric::DecodeGrowth => "decode_growth",
         }
     }
 

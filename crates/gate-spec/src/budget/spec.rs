@@ -145,6 +145,18 @@ pub struct Component {
     /// (leaf spans too when named); `None`: every span but the leaves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spans: Option<Vec<SpanName>>,
+    /// `generate: { prefill: N, decode: M }`: an inference-only component
+    /// that runs the workload's generation loop (no training).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate: Option<Generate>,
+}
+
+/// A generation: a prompt of `prefill` tokens, then `decode` steps of one
+/// token each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Generate {
+    pub prefill: usize,
+    pub decode: usize,
 }
 
 /// A span name the spec asks for, with where it is written (so a name the

@@ -46,6 +46,7 @@ pub(super) fn validate_component(
     }
     let (kind, kind_pos) = kind?;
     settings.settle_master(cx, written.master, name);
+    settings.check_generation(cx, name);
     let mut out = vec![settings
         .clone()
         .into_component(name.to_string(), name_pos.line, kind, kind_pos)];
@@ -157,6 +158,7 @@ fn variant(cx: &mut Ctx, base: &Component, inherited: &Settings, entry: &(String
         }
     }
     v.settle_master(cx, written.master, &full);
+    v.check_generation(cx, &full);
     Some(v.into_component(full, vpos.line, base.kind.clone(), base.kind_pos))
 }
 

@@ -23,6 +23,7 @@ pub(super) const COMPONENT_KEYS: &[&str] = &[
     "reference",
     "master_weights",
     "spans",
+    "generate",
 ];
 pub(super) const VARIANT_KEYS: &[&str] = &[
     "dtype",
@@ -32,7 +33,9 @@ pub(super) const VARIANT_KEYS: &[&str] = &[
     "budgets",
     "master_weights",
     "spans",
+    "generate",
 ];
+pub(super) const GENERATE_KEYS: &[&str] = &["prefill", "decode"];
 pub(super) const TIMING_KEYS: &[&str] = &["warmup", "steps", "pairs"];
 pub(super) const CHECKPOINT_KEYS: &[&str] = &["chunk"];
 pub(super) const ENSEMBLE_KEYS: &[&str] = &["members", "metric", "processes", "budgets"];

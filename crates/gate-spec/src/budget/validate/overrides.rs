@@ -5,9 +5,9 @@
 use crate::dtype::DType;
 
 use super::context::{find, Ctx};
-use super::hints::{suggest, CHECKPOINT_KEYS, DEFAULT_KEYS, TIMING_KEYS};
+use super::hints::{suggest, CHECKPOINT_KEYS, DEFAULT_KEYS, GENERATE_KEYS, TIMING_KEYS};
 use crate::budget::tree::Node;
-use crate::budget::{Budget, Component, SpanName, Timing};
+use crate::budget::{Budget, Component, Generate, SpanName, Timing};
 use crate::config;
 use crate::config::Pos;
 use crate::metric::Metric;
@@ -75,6 +75,11 @@ pub(super) struct Settings {
     pub(super) config: config::Node,
     /// `spans: [attn, mlp]`: the span names attributed as blocks.
     pub(super) spans: Option<Vec<SpanName>>,
+    /// `generate: { prefill: N, decode: M }`, and where it is written.
+    pub(super) generate: Option<(Generate, Pos)>,
+    /// `generate:` was written, well formed or not (a malformed one is
+    /// reported once, not again as missing).
+    pub(super) generate_written: bool,
     /// Never inherited: a variant has only the budgets it writes.
     pub(super) budgets: Vec<Budget>,
 }
@@ -100,6 +105,8 @@ impl Settings {
             master_dtype: None,
             config: config::Node::empty_map(config_pos),
             spans: None,
+            generate: None,
+            generate_written: false,
             budgets: Vec::new(),
         }
     }
@@ -134,6 +141,12 @@ impl Settings {
                 }
                 "master_weights" => written.master = cx.master_weights(value).map(|m| (*kpos, m)),
                 "spans" => self.spans = cx.span_names(value),
+                "generate" => {
+                    self.generate_written = true;
+                    if let Some(g) = cx.generate(value) {
+                        self.generate = Some((g, *kpos));
+                    }
+                }
                 "budgets" => self.budgets = cx.budgets(value, name),
                 _ => {}
             }
@@ -149,6 +162,35 @@ impl Settings {
             // Inherited: a variant back in f32 computes in f32 with no masters.
             None => self.master_dtype.filter(|_| self.defaults.dtype != DType::F32),
         };
+    }
+
+    /// A generation component measures its build and its generation only;
+    /// a generation metric needs `generate:`. Each budget that cannot be
+    /// measured is an error at its key.
+    pub(super) fn check_generation(&self, cx: &mut Ctx, name: &str) {
+        for b in &self.budgets {
+            let at = Pos {
+                line: b.line,
+                col: b.col,
+            };
+            match &self.generate {
+                Some((_, gpos)) if !b.metric.measured_when_generating() => cx.err(
+                    at,
+                    format!(
+                        "`{}` of `{name}` is not measured: `{name}` generates (`generate:` at line {}) and runs no training",
+                        b.metric, gpos.line
+                    ),
+                    "budget it on a component without `generate:` (the same workload can be both); a generating \
+                     component takes params, prefill_peak, decode_peak, kv_cache_per_token, decode_growth",
+                ),
+                None if b.metric.needs_generation() && !self.generate_written => cx.err(
+                    at,
+                    format!("`{}` of `{name}` needs a generation: `{name}` has no `generate:`", b.metric),
+                    "add `generate: { prefill: 64, decode: 32 }` (the prompt's tokens, then the decode steps)",
+                ),
+                _ => {}
+            }
+        }
     }
 
     /// The component `name` (at `line`) with these settings, built by workload `kind`.
@@ -171,6 +213,7 @@ impl Settings {
             reference: None,
             master_dtype: self.master_dtype,
             spans: self.spans,
+            generate: self.generate.map(|(g, _)| g),
         }
     }
 }
@@ -216,6 +259,47 @@ impl Ctx {
             }
         }
         Some(out)
+    }
+
+    /// `generate: { prefill: 64, decode: 32 }`: prefill at least 1, decode
+    /// at least 3 (the cache is read from the second step on, and the
+    /// steps after it are compared by halves).
+    fn generate(&mut self, node: &Node) -> Option<Generate> {
+        let hint = "write `generate: { prefill: 64, decode: 32 }`: the prompt's tokens, then the decode steps";
+        let Node::Map { entries, pos } = node else {
+            self.wrong_kind(node, "`generate`", "a mapping", hint);
+            return None;
+        };
+        self.known_keys(entries, GENERATE_KEYS, "generate");
+        let prefill = match find(entries, "prefill") {
+            Some(n) => self.positive_int(n, "generate.prefill"),
+            None => {
+                self.err(*pos, "missing `generate.prefill`", hint);
+                None
+            }
+        };
+        let decode = match find(entries, "decode") {
+            Some(n) => {
+                let d = self.positive_int(n, "generate.decode");
+                if let Some(few @ 1..=2) = d {
+                    self.err(
+                        n.pos(),
+                        format!("generate.decode must be at least 3, found {few}"),
+                        "give at least 3 decode steps: the cache's growth is read from the second on, by halves",
+                    );
+                    return None;
+                }
+                d
+            }
+            None => {
+                self.err(*pos, "missing `generate.decode`", hint);
+                None
+            }
+        };
+        Some(Generate {
+            prefill: prefill? as usize,
+            decode: decode? as usize,
+        })
     }
 
     fn timing(&mut self, node: &Node, base: Timing) -> Timing {

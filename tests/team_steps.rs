@@ -1,0 +1,321 @@
+//! A team's own steps, on the counting allocator, to the byte where the
+//! maths is exact:
+//! - a generation component: a model whose cache grows by its K and V rows
+//!   each token has `kv_cache_per_token` equal to its closed form and no
+//!   `decode_growth`; the same model keeping every old copy of its cache
+//!   (what a concat cache that never frees does) grows O(N²) and
+//!   `decode_growth` says so;
+//! - the team's optimizer: `optimizer` is the state it holds (AdamW two
+//!   moments per parameter, SGD none), gradient clipping and accumulation
+//!   run in the training step.
+
+use std::sync::Arc;
+
+use gate::candle_core::backprop::GradStore;
+use gate::candle_core::Var;
+use gate::candle_core::{DType, Result, Tensor, D};
+use gate::candle_nn::{Embedding, Linear, Module, VarBuilder};
+use gate::test_support::runner::{profile, profile_generation};
+use gate::{Batch, Generator, Model, OptimizerStep, Problems, RunCtx, Step, Workload};
+use gate_probe::{CountingAlloc, CpuProbe, Recorder};
+use gate_runner::phases::Timing;
+use gate_spec::budget::Generate;
+use gate_spec::metric::Metric;
+use serde::{Deserialize, Serialize};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// The counting allocator counts the whole process: one test at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Cfg {
+    vocab: usize,
+    d: usize,
+    layers: usize,
+    /// Keep every old copy of the cache (the leak).
+    leak: bool,
+}
+
+#[derive(Debug)]
+struct Cached(Cfg);
+
+struct Net {
+    embed: Embedding,
+    kv: Vec<(Linear, Linear)>,
+    cfg: Cfg,
+}
+
+impl Model for Net {
+    fn loss(&self, batch: &Batch, _step: &Step) -> Result<Tensor> {
+        self.embed.forward(&batch.tensors[0])?.sqr()?.mean_all()
+    }
+    fn predict(&self, batch: &Batch) -> Result<Tensor> {
+        self.embed.forward(&batch.tensors[0])
+    }
+    fn generator(&self) -> Result<Box<dyn Generator + '_>> {
+        Ok(Box::new(Loop {
+            net: self,
+            cache: Vec::new(),
+            kept: Vec::new(),
+            last: 0,
+        }))
+    }
+}
+
+/// The team's loop: its own cache, its own choice of the next token.
+struct Loop<'a> {
+    net: &'a Net,
+    cache: Vec<(Tensor, Tensor)>,
+    kept: Vec<Tensor>,
+    last: u32,
+}
+
+impl Loop<'_> {
+    fn step(&mut self, ids: &[u32]) -> Result<()> {
+        let dev = self.net.embed.embeddings().device().clone();
+        let x = self.net.embed.forward(&Tensor::new(ids, &dev)?)?;
+        for (i, (wk, wv)) in self.net.kv.iter().enumerate() {
+            let (k, v) = (wk.forward(&x)?, wv.forward(&x)?);
+            let (k, v) = match self.cache.get(i) {
+                Some((ck, cv)) => (Tensor::cat(&[ck, &k], 0)?, Tensor::cat(&[cv, &v], 0)?),
+                None => (k, v),
+            };
+            if i < self.cache.len() {
+                let old = std::mem::replace(&mut self.cache[i], (k, v));
+                if self.net.cfg.leak {
+                    self.kept.extend([old.0, old.1]);
+                }
+            } else {
+                self.cache.push((k, v));
+            }
+        }
+        let last = x.get(x.dim(0)? - 1)?.argmax(D::Minus1)?.to_scalar::<u32>()?;
+        self.last = (last + 1) % self.net.cfg.vocab as u32;
+        Ok(())
+    }
+}
+
+impl Generator for Loop<'_> {
+    fn prefill(&mut self, tokens: usize) -> Result<()> {
+        let ids: Vec<u32> = (0..tokens as u32).map(|i| i % self.net.cfg.vocab as u32).collect();
+        self.step(&ids)
+    }
+    fn decode(&mut self) -> Result<()> {
+        self.step(&[self.last])
+    }
+}
+
+impl Workload for Cached {
+    const KIND: &'static str = "cached";
+    type Config = Cfg;
+    fn from_config(c: Cfg) -> std::result::Result<Self, Problems> {
+        Ok(Cached(c))
+    }
+    fn config(&self) -> &Cfg {
+        &self.0
+    }
+    fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {
+        let c = &self.0;
+        let kv = (0..c.layers)
+            .map(|i| {
+                let vb = vb.pp(format!("layer{i}"));
+                Ok((
+                    gate::candle_nn::linear_no_bias(c.d, c.d, vb.pp("k"))?,
+                    gate::candle_nn::linear_no_bias(c.d, c.d, vb.pp("v"))?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Box::new(Net {
+            embed: gate::candle_nn::embedding(c.vocab, c.d, vb.pp("embed"))?,
+            kv,
+            cfg: c.clone(),
+        }))
+    }
+    fn batch(&self, ctx: &RunCtx, _seed: u64) -> Result<Batch> {
+        Ok(Batch::new(vec![Tensor::zeros(
+            ctx.batch_size,
+            DType::U32,
+            &ctx.device,
+        )?]))
+    }
+}
+
+fn measure(leak: bool) -> gate_runner::Measurement {
+    let w = Cached(Cfg {
+        vocab: 64,
+        d: 32,
+        layers: 2,
+        leak,
+    });
+    let rec = Recorder::new(Arc::new(CpuProbe));
+    let generate = Generate { prefill: 16, decode: 8 };
+    let m = profile_generation(&w, &RunCtx::cpu(1), generate, &rec, &mut |_, _| {});
+    assert!(m.failure.is_none(), "{:?}", m.failure);
+    m
+}
+
+#[test]
+fn a_cache_that_grows_by_its_rows_is_its_closed_form_and_one_that_keeps_its_copies_grows() {
+    let _alone = alone();
+    let bounded = measure(false);
+    // K and V rows of d f32 in each of 2 layers.
+    let per_token = (2 * 2 * 32 * 4) as f64;
+    assert_eq!(bounded.values[&Metric::KvCachePerToken], per_token);
+    assert_eq!(bounded.values[&Metric::DecodeGrowth], 0.0);
+    // Parameters: the embedding and 2 × (K, V), f32, plus each tensor's bookkeeping.
+    let params = ((64 * 32 + 2 * 2 * 32 * 32) * 4) as f64;
+    assert!(bounded.values[&Metric::Params] >= params, "{:?}", bounded.values);
+    assert!(bounded.values[&Metric::Params] < params + 5.0 * 512.0);
+    assert!(bounded.values[&Metric::DecodePeak] > bounded.values[&Metric::Params]);
+    assert!(bounded.values[&Metric::PrefillPeak] > bounded.values[&Metric::Params]);
+    // No training ran: none of its figures.
+    assert!(!bounded.values.contains_key(&Metric::TrainingPeak));
+
+    let leaking = measure(true);
+    // Decode step i (from 0) keeps the old caches of 16 + i rows besides
+    // the row it adds. Counted from step 1: steps 1..=3, then 4..=7 keep
+    // (17+18+19) and (20+21+22+23) rows of 512 B, plus their own rows; the
+    // second half grows 14 rows more than the first's, scaled to 4 steps.
+    assert_eq!(leaking.values[&Metric::DecodeGrowth], 14.0 * per_token);
+    // Per token: those rows, and each of the 4 kept tensors' own bookkeeping.
+    let rows = (140.0 + 7.0) * per_token / 7.0;
+    let kept = leaking.values[&Metric::KvCachePerToken];
+    assert!(kept > rows && kept < rows + 4.0 * 512.0, "{kept} against {rows}");
+}
+
+/// Two linear layers trained with the team's optimizer, clipping and accumulation.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct TwoCfg {
+    /// `sgd` or `adamw` (candle-nn's, with the team's settings); empty: gate's AdamW.
+    optimizer: String,
+    clip: Option<f64>,
+    accumulate: usize,
+}
+
+#[derive(Debug)]
+struct Two(TwoCfg);
+
+struct TwoNet(Linear, Linear);
+
+impl Model for TwoNet {
+    fn loss(&self, batch: &Batch, _step: &Step) -> Result<Tensor> {
+        self.1
+            .forward(&self.0.forward(&batch.tensors[0])?.relu()?)?
+            .sqr()?
+            .mean_all()
+    }
+    fn predict(&self, batch: &Batch) -> Result<Tensor> {
+        self.1.forward(&self.0.forward(&batch.tensors[0])?.relu()?)
+    }
+}
+
+impl Workload for Two {
+    const KIND: &'static str = "two";
+    type Config = TwoCfg;
+    fn from_config(c: TwoCfg) -> std::result::Result<Self, Problems> {
+        Ok(Two(c))
+    }
+    fn config(&self) -> &TwoCfg {
+        &self.0
+    }
+    fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {
+        Ok(Box::new(TwoNet(
+            gate::candle_nn::linear(64, 128, vb.pp("a"))?,
+            gate::candle_nn::linear(128, 8, vb.pp("b"))?,
+        )))
+    }
+    fn batch(&self, ctx: &RunCtx, _seed: u64) -> Result<Batch> {
+        Ok(Batch::new(vec![Tensor::ones(
+            (ctx.batch_size, 64),
+            DType::F32,
+            &ctx.device,
+        )?]))
+    }
+    fn optimizer(&self, vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+        use gate::candle_nn::Optimizer;
+        Ok(match self.0.optimizer.as_str() {
+            "sgd" => Some(Box::new(gate::candle_nn::SGD::new(vars, 0.01)?)),
+            "adamw" => Some(Box::new(gate::candle_nn::AdamW::new_lr(vars, 3e-4)?)),
+            _ => None,
+        })
+    }
+    fn before_update(&self, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
+        if let Some(max) = self.0.clip {
+            let norm = gate::clip_grad_norm(grads, vars, max)?;
+            assert!(norm > max, "the test's gradients are large enough to clip");
+            let after = gate::clip_grad_norm(grads, vars, f64::INFINITY)?;
+            assert!((after - max).abs() < 1e-3 * max, "clipped to {after}");
+        }
+        Ok(())
+    }
+    fn accumulation_steps(&self) -> usize {
+        self.0.accumulate.max(1)
+    }
+}
+
+fn train(cfg: TwoCfg) -> gate_runner::Measurement {
+    let rec = Recorder::new(Arc::new(CpuProbe));
+    let timing = Timing {
+        warmup: 0,
+        steps: 2,
+        pairs: Some(0),
+    };
+    let m = profile(&Two(cfg), &RunCtx::cpu(4), timing, &rec, &mut |_, _| {});
+    assert!(m.failure.is_none(), "{:?}", m.failure);
+    m
+}
+
+#[test]
+fn the_teams_optimizer_is_what_optimizer_measures_and_its_clipping_and_accumulation_run() {
+    let _alone = alone();
+    let param_bytes = ((64 * 128 + 128 + 128 * 8 + 8) * 4) as f64;
+    let cfg = |o: &str| TwoCfg {
+        optimizer: o.into(),
+        ..TwoCfg::default()
+    };
+    let (sgd, adamw, gates) = (train(cfg("sgd")), train(cfg("adamw")), train(cfg("")));
+    // AdamW: two moments of every parameter, give or take each tensor's
+    // bookkeeping (its 8 moments' own, less what the step's new parameter
+    // storage holds than the built one's: 312 B here).
+    let own = adamw.values[&Metric::Optimizer];
+    assert!(
+        (own - 2.0 * param_bytes).abs() < 8.0 * 512.0,
+        "{own} against {}",
+        2.0 * param_bytes
+    );
+    assert_eq!(
+        own,
+        gates.values[&Metric::Optimizer],
+        "the same optimizer, the same state"
+    );
+    // SGD keeps no state: its list of the 4 variables.
+    let plain = sgd.values[&Metric::Optimizer];
+    assert!(plain < 256.0, "{plain}");
+    // The gradients are the same whatever steps them.
+    assert_eq!(sgd.values[&Metric::Gradients], param_bytes);
+    assert_eq!(adamw.values[&Metric::Gradients], param_bytes);
+
+    let clipped = train(TwoCfg {
+        clip: Some(1e-3),
+        ..cfg("sgd")
+    });
+    assert_eq!(clipped.values[&Metric::Gradients], param_bytes);
+    // Accumulating 3 micro-batches: one micro-batch's activations, the same
+    // gradient store, and a higher peak (the others run in backward).
+    let accumulated = train(TwoCfg {
+        accumulate: 3,
+        ..cfg("sgd")
+    });
+    assert_eq!(
+        accumulated.values[&Metric::Activations],
+        sgd.values[&Metric::Activations]
+    );
+    assert_eq!(accumulated.values[&Metric::Gradients], param_bytes);
+    assert!(accumulated.values[&Metric::TrainingPeak] >= sgd.values[&Metric::TrainingPeak]);
+}
