@@ -1874,12 +1874,38 @@ fn the_release_attests_only_the_checked_archives_from_one_job_with_its_own_permi
         "check {checked}, attest {attest}, publish {publish}"
     );
     assert_eq!(s[attest]["with"]["subject-checksums"].as_str(), Some("dist/SHA256SUMS"));
+    // The attestation's bundle goes out with the release, under the name
+    // find-release.sh downloads (#41 item 5).
+    let id = s[attest]["id"].as_str().expect("the attest step has an id");
+    let shipped = at(&|x| {
+        x["env"]["BUNDLE"].as_str() == Some(&format!("${{{{ steps.{id}.outputs.bundle-path }}}}"))
+            && x["run"]
+                .as_str()
+                .is_some_and(|r| r.contains("dist/gate-$TAG.sigstore.json"))
+    });
+    assert!(attest < shipped && shipped < publish);
+    assert!(s[publish]["run"]
+        .as_str()
+        .unwrap()
+        .contains("\"dist/gate-$TAG.sigstore.json\""));
+    let find =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh")).unwrap();
+    assert!(
+        find.contains("bundle=\"gate-${tag}.sigstore.json\""),
+        "find-release.sh fetches that name"
+    );
 }
 
 /// A folder with `gate` (a stub that says its version) and, unless `gh` is
 /// `None`, a `gh` stub that logs its arguments and GH_TOKEN to `gh.log` and
 /// exits with `gh`'s code for `attestation verify` (0 for `--help`).
 fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
+    provenance_case_with(root, gh, "2.63.0", "")
+}
+
+/// As [`provenance_case`], the `gh` stub saying it is `version` and
+/// writing `said` to stderr when it verifies.
+fn provenance_case_with(root: &Path, gh: Option<i32>, version: &str, said: &str) -> (PathBuf, PathBuf) {
     let tools = root.join("tools");
     let bin = root.join("bin");
     std::fs::create_dir_all(&tools).unwrap();
@@ -1898,8 +1924,9 @@ fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
         executable(
             &tools.join("gh"),
             &format!(
-                "#!/bin/sh\ncase \"$*\" in *--help*) exit 0;; esac\n\
-                 echo \"args=$* token=$GH_TOKEN\" >> '{}'\nexit {code}\n",
+                "#!/bin/sh\ncase \"$*\" in *--help*) exit 0;; --version) echo 'gh version {version} (2025-01-01)'; \
+                 echo 'https://github.com/cli/cli/releases/tag/v{version}'; exit 0;; esac\n\
+                 echo \"args=$* token=$GH_TOKEN\" >> '{}'\necho '{said}' >&2\nexit {code}\n",
                 root.join("gh.log").display()
             ),
         );
@@ -1909,9 +1936,24 @@ fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
 
 /// install.sh with a release binary found (FOUND=true), PATH = `tools`.
 fn run_release_install(root: &Path, tools: &Path, bin: &Path, token: &str) -> (Option<i32>, String) {
-    let o = std::process::Command::new("/bin/bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/install.sh"))
-        .env_clear()
+    run_release_install_with(root, tools, bin, token, None)
+}
+
+/// As [`run_release_install`], with the release's Sigstore bundle at `bundle`.
+fn run_release_install_with(
+    root: &Path,
+    tools: &Path,
+    bin: &Path,
+    token: &str,
+    bundle: Option<&Path>,
+) -> (Option<i32>, String) {
+    let mut cmd = std::process::Command::new("/bin/bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/install.sh"))
+        .env_clear();
+    if let Some(b) = bundle {
+        cmd.env("BUNDLE", b);
+    }
+    let o = cmd
         .env("PATH", tools)
         .env("GITHUB_OUTPUT", root.join("github_output"))
         .env("GITHUB_PATH", root.join("github_path"))
@@ -1984,6 +2026,84 @@ fn the_action_verifies_a_release_s_provenance_where_gh_is_present() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("no token for gh"), "{out}");
     assert!(!t.path().join("gh.log").exists());
+}
+
+/// #41 item 5: the release's Sigstore bundle is verified offline (`--bundle`,
+/// no attestations API, no token needed); a gh older than 2.56.0, which
+/// cannot read Sigstore's current trusted root, is not asked; a refusal to
+/// reach GitHub or Sigstore is a warning (SHA256SUMS was checked), a
+/// verdict against the archive fails the job.
+#[test]
+fn the_release_bundle_is_verified_offline_and_a_refusal_is_told_from_a_mismatch() {
+    let bundle_of = |t: &Path| {
+        let b = t.join("gate-v9.9.9.sigstore.json");
+        std::fs::write(&b, "{}\n").unwrap();
+        b
+    };
+    // An old gh: not asked; a note.
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case_with(t.path(), Some(0), "2.55.0", "");
+    let (code, out) = run_release_install_with(t.path(), &tools, &bin, "tok", Some(&bundle_of(t.path())));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("this gh (gh version 2.55.0 (2025-01-01)) cannot verify Sigstore's current attestations (2.56.0 or newer can)"),
+        "{out}"
+    );
+    assert!(!t.path().join("gh.log").exists(), "an old gh is not asked");
+    assert!(bin.join("gate").exists());
+
+    // The bundle, with no token: verified offline.
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case_with(t.path(), Some(0), "2.56.0", "");
+    let bundle = bundle_of(t.path());
+    let (code, out) = run_release_install_with(t.path(), &tools, &bin, "", Some(&bundle));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("build provenance verified offline, from the release bundle"),
+        "{out}"
+    );
+    let log = std::fs::read_to_string(t.path().join("gh.log")).unwrap();
+    assert_eq!(
+        log.trim(),
+        format!(
+            "args=attestation verify {} --repo octo/gate --signer-workflow octo/gate/.github/workflows/gate-release.yml --bundle {} token=",
+            t.path().join("gate-v9.9.9-x86_64-unknown-linux-gnu.tar.gz").display(),
+            bundle.display()
+        )
+    );
+
+    // gh could not reach GitHub or Sigstore: a warning; the binary is used.
+    for said in [
+        "Error: failed to fetch attestations from octo/gate: HTTP 403: Resource not accessible by integration (https://api.github.com/repos/octo/gate/attestations/sha256:ab)",
+        "Error: failed to create TUF client: Get \"https://tuf-repo-cdn.sigstore.dev/13.root.json\": dial tcp: lookup tuf-repo-cdn.sigstore.dev: no such host",
+        "Error: HTTP 503: Service Unavailable",
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let (tools, bin) = provenance_case_with(t.path(), Some(1), "2.70.1", said);
+        let (code, out) = run_release_install_with(t.path(), &tools, &bin, "tok", Some(&bundle_of(t.path())));
+        assert_eq!(code, Some(0), "{said}: {out}");
+        assert!(
+            out.contains("::warning title=gate action::gh could not reach GitHub or Sigstore to verify"),
+            "{out}"
+        );
+        assert!(out.contains(said), "gh's own words are shown: {out}");
+        assert!(bin.join("gate").exists());
+    }
+
+    // A verdict: another repository's workflow, a bad signature, no
+    // attestation for these bytes. The job fails; the binary is removed.
+    for said in [
+        "Error: verifying with issuer \"sigstore.dev\": failed to verify certificate identity: no matching CertificateIdentity found, last error: expected SAN value \"https://github.com/octo/gate/.github/workflows/gate-release.yml\", got \"https://github.com/evil/gate/.github/workflows/release.yml@refs/tags/v9.9.9\"",
+        "Error: failed to verify signature: invalid signature when validating ASN.1 encoded signature",
+        "Error: no attestations found for subject sha256:ab in the bundle",
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let (tools, bin) = provenance_case_with(t.path(), Some(1), "2.70.1", said);
+        let (code, out) = run_release_install_with(t.path(), &tools, &bin, "tok", Some(&bundle_of(t.path())));
+        assert_eq!(code, Some(1), "{said}: {out}");
+        assert!(out.contains("has no valid build provenance from octo/gate"), "{out}");
+        assert!(!bin.join("gate").exists(), "{said}");
+    }
 }
 
 // What gate relies on in each pinned action (docs/release.md, "What gate
@@ -2561,6 +2681,16 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
     let (found, outputs, err) = find_release(root, &action, &path, &[]);
     assert!(found, "{err}");
     assert!(outputs.contains("build-cache=false\n"), "{outputs}");
+    assert!(!outputs.contains("bundle="), "a release without a bundle: {outputs}");
+    // A release that ships its Sigstore bundle: handed to install.sh.
+    std::fs::write(rel.join("gate-v9.8.7.sigstore.json"), "{}\n").unwrap();
+    let (_, outputs, _) = find_release(root, &action, &path, &[]);
+    assert!(
+        outputs
+            .lines()
+            .any(|l| l.starts_with("bundle=") && l.ends_with("/gate-v9.8.7.sigstore.json")),
+        "{outputs}"
+    );
     let (found, _, err) = find_release(root, &action, &path, &pin("abcdef0123456789abcdef0123456789abcdef01"));
     assert!(found, "the release's own commit: {err}");
     let (found, _, err) = find_release(root, &action, &path, &pin("v9.8.7"));
