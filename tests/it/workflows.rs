@@ -2864,3 +2864,148 @@ fn the_readmes_own_job_example_is_least_privilege_and_keeps_no_credentials() {
         .unwrap();
     assert_eq!(checkout["with"]["persist-credentials"].as_bool(), Some(false));
 }
+
+/// The majors dependabot offers next (#41 item 16; docs/release.md, "The
+/// next majors"): each pin, its release, and the inputs its `action.yml`
+/// declares there (read at that commit). What moving to them takes is
+/// checked here, before the pull request: every `with:` gate sets is still
+/// an input, the Node 24 check passes, and no checkout in a `workflow_run`
+/// job names the pull request's head, which checkout v7 refuses for a fork
+/// (`src/unsafe-pr-checkout-helper.ts` at v7.0.1).
+const NEXT_MAJORS: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "actions/checkout",
+        "3d3c42e5aac5ba805825da76410c181273ba90b1",
+        "v7.0.1",
+        &[
+            "allow-unsafe-pr-checkout",
+            "clean",
+            "fetch-depth",
+            "fetch-tags",
+            "filter",
+            "github-server-url",
+            "lfs",
+            "path",
+            "persist-credentials",
+            "ref",
+            "repository",
+            "set-safe-directory",
+            "show-progress",
+            "sparse-checkout",
+            "sparse-checkout-cone-mode",
+            "ssh-key",
+            "ssh-known-hosts",
+            "ssh-strict",
+            "ssh-user",
+            "submodules",
+            "token",
+        ],
+    ),
+    (
+        "actions/upload-artifact",
+        "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f",
+        "v7.0.0",
+        &[
+            "archive",
+            "compression-level",
+            "if-no-files-found",
+            "include-hidden-files",
+            "name",
+            "overwrite",
+            "path",
+            "retention-days",
+        ],
+    ),
+    (
+        "actions/download-artifact",
+        "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c",
+        "v8.0.1",
+        &[
+            "artifact-ids",
+            "digest-mismatch",
+            "github-token",
+            "merge-multiple",
+            "name",
+            "path",
+            "pattern",
+            "repository",
+            "run-id",
+            "skip-decompress",
+        ],
+    ),
+];
+
+#[test]
+fn the_next_majors_take_every_input_gate_sets_and_refuse_no_checkout_of_gate_s() {
+    // Every `with:` key gate sets on these actions is an input there.
+    let mut problems = Vec::new();
+    for (at, step, _) in every_step() {
+        let Some((_, _, _, inputs)) = NEXT_MAJORS.iter().find(|(a, ..)| action_of(&step) == Some(*a)) else {
+            continue;
+        };
+        for (k, _) in step["with"].as_hash().into_iter().flatten() {
+            let k = k.as_str().unwrap_or_default();
+            if !inputs.contains(&k) {
+                problems.push(format!(
+                    "{at}: `{k}` is no input of {}'s next major",
+                    action_of(&step).unwrap()
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // Pinned to them, every file passes the Node 24 check.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = vec![root.join("action.yml"), root.join("README.md")];
+    files.extend(
+        workflows()
+            .into_iter()
+            .map(|w| root.join(".github/workflows").join(w.file)),
+    );
+    let mut moved = 0;
+    for f in &files {
+        let mut text = std::fs::read_to_string(f).unwrap();
+        for (action, sha, tag, _) in NEXT_MAJORS {
+            let lines: Vec<String> = text
+                .lines()
+                .map(|l| match l.find(&format!("{action}@")) {
+                    Some(i) if is_sha(l[i + action.len() + 1..].split_whitespace().next().unwrap_or("")) => {
+                        moved += 1;
+                        format!("{}{action}@{sha}  # {tag}", &l[..i])
+                    }
+                    _ => l.to_string(),
+                })
+                .collect();
+            text = lines.join("\n");
+        }
+        let problems = node20_pins(&f.display().to_string(), &text);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+    assert!(moved > 30, "only {moved} pins moved: the scan is broken");
+
+    // checkout v7 refuses, in a `workflow_run` or `pull_request_target`
+    // run of a fork's pull request, a checkout of the head's repository, a
+    // `refs/pull/N/...` ref or the head's SHA. gate's such jobs check out
+    // the default branch: no `ref:` or `repository:` at all.
+    let mut checked = 0;
+    for w in workflows() {
+        let on = key(&w.doc, "on");
+        if on["workflow_run"].is_badvalue() && on["pull_request_target"].is_badvalue() {
+            continue;
+        }
+        for (name, job) in jobs(&w) {
+            for s in steps(job) {
+                if action_of(s) == Some("actions/checkout") {
+                    checked += 1;
+                    assert!(
+                        s["with"]["ref"].is_badvalue() && s["with"]["repository"].is_badvalue(),
+                        "{}: job `{name}` checks out another ref or repository",
+                        w.file
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked > 0, "gate-comment.yml's checkout was not seen");
+}
