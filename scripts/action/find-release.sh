@@ -85,6 +85,10 @@ tmp=$(mktemp -d)
 if ! curl -fsSL --retry 3 -o "$tmp/$asset" "$base/$asset" || ! curl -fsSL --retry 3 -o "$tmp/SHA256SUMS" "$base/SHA256SUMS"; then
   note "no release asset $base/$asset: building from source"; exit 0
 fi
+# The release's Sigstore bundle (gate-release.yml ships it from v0.1.1 on),
+# for install.sh's offline provenance check; an older release has none.
+bundle="gate-${tag}.sigstore.json"
+curl -fsSL --retry 3 -o "$tmp/$bundle" "$base/$bundle" 2>/dev/null || rm -f "$tmp/$bundle"
 if ! (cd "$tmp" && grep " ${asset}\$" SHA256SUMS | sha256 -c --status); then
   echo "::error title=gate action::$asset does not match its SHA256SUMS entry; not using it"; exit 1
 fi
@@ -117,4 +121,5 @@ out from release
 # For install.sh's provenance check (the archive stays in $tmp for it).
 out archive "$tmp/$asset"
 out release-repo "$repo"
+if [ -s "$tmp/$bundle" ]; then out bundle "$tmp/$bundle"; fi
 note "using the release $tag ($asset, commit ${commit:-?})"

@@ -60,6 +60,12 @@ pub struct CheckArgs {
     /// under --strict). An empty value turns it off.
     #[arg(long, default_value = crate::github::label::DEFAULT_LABEL, value_name = "LABEL")]
     pub acknowledge_label: String,
+    /// Stored reports (the baseline included) the pull request comment's
+    /// history shows for a failing or regressed budget: 0 to 20. Read only
+    /// when some budget failed or regressed (each is a GitHub request); 0: none.
+    #[arg(long, value_name = "N", default_value_t = crate::github::store::HISTORY_REPORTS as u64,
+          value_parser = clap::value_parser!(u64).range(0..=crate::github::store::HISTORY_MAX as u64))]
+    pub history: u64,
     #[command(flatten)]
     pub harness: super::harness::HarnessArgs,
 }
@@ -135,7 +141,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
             return Err(refused.into());
         }
     }
-    let (baseline, stored) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    let (baseline, history_from) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    let stored = stored_reports(baseline.report(), history_from, args.history as usize);
     // On the card itself (not emulated), a ratio whose reference the
     // baseline shows too big for it is said before the profiles run.
     if let (Backend::Cuda, false, Some(b)) = (backend, args.emulate_capacity || spec.device.emulate, baseline.report())
@@ -383,7 +390,7 @@ fn write_outputs(
     spec: &crate::budget::Spec,
     measured: Measured,
     baseline: report::baseline::Outcome,
-    stored: Vec<Report>,
+    stored: impl FnOnce() -> Vec<Report>,
     started: Instant,
     extra: Vec<(&'static str, Vec<u8>)>,
 ) -> Result<Option<Report>, CliError> {
@@ -402,7 +409,7 @@ fn write_outputs(
             strict: args.strict,
             // Asked after the profiles, so a label added meanwhile counts.
             ack: crate::github::label::from_env(&args.acknowledge_label),
-            stored,
+            stored: Box::new(stored),
             wall_seconds: started.elapsed().as_secs_f64(),
             out: &args.out,
             extra,
@@ -431,8 +438,9 @@ pub(super) struct Conclusion<'a> {
     pub strict: bool,
     /// The acknowledge label, as GitHub answered about it.
     pub ack: report::AckInput,
-    /// Stored reports of the target branch, newest first, for the history.
-    pub stored: Vec<Report>,
+    /// Stored reports of the target branch, newest first, for the history:
+    /// asked for only when a budget that shows one failed or regressed.
+    pub stored: Box<dyn FnOnce() -> Vec<Report> + 'a>,
     pub wall_seconds: f64,
     pub out: &'a std::path::Path,
     /// More files for the set (merge: the shards' pr.json).
@@ -480,7 +488,13 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     if !c.extra.iter().any(|(name, _)| *name == super::shard::FILE) {
         set.remove(super::shard::FILE);
     }
-    let history = report::history::series(&report, &c.stored);
+    // Reading the history costs GitHub requests: only for a budget it is shown for.
+    let stored = if report.results.iter().any(|r| report::history::shown(r.status)) {
+        (c.stored)()
+    } else {
+        Vec::new()
+    };
+    let history = report::history::series(&report, &stored);
     history.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
     if history.series.is_empty() {
         set.remove("history.json");
@@ -588,15 +602,19 @@ fn current_commit() -> Option<String> {
 }
 
 /// `--baseline FILE|auto|none`: a bad FILE is bad input (exit 2); under
-/// `auto` every problem is a missing baseline with its reason, never a crash.
-pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<(report::baseline::Outcome, Vec<Report>), CliError> {
+/// `auto` every problem is a missing baseline with its reason, never a
+/// crash. With it, for a pull request, where its history can be read.
+pub(super) fn resolve_baseline(
+    arg: &str,
+    branch: &str,
+) -> Result<(report::baseline::Outcome, Option<crate::github::HistorySource>), CliError> {
     use report::baseline::Outcome;
     match arg {
         "none" => Ok((
             Outcome::Missing {
                 reason: "--baseline none".into(),
             },
-            Vec::new(),
+            None,
         )),
         "auto" => {
             let auto = crate::github::auto_baseline(crate::github::AutoInputs::from_env(
@@ -621,9 +639,28 @@ pub(super) fn resolve_baseline(arg: &str, branch: &str) -> Result<(report::basel
                     report: Box::new(r),
                     source: file.to_string(),
                 },
-                Vec::new(),
+                None,
             ))
         }
+    }
+}
+
+/// The stored reports for the history, newest first, when asked: the
+/// baseline, then up to `count - 1` older ones read from the store.
+fn stored_reports(
+    baseline: Option<&Report>,
+    from: Option<crate::github::HistorySource>,
+    count: usize,
+) -> impl FnOnce() -> Vec<Report> {
+    let first = baseline.filter(|_| count > 0).cloned();
+    move || {
+        let mut all: Vec<Report> = first.into_iter().collect();
+        if let (Some(from), false) = (from, all.is_empty()) {
+            let (older, notes) = crate::github::history(from, count - 1);
+            notes.iter().for_each(|n| eprintln!("warning: {n}"));
+            all.extend(older);
+        }
+        all
     }
 }
 

@@ -77,7 +77,7 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
             reserve,
             strict,
             ack: crate::github::label::from_env(&args.acknowledge_label),
-            stored: Vec::new(),
+            stored: Box::new(Vec::new),
             wall_seconds: merged.wall_seconds,
             out: &args.out,
             extra,

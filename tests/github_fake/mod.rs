@@ -175,6 +175,9 @@ pub struct State {
     /// Check runs created, each as its create request's body, with the
     /// annotations of later updates appended (see [`check_runs_route`]).
     pub check_runs: Vec<Value>,
+    /// The store's tree listing says `truncated`, as GitHub's does past
+    /// 100,000 entries or 7 MB.
+    pub tree_truncated: bool,
 }
 
 #[derive(Clone)]
@@ -797,6 +800,52 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 return (422, json!({"message": "No commit found for SHA"}));
             }
             (200, Value::Array(out))
+        }
+        // docs.github.com, "Get a tree": by the branch's name, `recursive`
+        // listing the subtrees' entries too (a `tree` entry for `reports`,
+        // a `blob` for each file); `truncated` past GitHub's limit, which a
+        // test sets with `tree_truncated`. 404 when there is no such branch.
+        ("GET", ["git", "trees", _branch]) => {
+            if !s.branch_exists {
+                return (404, json!({"message": "Not Found"}));
+            }
+            let entry = |path: &str, kind: &str, sha: &str, size: Option<usize>| {
+                let mut e = answer("git-tree")["tree"][0].clone();
+                e["path"] = json!(path);
+                e["type"] = json!(kind);
+                e["mode"] = json!(if kind == "tree" { "040000" } else { "100644" });
+                e["sha"] = json!(sha);
+                e["url"] = json!(format!("https://api.github.com/repos/{REPO}/git/{kind}s/{sha}"));
+                match (size, e.as_object_mut()) {
+                    (Some(n), _) => e["size"] = json!(n),
+                    (None, Some(o)) => {
+                        o.remove("size");
+                    }
+                    (None, None) => {}
+                }
+                e
+            };
+            let recursive = q.contains_key("recursive");
+            let mut items = vec![entry("README.md", "blob", &hex_sha("readme"), Some(90))];
+            if !s.files.is_empty() {
+                items.push(entry("reports", "tree", &hex_sha("reports"), None));
+            }
+            if recursive {
+                items.extend(
+                    s.files
+                        .iter()
+                        .map(|(path, (text, blob))| entry(path, "blob", blob, Some(text.len()))),
+                );
+            }
+            let mut v = answer("git-tree");
+            v["sha"] = json!(hex_sha("tree0"));
+            v["url"] = json!(format!(
+                "https://api.github.com/repos/{REPO}/git/trees/{}",
+                hex_sha("tree0")
+            ));
+            v["tree"] = Value::Array(items);
+            v["truncated"] = json!(s.tree_truncated);
+            (200, v)
         }
         ("GET", ["contents", "reports"]) => {
             if !s.branch_exists || s.files.is_empty() {

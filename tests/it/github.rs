@@ -642,12 +642,7 @@ fn a_baseline_from_another_testbed_is_never_compared_and_every_output_says_so() 
 #[test]
 fn auto_baseline_network_failure_is_a_warning_not_a_crash() {
     let fake = Fake::start();
-    fake.fault(
-        "GET",
-        "/contents/reports",
-        usize::MAX,
-        FaultKind::Status(500, "boom".into()),
-    );
+    fake.fault("GET", "/git/trees/", usize::MAX, FaultKind::Status(500, "boom".into()));
     let tmp = tempfile::tempdir().unwrap();
     let ev = pr_event(tmp.path(), 32, &sha(1), &sha(2));
     fake.state.lock().unwrap().merge_base = Some(sha(1));
@@ -663,7 +658,7 @@ fn auto_baseline_network_failure_is_a_warning_not_a_crash() {
         "{}",
         output_text(&o)
     );
-    assert_eq!(fake.count("GET", "/contents/reports"), 3, "bounded retries");
+    assert_eq!(fake.count("GET", "/git/trees/"), 3, "bounded retries");
     assert_no_token(&o, &out);
     // --strict: a missing baseline fails.
     let o = gate(Some(&fake), Some(&ev))
@@ -1746,8 +1741,11 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         "{}",
         output_text(&o)
     );
-    // Bounded: one listing for the baseline, one for the history, one read per stored report.
-    assert!(fake.count("GET", "/contents/reports") <= 2 + 6, "{:?}", fake.log());
+    // Bounded: one listing in all (the history reuses the baseline's), one
+    // read per stored report in reach, one page of 100 commits.
+    assert_eq!(fake.count("GET", "/git/trees/"), 1, "{:?}", fake.log());
+    assert!(fake.count("GET", "/contents/reports/") <= 6, "{:?}", fake.log());
+    assert_eq!(fake.count("GET", "/commits?"), 1, "{:?}", fake.log());
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
     let section = &md[md.find("#### History on the target branch").expect("a history section")..];
     assert!(
@@ -1789,6 +1787,189 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
     assert!(!body.contains("img src") && !body.contains(&chain[25][..10]), "{body}");
     assert!(body.contains(&chain[15][..10]), "{body}");
     assert_no_token(&o, &out);
+}
+
+/// examples/mlp.yaml without its timed budget and its ensemble: bytes
+/// only, so a baseline of the same run passes every budget, every time.
+fn bytes_only_spec(dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(root().join(MLP)).unwrap();
+    let kept: String = text
+        .lines()
+        .take_while(|l| !l.starts_with("ensemble:"))
+        .filter(|l| !l.trim_start().starts_with("step_time:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let p = dir.join("bytes.yaml");
+    std::fs::write(&p, kept).unwrap();
+    p
+}
+
+/// The last `GitHub API: ...; N in this command so far` line's N.
+fn calls_said(o: &Output) -> usize {
+    let text = output_text(o);
+    let line = text
+        .lines()
+        .rfind(|l| l.starts_with("GitHub API: "))
+        .unwrap_or_else(|| panic!("no `GitHub API:` line:\n{text}"));
+    line.rsplit("; ")
+        .next()
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"))
+}
+
+/// #41 item 10: a pull request whose budgets all pass costs four requests
+/// (compare, the store's one tree listing, a page of commits, the
+/// baseline), reads no history, and says what it made; so does a push.
+#[test]
+fn a_passing_pull_request_asks_github_four_times_and_says_so() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = bytes_only_spec(tmp.path());
+    let seed = tmp.path().join("seed");
+    let o = gate(None, None)
+        .args(["check", "--baseline", "none", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(&seed)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let chain: Vec<String> = (0..12).map(|i| sha(0x700 + i)).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[1].clone());
+    let seed_report = std::fs::read_to_string(seed.join("report.json")).unwrap();
+    for i in [3, 5, 7, 9] {
+        fake.store_file(&format!("reports/{}.json", chain[i]), &seed_report);
+    }
+    let ev = pr_event(tmp.path(), 60, &chain[0], &sha(0xfeed));
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--acknowledge-label", "", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert!(output_text(&o).contains("2 first-parent steps"), "{}", output_text(&o));
+    assert!(!out.join("history.json").exists());
+    let asked: Vec<String> = fake.log().iter().map(|r| format!("{} {}", r.method, r.path)).collect();
+    assert_eq!(asked.len(), 4, "{asked:#?}");
+    assert_eq!(
+        fake.count("GET", "/git/trees/gate-baselines?recursive=1"),
+        1,
+        "{asked:#?}"
+    );
+    assert_eq!(
+        fake.count("GET", "/contents/reports/"),
+        1,
+        "the baseline only: {asked:#?}"
+    );
+    assert_eq!(calls_said(&o), 4, "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("read the baseline store 2"),
+        "{}",
+        output_text(&o)
+    );
+
+    // A push: the tree, a page of commits, the baseline; then the publish
+    // (the branch, the file, the write).
+    let before = fake.log().len();
+    let o = gate(Some(&fake), None)
+        .env("GITHUB_SHA", &chain[2])
+        .args(["check", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(fake.log().len() - before, 3, "{:#?}", &fake.log()[before..]);
+    assert_eq!(calls_said(&o), 3);
+    let before = fake.log().len();
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &chain[2], "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(fake.log().len() - before, 3, "{:#?}", &fake.log()[before..]);
+    assert_eq!(calls_said(&o), 3, "{}", output_text(&o));
+    assert_no_token(&o, &out);
+}
+
+/// A store too large for one listing (GitHub's `truncated`) is probed
+/// commit by commit; a store branch whose name has a `/` is listed through
+/// the contents API, as a name in the trees API's path cannot hold one.
+#[test]
+fn a_truncated_listing_probes_and_a_slashed_branch_lists_by_contents() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = tmp.path().join("seed");
+    check_mlp(&seed);
+    let chain: Vec<String> = (0..6).map(|i| sha(0x800 + i)).collect();
+    fake.add_chain(&chain);
+    fake.state.lock().unwrap().merge_base = Some(chain[1].clone());
+    let mut base: Value = serde_json::from_str(&std::fs::read_to_string(seed.join("report.json")).unwrap()).unwrap();
+    base["commit"] = json!(chain[3]);
+    fake.store_file(&format!("reports/{}.json", chain[3]), &base.to_string());
+    fake.state.lock().unwrap().tree_truncated = true;
+    let ev = pr_event(tmp.path(), 61, &chain[0], &sha(0xfeed));
+    let out = tmp.path().join("out");
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["check", "--budgets", MLP, "--history", "1", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["baseline"]["commit"], json!(chain[3]), "{}", output_text(&o));
+    // chain[1] and chain[2] probed (404), chain[3] read.
+    assert_eq!(fake.count("GET", "/contents/reports/"), 3, "{:#?}", fake.log());
+
+    let before = fake.count("GET", "/git/trees/");
+    let o = gate(Some(&fake), Some(&ev))
+        .args([
+            "check",
+            "--budgets",
+            MLP,
+            "--baseline-branch",
+            "gate/baselines",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
+    assert_eq!(fake.count("GET", "/git/trees/"), before);
+    assert_eq!(fake.count("GET", "/contents/reports?ref=gate/baselines"), 1);
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(r["baseline"]["commit"], json!(chain[3]), "{}", output_text(&o));
+}
+
+/// Concurrent publishes: eight attempts, each after a randomised wait
+/// (see store::publish_wait), before gate gives up.
+#[test]
+fn publish_outlasts_seven_concurrent_writers() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    fake.fault(
+        "PUT",
+        "/contents/reports/",
+        7,
+        FaultKind::Status(409, "is at abc but expected def".into()),
+    );
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &sha(0x900), "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(fake.count("PUT", "/contents/"), 8);
+    assert!(fake.file(&format!("reports/{}.json", sha(0x900))).is_some());
 }
 
 /// A ruleset that restricts creating branches refuses the store's first

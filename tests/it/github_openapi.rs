@@ -118,7 +118,7 @@ fn pr_event(dir: &Path, number: u64, base_sha: &str, head_sha: &str) -> PathBuf 
 
 /// Every GitHub route gate uses, through the fake: the baseline store
 /// created, written (a 409 retried) and read back by an automatic baseline
-/// (compare, commits, contents), then the PR comment created, listed past a
+/// (compare, commits, the store's tree, contents), then the PR comment created, listed past a
 /// page, updated, and the acknowledgement label's events, labels and the
 /// labeller's permission read.
 #[test]
@@ -180,6 +180,21 @@ fn every_exchange_of_gate_with_the_fake_is_one_github_documents() {
         .output()
         .unwrap();
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
+    // A store branch with a `/` is listed through the contents API (the
+    // trees API's path cannot name it), whose answer GitHub recorded.
+    let o = gate(&fake, Some(&ev))
+        .args([
+            "check",
+            "--budgets",
+            MLP,
+            "--baseline-branch",
+            "gate/baselines",
+            "--out",
+        ])
+        .arg(tmp.path().join("slashed"))
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
     for _ in 0..2 {
         let o = gate(&fake, Some(&ev))
             .args(["comment", "--from"])
@@ -210,6 +225,7 @@ fn every_exchange_of_gate_with_the_fake_is_one_github_documents() {
     let routes = |p: &str| fake.count("GET", p) + fake.count("POST", p) + fake.count("PUT", p) + fake.count("PATCH", p);
     for route in [
         "/git/refs",
+        "/git/trees/",
         "/contents/reports",
         "/commits?",
         "/compare/",

@@ -449,7 +449,21 @@ fn stored_reports_from_the_api_start_no_command() {
         fake.store_file(&format!("reports/{sha}.json"), &r.to_string());
     };
     // The baseline is clean, older reports (the comment's history) are not.
-    store(&chain[0], &clean);
+    // Its `params` is half this run's, so `params` regresses and the
+    // history, read only for a failing or regressed budget, is read.
+    let mut smaller = clean.clone();
+    let half = (clean["components"]["mlp"]["metrics"]["params"]["value"]
+        .as_f64()
+        .unwrap()
+        / 2.0)
+        .round();
+    smaller["components"]["mlp"]["metrics"]["params"]["value"] = half.into();
+    for r in smaller["results"].as_array_mut().unwrap() {
+        if r["component"] == "mlp" && r["metric"] == "params" {
+            r["measured"] = half.into();
+        }
+    }
+    store(&chain[0], &smaller);
     for sha in &chain[1..4] {
         store(sha, &hostile);
     }

@@ -1874,12 +1874,38 @@ fn the_release_attests_only_the_checked_archives_from_one_job_with_its_own_permi
         "check {checked}, attest {attest}, publish {publish}"
     );
     assert_eq!(s[attest]["with"]["subject-checksums"].as_str(), Some("dist/SHA256SUMS"));
+    // The attestation's bundle goes out with the release, under the name
+    // find-release.sh downloads (#41 item 5).
+    let id = s[attest]["id"].as_str().expect("the attest step has an id");
+    let shipped = at(&|x| {
+        x["env"]["BUNDLE"].as_str() == Some(&format!("${{{{ steps.{id}.outputs.bundle-path }}}}"))
+            && x["run"]
+                .as_str()
+                .is_some_and(|r| r.contains("dist/gate-$TAG.sigstore.json"))
+    });
+    assert!(attest < shipped && shipped < publish);
+    assert!(s[publish]["run"]
+        .as_str()
+        .unwrap()
+        .contains("\"dist/gate-$TAG.sigstore.json\""));
+    let find =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh")).unwrap();
+    assert!(
+        find.contains("bundle=\"gate-${tag}.sigstore.json\""),
+        "find-release.sh fetches that name"
+    );
 }
 
 /// A folder with `gate` (a stub that says its version) and, unless `gh` is
 /// `None`, a `gh` stub that logs its arguments and GH_TOKEN to `gh.log` and
 /// exits with `gh`'s code for `attestation verify` (0 for `--help`).
 fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
+    provenance_case_with(root, gh, "2.63.0", "")
+}
+
+/// As [`provenance_case`], the `gh` stub saying it is `version` and
+/// writing `said` to stderr when it verifies.
+fn provenance_case_with(root: &Path, gh: Option<i32>, version: &str, said: &str) -> (PathBuf, PathBuf) {
     let tools = root.join("tools");
     let bin = root.join("bin");
     std::fs::create_dir_all(&tools).unwrap();
@@ -1898,8 +1924,9 @@ fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
         executable(
             &tools.join("gh"),
             &format!(
-                "#!/bin/sh\ncase \"$*\" in *--help*) exit 0;; --version) echo 'gh version 2.60.0 (2024-10-01)'; exit 0;; esac\n\
-                 echo \"args=$* token=$GH_TOKEN\" >> '{}'\nexit {code}\n",
+                "#!/bin/sh\ncase \"$*\" in *--help*) exit 0;; --version) echo 'gh version {version} (2025-01-01)'; \
+                 echo 'https://github.com/cli/cli/releases/tag/v{version}'; exit 0;; esac\n\
+                 echo \"args=$* token=$GH_TOKEN\" >> '{}'\necho '{said}' >&2\nexit {code}\n",
                 root.join("gh.log").display()
             ),
         );
@@ -1909,9 +1936,24 @@ fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
 
 /// install.sh with a release binary found (FOUND=true), PATH = `tools`.
 fn run_release_install(root: &Path, tools: &Path, bin: &Path, token: &str) -> (Option<i32>, String) {
-    let o = std::process::Command::new("/bin/bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/install.sh"))
-        .env_clear()
+    run_release_install_with(root, tools, bin, token, None)
+}
+
+/// As [`run_release_install`], with the release's Sigstore bundle at `bundle`.
+fn run_release_install_with(
+    root: &Path,
+    tools: &Path,
+    bin: &Path,
+    token: &str,
+    bundle: Option<&Path>,
+) -> (Option<i32>, String) {
+    let mut cmd = std::process::Command::new("/bin/bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/install.sh"))
+        .env_clear();
+    if let Some(b) = bundle {
+        cmd.env("BUNDLE", b);
+    }
+    let o = cmd
         .env("PATH", tools)
         .env("GITHUB_OUTPUT", root.join("github_output"))
         .env("GITHUB_PATH", root.join("github_path"))
@@ -1987,8 +2029,8 @@ fn the_action_verifies_a_release_s_provenance_where_gh_is_present() {
 }
 
 /// #43 item 17: a `gh` that cannot run is a failed check, not an old gh;
-/// only a gh whose version says it predates `gh attestation` (2.49.0) is
-/// a note.
+/// only a gh whose version says it predates the one that reads Sigstore's
+/// current trusted root (2.56.0, #41 item 5) is a note.
 #[test]
 fn a_gh_that_cannot_run_fails_the_provenance_check() {
     let cases = [
@@ -2013,7 +2055,7 @@ fn a_gh_that_cannot_run_fails_the_provenance_check() {
         (
             "#!/bin/sh\ncase \"$*\" in --version) echo 'gh version 2.45.0 (2024-03-04)'; exit 0;; esac\nexit 1\n",
             Some(0),
-            "this gh (gh version 2.45) has no `gh attestation` (gh 2.49.0 or newer has)",
+            "this gh (gh version 2.45.0 (2024-03-04)) cannot verify Sigstore's current attestations (2.56.0 or newer can)",
         ),
     ];
     for (script, exit, said) in cases {
@@ -2030,6 +2072,84 @@ fn a_gh_that_cannot_run_fails_the_provenance_check() {
         } else {
             assert!(bin.join("gate").exists());
         }
+    }
+}
+
+/// #41 item 5: the release's Sigstore bundle is verified offline (`--bundle`,
+/// no attestations API, no token needed); a gh older than 2.56.0, which
+/// cannot read Sigstore's current trusted root, is not asked; a refusal to
+/// reach GitHub or Sigstore is a warning (SHA256SUMS was checked), a
+/// verdict against the archive fails the job.
+#[test]
+fn the_release_bundle_is_verified_offline_and_a_refusal_is_told_from_a_mismatch() {
+    let bundle_of = |t: &Path| {
+        let b = t.join("gate-v9.9.9.sigstore.json");
+        std::fs::write(&b, "{}\n").unwrap();
+        b
+    };
+    // An old gh: not asked; a note.
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case_with(t.path(), Some(0), "2.55.0", "");
+    let (code, out) = run_release_install_with(t.path(), &tools, &bin, "tok", Some(&bundle_of(t.path())));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("this gh (gh version 2.55.0 (2025-01-01)) cannot verify Sigstore's current attestations (2.56.0 or newer can)"),
+        "{out}"
+    );
+    assert!(!t.path().join("gh.log").exists(), "an old gh is not asked");
+    assert!(bin.join("gate").exists());
+
+    // The bundle, with no token: verified offline.
+    let t = tempfile::tempdir().unwrap();
+    let (tools, bin) = provenance_case_with(t.path(), Some(0), "2.56.0", "");
+    let bundle = bundle_of(t.path());
+    let (code, out) = run_release_install_with(t.path(), &tools, &bin, "", Some(&bundle));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("build provenance verified offline, from the release bundle"),
+        "{out}"
+    );
+    let log = std::fs::read_to_string(t.path().join("gh.log")).unwrap();
+    assert_eq!(
+        log.trim(),
+        format!(
+            "args=attestation verify {} --repo octo/gate --signer-workflow octo/gate/.github/workflows/gate-release.yml --bundle {} token=",
+            t.path().join("gate-v9.9.9-x86_64-unknown-linux-gnu.tar.gz").display(),
+            bundle.display()
+        )
+    );
+
+    // gh could not reach GitHub or Sigstore: a warning; the binary is used.
+    for said in [
+        "Error: failed to fetch attestations from octo/gate: HTTP 403: Resource not accessible by integration (https://api.github.com/repos/octo/gate/attestations/sha256:ab)",
+        "Error: failed to create TUF client: Get \"https://tuf-repo-cdn.sigstore.dev/13.root.json\": dial tcp: lookup tuf-repo-cdn.sigstore.dev: no such host",
+        "Error: HTTP 503: Service Unavailable",
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let (tools, bin) = provenance_case_with(t.path(), Some(1), "2.70.1", said);
+        let (code, out) = run_release_install_with(t.path(), &tools, &bin, "tok", Some(&bundle_of(t.path())));
+        assert_eq!(code, Some(0), "{said}: {out}");
+        assert!(
+            out.contains("::warning title=gate action::gh could not reach GitHub or Sigstore to verify"),
+            "{out}"
+        );
+        assert!(out.contains(said), "gh's own words are shown: {out}");
+        assert!(bin.join("gate").exists());
+    }
+
+    // A verdict: another repository's workflow, a bad signature, no
+    // attestation for these bytes. The job fails; the binary is removed.
+    for said in [
+        "Error: verifying with issuer \"sigstore.dev\": failed to verify certificate identity: no matching CertificateIdentity found, last error: expected SAN value \"https://github.com/octo/gate/.github/workflows/gate-release.yml\", got \"https://github.com/evil/gate/.github/workflows/release.yml@refs/tags/v9.9.9\"",
+        "Error: failed to verify signature: invalid signature when validating ASN.1 encoded signature",
+        "Error: no attestations found for subject sha256:ab in the bundle",
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let (tools, bin) = provenance_case_with(t.path(), Some(1), "2.70.1", said);
+        let (code, out) = run_release_install_with(t.path(), &tools, &bin, "tok", Some(&bundle_of(t.path())));
+        assert_eq!(code, Some(1), "{said}: {out}");
+        assert!(out.contains("has no valid build provenance from octo/gate"), "{out}");
+        assert!(!bin.join("gate").exists(), "{said}");
     }
 }
 
@@ -2608,6 +2728,16 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
     let (found, outputs, err) = find_release(root, &action, &path, &[]);
     assert!(found, "{err}");
     assert!(outputs.contains("build-cache=false\n"), "{outputs}");
+    assert!(!outputs.contains("bundle="), "a release without a bundle: {outputs}");
+    // A release that ships its Sigstore bundle: handed to install.sh.
+    std::fs::write(rel.join("gate-v9.8.7.sigstore.json"), "{}\n").unwrap();
+    let (_, outputs, _) = find_release(root, &action, &path, &[]);
+    assert!(
+        outputs
+            .lines()
+            .any(|l| l.starts_with("bundle=") && l.ends_with("/gate-v9.8.7.sigstore.json")),
+        "{outputs}"
+    );
     let (found, _, err) = find_release(root, &action, &path, &pin("abcdef0123456789abcdef0123456789abcdef01"));
     assert!(found, "the release's own commit: {err}");
     let (found, _, err) = find_release(root, &action, &path, &pin("v9.8.7"));
@@ -2780,4 +2910,149 @@ fn the_readmes_own_job_example_is_least_privilege_and_keeps_no_credentials() {
         .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout@")))
         .unwrap();
     assert_eq!(checkout["with"]["persist-credentials"].as_bool(), Some(false));
+}
+
+/// The majors dependabot offers next (#41 item 16; docs/release.md, "The
+/// next majors"): each pin, its release, and the inputs its `action.yml`
+/// declares there (read at that commit). What moving to them takes is
+/// checked here, before the pull request: every `with:` gate sets is still
+/// an input, the Node 24 check passes, and no checkout in a `workflow_run`
+/// job names the pull request's head, which checkout v7 refuses for a fork
+/// (`src/unsafe-pr-checkout-helper.ts` at v7.0.1).
+const NEXT_MAJORS: &[(&str, &str, &str, &[&str])] = &[
+    (
+        "actions/checkout",
+        "3d3c42e5aac5ba805825da76410c181273ba90b1",
+        "v7.0.1",
+        &[
+            "allow-unsafe-pr-checkout",
+            "clean",
+            "fetch-depth",
+            "fetch-tags",
+            "filter",
+            "github-server-url",
+            "lfs",
+            "path",
+            "persist-credentials",
+            "ref",
+            "repository",
+            "set-safe-directory",
+            "show-progress",
+            "sparse-checkout",
+            "sparse-checkout-cone-mode",
+            "ssh-key",
+            "ssh-known-hosts",
+            "ssh-strict",
+            "ssh-user",
+            "submodules",
+            "token",
+        ],
+    ),
+    (
+        "actions/upload-artifact",
+        "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f",
+        "v7.0.0",
+        &[
+            "archive",
+            "compression-level",
+            "if-no-files-found",
+            "include-hidden-files",
+            "name",
+            "overwrite",
+            "path",
+            "retention-days",
+        ],
+    ),
+    (
+        "actions/download-artifact",
+        "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c",
+        "v8.0.1",
+        &[
+            "artifact-ids",
+            "digest-mismatch",
+            "github-token",
+            "merge-multiple",
+            "name",
+            "path",
+            "pattern",
+            "repository",
+            "run-id",
+            "skip-decompress",
+        ],
+    ),
+];
+
+#[test]
+fn the_next_majors_take_every_input_gate_sets_and_refuse_no_checkout_of_gate_s() {
+    // Every `with:` key gate sets on these actions is an input there.
+    let mut problems = Vec::new();
+    for (at, step, _) in every_step() {
+        let Some((_, _, _, inputs)) = NEXT_MAJORS.iter().find(|(a, ..)| action_of(&step) == Some(*a)) else {
+            continue;
+        };
+        for (k, _) in step["with"].as_hash().into_iter().flatten() {
+            let k = k.as_str().unwrap_or_default();
+            if !inputs.contains(&k) {
+                problems.push(format!(
+                    "{at}: `{k}` is no input of {}'s next major",
+                    action_of(&step).unwrap()
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    // Pinned to them, every file passes the Node 24 check.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files: Vec<PathBuf> = vec![root.join("action.yml"), root.join("README.md")];
+    files.extend(
+        workflows()
+            .into_iter()
+            .map(|w| root.join(".github/workflows").join(w.file)),
+    );
+    let mut moved = 0;
+    for f in &files {
+        let mut text = std::fs::read_to_string(f).unwrap();
+        for (action, sha, tag, _) in NEXT_MAJORS {
+            let lines: Vec<String> = text
+                .lines()
+                .map(|l| match l.find(&format!("{action}@")) {
+                    Some(i) if is_sha(l[i + action.len() + 1..].split_whitespace().next().unwrap_or("")) => {
+                        moved += 1;
+                        format!("{}{action}@{sha}  # {tag}", &l[..i])
+                    }
+                    _ => l.to_string(),
+                })
+                .collect();
+            text = lines.join("\n");
+        }
+        let problems = node20_pins(&f.display().to_string(), &text);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+    assert!(moved > 30, "only {moved} pins moved: the scan is broken");
+
+    // checkout v7 refuses, in a `workflow_run` or `pull_request_target`
+    // run of a fork's pull request, a checkout of the head's repository, a
+    // `refs/pull/N/...` ref or the head's SHA. gate's such jobs check out
+    // the default branch: no `ref:` or `repository:` at all.
+    let mut checked = 0;
+    for w in workflows() {
+        let on = key(&w.doc, "on");
+        if on["workflow_run"].is_badvalue() && on["pull_request_target"].is_badvalue() {
+            continue;
+        }
+        for (name, job) in jobs(&w) {
+            for s in steps(job) {
+                if action_of(s) == Some("actions/checkout") {
+                    checked += 1;
+                    assert!(
+                        s["with"]["ref"].is_badvalue() && s["with"]["repository"].is_badvalue(),
+                        "{}: job `{name}` checks out another ref or repository",
+                        w.file
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked > 0, "gate-comment.yml's checkout was not seen");
 }

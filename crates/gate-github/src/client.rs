@@ -60,6 +60,40 @@ fn spent() -> Duration {
     *SPENT.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every request this process sent to GitHub, by what it was for: each
+/// attempt counts, a retry and a rate-limited one too, as GitHub counts
+/// them against the token's allowance (docs.github.com, "Rate limits for
+/// the REST API": 1,000 an hour per repository for the GITHUB_TOKEN).
+static CALLS: Mutex<Vec<Call>> = Mutex::new(Vec::new());
+
+fn calls() -> std::sync::MutexGuard<'static, Vec<Call>> {
+    CALLS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The requests sent by this process so far, in order.
+pub fn calls_made() -> Vec<Call> {
+    calls().clone()
+}
+
+/// One line for the log: `calls`, counted by what they were for, in the
+/// order first made.
+fn calls_line(calls: &[Call], total: usize) -> String {
+    let mut by: Vec<(Call, usize)> = Vec::new();
+    for c in calls {
+        match by.iter_mut().find(|(k, _)| k == c) {
+            Some((_, n)) => *n += 1,
+            None => by.push((*c, 1)),
+        }
+    }
+    let parts: Vec<String> = by.iter().map(|(c, n)| format!("{} {n}", c.what())).collect();
+    let plural = if calls.len() == 1 { "" } else { "s" };
+    format!(
+        "GitHub API: {} REST request{plural} ({}); {total} in this command so far",
+        calls.len(),
+        parts.join(", ")
+    )
+}
+
 impl std::fmt::Debug for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Settings")
@@ -202,11 +236,23 @@ pub struct Client {
     started: Instant,
     /// The deadline's time left when this client was made.
     budget: Duration,
+    /// Where this client's requests begin in [`CALLS`].
+    first_call: usize,
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
         *SPENT.lock().unwrap_or_else(|e| e.into_inner()) += self.started.elapsed();
+        // What this client cost of the hourly allowance, said in the log so
+        // that a team can see what a run spends (#41 item 10).
+        let line = {
+            let all = calls();
+            let mine = all.get(self.first_call..).unwrap_or_default();
+            (!mine.is_empty()).then(|| calls_line(mine, all.len()))
+        };
+        if let Some(line) = line {
+            crate::log(format_args!("{line}"));
+        }
     }
 }
 
@@ -326,6 +372,7 @@ impl Client {
             settings,
             started: Instant::now(),
             budget,
+            first_call: calls().len(),
         })
     }
 
@@ -414,6 +461,7 @@ impl Client {
             if left.is_zero() {
                 return Err(self.past_deadline(op, method, path));
             }
+            calls().push(op);
             // An attempt gets its own timeout, or what the deadline leaves.
             match tokio::time::timeout(self.settings.timeout.min(left), attempt()).await {
                 Ok(Ok(value)) => return Ok(value),
@@ -692,6 +740,19 @@ mod tests {
             "gate's GitHub work ran past its deadline of 0 s while it tried to read the pull request (GET /repos/o/r/pulls/1)"
         );
         assert!(e.hint().contains("GATE_GITHUB_DEADLINE_MS"), "{}", e.hint());
+    }
+
+    #[test]
+    fn the_calls_line_counts_by_purpose_in_order() {
+        let calls = [Call::ReadCommits, Call::ReadBaseline, Call::ReadCommits];
+        assert_eq!(
+            calls_line(&calls, 7),
+            "GitHub API: 3 REST requests (read the commit history 2, read the baseline store 1); 7 in this command so far"
+        );
+        assert_eq!(
+            calls_line(&calls[..1], 1),
+            "GitHub API: 1 REST request (read the commit history 1); 1 in this command so far"
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@ pub enum Call {
 }
 
 impl Call {
-    fn what(self) -> &'static str {
+    /// What the call was for, as messages say it.
+    pub fn what(self) -> &'static str {
         match self {
             Call::ReadComments => "read the pull request's comments",
             Call::WriteComment => "write the pull request comment",

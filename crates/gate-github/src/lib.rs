@@ -20,6 +20,7 @@ pub mod store;
 pub use client::{block_on, Client, Settings};
 pub use context::{Event, PullRequest, Repo};
 pub use error::{Call, GithubError};
+pub use store::Known;
 
 use crate::report::baseline::Outcome;
 
@@ -43,15 +44,58 @@ pub(crate) fn log(line: std::fmt::Arguments) {
 }
 
 /// Where `--baseline auto` starts looking, and what it found.
-#[derive(Debug, Clone)]
 pub struct AutoBaseline {
     pub outcome: Outcome,
     /// Notes for the log (stderr): where the walk started, what failed.
     pub notes: Vec<String>,
-    /// The stored reports of the target branch for the comment's history,
-    /// newest first: the baseline, then up to
-    /// [`store::HISTORY_REPORTS`]` - 1` older ones.
-    pub history: Vec<crate::report::Report>,
+    /// For a pull request whose baseline was found: where the comment's
+    /// history is read from, by [`history`], once the verdict shows a
+    /// budget that needs it. A run whose budgets all pass never asks.
+    pub history: Option<HistorySource>,
+}
+
+/// What [`history`] needs: the store, the baseline's commit, and what the
+/// baseline's walk already learnt (the listing, the first parents), so it
+/// asks GitHub only for the rest.
+pub struct HistorySource {
+    settings: Settings,
+    repo: Repo,
+    branch: String,
+    baseline: String,
+    known: store::Known,
+}
+
+/// The stored reports older than the baseline, nearest first, at most
+/// `max` within [`store::HISTORY_DEPTH`] first-parent commits, and notes
+/// for the log. A network failure is a note: the history is shorter.
+pub fn history(from: HistorySource, max: usize) -> (Vec<crate::report::Report>, Vec<String>) {
+    if max == 0 {
+        return (Vec::new(), Vec::new());
+    }
+    block_on(async move {
+        let mut known = from.known;
+        let client = match Client::new(from.settings) {
+            Ok(c) => c,
+            Err(e) => {
+                return (
+                    Vec::new(),
+                    vec![format!("cannot read the history of the baseline store: {e}")],
+                )
+            }
+        };
+        let store = store::Store {
+            client: &client,
+            repo: &from.repo,
+            branch: from.branch,
+        };
+        match store.older(&from.baseline, store::HISTORY_DEPTH, max, &mut known).await {
+            Ok(older) => (older.into_iter().map(|(_, r)| r).collect(), Vec::new()),
+            Err(e) => (
+                Vec::new(),
+                vec![format!("cannot read the history of the baseline store: {e}")],
+            ),
+        }
+    })
 }
 
 /// The inputs of `--baseline auto`, read from the environment by the caller.
@@ -151,8 +195,8 @@ async fn start_commit(
     }
 }
 
-/// The nearest stored report from `start`, and for a pull request the
-/// older ones for its history.
+/// The nearest stored report from `start`, and for a pull request where
+/// its history is to be read.
 async fn read_store(
     store: &store::Store<'_>,
     start: &str,
@@ -160,22 +204,20 @@ async fn read_store(
     inputs: &AutoInputs,
     mut notes: Vec<String>,
 ) -> AutoBaseline {
-    match store.find_nearest(start, skip_start, inputs.depth).await {
+    let mut known = store::Known::default();
+    match store.find_nearest(start, skip_start, inputs.depth, &mut known).await {
         Ok(store::Found::Report { sha, report, steps }) => {
             notes.push(format!(
                 "baseline: the report of {sha}, {steps} first-parent steps from {start}"
             ));
-            let mut history = vec![(*report).clone()];
             // Only a pull request's comment shows the history.
-            if matches!(inputs.event, Event::PullRequest(_)) {
-                match store
-                    .older(&sha, store::HISTORY_DEPTH, store::HISTORY_REPORTS - 1)
-                    .await
-                {
-                    Ok(older) => history.extend(older.into_iter().map(|(_, r)| r)),
-                    Err(e) => notes.push(format!("cannot read the history of the baseline store: {e}")),
-                }
-            }
+            let history = matches!(inputs.event, Event::PullRequest(_)).then(|| HistorySource {
+                settings: inputs.settings.clone(),
+                repo: store.repo.clone(),
+                branch: store.branch.clone(),
+                baseline: sha.clone(),
+                known,
+            });
             AutoBaseline {
                 outcome: Outcome::Found {
                     report,
@@ -188,7 +230,7 @@ async fn read_store(
         Ok(store::Found::Missing { reason }) => AutoBaseline {
             outcome: Outcome::Missing { reason },
             notes,
-            history: Vec::new(),
+            history: None,
         },
         Err(e) => {
             notes.push(format!("hint: {}", e.hint()));
@@ -197,7 +239,7 @@ async fn read_store(
                     reason: format!("cannot read the baseline store: {e}"),
                 },
                 notes,
-                history: Vec::new(),
+                history: None,
             }
         }
     }
@@ -207,7 +249,7 @@ fn missing(reason: &str) -> AutoBaseline {
     AutoBaseline {
         outcome: Outcome::Missing { reason: reason.into() },
         notes: Vec::new(),
-        history: Vec::new(),
+        history: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The baseline store: reports kept in the repository itself, one JSON per
-//! commit (`reports/<sha>.json`) on a dedicated orphan branch, read and
-//! written through the contents API. Writes carry the blob sha, so a
-//! concurrent update is a 409/422 that is re-read and retried.
+//! commit (`reports/<sha>.json`) on a dedicated orphan branch, listed in one
+//! request through the git trees API, read and written through the contents
+//! API. Writes carry the blob sha, so a concurrent update is a 409/422 that
+//! is re-read and retried, after a randomised wait.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,16 +17,20 @@ use crate::report::Report;
 pub const DEFAULT_BRANCH: &str = "gate-baselines";
 /// First-parent steps walked at most when looking for a baseline.
 pub const DEFAULT_DEPTH: usize = 50;
-/// Stored reports the comment's history shows at most (the baseline
-/// included), and the first-parent commits walked at most to find them.
-/// Both bound the requests a pull request run makes for it: a commit page
-/// per 100 commits and one read per stored report (at most
-/// [`HISTORY_PROBES`] where the store is too large to list).
-pub const HISTORY_REPORTS: usize = 20;
+/// Stored reports the comment's history shows by default (the baseline
+/// included; `gate check --history N` sets another number, at most
+/// [`HISTORY_MAX`]), and the first-parent commits walked at most to find
+/// them. They bound the requests a pull request run makes for it, which it
+/// makes only when a budget failed or regressed: a commit page per 100
+/// commits and one read per stored report (at most twice the number asked
+/// where the store is too large to list).
+pub const HISTORY_REPORTS: usize = 10;
+pub const HISTORY_MAX: usize = 20;
 pub const HISTORY_DEPTH: usize = 200;
-pub const HISTORY_PROBES: usize = 40;
-/// Attempts to publish against concurrent writers.
-pub const PUBLISH_ATTEMPTS: u32 = 5;
+/// Attempts to publish against concurrent writers: a push to the default
+/// branch may start one publish per gate id and runner at the same moment,
+/// each of which moves the branch, so more than one or two lose a race.
+pub const PUBLISH_ATTEMPTS: u32 = 8;
 
 pub struct Store<'a> {
     pub client: &'a Client,
@@ -60,13 +65,40 @@ struct CommitEntry {
     parents: Vec<ShaOnly>,
 }
 
+/// GitHub's "Get a tree" answer, the fields gate reads.
+#[derive(Debug, Deserialize)]
+struct Tree {
+    #[serde(default)]
+    tree: Vec<TreeEntry>,
+    /// More entries than one answer holds (100,000 or 7 MB).
+    #[serde(default)]
+    truncated: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct TreeEntry {
+    path: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
 /// What the store holds, as far as one listing says.
+#[derive(Debug, Clone)]
 enum Listing {
-    /// No branch or no `reports/` folder yet.
+    /// No branch or no report on it yet.
     Empty,
     Known(HashSet<String>),
-    /// The listing was capped (1,000 entries): probe commit by commit.
+    /// The listing was cut short (GitHub's limit): probe commit by commit.
     TooMany,
+}
+
+/// What a run has learnt of the store and of the commit history: the
+/// listing and the first parents read so far. Kept, so that reading the
+/// history after the verdict asks GitHub only for what it does not know.
+#[derive(Default, Clone)]
+pub struct Known {
+    listing: Option<Listing>,
+    parents: FirstParents,
 }
 
 /// The nearest stored ancestor, or why there is none.
@@ -90,6 +122,24 @@ pub enum Published {
     Unchanged { path: String },
 }
 
+/// The wait before publish attempt `attempt + 1`: the backoff doubled per
+/// attempt (at most 30 s), times a factor between 0.5 and 1.5 picked from
+/// `random`. Jobs that lost the same race would otherwise all wait alike and
+/// meet again at the next attempt.
+fn publish_wait(backoff: std::time::Duration, attempt: u32, random: u64) -> std::time::Duration {
+    let base = backoff
+        .saturating_mul(1 << attempt.saturating_sub(1).min(6))
+        .min(std::time::Duration::from_secs(30));
+    base.mul_f64(0.5 + (random % 1000) as f64 / 1000.0)
+}
+
+/// A random number, from the standard library's per-process random hash
+/// keys (no dependency for one number a retry).
+fn jitter() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now())
+}
+
 fn decode_b64(text: &str) -> Option<String> {
     let clean: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     let bytes = base64::engine::general_purpose::STANDARD.decode(clean).ok()?;
@@ -97,7 +147,7 @@ fn decode_b64(text: &str) -> Option<String> {
 }
 
 /// sha → first parent, filled a page of history (100 commits) at a time.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct FirstParents(HashMap<String, Option<String>>);
 
 impl FirstParents {
@@ -123,17 +173,54 @@ impl Store<'_> {
         format!("reports/{sha}.json")
     }
 
+    /// The store's listing, asked of GitHub once per run.
+    async fn listing(&self, known: &mut Known) -> Result<Listing, GithubError> {
+        if let Some(l) = &known.listing {
+            return Ok(l.clone());
+        }
+        let l = self.list().await?;
+        known.listing = Some(l.clone());
+        Ok(l)
+    }
+
+    /// Every stored report in one request: the branch's whole tree
+    /// (docs.github.com, "Get a tree": `tree_sha` is "the SHA1 value or ref
+    /// (branch or tag) name of the tree"; `recursive` lists subtrees;
+    /// `truncated` past 100,000 entries or 7 MB). The contents API it
+    /// replaces lists at most 1,000 files. A branch name with `/` would be
+    /// read as more path segments, so such a store is listed through the
+    /// contents API, as before.
     async fn list(&self) -> Result<Listing, GithubError> {
-        let path = format!("/repos/{}/contents/reports?ref={}", self.repo, self.branch);
-        let entries: Option<Vec<FileEntry>> = self.client.get_opt(Call::ReadBaseline, &path).await?;
-        Ok(match entries {
-            None => Listing::Empty,
-            Some(e) if e.len() >= 1000 => Listing::TooMany,
-            Some(e) => Listing::Known(
-                e.into_iter()
-                    .filter_map(|f| f.name.strip_suffix(".json").map(|s| s.to_ascii_lowercase()))
+        let names: Vec<String> = if self.branch.contains('/') {
+            let path = format!("/repos/{}/contents/reports?ref={}", self.repo, self.branch);
+            match self.client.get_opt::<Vec<FileEntry>>(Call::ReadBaseline, &path).await? {
+                None => return Ok(Listing::Empty),
+                Some(e) if e.len() >= 1000 => return Ok(Listing::TooMany),
+                Some(e) => e.into_iter().map(|f| f.name).collect(),
+            }
+        } else {
+            let path = format!("/repos/{}/git/trees/{}?recursive=1", self.repo, self.branch);
+            match self.client.get(Call::ReadBaseline, &path).await {
+                // No such branch; 409: the repository has no commit at all.
+                Err(e) if matches!(e.status(), Some(404 | 409)) => return Ok(Listing::Empty),
+                Err(e) => return Err(e),
+                Ok(Tree { truncated: true, .. }) => return Ok(Listing::TooMany),
+                Ok(Tree { tree, .. }) => tree
+                    .into_iter()
+                    .filter(|e| e.kind == "blob")
+                    .filter_map(|e| e.path.strip_prefix("reports/").map(str::to_string))
+                    .filter(|name| !name.contains('/'))
                     .collect(),
-            ),
+            }
+        };
+        let set: HashSet<String> = names
+            .iter()
+            .filter_map(|n| n.strip_suffix(".json").map(|s| s.to_ascii_lowercase()))
+            .collect();
+        Ok(if set.is_empty() {
+            Listing::Empty
+        } else {
+            Listing::Known(set)
         })
     }
 
@@ -181,8 +268,14 @@ impl Store<'_> {
 
     /// Walks first parents from `start` (itself included unless `skip_start`)
     /// up to `depth` commits and returns the nearest stored report.
-    pub async fn find_nearest(&self, start: &str, skip_start: bool, depth: usize) -> Result<Found, GithubError> {
-        let listing = self.list().await?;
+    pub async fn find_nearest(
+        &self,
+        start: &str,
+        skip_start: bool,
+        depth: usize,
+        known: &mut Known,
+    ) -> Result<Found, GithubError> {
+        let listing = self.listing(known).await?;
         if let Listing::Empty = listing {
             return Ok(Found::Missing {
                 reason: format!(
@@ -191,7 +284,6 @@ impl Store<'_> {
                 ),
             });
         }
-        let mut parents = FirstParents::default();
         let mut cur = Some(start.to_ascii_lowercase());
         let mut steps = 0usize;
         while let Some(sha) = cur.clone() {
@@ -213,7 +305,7 @@ impl Store<'_> {
                     }
                 }
             }
-            cur = parents.of(self, &sha).await?;
+            cur = known.parents.of(self, &sha).await?;
             steps += 1;
         }
         Ok(Found::Missing {
@@ -229,23 +321,29 @@ impl Store<'_> {
     /// The stored reports of `sha`'s first-parent ancestors (`sha` itself
     /// excluded), nearest first: at most `max`, within `depth` commits. A
     /// stored file that is not a report is skipped (said on stderr).
-    pub async fn older(&self, sha: &str, depth: usize, max: usize) -> Result<Vec<(String, Report)>, GithubError> {
-        let known = match self.list().await? {
+    pub async fn older(
+        &self,
+        sha: &str,
+        depth: usize,
+        max: usize,
+        known: &mut Known,
+    ) -> Result<Vec<(String, Report)>, GithubError> {
+        let stored_set = match self.listing(known).await? {
             Listing::Empty => return Ok(Vec::new()),
             Listing::Known(set) => Some(set),
             Listing::TooMany => None,
         };
         let mut out = Vec::new();
         let mut probes = 0usize;
-        let mut parents = FirstParents::default();
         let mut cur = Some(sha.to_ascii_lowercase());
         let mut steps = 0usize;
         while let Some(s) = cur.clone() {
             if steps > depth || out.len() >= max {
                 break;
             }
-            let stored = known.as_ref().is_none_or(|k| k.contains(&s));
-            if steps > 0 && stored && probes < HISTORY_PROBES {
+            let stored = stored_set.as_ref().is_none_or(|k| k.contains(&s));
+            // Unlisted, every commit is a probe: at most twice the reports asked.
+            if steps > 0 && stored && probes < 2 * max {
                 probes += 1;
                 match self.get(&s).await {
                     Ok(Some(r)) => out.push((s.clone(), r)),
@@ -254,7 +352,7 @@ impl Store<'_> {
                     Err(e) => return Err(e),
                 }
             }
-            cur = parents.of(self, &s).await?;
+            cur = known.parents.of(self, &s).await?;
             steps += 1;
         }
         Ok(out)
@@ -338,12 +436,32 @@ impl Store<'_> {
                 Err(e) => return Err(e),
             }
             if attempt < PUBLISH_ATTEMPTS {
-                tokio::time::sleep(self.client.settings().backoff.saturating_mul(attempt)).await;
+                tokio::time::sleep(publish_wait(self.client.settings().backoff, attempt, jitter())).await;
             }
         }
         Err(GithubError::Conflict {
             path: file,
             attempts: PUBLISH_ATTEMPTS,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn publish_waits_grow_and_spread() {
+        let b = Duration::from_millis(1000);
+        // Half to one and a half times the doubled backoff.
+        assert_eq!(publish_wait(b, 1, 0), Duration::from_millis(500));
+        assert_eq!(publish_wait(b, 1, 999), Duration::from_millis(1499));
+        assert_eq!(publish_wait(b, 3, 500), Duration::from_millis(4000));
+        // At most 30 s before the spread, however many attempts.
+        assert_eq!(publish_wait(b, 20, 500), Duration::from_secs(30));
+        // Two jobs draw different waits (a collision is 1 in 1,000 each time).
+        let waits: HashSet<u64> = (0..20).map(|_| jitter() % 1000).collect();
+        assert!(waits.len() > 1, "{waits:?}");
     }
 }

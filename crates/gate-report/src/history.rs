@@ -68,6 +68,13 @@ pub struct Point {
 /// The series of `report`'s failing, regressed and acknowledged budgets
 /// over `stored` (newest first, as the store walk finds them). Reports from
 /// another testbed are left out: their figures are not comparable.
+/// Whether a budget of this status gets a history: a failing, regressed
+/// or acknowledged one. Reading the history costs GitHub requests, so
+/// `gate check` asks for it only when some budget has one of these.
+pub fn shown(status: Status) -> bool {
+    matches!(status, Status::Fail | Status::Regressed | Status::Acknowledged)
+}
+
 pub fn series(report: &Report, stored: &[Report]) -> History {
     // A stored report whose commit is not a SHA is left out here, at the
     // writer, with a warning: written, it made every reader refuse the
@@ -94,7 +101,7 @@ pub fn series(report: &Report, stored: &[Report]) -> History {
     let series = report
         .results
         .iter()
-        .filter(|r| matches!(r.status, Status::Fail | Status::Regressed | Status::Acknowledged))
+        .filter(|r| shown(r.status))
         .filter_map(|r| {
             let mut points: Vec<Point> = comparable
                 .iter()
