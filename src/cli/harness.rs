@@ -415,6 +415,18 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
     let Some(candle) = answer["candle_version"].as_str() else {
         return Err(fail("its answer has no `candle_version`".into()));
     };
+    // A config deeper than a spec may write goes into the report all the
+    // same, which gate could then not read back (issue #43 item 11).
+    let limit = gate_spec::config::MAX_CONFIG_DEPTH;
+    if let Some((name, depth)) = configs
+        .iter()
+        .map(|(k, v)| (k, gate_spec::config::json_depth(v)))
+        .find(|(_, d)| *d > limit)
+    {
+        return Err(fail(format!(
+            "its config for `{name}` nests {depth} levels, deeper than the {limit} gate reads back from its reports"
+        )));
+    }
     let configs = configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     Ok((configs, candle.to_string()))
 }
