@@ -699,3 +699,64 @@ fn a_config_as_deep_as_the_limit_is_read_back_and_a_deeper_one_is_refused() {
         "{err}"
     );
 }
+
+/// A `cargo metadata` that waits on a held lock (#43 item 13): what cargo
+/// says is passed on while it waits, and past GATE_CARGO_METADATA_TIMEOUT_S
+/// it is stopped with its process group, exit 3, naming what it waited for.
+#[test]
+fn a_cargo_metadata_held_by_a_lock_is_said_and_bounded() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let wrapper = t.path().join("cargo-wrapper");
+    let alive = t.path().join("sleeper.pid");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  echo '    Blocking waiting for file lock on package cache' >&2\n  sleep 30 &\n  echo $! > '{}'\n  wait\n  exit 0\nfi\nexec '{real}' \"$@\"\n",
+            alive.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let started = Instant::now();
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .env("CARGO", &wrapper)
+        .env("GATE_CARGO_METADATA_TIMEOUT_S", "2")
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(25), "{err}");
+    assert!(err.contains("Blocking waiting for file lock on package cache"), "{err}");
+    assert!(err.contains("did not finish in 2 s and was stopped"), "{err}");
+    assert!(err.contains("hint: another cargo may hold the lock"), "{err}");
+    // Its group went with it: the `sleep` it started is gone too.
+    let sleeper = std::fs::read_to_string(&alive).unwrap();
+    let gone = Instant::now();
+    while Path::new(&format!("/proc/{}", sleeper.trim())).exists() && gone.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !Path::new(&format!("/proc/{}", sleeper.trim())).exists(),
+        "sleep {sleeper} outlived gate"
+    );
+
+    // The bound is read strictly.
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .env("CARGO", &wrapper)
+        .env("GATE_CARGO_METADATA_TIMEOUT_S", "2s")
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GATE_CARGO_METADATA_TIMEOUT_S=\"2s\" is not a whole number of seconds"),
+        "{err}"
+    );
+}
