@@ -220,6 +220,12 @@ fn shard_components(
         super::shard::Record {
             shard,
             components: held.clone(),
+            only: {
+                let mut only = only.to_vec();
+                only.sort();
+                only.dedup();
+                only
+            },
         },
         held,
     )

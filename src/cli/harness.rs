@@ -415,6 +415,18 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
     let Some(candle) = answer["candle_version"].as_str() else {
         return Err(fail("its answer has no `candle_version`".into()));
     };
+    // A config deeper than a spec may write goes into the report all the
+    // same, which gate could then not read back (issue #43 item 11).
+    let limit = gate_spec::config::MAX_CONFIG_DEPTH;
+    if let Some((name, depth)) = configs
+        .iter()
+        .map(|(k, v)| (k, gate_spec::config::json_depth(v)))
+        .find(|(_, d)| *d > limit)
+    {
+        return Err(fail(format!(
+            "its config for `{name}` nests {depth} levels, deeper than the {limit} gate reads back from its reports"
+        )));
+    }
     let configs = configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     Ok((configs, candle.to_string()))
 }
@@ -545,16 +557,53 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliE
         .arg(manifest)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stderr(Stdio::piped());
     let Ok(mut helper) = spawn_helper(&mut cmd) else {
         return Ok(None);
     };
-    let mut stdout = Vec::new();
-    if let Some(mut pipe) = helper.child().stdout.take() {
-        let _ = pipe.read_to_end(&mut stdout);
-    }
-    if !helper.wait().is_ok_and(|s| s.success()) {
-        return Ok(None);
+    // What cargo says is passed on: a held lock is "Blocking waiting for
+    // file lock on ...", said while it waits (issue #43 item 13).
+    let echo = helper
+        .child()
+        .stderr
+        .take()
+        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut super::output::Relay::new())));
+    let answer = helper.child().stdout.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let _ = pipe.read_to_end(&mut kept);
+            kept
+        })
+    });
+    let limit = metadata_limit()?;
+    let status = helper.wait_within(limit);
+    let stdout = answer.and_then(|t| t.join().ok()).unwrap_or_default();
+    let said = echo
+        .and_then(|t| t.join().ok())
+        .map(|tail| tail.text())
+        .unwrap_or_default();
+    match status {
+        Ok(Some(s)) if s.success() => {}
+        Ok(None) => {
+            let last = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("nothing")
+                .trim();
+            return Err(CliError::Infrastructure(
+                Problem::new(format!(
+                    "`cargo metadata --manifest-path {}` did not finish in {} s and was stopped (cargo's last word: {last})",
+                    manifest.display(),
+                    limit.as_secs()
+                ))
+                .with_hint(format!(
+                    "another cargo may hold the lock of the package cache or of the build folder: let it finish, \
+                     or give cargo longer with {METADATA_LIMIT_ENV}=SECONDS"
+                )),
+            ));
+        }
+        _ => return Ok(None),
     }
     let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
         return Ok(None);
@@ -562,6 +611,29 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliE
     match super::minors::mismatch(&metadata) {
         Some(m) => Err(CliError::Usage(Problem::new(m.message(&h.package)).with_hint(m.hint()))),
         None => Ok(super::minors::gates_candle(&metadata)),
+    }
+}
+
+/// How long `cargo metadata` may take (seconds; a cold registry index is fetched).
+const METADATA_LIMIT_ENV: &str = "GATE_CARGO_METADATA_TIMEOUT_S";
+const METADATA_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// [`METADATA_LIMIT`], or the whole seconds of [`METADATA_LIMIT_ENV`] (1 or more).
+fn metadata_limit() -> Result<std::time::Duration, CliError> {
+    match std::env::var(METADATA_LIMIT_ENV) {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<u64>() {
+            Ok(s) if s > 0 => Ok(std::time::Duration::from_secs(s)),
+            _ => Err(CliError::Usage(
+                Problem::new(format!(
+                    "{METADATA_LIMIT_ENV}={v:?} is not a whole number of seconds above 0"
+                ))
+                .with_hint(format!(
+                    "e.g. {METADATA_LIMIT_ENV}=600; unset, it is {}",
+                    METADATA_LIMIT.as_secs()
+                )),
+            )),
+        },
+        _ => Ok(METADATA_LIMIT),
     }
 }
 

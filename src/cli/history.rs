@@ -222,7 +222,8 @@ fn from_store(store: &str, order: &[String]) -> Result<Vec<(Report, usize)>, Cli
         let Some(text) = git(&["show", &format!("{store}:reports/{sha}.json")]) else {
             continue;
         };
-        match serde_json::from_str::<Report>(&text) {
+        // The one reader of reports (its limits, its checks), as everywhere.
+        match crate::report::baseline::parse(&text, &format!("reports/{sha}.json on {store}")) {
             Ok(r) => out.push((r, order.len() - i)),
             Err(e) => eprintln!("warning: skipping reports/{sha}.json on {store}: {e}"),
         }

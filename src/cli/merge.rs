@@ -2,7 +2,7 @@
 //! --shard I/N` or `--only ...` on a matrix of runners) into one report,
 //! verdict and comment.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use clap::Args;
@@ -43,20 +43,39 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
         records.push((d.display().to_string(), super::shard::read(d)?));
     }
     super::shard::check_complete(&records)?;
+    super::shard::check_one_selection(&records)?;
     let mut shards = Vec::new();
-    for d in &args.dirs {
-        shards.push((d.join("report.json").display().to_string(), read_report(d)?));
+    for (d, (_, record)) in args.dirs.iter().zip(&records) {
+        let report = read_report(d)?;
+        if let Some(record) = record {
+            super::shard::check_claims(d, record, &report)?;
+        }
+        shards.push((d.join("report.json").display().to_string(), report));
     }
     let merged = report::merge::merge(&shards).map_err(|e| {
-        CliError::Usage(Problem::new(e.to_string()).with_hint(
-            "merge the output folders of one `gate check` matrix: same spec, same kind of runner, \
-             each component in one shard",
-        ))
+        let hint = match e {
+            report::merge::MergeError::Commit { .. } => {
+                "merge the output folders of one run of the matrix, at one commit: re-run the stale shard's job"
+            }
+            _ => {
+                "merge the output folders of one `gate check` matrix: same spec, same kind of runner, \
+                 each component in one shard"
+            }
+        };
+        CliError::Usage(Problem::new(e.to_string()).with_hint(hint))
     })?;
+    if let Some(commit) = &merged.commit {
+        for origin in &merged.without_commit {
+            eprintln!(
+                "warning: {origin} records no commit; the merged report is of commit {commit}, as the other shards say"
+            );
+        }
+    }
     let budgets = args.budgets.clone().unwrap_or_else(|| PathBuf::from(&merged.spec));
     let spec = crate::budget::load(&budgets)?;
+    check_settings(&spec, &shards, &budgets)?;
     let strict = args.strict || merged.strict;
-    let components = every_component(&spec, &merged, &budgets)?;
+    let components = every_component(&spec, &merged, &budgets, &records)?;
     let baseline = shards_baseline(&args.dirs);
     let reserve = reserve(merged.measured_reserve, &spec);
     // A shard's pr.json tells the comment job which pull request this is.
@@ -93,34 +112,135 @@ pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
     Ok(report.as_ref().map_or(Exit::Interrupted, verdict_exit))
 }
 
-/// The shards' components, and each component of the spec no shard
-/// measured as not measured; a component the spec lacks is refused.
+/// The shards' components, which must be every component of the spec,
+/// each measured: one no shard measured would pass as "not measured"
+/// (issue #43 item 6), so it is refused, named; one the spec lacks too.
 fn every_component(
     spec: &crate::budget::Spec,
     merged: &report::merge::Merged,
     budgets: &std::path::Path,
+    records: &[(String, Option<super::shard::Record>)],
 ) -> Result<BTreeMap<String, report::ComponentReport>, CliError> {
-    let mut components = merged.components.clone();
-    for c in &spec.components {
-        if !components.contains_key(&c.name) {
-            components.insert(
-                c.name.clone(),
-                report::not_measured_report(c, "no shard measured it (is it missing from the matrix?)"),
-            );
-        }
+    let names: HashSet<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
+    if let Some(name) = merged.components.keys().find(|n| !names.contains(n.as_str())) {
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "the shards measured `{name}`, which is not a component of {}",
+                budgets.display()
+            ))
+            .with_hint("pass the spec the shards ran with: --budgets FILE"),
+        ));
     }
-    for name in components.keys() {
-        if spec.component(name).is_none() {
+    let unmeasured: Vec<&str> = spec
+        .components
+        .iter()
+        .filter(|c| {
+            merged.components.get(&c.name).is_none_or(|r| {
+                r.error
+                    .as_ref()
+                    .is_some_and(|e| e.kind == report::ErrorKind::NotMeasured)
+            })
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    if !unmeasured.is_empty() {
+        let only = records
+            .iter()
+            .find_map(|(_, r)| r.as_ref().filter(|r| !r.only.is_empty()));
+        let hint = match only {
+            Some(r) => format!(
+                "the shards ran with --only {}: a merged report judges every component of the spec, \
+                 so run the matrix without --only (or add jobs for the rest)",
+                r.only.join(",")
+            ),
+            None => "give every component of the spec to one job of the matrix (`--only NAME` or \
+                     `--shard I/N`), and merge every job's folder"
+                .into(),
+        };
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "no shard measured {} of {}",
+                listed(&unmeasured),
+                budgets.display()
+            ))
+            .with_hint(hint),
+        ));
+    }
+    Ok(merged.components.clone())
+}
+
+/// Names, quoted, the first few of them: `a`, `b` and 3 more.
+fn listed(names: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
+}
+
+/// Refuses figures measured under other settings than the spec gives
+/// (issue #43 item 7): another card, or a component whose workload,
+/// dtype, batch, seed or config changed since the shards ran. `check`
+/// judges a change against the baseline and names it; here the figures
+/// would be judged as the spec's own, so the change is refused, named at
+/// the spec's line.
+fn check_settings(
+    spec: &crate::budget::Spec,
+    shards: &[(String, report::Report)],
+    budgets: &std::path::Path,
+) -> Result<(), CliError> {
+    let by_name: HashMap<&str, &crate::budget::Component> =
+        spec.components.iter().map(|c| (c.name.as_str(), c)).collect();
+    let rerun = "run the shards again with this spec, or pass the spec they ran with: --budgets FILE";
+    for (origin, r) in shards {
+        let t = &r.testbed;
+        if t.capacity_bytes != spec.device.capacity.0 || t.gated_device != spec.device.name {
             return Err(CliError::Usage(
                 Problem::new(format!(
-                    "the shards measured `{name}`, which is not a component of {}",
-                    budgets.display()
+                    "{origin} was measured for the card `{}` ({} bytes) but {} gates `{}` ({} bytes)",
+                    t.gated_device,
+                    t.capacity_bytes,
+                    budgets.display(),
+                    spec.device.name,
+                    spec.device.capacity.0
                 ))
-                .with_hint("pass the spec the shards ran with: --budgets FILE"),
+                .with_hint(rerun),
+            ));
+        }
+        for (name, measured) in &r.components {
+            let Some(c) = by_name.get(name.as_str()) else { continue };
+            let changes = report::merge::setting_changes(c, measured);
+            let Some(first) = changes.first() else { continue };
+            let at = first
+                .key
+                .strip_prefix("config.")
+                .and_then(|k| c.config.key_pos(k.split('[').next().unwrap_or(k)))
+                .map_or(format!("{}:{}", budgets.display(), c.line), |p| {
+                    format!("{}:{}:{}", budgets.display(), p.line, p.col)
+                });
+            let shown: Vec<String> = changes.iter().take(4).map(|x| x.to_string()).collect();
+            let more = changes.len().saturating_sub(shown.len());
+            return Err(CliError::Usage(
+                Problem::new(format!(
+                    "{at}: `{name}` was measured under other settings than this spec gives ({origin}): {}{}",
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ))
+                .with_hint(rerun),
             ));
         }
     }
-    Ok(components)
+    Ok(())
 }
 
 /// The first shard's baseline.json, named by its commit.

@@ -94,6 +94,10 @@ pub struct Record {
     pub shard: Shard,
     /// The components it profiled (their variants with them).
     pub components: Vec<String>,
+    /// The `--only` selection it was dealt from, sorted (empty: the whole
+    /// spec): shards of different selections are not one split.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
 }
 
 /// Reads `dir/shard.json`: `None` when there is none (an unsharded run).
@@ -170,6 +174,72 @@ pub fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliErr
                 "re-run the shard's job (did it fail before uploading its folder?), then merge every shard's folder",
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Refuses shards dealt from different `--only` selections: each holds its
+/// share of another set, so some components would be in no shard, others
+/// in two (issue #43 item 6).
+pub fn check_one_selection(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
+    let mut sharded = records.iter().filter_map(|(d, r)| r.as_ref().map(|r| (d, r)));
+    let Some((first_dir, first)) = sharded.next() else {
+        return Ok(());
+    };
+    let said = |only: &[String]| match only {
+        [] => "without --only".to_string(),
+        _ => format!("with --only {}", only.join(",")),
+    };
+    match sharded.find(|(_, r)| r.only != first.only) {
+        Some((d, r)) => Err(CliError::Usage(
+            Problem::new(format!(
+                "{d} is shard {} of a run {}, but {first_dir} is shard {} of a run {}: two different splits",
+                r.shard,
+                said(&r.only),
+                first.shard,
+                said(&first.only)
+            ))
+            .with_hint("merge the folders of one matrix run, every shard with the same --only (or none)"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Refuses a shard whose `shard.json` and report disagree: a component it
+/// claims that its report lacks (or holds unmeasured) would pass as "not
+/// measured", one its report holds unclaimed may be in another shard too
+/// (issue #43 item 6).
+pub fn check_claims(dir: &Path, record: &Record, report: &crate::report::Report) -> Result<(), CliError> {
+    let claimed: std::collections::HashSet<&str> = record.components.iter().map(String::as_str).collect();
+    let held: std::collections::HashSet<&str> = report
+        .components
+        .iter()
+        .filter(|(_, c)| {
+            c.error
+                .as_ref()
+                .is_none_or(|e| e.kind != crate::report::ErrorKind::NotMeasured)
+        })
+        .map(|(n, _)| base(n))
+        .collect();
+    let bad = |what: String| {
+        CliError::Usage(
+            Problem::new(format!("{}: {what}", dir.join(FILE).display()))
+                .with_hint("merge the output folders as `gate check --shard I/N` wrote them (re-run the shard's job)"),
+        )
+    };
+    if let Some(lacking) = record.components.iter().find(|c| !held.contains(c.as_str())) {
+        return Err(bad(format!(
+            "shard {} claims `{lacking}`, which {} has no measurement of",
+            record.shard,
+            dir.join("report.json").display()
+        )));
+    }
+    if let Some(extra) = report.components.keys().find(|n| !claimed.contains(base(n))) {
+        return Err(bad(format!(
+            "shard {} does not claim `{extra}`, which {} holds",
+            record.shard,
+            dir.join("report.json").display()
+        )));
     }
     Ok(())
 }

@@ -840,17 +840,21 @@ fn merge_combines_shards_into_one_verdict() {
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
     assert!(output_text(&o).contains("is in two shards"), "{}", output_text(&o));
 
-    // A missing shard shows as not measured (and fails under --strict).
+    // A missing `--only` job is refused, named (#43 item 6): it would
+    // pass as "not measured".
     let o = gate(None, None)
         .arg("merge")
         .arg(tmp.path().join("s1"))
-        .arg("--strict")
         .arg("--out")
         .arg(tmp.path().join("partial"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
-    assert!(output_text(&o).contains("no shard measured it"), "{}", output_text(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+    assert!(
+        output_text(&o).contains("no shard measured `mlp_b`"),
+        "{}",
+        output_text(&o)
+    );
 }
 
 #[test]

@@ -613,3 +613,150 @@ fn sigterm_during_resolve_is_130_every_time() {
         assert!(!stderr.contains("SIGKILL"), "round {round}: {stderr}");
     }
 }
+
+/// One config depth limit on both sides (#43 item 11): a harness's config
+/// nested as deep as a spec may write is written to report.json, and
+/// `gate merge` and `--baseline` read it back; one level deeper is a
+/// protocol error (exit 3), never a report gate cannot read.
+#[test]
+fn a_config_as_deep_as_the_limit_is_read_back_and_a_deeper_one_is_refused() {
+    let limit = 16;
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let out = t.path().join("out");
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .env("ROGUE_CONFIG_DEPTH", limit.to_string())
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let written = std::fs::read_to_string(out.join("report.json")).unwrap();
+    let mut config = &serde_json::from_str::<serde_json::Value>(&written).unwrap()["components"]["rogue"]["config"];
+    for _ in 0..limit {
+        config = &config["a"];
+    }
+    assert_eq!(config, &serde_json::json!(1), "{written}");
+    let merged = gate_in(t.path(), &spec, "profile-ok")
+        .arg("merge")
+        .arg(&out)
+        .arg("--out")
+        .arg(t.path().join("merged"))
+        .output()
+        .unwrap();
+    assert_eq!(merged.status.code(), Some(0), "{}", text(&merged.stderr));
+    let again = gate_in(t.path(), &spec, "profile-ok")
+        .env("ROGUE_CONFIG_DEPTH", limit.to_string())
+        .args(["check", "--out"])
+        .arg(t.path().join("again"))
+        .arg("--baseline")
+        .arg(out.join("report.json"))
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(
+        !text(&again.stderr).contains("not a gate report"),
+        "{}",
+        text(&again.stderr)
+    );
+
+    let deeper = gate_in(t.path(), &spec, "profile-ok")
+        .env("ROGUE_CONFIG_DEPTH", (limit + 1).to_string())
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("deeper"))
+        .output()
+        .unwrap();
+    let err = text(&deeper.stderr);
+    assert_eq!(deeper.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("its config for `rogue` nests 17 levels, deeper than the 16 gate reads back from its reports"),
+        "{err}"
+    );
+    assert!(err.contains("hint: "), "{err}");
+    assert!(!t.path().join("deeper/report.json").exists());
+
+    // A report deeper than gate writes (made by hand) is not gate's: said,
+    // as a reader says it, not a parser's recursion error.
+    let mut v: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let mut deep = serde_json::json!(1);
+    for _ in 0..=limit {
+        deep = serde_json::json!({ "a": deep });
+    }
+    v["components"]["rogue"]["config"] = deep;
+    let hand = t.path().join("hand.json");
+    std::fs::write(&hand, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .args(["check", "--out"])
+        .arg(t.path().join("third"))
+        .arg("--baseline")
+        .arg(&hand)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the config of `rogue` nests 17 levels, deeper than the 16 gate writes"),
+        "{err}"
+    );
+}
+
+/// A `cargo metadata` that waits on a held lock (#43 item 13): what cargo
+/// says is passed on while it waits, and past GATE_CARGO_METADATA_TIMEOUT_S
+/// it is stopped with its process group, exit 3, naming what it waited for.
+#[test]
+fn a_cargo_metadata_held_by_a_lock_is_said_and_bounded() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let wrapper = t.path().join("cargo-wrapper");
+    let alive = t.path().join("sleeper.pid");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  echo '    Blocking waiting for file lock on package cache' >&2\n  sleep 30 &\n  echo $! > '{}'\n  wait\n  exit 0\nfi\nexec '{real}' \"$@\"\n",
+            alive.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let started = Instant::now();
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .env("CARGO", &wrapper)
+        .env("GATE_CARGO_METADATA_TIMEOUT_S", "2")
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(25), "{err}");
+    assert!(err.contains("Blocking waiting for file lock on package cache"), "{err}");
+    assert!(err.contains("did not finish in 2 s and was stopped"), "{err}");
+    assert!(err.contains("hint: another cargo may hold the lock"), "{err}");
+    // Its group went with it: the `sleep` it started is gone too.
+    let sleeper = std::fs::read_to_string(&alive).unwrap();
+    let gone = Instant::now();
+    while Path::new(&format!("/proc/{}", sleeper.trim())).exists() && gone.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !Path::new(&format!("/proc/{}", sleeper.trim())).exists(),
+        "sleep {sleeper} outlived gate"
+    );
+
+    // The bound is read strictly.
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .env("CARGO", &wrapper)
+        .env("GATE_CARGO_METADATA_TIMEOUT_S", "2s")
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("GATE_CARGO_METADATA_TIMEOUT_S=\"2s\" is not a whole number of seconds"),
+        "{err}"
+    );
+}

@@ -38,6 +38,7 @@ mod harness_hostile;
 mod history;
 mod levers;
 mod links;
+mod merge_hostile;
 mod mermaid;
 mod packaging;
 mod ratio;

@@ -1108,3 +1108,49 @@ fn batch_size_and_dtype_in_a_variants_config_are_its_settings() {
         assert!(!config.contains("batch_size") && !config.contains("dtype"), "{config}");
     }
 }
+
+/// A spec whose harness-owned component `h` has a config nested `depth`
+/// levels (`config: { a: { a: ... 1 } }`), and a variant with `vdepth`.
+fn nested_spec(depth: usize, vdepth: usize) -> String {
+    let nest = |d: usize| format!("{}1{}", "{ a: ".repeat(d), " }".repeat(d));
+    format!(
+        "version: 1\nharness: {{ package: p, bin: b }}\ndevice: {{ name: c, capacity: 4 GiB }}\ncomponents:\n  h:\n    workload: own\n    config: {}\n    variants:\n      v: {{ config: {{ b: {} }} }}\n    budgets:\n      params: < 1 MiB\n",
+        nest(depth),
+        nest(vdepth.saturating_sub(1)),
+    )
+}
+
+/// One config depth limit (#43 item 11): a config at it is accepted and
+/// the harness's request that carries it reads back; one level deeper, in
+/// a component or a variant, or 125 deep, is an error at its position.
+#[test]
+fn a_config_past_the_depth_limit_is_an_error_at_its_position_and_one_at_it_reads_back() {
+    let limit = gate_spec::config::MAX_CONFIG_DEPTH;
+    let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), &nested_spec(limit, limit)).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    let request = t.path().join("request.json");
+    std::fs::write(&request, gate::test_support::Request::json(&spec).unwrap()).unwrap();
+    let back = gate::test_support::Request::read(&request).unwrap_or_else(|e| panic!("{:?}", e.problem));
+    assert_eq!(back.spec.components[0].config, spec.components[0].config);
+
+    for (depth, vdepth, at) in [
+        (limit + 1, 1, "budgets.yaml:7:95"),
+        (125, 1, "budgets.yaml:7:95"),
+        (1, limit + 1, "budgets.yaml:9:102"),
+    ] {
+        let e = gate_spec::budget::parse(Path::new("budgets.yaml"), &nested_spec(depth, vdepth))
+            .unwrap_err()
+            .to_string();
+        let name = if vdepth > 1 { "h@v" } else { "h" };
+        assert!(
+            e.starts_with(&format!(
+                "{at}: error: config of `{name}` nests deeper than 16 levels at `"
+            )),
+            "{depth}/{vdepth}: {e}"
+        );
+        assert!(
+            e.contains("hint: gate writes a config into its reports and reads it back to 16 levels"),
+            "{e}"
+        );
+    }
+}

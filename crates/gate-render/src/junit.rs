@@ -9,7 +9,7 @@
 //! concern. Under `--strict` the run's suite holds one case, `gate.strict`,
 //! which fails naming each warning the run failed on.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
 use time::OffsetDateTime;
@@ -31,9 +31,16 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
 
     let groups = groups(report);
     let (mut warnings_of, mut run_wide) = warnings_by_suite(&report.summary.warnings, &groups);
+    // Each suite's results, found once: a suite that searched every result
+    // made JUnit quadratic in components (issue #43 item 5).
+    let mut results_of: HashMap<&str, Vec<&BudgetResult>> = HashMap::new();
+    for r in &report.results {
+        results_of.entry(base_of(&r.component)).or_default().push(r);
+    }
     for (base, members) in &groups {
         let warnings = warnings_of.remove(base).unwrap_or_default();
-        match component_suite(report, base, members, &stamp, &mut names, &warnings)? {
+        let results = results_of.remove(base).unwrap_or_default();
+        match component_suite(report, base, members, &results, &stamp, &mut names, &warnings)? {
             Some(s) => suites.push(s),
             // No budget, no test: what it warned about is still said, run-wide.
             None => run_wide.extend(warnings),
@@ -55,7 +62,7 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
             &stamp,
             0.0,
             &[],
-            &cases_summary(report, &["ensemble"]),
+            &cases_summary(report.results.iter().filter(|r| r.component == "ensemble")),
             &ensemble,
             "",
             &ensemble_warnings,
@@ -73,7 +80,7 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
         strict = counts;
     }
 
-    let mut total = cases_summary(report, &[]);
+    let mut total = cases_summary(&report.results);
     total.tests += strict.tests;
     total.failures += strict.failures;
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -118,7 +125,8 @@ type Warnings<'a> = (BTreeMap<&'a str, Vec<&'a str>>, Vec<&'a str>);
 /// `ensemble`, from each warning's component), and those about the whole
 /// run or about a component this report does not hold.
 fn warnings_by_suite<'a>(warnings: &'a [Warning], groups: &BTreeMap<&'a str, Vec<&'a str>>) -> Warnings<'a> {
-    let known = |c: &str| c == "ensemble" || groups.values().flatten().any(|m| *m == c);
+    let members: HashSet<&str> = groups.values().flatten().copied().collect();
+    let known = |c: &str| c == "ensemble" || members.contains(c);
     let mut run_wide = Vec::new();
     let mut warnings_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for w in warnings {
@@ -136,14 +144,13 @@ fn component_suite(
     report: &Report,
     base: &str,
     members: &[&str],
+    results: &[&BudgetResult],
     stamp: &str,
     names: &mut Names,
     warnings: &[&str],
 ) -> Result<Option<String>, std::fmt::Error> {
-    let cases: Vec<String> = report
-        .results
+    let cases: Vec<String> = results
         .iter()
-        .filter(|r| members.contains(&r.component.as_str()))
         .map(|r| {
             let time = report
                 .components
@@ -175,7 +182,7 @@ fn component_suite(
         stamp,
         seconds,
         &properties,
-        &cases_summary(report, members),
+        &cases_summary(results.iter().copied()),
         &cases,
         &out,
         warnings,
@@ -289,14 +296,10 @@ struct Counts {
     skipped: usize,
 }
 
-/// Counts of the results of `components` (all results when empty).
-fn cases_summary(report: &Report, components: &[&str]) -> Counts {
+/// Counts of `results`.
+fn cases_summary<'a>(results: impl IntoIterator<Item = &'a BudgetResult>) -> Counts {
     let mut c = Counts::default();
-    for r in report
-        .results
-        .iter()
-        .filter(|r| components.is_empty() || components.contains(&r.component.as_str()))
-    {
+    for r in results {
         c.tests += 1;
         match r.status {
             Status::Pass | Status::Acknowledged => {}

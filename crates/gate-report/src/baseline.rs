@@ -34,6 +34,15 @@ pub enum BaselineError {
     },
     #[error("cannot read the baseline {path}: it is larger than {limit} bytes, the most gate reads")]
     TooLarge { path: String, limit: u64 },
+    #[error(
+        "the baseline {path} is not a gate report: the config of `{component}` nests {depth} levels, deeper than the {limit} gate writes"
+    )]
+    TooDeep {
+        path: String,
+        component: String,
+        depth: usize,
+        limit: usize,
+    },
 }
 
 /// The largest baseline gate reads (256 MiB, far above any real report): a
@@ -57,6 +66,20 @@ pub fn parse(text: &str, origin: &str) -> Result<Report, BaselineError> {
         path: origin.into(),
         source,
     })?;
+    // The one depth limit of the spec's configs: what gate writes it reads
+    // back, and what it could not have written is not its (issue #43 item 11).
+    let limit = gate_spec::config::MAX_CONFIG_DEPTH;
+    for (component, c) in &report.components {
+        let depth = gate_spec::config::json_depth(&c.config);
+        if depth > limit {
+            return Err(BaselineError::TooDeep {
+                path: origin.into(),
+                component: component.clone(),
+                depth,
+                limit,
+            });
+        }
+    }
     // A negative size or time would "regress" or "improve" against anything.
     for (component, c) in &report.components {
         for (metric, v) in &c.metrics {

@@ -76,11 +76,19 @@ fn diff_json(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: 
 pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline: &Report) -> Vec<String> {
     let mut out = Vec::new();
     let limit_text = |r: &BudgetResult, op: crate::budget::Op, value: f64| r.limit_text(op, value);
+    // Looked up by (component, metric), not searched: linear in budgets (#43 item 5).
+    let mut old_of: std::collections::HashMap<(&str, &str), &BudgetResult> = std::collections::HashMap::new();
+    for b in &baseline.results {
+        old_of.entry((b.component.as_str(), b.metric.as_str())).or_insert(b);
+    }
+    let now: std::collections::HashSet<(String, String)> = results
+        .iter()
+        .map(|r| (r.component.clone(), r.metric.clone()))
+        .collect();
+    let components: std::collections::HashMap<&str, &crate::budget::Component> =
+        spec.components.iter().map(|c| (c.name.as_str(), c)).collect();
     for r in results.iter_mut() {
-        let old = baseline
-            .results
-            .iter()
-            .find(|b| b.component == r.component && b.metric == r.metric);
+        let old = old_of.get(&(r.component.as_str(), r.metric.as_str())).copied();
         match old {
             None if baseline.components.contains_key(&r.component) || r.component == "ensemble" => out.push(format!(
                 "{}.{}: budget {} added in this PR",
@@ -104,9 +112,7 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
         }
     }
     for b in &baseline.results {
-        let still = results
-            .iter()
-            .any(|r| r.component == b.component && r.metric == b.metric);
+        let still = now.contains(&(b.component.clone(), b.metric.clone()));
         // A budget is dropped when the spec no longer has it; components
         // left out of this run (`--only`) are still in the spec.
         let has = |names: Vec<&str>| names.contains(&b.metric.as_str());
@@ -116,7 +122,8 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
                     .as_ref()
                     .is_none_or(|e| !has(e.budgets.iter().map(|x| x.metric.name()).collect()))
             } else {
-                spec.component(&b.component)
+                components
+                    .get(b.component.as_str())
                     .is_none_or(|c| !has(c.budgets.iter().map(|x| x.metric.name()).collect()))
             };
         if dropped {
@@ -159,8 +166,14 @@ pub fn compare_blocks(
         if was.error.is_some() || now.error.is_some() || was.blocks.is_empty() {
             continue;
         }
+        // By name through a map: a pairwise search was quadratic in a
+        // component's blocks (#43 item 5). The first of a repeated name, as before.
+        let mut by_name: std::collections::HashMap<&str, &BlockReport> = std::collections::HashMap::new();
+        for o in &was.blocks {
+            by_name.entry(o.name.as_str()).or_insert(o);
+        }
         for b in &mut now.blocks {
-            let old = was.blocks.iter().find(|o| o.name == b.name);
+            let old = by_name.get(b.name.as_str());
             b.baseline_retained_bytes = Some(old.map_or(0, |o| o.retained_bytes));
             b.baseline_peak_bytes = Some(old.map_or(0, |o| o.peak_bytes));
         }

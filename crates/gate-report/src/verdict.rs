@@ -419,11 +419,15 @@ pub fn decide_acknowledged(
 fn leak_warnings(results: &[BudgetResult]) -> Vec<Warning> {
     let bad = |r: &&BudgetResult| matches!(r.status, Status::Fail | Status::Regressed);
     let mut out = Vec::new();
+    // Found once, not per growth row: linear in components (#43 item 5).
+    let inflated_peaks: std::collections::HashSet<&str> = results
+        .iter()
+        .filter(bad)
+        .filter(|r| r.metric == Metric::InferencePeak.name())
+        .map(|r| r.component.as_str())
+        .collect();
     for g in results.iter().filter(|r| r.metric == Metric::Growth.name()).filter(bad) {
-        let inflated = results
-            .iter()
-            .filter(bad)
-            .any(|r| r.component == g.component && r.metric == Metric::InferencePeak.name());
+        let inflated = inflated_peaks.contains(g.component.as_str());
         if let (true, Some(grown)) = (inflated, g.measured) {
             let text = format!(
                 "{c}: growth ({}) and inference_peak both fail: what leaks across steps is still live in inference, \

@@ -669,6 +669,54 @@ impl Helper {
     }
 }
 
+impl Helper {
+    /// Waits for it to end, at most `limit`: past it, its process group is
+    /// killed and it is reaped (`None`). It is killed through this handle,
+    /// while it is unreaped, so the pid is still its own, never a recycled one.
+    pub fn wait_within(self, limit: std::time::Duration) -> std::io::Result<Option<std::process::ExitStatus>> {
+        let started = std::time::Instant::now();
+        loop {
+            if self.ended()? {
+                return self.wait().map(Some);
+            }
+            if started.elapsed() >= limit {
+                drop(self);
+                return Ok(None);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// Whether it has ended, leaving it unreaped.
+    fn ended(&self) -> std::io::Result<bool> {
+        let child = self.child.as_ref().expect("a helper is waited for once");
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: waitid(2) on our own unreaped child, into a zeroed siginfo_t.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: `info` is a valid siginfo_t this frame owns; WNOWAIT leaves the child unreaped.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    child.id() as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+                )
+            };
+            if r != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: filled by waitid; 0 when the child has not changed state.
+            Ok(unsafe { info.si_pid() } != 0)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = child;
+            Ok(false)
+        }
+    }
+}
+
 impl Drop for Helper {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -97,6 +97,60 @@ impl Node {
     }
 }
 
+/// How deep a component's `config:` may nest: `config: { a: 1 }` is 1 level,
+/// `{ a: { b: [1] } }` 3. One limit for every side (issue #43 item 11): the
+/// spec's validation refuses a deeper config at its position, a harness's
+/// resolved config deeper than this is a protocol error, and the readers
+/// of gate's files (reports, baselines) refuse one as not gate's. Far below
+/// what JSON readers take (serde_json: 128 levels), which the config
+/// reaches inside gate's files: 4 levels each in the harness's request
+/// (the positions), 1 each in a report below its 3 of its own.
+pub const MAX_CONFIG_DEPTH: usize = 16;
+
+/// How many levels of mappings and lists `v` nests (a scalar: 0).
+pub fn json_depth(v: &serde_json::Value) -> usize {
+    match v {
+        serde_json::Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        serde_json::Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+impl Node {
+    /// The first value nested past [`MAX_CONFIG_DEPTH`] levels (counting
+    /// this node's own), with its key path (`a.b[0]`), if any.
+    pub fn past_depth_limit(&self) -> Option<(Pos, String)> {
+        fn walk(n: &Node, level: usize, path: &str) -> Option<(Pos, String)> {
+            let children: Vec<(String, &Node)> = match &n.value {
+                Value::Map(entries) => entries
+                    .iter()
+                    .map(|(k, _, c)| {
+                        (
+                            if path.is_empty() {
+                                k.clone()
+                            } else {
+                                format!("{path}.{k}")
+                            },
+                            c,
+                        )
+                    })
+                    .collect(),
+                Value::Seq(items) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (format!("{path}[{i}]"), c))
+                    .collect(),
+                _ => return None,
+            };
+            if level > MAX_CONFIG_DEPTH {
+                return Some((n.pos, path.to_string()));
+            }
+            children.iter().find_map(|(p, c)| walk(c, level + 1, p))
+        }
+        walk(self, 1, "")
+    }
+}
+
 /// The most bytes one tensor that a workload's config sizes may take, as
 /// [`Problems::allocatable`] checks it: 1 TiB, more than any one
 /// accelerator holds and than most hosts do. A larger one fails only when

@@ -23,6 +23,7 @@
 //!
 //! Otherwise `__resolve` answers for one component, `rogue`, and `profile`
 //! exits 2 at once (as a harness that cannot read its request does).
+//! `ROGUE_CONFIG_DEPTH=N`: `__resolve` answers a config nested N levels.
 //! In every mode, `ROGUE_ENV_OUT` names a folder where each command
 //! records its environment (`__resolve.env`, `profile.env`), and the text
 //! of the file `ROGUE_SAY_FILE` is printed on stderr first.
@@ -103,9 +104,14 @@ fn main() {
             }
         }
         _ if command == "__resolve" => {
+            let depth: usize = std::env::var("ROGUE_CONFIG_DEPTH")
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(1);
+            let config = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
             let _ = writeln!(
                 out,
-                r#"{{"protocol":2,"configs":{{"rogue":{{}}}},"candle_version":"0.0.0"}}"#
+                r#"{{"protocol":2,"configs":{{"rogue":{config}}},"candle_version":"0.0.0"}}"#
             );
         }
         _ => std::process::exit(2),

@@ -110,10 +110,45 @@ fn split_config(
             }
         }
     }
-    Some(config::Node {
+    let own = config::Node {
         value: config::Value::Map(kept),
         pos: cn.pos(),
-    })
+    };
+    if let Some((pos, path)) = own.past_depth_limit() {
+        cx.err(
+            pos,
+            format!(
+                "config of `{name}` nests deeper than {} levels at `{}`",
+                config::MAX_CONFIG_DEPTH,
+                shortened(&path)
+            ),
+            format!(
+                "gate writes a config into its reports and reads it back to {} levels: flatten it (`a_b: 1` for `a: {{ b: 1 }}`)",
+                config::MAX_CONFIG_DEPTH
+            ),
+        );
+        return None;
+    }
+    Some(own)
+}
+
+/// A key path cut to its first and last parts when long (a deep one is
+/// mostly the same key again).
+fn shortened(path: &str) -> String {
+    const KEEP: usize = 60;
+    if path.chars().count() <= 2 * KEEP {
+        return path.to_string();
+    }
+    let head: String = path.chars().take(KEEP).collect();
+    let tail: String = path
+        .chars()
+        .rev()
+        .take(KEEP)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{head}…{tail}")
 }
 
 /// Which workload builds it is checked against the binary's registry when
