@@ -10,7 +10,7 @@ use std::cell::OnceCell;
 
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Result, Tensor, Var};
-use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+use candle_nn::optim::{AdamW, Optimizer as _, ParamsAdamW};
 use gate_runner::adapter::{self, Analytic, Session, Train, Unbuilt};
 
 use crate::sdk::{prune_grads, Batch, DynWorkload, Model, OptimizerStep, ParamStore, RunCtx, Step, TrainingForward};
@@ -159,6 +159,22 @@ impl<'w> Train for Trainer<'w> {
     }
 }
 
+/// The optimizer of a training step. gate's own AdamW is kept inline, not
+/// boxed: a box would be the runner's bytes counted as optimizer state.
+enum Optimizer {
+    Gate(AdamW),
+    Own(Box<dyn OptimizerStep>),
+}
+
+impl Optimizer {
+    fn step(&mut self, grads: &GradStore) -> Result<()> {
+        match self {
+            Optimizer::Gate(adamw) => candle_nn::optim::Optimizer::step(adamw, grads),
+            Optimizer::Own(own) => own.step(grads),
+        }
+    }
+}
+
 /// A model's generation loop as the runner drives it.
 struct CandleGeneration<'g>(Box<dyn crate::sdk::Generator + 'g>);
 
@@ -249,7 +265,7 @@ pub(super) struct Trainer<'w> {
     /// The trainable variables, listed when first needed (see [`Trainer::list_vars`]).
     vars: OnceCell<Vec<Var>>,
     /// Made by the first [`Trainer::update`]: the workload's own, or AdamW.
-    opt: Option<Box<dyn OptimizerStep>>,
+    opt: Option<Optimizer>,
     /// Steps completed (`after_step` counts them).
     steps: usize,
 }
@@ -313,14 +329,14 @@ impl<'w> Trainer<'w> {
         if let Some(opt) = &mut self.opt {
             return opt.step(grads);
         }
-        let mut opt: Box<dyn OptimizerStep> = match self.workload.optimizer(self.list_vars().to_vec())? {
-            Some(own) => own,
+        let mut opt = match self.workload.optimizer(self.list_vars().to_vec())? {
+            Some(own) => Optimizer::Own(own),
             None => {
                 let params = ParamsAdamW {
                     lr: self.lr,
                     ..Default::default()
                 };
-                Box::new(AdamW::new(self.list_vars().to_vec(), params)?)
+                Optimizer::Gate(AdamW::new(self.list_vars().to_vec(), params)?)
             }
         };
         opt.step(grads)?;

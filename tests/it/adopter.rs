@@ -452,7 +452,7 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     assert!(manifest.contains(r#"cuda = ["gate-sdk/cuda"]"#), "{manifest}");
     let budgets = std::fs::read_to_string(dir.join("budgets.yaml")).unwrap();
     assert!(
-        budgets.contains("harness: { package: forecasting, bin: gate-harness }"),
+        budgets.contains("harness: { package: \"forecasting\", bin: gate-harness }"),
         "{budgets}"
     );
     // Run again: nothing is overwritten.

@@ -57,25 +57,25 @@ fn read(dir: &Path, file: &str) -> String {
 }
 
 #[test]
-fn a_config_change_keeps_both_figures_and_says_why_they_are_not_compared() {
+fn a_config_change_is_compared_judged_and_named_in_every_output() {
     let t = tempfile::tempdir().unwrap();
     std::fs::write(t.path().join("budgets.yaml"), spec(256, BUDGETS)).unwrap();
     let o = check(t.path(), "old", "none", &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 
+    // A wider hidden layer: every figure grows past the 5 % tolerance, and
+    // the config change that did it is named beside each delta (#38 item 5).
     std::fs::write(t.path().join("budgets.yaml"), spec(300, BUDGETS)).unwrap();
     let o = check(t.path(), "new", "old/report.json", &[]);
     let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "a regression: {stdout}");
     assert!(
-        stdout.contains("mlp: baseline shown, not compared: config changed: hidden_dim 256 → 300"),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("4 of 4 budgets pass, 0 fail, 0 regressed, 0 not measured, 4 not compared (settings changed)"),
+        stdout
+            .contains("mlp: compared with the baseline across a settings change: config changed: hidden_dim 256 → 300"),
         "{stdout}"
     );
     let params_row = stdout.lines().find(|l| l.starts_with("mlp        params")).unwrap();
-    assert!(params_row.ends_with("pass (not compared)"), "{params_row}");
+    assert!(params_row.ends_with("regressed (config changed)"), "{params_row}");
     let new = t.path().join("new");
     let junit = read(&new, "junit.xml");
     let doc = roxmltree::Document::parse(&junit).unwrap();
@@ -83,6 +83,7 @@ fn a_config_change_keeps_both_figures_and_says_why_they_are_not_compared() {
         .descendants()
         .find(|n| n.attribute("name") == Some("mlp.params"))
         .unwrap();
+    assert!(case.children().any(|n| n.has_tag_name("failure")), "{junit}");
     let out = case
         .children()
         .find(|n| n.has_tag_name("system-out"))
@@ -90,20 +91,21 @@ fn a_config_change_keeps_both_figures_and_says_why_they_are_not_compared() {
         .unwrap();
     assert!(
         out.contains(" MB (line 10); baseline ")
-            && out.ends_with("(not compared: config changed: hidden_dim 256 → 300)"),
+            && out.ends_with("(compared across a settings change: config changed: hidden_dim 256 → 300)"),
         "{out}"
     );
     let report: serde_json::Value = serde_json::from_str(&read(&new, "report.json")).unwrap();
-    assert_eq!(report["summary"]["not_compared"], 4);
+    assert_eq!(report["summary"]["not_compared"], 0);
     let params = &report["results"][0];
-    assert_eq!(params["not_compared"], "config changed: hidden_dim 256 → 300");
+    assert_eq!(params["status"], "regressed");
+    assert_eq!(params["config_changed"], "config changed: hidden_dim 256 → 300");
+    assert!(params["not_compared"].is_null());
     assert!(params["baseline"].as_f64().unwrap() < params["measured"].as_f64().unwrap());
     let comment = read(&new, "comment.md");
     assert!(
-        comment.contains("⚠️ not compared: config changed: hidden\\_dim 256 → 300"),
+        comment.contains("⚙️ config changed: hidden\\_dim 256 → 300"),
         "{comment}"
     );
-    assert!(comment.contains("4 not compared (settings changed)"), "{comment}");
 }
 
 #[test]
