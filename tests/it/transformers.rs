@@ -1,0 +1,174 @@
+//! candle-transformers' own models gated unmodified (issue #38, item 7):
+//! two outside crates in `tests/adopters/`, one on candle 0.11 and one on
+//! candle 0.9.1 exactly, each with its own Cargo.lock, gating llama, BERT
+//! with its masked-LM head, T5 with its LM head and mamba at small configs
+//! with random weights. Each model's glue is one module of the crate
+//! (`src/llama.rs`...); the models are candle-transformers' as published.
+//!
+//! Each crate is copied and gated by the stock `gate check --baseline none`
+//! (`adopter_minors::check`): every model is measured in every phase, its
+//! params are its closed form plus the store's bookkeeping, the budgets
+//! written to pass pass and BERT's `optimizer` budget fails on purpose.
+//! Each crate's own tests (`tests/gradients.rs`) pin which parameters get
+//! a gradient: candle-nn's fused norms and softmax have no backward, so
+//! llama trains 1 of its 39 tensors, mamba 1 of 42, BERT 2 of 75, T5 31 of
+//! 47.
+
+use crate::adopter_minors::{check, fixture, own_tests_pass, ready, status};
+use serde_json::Value;
+
+/// llama, budgets.yaml's config: embedding, per layer q/o (h·h), k/v (h·kv),
+/// the gated MLP (3·h·i) and two RMS norms; the final norm and an untied
+/// LM head. No biases.
+fn llama(v: u64, h: u64, i: u64, layers: u64, heads: u64, kv_heads: u64) -> u64 {
+    let kv = h / heads * kv_heads;
+    v * h + layers * (2 * h * h + 2 * h * kv + 3 * h * i + 2 * h) + h + h * v
+}
+
+/// BERT for masked LM: word, position and 2 token-type embeddings and
+/// their LayerNorm; per layer four h·h denses, h·i and i·h, with biases, and
+/// two LayerNorms; the head's h·h transform, its LayerNorm, the decoder.
+fn bert(v: u64, h: u64, i: u64, layers: u64, positions: u64) -> u64 {
+    let layer = 4 * (h * h + h) + (h * i + i) + (i * h + h) + 2 * 2 * h;
+    (v + positions + 2) * h + 2 * h + layers * layer + (h * h + h) + 2 * h + (h * v + v)
+}
+
+/// T5 (ReLU feed-forward, tied LM head): the shared embedding; per encoder
+/// layer q/k/v/o, wi/wo and 2 norms; per decoder layer two attentions, wi/wo
+/// and 3 norms; each stack's relative-attention bias (32 buckets) and final
+/// norm.
+fn t5(v: u64, d: u64, kv: u64, ff: u64, enc: u64, dec: u64, heads: u64) -> u64 {
+    let inner = heads * kv;
+    let stack = 32 * heads + d;
+    v * d + enc * (4 * d * inner + 2 * d * ff + 2 * d) + dec * (8 * d * inner + 2 * d * ff + 3 * d) + 2 * stack
+}
+
+/// mamba: the embedding over the vocabulary padded to a multiple of 8 (the
+/// LM head is tied to it); per layer a norm, in_proj d → 2·inner, the
+/// depthwise conv (4 wide, with bias), x_proj inner → rank + 32, dt_proj
+/// rank → inner with bias, A_log inner × 16, D, out_proj; the final norm.
+/// inner = 2·d, rank = ⌈d/16⌉.
+fn mamba(v: u64, d: u64, layers: u64) -> u64 {
+    let (inner, rank) = (2 * d, d.div_ceil(16));
+    let layer = d
+        + d * 2 * inner
+        + (4 * inner + inner)
+        + inner * (rank + 32)
+        + (rank * inner + inner)
+        + 16 * inner
+        + inner
+        + inner * d;
+    v.div_ceil(8) * 8 * d + layers * layer + d
+}
+
+/// (component, workload, parameter elements, parameter tensors) at budgets.yaml's configs.
+fn models() -> [(&'static str, &'static str, u64, u64); 4] {
+    [
+        ("llama", "llama", llama(1000, 128, 344, 4, 4, 2), 1 + 4 * 9 + 2),
+        ("bert", "bert_mlm", bert(1000, 128, 512, 4, 128), 5 + 4 * 16 + 6),
+        (
+            "t5",
+            "t5",
+            t5(1000, 128, 32, 512, 2, 2, 4),
+            1 + (2 * 8 + 1) + (2 * 13 + 1) + 2,
+        ),
+        ("mamba", "mamba", mamba(1000, 128, 4), 1 + 4 * 10 + 1),
+    ]
+}
+
+/// What the parameter store keeps beside each tensor's data: the `Var`, its
+/// layout and its name twice (in its list and its index). candle-transformers'
+/// names are long (`model.layers.3.post_attention_layernorm.weight`), so this
+/// is more than the 512 B the other adopters' short names need: 503–655 B
+/// measured (mamba's most: its model also keeps four views of each conv
+/// weight).
+const BOOKKEEPING_PER_TENSOR: u64 = 768;
+
+/// Every model measured in every phase; params are the closed form's f32
+/// bytes plus bookkeeping; the budgets written to pass pass, and BERT's
+/// `optimizer` budget fails on purpose (the exit 1 `check` asserts).
+fn gates_the_four_models(name: &str, package: &str, candle: &str) {
+    let t = fixture(name, name);
+    let rep = check(&t, package);
+    for (component, workload, elems, tensors) in models() {
+        let c: &Value = &rep["components"][component];
+        assert!(c["error"].is_null(), "{component}: {c}");
+        assert_eq!(c["workload"], workload);
+        // The elements built (the store's count) are the closed form, and
+        // so is what the workload's `param_count` says (the analytic bytes).
+        assert_eq!(c["param_count"].as_u64(), Some(elems), "{component}");
+        assert_eq!(c["analytic_params_bytes"].as_u64(), Some(elems * 4), "{component}");
+        assert_eq!(c["param_tensors"].as_u64(), Some(tensors), "{component}");
+        let params = c["metrics"]["params"]["value"].as_f64().unwrap() as u64;
+        assert!(
+            params >= elems * 4 && params <= elems * 4 + tensors * BOOKKEEPING_PER_TENSOR,
+            "{component}: params {params} B vs {} B of data in {tensors} tensors",
+            elems * 4
+        );
+        for metric in [
+            "activations",
+            "gradients",
+            "optimizer",
+            "training_peak",
+            "inference_peak",
+        ] {
+            let v = c["metrics"][metric]["value"].as_f64();
+            assert!(v.is_some_and(|v| v > 0.0), "{component}.{metric}: {}", c["metrics"]);
+        }
+        let loss = c["metrics"]["loss"]["value"].as_f64().unwrap();
+        assert!(loss.is_finite(), "{component}: loss {loss}");
+        for metric in ["params", "activations", "training_peak", "inference_peak"] {
+            assert_eq!(status(&rep, component, metric), "pass", "{component}.{metric}");
+        }
+    }
+    assert_eq!(status(&rep, "bert", "optimizer"), "fail");
+    // The cut graph shows: llama keeps less for its backward than one
+    // [8, 64, 128] f32 hidden state (262 KB), where its forward makes dozens.
+    let llama = rep["components"]["llama"]["metrics"]["activations"]["value"]
+        .as_f64()
+        .unwrap();
+    assert!(llama < 262_144.0, "llama activations {llama}");
+    assert_eq!(rep["testbed"]["candle_version"], candle, "{}", rep["testbed"]);
+}
+
+#[test]
+fn the_closed_forms_are_the_models() {
+    assert_eq!(
+        models().map(|m| (m.2, m.3)),
+        [(982_144, 39), (1_083_752, 75), (1_047_296, 47), (594_560, 42)]
+    );
+}
+
+#[test]
+fn candle_transformers_0_11_models_are_gated_unmodified() {
+    let test = "candle_transformers_0_11_models_are_gated_unmodified";
+    if ready(test, &["transformers-0-11"]) {
+        gates_the_four_models("transformers-0-11", "transformers_team", "0.11.1");
+    }
+}
+
+#[test]
+fn candle_transformers_0_9_1_models_are_gated_unmodified() {
+    let test = "candle_transformers_0_9_1_models_are_gated_unmodified";
+    if ready(test, &["transformers-0-9-1"]) {
+        gates_the_four_models("transformers-0-9-1", "transformers_team_0_9_1", "0.9.1");
+    }
+}
+
+#[test]
+fn candle_transformers_0_11_models_train_only_what_their_graph_reaches() {
+    own_tests_pass(
+        "candle_transformers_0_11_models_train_only_what_their_graph_reaches",
+        "transformers-0-11",
+        "test t5_trains_31_of_47_tensors ... ok",
+    );
+}
+
+#[test]
+fn candle_transformers_0_9_1_models_train_only_what_their_graph_reaches() {
+    own_tests_pass(
+        "candle_transformers_0_9_1_models_train_only_what_their_graph_reaches",
+        "transformers-0-9-1",
+        "test t5_trains_31_of_47_tensors ... ok",
+    );
+}
