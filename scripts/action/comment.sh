@@ -14,7 +14,7 @@
 # the id: each artifact names itself in the file `artifact-name`, which the
 # action's `gate check` step writes, and both layouts give the same id.
 # Env: ARTIFACTS (download-artifact's `path`), EVENT, GITHUB_TOKEN;
-# CHECK_RUN=true also posts a check run per id, named by the id (needs
+# CHECK_RUN=true also posts a check run per id, named `gate report: <id>` (needs
 # `checks: write`; a refusal is a warning); GATE_COMMENT_AUTHOR is read by
 # gate itself (README, "Commenting as a GitHub App").
 set -euo pipefail
@@ -59,7 +59,11 @@ for dir in "${dirs[@]}"; do
     on-change) flags=(--quiet) ;;
     *) flags=() ;;
   esac
-  if [ "${CHECK_RUN:-false}" = true ]; then flags+=(--check-run "$id"); fi
+  # Named as what it is, a report, never like a job: GitHub attaches a
+  # check run made with GITHUB_TOKEN to a check suite of its own choosing
+  # for the commit, often another workflow's (community discussion 24616;
+  # NasAmin/trx-parser#86), so a bare id could pass for a job's check.
+  if [ "${CHECK_RUN:-false}" = true ]; then flags+=(--check-run "gate report: $id"); fi
   gate comment --from "$dir" --id "$id" "${flags[@]}" || status=$?
 done
 [ "$n" -gt 0 ] || [ "$status" -ne 0 ] || echo "gate action: no gate artifact in $root to comment on"

@@ -7,6 +7,9 @@
 set -euo pipefail
 out() { echo "$1=$2" >> "$GITHUB_OUTPUT"; }
 note() { echo "gate action: $*" >&2; }
+# GNU coreutils' sha256sum, else Perl's shasum (macOS images have only that);
+# both print and check the same `HASH  FILE` lines.
+sha256() { if command -v sha256sum >/dev/null 2>&1; then sha256sum "$@"; else shasum -a 256 "$@"; fi; }
 
 features=cpu
 if [ "$COMMAND" = check ]; then
@@ -32,11 +35,24 @@ bin_dir="$root/bin-$features"
 out bin-dir "$bin_dir"
 out target-dir "$root/target-$features"
 source_key=$(cd "$ACTION_PATH" && find Cargo.toml Cargo.lock build.rs src crates scripts/build-cuda.sh scripts/action/install.sh -type f 2>/dev/null |
-  LC_ALL=C sort | xargs -r sha256sum | sha256sum | cut -c1-16 || true)
+  LC_ALL=C sort | while IFS= read -r f; do sha256 "$f"; done | sha256 | cut -c1-16 || true)
 out source-key "$source_key"
 prefix="gate-${RUNNER_OS_NAME}-${RUNNER_ARCH_NAME}-${features}-"
 out cache-key "${prefix}${source_key}"
 out cache-restore-key "$prefix"
+# A build cache only on GitHub-hosted runners. Its entry (the binary and the
+# hash recorded beside it) is written by whichever job saved it under the
+# key's prefix: on a persistent self-hosted runner a default-branch job that
+# had earlier run a labelled fork's commit could save a tampered build that
+# every later job restores, its recorded hash proving integrity, not origin.
+# RUNNER_ENVIRONMENT is `github-hosted` or `self-hosted` (docs.github.com,
+# "Variables reference"); unset (an older runner, GHES) counts as self-hosted.
+if [ "${RUNNER_ENVIRONMENT:-}" = github-hosted ]; then
+  out build-cache true
+else
+  out build-cache false
+  note "not a GitHub-hosted runner (RUNNER_ENVIRONMENT=${RUNNER_ENVIRONMENT:-unset}): no build cache; the release binary or a fresh build"
+fi
 
 found=false
 finish() { out found "$found"; }
@@ -69,23 +85,30 @@ tmp=$(mktemp -d)
 if ! curl -fsSL --retry 3 -o "$tmp/$asset" "$base/$asset" || ! curl -fsSL --retry 3 -o "$tmp/SHA256SUMS" "$base/SHA256SUMS"; then
   note "no release asset $base/$asset: building from source"; exit 0
 fi
-if ! (cd "$tmp" && grep " ${asset}\$" SHA256SUMS | sha256sum -c --status); then
+if ! (cd "$tmp" && grep " ${asset}\$" SHA256SUMS | sha256 -c --status); then
   echo "::error title=gate action::$asset does not match its SHA256SUMS entry; not using it"; exit 1
 fi
 tar -xzf "$tmp/$asset" -C "$tmp"
 exe=$(find "$tmp" -type f -name gate -perm -u+x | head -1)
 [ -n "$exe" ] || { note "no gate binary in $asset: building from source"; exit 0; }
 # The binary must be the action's own commit when that is known (a checkout
-# of a branch may be ahead of the release with the same version number).
+# of a branch may be ahead of the release with the same version number): a
+# git checkout's HEAD (the reusable workflow checks the action out), else
+# the ref of `uses: OWNER/gate@REF` when REF is a full commit SHA (the
+# runner downloads such an action as a tarball, without .git). A pin
+# between releases then builds its own source, never the last release's
+# binary under newer scripts. A tag or branch ref keeps the release.
 own=""
 if git -C "$ACTION_PATH" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   own=$(git -C "$ACTION_PATH" rev-parse --short=12 HEAD 2>/dev/null || true)
+elif [[ "${ACTION_REF:-}" =~ ^[0-9a-f]{40}$ ]]; then
+  own="${ACTION_REF:0:12}"
 fi
 # --version of a cuda build may not start without the CUDA libraries yet: read
 # the commit from the release's own note instead when it fails.
 commit=$(sed -n 's/^commit: //p' "$(dirname "$exe")/VERSION" 2>/dev/null || true)
-if [ -n "$own" ] && [ -n "$commit" ] && [ "$own" != "$commit" ]; then
-  note "release $tag is commit $commit, this action is $own: building from source"; exit 0
+if [ -n "$own" ] && [ "${own:0:12}" != "${commit:0:12}" ]; then
+  note "release $tag is commit ${commit:-unknown}, this action is $own: building from source"; exit 0
 fi
 mkdir -p "$bin_dir"
 install -m 0755 "$exe" "$bin_dir/gate"

@@ -9,6 +9,8 @@
 set -euo pipefail
 out() { echo "$1=$2" >> "$GITHUB_OUTPUT"; }
 note() { echo "gate action: $*" >&2; }
+# sha256sum, else shasum (as find-release.sh): the same lines either way.
+sha256() { if command -v sha256sum >/dev/null 2>&1; then sha256sum "$@"; else shasum -a 256 "$@"; fi; }
 # The token is for gh alone: a build from source runs crates' build scripts.
 gh_token="${GH_TOKEN:-}"
 unset GH_TOKEN GITHUB_TOKEN
@@ -47,7 +49,7 @@ if [ "$FOUND" != true ]; then
   # entry); anything else is deleted unrun and gate is built again.
   cached=false
   if [ -e "$BIN_DIR/gate" ] && [ "$(cat "$BIN_DIR/.source-key" 2>/dev/null)" = "$SOURCE_KEY" ]; then
-    if [ -f "$BIN_DIR/gate.sha256" ] && (cd "$BIN_DIR" && sha256sum --status -c gate.sha256); then
+    if [ -f "$BIN_DIR/gate.sha256" ] && (cd "$BIN_DIR" && sha256 --status -c gate.sha256); then
       cached=true
     else
       echo "::warning title=gate action::the cached gate does not match the SHA-256 recorded at its build: not running it; building gate again"
@@ -97,7 +99,7 @@ if [ "$FOUND" != true ]; then
       install -m 0755 "$TARGET_DIR/release/gate" "$BIN_DIR/gate"
     fi
     rm -rf "$src"
-    (cd "$BIN_DIR" && sha256sum gate > gate.sha256)
+    (cd "$BIN_DIR" && sha256 gate > gate.sha256)
     echo "$SOURCE_KEY" > "$BIN_DIR/.source-key"
   fi
 fi

@@ -195,10 +195,7 @@ impl Workload for Dqn {
 
     fn param_count(&self) -> ParamCount {
         let n = self.net_elems();
-        ParamCount {
-            trainable: n,
-            frozen: n,
-        }
+        ParamCount::new(n, n)
     }
 
     fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {

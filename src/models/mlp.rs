@@ -89,7 +89,7 @@ impl Workload for Mlp {
     fn param_count(&self) -> ParamCount {
         let d = self.dims();
         let trainable = d.windows(2).map(|w| (w[0] * w[1] + w[1]) as u64).sum();
-        ParamCount { trainable, frozen: 0 }
+        ParamCount::new(trainable, 0)
     }
 
     fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {

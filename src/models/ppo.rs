@@ -266,10 +266,10 @@ impl Workload for Ppo {
     }
 
     fn param_count(&self) -> ParamCount {
-        ParamCount {
-            trainable: Self::mlp_elems(&self.dims(self.num_actions)) + Self::mlp_elems(&self.dims(1)),
-            frozen: 0,
-        }
+        ParamCount::new(
+            Self::mlp_elems(&self.dims(self.num_actions)) + Self::mlp_elems(&self.dims(1)),
+            0,
+        )
     }
 
     fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {

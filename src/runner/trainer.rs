@@ -41,6 +41,10 @@ impl Session for CandleSession<'_> {
         let ctx = self.ctx;
         let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
         let count = self.workload.param_count();
+        // No closed form: nothing to check `params` against (0 says so).
+        if !count.closed_form {
+            return Analytic::default();
+        }
         Analytic {
             param_bytes: (count.trainable + count.frozen) * dsize,
             frozen_elems: count.frozen,
@@ -128,6 +132,20 @@ impl<'w> Train for Trainer<'w> {
         model.predict(batch).map_err(err)
     }
 
+    fn gradient_bytes(&self, grads: &GradStore) -> Option<u64> {
+        let bytes = self
+            .list_vars()
+            .iter()
+            .filter_map(|v| grads.get(v.as_tensor()))
+            .map(|g| (g.elem_count() * g.dtype().size_in_bytes()) as u64)
+            .sum();
+        Some(bytes)
+    }
+
+    fn gradient_coverage(&self, grads: &GradStore) -> Option<gate_runner::GradientCoverage> {
+        Some(self.store.coverage(grads, &self.frozen))
+    }
+
     fn leak(&self, batch: &Batch) -> adapter::Result<()> {
         match batch.tensors.first() {
             Some(t) => super::fault::leak(t).map_err(err),
@@ -153,6 +171,8 @@ pub(super) struct Params<'w> {
     /// Read here, outside every span, so a workload's `learning_rate` never
     /// counts in the optimizer's figures.
     lr: f64,
+    /// [`crate::Workload::frozen_parameters`], read here for the same reason.
+    frozen: Vec<String>,
 }
 
 impl<'w> Params<'w> {
@@ -162,6 +182,7 @@ impl<'w> Params<'w> {
             ctx,
             store: ParamStore::with_master(ctx.seed, ctx.master_dtype),
             lr: workload.learning_rate(),
+            frozen: workload.frozen_parameters(),
         }
     }
 
@@ -170,11 +191,26 @@ impl<'w> Params<'w> {
         let model = self
             .workload
             .build(self.store.builder(self.ctx.dtype, &self.ctx.device), self.ctx)?;
+        let unknown = self.store.unknown_frozen(&self.frozen);
+        if !unknown.is_empty() {
+            let names: Vec<String> = self.store.named_vars().into_iter().map(|(n, _)| n).collect();
+            candle_core::bail!(
+                "frozen_parameters names {} that the built model does not have: {}; its parameters are: {}",
+                if unknown.len() == 1 {
+                    "a parameter"
+                } else {
+                    "parameters"
+                },
+                unknown.join(", "),
+                shortened(&names)
+            );
+        }
         Ok(Trainer {
             workload: self.workload,
             ctx: self.ctx,
             store: self.store,
             lr: self.lr,
+            frozen: self.frozen,
             model,
             vars: OnceCell::new(),
             opt: None,
@@ -190,6 +226,7 @@ pub(super) struct Trainer<'w> {
     ctx: &'w RunCtx,
     store: ParamStore,
     lr: f64,
+    frozen: Vec<String>,
     model: Box<dyn Model>,
     /// The trainable variables, listed when first needed (see [`Trainer::list_vars`]).
     vars: OnceCell<Vec<Var>>,
@@ -220,7 +257,7 @@ impl<'w> Trainer<'w> {
     /// profile calls this where its `backward` phase starts, so the list is
     /// counted with the gradients; otherwise `backward` lists them.
     pub(super) fn list_vars(&self) -> &[Var] {
-        self.vars.get_or_init(|| self.store.vars())
+        self.vars.get_or_init(|| self.store.vars_except(&self.frozen))
     }
 
     /// The gradients of `fwd`'s loss, every one backward produced.
@@ -286,4 +323,14 @@ impl<'w> Trainer<'w> {
         self.workload
             .build(self.store.detached(self.ctx.dtype, &self.ctx.device), self.ctx)
     }
+}
+
+/// `names` for an error message: all of them up to a dozen, else the first
+/// dozen and how many more.
+fn shortened(names: &[String]) -> String {
+    const SHOWN: usize = 12;
+    if names.len() <= SHOWN {
+        return names.join(", ");
+    }
+    format!("{}, and {} more", names[..SHOWN].join(", "), names.len() - SHOWN)
 }

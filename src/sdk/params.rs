@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Result, Shape, Tensor, Var};
 use candle_nn::init::{FanInOut, Init, NormalOrUniform};
 use candle_nn::var_builder::SimpleBackend;
@@ -80,6 +81,52 @@ impl ParamStore {
         self.lock().vars.iter().map(|(_, v)| v.clone()).collect()
     }
 
+    /// Trainable variables in creation order, less those `frozen` names
+    /// (see [`is_frozen`]).
+    pub fn vars_except(&self, frozen: &[String]) -> Vec<Var> {
+        let inner = self.lock();
+        let trained = |(n, _): &&(String, Var)| !is_frozen(n, frozen);
+        // Exactly as long as it needs: the list lives through the profile,
+        // and its spare room would be counted in every figure after it.
+        let mut out = Vec::with_capacity(inner.vars.iter().filter(trained).count());
+        out.extend(inner.vars.iter().filter(trained).map(|(_, v)| v.clone()));
+        out
+    }
+
+    /// The entries of `frozen` that name no variable of this store.
+    pub fn unknown_frozen<'f>(&self, frozen: &'f [String]) -> Vec<&'f str> {
+        let inner = self.lock();
+        frozen
+            .iter()
+            .filter(|f| !inner.vars.iter().any(|(n, _)| is_frozen(n, std::slice::from_ref(f))))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Which of the trainable variables (less `frozen`) have a gradient in
+    /// `grads`, with their bytes; names are kept only for those without.
+    pub fn coverage(&self, grads: &GradStore, frozen: &[String]) -> gate_runner::GradientCoverage {
+        let inner = self.lock();
+        let mut c = gate_runner::GradientCoverage::default();
+        for (name, var) in &inner.vars {
+            if is_frozen(name, frozen) {
+                c.frozen += 1;
+                continue;
+            }
+            let bytes = (var.elem_count() * var.dtype().size_in_bytes()) as u64;
+            c.tensors += 1;
+            c.bytes += bytes;
+            if grads.get(var.as_tensor()).is_none() {
+                c.without_gradient += 1;
+                c.without_gradient_bytes += bytes;
+                if c.missing.len() < gate_runner::GradientCoverage::NAMES_KEPT {
+                    c.missing.push(name.clone());
+                }
+            }
+        }
+        c
+    }
+
     /// Trainable variables with their names (`encoder.fc0.weight`), in creation order.
     pub fn named_vars(&self) -> Vec<(String, Var)> {
         self.lock().vars.clone()
@@ -126,6 +173,14 @@ impl ParamStore {
         let t = Tensor::from_vec(values, shape.clone(), dev)?.to_dtype(dtype)?;
         Var::from_tensor(&t)
     }
+}
+
+/// Whether parameter `name` is one of `frozen`: named whole, or under a
+/// prefix that ends in `.`.
+pub(crate) fn is_frozen(name: &str, frozen: &[String]) -> bool {
+    frozen
+        .iter()
+        .any(|f| name == f || (f.ends_with('.') && name.starts_with(f.as_str())))
 }
 
 fn fan_for(fan: FanInOut, shape: &Shape) -> usize {

@@ -30,6 +30,8 @@ pub trait DynWorkload: fmt::Debug + Send + Sync {
     fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch>;
     /// See [`Workload::learning_rate`].
     fn learning_rate(&self) -> f64;
+    /// See [`Workload::frozen_parameters`].
+    fn frozen_parameters(&self) -> Vec<String>;
     /// See [`Workload::checkpointed`].
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>>;
 }
@@ -53,6 +55,10 @@ impl<W: Workload> DynWorkload for W {
 
     fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch> {
         Workload::batch(self, ctx, seed)
+    }
+
+    fn frozen_parameters(&self) -> Vec<String> {
+        Workload::frozen_parameters(self)
     }
 
     fn learning_rate(&self) -> f64 {
@@ -106,6 +112,10 @@ impl<W: Workload> DynWorkload for Chunked<W> {
 
     fn learning_rate(&self) -> f64 {
         Workload::learning_rate(&self.inner)
+    }
+
+    fn frozen_parameters(&self) -> Vec<String> {
+        Workload::frozen_parameters(&self.inner)
     }
 
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {

@@ -70,7 +70,8 @@ impl RunCtx {
     }
 }
 
-/// The closed-form count of elements a built model keeps, from its config alone.
+/// The closed-form count of elements a built model keeps, from its config
+/// alone, or [`ParamCount::from_build`] when the workload gives none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct ParamCount {
@@ -78,12 +79,25 @@ pub struct ParamCount {
     pub trainable: u64,
     /// Frozen state the model also holds (a DQN's target network).
     pub frozen: u64,
+    /// Whether the counts are a closed form (`params` is then checked
+    /// against them) or absent (`params` is the bytes of what was built).
+    pub closed_form: bool,
 }
 
 impl ParamCount {
-    /// `trainable` parameters and `frozen` elements of other state.
+    /// A closed form: `trainable` parameters and `frozen` elements of other state.
     pub fn new(trainable: u64, frozen: u64) -> Self {
-        ParamCount { trainable, frozen }
+        ParamCount {
+            trainable,
+            frozen,
+            closed_form: true,
+        }
+    }
+
+    /// No closed form: `params` is the bytes of what the build made, and
+    /// the report says so. The default of [`Workload::param_count`].
+    pub fn from_build() -> Self {
+        ParamCount::default()
     }
 }
 
@@ -145,8 +159,12 @@ pub trait Workload: fmt::Debug + Send + Sync + Sized + 'static {
     }
 
     /// Closed-form element counts, computed from the config, not from a
-    /// built model: `params` is checked against it.
-    fn param_count(&self) -> ParamCount;
+    /// built model: `params` is checked against it. The default,
+    /// [`ParamCount::from_build`], gives none: `params` is then the bytes of
+    /// what was built, and the report says that it was not checked.
+    fn param_count(&self) -> ParamCount {
+        ParamCount::from_build()
+    }
 
     /// Builds the model. Take every weight from `vb` (candle-nn's layers do):
     /// with the trainable store they are `Var`s the optimizer updates; with
@@ -160,6 +178,18 @@ pub trait Workload: fmt::Debug + Send + Sync + Sized + 'static {
     /// AdamW learning rate.
     fn learning_rate(&self) -> f64 {
         1e-3
+    }
+
+    /// Parameters the team keeps frozen on purpose (a frozen embedding, a
+    /// fine-tuned head over a fixed body): each entry a parameter's name as
+    /// the `VarBuilder` names it (`model.embed_tokens.weight`) or a prefix
+    /// ending in `.` (`model.embed_tokens.`). They are not trained (no
+    /// gradient is kept, no optimizer state made) and a step that leaves
+    /// them without a gradient is not flagged. An entry that names no
+    /// parameter of the built model fails the build, with the names there
+    /// are. The default: none, every parameter is trained.
+    fn frozen_parameters(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// This workload with its position-wise blocks checkpointed in chunks of

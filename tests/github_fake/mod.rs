@@ -939,7 +939,8 @@ fn check_run_answer(run: &Value) -> Value {
 
 /// docs.github.com, "Create a check run" / "Update a check run": `name`
 /// and `head_sha` required; `conclusion` one of the API's words; `output`
-/// needs `title` and `summary` (at most 65,535 characters); at most 50
+/// needs `title` and `summary` (at most 65,535: the docs say characters,
+/// GitHub counts bytes, github/docs#35252); at most 50
 /// annotations per request, each with `path`, `start_line`, `end_line`,
 /// `annotation_level` (notice, warning, failure) and `message`; an update's
 /// annotations are appended to the run's. 422 for what GitHub refuses.
@@ -950,8 +951,12 @@ fn check_runs_route(method: &str, segs: &[&str], input: &Value, s: &mut State) -
         if !output["title"].is_string() || !output["summary"].is_string() {
             return invalid("output needs title and summary");
         }
-        if output["summary"].as_str().unwrap_or_default().chars().count() > 65_535 {
-            return invalid("summary is too long (maximum is 65535 characters)");
+        if output["summary"].as_str().unwrap_or_default().len() > 65_535 {
+            // GitHub's own answer (github/docs#35252, dorny/test-reporter#57).
+            return (
+                422,
+                json!({ "message": "Validation Failed", "errors": [{ "resource": "CheckRun", "code": "custom", "field": "summary", "message": "summary exceeds a maximum bytesize of 65535" }] }),
+            );
         }
         let annotations = output["annotations"].as_array().cloned().unwrap_or_default();
         if annotations.len() > 50 {

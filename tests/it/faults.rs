@@ -175,3 +175,61 @@ fn a_panic_names_its_file_and_line_in_every_output() {
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
     assert!(md.contains(reason), "comment: {md}");
 }
+
+/// A component whose profile fails after the phases its budgets measure
+/// (timing, inference) is still a failure in every output: the figures it
+/// measured are kept, each of its budgets fails, the run exits 1 (3 for a
+/// crash), `--strict` too, and no report says PASS (issue #43 item 1).
+#[test]
+fn a_fault_after_the_budgeted_phases_still_fails_the_component_everywhere() {
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("budgets.yaml");
+    std::fs::write(
+        &p,
+        "version: 1\ndevice:\n  name: card\n  capacity: 4 GiB\n  reserve: 300 MiB\ndefaults:\n  seed: 7\n  timing: { warmup: 0, steps: 1 }\n\
+         components:\n  b:\n    workload: mlp\n    batch_size: 16\n    config: { input_dim: 32, hidden_dim: 32, hidden_layers: 1, output_dim: 3 }\n\
+         \x20   budgets:\n      params: < 1 MiB\n      training_peak: < 8 MiB\n",
+    )
+    .unwrap();
+    let cases = [
+        ("inference", "panic", 1),
+        ("inference", "kill", 1),
+        ("timing", "panic", 1),
+        ("timing", "error", 1),
+        ("inference", "abort", 3),
+    ];
+    for (phase, kind, code) in cases {
+        for strict in [false, true] {
+            let out = t.path().join(format!("{phase}-{kind}-{strict}"));
+            let fault = format!("b:{phase}:{kind}");
+            let mut args = vec![
+                "check",
+                "--budgets",
+                p.to_str().unwrap(),
+                "--baseline",
+                "none",
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            if strict {
+                args.push("--strict");
+            }
+            let o = gate(&args, Some(&fault));
+            let all = output_text(&o);
+            assert_eq!(o.status.code(), Some(code), "{fault} strict={strict}: {all}");
+            let r: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+            assert_eq!(r["components"]["b"]["error"]["phase"], phase, "{fault}");
+            assert_eq!(r["summary"]["status"], "fail", "{fault}: {}", r["summary"]);
+            for row in r["results"].as_array().unwrap() {
+                assert_eq!(row["status"], "fail", "{fault}: {row}");
+                assert!(row["measured"].is_number(), "the figure is kept: {row}");
+            }
+            let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+            let doc = roxmltree::Document::parse(&xml).unwrap();
+            let failures = doc.descendants().filter(|n| n.has_tag_name("failure")).count();
+            assert!(failures >= 2, "{fault}: {xml}");
+            let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
+            assert!(!md.contains("PASS"), "{fault}: {md}");
+        }
+    }
+}

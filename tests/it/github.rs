@@ -1954,3 +1954,50 @@ fn a_refused_check_run_is_a_warning_and_the_comment_still_posts() {
     assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
     assert_eq!(fake.log().len(), before);
 }
+
+/// GitHub checks a check run's summary in bytes, not characters (422
+/// "summary exceeds a maximum bytesize of 65535": github/docs#35252): a
+/// comment of many multi-byte characters, within the comment's own limit,
+/// still gets its check run, the summary cut at a character boundary.
+#[test]
+fn a_check_run_summary_of_multibyte_text_is_cut_to_githubs_bytes() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 65);
+    let out = tmp.path().join("out");
+    edit_report(&out, |v| {
+        let row = v["results"][0].clone();
+        v["results"] = Value::Array(
+            (1..=600)
+                .map(|i| {
+                    let mut r = row.clone();
+                    r["status"] = json!("fail");
+                    r["line"] = json!(i);
+                    r["metric"] = json!(format!("m{i}—✂️—{}", "模型".repeat(20)));
+                    r
+                })
+                .collect(),
+        );
+        v["summary"]["status"] = json!("fail");
+        v["summary"]["failed"] = json!(600);
+        v["summary"]["passed"] = json!(0);
+    });
+    let o = gate(Some(&fake), Some(&ev))
+        .args(["comment", "--check-run", "gate report: cpu", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let text = output_text(&o);
+    assert!(!text.contains("warning: no check run"), "{text}");
+    let body = fake.comments(65)[0].body.clone();
+    assert!(
+        body.len() > 65_535,
+        "the comment is longer than the summary may be: {}",
+        body.len()
+    );
+    let runs = fake.check_runs();
+    assert_eq!(runs.len(), 1, "{text}");
+    let summary = runs[0]["output"]["summary"].as_str().unwrap();
+    assert!(summary.len() <= 65_535, "{} bytes", summary.len());
+    assert!(summary.ends_with('…'));
+}

@@ -542,8 +542,10 @@ fn the_comment_job_posts_a_check_run_per_gate_id_when_asked() {
     assert_eq!(fake.comments(2).len(), 1, "{}", c.log);
     let runs = fake.check_runs();
     assert_eq!(runs.len(), 1, "{}", c.log);
-    // Named by the gate id, on the PR's head (not the merge commit measured).
-    assert_eq!(runs[0]["name"], json!(artifact));
+    // Named as a report of the gate id, never like a job (GitHub may list
+    // it under another workflow's check suite), on the PR's head (not the
+    // merge commit measured).
+    assert_eq!(runs[0]["name"], json!(format!("gate report: {artifact}")));
     assert_eq!(runs[0]["head_sha"], json!(h1));
     assert_eq!(runs[0]["conclusion"], "success");
 }

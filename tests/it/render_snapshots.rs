@@ -87,9 +87,11 @@ fn timed_with_a_variant() -> Report {
             display_unit: None,
             limit_in_seconds: false,
             not_compared: None,
+            config_changed: None,
             baseline_op: None,
             baseline_limit: None,
             interval: None,
+            untrained: false,
         };
     use gate_spec::metric::Unit;
     let at = r.results.iter().position(|x| x.component != "tft").unwrap();

@@ -11,6 +11,8 @@
 //! - No `${{ github.event... }}` expanded inside a `run:` script (script
 //!   injection through a branch name or title); pass it through `env:`.
 
+use crate::common;
+use serde_json::json;
 use std::path::{Path, PathBuf};
 
 use yaml_rust2::{Yaml, YamlLoader};
@@ -1432,65 +1434,6 @@ fn no_job_that_writes_and_no_release_build_uses_a_cache() {
     assert_eq!(found.len(), 2, "{found:?}");
 }
 
-/// A `pull_request` run starts on every label change (its trigger cannot
-/// name the label): each job that a pull request reaches runs for the
-/// labels that decide something only, and the comment job skips a run whose
-/// jobs all skipped (such a run concludes `skipped`).
-#[test]
-fn an_unrelated_label_runs_no_job_and_no_comment() {
-    let push_only = |cond: &str| {
-        disjuncts(cond).iter().all(|d| {
-            matches!(
-                d.as_str(),
-                "github.event_name == 'push'" | "github.event_name == 'workflow_dispatch'"
-            )
-        })
-    };
-    let mut docs = vec![("src/cli/templates/gate.yml".to_string(), template("gate.yml"))];
-    let mut comments = vec![(
-        "src/cli/templates/gate-comment.yml".to_string(),
-        template("gate-comment.yml"),
-    )];
-    for w in workflows() {
-        let labels = w.doc["on"]["pull_request"]["types"]
-            .as_vec()
-            .is_some_and(|t| t.iter().any(|x| x.as_str() == Some("labeled")));
-        if labels {
-            docs.push((w.file.clone(), w.doc.clone()));
-        }
-        if triggers(&w).iter().any(|t| t == "workflow_run") {
-            comments.push((w.file.clone(), w.doc.clone()));
-        }
-    }
-    assert!(docs.len() >= 2 && comments.len() >= 2, "the workflows are found");
-    let mut checked = 0;
-    for (file, doc) in &docs {
-        for (name, job) in doc["jobs"].as_hash().unwrap() {
-            let name = name.as_str().unwrap_or("?");
-            let cond = job["if"].as_str().unwrap_or("");
-            if push_only(cond) {
-                continue;
-            }
-            assert!(
-                cond.contains("github.event.action != 'labeled'") && cond.contains("github.event.label.name == "),
-                "{file}: job `{name}` runs for any label change: filter `labeled`/`unlabeled` on the label's name ({cond})"
-            );
-            checked += 1;
-        }
-    }
-    assert!(checked >= 3, "{checked}");
-    for (file, doc) in &comments {
-        for (name, job) in doc["jobs"].as_hash().unwrap() {
-            let cond = job["if"].as_str().unwrap_or("");
-            assert!(
-                cond.contains("github.event.workflow_run.conclusion != 'skipped'"),
-                "{file}: job `{}` comments after a run whose jobs all skipped ({cond})",
-                name.as_str().unwrap_or("?")
-            );
-        }
-    }
-}
-
 /// gate init's PR workflow: a new push cancels the PR's run in progress, a
 /// label change groups with its own label only, and pushes (baselines) are
 /// never cancelled nor queued behind each other; a manual run on the
@@ -1568,7 +1511,6 @@ fn runner_hook(event: &str, payload: &serde_json::Value) -> (Option<i32>, String
 /// refuses the rest with the fix.
 #[test]
 fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
-    use serde_json::json;
     let head = "1111111111111111111111111111111111111111";
     let pr = |repo: &str, action: &str, label: Option<&str>| {
         let mut v = json!({
@@ -1632,44 +1574,251 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
     }
 }
 
-/// A skipped job reports success to a required check, so gate-pr.yml's
-/// required check is `gpu-verdict`: it runs after `gpu` whatever happened
-/// (`always()`), on pull requests only, and fails when the GPU gate was
-/// skipped or did not pass. Its script is run here for each result.
-#[test]
-fn a_skipped_gpu_gate_reports_not_run_to_the_required_check() {
-    let pr = workflows().into_iter().find(|w| w.file == "gate-pr.yml").unwrap();
-    let job = &pr.doc["jobs"]["gpu-verdict"];
-    assert_eq!(needs(job), ["gpu"]);
-    let cond = job["if"].as_str().unwrap();
-    assert!(
-        cond.starts_with("always() && github.event_name == 'pull_request'"),
-        "{cond}"
-    );
-    assert!(!self_hosted(job));
-    let script = steps(job)
-        .iter()
-        .find_map(|s| s["run"].as_str())
-        .expect("the verdict step")
-        .to_string();
-    let run = |result: &str, fork: &str| {
-        let o = std::process::Command::new("bash")
-            .args(["-c", &script])
-            .env("RESULT", result)
-            .env("FORK", fork)
-            .env("HEAD_SHA", "1111111111111111111111111111111111111111")
-            .output()
-            .unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
-    };
-    assert_eq!(run("success", "false").0, Some(0));
-    let (code, out) = run("skipped", "true");
-    assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("has not run") && out.contains("hint: a maintainer reviews that commit, then adds the label gate-gpu@1111111111111111111111111111111111111111"), "{out}");
-    for (result, fork) in [("skipped", "false"), ("failure", "false"), ("cancelled", "true")] {
-        let (code, out) = run(result, fork);
-        assert_eq!(code, Some(1), "{result}: {out}");
+/// A folder with a `gh` stub for scripts/action/verdict.sh: `gh api PATH
+/// --jq FILTER` answers `runs.json` for the runs list and `jobs-<ID>.json`
+/// for a run's jobs (the fields GitHub's REST description gives those
+/// answers, as many as the script reads), filtered with jq as gh's built-in
+/// jq would, and logs each PATH to `gh.log`.
+fn verdict_gh(root: &Path, runs: &serde_json::Value, jobs: &[(u64, serde_json::Value)]) -> PathBuf {
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(root.join("runs.json"), runs.to_string()).unwrap();
+    for (id, j) in jobs {
+        std::fs::write(root.join(format!("jobs-{id}.json")), j.to_string()).unwrap();
     }
+    let dir = root.display();
+    executable(
+        &bin.join("gh"),
+        &format!(
+            r#"#!/usr/bin/env bash
+[ "$1" = api ] && [ "$3" = --jq ] || exit 64
+echo "$2" >> "{dir}/gh.log"
+case "$2" in
+  */runs\?*) f="{dir}/runs.json" ;;
+  */actions/runs/*/jobs\?*) id="${{2#*/actions/runs/}}"; f="{dir}/jobs-${{id%%/*}}.json" ;;
+  *) echo "gh: not found" >&2; exit 1 ;;
+esac
+[ -f "$f" ] || {{ echo "HTTP 404" >&2; exit 1; }}
+jq -r "$4" "$f"
+"#
+        ),
+    );
+    bin
+}
+
+/// Runs scripts/action/verdict.sh as gate-pr.yml's `verdict` step does.
+fn run_verdict(path: &Path, results: &str, event: &str, fork: bool) -> (Option<i32>, String) {
+    let o = std::process::Command::new("bash")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/action/verdict.sh"))
+        .env(
+            "PATH",
+            format!("{}:{}", path.display(), std::env::var("PATH").unwrap_or_default()),
+        )
+        .env("RESULTS", results)
+        .env("LOOKUP", "gpu")
+        .env("EVENT", event)
+        .env("FORK", fork.to_string())
+        .env("HEAD_SHA", "1111111111111111111111111111111111111111")
+        .env("WORKFLOW", "gate-pr.yml")
+        .env("GITHUB_REPOSITORY", "acme/model")
+        .env("GITHUB_RUN_ID", "30")
+        .env("GH_TOKEN", "t")
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// A label change starts a run on the same head commit whose check runs
+/// replace the earlier ones of the same names, and a skipped job reports
+/// success to a required check (docs.github.com, "Handling skipped but
+/// required checks"). So in gate-pr.yml the jobs a label can skip are
+/// never the check to require: `cpu` has no `if:`, and `verdict` (the
+/// required check) runs on every event (`always()`), needs both gates, and
+/// reads `actions` only; in `gate init`'s gate.yml the measuring job runs on
+/// every pull-request event. The comment jobs comment only on a run that
+/// finished measuring (`success`/`failure`): a cancelled run's job would
+/// take the group's one pending slot from a run that measured.
+#[test]
+fn a_label_never_turns_a_red_required_check_green() {
+    let pr = workflows().into_iter().find(|w| w.file == "gate-pr.yml").unwrap();
+    assert!(
+        pr.doc["jobs"]["cpu"]["if"].is_badvalue(),
+        "gate-pr.yml: cpu must measure on every event"
+    );
+    let v = &pr.doc["jobs"]["verdict"];
+    assert_eq!(v["if"].as_str(), Some("always()"));
+    assert_eq!(needs(v), ["cpu", "gpu"]);
+    assert!(!self_hosted(v));
+    assert_eq!(
+        granted(&v["permissions"]),
+        [("contents".into(), "read".into()), ("actions".into(), "read".into())]
+    );
+    let step = steps(v).into_iter().find(|s| s["run"].as_str().is_some()).unwrap();
+    assert_eq!(step["run"].as_str(), Some("bash scripts/action/verdict.sh"));
+    assert_eq!(
+        step["env"]["RESULTS"].as_str(),
+        Some("cpu=${{ needs.cpu.result }} gpu=${{ needs.gpu.result }}")
+    );
+    assert_eq!(step["env"]["WORKFLOW"].as_str(), Some("gate-pr.yml"));
+    // Every other job of gate-pr.yml is in the verdict's `needs:`.
+    for (name, _) in jobs(&pr) {
+        assert!(
+            name == "verdict" || needs(v).contains(&name),
+            "gate-pr.yml: `{name}` is not judged by verdict"
+        );
+    }
+    let t = template("gate.yml");
+    let cond = t["jobs"]["pr"]["if"].as_str().unwrap();
+    assert!(
+        disjuncts(cond)
+            .iter()
+            .any(|d| d == "github.event_name == 'pull_request'"),
+        "gate init's `pr` job must run on every pull-request event: {cond}"
+    );
+    assert!(!cond.contains("label"), "{cond}");
+
+    let mut comments = vec![(
+        "src/cli/templates/gate-comment.yml".to_string(),
+        template("gate-comment.yml"),
+    )];
+    for w in workflows() {
+        if triggers(&w).iter().any(|t| t == "workflow_run") {
+            comments.push((w.file.clone(), w.doc.clone()));
+        }
+    }
+    assert!(comments.len() >= 2);
+    for (file, doc) in &comments {
+        for (name, job) in doc["jobs"].as_hash().unwrap() {
+            let cond = job["if"].as_str().unwrap_or("");
+            assert!(
+                cond.contains("github.event.workflow_run.conclusion == 'success' || github.event.workflow_run.conclusion == 'failure'"),
+                "{file}: job `{}` must admit only runs that concluded success or failure ({cond})",
+                name.as_str().unwrap_or("?")
+            );
+        }
+    }
+}
+
+/// scripts/action/verdict.sh, the required check: a gate that ran here
+/// decides; a skipped GPU gate is looked up in the latest run of the
+/// workflow for the same head commit that ran it (the current run and runs
+/// that skipped it passed over); none is a failure with the fix; a lookup
+/// GitHub refuses fails closed; a merge queue does not judge the GPU.
+#[test]
+fn the_verdict_reports_the_latest_measurement_of_the_head_never_a_skip() {
+    let t = tempfile::tempdir().unwrap();
+    let runs = json!({ "total_count": 3, "workflow_runs": [{ "id": 30 }, { "id": 29 }, { "id": 28 }, { "id": 27 }] });
+    let job = |status: &str, conclusion: Option<&str>| {
+        json!({ "total_count": 2, "jobs": [
+        { "name": "cpu", "status": "completed", "conclusion": "success" },
+        { "name": "gpu", "status": status, "conclusion": conclusion },
+    ] })
+    };
+    // Run 29 was an unrelated label (gpu skipped); 28 measured and failed; 27 passed.
+    let bin = verdict_gh(
+        t.path(),
+        &runs,
+        &[
+            (30, job("completed", Some("skipped"))),
+            (29, job("completed", Some("skipped"))),
+            (28, job("completed", Some("failure"))),
+            (27, job("completed", Some("success"))),
+        ],
+    );
+    assert_eq!(
+        run_verdict(&bin, "cpu=success gpu=success", "pull_request", false).0,
+        Some(0)
+    );
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("gpu: failure on 1111111111111111111111111111111111111111 in run 28"),
+        "{out}"
+    );
+    let log = std::fs::read_to_string(t.path().join("gh.log")).unwrap();
+    assert!(log.starts_with("repos/acme/model/actions/workflows/gate-pr.yml/runs?head_sha=1111111111111111111111111111111111111111&event=pull_request&per_page=100\n"), "{log}");
+    assert!(
+        log.contains("repos/acme/model/actions/runs/29/jobs?filter=latest&per_page=100"),
+        "{log}"
+    );
+    assert!(!log.contains("runs/30/"), "the current run is passed over: {log}");
+    assert!(!log.contains("runs/27/"), "the latest measurement decides: {log}");
+
+    // The latest measurement passed: so does this run's verdict.
+    let t = tempfile::tempdir().unwrap();
+    let bin = verdict_gh(
+        t.path(),
+        &runs,
+        &[
+            (29, job("completed", Some("skipped"))),
+            (28, job("completed", Some("success"))),
+        ],
+    );
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", true);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("gpu passed on 1111111111111111111111111111111111111111 in run 28"),
+        "{out}"
+    );
+    // ...but not when cpu failed here.
+    assert_eq!(
+        run_verdict(&bin, "cpu=failure gpu=skipped", "pull_request", true).0,
+        Some(1)
+    );
+
+    // A measurement still running: fail now, that run's verdict follows.
+    let t = tempfile::tempdir().unwrap();
+    let bin = verdict_gh(t.path(), &runs, &[(29, job("in_progress", None))]);
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("still in_progress"), "{out}");
+
+    // Never measured on this head: the fix for a fork and for a branch.
+    let t = tempfile::tempdir().unwrap();
+    let none = json!({ "total_count": 0, "workflow_runs": [] });
+    let bin = verdict_gh(t.path(), &none, &[]);
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", true);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("has not run on this fork's commit") && out.contains("hint: a maintainer reviews that commit, then adds the label gate-gpu@1111111111111111111111111111111111111111"), "{out}");
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("hint: re-run the workflow"), "{out}");
+    for results in [
+        "cpu=success gpu=failure",
+        "cpu=skipped gpu=success",
+        "cpu=cancelled gpu=success",
+        "cpu=success gpu=cancelled",
+    ] {
+        assert_eq!(
+            run_verdict(&bin, results, "pull_request", false).0,
+            Some(1),
+            "{results}"
+        );
+    }
+    // A merge queue: the GPU decided on the PR; cpu must still pass.
+    assert_eq!(
+        run_verdict(&bin, "cpu=success gpu=skipped", "merge_group", false).0,
+        Some(0)
+    );
+    assert_eq!(
+        run_verdict(&bin, "cpu=failure gpu=skipped", "merge_group", false).0,
+        Some(1)
+    );
+
+    // GitHub refuses the lookup (no actions: read): fail closed, with the fix.
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    executable(
+        &bin.join("gh"),
+        "#!/bin/sh\necho 'HTTP 403: Resource not accessible by integration' >&2\nexit 1\n",
+    );
+    let (code, out) = run_verdict(&bin, "cpu=success gpu=skipped", "pull_request", false);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("hint: the job needs `permissions: { actions: read }`"),
+        "{out}"
+    );
 }
 
 /// The `uses:` of a step, without its `@ref`.
@@ -2230,4 +2379,358 @@ fn the_source_build_cache_key_covers_the_workspace_crates() {
     let before = key("pub fn a() {}\n");
     assert_eq!(before, key("pub fn a() {}\n"), "the key is stable");
     assert_ne!(before, key("pub fn b() {}\n"), "a change under crates/ changes the key");
+}
+
+/// A PATH of every tool in /usr/bin and /bin but `sha256sum` (a macOS
+/// image has only Perl's `shasum`), plus `extra` first.
+fn path_without_sha256sum(root: &Path, extra: &[&Path]) -> String {
+    let dir = root.join("nosum");
+    std::fs::create_dir_all(&dir).unwrap();
+    for sys in ["/usr/bin", "/bin", "/usr/local/bin"] {
+        let Ok(entries) = std::fs::read_dir(sys) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name == "sha256sum" || dir.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
+        }
+    }
+    let mut parts: Vec<String> = extra.iter().map(|p| p.display().to_string()).collect();
+    parts.push(dir.display().to_string());
+    parts.join(":")
+}
+
+/// The action's first step: Linux runners only, refused first with the fix
+/// (gate releases and tests Linux builds only); its default id hashes the
+/// job, the runner's OS/arch, the matrix and GATE_ID_CONTEXT (the reusable
+/// workflow's runs-on), so two jobs of one run never share an artifact that
+/// `overwrite: true` would let one replace; and it gives the same id where
+/// only `shasum` is installed.
+#[test]
+fn the_action_refuses_non_linux_runners_and_its_default_id_tells_jobs_apart() {
+    if !Path::new("/usr/bin/shasum").exists() && !Path::new("/bin/shasum").exists() {
+        common::available("the_action_refuses_non_linux_runners", Some("no shasum here".into()));
+        return;
+    }
+    let script = action_step("Check the inputs");
+    let t = tempfile::tempdir().unwrap();
+    let nosum = path_without_sha256sum(t.path(), &[]);
+    let base = [
+        ("COMMAND", "check"),
+        ("BACKEND", "cpu"),
+        ("COMMENT", "always"),
+        ("STRICT", "false"),
+        ("ID", ""),
+        ("BUDGETS", "budgets.yaml"),
+        ("ARGS", ""),
+        ("BASELINE_BRANCH", ""),
+        ("PUBLISH", "auto"),
+        ("JOB_ID", "gate"),
+        ("MATRIX", "null"),
+    ];
+    let id = |over: &[(&str, &str)]| {
+        let mut envs: Vec<(&str, &str)> = base.to_vec();
+        envs.extend_from_slice(over);
+        let (code, outputs, stdout) = run_action_script(&script, &envs);
+        assert_eq!(code, Some(0), "{stdout}");
+        outputs
+            .lines()
+            .find_map(|l| l.strip_prefix("id=").map(str::to_string))
+            .unwrap()
+    };
+    let plain = id(&[]);
+    assert!(plain.starts_with("cpu-") && plain.len() == 12, "{plain}");
+    assert_eq!(plain, id(&[]), "stable across runs (a PR's pushes)");
+    assert_eq!(plain, id(&[("PATH", nosum.as_str())]), "the same with shasum alone");
+    for over in [
+        [("JOB_ID", "gpu")],
+        [("RUNNER_ARCH", "ARM64")],
+        [("MATRIX", "{\"os\": \"ubuntu-24.04\"}")],
+        [("GATE_ID_CONTEXT", "[\"self-hosted\", \"gpu\"]")],
+        [("BUDGETS", "other.yaml")],
+    ] {
+        assert_ne!(plain, id(&over), "{over:?}");
+    }
+    assert_eq!(id(&[("ID", "mine")]), "mine");
+    for os in ["macOS", "Windows"] {
+        let mut envs: Vec<(&str, &str)> = base.to_vec();
+        envs.push(("RUNNER_OS", os));
+        let (code, outputs, stdout) = run_action_script(&script, &envs);
+        assert_eq!(code, Some(2), "{os}: {stdout}");
+        assert!(outputs.is_empty(), "{outputs}");
+        assert!(
+            stdout.contains(&format!(
+                "::error title=gate action::this runner is {os}/X64: the gate action runs on Linux runners only"
+            )),
+            "{stdout}"
+        );
+        assert!(stdout.contains("hint: use runs-on: ubuntu-latest"), "{stdout}");
+    }
+}
+
+/// Runs find-release.sh with `curl` answering from `releases` (a folder of
+/// release assets), ACTION_PATH `action` (no git checkout) and `envs`.
+fn find_release(root: &Path, action: &Path, path: &str, envs: &[(&str, &str)]) -> (bool, String, String) {
+    let output = root.join("find-output");
+    let _ = std::fs::remove_file(&output);
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .env("PATH", path)
+        .env("ACTION_PATH", action)
+        .env("RUNNER_TEMP", root)
+        .env("GITHUB_OUTPUT", &output)
+        .env("COMMAND", "check")
+        .env("BACKEND", "cpu")
+        .env("VERSION", "")
+        .env("REPO", "acme/gate")
+        .env("RUNNER_OS_NAME", "Linux")
+        .env("RUNNER_ARCH_NAME", "X64")
+        .env_remove("RUNNER_ENVIRONMENT")
+        .env_remove("ACTION_REF");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let outputs = std::fs::read_to_string(&output).unwrap();
+    (
+        outputs.contains("found=true\n"),
+        outputs,
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// find-release.sh: a `uses: OWNER/gate@<full SHA>` pin (downloaded without
+/// .git) uses the release binary only when the release is that commit, and
+/// builds its own source otherwise; a tag ref keeps the release. Only a
+/// GitHub-hosted runner gets a build cache (a self-hosted one may have run a
+/// fork's code and saved a tampered build under the key's prefix). It all
+/// works where only `shasum` is installed.
+#[test]
+fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no_build_cache() {
+    if !Path::new("/usr/bin/shasum").exists() && !Path::new("/bin/shasum").exists() {
+        common::available(
+            "a_commit_pin_runs_only_its_own_commits_release",
+            Some("no shasum here".into()),
+        );
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let action = root.join("action");
+    std::fs::create_dir_all(&action).unwrap();
+    std::fs::write(
+        action.join("Cargo.toml"),
+        "[package]\nname = \"gate-sdk\"\nversion = \"9.8.7\"\n",
+    )
+    .unwrap();
+    // The release v9.8.7 (built from commit abcdef012345...): archive + SHA256SUMS.
+    let rel = root.join("releases");
+    let pack = rel.join("gate-v9.8.7-x86_64-unknown-linux-gnu");
+    std::fs::create_dir_all(&pack).unwrap();
+    executable(&pack.join("gate"), "#!/bin/sh\necho gate 9.8.7\n");
+    std::fs::write(pack.join("VERSION"), "gate 9.8.7\ncommit: abcdef012345\n").unwrap();
+    let asset = "gate-v9.8.7-x86_64-unknown-linux-gnu.tar.gz";
+    let ok = std::process::Command::new("tar")
+        .current_dir(&rel)
+        .args(["-czf", asset, "gate-v9.8.7-x86_64-unknown-linux-gnu"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let sum = std::process::Command::new("sha256sum")
+        .current_dir(&rel)
+        .arg(asset)
+        .output()
+        .unwrap();
+    std::fs::write(rel.join("SHA256SUMS"), &sum.stdout).unwrap();
+    // curl -fsSL --retry 3 -o FILE URL: the URL's last part from `releases`.
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    executable(
+        &bin.join("curl"),
+        &format!(
+            "#!/bin/sh\nwhile [ $# -gt 1 ]; do case \"$1\" in -o) out=$2; shift 2;; *) shift;; esac; done\ncp \"{}/${{1##*/}}\" \"$out\"\n",
+            rel.display()
+        ),
+    );
+    let path = path_without_sha256sum(root, &[&bin]);
+    fn pin(r: &str) -> [(&str, &str); 1] {
+        [("ACTION_REF", r)]
+    }
+    let (found, outputs, err) = find_release(root, &action, &path, &[]);
+    assert!(found, "{err}");
+    assert!(outputs.contains("build-cache=false\n"), "{outputs}");
+    let (found, _, err) = find_release(root, &action, &path, &pin("abcdef0123456789abcdef0123456789abcdef01"));
+    assert!(found, "the release's own commit: {err}");
+    let (found, _, err) = find_release(root, &action, &path, &pin("v9.8.7"));
+    assert!(found, "a tag keeps the release: {err}");
+    let (found, _, err) = find_release(root, &action, &path, &pin("1234567890123456789012345678901234567890"));
+    assert!(!found, "a commit between releases builds its own source: {err}");
+    assert!(
+        err.contains("release v9.8.7 is commit abcdef012345, this action is 123456789012: building from source"),
+        "{err}"
+    );
+    let (_, outputs, _) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "github-hosted")]);
+    assert!(outputs.contains("build-cache=true\n"), "{outputs}");
+    let (_, outputs, err) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "self-hosted")]);
+    assert!(outputs.contains("build-cache=false\n"), "{outputs}");
+    assert!(err.contains("no build cache"), "{err}");
+    // A tampered archive is refused, shasum checking it.
+    std::fs::write(rel.join(asset), b"not the archive").unwrap();
+    let o = std::process::Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .env("PATH", &path)
+        .env("ACTION_PATH", &action)
+        .env("RUNNER_TEMP", root)
+        .env("GITHUB_OUTPUT", root.join("o2"))
+        .env("COMMAND", "check")
+        .env("BACKEND", "cpu")
+        .env("VERSION", "")
+        .env("REPO", "acme/gate")
+        .env("RUNNER_OS_NAME", "Linux")
+        .env("RUNNER_ARCH_NAME", "X64")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("does not match its SHA256SUMS entry"));
+}
+
+/// The action's steps that restore a build cache (gate's, the harness's)
+/// run only where find-release.sh said `build-cache=true` (GitHub-hosted).
+#[test]
+fn the_action_restores_no_build_cache_on_a_self_hosted_runner() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
+    let mut n = 0;
+    for s in steps {
+        let uses = key(s, "uses").as_str().unwrap_or("");
+        if !uses.starts_with("actions/cache@") {
+            continue; // actions/cache/restore: the GPU kernels, restore-only here
+        }
+        n += 1;
+        let cond = key(s, "if").as_str().unwrap_or("");
+        assert!(
+            cond.contains("steps.release.outputs.build-cache == 'true'"),
+            "action.yml: `{}` restores (and saves) a build cache on any runner: {cond}",
+            key(s, "name").as_str().unwrap_or("?")
+        );
+    }
+    assert_eq!(n, 2, "gate's build and the harness's");
+}
+
+/// gate-reusable.yml's `publish` holds the caller's write token and
+/// downloads `gate-<id>` by name, which any job of the caller's run (a
+/// self-hosted one included) can replace: the `gate` job hands on the
+/// report's SHA-256 as its output (set by that job only), `publish` runs
+/// only with it, and the action's publish step refuses a report that does
+/// not match it, before gate runs. Also: "Which gate" needs no jq.
+#[test]
+fn the_reusable_workflow_publishes_only_the_report_its_measuring_job_wrote() {
+    let w = workflows().into_iter().find(|w| w.file == "gate-reusable.yml").unwrap();
+    let gate = &w.doc["jobs"]["gate"];
+    assert_eq!(
+        gate["outputs"]["report-sha256"].as_str(),
+        Some("${{ steps.gate.outputs.report-sha256 }}")
+    );
+    let publish = &w.doc["jobs"]["publish"];
+    assert!(publish["if"]
+        .as_str()
+        .unwrap()
+        .contains("needs.gate.outputs.report-sha256 != ''"));
+    let action = steps(publish)
+        .into_iter()
+        .find(|s| s["uses"].as_str() == Some("./.gate-action"))
+        .unwrap();
+    assert_eq!(
+        action["with"]["report-sha256"].as_str(),
+        Some("${{ needs.gate.outputs.report-sha256 }}")
+    );
+    for (name, job) in jobs(&w) {
+        for s in steps(job) {
+            let run = s["run"].as_str().unwrap_or("");
+            assert!(!run.contains("jq "), "gate-reusable.yml: job `{name}` needs jq: {run}");
+        }
+    }
+
+    // The action's publish step, with a stub gate that logs its arguments.
+    let script = action_step("gate baseline publish");
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = t.path().join("gate.log");
+    executable(
+        &bin.join("gate"),
+        &format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()),
+    );
+    let out = t.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("report.json"), "{\"schema\": 1}\n").unwrap();
+    let wrong = "6e3a5e1d5e1b0b6c1f5c6d5f9b0f2f0f8c4d2f0e5d3c1b0a9f8e7d6c5b4a3928";
+    let digest = {
+        let o = std::process::Command::new("sha256sum")
+            .arg(out.join("report.json"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let run = |sha: &str| {
+        run_action_script(
+            &script,
+            &[
+                ("PATH", path.as_str()),
+                ("OUT", out.to_str().unwrap()),
+                ("BRANCH", "gate-baselines"),
+                ("SHA", "1111111111111111111111111111111111111111"),
+                ("REPORT_SHA256", sha),
+                ("GITHUB_TOKEN", "t"),
+            ],
+        )
+    };
+    let (code, _, stdout) = run(wrong);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(stdout.contains("is not the report the measuring job wrote"), "{stdout}");
+    assert!(!log.exists(), "gate ran on a replaced report");
+    let (code, _, stdout) = run(&digest);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(std::fs::read_to_string(&log)
+        .unwrap()
+        .starts_with("baseline publish --from "));
+}
+
+/// The README's own-job example (the action in a job of one's own) is the
+/// one adopters copy: it grants least privilege in a `permissions:` block
+/// and checks out with `persist-credentials: false`, so no later step finds
+/// the token in .git/config.
+#[test]
+fn the_readmes_own_job_example_is_least_privilege_and_keeps_no_credentials() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let at = readme.find("**Without the reusable workflow.**").expect("the section");
+    let block = readme[at..]
+        .split("```yaml\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let doc = YamlLoader::load_from_str(block).unwrap().remove(0);
+    let job = &doc["gate"];
+    assert_eq!(
+        granted(&job["permissions"]),
+        [
+            ("contents".into(), "read".into()),
+            ("pull-requests".into(), "read".into())
+        ]
+    );
+    let checkout = steps(job)
+        .into_iter()
+        .find(|s| s["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout@")))
+        .unwrap();
+    assert_eq!(checkout["with"]["persist-credentials"].as_bool(), Some(false));
 }

@@ -7,6 +7,9 @@
 //! GitHub's limits (its REST reference, "Create a check run", and the
 //! `@octokit/openapi` description of it): `summary` at most 65,535
 //! characters, an annotation's `title` at most 255, its `message` 64 KB;
+//! but GitHub counts the summary in *bytes*: a longer UTF-8 body is refused
+//! with 422 "summary exceeds a maximum bytesize of 65535" (github/docs#35252,
+//! dorny/test-reporter#57), so the summary is cut by bytes, at a character;
 //! at most 50 annotations per request (more go in later updates of the same
 //! check run, in batches of 50).
 
@@ -16,7 +19,7 @@ use crate::report::{Report, Status};
 
 use super::failure_message;
 
-/// The most characters of a check run's summary.
+/// The most bytes (UTF-8) of a check run's summary: GitHub checks its bytesize.
 pub const SUMMARY_LIMIT: usize = 65_535;
 /// The most characters of an annotation's title.
 const TITLE_LIMIT: usize = 255;
@@ -46,7 +49,7 @@ pub struct Output {
 }
 
 /// The output for `report`. `summary` is the rendered comment body (cut to
-/// [`SUMMARY_LIMIT`] characters if longer). Annotations need the spec's path
+/// [`SUMMARY_LIMIT`] bytes, at a character boundary, if longer). Annotations need the spec's path
 /// in the repository: a relative path without `..`; an absolute one (a spec
 /// outside the checkout) gets none, as GitHub refuses paths it cannot find.
 pub fn render(report: &Report, summary: &str) -> Output {
@@ -55,7 +58,7 @@ pub fn render(report: &Report, summary: &str) -> Output {
             &format!("gate: {} — {}", verdict_word(report), crate::counts(report)),
             TITLE_LIMIT,
         ),
-        summary: cut(summary, SUMMARY_LIMIT),
+        summary: cut_bytes(summary, SUMMARY_LIMIT),
         annotations: annotations(report),
     }
 }
@@ -130,6 +133,21 @@ fn cut(text: &str, max: usize) -> String {
     s
 }
 
+/// `text` cut to at most `max` bytes of UTF-8, never inside a character
+/// (the last one `…`, 3 bytes, when cut).
+fn cut_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut s = text[..end].to_string();
+    s.push('…');
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,5 +166,20 @@ mod tests {
         assert_eq!(cut("abc", 3), "abc");
         assert_eq!(cut("abcd", 3), "ab…");
         assert_eq!(cut(&"é".repeat(300), TITLE_LIMIT).chars().count(), TITLE_LIMIT);
+    }
+
+    #[test]
+    fn the_summary_is_cut_by_bytes_at_a_character_boundary() {
+        // 40,000 characters, 120,000 bytes: under the limit in characters.
+        let long = "—".repeat(40_000);
+        let s = cut_bytes(&long, SUMMARY_LIMIT);
+        assert!(s.len() <= SUMMARY_LIMIT, "{} bytes", s.len());
+        assert!(s.len() > SUMMARY_LIMIT - 6, "cut no further than it must: {}", s.len());
+        assert!(s.ends_with('…'));
+        // a 4-byte character straddling the limit is dropped whole
+        let mixed = format!("{}✂️{}", "a".repeat(SUMMARY_LIMIT - 5), "b".repeat(10));
+        let s = cut_bytes(&mixed, SUMMARY_LIMIT);
+        assert!(s.len() <= SUMMARY_LIMIT && s.ends_with('…'));
+        assert_eq!(cut_bytes("short", SUMMARY_LIMIT), "short");
     }
 }

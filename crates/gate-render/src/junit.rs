@@ -388,6 +388,9 @@ fn comparison_note(r: &BudgetResult, mut out: String) -> String {
     if let Some(why) = &r.not_compared {
         out.push_str(&format!(" (not compared: {why})"));
     }
+    if let Some(why) = &r.config_changed {
+        out.push_str(&format!(" (compared across a settings change: {why})"));
+    }
     if let Some(was) = super::baseline_limit_text(r) {
         out.push_str(&format!("; budget was {was} before this change"));
     }

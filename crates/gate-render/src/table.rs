@@ -46,6 +46,12 @@ fn render_as(report: &Report, color: bool, compared: bool) -> String {
     for (component, why) in not_compared(report) {
         let _ = writeln!(out, "\n{component}: baseline shown, not compared: {why}");
     }
+    for (component, why) in config_changes(report) {
+        let _ = writeln!(
+            out,
+            "\n{component}: compared with the baseline across a settings change: {why}"
+        );
+    }
     for change in &report.summary.budget_changes {
         let _ = writeln!(out, "\nbudget changed: {change}");
     }
@@ -94,11 +100,18 @@ fn results_table(out: &mut String, report: &Report, color: bool, with_baseline: 
             cells.extend([abs, pct]);
         }
         cells.push(used);
-        cells.push(match (&r.not_compared, r.budget_changed()) {
+        let mut status = match (&r.not_compared, r.budget_changed()) {
             (Some(_), _) => format!("{} (not compared)", r.status.name()),
             (None, true) => format!("{} (budget changed)", r.status.name()),
             (None, false) => r.status.name().to_string(),
-        });
+        };
+        if r.config_changed.is_some() {
+            status.push_str(" (config changed)");
+        }
+        if r.untrained {
+            status.push_str(" (step does not train)");
+        }
+        cells.push(status);
         rows.push(cells);
     }
     let last = rows[0].len() - 1;
@@ -230,6 +243,20 @@ pub fn not_compared(report: &Report) -> Vec<(&str, &str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
     for r in &report.results {
         if let Some(why) = &r.not_compared {
+            if !out.iter().any(|(c, _)| *c == r.component) {
+                out.push((&r.component, why));
+            }
+        }
+    }
+    out
+}
+
+/// Each component compared with its baseline across a change of its
+/// settings, and the change.
+pub fn config_changes(report: &Report) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
+    for r in &report.results {
+        if let Some(why) = &r.config_changed {
             if !out.iter().any(|(c, _)| *c == r.component) {
                 out.push((&r.component, why));
             }

@@ -61,7 +61,8 @@ pub fn rows(report: &Report) -> Vec<Row<'_>> {
 pub fn row_of(r: &BudgetResult) -> Row<'_> {
     let delta = r.delta().filter(|_| r.not_compared.is_none());
     let improved = delta.is_some_and(|d| if r.op.is_max() { d < 0.0 } else { d > 0.0 });
-    let changed = delta.is_some_and(|d| d != 0.0) || r.budget_changed() || r.not_compared.is_some();
+    let changed =
+        delta.is_some_and(|d| d != 0.0) || r.budget_changed() || r.not_compared.is_some() || r.config_changed.is_some();
     let rank = match r.status {
         Status::Fail => Rank::Failing,
         Status::Regressed => Rank::Regressed,

@@ -78,6 +78,8 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         ratio_lifted_bytes: m.ratio_lifted_bytes,
         checkpointed: m.checkpointed.clone(),
         memory_source: m.memory_source.filter(|s| !s.is_exact()),
+        gradient_coverage: m.gradient_coverage.clone(),
+        gradient_live_bytes: m.gradient_live_bytes,
     }
 }
 
@@ -119,6 +121,8 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         ratio_lifted_bytes: None,
         checkpointed: Vec::new(),
         memory_source: None,
+        gradient_coverage: None,
+        gradient_live_bytes: None,
     }
 }
 

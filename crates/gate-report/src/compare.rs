@@ -154,7 +154,9 @@ pub fn compare_blocks(
         let Some(was) = base.components.get(name) else {
             continue;
         };
-        if was.fingerprint != now.fingerprint || was.error.is_some() || now.error.is_some() || was.blocks.is_empty() {
+        // Settings that changed are compared too (the verdict names the
+        // change), so the block that grew with a config change is named.
+        if was.error.is_some() || now.error.is_some() || was.blocks.is_empty() {
             continue;
         }
         for b in &mut now.blocks {
@@ -255,21 +257,34 @@ components:
     }
 
     #[test]
-    fn a_config_change_shows_both_figures_and_says_why_they_are_not_compared() {
+    fn a_config_change_is_compared_and_judged_with_the_change_named() {
         let spec = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
         let base = baseline(&spec, 256, 200e6);
-        // +30 % would regress, but the config changed: shown, not compared.
+        // +30 % with the config changed: a regression all the same, named.
         let v = run(&spec, &base, 300, 260e6);
         let p = &v.results[0];
-        assert_eq!(p.status, Status::Pass);
+        assert_eq!(p.status, Status::Regressed);
         assert_eq!((p.baseline, p.measured), (Some(200e6), Some(260e6)));
-        assert_eq!(p.not_compared.as_deref(), Some("config changed: hidden_dim 256 → 300"));
-        assert_eq!(v.summary.not_compared, 3);
-        assert_eq!(v.summary.regressed, 0);
-        // The same config regresses.
+        assert_eq!(
+            p.config_changed.as_deref(),
+            Some("config changed: hidden_dim 256 → 300")
+        );
+        assert_eq!(
+            p.reason.as_deref(),
+            Some("grew more than 5% over the baseline (config changed: hidden_dim 256 → 300)")
+        );
+        assert_eq!(p.not_compared, None);
+        assert_eq!(v.summary.not_compared, 0);
+        assert_eq!(v.summary.regressed, 1);
+        assert_eq!(v.summary.status, RunStatus::Fail);
+        // A config change that shrinks the model passes, the change named.
+        let v = run(&spec, &base, 300, 150e6);
+        assert_eq!(v.results[0].status, Status::Pass);
+        assert!(v.results[0].config_changed.is_some());
+        // The same config regresses, with no change to name.
         let v = run(&spec, &base, 256, 260e6);
         assert_eq!(v.results[0].status, Status::Regressed);
-        assert_eq!(v.summary.not_compared, 0);
+        assert_eq!(v.results[0].config_changed, None);
     }
 
     #[test]
@@ -387,10 +402,11 @@ mod block_tests {
             .collect();
         assert_eq!(grown, [("block2", Some(15)), ("embed", Some(0)), ("head", Some(5))]);
 
-        // Other settings (another fingerprint): nothing is compared.
+        // Other settings (another fingerprint, a config change): compared
+        // all the same, so the block that grew with it is named.
         let mut other = report(comp(&[("block2", 45)])).components;
         other.get_mut("a").unwrap().fingerprint = "fp2".into();
         compare_blocks(&mut other, &base, &Testbed::default());
-        assert_eq!(other["a"].blocks[0].baseline_retained_bytes, None);
+        assert_eq!(other["a"].blocks[0].baseline_retained_bytes, Some(30));
     }
 }

@@ -246,6 +246,24 @@ pub struct ComponentReport {
     /// `nvml_process` when the model's tensors were not in the CUDA pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_source: Option<crate::probe::MemorySource>,
+    /// Which trainable parameters the first training step gave a gradient;
+    /// absent when the harness could not tell (an older SDK).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_coverage: Option<gate_runner::GradientCoverage>,
+    /// The live bytes the backward left above the pre-forward level once
+    /// pruned: the gradient store and the framework's bookkeeping of it
+    /// (`metrics.gradients` is the gradient tensors' own bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_live_bytes: Option<u64>,
+}
+
+impl ComponentReport {
+    /// The coverage when some trainable parameter got no gradient: the
+    /// component's training figures then describe a step that does not
+    /// train the whole model.
+    pub fn untrained(&self) -> Option<&gate_runner::GradientCoverage> {
+        self.gradient_coverage.as_ref().filter(|c| !c.is_complete())
+    }
 }
 
 /// A variant's and its reference's loss from the ratio steps.
@@ -430,6 +448,11 @@ pub struct BudgetResult {
     /// `config changed: hidden_dim 256 → 300`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_compared: Option<String>,
+    /// The component's settings differ from the baseline's (e.g. `config
+    /// changed: intermediate_size 64 → 128`): the figures are compared and
+    /// judged all the same, and this names the change beside the delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_changed: Option<String>,
     /// The baseline's budget when this run's differs from it (the change is
     /// in this PR): its operator and limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -441,6 +464,10 @@ pub struct BudgetResult {
     /// side of the limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<Interval>,
+    /// A training figure of a step that left trainable parameters without
+    /// a gradient: it describes a smaller model than was built.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrained: bool,
 }
 
 impl BudgetResult {
@@ -502,6 +529,8 @@ pub enum WarningKind {
     Acknowledgement,
     /// The acknowledge label could not be verified or confirmed.
     AckUnconfirmed,
+    /// A training step left trainable parameters without a gradient.
+    Untrained,
     /// Anything else (and whatever an older report says that is none of the above).
     Other,
 }
@@ -585,12 +614,18 @@ impl Warning {
             WarningKind::RatioFailed
         } else if rest.starts_with("measured params (") {
             WarningKind::ParamsDisagree
+        } else if rest.starts_with(UNTRAINED_LEAD) {
+            WarningKind::Untrained
         } else {
             WarningKind::Other
         };
         Warning { component, kind, text }
     }
 }
+
+/// How the warning of a step that leaves parameters without a gradient
+/// begins, after `NAME: `.
+pub const UNTRAINED_LEAD: &str = "the training step does not train the whole model: ";
 
 /// The component a sentence leads with: `NAME: ` or `NAME.metric: `, where
 /// NAME is written as component names are (letters, digits, `_`, `-`, and

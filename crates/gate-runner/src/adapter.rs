@@ -123,6 +123,17 @@ pub trait Train {
     fn inference_model(&self) -> Result<Self::Inference>;
     /// One inference call.
     fn predict(&self, model: &Self::Inference, batch: &Self::Batch) -> Result<Self::Prediction>;
+    /// The gradient store's own bytes: the bytes of the gradient tensors
+    /// `grads` holds (`None`: the adapter cannot count them, and the runner
+    /// reports the live bytes the backward left instead).
+    fn gradient_bytes(&self, _grads: &Self::Grads) -> Option<u64> {
+        None
+    }
+    /// Which trainable parameters `grads` (pruned) has a gradient for
+    /// (`None`: the adapter cannot tell).
+    fn gradient_coverage(&self, _grads: &Self::Grads) -> Option<crate::GradientCoverage> {
+        None
+    }
     /// Keeps a copy of the batch's first input for good (the injected
     /// `leak` fault, for gate's own tests of `growth`).
     fn leak(&self, batch: &Self::Batch) -> Result<()>;

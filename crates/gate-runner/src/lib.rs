@@ -24,7 +24,9 @@ pub use child::{
     begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,
     PANIC_LINE,
 };
-pub use measurement::{measured_in, CheckpointedBlock, DeviceInfo, Failure, FailureKind, Measurement, Phase};
+pub use measurement::{
+    measured_in, CheckpointedBlock, DeviceInfo, Failure, FailureKind, GradientCoverage, Measurement, Phase,
+};
 pub use phases::{profile, profile_steps, ratio_run, RatioPlan, RatioRun, Timing};
 pub use pool::{default_jobs, profile_all, Profiled, Progress};
 pub use timing::{median, MIN_PAIRS, PAIR_SECONDS};

@@ -165,6 +165,51 @@ pub struct Measurement {
     /// per process when the framework's tensors were not in the CUDA pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_source: Option<crate::probe::MemorySource>,
+    /// Which trainable parameters the first backward gave a gradient
+    /// (`None`: the adapter cannot tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_coverage: Option<GradientCoverage>,
+    /// The live bytes the backward left above the pre-forward level once
+    /// pruned (the gradient store plus the framework's bookkeeping of it);
+    /// `gradients` itself is the gradient tensors' bytes when the adapter
+    /// can count them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_live_bytes: Option<u64>,
+}
+
+/// How much of the model a training step trains: the trainable parameter
+/// tensors, and those the backward gave no gradient (a no-backward op on
+/// their path, a `detach`, or a parameter the loss never reaches). A step
+/// that leaves parameters without gradients does not train them, and its
+/// activations, gradients and optimizer figures describe a smaller model.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GradientCoverage {
+    /// Trainable parameter tensors (those declared frozen excluded).
+    pub tensors: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Of those, the tensors with no gradient.
+    pub without_gradient: u64,
+    /// Their bytes.
+    pub without_gradient_bytes: u64,
+    /// The first names without a gradient, in creation order (at most
+    /// [`GradientCoverage::NAMES_KEPT`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// Parameter tensors the workload declared frozen on purpose: neither
+    /// trained nor counted above.
+    #[serde(default)]
+    pub frozen: u64,
+}
+
+impl GradientCoverage {
+    /// How many names of tensors without a gradient are kept.
+    pub const NAMES_KEPT: usize = 8;
+
+    /// Whether every trainable tensor got a gradient.
+    pub fn is_complete(&self) -> bool {
+        self.without_gradient == 0
+    }
 }
 
 /// A block a model checkpointed: named by the scope it ran in, recomputed

@@ -204,8 +204,16 @@ impl<'a, S: Session> Profile<'a, S> {
         self.m.unpruned_gradient_bytes = probe.live().saturating_sub(fwd.live_before);
         in_phase(Phase::Backward, trainer.prune(&mut grads))?;
         probe.sync();
-        let gradients = probe.live().saturating_sub(fwd.live_before);
+        let live_gradients = probe.live().saturating_sub(fwd.live_before);
+        self.m.gradient_live_bytes = Some(live_gradients);
+        // The gradient store's bytes where the adapter can count them.
+        let gradients = trainer.gradient_bytes(&grads).unwrap_or(live_gradients);
         self.m.values.insert(Metric::Gradients, gradients as f64);
+        // Which parameters this step trains. The names it keeps are the
+        // runner's bytes, not the optimizer's: subtracted from its figure.
+        let before_coverage = probe.live();
+        self.m.gradient_coverage = trainer.gradient_coverage(&grads);
+        let coverage_bytes = probe.live().saturating_sub(before_coverage);
 
         // AdamW is made in the span: its state is allocated by its first step.
         self.begin(Phase::Optimizer)?;
@@ -214,7 +222,10 @@ impl<'a, S: Session> Profile<'a, S> {
         let peak = peak.max(span.peak);
         drop(grads);
         probe.sync();
-        let optimizer = probe.live().saturating_sub(fwd.live_before);
+        let optimizer = probe
+            .live()
+            .saturating_sub(fwd.live_before)
+            .saturating_sub(coverage_bytes);
         self.m.values.insert(Metric::Optimizer, optimizer as f64);
         in_phase(Phase::Optimizer, trainer.after_step())?;
         Ok(peak)

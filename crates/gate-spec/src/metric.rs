@@ -53,6 +53,25 @@ impl Metric {
         Metric::Growth,
     ];
 
+    /// Whether the figure comes from the training steps, so that a step
+    /// which leaves parameters without a gradient (and so trains a smaller
+    /// model than was built) makes it describe the wrong model.
+    pub fn measures_training(self) -> bool {
+        match self {
+            Metric::Activations
+            | Metric::Gradients
+            | Metric::Optimizer
+            | Metric::TrainingPeak
+            | Metric::DeviceUsed
+            | Metric::StepTime
+            | Metric::Loss
+            | Metric::LossRatio
+            | Metric::StepTimeRatio
+            | Metric::Growth => true,
+            Metric::Params | Metric::InferencePeak => false,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Metric::Params => "params",

@@ -292,10 +292,7 @@ impl Workload for Mamba2 {
         let d = self.d_model as u64;
         let embed = self.input_dim as u64 * d + d;
         let head = d * self.output_dim as u64 + self.output_dim as u64;
-        ParamCount {
-            trainable: embed + self.n_layers as u64 * self.layer_params() + d + head,
-            frozen: 0,
-        }
+        ParamCount::new(embed + self.n_layers as u64 * self.layer_params() + d + head, 0)
     }
 
     fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {

@@ -88,10 +88,7 @@ impl Workload for Tft {
     }
 
     fn param_count(&self) -> ParamCount {
-        ParamCount {
-            trainable: self.cfg.param_count(),
-            frozen: 0,
-        }
+        ParamCount::new(self.cfg.param_count(), 0)
     }
 
     fn build(&self, vb: VarBuilder, _ctx: &RunCtx) -> Result<Box<dyn Model>> {

@@ -198,5 +198,14 @@ fn status_cell(report: &Report, r: &Row) -> String {
     if let Some(why) = &res.not_compared {
         let _ = write!(cell, "<br><sub>⚠️ not compared: {}</sub>", escape_max(why, 200));
     }
+    if let Some(why) = &res.config_changed {
+        let _ = write!(cell, "<br><sub>⚙️ {}</sub>", escape_max(why, 200));
+    }
+    if res.untrained {
+        let _ = write!(
+            cell,
+            "<br><sub>⚠️ measures a step that does not train the whole model</sub>"
+        );
+    }
     cell
 }
