@@ -61,18 +61,60 @@ fn mamba(v: u64, d: u64, layers: u64) -> u64 {
     v.div_ceil(8) * 8 * d + layers * layer + d
 }
 
-/// (component, workload, parameter elements, parameter tensors) at budgets.yaml's configs.
-fn models() -> [(&'static str, &'static str, u64, u64); 4] {
+/// A model at budgets.yaml's config: its parameters, and those its backward
+/// reaches.
+struct Gated {
+    component: &'static str,
+    workload: &'static str,
+    elems: u64,
+    tensors: u64,
+    /// Tensors and elements that get a gradient; the first name without one.
+    trained: (u64, u64),
+    first_untrained: &'static str,
+}
+
+fn models() -> [Gated; 4] {
+    // T5 at d_model 128, 4 heads of 32: softmax_last_dim stops the q and k
+    // paths of its 6 attentions, and with them the relative-attention bias
+    // of each stack and the norm before each cross-attention (q only).
+    let t5_untrained = 6 * 2 * 128 * 128 + 2 * 32 * 4 + 2 * 128;
+    let t5_elems = t5(1000, 128, 32, 512, 2, 2, 4);
     [
-        ("llama", "llama", llama(1000, 128, 344, 4, 4, 2), 1 + 4 * 9 + 2),
-        ("bert", "bert_mlm", bert(1000, 128, 512, 4, 128), 5 + 4 * 16 + 6),
-        (
-            "t5",
-            "t5",
-            t5(1000, 128, 32, 512, 2, 2, 4),
-            1 + (2 * 8 + 1) + (2 * 13 + 1) + 2,
-        ),
-        ("mamba", "mamba", mamba(1000, 128, 4), 1 + 4 * 10 + 1),
+        Gated {
+            component: "llama",
+            workload: "llama",
+            elems: llama(1000, 128, 344, 4, 4, 2),
+            tensors: 1 + 4 * 9 + 2,
+            // Only the LM head: the final RMS norm has no backward.
+            trained: (1, 128 * 1000),
+            first_untrained: "model.embed_tokens.weight",
+        },
+        Gated {
+            component: "bert",
+            workload: "bert_mlm",
+            elems: bert(1000, 128, 512, 4, 128),
+            tensors: 5 + 4 * 16 + 6,
+            // The MLM decoder: the head's LayerNorm has no backward.
+            trained: (2, 128 * 1000 + 1000),
+            first_untrained: "bert.embeddings.word_embeddings.weight",
+        },
+        Gated {
+            component: "t5",
+            workload: "t5",
+            elems: t5_elems,
+            tensors: 1 + (2 * 8 + 1) + (2 * 13 + 1) + 2,
+            trained: (31, t5_elems - t5_untrained),
+            first_untrained: "encoder.block.0.layer.0.SelfAttention.q.weight",
+        },
+        Gated {
+            component: "mamba",
+            workload: "mamba",
+            elems: mamba(1000, 128, 4),
+            tensors: 1 + 4 * 10 + 1,
+            // The embedding, as the tied LM head: the final norm has no backward.
+            trained: (1, 1000 * 128),
+            first_untrained: "layers.0.norm.weight",
+        },
     ]
 }
 
@@ -90,7 +132,15 @@ const BOOKKEEPING_PER_TENSOR: u64 = 768;
 fn gates_the_four_models(name: &str, package: &str, candle: &str) {
     let t = fixture(name, name);
     let rep = check(&t, package);
-    for (component, workload, elems, tensors) in models() {
+    for Gated {
+        component,
+        workload,
+        elems,
+        tensors,
+        trained,
+        first_untrained,
+    } in models()
+    {
         let c: &Value = &rep["components"][component];
         assert!(c["error"].is_null(), "{component}: {c}");
         assert_eq!(c["workload"], workload);
@@ -120,6 +170,44 @@ fn gates_the_four_models(name: &str, package: &str, candle: &str) {
         for metric in ["params", "activations", "training_peak", "inference_peak"] {
             assert_eq!(status(&rep, component, metric), "pass", "{component}.{metric}");
         }
+
+        // Gradient coverage: the tensors backward does not reach are counted
+        // and named, and the training rows say that their step does not train.
+        let g = &c["gradient_coverage"];
+        assert_eq!(g["tensors"].as_u64(), Some(tensors), "{component}: {g}");
+        assert_eq!(g["bytes"].as_u64(), Some(elems * 4), "{component}: {g}");
+        assert_eq!(
+            g["without_gradient"].as_u64(),
+            Some(tensors - trained.0),
+            "{component}: {g}"
+        );
+        assert_eq!(
+            g["without_gradient_bytes"].as_u64(),
+            Some((elems - trained.1) * 4),
+            "{component}: {g}"
+        );
+        assert_eq!(g["missing"][0], first_untrained, "{component}: {g}");
+        assert_eq!(g["missing"].as_array().map(Vec::len), Some(8), "{component}: {g}");
+        assert_eq!(g["frozen"].as_u64(), Some(0), "{component}: {g}");
+        // `gradients` is the gradient store: the trained tensors' bytes.
+        assert_eq!(
+            c["metrics"]["gradients"]["value"].as_f64(),
+            Some((trained.1 * 4) as f64),
+            "{component}"
+        );
+        for r in rep["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["component"] == component)
+        {
+            let training = !["params", "inference_peak"].contains(&r["metric"].as_str().unwrap());
+            assert_eq!(r["untrained"].as_bool().unwrap_or(false), training, "{r}");
+            if training {
+                let why = format!("{} of {tensors} parameter tensors got no gradient", tensors - trained.0);
+                assert!(r["reason"].as_str().unwrap().contains(&why), "{r}");
+            }
+        }
     }
     assert_eq!(status(&rep, "bert", "optimizer"), "fail");
     // The cut graph shows: llama keeps less for its backward than one
@@ -134,7 +222,7 @@ fn gates_the_four_models(name: &str, package: &str, candle: &str) {
 #[test]
 fn the_closed_forms_are_the_models() {
     assert_eq!(
-        models().map(|m| (m.2, m.3)),
+        models().map(|m| (m.elems, m.tensors)),
         [(982_144, 39), (1_083_752, 75), (1_047_296, 47), (594_560, 42)]
     );
 }
