@@ -382,6 +382,15 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     let (component, workload) = component_and_workload(&args, &spec, &workloads)?;
     let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
     let opened = open(args.backend, emulate).map_err(ChildError::infrastructure)?;
+    // The spans the model opens become blocks: installed before anything is
+    // built or measured, with its tables' room made now.
+    let selection = match &component.spans {
+        Some(names) => crate::probe::spans::SpanSelection::Only(names.iter().map(|n| n.name.clone()).collect()),
+        None => crate::probe::spans::SpanSelection::AllButLeaves,
+    };
+    let spans = crate::probe::spans::SpanScopes::new(selection);
+    let spans_seen = spans.handle();
+    let spans_unavailable = crate::probe::spans::install(spans).err();
     let recorder = Recorder::new(opened.probe.clone());
     let ctx = run_ctx(
         &opened.device,
@@ -413,6 +422,11 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     );
     m.device = base.device;
     m.emulated_block_bytes = base.emulated_block_bytes;
+    m.spans_entered = spans_seen.entered().into_iter().map(String::from).collect();
+    m.spans_unavailable = spans_unavailable.map(|e| e.to_string());
+    if m.failure.is_none() {
+        m.failure = unseen_spans(component, &m);
+    }
     // Taken before the ratio steps, which also run the reference.
     m.checkpointed = crate::sdk::checkpoint::take_checkpointed()
         .into_iter()
@@ -452,6 +466,38 @@ fn run_profile(args: ProfileArgs, registry: &Registry, identity: Identity) -> Re
     }
     emit(&mut stdout, &ChildEvent::Done(Box::new(m))).map_err(parent_write_error)?;
     Ok(Exit::Pass)
+}
+
+/// The spec's `spans:` names the model never entered, as a failure of the
+/// forward (where spans are attributed), with the names it did enter.
+fn unseen_spans(component: &crate::budget::Component, m: &Measurement) -> Option<gate_runner::Failure> {
+    let asked = component.spans.as_ref()?;
+    let unseen: Vec<String> = asked
+        .iter()
+        .filter(|a| !m.spans_entered.contains(&a.name))
+        .map(|a| format!("`{}` (line {}:{})", a.name, a.line, a.col))
+        .collect();
+    if unseen.is_empty() {
+        return None;
+    }
+    let entered = if m.spans_entered.is_empty() {
+        "none".to_string()
+    } else {
+        m.spans_entered.join(", ")
+    };
+    let why = m
+        .spans_unavailable
+        .as_deref()
+        .map(|u| format!("; {u}"))
+        .unwrap_or_else(|| "; hint: a span's name is the one its `tracing::span!` call writes".into());
+    Some(gate_runner::Failure {
+        phase: crate::runner::Phase::Forward,
+        reason: format!(
+            "`spans:` asks for {} that the model never entered; the spans it entered: {entered}{why}",
+            unseen.join(", ")
+        ),
+        kind: gate_runner::FailureKind::Model,
+    })
 }
 
 /// What the `ratio` phase measures for `variant` against `reference`, if

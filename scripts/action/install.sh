@@ -19,14 +19,28 @@ if [ "$FOUND" = true ]; then
   # The release's build provenance (gate-release.yml attests each archive
   # with actions/attest-build-provenance): checked where the runner has gh,
   # against the release's repository and the workflow that built it. No gh
-  # (or one too old for `gh attestation`, added in gh 2.49.0): a note, and
-  # the SHA256SUMS check that find-release.sh made stands alone. A check
-  # that runs and fails stops the job: the binary is removed unrun.
+  # (or one too old for `gh attestation`, added in gh 2.49.0, by the
+  # version it says): a note, and the SHA256SUMS check that find-release.sh
+  # made stands alone. A check that runs and fails stops the job, and so
+  # does a gh that cannot run at all (#43: it was taken for an old one):
+  # the binary is removed unrun.
   server="${GITHUB_SERVER_URL:-https://github.com}"
+  refuse_gh() {
+    echo "::error title=gate action::$1: the release's build provenance cannot be checked, so its binary is not used"
+    echo "hint: repair or remove that gh (without gh the SHA256SUMS check stands alone), or pass \`version: source\` to build gate from source"
+    rm -f "$BIN_DIR/gate"; exit 1
+  }
   if ! command -v gh >/dev/null 2>&1; then
     note "gh is not installed: the release's build provenance is not verified (SHA256SUMS was)"
+  elif ! gh_version=$(gh --version 2>&1); then
+    refuse_gh "gh is on PATH but does not run (\`gh --version\` failed)"
   elif ! gh attestation verify --help >/dev/null 2>&1; then
-    note "this gh has no \`gh attestation\` (gh 2.49.0 or newer has): the release's build provenance is not verified (SHA256SUMS was)"
+    if [[ $gh_version =~ gh\ version\ ([0-9]+)\.([0-9]+) ]] \
+        && (( BASH_REMATCH[1] < 2 || (BASH_REMATCH[1] == 2 && BASH_REMATCH[2] < 49) )); then
+      note "this gh (${BASH_REMATCH[0]}) has no \`gh attestation\` (gh 2.49.0 or newer has): the release's build provenance is not verified (SHA256SUMS was)"
+    else
+      refuse_gh "this gh says it is \`${gh_version%%$'\n'*}\`, and \`gh attestation verify --help\` fails"
+    fi
   elif [ -z "$gh_token" ]; then
     note "no token for gh (the action's \`token\` is empty): the release's build provenance is not verified (SHA256SUMS was)"
   elif [ "$server" != https://github.com ]; then

@@ -576,7 +576,7 @@ fn current_commit() -> Option<String> {
             return Some(sha);
         }
     }
-    let out = std::process::Command::new("git")
+    let out = gate_runner::child::command("git")
         .args(["rev-parse", "HEAD"])
         .stderr(std::process::Stdio::null())
         .output()

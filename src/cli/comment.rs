@@ -419,8 +419,13 @@ async fn post_check_run(
     match posted {
         Ok((run, sha)) => {
             eprintln!(
-                "gate comment: check run `{name}` on {sha}: {} ({} annotation(s)){}",
+                "gate comment: check run `{name}` on {sha}: {}{} ({} annotation(s)){}",
                 conclusion.name(),
+                if report.summary.pass_unconfirmed() {
+                    ", not success: the pass rests on an acknowledgement GitHub did not confirm"
+                } else {
+                    ""
+                },
                 run.annotations,
                 run.url.map(|u| format!(": {u}")).unwrap_or_default()
             );
@@ -492,6 +497,17 @@ fn say_outcome(result: Result<Upsert, GithubError>, pr: u64, id: &str) -> Result
         }
         Ok(Upsert::Skipped) => {
             eprintln!("gate comment: --quiet and nothing failed or changed: no comment on #{pr}");
+        }
+        Ok(Upsert::Unread { pages }) => {
+            eprintln!(
+                "warning: cannot read the comments of #{pr} to their end (more than {pages} pages, or a `Link` \
+                 header that leads back to a page already read), so gate cannot tell whether its comment \
+                 (id {id}) is there: nothing posted, rather than a duplicate"
+            );
+            eprintln!(
+                "hint: the report is in the run's artifact and job summary; delete old comments on #{pr}, or check \
+                 the API's `Link` headers (GITHUB_API_URL)"
+            );
         }
         Err(GithubError::Refused { message, hint }) => {
             eprintln!("warning: {message}");

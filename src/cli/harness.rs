@@ -149,6 +149,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
             .unwrap_or(plain);
         all.into()
     };
+    refuse_unused_harness_bin(&spec, app, opts)?;
     if let Some(h) = &spec.harness {
         if !app.is(h) {
             let (built, resolved_candle) = match &opts.harness_bin {
@@ -189,6 +190,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
 /// (only the built harness knows their kinds).
 pub fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
     let (spec, bytes) = parse(path, app)?;
+    refuse_unused_harness_bin(&spec, app, opts)?;
     if let Some(h) = spec.harness.as_ref().filter(|h| !app.is(h)) {
         manifest(&spec, h, opts)?;
         return Ok((spec, true));
@@ -211,6 +213,26 @@ fn parse(path: &Path, app: &App) -> Result<(Spec, Vec<u8>), CliError> {
             Err(all.into())
         }
     }
+}
+
+/// `--harness-bin` where the spec names no harness to replace (none, or
+/// this binary itself): gate would run its own workloads and ignore it, so
+/// the run would not measure what the user built (#43).
+fn refuse_unused_harness_bin(spec: &Spec, app: &App, opts: &HarnessArgs) -> Result<(), CliError> {
+    let Some(bin) = &opts.harness_bin else { return Ok(()) };
+    let why = match &spec.harness {
+        None => "has no `harness:`, so gate runs its own built-in workloads".to_string(),
+        Some(h) if app.is(h) => format!("names this binary's own harness (`{}` of `{}`)", h.bin, h.package),
+        Some(_) => return Ok(()),
+    };
+    Err(CliError::Usage(
+        Problem::new(format!(
+            "--harness-bin {}: {} {why}, and would not run it",
+            bin.display(),
+            spec.path.display()
+        ))
+        .with_hint("name the harness in the spec (`harness: { package: NAME, bin: NAME }`), or drop `--harness-bin`"),
+    ))
 }
 
 /// `--harness-bin`: a file that exists, said before anything runs.
@@ -307,7 +329,7 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
             .with_hint(crate::child::PROTOCOL_HINT),
         )
     };
-    let mut cmd = Command::new(exe);
+    let mut cmd = gate_runner::child::command(exe);
     cmd.arg("__resolve")
         .arg("--request")
         .arg(request)
@@ -323,7 +345,7 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
         .child()
         .stderr
         .take()
-        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut std::io::stderr())));
+        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut super::output::Relay::new())));
     let answer = helper.child().stdout.take().map(|mut pipe| {
         std::thread::spawn(move || {
             let mut kept = Vec::new();
@@ -466,7 +488,7 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(
         features.push("cuda".into());
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
+    let mut cmd = gate_runner::child::command(&cargo);
     cmd.args(["build", "--release", "--message-format=json-render-diagnostics"])
         .arg("--manifest-path")
         .arg(manifest)
@@ -518,7 +540,7 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(
 /// harness itself knows only by its minor.
 fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(&cargo);
+    let mut cmd = gate_runner::child::command(&cargo);
     cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
         .arg(manifest)
         .stdin(Stdio::null())
@@ -565,7 +587,7 @@ fn run_cargo(
         )
     })?;
     let err_pipe = helper.child().stderr.take().expect("stderr is piped");
-    let echo = std::thread::spawn(move || pump(err_pipe, &mut std::io::stderr()));
+    let echo = std::thread::spawn(move || pump(err_pipe, &mut super::output::Relay::new()));
     let mut exe = None;
     if let Some(pipe) = helper.child().stdout.take() {
         use std::io::BufRead;
@@ -586,7 +608,8 @@ fn run_cargo(
 /// How much of cargo's stderr is kept (its end: where its errors are).
 const CARGO_STDERR_KEPT: usize = 64 * 1024;
 
-/// Copies `from` to `to` as it comes; returns the last bytes.
+/// Copies `from` to `to` as it comes (on gate's stderr: a [`Relay`](super::output::Relay),
+/// which redacts it as gate's own text); returns the last bytes.
 fn pump(mut from: impl Read, to: &mut impl Write) -> Tail {
     let mut tail = Tail::new(CARGO_STDERR_KEPT);
     let mut buf = [0u8; 8192];
@@ -601,6 +624,7 @@ fn pump(mut from: impl Read, to: &mut impl Write) -> Tail {
             Err(_) => break,
         }
     }
+    let _ = to.flush();
     tail
 }
 

@@ -5,7 +5,6 @@
 //! baseline publish` stores them) in the commit order of a branch.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use clap::Args;
 
@@ -166,7 +165,7 @@ fn commit_order(branch: &str) -> Vec<String> {
 }
 
 fn git(args: &[&str]) -> Option<String> {
-    let o = Command::new("git")
+    let o = gate_runner::child::command("git")
         .args(args)
         .stderr(std::process::Stdio::null())
         .output()

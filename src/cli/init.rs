@@ -107,8 +107,8 @@ impl GateSource {
 /// (gate's default, candle 0.11 with the built-in models).
 fn candle_feature(manifest: &Path, text: &str) -> Option<&'static str> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let package = package_name(text)?;
-    let resolved = std::process::Command::new(cargo)
+    let package = package_name(manifest, text).ok()?;
+    let resolved = gate_runner::child::command(cargo)
         .args([
             "metadata",
             "--format-version",
@@ -161,10 +161,46 @@ fn relative(from: &Path, to: &Path) -> PathBuf {
     out
 }
 
-/// The `[package] name` of the manifest at `path`.
-fn package_name(manifest: &str) -> Option<String> {
-    let doc = manifest.parse::<toml_edit::DocumentMut>().ok()?;
-    doc.get("package")?.get("name")?.as_str().map(str::to_string)
+/// The `[package] name` of the manifest `text` (read from `path`): a TOML
+/// syntax error is said at its line and column, and a name cargo would not
+/// take (it goes into budgets.yaml) at the name's.
+fn package_name(path: &Path, text: &str) -> Result<String, CliError> {
+    let at = |span: Option<std::ops::Range<usize>>| {
+        let start = span.map_or(0, |s| s.start).min(text.len());
+        let before = &text[..start];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        format!("{}:{line}:{col}", path.display())
+    };
+    // Read as parsed (`ImDocument`), which keeps each item's position.
+    let doc = toml_edit::ImDocument::parse(text).map_err(|e| {
+        // toml_edit's message repeats the position and quotes the line: its first line of prose is kept.
+        let what = e.message().trim().lines().next().unwrap_or("invalid TOML").to_string();
+        CliError::Usage(
+            Problem::new(format!("--harness: {}: not valid TOML: {what}", at(e.span()))).with_hint(
+                "fix the manifest (`cargo metadata` shows the same error), then run `gate init --harness` again",
+            ),
+        )
+    })?;
+    let name = doc.get("package").and_then(|p| p.get("name"));
+    let Some(name) = name else {
+        return Err(CliError::Usage(
+            Problem::new(format!("--harness: {} has no `[package] name`", path.display()))
+                .with_hint("in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`"),
+        ));
+    };
+    let span = name.span();
+    match name.as_str() {
+        Some(n) if crate::budget::is_cargo_name(n) => Ok(n.to_string()),
+        other => Err(CliError::Usage(
+            Problem::new(format!(
+                "--harness: {}: `[package] name` is {}, which is not a cargo package name",
+                at(span),
+                other.map_or_else(|| "not a string".to_string(), |n| format!("{n:?}"))
+            ))
+            .with_hint("a package name is letters, digits, `-` and `_`, not starting with `-` (cargo refuses others)"),
+        )),
+    }
 }
 
 /// Adds what a harness needs to a crate's manifest, keeping every key the
@@ -243,10 +279,13 @@ fn with_harness_deps(
     Ok((doc.to_string(), added))
 }
 
-/// budgets.yaml with `harness:` after its `version:` line.
+/// budgets.yaml with `harness:` after its `version:` line. The name is
+/// written as a double-quoted YAML string (a JSON string is one): a cargo
+/// name such as `true`, `null`, `no` or `1e3` is not a string in YAML plain.
 fn with_harness_line(budgets: &str, package: &str) -> String {
+    let quoted = serde_json::to_string(package).unwrap_or_else(|_| format!("{package:?}"));
     let line = format!(
-        "harness: {{ package: {package}, bin: gate-harness }}   # your crate's own gate (src/bin/gate-harness.rs)\n"
+        "harness: {{ package: {quoted}, bin: gate-harness }}   # your crate's own gate (src/bin/gate-harness.rs)\n"
     );
     match budgets
         .find("\nversion:")
@@ -339,6 +378,18 @@ pub fn run(args: InitArgs) -> Result<Exit, CliError> {
 /// are: plain names only. A URL or a path goes only into Cargo.toml, which
 /// toml_edit quotes; it may not hold a line break.
 fn check_names(args: &InitArgs, source: &GateSource) -> Result<(), CliError> {
+    if let Some(shown) = credentials_in(&args.gate_repo) {
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "--gate-repo {shown}: the URL holds credentials, which gate would write into Cargo.toml \
+                 (a file meant to be committed); nothing was written"
+            ))
+            .with_hint(
+                "pass the URL without them (`https://host/owner/gate`); cargo fetches a private repository \
+                 with git's own credentials (`CARGO_NET_GIT_FETCH_WITH_CLI=true` and a credential helper)",
+            ),
+        ));
+    }
     let safe = |s: &str| {
         !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) && !s.contains("..")
     };
@@ -384,6 +435,37 @@ fn check_names(args: &InitArgs, source: &GateSource) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `url` with its credentials shown as `***`, if it holds any: a user or
+/// password before `@` in an `http(s)://` URL (a token is often the user),
+/// a password in any other, or a query (`?access_token=...`) in an
+/// `http(s)://` one. An SSH user alone (`git@host:...`, `ssh://git@host/...`)
+/// is a login name, not a secret.
+fn credentials_in(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let web = matches!(scheme.to_ascii_lowercase().as_str(), "http" | "https");
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let secret_user = userinfo.is_some_and(|u| web || u.contains(':'));
+    let query = web && path.contains('?');
+    if !secret_user && !query {
+        return None;
+    }
+    let path = match path.split_once('?') {
+        Some((p, _)) if query => format!("{p}?***"),
+        _ => path.to_string(),
+    };
+    let user = match userinfo {
+        Some(_) if secret_user => "***@".to_string(),
+        Some(u) => format!("{u}@"),
+        None => String::new(),
+    };
+    Some(format!("{scheme}://{user}{host}{path}"))
+}
+
 /// Where file `p` goes: `--dir .` (the default) prints plain relative paths.
 fn out_path(args: &InitArgs, p: &str) -> PathBuf {
     if args.dir == Path::new(".") {
@@ -415,12 +497,7 @@ fn harness(
                 .with_hint("run it in the crate that holds your models, or pass `--crate-dir path/to/crate`"),
         )
     })?;
-    let package = package_name(&text).ok_or_else(|| {
-        CliError::Usage(
-            Problem::new(format!("--harness: {} has no `[package] name`", manifest.display()))
-                .with_hint("in a workspace, pass the member that holds your models: `--crate-dir crates/NAME`"),
-        )
-    })?;
+    let package = package_name(&manifest, &text)?;
     // A path dependency is written relative to the crate, so it can be committed.
     let source = match source {
         GateSource::Path(p) => {
@@ -538,6 +615,36 @@ fn print_next_steps(args: &InitArgs) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_a_url_are_found_and_hidden() {
+        let found = |u: &str| credentials_in(u);
+        assert_eq!(
+            found("https://user:pass@host/o/gate"),
+            Some("https://***@host/o/gate".into())
+        );
+        assert_eq!(
+            found("https://ghp_tok@git.example.com/o/gate"),
+            Some("https://***@git.example.com/o/gate".into())
+        );
+        assert_eq!(found("ssh://git:pw@host/o/gate"), Some("ssh://***@host/o/gate".into()));
+        assert_eq!(
+            found("https://host/o/gate?access_token=x"),
+            Some("https://host/o/gate?***".into())
+        );
+        assert_eq!(found("HTTPS://u@host/g"), Some("HTTPS://***@host/g".into()));
+        // A login name for SSH is no secret; nor is a plain URL.
+        assert_eq!(found("ssh://git@host/o/gate"), None);
+        assert_eq!(found("git@github.com:o/gate.git"), None);
+        assert_eq!(found("https://host/o/gate"), None);
+        assert_eq!(found("acme/gate"), None);
+    }
+
+    #[test]
+    fn the_package_name_is_quoted_in_yaml() {
+        let b = with_harness_line("version: 1\n", "null");
+        assert!(b.contains(r#"harness: { package: "null", bin: gate-harness }"#), "{b}");
+    }
 
     #[test]
     fn the_harness_dependency_is_gate_sdk_and_cuda_forwards_to_it() {

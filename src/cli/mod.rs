@@ -203,6 +203,12 @@ fn run_command(cli: Cli, app: &App) -> Exit {
     if let Err(e) = crate::runner::forward_signals() {
         eprintln!("warning: cannot handle Ctrl-C ({e}); an interrupted run may leave profiles running");
     }
+    // gate's GitHub tuning variables are checked whatever the command: a
+    // malformed one is a mistake in the environment, never a silent default.
+    if let Err(e) = crate::github::client::Settings::check_env() {
+        eprintln!("{}", github_problem(&e).lines());
+        return Exit::BadInput;
+    }
     let result = match cli.command {
         Command::Check(a) => check::run(a, app),
         Command::Fit(a) => fit::run(a, app),
@@ -218,6 +224,10 @@ fn run_command(cli: Cli, app: &App) -> Exit {
     };
     match result {
         Ok(exit) => exit,
+        // A helper killed by our own SIGINT/SIGTERM (a harness's build or
+        // `__resolve`) fails its caller; the signal is what ended the run,
+        // and the signal thread has said so (#43: was exit 3 "killed by SIGKILL").
+        Err(_) if gate_runner::child::stopping() => Exit::Interrupted,
         Err(e) => {
             match &e {
                 // Diagnostics already carry their own `hint:` lines.

@@ -138,6 +138,62 @@ pub fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
     }
 }
 
+/// A child's stderr (cargo's, a harness's `__resolve`) passed on as gate's
+/// own text (#43): the token redacted, every line made inert in Actions.
+/// Lines go out whole as they end; one longer than [`RELAY_LINE_MAX`] goes
+/// out in pieces that never split the token (what could be its start is
+/// kept for the next piece). The rest goes out on `flush` or drop.
+#[derive(Default)]
+pub struct Relay {
+    buf: Vec<u8>,
+}
+
+/// The longest piece of a child's stderr line held back before it is shown.
+pub const RELAY_LINE_MAX: usize = 64 * 1024;
+
+impl Relay {
+    pub fn new() -> Relay {
+        Relay { buf: Vec::new() }
+    }
+
+    fn emit(bytes: &[u8]) {
+        if !bytes.is_empty() {
+            stderr(format_args!("{}", String::from_utf8_lossy(bytes)));
+        }
+    }
+}
+
+impl Write for Relay {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(bytes);
+        if let Some(end) = self.buf.iter().rposition(|&b| b == b'\n') {
+            let rest = self.buf.split_off(end + 1);
+            Relay::emit(&std::mem::replace(&mut self.buf, rest));
+        }
+        if self.buf.len() > RELAY_LINE_MAX {
+            // Redacted whole, then all but a token's length less one: a
+            // token that starts in what goes out ends there too.
+            let mut held = redact_bytes(&self.buf, secret()).into_owned();
+            let keep = secret().map_or(0, |s| s.len().saturating_sub(1)).min(held.len());
+            let rest = held.split_off(held.len() - keep);
+            Relay::emit(&held);
+            self.buf = rest;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Relay::emit(&std::mem::take(&mut self.buf));
+        Ok(())
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
 pub const WRITE_KILL_ENV: &str = "GATE_INJECT_WRITE_KILL";
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

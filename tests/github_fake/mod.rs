@@ -155,6 +155,9 @@ pub struct State {
     pub log: Vec<Req>,
     /// The host the comments' `Link` URLs name (default: the one asked).
     pub link_host: Option<String>,
+    /// A hostile `Link` for the comments: page N's `next` is this of N
+    /// (`|_| 1`: a loop; `|n| n + 1`: endless), whatever the comments.
+    pub link_next: Option<fn(usize) -> usize>,
     /// The `html_url` every comment answer carries (default: GitHub's form);
     /// when set, answers are logged as scripted (`fault`), checked as requests only.
     pub html_url: Option<String>,
@@ -526,13 +529,20 @@ fn comment_links(path: &str, host: &str, state: &Arc<Mutex<State>>) -> Option<St
         .unwrap_or(30)
         .clamp(1, 100);
     let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
-    let (total, host) = {
+    let (total, host, hostile) = {
         let s = state.lock().unwrap();
         let total = s.comments.get(&pr).map_or(0, Vec::len);
-        (total, s.link_host.clone().unwrap_or_else(|| host.to_string()))
+        (
+            total,
+            s.link_host.clone().unwrap_or_else(|| host.to_string()),
+            s.link_next,
+        )
     };
     let last = total.div_ceil(per).max(1);
     let url = |n: usize| format!("<http://{host}/repositories/{REPO_ID}/issues/{pr}/comments?per_page={per}&page={n}>");
+    if let Some(next) = hostile {
+        return Some(format!("{}; rel=\"next\"", url(next(page))));
+    }
     let mut links = Vec::new();
     if page < last {
         links.push(format!("{}; rel=\"next\"", url(page + 1)));

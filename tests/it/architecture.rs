@@ -328,3 +328,40 @@ fn the_root_package_keeps_its_modules_private() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Every child gate starts gets its environment from one place (#43): a
+/// `Command::new` anywhere else in gate's sources (tests excepted) would
+/// hand the PR's code the token. The one place is
+/// `gate_runner::child::command`.
+#[test]
+fn every_child_is_made_by_the_one_command_builder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        sources(&krate.unwrap().path().join("src"), &mut files);
+    }
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        // A `#[cfg(test)]` module ends the scan: tests start what they like.
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+        for (i, line) in code.lines().enumerate() {
+            if line.contains("Command::new(") && !line.trim_start().starts_with("//") {
+                found.push(format!(
+                    "{}:{}: {}",
+                    f.strip_prefix(root).unwrap().display(),
+                    i + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert_eq!(
+        found.len(),
+        1,
+        "start children with gate_runner::child::command: {found:#?}"
+    );
+    assert!(found[0].starts_with("crates/gate-runner/src/child.rs:"), "{found:#?}");
+    assert!(found[0].ends_with("let mut cmd = Command::new(program);"), "{found:#?}");
+}

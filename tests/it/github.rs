@@ -1323,6 +1323,43 @@ fn a_forged_acknowledgement_is_checked_whatever_the_summary_says() {
     );
 }
 
+/// #43 item 18: a pass that rests on acknowledged regressions whose
+/// acknowledgement GitHub did not confirm is neither PASS nor `success`:
+/// the comment's headline and the check run say `NOT CONFIRMED` /
+/// `neutral`, and why. Confirmed, the same report is PASS and `success`.
+#[test]
+fn a_pass_on_an_unconfirmed_acknowledgement_is_a_neutral_check_run() {
+    let case = ack_case(51);
+    case.label_added(51);
+    let (o, out, _) = case.check(MLP, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let o = comment_on(&case, &out, &["--check-run", "gate"]);
+    assert!(output_text(&o).contains(": success ("), "{}", output_text(&o));
+    assert!(case.fake.comments(51)[0].body.contains("gate: PASS"));
+    case.fake
+        .add_event(51, "unlabeled", LABEL, "octocat", "2026-12-02T00:00:00Z");
+    let o = comment_on(&case, &out, &["--check-run", "gate"]);
+    let text = output_text(&o);
+    assert!(
+        text.contains(": neutral, not success: the pass rests on an acknowledgement GitHub did not confirm ("),
+        "{text}"
+    );
+    let runs = case.fake.check_runs();
+    let run = runs.last().unwrap();
+    assert_eq!(run["conclusion"], "neutral", "{run}");
+    assert!(
+        run["output"]["title"]
+            .as_str()
+            .unwrap()
+            .starts_with("gate: NOT CONFIRMED — "),
+        "{run}"
+    );
+    let body = &case.fake.comments(51)[0].body;
+    assert!(body.contains("### ⚠️ gate: NOT CONFIRMED — "), "{body}");
+    assert!(!body.contains("gate: PASS"), "{body}");
+    assert!(body.contains("the report's acknowledgement is not confirmed"), "{body}");
+}
+
 /// #28 item 2: a claim for another label (`bug`, which a maintainer did
 /// add) is not an acknowledgement; `gate comment --acknowledge-label` names
 /// the label `gate check` was given.
@@ -1528,6 +1565,87 @@ fn a_command_s_github_work_has_one_deadline() {
     assert!(text.contains("raise GATE_GITHUB_DEADLINE_MS"), "{text}");
     assert_eq!(fake.count("POST", "/comments"), 0, "{text}");
     assert_no_token(&o, &out);
+}
+
+/// #43 item 14: a tuning variable that is not a whole number (`30s`,
+/// `-1`, `1e3`, `1.5`, an attempt count out of 1..=10) is refused with the
+/// accepted form, exit 2, before any request; it never becomes the default.
+#[test]
+fn a_malformed_tuning_variable_is_refused_with_the_accepted_form() {
+    let fake = Fake::start();
+    let (tmp, ev) = setup_pr(&fake, 56);
+    let out = tmp.path().join("out");
+    for (name, value, form) in [
+        ("GATE_GITHUB_DEADLINE_MS", "30s", "a whole number of milliseconds"),
+        ("GATE_GITHUB_DEADLINE_MS", "-1", "a whole number of milliseconds"),
+        ("GATE_GITHUB_DEADLINE_MS", "1e3", "a whole number of milliseconds"),
+        ("GATE_GITHUB_TIMEOUT_MS", "1.5", "a whole number of milliseconds"),
+        (
+            "GATE_GITHUB_BACKOFF_MS",
+            "99999999999999999999999",
+            "a whole number of milliseconds",
+        ),
+        ("GATE_GITHUB_ATTEMPTS", "0", "a whole number from 1 to 10"),
+        ("GATE_GITHUB_ATTEMPTS", "11", "a whole number from 1 to 10"),
+    ] {
+        let o = gate(Some(&fake), Some(&ev))
+            .env(name, value)
+            .args(["comment", "--from"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let text = output_text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}={value}: {text}");
+        assert!(
+            text.contains(&format!(
+                "error: {name}={value:?} is not {form}\nhint: write digits only, e.g. `{name}="
+            )),
+            "{text}"
+        );
+        assert_no_token(&o, &out);
+    }
+    assert_eq!(fake.count("GET", "/comments"), 0);
+    // Blank is unset; digits with spaces around them are the number.
+    let o = gate(Some(&fake), Some(&ev))
+        .env("GATE_GITHUB_DEADLINE_MS", " 600000 ")
+        .env("GATE_GITHUB_ATTEMPTS", "")
+        .args(["comment", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+}
+
+/// #43 item 16: comments that cannot be read to their end (a `Link` that
+/// leads back to a page already read, or more pages than gate reads) leave
+/// it unknown whether gate's comment is there: a warning, nothing posted,
+/// never a duplicate; exit 0 (the comment is not the verdict).
+#[test]
+fn comments_unreadable_to_their_end_post_nothing_with_a_warning() {
+    for (what, next) in [("a loop", (|_| 1) as fn(usize) -> usize), ("endless", |n| n + 1)] {
+        let fake = Fake::start();
+        let (tmp, ev) = setup_pr(&fake, 57);
+        let out = tmp.path().join("out");
+        fake.state.lock().unwrap().link_next = Some(next);
+        for _ in 0..2 {
+            let o = gate(Some(&fake), Some(&ev))
+                .args(["comment", "--from"])
+                .arg(&out)
+                .output()
+                .unwrap();
+            let text = output_text(&o);
+            assert_eq!(o.status.code(), Some(0), "{what}: {text}");
+            assert!(
+                text.contains("warning: cannot read the comments of #57 to their end (more than 300 pages, or a `Link` header that leads back to a page already read)"),
+                "{what}: {text}"
+            );
+            assert!(text.contains("nothing posted, rather than a duplicate"), "{text}");
+            assert!(text.contains("hint: "), "{text}");
+        }
+        assert_eq!(fake.count("POST", "/comments"), 0, "{what}");
+        let pages = fake.count("GET", "/comments");
+        assert!(pages <= 2 * 300, "{what}: {pages} pages read");
+    }
 }
 
 /// #16 item 3: a pull request whose `mlp.params` regressed shows its

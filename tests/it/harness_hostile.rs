@@ -390,3 +390,226 @@ fn gate_fit_on_a_crashing_profile_is_exit_3_not_a_batch_too_large() {
         "{stderr}"
     );
 }
+
+/// A token as the action's `gate check` step holds it.
+const TOKEN: &str = "ghs_SENTINEL0123456789abcdefXYZ";
+
+/// What each child gate starts sees of GitHub's credentials (#43 item 2):
+/// `cargo metadata` and `cargo build` (through a `CARGO` wrapper that
+/// records its environment), the crate's build script, the harness's
+/// `__resolve` and its `profile` each record theirs; none holds a
+/// credential's name or the token's value, and the rest of the
+/// environment passes through.
+#[test]
+fn no_child_gate_starts_gets_a_github_credential() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let envs = t.path().join("env");
+    std::fs::create_dir(&envs).unwrap();
+    let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let wrapper = t.path().join("cargo-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nenv > \"$ROGUE_ENV_OUT/cargo-$1.env\"\nexec '{real}' \"$@\"\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let credentials = [
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITHUB_PAT",
+        "GH_ENTERPRISE_TOKEN",
+        "ACTIONS_RUNTIME_TOKEN",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+        "ACTIONS_ID_TOKEN_REQUEST_URL",
+        "INPUT_TOKEN",
+        "GITHUB_APP_PRIVATE_KEY",
+    ];
+    let mut cmd = gate_in(t.path(), &spec, "profile-ok");
+    for name in credentials {
+        cmd.env(name, TOKEN);
+    }
+    // The token copied under a name of the user's own; another registry's
+    // token, which a build may need, stays.
+    cmd.env("MY_DEPLOY_SETTING", format!("x-access-token:{TOKEN}"))
+        .env("CARGO_REGISTRIES_MINE_TOKEN", "cargo-registry-secret")
+        .env("CARGO", &wrapper)
+        .env("ROGUE_ENV_OUT", &envs);
+    let o = cmd
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    for child in ["cargo-metadata", "cargo-build", "build", "__resolve", "profile"] {
+        let seen = std::fs::read_to_string(envs.join(format!("{child}.env")))
+            .unwrap_or_else(|e| panic!("{child} recorded no environment ({e}): {stderr}"));
+        assert!(!seen.contains(&TOKEN[4..14]), "{child} saw the token:\n{seen}");
+        for name in credentials.iter().chain(&["MY_DEPLOY_SETTING"]) {
+            assert!(!seen.contains(&format!("\n{name}=")), "{child} saw {name}:\n{seen}");
+        }
+        assert!(
+            seen.contains("CARGO_REGISTRIES_MINE_TOKEN=cargo-registry-secret"),
+            "{child}:\n{seen}"
+        );
+        assert!(seen.contains("ROGUE_ENV_OUT="), "{child}:\n{seen}");
+    }
+}
+
+/// What cargo and the harness print on stderr is gate's output too (#43
+/// item 3): the token, printed by a build script (a cargo warning) and by
+/// `__resolve`, shows as `***`.
+#[test]
+fn cargo_and_harness_stderr_are_redacted_as_gates_own() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let say = t.path().join("say");
+    std::fs::write(&say, format!("the token is {TOKEN} here\n")).unwrap();
+    for actions in [false, true] {
+        let mut cmd = gate_in(t.path(), &spec, "profile-ok");
+        if actions {
+            cmd.env("GITHUB_ACTIONS", "true");
+        }
+        // A new ROGUE_BUILD_MARK runs the build script again: its warning is printed when it runs.
+        let o = cmd
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("ROGUE_SAY_FILE", &say)
+            .env("ROGUE_BUILD_MARK", t.path().join(format!("built-{actions}")))
+            .args(["check", "--baseline", "none", "--out"])
+            .arg(t.path().join("out"))
+            .output()
+            .unwrap();
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(0), "{all}");
+        assert!(!all.contains(&TOKEN[4..14]), "the token shows:\n{all}");
+        assert!(all.contains("the harness says: the token is *** here"), "{all}");
+        assert!(all.contains("the token is *** here"), "{all}");
+        assert_eq!(all.matches("the token is *** here").count(), 2, "{all}");
+    }
+}
+
+/// A `profile` that exits 2 before any phase could not read its request:
+/// infrastructure, exit 3, not the model failing (#43 item 8).
+#[test]
+fn a_profile_that_exits_2_before_any_phase_is_exit_3() {
+    assert_infrastructure(
+        "",
+        &["error: infrastructure failure: rogue: the profile exited with status 2"],
+        true,
+    );
+}
+
+/// A harness that measures a figure no measurement can have broke the
+/// protocol: exit 3, the figure named, and never shown as a figure in the
+/// report (#43 item 10: -1e18 bytes passed, shown as 0).
+#[test]
+fn impossible_figures_from_a_harness_are_a_protocol_error() {
+    for (mode, said) in [
+        (
+            "profile-negative",
+            "`params` = -1e18 bytes: sizes are never negative and never past 2^64 bytes",
+        ),
+        (
+            "profile-huge",
+            "`training_peak` = 1e30 bytes: sizes are never negative and never past 2^64 bytes",
+        ),
+        (
+            "profile-negative-time",
+            "`step_time` = -5e0 ms: times are never negative",
+        ),
+    ] {
+        let (t, o) = check(mode);
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{mode}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "rogue: protocol error: `rogue-harness profile` measured {said}"
+            )),
+            "{mode}: {stderr}"
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(t.path().join("out/report.json")).unwrap()).unwrap();
+        let c = &report["components"]["rogue"];
+        assert_eq!(c["error"]["kind"], "failed", "{mode}: {report}");
+        let metrics = c["metrics"].as_object().unwrap();
+        assert!(
+            !metrics.contains_key("params") || mode != "profile-negative",
+            "{report}"
+        );
+        assert!(!metrics.contains_key("training_peak"), "{mode}: {report}");
+        assert!(!metrics.contains_key("step_time"), "{mode}: {report}");
+        if mode == "profile-negative" {
+            assert_eq!(report["results"][0]["measured"], serde_json::Value::Null, "{report}");
+        }
+    }
+}
+
+/// `--harness-bin` with a spec that names no harness would be ignored:
+/// refused, exit 2, before anything runs (#43 item 12).
+#[test]
+fn harness_bin_without_a_harness_in_the_spec_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  m:\n    workload: mlp\n    config: { input_dim: 4, hidden_dim: 4, output_dim: 1, depth: 1 }\n    budgets: { params: < 1 MiB }\n",
+    )
+    .unwrap();
+    let bin = t.path().join("my-harness");
+    std::fs::write(&bin, "").unwrap();
+    for cmd in [&["check", "--baseline", "none"][..], &["validate"], &["fit", "m"]] {
+        let o = gate()
+            .current_dir(t.path())
+            .args(cmd)
+            .arg("--harness-bin")
+            .arg(&bin)
+            .output()
+            .unwrap();
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "error: --harness-bin {}: budgets.yaml has no `harness:`, so gate runs its own built-in workloads, and would not run it",
+                bin.display()
+            )),
+            "{cmd:?}: {stderr}"
+        );
+        assert!(stderr.contains("hint: name the harness in the spec"), "{stderr}");
+        assert!(!t.path().join("target/gate").exists(), "{cmd:?} ran: {stderr}");
+    }
+}
+
+/// SIGTERM while `__resolve` runs is 130, every time: the signal thread
+/// kills the harness, and the main thread, seeing it die, must not end the
+/// process first as a crash (#43 item 9: exit 3 in 2–5 runs of 14).
+#[test]
+fn sigterm_during_resolve_is_130_every_time() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    for round in 0..12 {
+        let child = gate_in(t.path(), &spec, "resolve-sleep")
+            .args(["check", "--baseline", "none", "--out"])
+            .arg(t.path().join("out"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !running(t.path(), "__resolve") {
+            assert!(started.elapsed() < Duration::from_secs(120), "never resolved");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let o = child.wait_with_output().unwrap();
+        let stderr = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(130), "round {round}: {stderr}");
+        assert!(
+            stderr.contains("gate: interrupted by SIGTERM: no output written"),
+            "round {round}: {stderr}"
+        );
+        assert!(!stderr.contains("SIGKILL"), "round {round}: {stderr}");
+    }
+}

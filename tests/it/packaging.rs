@@ -694,3 +694,112 @@ fn every_crate_but_gate_cli_is_a_default_member() {
         "list a new crate in the root Cargo.toml's default-members"
     );
 }
+
+/// `gate init --harness` writes into files a team commits: credentials in
+/// `--gate-repo` are refused before anything is written, and never
+/// printed (#43 item 4).
+#[test]
+fn init_refuses_credentials_in_the_gate_repo_url() {
+    let manifest = "[package]\nname = \"ml\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
+    for url in [
+        "https://user:s3cretpass@git.example.com/acme/gate",
+        "https://ghp_s3cretpass@git.example.com/acme/gate",
+        "ssh://git:s3cretpass@git.example.com/acme/gate",
+        "https://git.example.com/acme/gate?access_token=s3cretpass",
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("src")).unwrap();
+        std::fs::write(t.path().join("Cargo.toml"), manifest).unwrap();
+        let o = gate_in(t.path(), &["init", "--harness", "--no-workflows", "--gate-repo", url]);
+        let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(2), "{url}: {all}");
+        assert!(!all.contains("s3cretpass"), "{url}: {all}");
+        assert!(
+            all.contains("the URL holds credentials, which gate would write into Cargo.toml"),
+            "{all}"
+        );
+        assert!(all.contains("***"), "{all}");
+        assert!(all.contains("hint: pass the URL without them"), "{all}");
+        assert_eq!(std::fs::read_to_string(t.path().join("Cargo.toml")).unwrap(), manifest);
+        assert!(!t.path().join("budgets.yaml").exists(), "{url}: {all}");
+    }
+    // An SSH login name alone is not a secret.
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("src")).unwrap();
+    std::fs::write(t.path().join("Cargo.toml"), manifest).unwrap();
+    let o = gate_in(
+        t.path(),
+        &[
+            "init",
+            "--harness",
+            "--no-workflows",
+            "--gate-repo",
+            "ssh://git@git.example.com/acme/gate",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// The crate's name goes into budgets.yaml quoted, so a name YAML would read
+/// as another type stays a name; a Cargo.toml with a TOML syntax error is
+/// said at its line and column (#43 item 15).
+#[test]
+fn init_quotes_the_package_name_and_places_a_toml_error() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("src")).unwrap();
+    std::fs::write(
+        t.path().join("Cargo.toml"),
+        "[package]\nname = \"null\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    let o = gate_in(
+        t.path(),
+        &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let budgets = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
+    assert!(
+        budgets.contains("harness: { package: \"null\", bin: gate-harness }"),
+        "{budgets}"
+    );
+    // gate reads back what it wrote: the harness's package is the string `null`.
+    let o = gate_in(t.path(), &["validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(
+        t.path().join("Cargo.toml"),
+        "[package]\nname = \"ml\"\nversion = 0.1.0\"\n",
+    )
+    .unwrap();
+    let o = gate_in(
+        t.path(),
+        &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
+    );
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: --harness: ./Cargo.toml:3:14: not valid TOML: expected newline"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: fix the manifest"), "{stderr}");
+    assert!(!stderr.contains("has no `[package] name`"), "{stderr}");
+
+    // A name cargo would refuse is said at the name.
+    std::fs::write(
+        t.path().join("Cargo.toml"),
+        "[package]\nname = \"ml: {evil: 1}\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    let o = gate_in(
+        t.path(),
+        &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
+    );
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: --harness: ./Cargo.toml:2:8: `[package] name` is \"ml: {evil: 1}\", which is not a cargo package name"),
+        "{stderr}"
+    );
+    assert!(!t.path().join("budgets.yaml").exists());
+}

@@ -392,7 +392,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:10:15: error: unknown key `dtpye` in variant `m@half`
-  hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets, master_weights"#,
+  hint: did you mean `dtype`? variant `m@half` takes: dtype, batch_size, checkpoint, config, budgets, master_weights, spans"#,
     ),
     (
         "component_batch_size_beside_and_in_config",
@@ -586,6 +586,49 @@ components:
   hint: write `checkpoint: { chunk: 64 }` (positions per recomputed chunk), or `checkpoint: none`"#,
     ),
     (
+        "spans_not_a_list",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    spans: attn
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:12: error: `spans` must be a list, found a scalar
+  hint: write `spans: [attn, mlp]`: the names the model's `tracing` spans carry"#,
+    ),
+    (
+        "spans_empty_dotted_and_twice",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    spans: [attn, model.attn, attn]
+    budgets:
+      params: < 1 MiB
+  n:
+    workload: mlp
+    spans: []
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:9:19: error: `model.attn` is not a span name
+  hint: a span's name has no `.` or `#` (gate writes those between and after names)
+budgets.yaml:9:31: error: span `attn` is listed twice
+  hint: list each name once
+budgets.yaml:14:12: error: `spans` is empty
+  hint: list at least one span name, or leave `spans` out to attribute every span but the leaves (`linear`, `rms-norm` ...)"#,
+    ),
+    (
         "checkpoint_unknown_key",
         r#"version: 1
 device:
@@ -700,7 +743,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:9:5: error: unknown key `budget` in component `m`
-  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference, master_weights"#,
+  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference, master_weights, spans"#,
     ),
     (
         "unknown_dtype",

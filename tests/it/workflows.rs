@@ -1898,7 +1898,7 @@ fn provenance_case(root: &Path, gh: Option<i32>) -> (PathBuf, PathBuf) {
         executable(
             &tools.join("gh"),
             &format!(
-                "#!/bin/sh\ncase \"$*\" in *--help*) exit 0;; esac\n\
+                "#!/bin/sh\ncase \"$*\" in *--help*) exit 0;; --version) echo 'gh version 2.60.0 (2024-10-01)'; exit 0;; esac\n\
                  echo \"args=$* token=$GH_TOKEN\" >> '{}'\nexit {code}\n",
                 root.join("gh.log").display()
             ),
@@ -1984,6 +1984,53 @@ fn the_action_verifies_a_release_s_provenance_where_gh_is_present() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("no token for gh"), "{out}");
     assert!(!t.path().join("gh.log").exists());
+}
+
+/// #43 item 17: a `gh` that cannot run is a failed check, not an old gh;
+/// only a gh whose version says it predates `gh attestation` (2.49.0) is
+/// a note.
+#[test]
+fn a_gh_that_cannot_run_fails_the_provenance_check() {
+    let cases = [
+        // Not executable as a program (a broken install).
+        (
+            "#!/nonexistent/interpreter\n",
+            Some(1),
+            "gh is on PATH but does not run (`gh --version` failed)",
+        ),
+        (
+            "#!/bin/sh\necho 'error while loading shared libraries' >&2\nexit 127\n",
+            Some(1),
+            "gh is on PATH but does not run",
+        ),
+        // Runs, says 2.60, yet its `gh attestation` fails.
+        (
+            "#!/bin/sh\ncase \"$*\" in --version) echo 'gh version 2.60.0 (2024-10-01)'; exit 0;; esac\nexit 1\n",
+            Some(1),
+            "this gh says it is `gh version 2.60.0 (2024-10-01)`, and `gh attestation verify --help` fails",
+        ),
+        // Old: a note, and the SHA256SUMS check stands.
+        (
+            "#!/bin/sh\ncase \"$*\" in --version) echo 'gh version 2.45.0 (2024-03-04)'; exit 0;; esac\nexit 1\n",
+            Some(0),
+            "this gh (gh version 2.45) has no `gh attestation` (gh 2.49.0 or newer has)",
+        ),
+    ];
+    for (script, exit, said) in cases {
+        let t = tempfile::tempdir().unwrap();
+        let (tools, bin) = provenance_case(t.path(), None);
+        executable(&tools.join("gh"), script);
+        let (code, out) = run_release_install(t.path(), &tools, &bin, "tok");
+        assert_eq!(code, exit, "{script}: {out}");
+        assert!(out.contains(said), "{script}: {out}");
+        if exit == Some(1) {
+            assert!(out.contains("::error title=gate action::"), "{out}");
+            assert!(out.contains("hint: repair or remove that gh"), "{out}");
+            assert!(!bin.join("gate").exists(), "{script}: the unchecked binary is removed");
+        } else {
+            assert!(bin.join("gate").exists());
+        }
+    }
 }
 
 // What gate relies on in each pinned action (docs/release.md, "What gate

@@ -46,12 +46,14 @@ impl Conclusion {
 /// The conclusion the report's verdict gives, read, not decided: `failure`
 /// when the run failed; `neutral` when it passed without judging any budget
 /// (nothing was measured, e.g. a shard that held no component, or every
-/// budget not measured); `success` otherwise.
+/// budget not measured), or when the pass rests on acknowledged
+/// regressions whose acknowledgement GitHub did not confirm
+/// (`Summary::pass_unconfirmed`); `success` otherwise.
 pub fn conclusion(report: &Report) -> Conclusion {
     let s = &report.summary;
     if !s.passed_run() {
         Conclusion::Failure
-    } else if s.passed + s.acknowledged == 0 {
+    } else if s.passed + s.acknowledged == 0 || s.pass_unconfirmed() {
         Conclusion::Neutral
     } else {
         Conclusion::Success

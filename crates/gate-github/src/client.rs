@@ -73,13 +73,54 @@ impl std::fmt::Debug for Settings {
     }
 }
 
-fn env_ms(name: &str, default: u64) -> Duration {
-    Duration::from_millis(
-        std::env::var(name)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default),
-    )
+/// The variables that tune the client, each a whole number (`ATTEMPTS`
+/// from 1 to 10; the others milliseconds), with its default.
+const TUNING: &[(&str, u64)] = &[
+    ("GATE_GITHUB_TIMEOUT_MS", 15_000),
+    ("GATE_GITHUB_ATTEMPTS", 4),
+    ("GATE_GITHUB_BACKOFF_MS", 1_000),
+    ("GATE_GITHUB_MAX_RATE_WAIT_MS", 300_000),
+    ("GATE_GITHUB_DEADLINE_MS", DEFAULT_DEADLINE_MS),
+];
+
+/// Tuning variable `name`: unset or blank is its default; anything but a
+/// whole number in range (`30s`, `-1`, `1e3`, `1.5`) is an error that says
+/// the accepted form (#43: such values were the default without a word).
+fn tuning(name: &str) -> Result<u64, GithubError> {
+    let default = TUNING.iter().find(|(n, _)| *n == name).map_or(0, |(_, d)| *d);
+    let Some(raw) = std::env::var_os(name) else {
+        return Ok(default);
+    };
+    let text = raw.to_string_lossy();
+    let value = text.trim();
+    if value.is_empty() {
+        return Ok(default);
+    }
+    let attempts = name == "GATE_GITHUB_ATTEMPTS";
+    let parsed = value
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| value.parse::<u64>().ok())
+        .flatten()
+        .filter(|&n| !attempts || (1..=10).contains(&n));
+    parsed.ok_or_else(|| GithubError::Config {
+        message: format!(
+            "{name}={value:?} is not {}",
+            if attempts {
+                "a whole number from 1 to 10"
+            } else {
+                "a whole number of milliseconds"
+            }
+        ),
+        hint: format!("write digits only, e.g. `{name}={default}` (the default), or unset it"),
+    })
+}
+
+/// Tuning variable `name` in milliseconds; its default when malformed
+/// (which [`Settings::check_env`] has refused before any command ran).
+fn env_ms(name: &str) -> Duration {
+    let default = TUNING.iter().find(|(n, _)| *n == name).map_or(0, |(_, d)| *d);
+    Duration::from_millis(tuning(name).unwrap_or(default))
 }
 
 impl Settings {
@@ -95,16 +136,20 @@ impl Settings {
         Settings {
             api_url: api_url.trim().trim_end_matches('/').to_string(),
             token: token_from_env(),
-            timeout: env_ms("GATE_GITHUB_TIMEOUT_MS", 15_000),
-            attempts: std::env::var("GATE_GITHUB_ATTEMPTS")
-                .ok()
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(4u32)
-                .clamp(1, 10),
-            backoff: env_ms("GATE_GITHUB_BACKOFF_MS", 1_000),
-            max_rate_wait: env_ms("GATE_GITHUB_MAX_RATE_WAIT_MS", 300_000),
-            deadline: env_ms("GATE_GITHUB_DEADLINE_MS", DEFAULT_DEADLINE_MS),
+            timeout: env_ms("GATE_GITHUB_TIMEOUT_MS"),
+            attempts: tuning("GATE_GITHUB_ATTEMPTS").unwrap_or(4).clamp(1, 10) as u32,
+            backoff: env_ms("GATE_GITHUB_BACKOFF_MS"),
+            max_rate_wait: env_ms("GATE_GITHUB_MAX_RATE_WAIT_MS"),
+            deadline: env_ms("GATE_GITHUB_DEADLINE_MS"),
         }
+    }
+
+    /// Checks the tuning variables (see [`Settings::from_env`]): the first
+    /// that is not a whole number in range, as an error naming the accepted
+    /// form. The command line calls it before any command runs, so a bad
+    /// value never turns into a default.
+    pub fn check_env() -> Result<(), GithubError> {
+        TUNING.iter().try_for_each(|(name, _)| tuning(name).map(|_| ()))
     }
 }
 
@@ -474,7 +519,7 @@ impl Client {
     /// all is asked for the numbered pages in turn until one is not full.
     /// At most `max_pages` pages are read; the answer is whether the listing
     /// was read to its end (`false`: a page past `max_pages` exists, or may,
-    /// and its items were not seen). The `Link` URL's path and query
+    /// and its items were not seen; or a `Link` named a page already read). The `Link` URL's path and query
     /// are asked of GITHUB_API_URL's host, whatever host it names
     /// (tests/github_security.rs); on GitHub Enterprise its `/api/v3` prefix
     /// is kept as it is (octocrab's base-URI layer joins only a path that
@@ -491,7 +536,13 @@ impl Client {
         let numbered = |n: usize| format!("{route}{sep}per_page={per_page}&page={n}");
         let mut next = Some(numbered(1));
         let mut read = 0;
+        // A `Link` that leads back to a page already read would be followed
+        // to `max_pages`, its items counted again: stop there, unfinished.
+        let mut seen = std::collections::HashSet::new();
         while let Some(at) = next.take() {
+            if !seen.insert(at.clone()) {
+                return Ok(false);
+            }
             let page: Page<T> = self
                 .send(op, Method::Get, &at, || self.octo.get::<Page<T>, _, ()>(&at, None))
                 .await?;

@@ -73,6 +73,13 @@ pub enum Upsert {
     },
     /// Quiet mode and nothing worth saying: no comment posted.
     Skipped,
+    /// The comments could not be read to their end (more than `pages`
+    /// pages, or a `Link` that loops): whether ours is among the unread
+    /// ones is unknown, so nothing was posted (a create would be a
+    /// duplicate on every run).
+    Unread {
+        pages: usize,
+    },
 }
 
 pub struct Request<'a> {
@@ -99,6 +106,8 @@ fn normalize(s: &str) -> String {
 struct Marked {
     ours: Option<Comment>,
     others: Vec<String>,
+    /// Every page was read: a comment not found is not there.
+    complete: bool,
 }
 
 /// Finds this gate's comment, paging through all comments. Only a comment
@@ -109,7 +118,7 @@ async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Resu
     let mark = marker(id);
     let route = format!("/repos/{repo}/issues/{pr}/comments");
     let mut found = Vec::new();
-    client
+    let complete = client
         .each_item(Call::ReadComments, &route, PER_PAGE, MAX_PAGES, |c: Comment| {
             if c.body.as_deref().is_some_and(|b| b.trim_start().starts_with(&mark)) {
                 found.push(c);
@@ -119,6 +128,7 @@ async fn find(client: &Client, repo: &Repo, pr: u64, id: &str, me: &str) -> Resu
     let mut marked = Marked {
         ours: None,
         others: Vec::new(),
+        complete,
     };
     for c in found {
         let login = c.user.as_ref().map(|u| u.login.clone()).unwrap_or_default();
@@ -233,6 +243,11 @@ pub async fn upsert(client: &Client, req: &Request<'_>) -> Result<Upsert, Github
             _ => {
                 if req.quiet && !req.noteworthy {
                     return Ok(Upsert::Skipped);
+                }
+                // Comments are listed oldest first: ours, if it is among
+                // the unread ones, is not found, and a create duplicates it.
+                if !marked.complete {
+                    return Ok(Upsert::Unread { pages: MAX_PAGES });
                 }
                 match create(client, req, &full).await? {
                     Create::Made(u, author) => {

@@ -14,6 +14,7 @@ pub mod cuda;
 pub mod lock;
 pub mod scope;
 pub mod source;
+pub mod spans;
 pub mod timeline;
 
 pub use alloc::{cpu_device_info, CountingAlloc, CpuProbe};

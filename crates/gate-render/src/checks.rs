@@ -63,9 +63,12 @@ pub fn render(report: &Report, summary: &str) -> Output {
     }
 }
 
-/// `PASS` or `FAIL`, as the verdict says.
+/// `PASS` or `FAIL`, as the verdict says; `NOT CONFIRMED` for a pass that
+/// rests on an acknowledgement no one's stands for.
 fn verdict_word(report: &Report) -> &'static str {
-    if report.summary.passed_run() {
+    if report.summary.pass_unconfirmed() {
+        "NOT CONFIRMED"
+    } else if report.summary.passed_run() {
         "PASS"
     } else {
         "FAIL"

@@ -255,6 +255,12 @@ pub struct ComponentReport {
     /// (`metrics.gradients` is the gradient tensors' own bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_live_bytes: Option<u64>,
+    /// The `tracing` spans the model entered, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans_entered: Vec<String>,
+    /// Why the model's spans could not be attributed (a reason and a hint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spans_unavailable: Option<String>,
 }
 
 impl ComponentReport {
@@ -753,6 +759,14 @@ fn is_zero(n: &usize) -> bool {
 impl Summary {
     pub fn passed_run(&self) -> bool {
         self.status == RunStatus::Pass
+    }
+
+    /// The run passed only because regressions count as acknowledged, and
+    /// no one's acknowledgement stands (`gate comment` found none GitHub
+    /// confirms, and took the claim away): neither a pass nor a failure
+    /// until a writer adds the label (#43: was shown as PASS, `success`).
+    pub fn pass_unconfirmed(&self) -> bool {
+        self.passed_run() && self.acknowledged > 0 && self.acknowledgement.is_none()
     }
 }
 

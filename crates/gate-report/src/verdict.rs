@@ -136,6 +136,21 @@ fn params_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> 
     )]
 }
 
+/// Components with no block of their own whose spans could not be
+/// attributed (TRACE compiled out, another subscriber): said, with the
+/// reason and its hint, instead of an empty table.
+fn attribution_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
+    spec.components
+        .iter()
+        .filter_map(|c| {
+            let r = components.get(&c.name)?;
+            let why = r.spans_unavailable.as_deref()?;
+            let scoped = r.blocks.iter().any(|b| b.name != UNATTRIBUTED);
+            (!scoped).then(|| format!("{}: no block attributed from its `tracing` spans: {why}", c.name))
+        })
+        .collect()
+}
+
 /// The run's note on byte figures that are not exact: the components whose
 /// tensors were not in the CUDA pool, measured by NVML per process instead
 /// (`MemorySource::NvmlProcess`). One line for the run.
@@ -390,6 +405,7 @@ pub fn decide_acknowledged(
     summary.notes = memory_notes(testbed, components);
     summary.notes.extend(ratio_notes(spec, components));
     summary.notes.extend(params_notes(spec, components));
+    summary.notes.extend(attribution_notes(spec, components));
     Verdict {
         summary,
         results,

@@ -75,19 +75,23 @@ pub fn forward_signals() -> std::io::Result<()> {
                 remove_scratch();
                 std::process::exit(interrupted);
             }
-            kill_helpers();
             let profiling = !RUNNING.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
             if !profiling
                 && STAGE
                     .compare_exchange(EARLY, STOPPED, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
             {
+                // Said before the helpers are killed: the main thread, seeing
+                // its helper die, may end the process first (`stopping`
+                // tells it to end it as interrupted); the line is out then.
                 let name = if sig == SIGTERM { "SIGTERM" } else { "SIGINT" };
                 eprintln!("gate: interrupted by {name}: no output written");
+                kill_helpers();
                 // A profile being started right now dies with us (PDEATHSIG).
                 remove_scratch();
                 std::process::exit(interrupted);
             }
+            kill_helpers();
             signal_running(sig);
             std::thread::spawn(|| {
                 std::thread::sleep(std::time::Duration::from_secs(2));
@@ -159,6 +163,13 @@ fn kill_helpers() {
             libc::kill(-(pid as libc::pid_t), libc::SIGKILL);
         }
     }
+}
+
+/// Whether a signal is ending the process (it came before any output and
+/// while no profile ran): whatever failed since (a helper it killed) is the
+/// interruption, exit 130, and the signal's line is already on stderr.
+pub fn stopping() -> bool {
+    STAGE.load(Ordering::SeqCst) == STOPPED
 }
 
 /// The signal that interrupted this run (SIGINT 2, SIGTERM 15), if one did.
@@ -266,6 +277,16 @@ pub fn run_child(
         if let Some(mut m) = events.done {
             m.phase_seconds = events.phase_seconds;
             m.profile_seconds = profile_seconds;
+            // A figure no measurement can have is the harness's protocol
+            // broken, not a model to judge (#43): never clamped to 0.
+            if let Some(what) = drop_impossible(&mut m) {
+                let program = exe.file_name().unwrap_or(exe.as_os_str()).to_string_lossy();
+                m.failure = Some(Failure {
+                    phase: events.last_phase,
+                    reason: format!("protocol error: `{program} profile` measured {what}"),
+                    kind: FailureKind::Process,
+                });
+            }
             return Ok(m);
         }
     }
@@ -282,6 +303,16 @@ pub fn run_child(
         (reason, kind)
     };
     let mut so_far = events.so_far;
+    let (reason, kind) = match drop_impossible(&mut so_far) {
+        Some(what) => {
+            let program = exe.file_name().unwrap_or(exe.as_os_str()).to_string_lossy();
+            (
+                format!("protocol error: `{program} profile` measured {what} (then: {reason})"),
+                FailureKind::Process,
+            )
+        }
+        None => (reason, kind),
+    };
     so_far.phase_seconds = events.phase_seconds;
     so_far.profile_seconds = profile_seconds;
     so_far.failure = Some(Failure {
@@ -290,6 +321,47 @@ pub fn run_child(
         kind,
     });
     Ok(so_far)
+}
+
+/// Takes out of `m` every figure no measurement can have, and says the
+/// first in words: a size or a time that is negative or not finite, a size
+/// past 2^64 bytes, a negative ratio of times. Losses may be any finite
+/// number. Taken out, not kept: the report never shows a figure gate did
+/// not believe.
+fn drop_impossible(m: &mut Measurement) -> Option<String> {
+    use crate::metric::{Metric, Unit};
+    let bad = |metric: Metric, v: f64| {
+        let signed = matches!(metric, Metric::Loss | Metric::LossRatio);
+        !v.is_finite() || (!signed && v < 0.0) || (metric.unit() == Unit::Bytes && v > u64::MAX as f64)
+    };
+    let mut first = None;
+    let mut note = |name: &str, metric: Metric, v: f64| {
+        if first.is_none() {
+            let (unit, never) = match metric.unit() {
+                Unit::Bytes => (" bytes", "sizes are never negative and never past 2^64 bytes"),
+                Unit::Ms => (" ms", "times are never negative"),
+                Unit::One => ("", "ratios of times are never negative"),
+            };
+            first = Some(format!("`{name}` = {v:e}{unit}: {never}"));
+        }
+    };
+    m.values.retain(|&k, &mut v| {
+        let keep = !bad(k, v);
+        if !keep {
+            note(k.name(), k, v);
+        }
+        keep
+    });
+    for (list, name, metric) in [
+        (&mut m.step_times_ms, "a step time", Metric::StepTime),
+        (&mut m.step_time_ratios, "a step time ratio", Metric::StepTimeRatio),
+    ] {
+        if let Some(&v) = list.iter().find(|&&v| bad(metric, v)) {
+            note(name, metric, v);
+            list.clear();
+        }
+    }
+    first
 }
 
 /// The reason of a profile that exited 0 without its measurement: the
@@ -363,7 +435,7 @@ impl Tail {
 
 /// The `gate profile` command for one component.
 fn profile_command(exe: &Path, request: &Path, component: &str, args: &ChildArgs) -> Command {
-    let mut cmd = Command::new(exe);
+    let mut cmd = command(exe);
     cmd.arg("profile")
         .arg("--request")
         .arg(request)
@@ -381,6 +453,81 @@ fn profile_command(exe: &Path, request: &Path, component: &str, args: &ChildArgs
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     tie(&mut cmd);
+    cmd
+}
+
+/// Variables a CI runner or a user sets to hold GitHub credentials. gate
+/// needs its token only in-process (`gate-github`); a child runs the pull
+/// request's code (cargo runs every build script, the harness is its
+/// program), so it gets none of them (#43).
+const CREDENTIALS: &[&str] = &[
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "GITHUB_PAT",
+    "GH_ENTERPRISE_TOKEN",
+    "GITHUB_ENTERPRISE_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+    "ACTIONS_ID_TOKEN_REQUEST_URL",
+    "INPUT_TOKEN",
+    "INPUT_GITHUB_TOKEN",
+];
+
+/// Whether the variable `name` (value `value`) holds a GitHub credential:
+/// a name of [`CREDENTIALS`]; a name of GitHub's, the Actions runner's or
+/// an action input's (`GITHUB_`, `GH_`, `ACTIONS_`, `INPUT_`) that says
+/// token, secret, password or key; or any variable whose value contains
+/// one of `secrets` (the values of the named ones: a token copied under a
+/// name of the user's own). Other registries' tokens (cargo's
+/// `CARGO_REGISTRIES_*_TOKEN`) are the build's own and stay.
+pub fn is_credential(name: &std::ffi::OsStr, value: &std::ffi::OsStr, secrets: &[Vec<u8>]) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    if CREDENTIALS.contains(&upper.as_str()) {
+        return true;
+    }
+    let github = ["GITHUB_", "GH_", "ACTIONS_", "INPUT_"]
+        .iter()
+        .any(|p| upper.starts_with(p));
+    if github
+        && ["TOKEN", "SECRET", "PASSWORD", "PRIVATE_KEY", "_PAT"]
+            .iter()
+            .any(|w| upper.contains(w))
+    {
+        return true;
+    }
+    let value = value.as_encoded_bytes();
+    secrets
+        .iter()
+        .any(|s| value.windows(s.len()).any(|w| w == s.as_slice()))
+}
+
+/// The variables of this process's environment that no child may see
+/// (see [`is_credential`]).
+pub fn credential_vars() -> Vec<std::ffi::OsString> {
+    let vars: Vec<_> = std::env::vars_os().collect();
+    // Values of 8 bytes or more: a shorter one would match by chance.
+    let secrets: Vec<Vec<u8>> = vars
+        .iter()
+        .filter(|(n, v)| is_credential(n, v, &[]))
+        .map(|(_, v)| v.as_encoded_bytes().trim_ascii().to_vec())
+        .filter(|v| v.len() >= 8)
+        .collect();
+    vars.into_iter()
+        .filter(|(n, v)| is_credential(n, v, &secrets))
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// The one way gate makes a child's command (cargo, `cargo metadata`, the
+/// harness's `__resolve` and profiles, git, the watchdog): `program` with
+/// this process's environment less every GitHub credential
+/// ([`credential_vars`]). `tests/it/architecture.rs` holds every
+/// `Command::new` of gate's sources to this function.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for name in credential_vars() {
+        cmd.env_remove(name);
+    }
     cmd
 }
 
@@ -570,7 +717,7 @@ impl Watchdog {
     fn start(group: u32) -> Option<Watchdog> {
         use std::os::unix::process::CommandExt;
         let (read, pipe) = std::io::pipe().ok()?;
-        let shell = Command::new("/bin/sh")
+        let shell = command("/bin/sh")
             .args([
                 "-c",
                 r#"read x; [ "$x" = done ] || kill -s KILL -- "-$1""#,
@@ -740,8 +887,10 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> (String, bo
 }
 
 /// Whose fault a profile's abnormal end is: a crash on a signal other than
-/// SIGKILL (the kernel's OOM killer sends that one: the model's), or exit 3
-/// (gate's infrastructure code) before the first phase, is the process's.
+/// SIGKILL (the kernel's OOM killer sends that one: the model's), or, before
+/// the first phase, exit 2 (it could not read its request or arguments),
+/// exit 3 (gate's infrastructure code), or 126/127 (it could not be
+/// executed), is the process's: no model ran yet.
 fn exit_kind(status: &std::process::ExitStatus, last_phase: Phase) -> FailureKind {
     #[cfg(unix)]
     {
@@ -750,7 +899,7 @@ fn exit_kind(status: &std::process::ExitStatus, last_phase: Phase) -> FailureKin
             return FailureKind::Process;
         }
     }
-    if status.code() == Some(3) && last_phase == Phase::Setup {
+    if matches!(status.code(), Some(2 | 3 | 126 | 127)) && last_phase == Phase::Setup {
         return FailureKind::Process;
     }
     FailureKind::Model
@@ -835,6 +984,12 @@ mod tests {
         assert_eq!(exit_kind(&signalled(libc::SIGKILL), Phase::Forward), FailureKind::Model);
         assert_eq!(exit_kind(&exited(3), Phase::Setup), FailureKind::Process);
         assert_eq!(exit_kind(&exited(3), Phase::Forward), FailureKind::Model);
+        // It could not read its request (a usage error) or be executed: no model ran (#43).
+        for code in [2, 126, 127] {
+            assert_eq!(exit_kind(&exited(code), Phase::Setup), FailureKind::Process);
+        }
+        assert_eq!(exit_kind(&exited(2), Phase::Build), FailureKind::Model);
+        assert_eq!(exit_kind(&exited(1), Phase::Setup), FailureKind::Model);
         assert_eq!(exit_kind(&exited(101), Phase::Forward), FailureKind::Model);
         let (reason, oom) = describe_exit(&signalled(libc::SIGABRT), "memory allocation of 64 bytes failed\n");
         assert!(oom && reason.starts_with("out of memory"), "{reason}");

@@ -175,6 +175,14 @@ pub struct Measurement {
     /// can count them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_live_bytes: Option<u64>,
+    /// The names of the `tracing` spans the model entered (gate's blocks
+    /// come from those it attributes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spans_entered: Vec<String>,
+    /// Why the model's spans could not be attributed in this harness (TRACE
+    /// compiled out, another subscriber set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spans_unavailable: Option<String>,
 }
 
 /// How much of the model a training step trains: the trainable parameter

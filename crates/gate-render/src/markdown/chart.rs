@@ -82,6 +82,9 @@ pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String 
         return String::new();
     }
     let max = top.iter().map(|b| b.retained_bytes.max(0)).max().unwrap_or(0) as f64;
+    // A block (most often `(unattributed)`, when a model's blocks overlap or
+    // its graph was cut) can hold less than nothing: drawn below zero, never as 0.
+    let min = top.iter().map(|b| b.retained_bytes.min(0)).min().unwrap_or(0) as f64;
     // The unit of the component's budgets, as the table beside it; else MiB
     // (KiB for a small model).
     let unit = view::size_unit(report, name).unwrap_or(if max < crate::units::MIB as f64 {
@@ -90,16 +93,21 @@ pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String 
         SizeUnit::MiB
     });
     let (unit, scale) = (unit.name(), unit.scale() as f64);
-    let size = |b: i64| b.max(0) as f64 / scale;
+    let size = |b: i64| b as f64 / scale;
     let labels: Vec<String> = top
         .iter()
         .map(|b| format!("\"{} {:.1}\"", mermaid_text(&b.name), size(b.retained_bytes)))
         .collect();
     let bars: Vec<String> = top.iter().map(|b| format!("{:.2}", size(b.retained_bytes))).collect();
     let y_max = format!("{:.2}", (max / scale * 1.1).max(0.01));
+    let y_min = if min < 0.0 {
+        format!("{:.2}", min / scale * 1.1)
+    } else {
+        "0".into()
+    };
     format!(
         "```mermaid\n{FRONTMATTER}xychart-beta horizontal\n    title \"{}: activation memory kept for backward, {unit}\"\n    \
-         x-axis [{}]\n    y-axis \"{unit}\" 0 --> {y_max}\n    bar [{}]\n```\n",
+         x-axis [{}]\n    y-axis \"{unit}\" {y_min} --> {y_max}\n    bar [{}]\n```\n",
         mermaid_text(name),
         labels.join(", "),
         bars.join(", ")

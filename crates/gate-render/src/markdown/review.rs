@@ -18,7 +18,9 @@ const MAX_WARNINGS: usize = 30;
 const FOLD_AFTER: usize = 8;
 
 pub fn verdict_line(report: &Report) -> String {
-    let (icon, word) = if report.summary.passed_run() {
+    let (icon, word) = if report.summary.pass_unconfirmed() {
+        ("⚠️", "NOT CONFIRMED")
+    } else if report.summary.passed_run() {
         ("✅", "PASS")
     } else {
         ("❌", "FAIL")

@@ -17,6 +17,8 @@ pub use crate::config::Pos;
 pub use diagnostic::{Diagnostic, Diagnostics};
 pub use measurable::cuda_only;
 pub use spec::*;
+/// A package or binary name as cargo takes one (what `harness:` accepts).
+pub use validate::is_cargo_name;
 
 /// Why a spec could not be loaded.
 #[derive(Debug, thiserror::Error)]

@@ -141,6 +141,19 @@ pub struct Component {
     /// `master_weights: f32`: mixed precision, parameters (gradients, AdamW
     /// state) in this dtype, compute in `dtype`.
     pub master_dtype: Option<DType>,
+    /// `spans: [attn, mlp]`: the `tracing` span names attributed as blocks
+    /// (leaf spans too when named); `None`: every span but the leaves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spans: Option<Vec<SpanName>>,
+}
+
+/// A span name the spec asks for, with where it is written (so a name the
+/// model never opens is reported at its place).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpanName {
+    pub name: String,
+    pub line: usize,
+    pub col: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -16,7 +16,16 @@
 //! - `profile-spawn`: `profile` starts itself as `profile-sleep`, then
 //!   sleeps 10 s (a child of a profile, which gate never started).
 //!
-//! Otherwise `__resolve` answers for one component, `rogue`.
+//! - `profile-negative`: `profile` measures `-1e18` bytes of `params`;
+//!   `profile-huge`: a `training_peak` of 1e30 bytes (past 2^64);
+//!   `profile-negative-time`: a `step_time` of -5 ms;
+//! - `profile-ok`: `profile` measures 1 KiB of `params`.
+//!
+//! Otherwise `__resolve` answers for one component, `rogue`, and `profile`
+//! exits 2 at once (as a harness that cannot read its request does).
+//! In every mode, `ROGUE_ENV_OUT` names a folder where each command
+//! records its environment (`__resolve.env`, `profile.env`), and the text
+//! of the file `ROGUE_SAY_FILE` is printed on stderr first.
 
 use std::io::Write;
 
@@ -27,8 +36,34 @@ fn main() {
         ("__resolve", Some(("resolve", how))) | ("profile", Some(("profile", how))) => how.to_string(),
         _ => String::new(),
     };
+    if let Some(dir) = std::env::var_os("ROGUE_ENV_OUT") {
+        let env: String = std::env::vars_os()
+            .map(|(k, v)| format!("{}={}\n", k.to_string_lossy(), v.to_string_lossy()))
+            .collect();
+        std::fs::write(std::path::Path::new(&dir).join(format!("{command}.env")), env).unwrap();
+    }
+    if let Some(say) = std::env::var_os("ROGUE_SAY_FILE") {
+        eprintln!("the harness says: {}", std::fs::read_to_string(say).unwrap().trim());
+    }
     let mut out = std::io::stdout().lock();
+    let done = |values: &str| {
+        format!(
+            r#"{{"done":{{"device":{{"name":"cpu","backend":"cpu","total_bytes":null}},"values":{{{values}}},"param_elems":1,"frozen_elems":0,"analytic_params_bytes":4,"batch_bytes":0,"unpruned_gradient_bytes":0,"blocks":[],"step_times_ms":[],"context_reserve_bytes":null,"pool_reserved_peak_bytes":null,"emulated_block_bytes":null,"losses":[],"failure":null,"warmup_error":null}}}}"#
+        )
+    };
     match mode.as_str() {
+        "negative" => {
+            let _ = writeln!(out, "{}", done(r#""params":-1e18"#));
+        }
+        "huge" => {
+            let _ = writeln!(out, "{}", done(r#""params":1024,"training_peak":1e30"#));
+        }
+        "negative-time" => {
+            let _ = writeln!(out, "{}", done(r#""params":1024,"step_time":-5"#));
+        }
+        "ok" => {
+            let _ = writeln!(out, "{}", done(r#""params":1024"#));
+        }
         "silent" => {}
         "garbage" => {
             let _ = writeln!(out, "hello from the harness, not JSON");

@@ -78,7 +78,7 @@ pub(super) fn validate_harness(cx: &mut Ctx, node: &Node) -> Option<HarnessSpec>
 }
 
 /// A package or binary target name as cargo accepts one.
-fn is_cargo_name(t: &str) -> bool {
+pub fn is_cargo_name(t: &str) -> bool {
     !t.is_empty() && !t.starts_with('-') && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 

@@ -22,6 +22,7 @@ pub(super) const COMPONENT_KEYS: &[&str] = &[
     "variants",
     "reference",
     "master_weights",
+    "spans",
 ];
 pub(super) const VARIANT_KEYS: &[&str] = &[
     "dtype",
@@ -30,6 +31,7 @@ pub(super) const VARIANT_KEYS: &[&str] = &[
     "config",
     "budgets",
     "master_weights",
+    "spans",
 ];
 pub(super) const TIMING_KEYS: &[&str] = &["warmup", "steps", "pairs"];
 pub(super) const CHECKPOINT_KEYS: &[&str] = &["chunk"];

@@ -11,4 +11,5 @@ mod hints;
 mod overrides;
 mod root;
 
+pub use harness::is_cargo_name;
 pub use root::{check_workloads, validate};

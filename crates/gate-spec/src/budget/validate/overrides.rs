@@ -7,7 +7,7 @@ use crate::dtype::DType;
 use super::context::{find, Ctx};
 use super::hints::{suggest, CHECKPOINT_KEYS, DEFAULT_KEYS, TIMING_KEYS};
 use crate::budget::tree::Node;
-use crate::budget::{Budget, Component, Timing};
+use crate::budget::{Budget, Component, SpanName, Timing};
 use crate::config;
 use crate::config::Pos;
 use crate::metric::Metric;
@@ -73,6 +73,8 @@ pub(super) struct Settings {
     pub(super) checkpoint_pos: Pos,
     pub(super) master_dtype: Option<DType>,
     pub(super) config: config::Node,
+    /// `spans: [attn, mlp]`: the span names attributed as blocks.
+    pub(super) spans: Option<Vec<SpanName>>,
     /// Never inherited: a variant has only the budgets it writes.
     pub(super) budgets: Vec<Budget>,
 }
@@ -97,6 +99,7 @@ impl Settings {
             checkpoint_pos: name_pos,
             master_dtype: None,
             config: config::Node::empty_map(config_pos),
+            spans: None,
             budgets: Vec::new(),
         }
     }
@@ -130,6 +133,7 @@ impl Settings {
                     }
                 }
                 "master_weights" => written.master = cx.master_weights(value).map(|m| (*kpos, m)),
+                "spans" => self.spans = cx.span_names(value),
                 "budgets" => self.budgets = cx.budgets(value, name),
                 _ => {}
             }
@@ -166,11 +170,54 @@ impl Settings {
             checkpoint_pos: self.checkpoint_pos,
             reference: None,
             master_dtype: self.master_dtype,
+            spans: self.spans,
         }
     }
 }
 
 impl Ctx {
+    /// `spans: [attn, mlp, linear]`: each a span name as the model's
+    /// `tracing::span!` writes it, listed once.
+    fn span_names(&mut self, node: &Node) -> Option<Vec<SpanName>> {
+        let hint = "write `spans: [attn, mlp]`: the names the model's `tracing` spans carry";
+        let Node::Seq { items, pos } = node else {
+            self.wrong_kind(node, "`spans`", "a list", hint);
+            return None;
+        };
+        if items.is_empty() {
+            self.err(*pos, "`spans` is empty", "list at least one span name, or leave `spans` out to attribute every span but the leaves (`linear`, `rms-norm` ...)");
+            return None;
+        }
+        let mut out: Vec<SpanName> = Vec::new();
+        for item in items {
+            let Some(name) = self.text(item, "a span name") else {
+                continue;
+            };
+            let name = name.trim();
+            if name.is_empty() || name.contains(['.', '#']) {
+                self.err(
+                    item.pos(),
+                    format!("`{name}` is not a span name"),
+                    "a span's name has no `.` or `#` (gate writes those between and after names)",
+                );
+            } else if out.iter().any(|s| s.name == name) {
+                self.err(
+                    item.pos(),
+                    format!("span `{name}` is listed twice"),
+                    "list each name once",
+                );
+            } else {
+                let p = item.pos();
+                out.push(SpanName {
+                    name: name.to_string(),
+                    line: p.line,
+                    col: p.col,
+                });
+            }
+        }
+        Some(out)
+    }
+
     fn timing(&mut self, node: &Node, base: Timing) -> Timing {
         let mut t = base;
         let Some(entries) = self.map(node, "timing") else {
