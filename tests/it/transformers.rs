@@ -7,15 +7,17 @@
 //!
 //! Each crate is copied and gated by the stock `gate check --baseline none`
 //! (`adopter_minors::check`): every model is measured in every phase, its
-//! params are its closed form plus the store's bookkeeping, the budgets
-//! written to pass pass and BERT's `optimizer` budget fails on purpose.
-//! Each crate's own tests (`tests/gradients.rs`) pin which parameters get
-//! a gradient: candle-nn's fused norms and softmax have no backward, so
-//! llama trains 1 of its 39 tensors, mamba 1 of 42, BERT 2 of 75, T5 31 of
-//! 47.
+//! params are its closed form plus the store's bookkeeping, its activations
+//! are attributed to the `tracing` spans the model opens and add up, the
+//! budgets written to pass pass and BERT's `optimizer` budget fails on
+//! purpose. candle-nn's fused norms and softmax have no backward, so llama
+//! trains 1 of its 39 tensors, mamba 1 of 42, BERT 2 of 75, T5 31 of 47:
+//! the report's gradient coverage says which, and so does each crate's own
+//! `tests/gradients.rs`, without gate.
 
 use crate::adopter_minors::{check, fixture, own_tests_pass, ready, status};
 use serde_json::Value;
+use std::collections::BTreeSet;
 
 /// llama, budgets.yaml's config: embedding, per layer q/o (h·h), k/v (h·kv),
 /// the gated MLP (3·h·i) and two RMS norms; the final norm and an untied
@@ -71,6 +73,9 @@ struct Gated {
     /// Tensors and elements that get a gradient; the first name without one.
     trained: (u64, u64),
     first_untrained: &'static str,
+    /// The outermost blocks of the attribution, from the model's own
+    /// `tracing` spans (leaf spans such as `linear` roll into their parent).
+    top_blocks: &'static [&'static str],
 }
 
 fn models() -> [Gated; 4] {
@@ -88,6 +93,7 @@ fn models() -> [Gated; 4] {
             // Only the LM head: the final RMS norm has no backward.
             trained: (1, 128 * 1000),
             first_untrained: "model.embed_tokens.weight",
+            top_blocks: &["block#0", "block#1", "block#2", "block#3"],
         },
         Gated {
             component: "bert",
@@ -97,6 +103,9 @@ fn models() -> [Gated; 4] {
             // The MLM decoder: the head's LayerNorm has no backward.
             trained: (2, 128 * 1000 + 1000),
             first_untrained: "bert.embeddings.word_embeddings.weight",
+            // `model` is BertModel's span; the MLM head has only its
+            // activation's (the fifth `hidden-act` made).
+            top_blocks: &["model", "hidden-act#4"],
         },
         Gated {
             component: "t5",
@@ -105,6 +114,8 @@ fn models() -> [Gated; 4] {
             tensors: 1 + (2 * 8 + 1) + (2 * 13 + 1) + 2,
             trained: (31, t5_elems - t5_untrained),
             first_untrained: "encoder.block.0.layer.0.SelfAttention.q.weight",
+            // The encoder's `stack`; the decoder's runs inside `decode`.
+            top_blocks: &["stack#0", "decode"],
         },
         Gated {
             component: "mamba",
@@ -114,6 +125,8 @@ fn models() -> [Gated; 4] {
             // The embedding, as the tied LM head: the final norm has no backward.
             trained: (1, 1000 * 128),
             first_untrained: "layers.0.norm.weight",
+            // Its only spans are its `linear`s'.
+            top_blocks: &[],
         },
     ]
 }
@@ -139,6 +152,7 @@ fn gates_the_four_models(name: &str, package: &str, candle: &str) {
         tensors,
         trained,
         first_untrained,
+        top_blocks,
     } in models()
     {
         let c: &Value = &rep["components"][component];
@@ -170,6 +184,27 @@ fn gates_the_four_models(name: &str, package: &str, candle: &str) {
         for metric in ["params", "activations", "training_peak", "inference_peak"] {
             assert_eq!(status(&rep, component, metric), "pass", "{component}.{metric}");
         }
+
+        // Attribution from the spans: the outermost blocks and
+        // `(unattributed)` add up to `activations` exactly (a cut graph
+        // makes llama's blocks far larger than what is kept, and its
+        // `(unattributed)` negative).
+        let activations = c["metrics"]["activations"]["value"].as_f64().unwrap() as i64;
+        let blocks = c["blocks"].as_array().unwrap();
+        let top: Vec<&Value> = blocks
+            .iter()
+            .filter(|b| !b["name"].as_str().unwrap().contains('.'))
+            .collect();
+        let names: Vec<&str> = top.iter().map(|b| b["name"].as_str().unwrap()).collect();
+        let mut want = top_blocks.to_vec();
+        want.push("(unattributed)");
+        assert_eq!(
+            names.iter().copied().collect::<BTreeSet<_>>(),
+            want.into_iter().collect(),
+            "{component}"
+        );
+        let sum: i64 = top.iter().map(|b| b["retained_bytes"].as_i64().unwrap()).sum();
+        assert_eq!(sum, activations, "{component}: {names:?}");
 
         // Gradient coverage: the tensors backward does not reach are counted
         // and named, and the training rows say that their step does not train.
