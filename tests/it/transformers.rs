@@ -145,6 +145,7 @@ const BOOKKEEPING_PER_TENSOR: u64 = 768;
 fn gates_the_four_models(name: &str, package: &str, candle: &str) {
     let t = fixture(name, name);
     let rep = check(&t, package);
+    let comment = std::fs::read_to_string(t.path().join("out/comment.md")).unwrap();
     for Gated {
         component,
         workload,
@@ -224,6 +225,14 @@ fn gates_the_four_models(name: &str, package: &str, candle: &str) {
         assert_eq!(g["missing"][0], first_untrained, "{component}: {g}");
         assert_eq!(g["missing"].as_array().map(Vec::len), Some(8), "{component}: {g}");
         assert_eq!(g["frozen"].as_u64(), Some(0), "{component}: {g}");
+        // ...and the comment warns of it, per component.
+        let warned = format!("{} of {tensors} parameter tensors", tensors - trained.0);
+        assert!(
+            comment
+                .lines()
+                .any(|l| l.contains(&format!("{component}: ")) && l.contains(&warned) && l.contains("got no gradient")),
+            "{component}: {comment}"
+        );
         // `gradients` is the gradient store: the trained tensors' bytes.
         assert_eq!(
             c["metrics"]["gradients"]["value"].as_f64(),
