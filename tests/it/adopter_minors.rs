@@ -28,7 +28,7 @@ fn root() -> &'static Path {
 
 /// Whether `test` can run: the crates of fixtures `names` can be had
 /// (crates.io, or cargo's cache); when not, it says so and is skipped.
-fn ready(test: &str, names: &[&str]) -> bool {
+pub(crate) fn ready(test: &str, names: &[&str]) -> bool {
     let why = names
         .iter()
         .find_map(|n| common::crates_unavailable(&root().join("tests/adopters").join(n).join("Cargo.toml")));
@@ -39,7 +39,7 @@ fn ready(test: &str, names: &[&str]) -> bool {
 /// depending on this checkout. The copy's lock keeps one test at a time in
 /// it; tests of two fixtures run side by side (their builds take turns at
 /// cargo's lock of the shared target folder).
-fn fixture(name: &str, copy: &str) -> common::CrateCopy {
+pub(crate) fn fixture(name: &str, copy: &str) -> common::CrateCopy {
     common::crate_copy(
         &root().join("tests/adopters").join(name),
         copy,
@@ -54,7 +54,7 @@ fn gate(dir: &Path, args: &[&str]) -> Output {
 
 /// `gate check --baseline none` in a copy of the fixture: exit 1 (a budget
 /// fails on purpose), and its report.
-fn check(t: &common::CrateCopy, package: &str) -> Value {
+pub(crate) fn check(t: &common::CrateCopy, package: &str) -> Value {
     let out: PathBuf = t.path().join("out");
     let r = gate(
         t.path(),
@@ -75,7 +75,7 @@ fn check(t: &common::CrateCopy, package: &str) -> Value {
 }
 
 /// The status of `component.metric`'s budget.
-fn status<'a>(rep: &'a Value, component: &str, metric: &str) -> &'a str {
+pub(crate) fn status<'a>(rep: &'a Value, component: &str, metric: &str) -> &'a str {
     rep["results"]
         .as_array()
         .unwrap()
@@ -243,7 +243,7 @@ fn a_crate_on_candle_0_10_gates_its_classifier() {
 
 /// `cargo test --release` in a copy of fixture `name` of its own (so that
 /// it runs beside that fixture's `gate check`), which prints `expect`.
-fn own_tests_pass(test: &str, name: &str, expect: &str) {
+pub(crate) fn own_tests_pass(test: &str, name: &str, expect: &str) {
     if !ready(test, &[name]) {
         return;
     }

@@ -50,5 +50,6 @@ mod signals;
 mod spec_errors;
 mod timeline;
 mod token_never_leaks;
+mod transformers;
 mod workflow_commands;
 mod workflows;

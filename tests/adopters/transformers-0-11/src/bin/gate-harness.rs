@@ -1,0 +1,9 @@
+//! This crate's own `gate`: budgets.yaml names it under `harness:`, and the
+//! installed `gate check` builds and runs it.
+
+gate::main!(
+    transformers_team::llama::LlamaLm,
+    transformers_team::bert::BertMlm,
+    transformers_team::t5::T5Lm,
+    transformers_team::mamba::MambaLm
+);
