@@ -5,9 +5,15 @@
 //! forward, peak above entry. candle-transformers' models open TRACE spans
 //! named `model`, `block`, `attn`, `mlp` ... created once per layer when the
 //! model is built, so a layer is told apart by the order its span was
-//! created in: `block#0` … `block#3` (or by an index field the span carries,
-//! `layer_idx = 3`). Leaf spans (`linear`, `rms-norm`: candle-transformers'
+//! created in within its model's build: `block#0` … `block#3` (or by an
+//! index field the span carries, `layer_idx = 3`). The adapter calls
+//! [`new_build`] before each build, so a second model built from the same
+//! weights (the inference model beside the trained one) numbers its layers
+//! from 0 again. Leaf spans (`linear`, `rms-norm`: candle-transformers'
 //! `with_tracing` wrappers) are rolled into their parent unless asked for.
+//! A span that is the only one of its name under its parent block needs no
+//! number (`block#2.mlp`); which are is learnt from the spans entered so far,
+//! so the runner's warm-up forward settles it before anything is recorded.
 //!
 //! Bookkeeping: the tables are allocated when the first span is made, with
 //! room for [`SPANS_KEPT`] live spans and [`NAMES_KEPT`] names, and a
@@ -74,6 +80,8 @@ pub enum SpanSelection {
 
 struct Slot {
     name: &'static str,
+    /// The model build it was made in (see [`new_build`]).
+    build: u64,
     number: u32,
     /// Whether the number came from an index field (never reused by another span).
     from_field: bool,
@@ -81,14 +89,14 @@ struct Slot {
     live: bool,
 }
 
+/// The spans of one name made in one build.
 struct Name {
     name: &'static str,
+    build: u64,
     /// Creation numbers held by live spans of this name (the first 128).
     used: u128,
     /// Live spans of this name.
     live: u32,
-    /// Spans of this name ever entered.
-    entered: bool,
     /// Past 128 live spans: the next number.
     next: u32,
 }
@@ -97,6 +105,22 @@ struct Table {
     slots: Vec<Slot>,
     free: Vec<usize>,
     names: Vec<Name>,
+    /// Under each parent block, the spans of each name entered there: a
+    /// name entered once under its parent needs no number
+    /// (`block#2.mlp`). The warm-up's forward fills it before anything is
+    /// recorded, so a block is named the same from its first call.
+    siblings: Vec<Siblings>,
+    /// Every name entered so far, in the order first entered.
+    entered: Vec<&'static str>,
+}
+
+/// The model build spans are made in now (see [`new_build`]).
+static BUILD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Tells the subscriber a model is about to be built: the spans made from
+/// now on number their layers from 0 again, apart from an earlier model's.
+pub fn new_build() {
+    BUILD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 impl Table {
@@ -106,6 +130,8 @@ impl Table {
             slots: Vec::new(),
             free: Vec::new(),
             names: Vec::new(),
+            entered: Vec::new(),
+            siblings: Vec::new(),
         }
     }
 
@@ -115,18 +141,20 @@ impl Table {
             self.slots.reserve_exact(SPANS_KEPT);
             self.free.reserve_exact(SPANS_KEPT);
             self.names.reserve_exact(NAMES_KEPT);
+            self.entered.reserve_exact(NAMES_KEPT);
+            self.siblings.reserve_exact(SPANS_KEPT);
         }
     }
 
-    fn name_mut(&mut self, name: &'static str) -> &mut Name {
-        let i = match self.names.iter().position(|n| n.name == name) {
+    fn name_mut(&mut self, name: &'static str, build: u64) -> &mut Name {
+        let i = match self.names.iter().position(|n| n.name == name && n.build == build) {
             Some(i) => i,
             None => {
                 self.names.push(Name {
                     name,
+                    build,
                     used: 0,
                     live: 0,
-                    entered: false,
                     next: 128,
                 });
                 self.names.len() - 1
@@ -139,7 +167,25 @@ impl Table {
 thread_local! {
     /// The spans entered on this thread, innermost last, each with the
     /// scope it opened (none for a span rolled into its parent).
-    static OPEN: RefCell<Vec<(u64, Option<ScopeGuard>)>> = const { RefCell::new(Vec::new()) };
+    static OPEN: RefCell<Vec<Open>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A span entered on this thread.
+struct Open {
+    id: u64,
+    /// Its name and number, when it opened a scope (the parent of the
+    /// spans entered inside it).
+    block: Option<(&'static str, u32)>,
+    /// The scope it opened, closed when it exits.
+    _guard: Option<ScopeGuard>,
+}
+
+/// Which numbers the spans of one name entered under one parent had.
+struct Siblings {
+    parent: (&'static str, u32),
+    name: &'static str,
+    first: u32,
+    several: bool,
 }
 
 /// The subscriber that turns spans into scopes.
@@ -158,7 +204,7 @@ impl SpanHandle {
     /// The names of the spans entered so far, in the order first made.
     pub fn entered(&self) -> Vec<&'static str> {
         let t = self.table.lock().unwrap_or_else(|p| p.into_inner());
-        t.names.iter().filter(|n| n.entered).map(|n| n.name).collect()
+        t.entered.clone()
     }
 }
 
@@ -231,9 +277,10 @@ impl Subscriber for SpanScopes {
         let name = span.metadata().name();
         let mut index = IndexField(None);
         span.record(&mut index);
+        let build = BUILD.load(std::sync::atomic::Ordering::Relaxed);
         let mut t = self.table();
         t.make_room();
-        let n = t.name_mut(name);
+        let n = t.name_mut(name, build);
         n.live += 1;
         let (number, from_field) = match index.0 {
             Some(i) => (i.min(u32::MAX as u64) as u32, true),
@@ -251,6 +298,7 @@ impl Subscriber for SpanScopes {
         };
         let slot = Slot {
             name,
+            build,
             number,
             from_field,
             refs: 1,
@@ -277,22 +325,40 @@ impl Subscriber for SpanScopes {
 
     fn enter(&self, span: &Id) {
         let i = (span.into_u64() - 1) as usize;
-        let (name, number, alone) = {
+        // The innermost span entered here that is a block: the parent.
+        let parent = OPEN.with(|o| o.borrow().iter().rev().find_map(|s| s.block)).unwrap_or(("", 0));
+        let (name, number, numbered) = {
             let mut t = self.table();
             let Some(s) = t.slots.get(i).filter(|s| s.live) else {
                 return;
             };
             let (name, number, from_field) = (s.name, s.number, s.from_field);
-            let n = t.name_mut(name);
-            n.entered = true;
-            // A span alone of its name (`model`) is named without a number.
-            (name, number, n.live == 1 && number == 0 && !from_field)
+            if !t.entered.contains(&name) {
+                t.entered.push(name);
+            }
+            let several = match t.siblings.iter_mut().find(|x| x.parent == parent && x.name == name) {
+                Some(x) => {
+                    x.several |= x.first != number;
+                    x.several
+                }
+                None => {
+                    t.siblings.push(Siblings {
+                        parent,
+                        name,
+                        first: number,
+                        several: false,
+                    });
+                    false
+                }
+            };
+            (name, number, from_field || several)
         };
-        let guard = self.attributed(name).then(|| {
-            if alone {
-                enter(name)
-            } else {
+        let attributed = self.attributed(name);
+        let guard = attributed.then(|| {
+            if numbered {
                 enter(&format!("{name}#{number}"))
+            } else {
+                enter(name)
             }
         });
         OPEN.with(|o| {
@@ -300,7 +366,11 @@ impl Subscriber for SpanScopes {
             if open.capacity() == 0 {
                 open.reserve_exact(DEPTH_KEPT);
             }
-            open.push((span.into_u64(), guard))
+            open.push(Open {
+                id: span.into_u64(),
+                block: attributed.then_some((name, number)),
+                _guard: guard,
+            })
         });
     }
 
@@ -310,7 +380,7 @@ impl Subscriber for SpanScopes {
             let mut open = o.borrow_mut();
             // Spans exit in the order they were entered; a span exited out
             // of order closes the scopes opened inside it with it.
-            if let Some(at) = open.iter().rposition(|(s, _)| *s == id) {
+            if let Some(at) = open.iter().rposition(|s| s.id == id) {
                 while open.len() > at {
                     drop(open.pop());
                 }
@@ -337,11 +407,17 @@ impl Subscriber for SpanScopes {
             return false;
         }
         s.live = false;
-        let (name, number, from_field) = (s.name, s.number, s.from_field);
-        let n = t.name_mut(name);
+        let (name, build, number, from_field) = (s.name, s.build, s.number, s.from_field);
+        let n = t.name_mut(name, build);
         n.live = n.live.saturating_sub(1);
         if !from_field && number < 128 {
             n.used &= !(1u128 << number);
+        }
+        // A build's names go with its last span: the table stays its size.
+        if n.live == 0 {
+            if let Some(at) = t.names.iter().position(|n| n.name == name && n.build == build) {
+                t.names.swap_remove(at);
+            }
         }
         t.free.push(i);
         true
@@ -447,8 +523,7 @@ mod tests {
                 .collect();
             let layer = tracing::span!(tracing::Level::TRACE, "layer", layer_idx = 7u64);
             let probe = Arc::new(FakeProbe::default());
-            let rec = Recorder::new(probe.clone());
-            let ((), _, stats) = rec.span(true, || {
+            let forward = || {
                 let _m = model.enter();
                 for (i, b) in blocks.iter().enumerate() {
                     let _b = b.span.enter();
@@ -458,7 +533,11 @@ mod tests {
                 }
                 let _l = layer.enter();
                 probe.alloc(100);
-            });
+            };
+            // The runner's warm-up forward: siblings are known from then on.
+            forward();
+            let rec = Recorder::new(probe.clone());
+            let ((), _, stats) = rec.span(true, forward);
             let got: Vec<(&str, i64)> = stats.iter().map(|b| (b.name.as_str(), b.retained_bytes)).collect();
             assert_eq!(
                 got,
@@ -470,6 +549,61 @@ mod tests {
                     ("model.block#0", 11),
                 ]
             );
+        });
+    }
+
+    #[test]
+    fn a_second_build_of_the_model_numbers_its_layers_from_zero() {
+        let dispatch = tracing::Dispatch::new(SpanScopes::new(SpanSelection::AllButLeaves));
+        tracing::dispatcher::with_default(&dispatch, || {
+            let build = || -> Vec<tracing::Span> {
+                new_build();
+                (0..2).map(|_| tracing::span!(tracing::Level::TRACE, "block")).collect()
+            };
+            let (trained, inference) = (build(), build());
+            let probe = Arc::new(FakeProbe::default());
+            let forward = |model: &[tracing::Span]| {
+                for b in model {
+                    let _b = b.enter();
+                    probe.alloc(1);
+                }
+            };
+            forward(&trained);
+            let rec = Recorder::new(probe.clone());
+            let ((), _, stats) = rec.span(true, || forward(&inference));
+            let names: Vec<&str> = stats.iter().map(|b| b.name.as_str()).collect();
+            assert_eq!(names, ["block#0", "block#1"]);
+            drop(trained);
+        });
+    }
+
+    #[test]
+    fn a_span_alone_of_its_name_in_its_parent_block_has_no_number() {
+        let dispatch = tracing::Dispatch::new(SpanScopes::new(SpanSelection::AllButLeaves));
+        tracing::dispatcher::with_default(&dispatch, || {
+            // llama's shape: a block per layer, an `mlp` span in each.
+            let layers: Vec<(tracing::Span, tracing::Span)> = (0..2)
+                .map(|_| {
+                    (
+                        tracing::span!(tracing::Level::TRACE, "block"),
+                        tracing::span!(tracing::Level::TRACE, "mlp"),
+                    )
+                })
+                .collect();
+            let probe = Arc::new(FakeProbe::default());
+            let forward = || {
+                for (b, m) in &layers {
+                    let _b = b.enter();
+                    let _m = m.enter();
+                    probe.alloc(1);
+                }
+            };
+            forward();
+            let rec = Recorder::new(probe.clone());
+            let ((), _, stats) = rec.span(true, forward);
+            let mut names: Vec<&str> = stats.iter().map(|b| b.name.as_str()).collect();
+            names.sort();
+            assert_eq!(names, ["block#0", "block#0.mlp", "block#1", "block#1.mlp"]);
         });
     }
 

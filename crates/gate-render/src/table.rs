@@ -177,7 +177,14 @@ fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentRep
     if top.is_empty() {
         return;
     }
-    let _ = writeln!(out, "\n{name}: blocks by activation memory kept for backward");
+    // A generating component's blocks are its prefill's: what each keeps is
+    // its share of the cache.
+    let heading = if c.value(crate::metric::Metric::PrefillPeak).is_some() {
+        "blocks of the prefill by memory kept (the cache)"
+    } else {
+        "blocks by activation memory kept for backward"
+    };
+    let _ = writeln!(out, "\n{name}: {heading}");
     let bytes = |v: i64| crate::metric::format_value(crate::metric::Unit::Bytes, v as f64);
     let share_text = |s: Option<f64>| s.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
     // The blocks left out are said (before the closing rest), so the rows still add up.
@@ -323,6 +330,26 @@ pub const VARIANT_METRICS: [crate::metric::Metric; 7] = {
     ]
 };
 
+/// The metrics shown side by side for variants that generate (`generate:`).
+pub const GENERATION_VARIANT_METRICS: [crate::metric::Metric; 4] = {
+    use crate::metric::Metric::*;
+    [PrefillPeak, DecodePeak, KvCachePerToken, DecodeGrowth]
+};
+
+/// The metrics to show side by side for `members`: a generation's when
+/// they generate (no training figure to show), else training's.
+pub fn variant_metrics(report: &Report, members: &[String]) -> &'static [crate::metric::Metric] {
+    let generating = members
+        .iter()
+        .filter_map(|m| report.components.get(m))
+        .any(|c| c.value(crate::metric::Metric::PrefillPeak).is_some());
+    if generating {
+        &GENERATION_VARIANT_METRICS
+    } else {
+        &VARIANT_METRICS
+    }
+}
+
 /// A variant's settings in a few words: dtype, batch and checkpointing.
 pub fn variant_settings(c: &crate::report::ComponentReport) -> String {
     let chunk = c
@@ -356,14 +383,15 @@ fn variants(report: &Report) -> String {
             "
 {base}: variants side by side (ratios against {reference})"
         );
+        let shown = variant_metrics(report, &members);
         let mut rows: Vec<Vec<String>> = vec![std::iter::once("variant".to_string())
             .chain(std::iter::once("settings".to_string()))
-            .chain(VARIANT_METRICS.iter().map(|m| m.name().to_string()))
+            .chain(shown.iter().map(|m| m.name().to_string()))
             .collect()];
         for m in &members {
             let c = &report.components[m];
             let mut row = vec![m.clone(), variant_settings(c)];
-            for metric in VARIANT_METRICS {
+            for &metric in shown {
                 row.push(
                     c.value(metric)
                         .map_or("—".into(), |v| crate::metric::format_value(metric.unit(), v)),

@@ -12,7 +12,7 @@ use crate::view::{self, UNATTRIBUTED};
 /// Components with `variants:`: each variant's settings and metrics side by
 /// side, with the loss and step-time ratios against the reference.
 pub fn variants_section(report: &Report) -> String {
-    use crate::table::{variant_groups, variant_settings, VARIANT_METRICS};
+    use crate::table::{variant_groups, variant_metrics, variant_settings};
     let mut out = String::new();
     for (base, members) in variant_groups(report) {
         let reference = crate::view::variant_reference(report, &base, &members);
@@ -22,12 +22,13 @@ pub fn variants_section(report: &Report) -> String {
             escape(&base),
             escape(&reference)
         );
-        let names: Vec<String> = VARIANT_METRICS.iter().map(|m| escape(m.name())).collect();
+        let shown = variant_metrics(report, &members);
+        let names: Vec<String> = shown.iter().map(|m| escape(m.name())).collect();
         let _ = writeln!(out, "| variant | settings | {} |", names.join(" | "));
         let _ = writeln!(out, "|---|---|{}", "--:|".repeat(names.len()));
         for m in &members {
             let c = &report.components[m];
-            let cells: Vec<String> = VARIANT_METRICS
+            let cells: Vec<String> = shown
                 .iter()
                 .map(|metric| {
                     c.value(*metric)

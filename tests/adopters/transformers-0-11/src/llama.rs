@@ -110,3 +110,105 @@ impl Model for LlamaModel {
         self.0.forward(ids, 0, &mut cache)
     }
 }
+
+/// `config:` of a `llama_gen` component: the model as `llama`'s, and
+/// whether the team's loop keeps each step's cache (`keep_history`: a
+/// "rewind" buffer that never drops a step, so every old cache stays live).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LlamaGenConfig {
+    pub model: LlamaConfig,
+    pub keep_history: bool,
+}
+
+/// candle-transformers' llama generating as the team runs it: its own KV
+/// `Cache`, greedy decoding. A component with `generate:` runs it.
+#[derive(Debug)]
+pub struct LlamaGen(LlamaGenConfig);
+
+impl Workload for LlamaGen {
+    const KIND: &'static str = "llama_gen";
+    type Config = LlamaGenConfig;
+
+    fn from_config(c: LlamaGenConfig) -> std::result::Result<Self, Problems> {
+        Ok(LlamaGen(c))
+    }
+
+    fn config(&self) -> &LlamaGenConfig {
+        &self.0
+    }
+
+    fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {
+        let cfg = self.0.model.model();
+        let lm = LlamaModel(Llama::load(vb, &cfg)?, cfg, ctx.dtype);
+        Ok(Box::new(Generating(lm, self.0.clone(), ctx.device.clone())))
+    }
+
+    fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch> {
+        LlamaLm(self.0.model.clone()).batch(ctx, seed)
+    }
+}
+
+struct Generating(LlamaModel, LlamaGenConfig, candle_core::Device);
+
+impl Model for Generating {
+    fn loss(&self, batch: &Batch, step: &Step) -> Result<Tensor> {
+        self.0.loss(batch, step)
+    }
+
+    fn predict(&self, batch: &Batch) -> Result<Tensor> {
+        self.0.predict(batch)
+    }
+
+    fn generator(&self) -> Result<Box<dyn gate::Generator + '_>> {
+        let LlamaModel(llama, cfg, dtype) = &self.0;
+        let device = self.2.clone();
+        Ok(Box::new(Greedy {
+            llama,
+            cache: Cache::new(true, *dtype, cfg, &device)?,
+            history: Vec::new(),
+            keep_history: self.1.keep_history,
+            vocab: self.1.model.vocab_size,
+            device,
+            pos: 0,
+            next: 0,
+        }))
+    }
+}
+
+/// Greedy decoding with the model's own KV cache.
+struct Greedy<'a> {
+    llama: &'a Llama,
+    cache: Cache,
+    history: Vec<Cache>,
+    keep_history: bool,
+    vocab: usize,
+    device: candle_core::Device,
+    pos: usize,
+    next: u32,
+}
+
+impl Greedy<'_> {
+    fn run(&mut self, ids: Tensor) -> Result<()> {
+        let n = ids.dim(1)?;
+        let logits = self.llama.forward(&ids, self.pos, &mut self.cache)?;
+        self.pos += n;
+        self.next = logits.argmax(candle_core::D::Minus1)?.i(0)?.to_scalar::<u32>()?;
+        if self.keep_history {
+            self.history.push(self.cache.clone());
+        }
+        Ok(())
+    }
+}
+
+impl gate::Generator for Greedy<'_> {
+    fn prefill(&mut self, tokens: usize) -> Result<()> {
+        let ids = crate::tokens(0x9e7, 1, tokens, self.vocab, &self.device)?;
+        self.run(ids)
+    }
+
+    fn decode(&mut self) -> Result<()> {
+        let ids = Tensor::new(&[[self.next]], &self.device)?;
+        self.run(ids)
+    }
+}

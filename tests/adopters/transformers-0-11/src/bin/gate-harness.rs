@@ -3,6 +3,7 @@
 
 gate::main!(
     transformers_team::llama::LlamaLm,
+    transformers_team::llama::LlamaGen,
     transformers_team::bert::BertMlm,
     transformers_team::t5::T5Lm,
     transformers_team::mamba::MambaLm

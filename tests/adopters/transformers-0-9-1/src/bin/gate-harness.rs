@@ -3,6 +3,7 @@
 
 gate::main!(
     transformers_team_0_9_1::llama::LlamaLm,
+    transformers_team_0_9_1::llama::LlamaGen,
     transformers_team_0_9_1::bert::BertMlm,
     transformers_team_0_9_1::t5::T5Lm,
     transformers_team_0_9_1::mamba::MambaLm
