@@ -323,7 +323,10 @@ fn gate_in(t: &crate::common::CrateCopy, args: &[&str], out: &str) -> (std::proc
 /// training figure is measured for either (#38 item 3).
 #[test]
 fn llama_generates_with_its_own_kv_cache_and_a_loop_that_keeps_it_fails() {
-    if !ready("llama_generates_with_its_own_kv_cache_and_a_loop_that_keeps_it_fails", &["transformers-0-11"]) {
+    if !ready(
+        "llama_generates_with_its_own_kv_cache_and_a_loop_that_keeps_it_fails",
+        &["transformers-0-11"],
+    ) {
         return;
     }
     let t = fixture("transformers-0-11", "transformers-0-11-gen");
@@ -334,7 +337,10 @@ fn llama_generates_with_its_own_kv_cache_and_a_loop_that_keeps_it_fails() {
     );
     assert_eq!(o.status.code(), Some(1), "{}", crate::common::output_text(&o));
     let value = |c: &str, m: &str| rep["components"][c]["metrics"][m]["value"].as_f64();
-    assert_eq!(value("llama_gen", "kv_cache_per_token"), Some((2 * 2 * 32 * 4 * 4) as f64));
+    assert_eq!(
+        value("llama_gen", "kv_cache_per_token"),
+        Some((2 * 2 * 32 * 4 * 4) as f64)
+    );
     assert_eq!(value("llama_gen", "decode_growth"), Some(0.0));
     assert!(value("llama_gen@leaky", "decode_growth").unwrap() > 64.0 * 1024.0);
     assert_eq!(status(&rep, "llama_gen", "decode_growth"), "pass");
@@ -342,7 +348,10 @@ fn llama_generates_with_its_own_kv_cache_and_a_loop_that_keeps_it_fails() {
     assert_eq!(status(&rep, "llama_gen@leaky", "decode_growth"), "fail");
     for c in ["llama_gen", "llama_gen@leaky"] {
         let metrics = rep["components"][c]["metrics"].as_object().unwrap();
-        assert!(!metrics.contains_key("training_peak") && !metrics.contains_key("activations"), "{c}");
+        assert!(
+            !metrics.contains_key("training_peak") && !metrics.contains_key("activations"),
+            "{c}"
+        );
         assert!(value(c, "prefill_peak").unwrap() > value(c, "params").unwrap(), "{c}");
     }
     // The prefill's blocks are the model's own spans, numbered per layer.
@@ -362,7 +371,10 @@ fn llama_generates_with_its_own_kv_cache_and_a_loop_that_keeps_it_fails() {
 /// and the block that grew is the MLP of each layer, by name (#38 item 5).
 #[test]
 fn a_doubled_ffn_is_a_regression_named_on_its_block() {
-    if !ready("a_doubled_ffn_is_a_regression_named_on_its_block", &["transformers-0-11"]) {
+    if !ready(
+        "a_doubled_ffn_is_a_regression_named_on_its_block",
+        &["transformers-0-11"],
+    ) {
         return;
     }
     let t = fixture("transformers-0-11", "transformers-0-11-ffn");
@@ -392,10 +404,15 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
             .find(|r| r["component"] == "llama" && r["metric"] == metric)
             .unwrap();
         assert_eq!(r["status"], "regressed", "{r}");
-        assert_eq!(r["config_changed"], "config changed: intermediate_size 344 → 688", "{r}");
+        assert_eq!(
+            r["config_changed"], "config changed: intermediate_size 344 → 688",
+            "{r}"
+        );
     }
     assert!(
-        stdout.contains("llama: compared with the baseline across a settings change: config changed: intermediate_size 344 → 688"),
+        stdout.contains(
+            "llama: compared with the baseline across a settings change: config changed: intermediate_size 344 → 688"
+        ),
         "{stdout}"
     );
     // Each layer's MLP grew by what its doubled hidden state keeps; its
@@ -407,7 +424,10 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
         let grew = mlp["retained_bytes"].as_i64().unwrap() - mlp["baseline_retained_bytes"].as_i64().unwrap();
         assert!(grew > 2 * 1024 * 1024, "block#{i}.mlp grew {grew} B");
         let attn = block(&format!("block#{i}.attn"));
-        assert_eq!(attn["retained_bytes"], attn["baseline_retained_bytes"], "block#{i}.attn");
+        assert_eq!(
+            attn["retained_bytes"], attn["baseline_retained_bytes"],
+            "block#{i}.attn"
+        );
     }
     assert!(stdout.contains("grew 2.688 MiB since the baseline"), "{stdout}");
 }

@@ -326,7 +326,9 @@ impl Subscriber for SpanScopes {
     fn enter(&self, span: &Id) {
         let i = (span.into_u64() - 1) as usize;
         // The innermost span entered here that is a block: the parent.
-        let parent = OPEN.with(|o| o.borrow().iter().rev().find_map(|s| s.block)).unwrap_or(("", 0));
+        let parent = OPEN
+            .with(|o| o.borrow().iter().rev().find_map(|s| s.block))
+            .unwrap_or(("", 0));
         let (name, number, numbered) = {
             let mut t = self.table();
             let Some(s) = t.slots.get(i).filter(|s| s.live) else {
