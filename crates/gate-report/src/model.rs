@@ -537,6 +537,9 @@ pub enum WarningKind {
     AckUnconfirmed,
     /// A training step left trainable parameters without a gradient.
     Untrained,
+    /// A generation's decode steps grew no memory: no cache, or one made
+    /// whole in the prefill.
+    CacheNeverGrew,
     /// Anything else (and whatever an older report says that is none of the above).
     Other,
 }
@@ -622,12 +625,17 @@ impl Warning {
             WarningKind::ParamsDisagree
         } else if rest.starts_with(UNTRAINED_LEAD) {
             WarningKind::Untrained
+        } else if rest.starts_with(CACHE_NEVER_GREW_LEAD) {
+            WarningKind::CacheNeverGrew
         } else {
             WarningKind::Other
         };
         Warning { component, kind, text }
     }
 }
+
+/// How the warning of a generation whose cache never grew begins, after `NAME: `.
+pub const CACHE_NEVER_GREW_LEAD: &str = "the decode steps grew no cache: ";
 
 /// How the warning of a step that leaves parameters without a gradient
 /// begins, after `NAME: `.

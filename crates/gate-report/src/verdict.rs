@@ -539,6 +539,18 @@ fn component_warnings(
             untrained_text(name, c),
         ));
     }
+    if report.value(Metric::KvCachePerToken) == Some(0.0) {
+        warnings.push(Warning::new(
+            Some(name),
+            WarningKind::CacheNeverGrew,
+            format!(
+                "{name}: {CACHE_NEVER_GREW_LEAD}kv_cache_per_token is 0 B, so the loop either keeps no KV cache \
+                 (each step runs the whole sequence again) or made its cache whole in the prefill (its size is in \
+                 prefill_peak); hint: a loop meant to cache its keys and values does not: check that `decode` feeds \
+                 one token and keeps the cache it grew"
+            ),
+        ));
+    }
     if let (Some(p), true) = (report.value(Metric::Params), report.analytic_params_bytes > 0) {
         let a = report.analytic_params_bytes as f64;
         // Each tensor's bookkeeping (candle: ~430 B a tensor) is live too: a
@@ -1347,6 +1359,26 @@ ensemble:
         reads_back(&v);
         let strict = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, true);
         assert_eq!(strict.summary.status, RunStatus::Fail);
+    }
+
+    #[test]
+    fn a_generation_whose_cache_never_grew_is_warned_and_read_back() {
+        let c = reports(&[(Metric::Params, 400.0), (Metric::KvCachePerToken, 0.0)], &[]);
+        let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
+        let w: Vec<_> = v
+            .summary
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::CacheNeverGrew)
+            .collect();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].text
+                .starts_with("a: the decode steps grew no cache: kv_cache_per_token is 0 B"),
+            "{}",
+            w[0].text
+        );
+        assert_eq!(Warning::from_text(w[0].text.clone()), *w[0]);
     }
 
     #[test]
