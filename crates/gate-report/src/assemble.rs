@@ -130,8 +130,14 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
     }
 }
 
-/// The testbed of a run on `device`, whose models ran on candle `candle_version`.
-pub fn testbed(device: &DeviceInfo, spec: &crate::budget::Spec, candle_version: &str) -> Testbed {
+/// The testbed of a run on `device`, whose models ran on `framework`
+/// (`candle_version`: its version when that is candle, else empty).
+pub fn testbed(
+    device: &DeviceInfo,
+    spec: &crate::budget::Spec,
+    framework: &gate_runner::harness::FrameworkId,
+    candle_version: &str,
+) -> Testbed {
     Testbed {
         backend: device.backend.clone(),
         device_name: device.name.clone(),
@@ -141,6 +147,7 @@ pub fn testbed(device: &DeviceInfo, spec: &crate::budget::Spec, candle_version: 
         driver: device.driver.clone(),
         cuda: device.cuda.clone(),
         candle_version: candle_version.into(),
+        framework: framework.clone(),
         os: std::env::consts::OS.into(),
         arch: std::env::consts::ARCH.into(),
     }
