@@ -80,6 +80,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         memory_source: m.memory_source.filter(|s| !s.is_exact()),
         gradient_coverage: m.gradient_coverage.clone(),
         gradient_live_bytes: m.gradient_live_bytes,
+        param_live_bytes: m.param_live_bytes,
         spans_entered: m.spans_entered.clone(),
         spans_unavailable: m.spans_unavailable.clone(),
     }
@@ -125,6 +126,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         memory_source: None,
         gradient_coverage: None,
         gradient_live_bytes: None,
+        param_live_bytes: None,
         spans_entered: Vec::new(),
         spans_unavailable: None,
     }

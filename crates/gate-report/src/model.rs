@@ -269,6 +269,11 @@ pub struct ComponentReport {
     /// (`metrics.gradients` is the gradient tensors' own bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_live_bytes: Option<u64>,
+    /// The live bytes the build left, where `metrics.params` is the
+    /// parameters' own tensor bytes as the framework's adapter counted them
+    /// (burn's record); absent where `params` is these live bytes (candle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param_live_bytes: Option<u64>,
     /// The `tracing` spans the model entered, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spans_entered: Vec<String>,
