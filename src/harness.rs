@@ -108,7 +108,7 @@ impl Harness {
             package: self.package,
             bin: self.bin,
         };
-        if let Some(exit) = crate::child::serve(&args, &self.registry, identity) {
+        if let Some(exit) = crate::child::serve(&args, &crate::child::Candle(&self.registry), identity) {
             return exit;
         }
         self.command_line(args)

@@ -78,7 +78,9 @@ compile_error!(
 // (`crate::budget::...`): the crate's own paths, not API (tests name the
 // core crates themselves).
 pub(crate) use gate_runner::exit;
-pub(crate) use gate_spec::{budget, hash, hint, metric};
+pub(crate) use gate_spec::{budget, hash};
+#[cfg(feature = "cli")]
+pub(crate) use gate_spec::{hint, metric};
 #[cfg(feature = "cli")]
 pub(crate) use {gate_github as github, gate_render as render, gate_report as report};
 // Every module is private: the API is the re-exports below. What gate's own

@@ -345,7 +345,9 @@ struct Measured {
     infra: Option<String>,
     /// The largest per-process context reserve measured (CUDA only).
     reserve: Option<u64>,
-    /// The candle the profiles ran on (the harness's, when the spec has one).
+    /// The framework the profiles ran on (the harness's, when the spec has one).
+    framework: gate_runner::harness::FrameworkId,
+    /// Its version when it is candle (the report's `candle_version`), else empty.
     candle: String,
 }
 
@@ -360,7 +362,8 @@ fn gather(
         device: None,
         infra: None,
         reserve: None,
-        candle: loaded.candle_version().to_string(),
+        framework: loaded.framework(),
+        candle: loaded.candle_version(),
     };
     for p in profiled {
         let Some(c) = selected.iter().find(|c| c.name == p.name) else {
@@ -402,7 +405,7 @@ fn write_outputs(
 ) -> Result<Option<Report>, CliError> {
     let device = measured.device.unwrap_or_else(crate::probe::cpu_device_info);
     let reserve = reserve(measured.reserve, spec);
-    let testbed = report::testbed(&device, spec, &measured.candle);
+    let testbed = report::testbed(&device, spec, &measured.framework, &measured.candle);
     conclude(
         Conclusion {
             spec,

@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use gate_runner::child::{spawn_helper, status_words, Tail};
+use gate_runner::harness::FrameworkId;
 
 use super::{App, CliError};
 use crate::budget::{HarnessSpec, Spec};
@@ -61,8 +62,8 @@ enum Source {
     Harness {
         exe: PathBuf,
         configs: BTreeMap<String, serde_json::Value>,
-        /// The candle the harness's SDK is built against (its report's testbed).
-        candle_version: String,
+        /// The framework the harness's adapter is built against (its report's testbed).
+        framework: FrameworkId,
         _copy: Scratch,
     },
 }
@@ -119,11 +120,25 @@ impl Loaded {
         }
     }
 
-    /// The candle the components run on: the harness's, else this binary's.
-    pub fn candle_version(&self) -> &str {
+    /// The framework the components run on: the harness's, else this binary's candle.
+    pub fn framework(&self) -> FrameworkId {
         match &self.source {
-            Source::Harness { candle_version, .. } => candle_version,
-            Source::Here(_) => crate::runner::CANDLE_VERSION,
+            Source::Harness { framework, .. } => framework.clone(),
+            Source::Here(_) => FrameworkId {
+                name: "candle".into(),
+                version: crate::runner::CANDLE_VERSION.into(),
+            },
+        }
+    }
+
+    /// The candle the components run on (the report's `candle_version`);
+    /// empty when they run on another framework.
+    pub fn candle_version(&self) -> String {
+        let f = self.framework();
+        if f.name == "candle" {
+            f.version
+        } else {
+            String::new()
         }
     }
 
@@ -158,15 +173,17 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
             };
             let (exe, copy) = private_copy(&built)?;
             let request = write_request(&spec)?;
-            let (configs, said) = resolve(&exe, &spec, h, &request.path)?;
+            let (configs, mut framework) = resolve(&exe, &spec, h, &request.path)?;
             // The build's resolve is exact where the harness knows its minor only.
-            let candle_version = resolved_candle.unwrap_or(said);
+            if let Some(exact) = resolved_candle.filter(|_| framework.name == "candle") {
+                framework.version = exact;
+            }
             return Ok(Loaded {
                 spec: Box::new(spec),
                 source: Source::Harness {
                     exe,
                     configs,
-                    candle_version,
+                    framework,
                     _copy: copy,
                 },
                 request: OnceLock::from(request),
@@ -302,14 +319,14 @@ type Configs = BTreeMap<String, serde_json::Value>;
 const ANSWER_LIMIT: u64 = 16 << 20;
 
 /// `HARNESS __resolve --request FILE` (see `crate::child`): the configs of
-/// the spec's workloads and the harness's candle. The harness prints the
+/// the spec's workloads and the harness's framework. The harness prints the
 /// spec's errors itself (exit 2). Every other way it can end without its
 /// answer (a signal, another status, nothing or not JSON on stdout, an
 /// answer without a component's config) is an infrastructure failure that
 /// names the harness and what was missing; an answer of another protocol,
 /// or none with exit 2 (a harness of protocol 1 does not take
 /// `--request`), names both protocols.
-fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(Configs, String), CliError> {
+fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(Configs, FrameworkId), CliError> {
     let who = format!("the harness `{}` of `{}`", h.bin, h.package);
     let fail = |what: String| {
         CliError::Infrastructure(
@@ -412,8 +429,18 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
             missing.join(", ")
         )));
     }
-    let Some(candle) = answer["candle_version"].as_str() else {
-        return Err(fail("its answer has no `candle_version`".into()));
+    // `framework` is newer than protocol 2's first harnesses, which say
+    // only `candle_version`.
+    let framework = match (
+        serde_json::from_value::<FrameworkId>(answer["framework"].clone()),
+        answer["candle_version"].as_str(),
+    ) {
+        (Ok(f), _) if !f.name.is_empty() => f,
+        (_, Some(candle)) => FrameworkId {
+            name: "candle".into(),
+            version: candle.to_string(),
+        },
+        _ => return Err(fail("its answer has no `framework`".into())),
     };
     // A config deeper than a spec may write goes into the report all the
     // same, which gate could then not read back (issue #43 item 11).
@@ -428,7 +455,7 @@ fn resolve(exe: &Path, spec: &Spec, h: &HarnessSpec, request: &Path) -> Result<(
         )));
     }
     let configs = configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    Ok((configs, candle.to_string()))
+    Ok((configs, framework))
 }
 
 /// The manifest the harness is built from: `manifest:` relative to the

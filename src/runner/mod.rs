@@ -4,13 +4,22 @@
 //! injection run here, over candle's tensors.
 
 mod fault;
+// The installed `gate`'s resolve step (a harness resolves in gate-runner's `harness`).
+#[cfg(any(feature = "cli", feature = "test-support"))]
 mod resolve;
-mod trainer;
+pub(crate) mod trainer;
 
+#[cfg(any(test, feature = "test-support"))]
 use crate::probe::Recorder;
+#[cfg(any(test, feature = "test-support"))]
 use crate::sdk::{DynWorkload, RunCtx};
+#[cfg(any(test, feature = "test-support"))]
+use gate_runner::phases::Timing;
+#[cfg(any(test, feature = "test-support"))]
+use gate_runner::Phase;
 
-pub use gate_runner::{emit, ChildEvent, DeviceInfo, Measurement, Phase, RatioPlan, PANIC_LINE};
+#[cfg(feature = "cli")]
+pub use gate_runner::Measurement;
 // The parent's side: the installed `gate` (feature `cli`) starts the children.
 #[cfg(feature = "cli")]
 pub use gate_runner::{
@@ -26,16 +35,18 @@ pub const CANDLE_VERSION: &str = "0.10";
 #[cfg(all(feature = "candle-0-9", not(any(feature = "candle-0-10", feature = "candle-0-11"))))]
 pub const CANDLE_VERSION: &str = "0.9";
 
-pub use gate_runner::phases::Timing;
 #[cfg(feature = "cli")]
 pub use resolve::parse_bytes;
 #[cfg(any(feature = "cli", feature = "test-support"))]
 pub use resolve::resolve;
+#[cfg(any(feature = "cli", feature = "test-support"))]
+pub use resolve::Workloads;
 #[cfg(all(feature = "cli", feature = "test-support"))]
 pub use resolve::{load, parse};
-pub use resolve::{workloads_of, Workloads};
 
-/// Profiles `workload` in `ctx` (gate-runner's phases over candle).
+/// Profiles `workload` in `ctx` (gate-runner's phases over candle); a
+/// harness profiles through `crate::child`, gate's own tests here.
+#[cfg(any(test, feature = "test-support"))]
 pub fn profile(
     workload: &dyn DynWorkload,
     ctx: &RunCtx,
@@ -43,11 +54,16 @@ pub fn profile(
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
-    gate_runner::phases::profile(&trainer::CandleSession { workload, ctx }, timing, recorder, on_phase)
+    let session = trainer::CandleSession {
+        workload,
+        ctx: ctx.clone(),
+    };
+    gate_runner::phases::profile(&session, timing, recorder, on_phase)
 }
 
 /// Profiles a generation component of `workload` in `ctx` (gate-runner's
 /// `profile_generation` over candle): no training.
+#[cfg(any(test, feature = "test-support"))]
 pub fn profile_generation(
     workload: &dyn DynWorkload,
     ctx: &RunCtx,
@@ -55,26 +71,11 @@ pub fn profile_generation(
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
-    gate_runner::phases::profile_generation(&trainer::CandleSession { workload, ctx }, generate, recorder, on_phase)
-}
-
-/// The `ratio` phase: `variant` against `reference` in this process (see
-/// gate-runner's `ratio_run`).
-pub fn ratio_run(
-    variant: (&dyn DynWorkload, &RunCtx),
-    reference: (&dyn DynWorkload, &RunCtx),
-    plan: gate_runner::RatioPlan,
-    sync: &dyn Fn(),
-) -> Result<gate_runner::RatioRun, String> {
-    let a = trainer::CandleSession {
-        workload: variant.0,
-        ctx: variant.1,
+    let session = trainer::CandleSession {
+        workload,
+        ctx: ctx.clone(),
     };
-    let b = trainer::CandleSession {
-        workload: reference.0,
-        ctx: reference.1,
-    };
-    gate_runner::phases::ratio_run(&a, &b, plan, sync)
+    gate_runner::phases::profile_generation(&session, generate, recorder, on_phase)
 }
 
 #[cfg(test)]

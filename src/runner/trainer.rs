@@ -21,9 +21,10 @@ fn err(e: candle_core::Error) -> adapter::Error {
 }
 
 /// One workload in its run context: what the runner profiles.
-pub(super) struct CandleSession<'w> {
-    pub(super) workload: &'w dyn DynWorkload,
-    pub(super) ctx: &'w RunCtx,
+pub(crate) struct CandleSession<'w> {
+    pub(crate) workload: &'w dyn DynWorkload,
+    // Owned: a harness makes the context per component (`crate::child`).
+    pub(crate) ctx: RunCtx,
 }
 
 impl Session for CandleSession<'_> {
@@ -38,7 +39,7 @@ impl Session for CandleSession<'_> {
 
     fn analytic(&self) -> Analytic {
         // With master weights the model holds the masters and their casts.
-        let ctx = self.ctx;
+        let ctx = &self.ctx;
         let dsize = (ctx.dtype.size_in_bytes() + ctx.master_dtype.map_or(0, |d| d.size_in_bytes())) as u64;
         let count = self.workload.param_count();
         // No closed form: nothing to check `params` against (0 says so).
@@ -52,7 +53,7 @@ impl Session for CandleSession<'_> {
     }
 
     fn params(&self) -> Params<'_> {
-        Params::new(self.workload, self.ctx)
+        Params::new(self.workload, &self.ctx)
     }
 }
 
@@ -198,7 +199,7 @@ fn scalar(loss: &Tensor) -> adapter::Result<f64> {
 /// A trainer before its model is built: the parameter store alone. It is
 /// made before the build is measured, so the store's own bookkeeping is
 /// never counted as parameters.
-pub(super) struct Params<'w> {
+pub(crate) struct Params<'w> {
     workload: &'w dyn DynWorkload,
     ctx: &'w RunCtx,
     store: ParamStore,
@@ -257,7 +258,7 @@ impl<'w> Params<'w> {
 
 /// A built model being trained. Step `n` (from 0) draws its dropout from
 /// `seed ^ n`, so a profile and a timed pair train alike.
-pub(super) struct Trainer<'w> {
+pub(crate) struct Trainer<'w> {
     workload: &'w dyn DynWorkload,
     ctx: &'w RunCtx,
     store: ParamStore,

@@ -10,7 +10,7 @@ use candle_core::backprop::GradStore;
 use candle_core::{Result, Var};
 use candle_nn::VarBuilder;
 
-use super::config::{self, ConfigIssue, Node};
+use super::config::{ConfigIssue, Node};
 use super::workload::{Batch, Model, OptimizerStep, ParamCount, RunCtx, Workload};
 
 /// A built workload as the runner uses it.
@@ -154,62 +154,41 @@ impl<W: Workload> DynWorkload for Chunked<W> {
     }
 }
 
-type Reader = fn(&Node) -> std::result::Result<Arc<dyn DynWorkload>, Vec<ConfigIssue>>;
+// The registry and the resolve step are gate-runner's, the same for every
+// framework; a kind here is a candle `Workload` (`dyn DynWorkload`).
+impl gate_runner::harness::Resolvable for dyn DynWorkload {
+    fn config(&self) -> serde_json::Value {
+        DynWorkload::config(self)
+    }
 
-#[derive(Clone, Copy)]
-struct Kind {
-    name: &'static str,
-    read: Reader,
+    fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
+        DynWorkload::checkpointed(self, chunk)
+    }
 }
 
-/// Kinds by name, in registration order.
+/// Kinds by name, in registration order: gate-runner's registry of candle
+/// workloads, with [`Registry::register`] for a [`Workload`] type.
 #[derive(Clone, Default)]
-pub struct Registry {
-    kinds: Vec<Kind>,
-}
+pub struct Registry(gate_runner::harness::Registry<dyn DynWorkload>);
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.names()).finish()
+        self.0.fmt(f)
+    }
+}
+
+impl std::ops::Deref for Registry {
+    type Target = gate_runner::harness::Registry<dyn DynWorkload>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
 impl Registry {
     /// Adds `W`; a second kind of the same name is refused.
     pub fn register<W: Workload>(&mut self) -> std::result::Result<(), String> {
-        if self.kinds.iter().any(|k| k.name == W::KIND) {
-            return Err(format!("two workloads are registered as `{}`", W::KIND));
-        }
-        if W::KIND.is_empty() || !W::KIND.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!(
-                "workload kind `{}` is not a plain name (letters, digits, `_`)",
-                W::KIND
-            ));
-        }
-        self.kinds.push(Kind {
-            name: W::KIND,
-            read: read_kind::<W>,
-        });
-        Ok(())
-    }
-
-    /// Whether `kind` is registered.
-    pub fn knows(&self, kind: &str) -> bool {
-        self.kinds.iter().any(|k| k.name == kind)
-    }
-
-    /// Every registered kind, in registration order.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.kinds.iter().map(|k| k.name).collect()
-    }
-
-    /// Reads `config` as a `kind` workload; `None` when no such kind is registered.
-    pub(crate) fn read(
-        &self,
-        kind: &str,
-        config: &Node,
-    ) -> Option<std::result::Result<Arc<dyn DynWorkload>, Vec<ConfigIssue>>> {
-        self.kinds.iter().find(|k| k.name == kind).map(|k| (k.read)(config))
+        self.0.add(W::KIND, read_kind::<W>)
     }
 }
 
@@ -220,18 +199,7 @@ fn read_kind<W: Workload>(node: &Node) -> std::result::Result<Arc<dyn DynWorkloa
 /// Reads `node` into `W::Config` and checks it with `W::from_config`; each
 /// problem carries the position of its key.
 pub(crate) fn read_workload<W: Workload>(node: &Node) -> std::result::Result<W, Vec<ConfigIssue>> {
-    let defaults = serde_json::to_value(W::Config::default()).ok();
-    let cfg: W::Config = config::read(node, defaults.as_ref())?;
-    W::from_config(cfg).map_err(|problems| {
-        problems
-            .into_issues()
-            .into_iter()
-            .map(|mut i| {
-                i.pos = i.key.as_deref().and_then(|k| node.key_pos(k)).or(Some(node.pos));
-                i
-            })
-            .collect()
-    })
+    gate_runner::harness::read_config(node, W::from_config)
 }
 
 /// A config of plain `key: value` lines, for tests.

@@ -17,6 +17,7 @@ mod github_fake;
 // beside the others instead of alone at the end.
 mod acceptance;
 mod adopter;
+mod adopter_burn;
 mod adopter_minors;
 mod architecture;
 mod atomic;

@@ -80,6 +80,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         memory_source: m.memory_source.filter(|s| !s.is_exact()),
         gradient_coverage: m.gradient_coverage.clone(),
         gradient_live_bytes: m.gradient_live_bytes,
+        param_live_bytes: m.param_live_bytes,
         spans_entered: m.spans_entered.clone(),
         spans_unavailable: m.spans_unavailable.clone(),
     }
@@ -125,13 +126,20 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         memory_source: None,
         gradient_coverage: None,
         gradient_live_bytes: None,
+        param_live_bytes: None,
         spans_entered: Vec::new(),
         spans_unavailable: None,
     }
 }
 
-/// The testbed of a run on `device`, whose models ran on candle `candle_version`.
-pub fn testbed(device: &DeviceInfo, spec: &crate::budget::Spec, candle_version: &str) -> Testbed {
+/// The testbed of a run on `device`, whose models ran on `framework`
+/// (`candle_version`: its version when that is candle, else empty).
+pub fn testbed(
+    device: &DeviceInfo,
+    spec: &crate::budget::Spec,
+    framework: &gate_runner::harness::FrameworkId,
+    candle_version: &str,
+) -> Testbed {
     Testbed {
         backend: device.backend.clone(),
         device_name: device.name.clone(),
@@ -141,6 +149,7 @@ pub fn testbed(device: &DeviceInfo, spec: &crate::budget::Spec, candle_version: 
         driver: device.driver.clone(),
         cuda: device.cuda.clone(),
         candle_version: candle_version.into(),
+        framework: framework.clone(),
         os: std::env::consts::OS.into(),
         arch: std::env::consts::ARCH.into(),
     }

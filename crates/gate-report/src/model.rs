@@ -62,7 +62,15 @@ pub struct Testbed {
     pub device_total_bytes: Option<u64>,
     pub driver: Option<String>,
     pub cuda: Option<String>,
+    /// The candle the models ran on; empty for another framework. Kept
+    /// beside `framework` so stored reports and the fingerprints of their
+    /// baselines read as before.
+    #[serde(default)]
     pub candle_version: String,
+    /// The framework and its version the models ran on (reports stored
+    /// before it have none: their `candle_version` says it).
+    #[serde(default)]
+    pub framework: gate_runner::harness::FrameworkId,
     pub os: String,
     pub arch: String,
 }
@@ -70,7 +78,7 @@ pub struct Testbed {
 impl Testbed {
     /// A short stable hash of what makes figures comparable across runs.
     pub fn fingerprint(&self) -> String {
-        let key = format!(
+        let mut key = format!(
             "{}|{}|{}|{}|{}|{}|{}",
             self.backend,
             self.comparable_device(),
@@ -80,6 +88,12 @@ impl Testbed {
             self.candle_version,
             self.arch
         );
+        // Another framework than candle (no `candle_version`): its name and
+        // version, so its figures meet only its own. A candle run's key is
+        // the one its stored baselines were fingerprinted with.
+        if self.candle_version.is_empty() && !self.framework.name.is_empty() {
+            key.push_str(&format!("|{}|{}", self.framework.name, self.framework.version));
+        }
         format!("{:016x}", fnv1a(&key))
     }
 }
@@ -255,6 +269,11 @@ pub struct ComponentReport {
     /// (`metrics.gradients` is the gradient tensors' own bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_live_bytes: Option<u64>,
+    /// The live bytes the build left, where `metrics.params` is the
+    /// parameters' own tensor bytes as the framework's adapter counted them
+    /// (burn's record); absent where `params` is these live bytes (candle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param_live_bytes: Option<u64>,
     /// The `tracing` spans the model entered, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spans_entered: Vec<String>,
@@ -807,6 +826,40 @@ pub struct Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_testbed_without_framework_loads_and_keeps_its_fingerprint() {
+        let stored = r#"{"backend": "cpu", "device_name": "x", "capacity_bytes": 1, "gated_device": "card",
+            "device_total_bytes": null, "driver": null, "cuda": null, "candle_version": "0.11.1", "os": "linux",
+            "arch": "x86_64"}"#;
+        let old: Testbed = serde_json::from_str(stored).unwrap();
+        assert_eq!(old.framework, gate_runner::harness::FrameworkId::default());
+        let now = Testbed {
+            framework: gate_runner::harness::FrameworkId {
+                name: "candle".into(),
+                version: "0.11.1".into(),
+            },
+            ..old.clone()
+        };
+        assert_eq!(old.fingerprint(), now.fingerprint());
+        // Another framework meets only its own figures.
+        let burn = |version: &str| Testbed {
+            candle_version: String::new(),
+            framework: gate_runner::harness::FrameworkId {
+                name: "burn".into(),
+                version: version.into(),
+            },
+            ..old.clone()
+        };
+        assert_ne!(burn("0.22.1").fingerprint(), old.fingerprint());
+        assert_ne!(burn("0.22.1").fingerprint(), burn("0.23.0").fingerprint());
+        // A report without `candle_version` (a burn run's) loads too.
+        let json = serde_json::to_value(burn("0.22.1")).unwrap();
+        let mut obj = json.as_object().unwrap().clone();
+        obj.remove("candle_version");
+        let back: Testbed = serde_json::from_value(obj.into()).unwrap();
+        assert_eq!(back, burn("0.22.1"));
+    }
 
     #[test]
     fn a_cpu_testbed_is_any_cpu_of_its_architecture_a_gpu_is_its_card() {

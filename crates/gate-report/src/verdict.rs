@@ -163,9 +163,10 @@ fn memory_notes(testbed: &Testbed, components: &BTreeMap<String, ComponentReport
     if coarse.is_empty() {
         return Vec::new();
     }
-    let candle = match testbed.candle_version.as_str() {
-        "" => "this candle".to_string(),
-        v => format!("candle {v}"),
+    let candle = match (testbed.candle_version.as_str(), &testbed.framework) {
+        ("", f) if !f.name.is_empty() => format!("{} {}", f.name, f.version),
+        ("", _) => "this candle".to_string(),
+        (v, _) => format!("candle {v}"),
     };
     vec![format!(
         "{}: tensor bytes not from the CUDA pool on {candle}: figures are NVML per process (what it holds beyond \

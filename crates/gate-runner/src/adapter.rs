@@ -134,6 +134,14 @@ pub trait Train {
     fn inference_model(&self) -> Result<Self::Inference>;
     /// One inference call.
     fn predict(&self, model: &Self::Inference, batch: &Self::Batch) -> Result<Self::Prediction>;
+    /// The parameters' own bytes: the bytes of the tensors the built
+    /// model's record holds (`None`: the adapter does not count them, and
+    /// the runner reports the live bytes the build left, bookkeeping
+    /// included). Where it is `Some`, those live bytes are kept beside it
+    /// (`param_live_bytes`).
+    fn param_bytes(&self) -> Option<u64> {
+        None
+    }
     /// The gradient store's own bytes: the bytes of the gradient tensors
     /// `grads` holds (`None`: the adapter cannot count them, and the runner
     /// reports the live bytes the backward left instead).

@@ -1,8 +1,9 @@
 //! The framework-free side of gate's runner: what a profile measures
 //! ([`Measurement`], [`Phase`]), the child-process protocol between the
 //! installed `gate` and a profile, the pool that runs profiles, the exit
-//! codes, and the phases of a profile over the [`adapter`] traits that an
-//! ML framework's adapter implements. No ML framework is in this crate's
+//! codes, the phases of a profile over the [`adapter`] traits that an
+//! ML framework's adapter implements, and the harness side of the protocol
+//! ([`harness`]) every adapter serves through. No ML framework is in this crate's
 //! dependency tree.
 //!
 //! Internal to gate: its API may change in any release.
@@ -11,6 +12,7 @@ pub mod adapter;
 pub mod child;
 pub mod exit;
 pub mod fault;
+pub mod harness;
 pub mod measurement;
 pub mod phases;
 pub mod pool;

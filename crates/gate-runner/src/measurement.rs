@@ -179,6 +179,12 @@ pub struct Measurement {
     /// can count them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_live_bytes: Option<u64>,
+    /// The live bytes the build left (the parameters' tensors plus the
+    /// framework's bookkeeping of them) where `params` is the record's
+    /// tensor bytes as the adapter counted them ([`crate::adapter::Train::param_bytes`]);
+    /// `None` where `params` is these live bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param_live_bytes: Option<u64>,
     /// The names of the `tracing` spans the model entered (gate's blocks
     /// come from those it attributes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -126,7 +126,7 @@ fn generation_run<S: Session>(p: &mut Profile<S>, generate: gate_spec::budget::G
     settled.map_err(|e| (Phase::Build, source_error(e)))?;
     p.m.param_elems = trainer.param_elems();
     p.m.param_tensors = trainer.param_tensors();
-    p.m.values.insert(Metric::Params, span.retained().max(0) as f64);
+    record_params(p.m, &trainer, span.retained());
 
     p.begin(Phase::Prefill)?;
     let infer = in_phase(Phase::Prefill, trainer.inference_model())?;
@@ -288,7 +288,7 @@ impl<'a, S: Session> Profile<'a, S> {
         settled.map_err(|e| (Phase::Build, source_error(e)))?;
         self.m.param_elems = trainer.param_elems();
         self.m.param_tensors = trainer.param_tensors();
-        self.m.values.insert(Metric::Params, span.retained().max(0) as f64);
+        record_params(self.m, &trainer, span.retained());
 
         self.begin(Phase::Batch)?;
         let (batch, span, _) = self.rec.span(false, || trainer.batch());
@@ -483,6 +483,20 @@ fn record_time(m: &mut Measurement, extra_warmup: usize, i: usize, ms: f64) {
     if i >= extra_warmup {
         m.step_times_ms.push(ms);
     }
+}
+
+/// `params`: the record's tensor bytes where the adapter counts them (the
+/// live bytes the build left kept beside them), else those live bytes.
+fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained: i64) {
+    let live = retained.max(0) as u64;
+    let params = match trainer.param_bytes() {
+        Some(bytes) => {
+            m.param_live_bytes = Some(live);
+            bytes
+        }
+        None => live,
+    };
+    m.values.insert(Metric::Params, params as f64);
 }
 
 /// Inference calls after the first whose growth is measured.

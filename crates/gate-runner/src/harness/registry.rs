@@ -1,0 +1,243 @@
+//! The workload kinds a harness knows and a spec's components resolved
+//! against them, for any framework: a kind is a name and a reader of its
+//! `config:`; a framework adapter registers its own workload type `D` (the
+//! candle SDK's `dyn DynWorkload`, gate-burn's). Problems are spec errors
+//! with their positions, like any other (exit 2): an unknown kind, a wrong
+//! config value, a checkpoint the workload cannot take.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use gate_spec::budget::{Component, Diagnostic, Diagnostics, Spec, WorkloadCheck};
+use gate_spec::config::{self, ConfigIssue, Node, Pos, Problems};
+
+/// What the resolve step asks of a built workload, whatever its framework.
+pub trait Resolvable: fmt::Debug + Send + Sync {
+    /// The resolved config as JSON (recorded in the report).
+    fn config(&self) -> serde_json::Value;
+    /// The workload with its position-wise block checkpointed in chunks of
+    /// `chunk` (`checkpoint:`); `None`: it has no such block.
+    fn checkpointed(&self, _chunk: usize) -> Option<Arc<Self>> {
+        None
+    }
+}
+
+/// Reads one kind's `config:`.
+pub type Reader<D> = fn(&Node) -> Result<Arc<D>, Vec<ConfigIssue>>;
+
+struct Kind<D: ?Sized> {
+    name: &'static str,
+    read: Reader<D>,
+}
+
+// Derived Clone would ask `D: Clone`; a kind is two plain values.
+impl<D: ?Sized> Clone for Kind<D> {
+    fn clone(&self) -> Self {
+        Kind {
+            name: self.name,
+            read: self.read,
+        }
+    }
+}
+
+/// Kinds by name, in registration order.
+pub struct Registry<D: ?Sized> {
+    kinds: Vec<Kind<D>>,
+}
+
+impl<D: ?Sized> Default for Registry<D> {
+    fn default() -> Self {
+        Registry { kinds: Vec::new() }
+    }
+}
+
+impl<D: ?Sized> Clone for Registry<D> {
+    fn clone(&self) -> Self {
+        Registry {
+            kinds: self.kinds.clone(),
+        }
+    }
+}
+
+impl<D: ?Sized> fmt::Debug for Registry<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl<D: ?Sized> Registry<D> {
+    /// Adds kind `name` read by `read`; a second kind of the same name, or
+    /// a name that is not plain, is refused.
+    pub fn add(&mut self, name: &'static str, read: Reader<D>) -> Result<(), String> {
+        if self.knows(name) {
+            return Err(format!("two workloads are registered as `{name}`"));
+        }
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!(
+                "workload kind `{name}` is not a plain name (letters, digits, `_`)"
+            ));
+        }
+        self.kinds.push(Kind { name, read });
+        Ok(())
+    }
+
+    /// Whether `kind` is registered.
+    pub fn knows(&self, kind: &str) -> bool {
+        self.kinds.iter().any(|k| k.name == kind)
+    }
+
+    /// Every registered kind, in registration order.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.kinds.iter().map(|k| k.name).collect()
+    }
+
+    /// Reads `config` as a `kind` workload; `None` when no such kind is registered.
+    pub fn read(&self, kind: &str, config: &Node) -> Option<Result<Arc<D>, Vec<ConfigIssue>>> {
+        self.kinds.iter().find(|k| k.name == kind).map(|k| (k.read)(config))
+    }
+}
+
+/// Reads `node` into the typed config `C` (its `Default` fills the keys the
+/// spec leaves out) and checks it with `check`; each problem carries the
+/// position of its key.
+pub fn read_config<C, T>(node: &Node, check: impl FnOnce(C) -> Result<T, Problems>) -> Result<T, Vec<ConfigIssue>>
+where
+    C: serde::Serialize + serde::de::DeserializeOwned + Default,
+{
+    let defaults = serde_json::to_value(C::default()).ok();
+    let cfg: C = config::read(node, defaults.as_ref())?;
+    check(cfg).map_err(|problems| {
+        problems
+            .into_issues()
+            .into_iter()
+            .map(|mut i| {
+                i.pos = i.key.as_deref().and_then(|k| node.key_pos(k)).or(Some(node.pos));
+                i
+            })
+            .collect()
+    })
+}
+
+/// The spec's components as built workloads, by component name.
+#[derive(Debug)]
+pub struct Workloads<D: ?Sized> {
+    by_name: BTreeMap<String, Arc<D>>,
+}
+
+impl<D: ?Sized> Default for Workloads<D> {
+    fn default() -> Self {
+        Workloads {
+            by_name: BTreeMap::new(),
+        }
+    }
+}
+
+impl<D: ?Sized> Clone for Workloads<D> {
+    fn clone(&self) -> Self {
+        Workloads {
+            by_name: self.by_name.clone(),
+        }
+    }
+}
+
+impl<D: ?Sized> Workloads<D> {
+    /// The workload of component `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<D>> {
+        self.by_name.get(name)
+    }
+}
+
+/// Checks workloads against a registry while a spec is validated.
+pub struct Checker<'r, D: ?Sized>(pub &'r Registry<D>);
+
+impl<D: ?Sized + Resolvable> WorkloadCheck for Checker<'_, D> {
+    fn check(&self, c: &Component, has_harness: bool) -> Vec<Problem> {
+        // A kind this binary does not know may be the harness's own: the
+        // harness judges it (`resolve` still reports it in the harness).
+        if has_harness && !self.0.knows(&c.kind) {
+            return Vec::new();
+        }
+        resolve_one(c, self.0, has_harness).err().unwrap_or_default()
+    }
+}
+
+/// The workloads of a spec validated elsewhere (the installed `gate` sends
+/// it to a harness): checked against `registry` with the same diagnostics
+/// as the installed `gate`'s own validation gives, then built.
+pub fn workloads_of<D: ?Sized + Resolvable>(spec: &Spec, registry: &Registry<D>) -> Result<Workloads<D>, Diagnostics> {
+    gate_spec::budget::check_workloads(spec, &Checker(registry))?;
+    resolve(spec, registry)
+}
+
+/// Builds every component's workload of a validated `spec`.
+pub fn resolve<D: ?Sized + Resolvable>(spec: &Spec, registry: &Registry<D>) -> Result<Workloads<D>, Diagnostics> {
+    let mut out = Workloads::default();
+    let mut diags = Vec::new();
+    for c in &spec.components {
+        match resolve_one(c, registry, spec.harness.is_some()) {
+            Ok(w) => {
+                out.by_name.insert(c.name.clone(), w);
+            }
+            Err(errs) => diags.extend(errs.into_iter().map(|(pos, message, hint)| Diagnostic {
+                file: spec.path.display().to_string(),
+                pos,
+                message,
+                hint,
+            })),
+        }
+    }
+    if diags.is_empty() {
+        Ok(out)
+    } else {
+        Err(Diagnostics(diags))
+    }
+}
+
+type Problem = (Pos, String, String);
+
+fn resolve_one<D: ?Sized + Resolvable>(
+    c: &Component,
+    registry: &Registry<D>,
+    has_harness: bool,
+) -> Result<Arc<D>, Vec<Problem>> {
+    let Some(read) = registry.read(&c.kind, &c.config) else {
+        let known = registry.names();
+        let mut hint = gate_spec::hint::suggest(&c.kind, &known, "known workloads");
+        if !has_harness {
+            hint.push_str(
+                "; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` \
+                 to the spec (docs/sdk.md)",
+            );
+        }
+        return Err(vec![(c.kind_pos, format!("unknown workload `{}`", c.kind), hint)]);
+    };
+    let whose = if gate_spec::name::is_variant(&c.name) {
+        format!("variant `{}`", c.name)
+    } else {
+        format!("component `{}`", c.name)
+    };
+    let workload = read.map_err(|issues| {
+        issues
+            .into_iter()
+            .map(|i| {
+                (
+                    i.pos.unwrap_or(c.config.pos),
+                    format!("{} ({whose})", i.message),
+                    i.hint,
+                )
+            })
+            .collect::<Vec<_>>()
+    })?;
+    let Some(chunk) = c.checkpoint else {
+        return Ok(workload);
+    };
+    workload.checkpointed(chunk).ok_or_else(|| {
+        vec![(
+            c.checkpoint_pos,
+            format!("workload `{}` of `{}` has no position-wise block to checkpoint", c.kind, c.name),
+            "remove `checkpoint:`; it applies to workloads with a position-wise block (tft: the encoder variable selection)"
+                .to_string(),
+        )]
+    })
+}
