@@ -379,7 +379,12 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
     }
     let t = fixture("transformers-0-11", "transformers-0-11-ffn");
     let spec = t.path().join("budgets.yaml");
-    let original = std::fs::read_to_string(&spec).unwrap();
+    // The fixture's own spec, whatever an earlier run left in the copy.
+    let original = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adopters/transformers-0-11/budgets.yaml"),
+    )
+    .unwrap();
+    std::fs::write(&spec, &original).unwrap();
     let (o, _) = gate_in(&t, &["check", "--only", "llama", "--baseline", "none"], "base");
     assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
     // The first `intermediate_size` is llama's; params get room to grow.
@@ -393,7 +398,7 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
         &["check", "--only", "llama", "--baseline", baseline.to_str().unwrap()],
         "new",
     );
-    std::fs::write(&spec, original).unwrap();
+    std::fs::write(&spec, &original).unwrap();
     let stdout = crate::common::text(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{stdout}");
     for metric in ["params", "training_peak", "inference_peak"] {
@@ -430,4 +435,42 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
         );
     }
     assert!(stdout.contains("grew 2.688 MiB since the baseline"), "{stdout}");
+
+    // `spans:` names exactly which spans are blocks, leaves included; a
+    // name the model never enters fails it, with the names it did.
+    let only = |names: &str| {
+        original.replacen(
+            "    workload: llama\n",
+            &format!("    workload: llama\n    spans: [{names}]\n"),
+            1,
+        )
+    };
+    std::fs::write(&spec, only("mlp, linear")).unwrap();
+    let (_, rep) = gate_in(&t, &["check", "--only", "llama", "--baseline", "none"], "asked");
+    let names: Vec<&str> = rep["components"]["llama"]["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    // Each MLP's three projections are its `linear` leaves, now blocks.
+    assert!(names.contains(&"mlp#0"), "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("mlp#0.linear#")).count(),
+        3,
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.starts_with("block")), "{names:?}");
+    std::fs::write(&spec, only("mlp, nope")).unwrap();
+    let (o, rep) = gate_in(&t, &["check", "--only", "llama", "--baseline", "none"], "unseen");
+    std::fs::write(&spec, &original).unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let reason = rep["components"]["llama"]["error"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("`spans:` asks for `nope` (line ")
+            && reason.contains(
+                "that the model never entered; the spans it entered: block, rms-norm, attn, linear, attn-rot, mlp"
+            ),
+        "{reason}"
+    );
 }
