@@ -69,7 +69,9 @@ pub struct Testbed {
     pub candle_version: String,
     /// The framework and its version the models ran on (reports stored
     /// before it have none: their `candle_version` says it).
-    #[serde(default)]
+    // Unknown in a stored report is left out when it is written again, so
+    // a report reads back as it was.
+    #[serde(default, skip_serializing_if = "gate_runner::harness::FrameworkId::is_unknown")]
     pub framework: gate_runner::harness::FrameworkId,
     pub os: String,
     pub arch: String,

@@ -61,6 +61,13 @@ pub struct FrameworkId {
     pub version: String,
 }
 
+impl FrameworkId {
+    /// Whether it is unknown (a report stored before it was recorded).
+    pub fn is_unknown(&self) -> bool {
+        self.name.is_empty() && self.version.is_empty()
+    }
+}
+
 /// A harness's answer to `__resolve`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ResolveAnswer {
