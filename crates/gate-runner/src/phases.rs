@@ -26,32 +26,7 @@ pub fn profile<S: Session>(
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
-    let mut m = Measurement::default();
-    // Made (with all its room) before the baseline is read, so its own
-    // bytes are part of the baseline and never of a figure.
-    let mut sampler = Sampler::new();
-    let mut p = Profile {
-        session,
-        rec: recorder,
-        on_phase,
-        sampler: &mut sampler,
-        m: &mut m,
-    };
-    if let Err((phase, err)) = run(&mut p, timing) {
-        let reason = first_line(&err.to_string());
-        m.failure = Some(Failure {
-            phase,
-            kind: crate::measurement::FailureKind::of_error(&reason),
-            reason,
-        });
-        // Each phase's span reset the peak as it began: this is the failing phase's.
-        m.failure_peak_bytes = Some(recorder.probe().peak());
-    }
-    // Also after a failure: the samples up to it show where the memory went.
-    m.timeline = sampler.finish(recorder.probe().backend());
-    // Where the figures came from, as the probe settled it (failures included).
-    m.memory_source = Some(recorder.probe().memory_source());
-    m
+    measure(session, recorder, on_phase, true, |p| run(p, timing))
 }
 
 /// A generation component's profile (`generate: { prefill, decode }`): no
@@ -67,7 +42,22 @@ pub fn profile_generation<S: Session>(
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
+    measure(session, recorder, on_phase, false, |p| generation_run(p, generate))
+}
+
+/// Runs `phases` over a fresh measurement, then records where they
+/// stopped, if they did, and where the figures came from; with `timeline`,
+/// the memory timeline sampled along the way.
+fn measure<S: Session>(
+    session: &S,
+    recorder: &Recorder,
+    on_phase: &mut dyn FnMut(Phase, &Measurement),
+    timeline: bool,
+    phases: impl FnOnce(&mut Profile<S>) -> PhaseResult<()>,
+) -> Measurement {
     let mut m = Measurement::default();
+    // Made (with all its room) before the baseline is read, so its own
+    // bytes are part of the baseline and never of a figure.
     let mut sampler = Sampler::new();
     let mut p = Profile {
         session,
@@ -76,15 +66,21 @@ pub fn profile_generation<S: Session>(
         sampler: &mut sampler,
         m: &mut m,
     };
-    if let Err((phase, err)) = generation_run(&mut p, generate) {
+    if let Err((phase, err)) = phases(&mut p) {
         let reason = first_line(&err.to_string());
         m.failure = Some(Failure {
             phase,
             kind: crate::measurement::FailureKind::of_error(&reason),
             reason,
         });
+        // Each phase's span reset the peak as it began: this is the failing phase's.
         m.failure_peak_bytes = Some(recorder.probe().peak());
     }
+    if timeline {
+        // Also after a failure: the samples up to it show where the memory went.
+        m.timeline = sampler.finish(recorder.probe().backend());
+    }
+    // Where the figures came from, as the probe settled it (failures included).
     m.memory_source = Some(recorder.probe().memory_source());
     m
 }
