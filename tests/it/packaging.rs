@@ -807,3 +807,62 @@ fn init_quotes_the_package_name_and_places_a_toml_error() {
     );
     assert!(!t.path().join("budgets.yaml").exists());
 }
+
+/// `cargo binstall gate-cli` (#41 item 15): the templates of
+/// `[package.metadata.binstall]` name the archive scripts/package-release.sh
+/// makes, and the binary inside it. A release is packed here with stand-in
+/// binaries and the templates are resolved as binstall resolves them.
+#[test]
+fn binstall_finds_the_release_archive_and_the_binary_in_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest: toml_edit::DocumentMut = std::fs::read_to_string(root.join("crates/gate-cli/Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let meta = &manifest["package"]["metadata"]["binstall"];
+    assert_eq!(meta["pkg-fmt"].as_str(), Some("tgz"));
+    let (version, target) = ("1.2.3", "x86_64-unknown-linux-gnu");
+    let resolve = |t: &str| {
+        t.replace("{ repo }", "https://github.com/OWNER/gate")
+            .replace("{ version }", version)
+            .replace("{ target }", target)
+            .replace("{ archive-suffix }", ".tar.gz")
+            .replace("{ bin }", "gate")
+            .replace("{ binary-ext }", "")
+    };
+    let url = resolve(meta["pkg-url"].as_str().unwrap());
+    let inside = resolve(meta["bin-dir"].as_str().unwrap());
+
+    let t = tempfile::tempdir().unwrap();
+    let fake = t.path().join("gate-fake");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$1\" in --version) printf 'gate 1.2.3\\ncommit: abc\\n';; *) echo x;; esac\n",
+    )
+    .unwrap();
+    let out = t.path().join("dist");
+    let o = Command::new("bash")
+        .arg(root.join("scripts/package-release.sh"))
+        .args([
+            "v1.2.3",
+            fake.to_str().unwrap(),
+            fake.to_str().unwrap(),
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    let archive = url.rsplit('/').next().unwrap();
+    assert_eq!(
+        url,
+        format!("https://github.com/OWNER/gate/releases/download/v1.2.3/{archive}")
+    );
+    assert!(
+        out.join(archive).is_file(),
+        "{archive} among {:?}",
+        std::fs::read_dir(&out).unwrap().collect::<Vec<_>>()
+    );
+    let listing = Command::new("tar").arg("-tzf").arg(out.join(archive)).output().unwrap();
+    let names = text(&listing.stdout);
+    assert!(names.lines().any(|l| l == inside), "{inside} in {names}");
+}
