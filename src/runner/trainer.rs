@@ -144,7 +144,13 @@ impl<'w> Train for Trainer<'w> {
     }
 
     fn gradient_coverage(&self, grads: &GradStore) -> Option<gate_runner::GradientCoverage> {
-        Some(self.store.coverage(grads, &self.frozen))
+        let mut c = self.store.coverage(grads, &self.frozen);
+        // Said only where something is missing: the text is the runner's
+        // bytes, counted with the optimizer's (and subtracted there).
+        if !c.is_complete() {
+            c.likely_cause = Some(NO_BACKWARD.into());
+        }
+        Some(c)
     }
 
     fn generation<'g>(&'g self, model: &'g Box<dyn Model>) -> adapter::Result<Box<dyn adapter::Generation + 'g>> {
@@ -175,6 +181,11 @@ impl Optimizer {
         }
     }
 }
+
+/// The candle ops with no backward, in every minor gate supports (read in
+/// candle-nn 0.9.1, 0.9.2, 0.10.2 and 0.11.1: `apply_op*_no_bwd`).
+const NO_BACKWARD: &str = "an op without a backward on their path (candle-nn's fused ops::rms_norm, ops::layer_norm \
+     (RmsNorm and LayerNorm on a contiguous input), ops::softmax_last_dim and rotary_emb::rope/rope_i/rope_thd have none)";
 
 /// A model's generation loop as the runner drives it.
 struct CandleGeneration<'g>(Box<dyn crate::sdk::Generator + 'g>);

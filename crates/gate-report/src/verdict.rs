@@ -581,10 +581,13 @@ fn untrained_text(name: &str, c: &gate_runner::GradientCoverage) -> String {
     } else {
         c.missing.join(", ")
     };
+    let no_backward = c
+        .likely_cause
+        .as_deref()
+        .unwrap_or("an op without a backward on their path");
     format!(
         "{name}: {}{} of {} parameter tensors ({} of {}) got no gradient ({names}), so its training figures \
-         measure a step that trains only the rest. Likely cause: an op without a backward on their path \
-         (candle-nn's fused rms_norm, layer_norm and softmax_last_dim have none), a `detach`, or parameters \
+         measure a step that trains only the rest. Likely cause: {no_backward}, a `detach`, or parameters \
          the loss never reaches; hint: docs/sdk.md §8 says what to do, and a parameter frozen on purpose is \
          declared with `Workload::frozen_parameters`",
         UNTRAINED_LEAD,
@@ -1328,6 +1331,7 @@ ensemble:
             without_gradient_bytes: 900,
             missing: (0..8).map(|i| format!("layers.{i}.w")).collect(),
             frozen: 0,
+            likely_cause: Some("the framework's own words".into()),
         });
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
         assert_eq!(v.summary.status, RunStatus::Pass, "a warning, not a failure");
@@ -1342,6 +1346,12 @@ ensemble:
         assert!(
             w[0].text.starts_with("b: the training step does not train the whole model: 38 of 39 parameter tensors (0.8789 KiB of 0.9766 KiB) got no gradient (layers.0.w, ")
                 && w[0].text.contains("layers.7.w and 30 more"),
+            "{}",
+            w[0].text
+        );
+        assert!(
+            w[0].text
+                .contains("Likely cause: the framework's own words, a `detach`"),
             "{}",
             w[0].text
         );

@@ -218,6 +218,11 @@ pub struct GradientCoverage {
     /// trained nor counted above.
     #[serde(default)]
     pub frozen: u64,
+    /// The framework's own words for the likely cause (which of its ops
+    /// have no backward), from its adapter: the runner and the verdict
+    /// name no framework.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likely_cause: Option<String>,
 }
 
 impl GradientCoverage {
