@@ -104,11 +104,15 @@ fn differences(path: &str, stored: &Value, now: &Value, out: &mut Vec<String>) {
 /// process) that it inserts into and removes from during backward, and
 /// whether an insert regrows the table depends on where earlier removals
 /// left tombstones, i.e. on the hashes. Seen: 544 B at one timeline sample
-/// of the checkpointed TFT (chunk 64, once in six runs) and 216 B on its
-/// training peak (chunk 96, once in three). Live bytes (params, activations,
+/// of the checkpointed TFT (chunk 64, once in six runs), 216 B on its
+/// training peak (chunk 96, once in three) and 4,352 B at a timeline sample
+/// on CI (stop 45: exactly a 256-bucket table of `(TensorId, Tensor)`,
+/// 16 B a bucket and 1 control byte, held while it regrows). The slack
+/// allows one regrowth of a table of up to 2,048 buckets (34,816 B, 0.02 %
+/// of the TFT's 175 MB training peak). Live bytes (params, activations,
 /// gradients, optimizer state, growth, every sample's live count) and labels
 /// have matched in every run and must match exactly; peaks within this slack.
-const PEAK_SLACK: u64 = 4096;
+const PEAK_SLACK: u64 = 2048 * 17;
 
 /// Losses agree to this relative difference, not to the bit: the same
 /// binary on two x86-64 CPUs (the machine that stored these figures and
