@@ -101,8 +101,9 @@ mod sdk;
 pub use harness::Harness;
 pub use probe::CountingAlloc;
 pub use sdk::{
-    checkpoint, clip_grad_norm, nn, scope, scoped, Batch, ConfigIssue, Generator, Model, OptimizerStep, ParamCount,
-    ParamStore, PlainForward, Pos, Problems, Rng, RunCtx, ScopeGuard, Step, TrainingForward, Workload,
+    checkpoint, clip_grad_norm, nn, scope, scoped, Batch, ConfigIssue, Generator, LanguageModel, Lm, LmConfig, Model,
+    OptimizerStep, ParamCount, ParamStore, PlainForward, Pos, Problems, Rng, RunCtx, ScopeGuard, Step, TrainingForward,
+    Workload,
 };
 
 /// gate's internals for gate's own tests and benchmarks (feature

@@ -6,6 +6,7 @@ pub mod checkpoint;
 mod compat;
 #[cfg(feature = "cuda")]
 mod cuda_dropout;
+mod lm;
 pub mod nn;
 mod params;
 mod registry;
@@ -14,6 +15,7 @@ mod workload;
 
 pub(crate) use gate_spec::config;
 pub use gate_spec::config::{ConfigIssue, Pos, Problems};
+pub use lm::{LanguageModel, Lm, LmConfig};
 pub use nn::Step;
 pub use params::ParamStore;
 pub use registry::{DynWorkload, Registry};

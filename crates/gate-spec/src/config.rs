@@ -86,6 +86,29 @@ impl Node {
         }
     }
 
+    /// A tree of plain JSON data, every value at `pos`: the part of a
+    /// config a workload kept as JSON (a model's own config under `model:`),
+    /// read again with [`read`] into the model's type. Keys keep their
+    /// paths, so a problem found there is placed by the whole config's
+    /// [`Node::key_pos`].
+    pub fn from_json(value: &serde_json::Value, pos: Pos) -> Node {
+        use serde_json::Value as J;
+        let scalar = |text: String, quoted: bool| Value::Scalar { text, quoted };
+        let value = match value {
+            J::Null => Value::Null,
+            J::Bool(b) => scalar(b.to_string(), false),
+            J::Number(n) => scalar(n.to_string(), false),
+            J::String(s) => scalar(s.clone(), true),
+            J::Array(items) => Value::Seq(items.iter().map(|v| Node::from_json(v, pos)).collect()),
+            J::Object(map) => Value::Map(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), pos, Node::from_json(v, pos)))
+                    .collect(),
+            ),
+        };
+        Node { value, pos }
+    }
+
     fn describe(&self) -> String {
         match &self.value {
             Value::Null => "nothing".into(),

@@ -10,6 +10,7 @@ use gate::Rng;
 
 pub mod bert;
 pub mod llama;
+pub mod llama_gen;
 pub mod mamba;
 pub mod t5;
 

@@ -2,8 +2,8 @@
 //! installed `gate check` builds and runs it.
 
 gate::main!(
-    transformers_team::llama::LlamaLm,
-    transformers_team::llama::LlamaGen,
+    gate::Lm<transformers_team::llama::LlamaLm>,
+    transformers_team::llama_gen::LlamaGen,
     transformers_team::bert::BertMlm,
     transformers_team::t5::T5Lm,
     transformers_team::mamba::MambaLm

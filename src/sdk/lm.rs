@@ -1,0 +1,301 @@
+//! The shortest path for a language model that already exists: a type that
+//! loads from its own config and a `VarBuilder` and maps token ids to
+//! logits (candle-transformers' llama, BERT, T5, mamba, or the team's own)
+//! becomes a workload through [`Lm`]. gate makes the seeded token batches,
+//! the next-token cross-entropy, reads the model's config from the spec in
+//! its own form (the keys of its `config.json`) and records it as written.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use candle_core::{DType, Result, Tensor, D};
+use candle_nn::VarBuilder;
+use gate_spec::config::{self, Node, Pos};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::{Batch, Model, ParamCount, Problems, Rng, RunCtx, Step, Workload};
+
+/// A language model as its crate ships it, gated through [`Lm`]: how it
+/// loads and what its forward returns. Nothing else is asked of it.
+///
+/// ```ignore
+/// struct Llama3(Llama, Config);
+/// impl gate::LanguageModel for Llama3 {
+///     const KIND: &'static str = "llama";
+///     type Config = LlamaConfig;
+///     fn vocab_size(c: &LlamaConfig) -> usize { c.vocab_size }
+///     fn load(vb: VarBuilder, c: &LlamaConfig, _: &gate::RunCtx) -> Result<Self> {
+///         let cfg = c.clone().into_config(false);
+///         Ok(Llama3(Llama::load(vb, &cfg)?, cfg))
+///     }
+///     fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+///         let mut cache = Cache::new(false, DType::F32, &self.1, ids.device())?;
+///         self.0.forward(ids, 0, &mut cache)
+///     }
+/// }
+/// gate::main!(gate::Lm<Llama3>);
+/// ```
+pub trait LanguageModel: Sized + 'static {
+    /// The spec's `workload:` name.
+    const KIND: &'static str;
+
+    /// The model's own config type, read from the spec's `config.model`
+    /// with the keys its `config.json` has (candle-transformers' configs
+    /// derive `Deserialize`). A wrong type, a missing key or a key the type
+    /// does not have is a spec error at its line.
+    type Config: DeserializeOwned + fmt::Debug + Clone + Send + Sync + 'static;
+
+    /// Token ids are drawn from `0..vocab_size`.
+    fn vocab_size(config: &Self::Config) -> usize;
+
+    /// Builds the model from `vb` (every weight from it, as candle-nn's
+    /// layers take them).
+    fn load(vb: VarBuilder, config: &Self::Config, ctx: &RunCtx) -> Result<Self>;
+
+    /// Logits for `ids` (`[batch, seq]`, u32): `[batch, seq, vocab]`, every
+    /// position predicting the next token, or `[batch, vocab]`, the last
+    /// position's only.
+    fn forward(&self, ids: &Tensor) -> Result<Tensor>;
+
+    /// The closed-form parameter count, checked against what was built;
+    /// `None` (the default): `params` is the bytes built, said so in the report.
+    fn param_count(_config: &Self::Config) -> Option<ParamCount> {
+        None
+    }
+}
+
+/// `config:` of an [`Lm`] component: the sequence to train on and the
+/// model's own config, as the model's `config.json` writes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LmConfig {
+    /// Tokens a row feeds the model; the batch holds one more (the last target).
+    pub seq_len: usize,
+    /// The model's config, recorded as written and read into
+    /// [`LanguageModel::Config`].
+    pub model: serde_json::Value,
+}
+
+impl Default for LmConfig {
+    fn default() -> Self {
+        LmConfig {
+            seq_len: 64,
+            model: serde_json::Value::Object(Default::default()),
+        }
+    }
+}
+
+/// The workload of a [`LanguageModel`]: register `gate::Lm<M>` with
+/// [`main!`](crate::main). Batches are `seq_len + 1` seeded token ids a
+/// row; the loss is the cross-entropy of the model's logits against the
+/// next tokens; inference is the forward alone.
+pub struct Lm<M: LanguageModel> {
+    config: LmConfig,
+    model: M::Config,
+    _model: PhantomData<fn() -> M>,
+}
+
+impl<M: LanguageModel> fmt::Debug for Lm<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lm")
+            .field("kind", &M::KIND)
+            .field("seq_len", &self.config.seq_len)
+            .field("model", &self.model)
+            .finish()
+    }
+}
+
+/// Reads the model's own config from its JSON; each problem keyed
+/// `model.<key>` so the spec's reader places it at its line.
+fn read_model<C: DeserializeOwned>(model: &serde_json::Value, problems: &mut Problems) -> Option<C> {
+    let node = Node::from_json(model, Pos::default());
+    match config::read::<C>(&node, None) {
+        Ok(c) => Some(c),
+        Err(issues) => {
+            for issue in issues {
+                let (key, message) = match &issue.key {
+                    Some(k) => (
+                        format!("model.{k}"),
+                        issue.message.replacen(&format!("`{k}`"), &format!("`model.{k}`"), 1),
+                    ),
+                    None => ("model".to_string(), format!("`model` {}", issue.message)),
+                };
+                let hint = if issue.key.is_none() {
+                    "write the model's config under `model:` with the keys of its config.json".to_string()
+                } else {
+                    issue.hint
+                };
+                problems.error(&key, message, hint);
+            }
+            None
+        }
+    }
+}
+
+impl<M: LanguageModel> Workload for Lm<M> {
+    const KIND: &'static str = M::KIND;
+    type Config = LmConfig;
+
+    fn from_config(config: LmConfig) -> std::result::Result<Self, Problems> {
+        let mut p = Problems::new();
+        p.positive("seq_len", config.seq_len);
+        match read_model::<M::Config>(&config.model, &mut p) {
+            Some(model) => {
+                if M::vocab_size(&model) == 0 {
+                    p.error(
+                        "model",
+                        "the model's vocabulary is empty",
+                        "give it a `vocab_size` of at least 1",
+                    );
+                }
+                p.finish(Lm {
+                    config,
+                    model,
+                    _model: PhantomData,
+                })
+            }
+            None => Err(p),
+        }
+    }
+
+    fn config(&self) -> &LmConfig {
+        &self.config
+    }
+
+    fn param_count(&self) -> ParamCount {
+        M::param_count(&self.model).unwrap_or_else(ParamCount::from_build)
+    }
+
+    fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {
+        Ok(Box::new(LmModel(M::load(vb, &self.model, ctx)?)))
+    }
+
+    /// `seq_len + 1` token ids a row: the inputs, and each one's next token.
+    fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch> {
+        let (rows, len) = (ctx.batch_size, self.config.seq_len + 1);
+        let vocab = M::vocab_size(&self.model) as u64;
+        let mut rng = Rng::new(seed);
+        let ids: Vec<u32> = (0..rows * len).map(|_| rng.below(vocab) as u32).collect();
+        Ok(Batch::new(vec![Tensor::from_vec(ids, (rows, len), &ctx.device)?]))
+    }
+}
+
+struct LmModel<M>(M);
+
+impl<M: LanguageModel> LmModel<M> {
+    fn inputs(batch: &Batch) -> Result<Tensor> {
+        let ids = &batch.tensors[0];
+        ids.narrow(1, 0, ids.dim(1)? - 1)?.contiguous()
+    }
+}
+
+impl<M: LanguageModel> Model for LmModel<M> {
+    fn loss(&self, batch: &Batch, _step: &Step) -> Result<Tensor> {
+        let ids = &batch.tensors[0];
+        let seq = ids.dim(1)? - 1;
+        let logits = self.0.forward(&Self::inputs(batch)?)?;
+        let vocab = logits.dim(D::Minus1)?;
+        // The next token of every position, or of the last one only.
+        let targets = match logits.rank() {
+            3 => ids.narrow(1, 1, seq)?,
+            2 => ids.narrow(1, seq, 1)?,
+            _ => candle_core::bail!(
+                "{}'s forward returned logits of shape {:?}: gate::Lm takes [batch, seq, vocab] or [batch, vocab]",
+                M::KIND,
+                logits.dims()
+            ),
+        };
+        let logits = logits.to_dtype(DType::F32)?.reshape(((), vocab))?;
+        candle_nn::loss::cross_entropy(&logits, &targets.flatten_all()?)
+    }
+
+    fn predict(&self, batch: &Batch) -> Result<Tensor> {
+        self.0.forward(&Self::inputs(batch)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_nn::{Embedding, Module};
+
+    #[derive(Debug, Clone, Deserialize)]
+    struct TinyConfig {
+        vocab_size: usize,
+        hidden_size: usize,
+        #[serde(default)]
+        last_only: bool,
+    }
+
+    struct Tiny(Embedding, candle_nn::Linear, bool);
+
+    impl LanguageModel for Tiny {
+        const KIND: &'static str = "tiny";
+        type Config = TinyConfig;
+        fn vocab_size(c: &TinyConfig) -> usize {
+            c.vocab_size
+        }
+        fn load(vb: VarBuilder, c: &TinyConfig, _: &RunCtx) -> Result<Self> {
+            let embed = candle_nn::embedding(c.vocab_size, c.hidden_size, vb.pp("embed"))?;
+            let head = candle_nn::linear(c.hidden_size, c.vocab_size, vb.pp("head"))?;
+            Ok(Tiny(embed, head, c.last_only))
+        }
+        fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+            let logits = self.1.forward(&self.0.forward(ids)?)?;
+            match self.2 {
+                true => logits.narrow(1, ids.dim(1)? - 1, 1)?.squeeze(1),
+                false => Ok(logits),
+            }
+        }
+    }
+
+    fn lm(model: serde_json::Value) -> std::result::Result<Lm<Tiny>, Problems> {
+        Lm::from_config(LmConfig { seq_len: 6, model })
+    }
+
+    #[test]
+    fn the_models_own_config_is_read_with_each_problem_at_its_key() {
+        let ok = lm(serde_json::json!({ "vocab_size": 11, "hidden_size": 4 })).unwrap();
+        assert_eq!(
+            (ok.model.vocab_size, ok.model.hidden_size, ok.model.last_only),
+            (11, 4, false)
+        );
+        let bad = lm(serde_json::json!({ "vocab_size": "many", "hiden_size": 4 })).unwrap_err();
+        let got: Vec<(Option<&str>, &str, &str)> = bad
+            .issues()
+            .iter()
+            .map(|i| (i.key.as_deref(), i.message.as_str(), i.hint.as_str()))
+            .collect();
+        assert_eq!(got[0].0, Some("model.hiden_size"));
+        assert_eq!(got[0].1, "unknown config key `model.hiden_size`");
+        assert!(got[0].2.starts_with("did you mean `hidden_size`?"), "{}", got[0].2);
+        assert_eq!(got[1].0, Some("model.vocab_size"));
+        assert_eq!(
+            got[1].1,
+            "`model.vocab_size` must be a whole number of at least 0, found the text `many`"
+        );
+        let missing = lm(serde_json::json!({})).unwrap_err();
+        let issue = &missing.issues()[0];
+        assert_eq!(issue.key.as_deref(), Some("model"));
+        assert_eq!(issue.message, "`model` has no `vocab_size`, which this workload needs");
+    }
+
+    #[test]
+    fn the_loss_is_the_next_tokens_cross_entropy_for_every_position_or_the_last() -> Result<()> {
+        for last_only in [false, true] {
+            let w = lm(serde_json::json!({ "vocab_size": 11, "hidden_size": 4, "last_only": last_only })).unwrap();
+            let ctx = RunCtx::cpu(3);
+            let batch = w.batch(&ctx, 5)?;
+            assert_eq!(batch.tensors[0].dims(), &[3, 7]);
+            let vb = VarBuilder::zeros(DType::F32, &ctx.device);
+            let model = w.build(vb, &ctx)?;
+            // Zero weights: uniform logits, so the loss is ln(vocab) whatever the targets.
+            let loss = model.loss(&batch, &Step::eval())?.to_scalar::<f32>()?;
+            assert!((loss - (11f32).ln()).abs() < 1e-5, "{loss}");
+            let want: &[usize] = if last_only { &[3, 11] } else { &[3, 6, 11] };
+            assert_eq!(model.predict(&batch)?.dims(), want);
+        }
+        Ok(())
+    }
+}
