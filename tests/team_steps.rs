@@ -146,16 +146,25 @@ impl Workload for Cached {
     }
 }
 
+/// Where a case runs: the CPU's counting allocator, or (with `cuda`) the
+/// CUDA pool, whose figures are the tensors' bytes with no bookkeeping.
+fn on_cpu(batch_size: usize) -> (RunCtx, Recorder) {
+    (RunCtx::cpu(batch_size), Recorder::new(Arc::new(CpuProbe)))
+}
+
 fn measure(leak: bool) -> gate_runner::Measurement {
+    measure_on(leak, on_cpu(1))
+}
+
+fn measure_on(leak: bool, (ctx, rec): (RunCtx, Recorder)) -> gate_runner::Measurement {
     let w = Cached(Cfg {
         vocab: 64,
         d: 32,
         layers: 2,
         leak,
     });
-    let rec = Recorder::new(Arc::new(CpuProbe));
     let generate = Generate { prefill: 16, decode: 8 };
-    let m = profile_generation(&w, &RunCtx::cpu(1), generate, &rec, &mut |_, _| {});
+    let m = profile_generation(&w, &ctx, generate, &rec, &mut |_, _| {});
     assert!(m.failure.is_none(), "{:?}", m.failure);
     m
 }
@@ -260,13 +269,16 @@ impl Workload for Two {
 }
 
 fn train(cfg: TwoCfg) -> gate_runner::Measurement {
-    let rec = Recorder::new(Arc::new(CpuProbe));
+    train_on(cfg, on_cpu(4))
+}
+
+fn train_on(cfg: TwoCfg, (ctx, rec): (RunCtx, Recorder)) -> gate_runner::Measurement {
     let timing = Timing {
         warmup: 0,
         steps: 2,
         pairs: Some(0),
     };
-    let m = profile(&Two(cfg), &RunCtx::cpu(4), timing, &rec, &mut |_, _| {});
+    let m = profile(&Two(cfg), &ctx, timing, &rec, &mut |_, _| {});
     assert!(m.failure.is_none(), "{:?}", m.failure);
     m
 }
@@ -321,4 +333,76 @@ fn the_teams_optimizer_is_what_optimizer_measures_and_its_clipping_and_accumulat
     );
     assert_eq!(accumulated.values[&Metric::Gradients], param_bytes);
     assert!(accumulated.values[&Metric::TrainingPeak] >= sgd.values[&Metric::TrainingPeak]);
+}
+
+/// The same cases on the CUDA pool (#44 item 2; run on the GPU machine with
+/// the CUDA build of this test, docs/gpu.md): the pool holds the tensors'
+/// bytes and nothing else, so every figure is its closed form exactly.
+#[cfg(feature = "cuda")]
+mod on_cuda {
+    use super::*;
+
+    fn on_cuda(batch_size: usize) -> (RunCtx, Recorder) {
+        // The probe first, as `gate check` does: candle's context is then
+        // the primary one whose default pool the probe reads.
+        let (probe, _) = gate_probe::cuda::CudaProbe::open(0).expect("a CUDA GPU");
+        let device = gate::candle_core::Device::new_cuda(0).expect("candle opens GPU 0");
+        (
+            RunCtx::new(device, DType::F32, batch_size),
+            Recorder::new(Arc::new(probe)),
+        )
+    }
+
+    #[test]
+    fn on_cuda_the_cache_is_its_closed_form_and_the_leak_grows_by_its_rows() {
+        let _alone = alone();
+        let per_token = (2 * 2 * 32 * 4) as f64;
+        let bounded = measure_on(false, on_cuda(1));
+        assert_eq!(bounded.values[&Metric::KvCachePerToken], per_token);
+        assert_eq!(bounded.values[&Metric::DecodeGrowth], 0.0);
+        let params = ((64 * 32 + 2 * 2 * 32 * 32) * 4) as f64;
+        assert_eq!(bounded.values[&Metric::Params], params);
+        let leaking = measure_on(true, on_cuda(1));
+        assert_eq!(leaking.values[&Metric::DecodeGrowth], 14.0 * per_token);
+        assert_eq!(
+            leaking.values[&Metric::KvCachePerToken],
+            (140.0 + 7.0) * per_token / 7.0
+        );
+    }
+
+    #[test]
+    fn on_cuda_the_teams_optimizer_state_is_its_closed_form() {
+        let _alone = alone();
+        let param_bytes = ((64 * 128 + 128 + 128 * 8 + 8) * 4) as f64;
+        let cfg = |o: &str| TwoCfg {
+            optimizer: o.into(),
+            ..TwoCfg::default()
+        };
+        let sgd = train_on(cfg("sgd"), on_cuda(4));
+        let adamw = train_on(cfg("adamw"), on_cuda(4));
+        let gates = train_on(cfg(""), on_cuda(4));
+        assert_eq!(sgd.values[&Metric::Optimizer], 0.0, "SGD keeps no tensors");
+        assert_eq!(
+            adamw.values[&Metric::Optimizer],
+            2.0 * param_bytes,
+            "AdamW: two moments"
+        );
+        assert_eq!(gates.values[&Metric::Optimizer], 2.0 * param_bytes);
+        for m in [&sgd, &adamw, &gates] {
+            assert_eq!(m.values[&Metric::Params], param_bytes);
+            assert_eq!(m.values[&Metric::Gradients], param_bytes);
+        }
+        let accumulated = train_on(
+            TwoCfg {
+                accumulate: 3,
+                ..cfg("sgd")
+            },
+            on_cuda(4),
+        );
+        assert_eq!(accumulated.values[&Metric::Gradients], param_bytes);
+        assert_eq!(
+            accumulated.values[&Metric::Activations],
+            sgd.values[&Metric::Activations]
+        );
+    }
 }
