@@ -386,7 +386,12 @@ fn a_model_written_from_docs_sdk_md_alone_is_gated() {
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     std::fs::write(dir.join("src/lib.rs"), rust[0]).unwrap();
     std::fs::write(dir.join("src/bin/gate-harness.rs"), rust[1]).unwrap();
-    std::fs::write(dir.join("budgets.yaml"), yaml[0]).unwrap();
+    // The first whole spec; excerpts of one (a component alone) come before it.
+    let spec = yaml
+        .iter()
+        .find(|b| b.starts_with("version:"))
+        .expect("a whole budgets.yaml in docs/sdk.md");
+    std::fs::write(dir.join("budgets.yaml"), spec).unwrap();
     let o = dir.join("out");
     let r = gate(dir, &["check", "--baseline", "none", "--out", o.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0), "{}\n{}", text(&r.stderr), text(&r.stdout));
