@@ -16,10 +16,10 @@ use crate::probe::{Backend, BackendError};
 use crate::runner::trainer::CandleSession;
 use crate::sdk::{DynWorkload, Registry, RunCtx};
 
-pub use gate_runner::harness::{serve, Identity};
+pub(crate) use gate_runner::harness::{serve, Identity};
 // The installed `gate`'s side of the same protocol (and gate's tests).
 #[cfg(any(feature = "cli", feature = "test-support"))]
-pub use gate_runner::harness::{Request, PROTOCOL, PROTOCOL_HINT};
+pub(crate) use gate_runner::harness::{Request, PROTOCOL, PROTOCOL_HINT};
 
 /// The candle SDK as gate-runner's harness sees it: this binary's registry.
 pub(crate) struct Candle<'r>(pub(crate) &'r Registry);

@@ -93,6 +93,7 @@ mod harness;
 // Their items are public to the crate's tests only (`test_support`), as
 // they were when hidden: not held to the API's documentation.
 #[cfg_attr(feature = "test-support", allow(missing_docs))]
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 mod models;
 mod probe;
 mod runner;
@@ -113,8 +114,8 @@ pub use sdk::{
 #[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub mod test_support {
-    /// The harness protocol's request (src/child.rs).
-    pub use crate::child::{Request, PROTOCOL};
+    /// The harness protocol's request (gate-runner's, as src/child.rs serves it).
+    pub use gate_runner::harness::{Request, PROTOCOL};
     /// The built-in models (src/models). A module of their own: `models`
     /// is private, and only its public items can be re-exported.
     #[cfg(feature = "builtins")]

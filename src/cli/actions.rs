@@ -36,7 +36,7 @@ use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 
 /// See the module docs.
-pub const PANIC_ENV: &str = "GATE_INJECT_PANIC";
+pub(super) const PANIC_ENV: &str = "GATE_INJECT_PANIC";
 
 /// The token of the guard open now, if one is.
 static GUARD: Mutex<Option<String>> = Mutex::new(None);
@@ -46,7 +46,7 @@ static STDOUT_LINE: Mutex<Line> = Mutex::new(Line::START);
 static STDERR_LINE: Mutex<Line> = Mutex::new(Line::START);
 
 /// Whether this process runs in GitHub Actions (read once).
-pub fn active() -> bool {
+pub(super) fn active() -> bool {
     static ACTIVE: OnceLock<bool> = OnceLock::new();
     *ACTIVE.get_or_init(crate::github::context::in_actions)
 }
@@ -90,7 +90,7 @@ impl Line {
 /// `text` with every line that the runner would act on made inert: a `\`
 /// before the `::` that starts it, and `##\[` for each `##[`. Lines end at
 /// `\n` or `\r`, as the runner splits them. Other text is unchanged.
-pub fn inert(text: &str) -> String {
+pub(super) fn inert(text: &str) -> String {
     let mut line = Line::START;
     continue_line(&mut line, text)
 }
@@ -188,14 +188,14 @@ fn skipped(c: char) -> bool {
 }
 
 /// Whether `line` (one line) is something the runner would act on.
-pub fn is_command(line: &str) -> bool {
+pub(super) fn is_command(line: &str) -> bool {
     let body = line.trim_start_matches(skipped);
     body.strip_prefix("::").is_some_and(|rest| rest.contains("::")) || line.contains("##[")
 }
 
 /// Opens the guard (in Actions): `::stop-commands::TOKEN` on stdout. Closed
 /// by [`close`], which also runs at exit.
-pub fn open() {
+pub(super) fn open() {
     if !active() {
         return;
     }
@@ -218,7 +218,7 @@ pub fn open() {
 }
 
 /// Closes the guard, if one is open: `::TOKEN::` on stdout.
-pub fn close() {
+pub(super) fn close() {
     let mut guard = GUARD.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(token) = guard.take() {
         write_stdout(&format!("::{token}::\n"));
@@ -234,7 +234,7 @@ const OWN: [&str; 5] = ["error", "warning", "notice", "group", "endgroup"];
 /// guard, which is opened again after them with a new token. A line that
 /// is not one of [`OWN`] (a `\r` in it, another command, no `::` start) is
 /// written inert.
-pub fn commands(text: &str) {
+pub(super) fn commands(text: &str) {
     if text.is_empty() {
         return;
     }

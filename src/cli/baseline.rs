@@ -13,19 +13,19 @@ use crate::github::{context, Client, Event, GithubError, Repo, Settings};
 use crate::hint::Problem;
 
 #[derive(Debug, Args)]
-pub struct BaselineArgs {
+pub(crate) struct BaselineArgs {
     #[command(subcommand)]
     pub command: BaselineCommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum BaselineCommand {
+pub(crate) enum BaselineCommand {
     /// Store DIR/report.json as the baseline of its commit (on the default branch, after `gate check`).
     Publish(PublishArgs),
 }
 
 #[derive(Debug, Args)]
-pub struct PublishArgs {
+pub(crate) struct PublishArgs {
     /// The output folder of `gate check` or `gate merge`.
     #[arg(long, default_value = super::DEFAULT_OUT)]
     pub from: PathBuf,
@@ -42,7 +42,7 @@ pub struct PublishArgs {
     pub repo: Option<String>,
 }
 
-pub fn run(args: BaselineArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: BaselineArgs) -> Result<Exit, CliError> {
     match args.command {
         BaselineCommand::Publish(a) => publish(a),
     }

@@ -20,7 +20,7 @@ use crate::report::{self, Report, Reserve, SCHEMA};
 use crate::runner::{ChildArgs, Failure, Progress};
 
 #[derive(Debug, Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The spec to gate.
     #[arg(long, default_value = super::DEFAULT_SPEC)]
     pub budgets: PathBuf,
@@ -70,7 +70,7 @@ pub struct CheckArgs {
     pub harness: super::harness::HarnessArgs,
 }
 
-pub fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
+pub(super) fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
     let out = args.out.clone();
     let mut writing = false;
     let result = run_until_written(args, app, &mut writing);

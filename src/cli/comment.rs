@@ -17,7 +17,7 @@ use crate::render::markdown;
 use crate::report::{Acknowledgement, Report, Status, Warning, WarningKind};
 
 #[derive(Debug, Args)]
-pub struct CommentArgs {
+pub(crate) struct CommentArgs {
     /// The output folder of `gate check` or `gate merge`.
     #[arg(long, default_value = super::DEFAULT_OUT)]
     pub from: PathBuf,
@@ -286,7 +286,7 @@ pub(super) fn default_id(report: &Report) -> String {
         .unwrap_or_else(|| "gate".into())
 }
 
-pub fn run(args: CommentArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: CommentArgs) -> Result<Exit, CliError> {
     let mut report = read_report(&args.from)?;
     // The baseline's text is in the comment's diff: the acknowledgement it
     // names is a past run's, as unconfirmed as any in the artifact.

@@ -11,7 +11,7 @@ use crate::exit::Exit;
 use crate::hint::Problem;
 
 #[derive(Debug, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for. Install, e.g.:
     /// bash: `gate completions bash > ~/.local/share/bash-completion/completions/gate`;
     /// zsh: `gate completions zsh > "${fpath[1]}/_gate"`;
@@ -21,13 +21,13 @@ pub struct CompletionsArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ManArgs {}
+pub(crate) struct ManArgs {}
 
 fn io_error(e: std::io::Error) -> CliError {
     CliError::Infrastructure(Problem::new(format!("cannot write to stdout: {e}")))
 }
 
-pub fn run(args: CompletionsArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: CompletionsArgs) -> Result<Exit, CliError> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "gate", &mut out);
@@ -37,7 +37,7 @@ pub fn run(args: CompletionsArgs) -> Result<Exit, CliError> {
 
 /// The man page of `gate` with one section per (visible) subcommand, so
 /// `man gate` documents every flag.
-pub fn man(_args: ManArgs) -> Result<Exit, CliError> {
+pub(super) fn man(_args: ManArgs) -> Result<Exit, CliError> {
     let out = render_man().map_err(io_error)?;
     super::output::stdout_bytes(&out).map_err(io_error)?;
     Ok(Exit::Pass)

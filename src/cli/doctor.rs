@@ -10,7 +10,7 @@ use crate::exit::Exit;
 use crate::hint::Problem;
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// Exit 3 (infrastructure) unless a CUDA run is possible here.
     #[arg(long)]
     pub require_gpu: bool,
@@ -24,7 +24,7 @@ struct GpuFinding {
     nvml: bool,
 }
 
-pub fn run(args: DoctorArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: DoctorArgs) -> Result<Exit, CliError> {
     println!("gate {}", super::LONG_VERSION.replace('\n', "\n  "));
     println!();
     println!("machine");

@@ -19,7 +19,7 @@ use crate::probe::Backend;
 use crate::runner::{run_child, ChildArgs, Measurement};
 
 #[derive(Debug, Args)]
-pub struct FitArgs {
+pub(crate) struct FitArgs {
     /// The component to fit (a name in the spec, e.g. `tft` or `tft@plain`).
     pub component: String,
     #[arg(long, default_value = super::DEFAULT_SPEC)]
@@ -41,13 +41,13 @@ pub struct FitArgs {
 
 /// A size budget's straight line: bytes = intercept + slope · batch.
 #[derive(Debug, Clone, Copy)]
-pub struct Line {
+pub(super) struct Line {
     pub intercept: f64,
     pub slope: f64,
 }
 
 impl Line {
-    pub fn through(b1: usize, v1: f64, b2: usize, v2: f64) -> Line {
+    pub(super) fn through(b1: usize, v1: f64, b2: usize, v2: f64) -> Line {
         let slope = (v2 - v1) / (b2 as f64 - b1 as f64);
         Line {
             intercept: v1 - slope * b1 as f64,
@@ -55,12 +55,12 @@ impl Line {
         }
     }
 
-    pub fn at(&self, batch: usize) -> f64 {
+    pub(super) fn at(&self, batch: usize) -> f64 {
         self.intercept + self.slope * batch as f64
     }
 
     /// The largest batch (≤ `max`) the budget allows; 0 when none does.
-    pub fn largest_batch(&self, budget: &Budget, max: usize) -> usize {
+    pub(super) fn largest_batch(&self, budget: &Budget, max: usize) -> usize {
         if self.slope <= 0.0 {
             return if budget.limit.op.holds(self.at(1), budget.limit.value) {
                 max
@@ -133,7 +133,7 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
         .collect()
 }
 
-pub fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
+pub(super) fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
     let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let exe = loaded.profiler()?;
     let request = loaded.request()?.to_path_buf();

@@ -23,7 +23,7 @@ use crate::runner::Workloads;
 
 /// What the commands that read a spec with `harness:` let the user decide.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct HarnessArgs {
+pub(crate) struct HarnessArgs {
     /// Let `harness.manifest` name a Cargo.toml outside the spec's repository
     /// (gate builds that crate and runs its code: its build scripts and the harness).
     #[arg(long)]
@@ -39,7 +39,7 @@ pub struct HarnessArgs {
 
 /// A spec ready to run: the workloads of its components, and the binary
 /// that profiles them.
-pub struct Loaded {
+pub(super) struct Loaded {
     pub spec: Box<Spec>,
     source: Source,
     /// The request the harness reads (`crate::child`): written before a
@@ -90,7 +90,7 @@ impl Drop for Scratch {
 
 impl Loaded {
     /// The binary whose `profile` command measures a component.
-    pub fn profiler(&self) -> Result<PathBuf, CliError> {
+    pub(super) fn profiler(&self) -> Result<PathBuf, CliError> {
         match &self.source {
             Source::Harness { exe, .. } => Ok(exe.clone()),
             Source::Here(_) => std::env::current_exe().map_err(|e| {
@@ -103,7 +103,7 @@ impl Loaded {
 
     /// The request file each `profile` reads (`--request`): the spec as
     /// this gate validated it, so the profiling binary parses no YAML.
-    pub fn request(&self) -> Result<&Path, CliError> {
+    pub(super) fn request(&self) -> Result<&Path, CliError> {
         if let Some(r) = self.request.get() {
             return Ok(&r.path);
         }
@@ -113,7 +113,7 @@ impl Loaded {
 
     /// The backend the profiles run on. A harness is built with its `cuda`
     /// feature for `--backend cuda`, so this binary need not have it then.
-    pub fn backend(&self, requested: Backend) -> Result<Backend, crate::probe::BackendError> {
+    pub(super) fn backend(&self, requested: Backend) -> Result<Backend, crate::probe::BackendError> {
         match (&self.source, requested) {
             (Source::Harness { .. }, Backend::Cuda) => Ok(Backend::Cuda),
             _ => crate::probe::resolve_backend(requested),
@@ -121,7 +121,7 @@ impl Loaded {
     }
 
     /// The framework the components run on: the harness's, else this binary's candle.
-    pub fn framework(&self) -> FrameworkId {
+    pub(super) fn framework(&self) -> FrameworkId {
         match &self.source {
             Source::Harness { framework, .. } => framework.clone(),
             Source::Here(_) => FrameworkId {
@@ -133,7 +133,7 @@ impl Loaded {
 
     /// The candle the components run on (the report's `candle_version`);
     /// empty when they run on another framework.
-    pub fn candle_version(&self) -> String {
+    pub(super) fn candle_version(&self) -> String {
         let f = self.framework();
         if f.name == "candle" {
             f.version
@@ -143,7 +143,7 @@ impl Loaded {
     }
 
     /// Component `name`'s resolved config, as the report records it.
-    pub fn config(&self, name: &str) -> Option<serde_json::Value> {
+    pub(super) fn config(&self, name: &str) -> Option<serde_json::Value> {
         match &self.source {
             Source::Here(w) => w.get(name).map(|w| w.config()),
             Source::Harness { configs, .. } => configs.get(name).cloned(),
@@ -154,7 +154,7 @@ impl Loaded {
 /// Loads the spec at `path`. When it names a harness that is not this
 /// binary, builds the harness and has it resolve the spec's workloads (it
 /// knows kinds this binary does not); else resolves them against `app`.
-pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs) -> Result<Loaded, CliError> {
+pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs) -> Result<Loaded, CliError> {
     // The file is read and parsed once (`parse`). Only a spec with errors is
     // parsed again, with its workloads checked, so every error comes out in one go.
     let (spec, bytes) = parse(path, app)?;
@@ -205,7 +205,7 @@ pub fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs
 /// file, and the harness's fields when it names a harness other than this
 /// binary. `true` when it does: its workloads' configs are then unchecked
 /// (only the built harness knows their kinds).
-pub fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
+pub(super) fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
     let (spec, bytes) = parse(path, app)?;
     refuse_unused_harness_bin(&spec, app, opts)?;
     if let Some(h) = spec.harness.as_ref().filter(|h| !app.is(h)) {

@@ -15,7 +15,7 @@ use crate::metric::{format_value, Metric};
 use crate::report::Report;
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// The metric, e.g. `training_peak`, or `COMPONENT.METRIC` (`tft.activations`).
     pub metric: String,
     /// Only this component (default: every component that has the metric).
@@ -44,7 +44,7 @@ struct Row {
     budget: Option<(String, f64)>,
 }
 
-pub fn run(args: HistoryArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: HistoryArgs) -> Result<Exit, CliError> {
     let (component, metric_name) = match args.metric.split_once('.') {
         Some((c, m)) => (Some(c.to_string()), m.to_string()),
         None => (args.component.clone(), args.metric.clone()),

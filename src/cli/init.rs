@@ -12,12 +12,12 @@ use super::CliError;
 use crate::exit::Exit;
 use crate::hint::Problem;
 
-pub const BUDGETS: &str = include_str!("templates/budgets.yaml");
+pub(super) const BUDGETS: &str = include_str!("templates/budgets.yaml");
 const WORKFLOW: &str = include_str!("templates/gate.yml");
 const COMMENT_WORKFLOW: &str = include_str!("templates/gate-comment.yml");
 
 #[derive(Debug, Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The repository to set up.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
@@ -331,7 +331,7 @@ fn full_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-pub fn run(args: InitArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: InitArgs) -> Result<Exit, CliError> {
     let source = GateSource::parse(&args.gate_repo);
     check_names(&args, &source)?;
     let mut files: Vec<(PathBuf, String)> = vec![(out_path(&args, super::DEFAULT_SPEC), BUDGETS.to_string())];

@@ -15,7 +15,7 @@ use crate::hint::Problem;
 use crate::report::{self, baseline::Outcome};
 
 #[derive(Debug, Args)]
-pub struct MergeArgs {
+pub(crate) struct MergeArgs {
     /// The shards' output folders, each with a report.json.
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
@@ -35,7 +35,7 @@ pub struct MergeArgs {
     pub acknowledge_label: String,
 }
 
-pub fn run(args: MergeArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
     // Shards of `check --shard I/N`: all N of them, once each, or the
     // verdict would not be the unsharded run's.
     let mut records = Vec::new();

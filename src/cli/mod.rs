@@ -37,13 +37,13 @@ const DEFAULT_OUT: &str = "target/gate";
     long_version = LONG_VERSION,
     about = "Stops GPU-memory regressions in candle models before they merge"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Profile every component of the spec, decide, write the report; exit 0 pass, 1 fail.
     Check(check::CheckArgs),
     /// Upsert the pull-request comment from an output folder (one comment per gate id).
@@ -84,7 +84,7 @@ pub const LONG_VERSION: &str = concat!(
     env!("GATE_REPOSITORY"),
 );
 #[cfg(not(feature = "cuda"))]
-pub const LONG_VERSION: &str = concat!(
+pub(crate) const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     "\ncommit: ",
     env!("GATE_GIT_COMMIT"),
@@ -98,7 +98,7 @@ pub const LONG_VERSION: &str = concat!(
 /// What this binary knows: its workloads, and which harness it is (a spec's
 /// `harness:` naming another binary is handed to that one).
 #[derive(Debug, Clone)]
-pub struct App {
+pub(crate) struct App {
     pub registry: crate::sdk::Registry,
     /// The cargo package and binary of a harness made with `gate::main!`.
     pub package: Option<&'static str>,
@@ -114,7 +114,7 @@ impl App {
 
 /// A failure that ends the command, with the exit code it maps to.
 #[derive(Debug, thiserror::Error)]
-pub enum CliError {
+pub(crate) enum CliError {
     #[error("{0}")]
     Spec(#[from] crate::budget::SpecError),
     /// Bad input: a flag, a file or the repository is not what the command needs (exit 2).
@@ -129,7 +129,7 @@ pub enum CliError {
 }
 
 impl CliError {
-    pub fn exit(&self) -> Exit {
+    pub(crate) fn exit(&self) -> Exit {
         match self {
             CliError::Spec(_) | CliError::Usage(_) => Exit::BadInput,
             CliError::Infrastructure(_) => Exit::Infrastructure,
@@ -179,7 +179,7 @@ fn github_problem(e: &crate::github::GithubError) -> Problem {
 }
 
 /// Runs the parsed command and returns the process exit.
-pub fn run(cli: Cli, app: &App) -> Exit {
+pub(crate) fn run(cli: Cli, app: &App) -> Exit {
     // In GitHub Actions, the workflow-command guard, closed at exit however
     // the process ends (cli/actions.rs). Not for the commands whose stdout
     // is a file's content.
@@ -244,7 +244,7 @@ fn run_command(cli: Cli, app: &App) -> Exit {
 }
 
 /// Parses `args` (the program name first) and runs them.
-pub fn main_with(args: Vec<std::ffi::OsString>, app: &App) -> Exit {
+pub(crate) fn main_with(args: Vec<std::ffi::OsString>, app: &App) -> Exit {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {

@@ -28,18 +28,18 @@ use crate::hint::Problem;
 
 /// One shard of a split: `index` of `count`, from 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Shard {
+pub(super) struct Shard {
     pub index: usize,
     pub count: usize,
 }
 
 /// The file a sharded `gate check` adds to its output folder.
-pub const FILE: &str = "shard.json";
+pub(super) const FILE: &str = "shard.json";
 /// The most bytes of `shard.json` read (a few numbers and names).
 const MAX_BYTES: u64 = 1 << 20;
 
 /// The most shards (a matrix of GitHub Actions has at most 256 jobs).
-pub const MAX_COUNT: usize = 256;
+pub(super) const MAX_COUNT: usize = 256;
 
 impl std::fmt::Display for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -48,7 +48,7 @@ impl std::fmt::Display for Shard {
 }
 
 /// Parses `I/N`, with `1 <= I <= N <= 256`.
-pub fn parse(text: &str) -> Result<Shard, CliError> {
+pub(super) fn parse(text: &str) -> Result<Shard, CliError> {
     let bad = |why: &str| {
         CliError::Usage(Problem::new(format!("--shard {text}: {why}")).with_hint(
             "write --shard I/N with 1 <= I <= N, e.g. --shard 2/3 for the second of three shards \
@@ -70,13 +70,13 @@ pub fn parse(text: &str) -> Result<Shard, CliError> {
 }
 
 /// The component (not variant) a name belongs to: `tft@plain` → `tft`.
-pub fn base(name: &str) -> &str {
+pub(super) fn base(name: &str) -> &str {
     gate_spec::name::base_of(name)
 }
 
 /// The components of `names` (variants left out: they follow their
 /// component) that `shard` holds, sorted.
-pub fn components<'a>(names: impl IntoIterator<Item = &'a str>, shard: Shard) -> Vec<String> {
+pub(super) fn components<'a>(names: impl IntoIterator<Item = &'a str>, shard: Shard) -> Vec<String> {
     let mut all: Vec<&str> = names.into_iter().map(base).collect();
     all.sort_unstable();
     all.dedup();
@@ -89,7 +89,7 @@ pub fn components<'a>(names: impl IntoIterator<Item = &'a str>, shard: Shard) ->
 
 /// What `shard.json` says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
+pub(super) struct Record {
     #[serde(flatten)]
     pub shard: Shard,
     /// The components it profiled (their variants with them).
@@ -101,7 +101,7 @@ pub struct Record {
 }
 
 /// Reads `dir/shard.json`: `None` when there is none (an unsharded run).
-pub fn read(dir: &Path) -> Result<Option<Record>, CliError> {
+pub(super) fn read(dir: &Path) -> Result<Option<Record>, CliError> {
     let path = dir.join(FILE);
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
@@ -124,7 +124,7 @@ pub fn read(dir: &Path) -> Result<Option<Record>, CliError> {
 /// split, once each: a missing shard would leave its components "not
 /// measured" (only a warning without --strict) where an unsharded run
 /// measured them, so it is refused (exit 3: a shard's job did not deliver).
-pub fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
+pub(super) fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
     let sharded: Vec<(&str, &Record)> = records
         .iter()
         .filter_map(|(d, r)| r.as_ref().map(|r| (d.as_str(), r)))
@@ -181,7 +181,7 @@ pub fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliErr
 /// Refuses shards dealt from different `--only` selections: each holds its
 /// share of another set, so some components would be in no shard, others
 /// in two (issue #43 item 6).
-pub fn check_one_selection(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
+pub(super) fn check_one_selection(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
     let mut sharded = records.iter().filter_map(|(d, r)| r.as_ref().map(|r| (d, r)));
     let Some((first_dir, first)) = sharded.next() else {
         return Ok(());
@@ -209,7 +209,7 @@ pub fn check_one_selection(records: &[(String, Option<Record>)]) -> Result<(), C
 /// claims that its report lacks (or holds unmeasured) would pass as "not
 /// measured", one its report holds unclaimed may be in another shard too
 /// (issue #43 item 6).
-pub fn check_claims(dir: &Path, record: &Record, report: &crate::report::Report) -> Result<(), CliError> {
+pub(super) fn check_claims(dir: &Path, record: &Record, report: &crate::report::Report) -> Result<(), CliError> {
     let claimed: std::collections::HashSet<&str> = record.components.iter().map(String::as_str).collect();
     let held: std::collections::HashSet<&str> = report
         .components

@@ -14,7 +14,7 @@ use crate::exit::Exit;
 use crate::probe::Backend;
 
 #[derive(Debug, Args)]
-pub struct ValidateArgs {
+pub(crate) struct ValidateArgs {
     /// The spec to check.
     #[arg(long, default_value = super::DEFAULT_SPEC)]
     pub budgets: PathBuf,
@@ -31,7 +31,7 @@ pub struct ValidateArgs {
     pub harness: super::harness::HarnessArgs,
 }
 
-pub fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
+pub(super) fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
     let (spec, unchecked) = if args.build {
         (
             *super::harness::load(&args.budgets, app, None, &args.harness)?.spec,

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 static LEAKED: Mutex<Vec<candle_core::Tensor>> = Mutex::new(Vec::new());
 
 /// Keeps a copy of `t` for good (the injected `leak`, tests only).
-pub fn leak(t: &candle_core::Tensor) -> candle_core::Result<()> {
+pub(super) fn leak(t: &candle_core::Tensor) -> candle_core::Result<()> {
     let copy = t.copy()?;
     LEAKED.lock().unwrap_or_else(|e| e.into_inner()).push(copy);
     Ok(())

@@ -19,21 +19,21 @@ use gate_runner::phases::Timing;
 use gate_runner::Phase;
 
 #[cfg(feature = "cli")]
-pub use gate_runner::Measurement;
+pub(crate) use gate_runner::Measurement;
 // The parent's side: the installed `gate` (feature `cli`) starts the children.
 #[cfg(feature = "cli")]
-pub use gate_runner::{
+pub(crate) use gate_runner::{
     begin_writing, default_jobs, forward_signals, infrastructure_failure, interrupted, profile_all, run_child,
     ChildArgs, Failure, Profiled, Progress,
 };
 /// The candle the models run on (the `candle-0-*` feature; the 0.11 figure
 /// is checked against Cargo.lock by a test), recorded in each testbed.
 #[cfg(feature = "candle-0-11")]
-pub const CANDLE_VERSION: &str = "0.11.1";
+pub(crate) const CANDLE_VERSION: &str = "0.11.1";
 #[cfg(all(feature = "candle-0-10", not(feature = "candle-0-11")))]
-pub const CANDLE_VERSION: &str = "0.10";
+pub(crate) const CANDLE_VERSION: &str = "0.10";
 #[cfg(all(feature = "candle-0-9", not(any(feature = "candle-0-10", feature = "candle-0-11"))))]
-pub const CANDLE_VERSION: &str = "0.9";
+pub(crate) const CANDLE_VERSION: &str = "0.9";
 
 #[cfg(feature = "cli")]
 pub use resolve::parse_bytes;

@@ -185,7 +185,7 @@ pub(crate) mod test_support {
     use super::Step;
     use crate::sdk::{DynWorkload, ParamStore, RunCtx};
 
-    pub fn ctx(batch_size: usize) -> RunCtx {
+    pub(crate) fn ctx(batch_size: usize) -> RunCtx {
         RunCtx {
             device: Device::Cpu,
             dtype: DType::F32,
@@ -197,7 +197,7 @@ pub(crate) mod test_support {
 
     /// Trains `steps` AdamW steps on one seeded batch; returns the loss before
     /// and the evaluation loss after.
-    pub fn loss_after_steps(w: &dyn DynWorkload, batch_size: usize, steps: usize) -> Result<(f64, f64)> {
+    pub(crate) fn loss_after_steps(w: &dyn DynWorkload, batch_size: usize, steps: usize) -> Result<(f64, f64)> {
         let c = ctx(batch_size);
         let store = ParamStore::new(c.seed);
         let mut model = w.build(store.builder(c.dtype, &c.device), &c)?;
@@ -218,7 +218,7 @@ pub(crate) mod test_support {
     }
 
     /// Every trainable parameter receives a finite, non-zero gradient.
-    pub fn assert_every_param_has_grad(w: &dyn DynWorkload, batch_size: usize) -> Result<()> {
+    pub(crate) fn assert_every_param_has_grad(w: &dyn DynWorkload, batch_size: usize) -> Result<()> {
         let c = ctx(batch_size);
         let store = ParamStore::new(c.seed);
         let model = w.build(store.builder(c.dtype, &c.device), &c)?;

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 /// The built `gate`: no `GITHUB_*` or `RUNNER_*` variables, no injected
 /// fault, no colour. Tests that rehearse Actions set what they need.
-pub fn gate() -> Command {
+pub(crate) fn gate() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
@@ -24,7 +24,7 @@ pub fn gate() -> Command {
 
 /// `cargo`, as a test starts it to build an adopter's crate: the crate is
 /// built as its team builds it, without `.ci/run`'s lint wrapper.
-pub fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     without_ci_lints(&mut cmd);
     cmd.env_remove("CARGO_BUILD_TARGET");
@@ -41,18 +41,18 @@ fn without_ci_lints(cmd: &mut Command) {
 }
 
 /// Output bytes as text.
-pub fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// A finished command's stdout, then stderr, as text (for messages and searches).
-pub fn output_text(o: &Output) -> String {
+pub(crate) fn output_text(o: &Output) -> String {
     format!("{}\n{}", text(&o.stdout), text(&o.stderr))
 }
 
 /// Copies the folder `from` to `to`, leaving out `target` folders: an
 /// adopter crate as a team would check it out.
-pub fn copy_crate(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_crate(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
@@ -76,14 +76,14 @@ pub fn copy_crate(from: &std::path::Path, to: &std::path::Path) {
 /// cores, measured 2026-12-04). What a test changed (a spec, a source, its
 /// outputs) is put back or removed by the next one. One test at a time
 /// holds a copy: the lock file keeps two `cargo test` runs apart too.
-pub struct CrateCopy {
+pub(crate) struct CrateCopy {
     dir: std::path::PathBuf,
     _lock: std::fs::File,
 }
 
 impl CrateCopy {
     /// The copy's folder.
-    pub fn path(&self) -> &std::path::Path {
+    pub(crate) fn path(&self) -> &std::path::Path {
         &self.dir
     }
 }
@@ -91,7 +91,7 @@ impl CrateCopy {
 /// The copy of `from` named `name` (see [`CrateCopy`]), each file's bytes
 /// passed through `rewrite(path relative to the crate, bytes)` first: a
 /// manifest's path dependency made absolute, say.
-pub fn crate_copy(
+pub(crate) fn crate_copy(
     from: &std::path::Path,
     name: &str,
     rewrite: impl Fn(&std::path::Path, Vec<u8>) -> Vec<u8>,
@@ -108,7 +108,10 @@ pub fn crate_copy(
 /// A [`crate_copy`] rewrite: in the copy's `manifest` (a path relative to
 /// the crate), gate's SDK dependency `gate-sdk = { path = "RELATIVE"`
 /// points at this checkout instead.
-pub fn sdk_path_here(manifest: &'static str, relative: &'static str) -> impl Fn(&std::path::Path, Vec<u8>) -> Vec<u8> {
+pub(crate) fn sdk_path_here(
+    manifest: &'static str,
+    relative: &'static str,
+) -> impl Fn(&std::path::Path, Vec<u8>) -> Vec<u8> {
     let from = format!("gate-sdk = {{ path = {relative:?}");
     let to = format!("gate-sdk = {{ path = {:?}", env!("CARGO_MANIFEST_DIR"));
     move |rel, bytes| {
@@ -171,7 +174,7 @@ fn mirror(
 
 /// The stock gate run in an adopter's folder, its harness built into this
 /// checkout's `target/` (so one adopter's build reuses the last one's).
-pub fn gate_for_adopter(dir: &std::path::Path, args: &[&str]) -> Output {
+pub(crate) fn gate_for_adopter(dir: &std::path::Path, args: &[&str]) -> Output {
     gate()
         .args(args)
         .current_dir(dir)
@@ -190,7 +193,7 @@ pub fn gate_for_adopter(dir: &std::path::Path, args: &[&str]) -> Output {
 /// line and `false` returned, so a contributor without them sees what did
 /// not run and why. With `GATE_TESTS_REQUIRE_ALL=1` (`.ci/run` sets it)
 /// the test fails with that reason instead: CI never passes by skipping.
-pub fn available(test: &str, why_not: Option<String>) -> bool {
+pub(crate) fn available(test: &str, why_not: Option<String>) -> bool {
     let Some(why) = why_not else { return true };
     if std::env::var_os("GATE_TESTS_REQUIRE_ALL").is_some_and(|v| v == "1") {
         panic!("{test} cannot run: {why}\n(GATE_TESTS_REQUIRE_ALL=1: every test must run here)");
@@ -204,7 +207,7 @@ pub fn available(test: &str, why_not: Option<String>) -> bool {
 
 /// Why the crates `manifest`'s lock file names cannot be had (no registry
 /// and not in cargo's cache), if they cannot: `cargo fetch --locked`.
-pub fn crates_unavailable(manifest: &std::path::Path) -> Option<String> {
+pub(crate) fn crates_unavailable(manifest: &std::path::Path) -> Option<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let o = match Command::new(cargo)
         .args(["fetch", "--locked", "--manifest-path"])
@@ -234,7 +237,7 @@ pub fn crates_unavailable(manifest: &std::path::Path) -> Option<String> {
 /// call, so an edit to them is what runs. `Err`: why it cannot be had (no
 /// Node.js 20+ or npm, or `npm ci` failed), a test's skip reason; `what`
 /// says what the tool checks.
-pub fn node_tool(name: &str, what: &str) -> Result<std::path::PathBuf, String> {
+pub(crate) fn node_tool(name: &str, what: &str) -> Result<std::path::PathBuf, String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let src = root.join("scripts").join(name);
     let dir = root.join("target").join(format!("{name}-node"));

@@ -27,16 +27,16 @@ use std::time::Duration;
 use base64::Engine;
 use serde_json::{json, Value};
 
-pub const TOKEN: &str = "ghs_FAKEtoken_4f2a9c_DO_NOT_LEAK";
-pub const REPO: &str = "octo/repo";
+pub(crate) const TOKEN: &str = "ghs_FAKEtoken_4f2a9c_DO_NOT_LEAK";
+pub(crate) const REPO: &str = "octo/repo";
 /// The repository's numeric id, which GitHub's `Link` URLs use.
-pub const REPO_ID: u64 = 4242;
+pub(crate) const REPO_ID: u64 = 4242;
 const MAX_REQUESTS: usize = 3000;
 
 /// Every form of `secret` that counts as a leak: any 10 characters in a row
 /// (as is, and as Markdown escapes `_`), its base64 alone and in the
 /// basic-auth forms git sends, and its percent-encoding.
-pub fn leak_forms(secret: &str) -> Vec<String> {
+pub(crate) fn leak_forms(secret: &str) -> Vec<String> {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let windows = |s: &str| -> Vec<String> {
         let chars: Vec<char> = s.chars().collect();
@@ -54,13 +54,13 @@ pub fn leak_forms(secret: &str) -> Vec<String> {
 }
 
 /// The first form of [`TOKEN`] found in `text`.
-pub fn find_token(text: &str) -> Option<String> {
+pub(crate) fn find_token(text: &str) -> Option<String> {
     leak_forms(TOKEN).into_iter().find(|f| text.contains(f.as_str()))
 }
 
 /// Fails the test when [`TOKEN`] shows in any form in the command's output
 /// or in any file under `dir`.
-pub fn assert_no_token(o: &Output, dir: &Path) {
+pub(crate) fn assert_no_token(o: &Output, dir: &Path) {
     let out = format!(
         "{}\n{}",
         String::from_utf8_lossy(&o.stdout),
@@ -83,7 +83,7 @@ pub fn assert_no_token(o: &Output, dir: &Path) {
 }
 
 #[derive(Debug, Clone)]
-pub struct Req {
+pub(crate) struct Req {
     pub method: String,
     pub path: String,
     pub auth: Option<String>,
@@ -91,7 +91,7 @@ pub struct Req {
 }
 
 #[derive(Debug, Clone)]
-pub enum FaultKind {
+pub(crate) enum FaultKind {
     Status(u16, String),
     Delay(Duration),
     /// A status with extra response headers (`retry-after`, `x-ratelimit-*`).
@@ -103,7 +103,7 @@ pub enum FaultKind {
 
 /// How [`FaultKind::Echo`] shapes its body.
 #[derive(Debug, Clone, Copy)]
-pub enum Echo {
+pub(crate) enum Echo {
     /// `{"message": "... <authorization> ...", "request_headers": "..."}`.
     Json,
     /// Not JSON: an HTML page whose 200th character falls inside the token,
@@ -115,7 +115,7 @@ pub enum Echo {
 }
 
 #[derive(Debug, Clone)]
-pub struct Fault {
+pub(crate) struct Fault {
     pub method: String,
     pub path_contains: String,
     /// How many matching requests it applies to (`usize::MAX`: all).
@@ -124,14 +124,14 @@ pub struct Fault {
 }
 
 #[derive(Debug, Clone)]
-pub struct Comment {
+pub(crate) struct Comment {
     pub id: u64,
     pub body: String,
     pub login: String,
 }
 
 #[derive(Default)]
-pub struct State {
+pub(crate) struct State {
     pub comments: BTreeMap<u64, Vec<Comment>>,
     pub next_id: u64,
     /// path → (text, blob sha) on the store branch.
@@ -181,13 +181,13 @@ pub struct State {
 }
 
 #[derive(Clone)]
-pub struct Fake {
+pub(crate) struct Fake {
     pub url: String,
     pub state: Arc<Mutex<State>>,
 }
 
 impl Fake {
-    pub fn start() -> Fake {
+    pub(crate) fn start() -> Fake {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let addr = listener.local_addr().unwrap();
         assert!(addr.ip().is_loopback());
@@ -217,7 +217,7 @@ impl Fake {
         }
     }
 
-    pub fn fault(&self, method: &str, path_contains: &str, times: usize, kind: FaultKind) {
+    pub(crate) fn fault(&self, method: &str, path_contains: &str, times: usize, kind: FaultKind) {
         self.state.lock().unwrap().faults.push(Fault {
             method: method.into(),
             path_contains: path_contains.into(),
@@ -227,23 +227,23 @@ impl Fake {
     }
 
     /// Every exchange so far, one JSON line each, as check.mjs reads them.
-    pub fn exchanges_jsonl(&self) -> String {
+    pub(crate) fn exchanges_jsonl(&self) -> String {
         let s = self.state.lock().unwrap();
         s.exchanges.iter().map(|x| format!("{x}\n")).collect()
     }
 
-    pub fn log(&self) -> Vec<Req> {
+    pub(crate) fn log(&self) -> Vec<Req> {
         self.state.lock().unwrap().log.clone()
     }
 
-    pub fn count(&self, method: &str, path_contains: &str) -> usize {
+    pub(crate) fn count(&self, method: &str, path_contains: &str) -> usize {
         self.log()
             .iter()
             .filter(|r| r.method == method && r.path.contains(path_contains))
             .count()
     }
 
-    pub fn comments(&self, pr: u64) -> Vec<Comment> {
+    pub(crate) fn comments(&self, pr: u64) -> Vec<Comment> {
         self.state
             .lock()
             .unwrap()
@@ -253,7 +253,7 @@ impl Fake {
             .unwrap_or_default()
     }
 
-    pub fn add_comment(&self, pr: u64, body: &str, login: &str) -> u64 {
+    pub(crate) fn add_comment(&self, pr: u64, body: &str, login: &str) -> u64 {
         let mut s = self.state.lock().unwrap();
         s.next_id += 1;
         let id = s.next_id;
@@ -267,7 +267,7 @@ impl Fake {
 
     /// An issue event on `pr`: `labeled`/`unlabeled` with a label name, or
     /// any other event (`label` empty), by `actor` at `at`.
-    pub fn add_event(&self, pr: u64, event: &str, label: &str, actor: &str, at: &str) {
+    pub(crate) fn add_event(&self, pr: u64, event: &str, label: &str, actor: &str, at: &str) {
         let mut s = self.state.lock().unwrap();
         let list = s.events.entry(pr).or_default();
         let id = list.len() as u64 + 1;
@@ -288,13 +288,13 @@ impl Fake {
     }
 
     /// Sets `login`'s permission on the repository.
-    pub fn permit(&self, login: &str, permission: &str) {
+    pub(crate) fn permit(&self, login: &str, permission: &str) {
         let mut s = self.state.lock().unwrap();
         s.permissions.insert(login.into(), permission.into());
     }
 
     /// A first-parent chain: `shas[0]` is the newest.
-    pub fn add_chain(&self, shas: &[String]) {
+    pub(crate) fn add_chain(&self, shas: &[String]) {
         let mut s = self.state.lock().unwrap();
         for w in shas.windows(2) {
             s.commits.insert(w[0].clone(), vec![w[1].clone()]);
@@ -304,7 +304,7 @@ impl Fake {
         }
     }
 
-    pub fn store_file(&self, path: &str, text: &str) {
+    pub(crate) fn store_file(&self, path: &str, text: &str) {
         let mut s = self.state.lock().unwrap();
         s.branch_exists = true;
         s.blob_counter += 1;
@@ -312,7 +312,7 @@ impl Fake {
         s.files.insert(path.into(), (text.into(), blob));
     }
 
-    pub fn file(&self, path: &str) -> Option<String> {
+    pub(crate) fn file(&self, path: &str) -> Option<String> {
         self.state.lock().unwrap().files.get(path).map(|f| f.0.clone())
     }
 }
@@ -477,7 +477,7 @@ fn record(state: &Arc<Mutex<State>>, method: &str, path: &str, body: &str, statu
 /// objects field by field, anything else replaced. With
 /// `GATE_FAKE_GITHUB_LOG` set, the payload is also appended to that file
 /// with `.events` added, for check.mjs (`.ci/run` checks them).
-pub fn event(hook: &str, overlay: Value) -> Value {
+pub(crate) fn event(hook: &str, overlay: Value) -> Value {
     static EVENTS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
     let mut payload = EVENTS
         .get_or_init(|| serde_json::from_str(include_str!("events.json")).expect("events.json is JSON"))
@@ -945,7 +945,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
 impl Fake {
     /// The token is `login`'s installation token (a GitHub App's, whose
     /// comments GitHub writes as `<app-slug>[bot]`), not the GITHUB_TOKEN.
-    pub fn as_app(&self, login: &str) {
+    pub(crate) fn as_app(&self, login: &str) {
         self.state.lock().unwrap().token_login = Some(login.into());
     }
 }
@@ -970,7 +970,7 @@ fn outside_repo(method: &str, path: &str) -> (u16, Value) {
 
 impl Fake {
     /// The check runs created so far (see [`check_runs_route`]).
-    pub fn check_runs(&self) -> Vec<Value> {
+    pub(crate) fn check_runs(&self) -> Vec<Value> {
         self.state.lock().unwrap().check_runs.clone()
     }
 }

@@ -27,7 +27,7 @@ fn quoted(text: &str) -> String {
 }
 
 /// % of budget used by every upper-bound size or time budget that was measured.
-pub fn budget_chart(report: &Report) -> String {
+pub(super) fn budget_chart(report: &Report) -> String {
     let rows: Vec<Row> = view::rows(report)
         .into_iter()
         .filter(|r| r.percent_of_budget.is_some())
@@ -75,7 +75,7 @@ pub fn budget_chart(report: &Report) -> String {
 
 /// A failing component's top blocks by bytes kept for backward, with the
 /// `(unattributed)` rest; none when fewer than two blocks were scoped.
-pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String {
+pub(super) fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String {
     use crate::units::SizeUnit;
     let top = view::top_blocks(c, super::TOP_BLOCKS);
     if top.iter().filter(|b| b.name != view::UNATTRIBUTED).count() < 2 {
@@ -116,7 +116,7 @@ pub fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String 
 
 /// A failing component's memory timeline, compact (at most 40 points, the
 /// peak kept), and the sentence naming the full SVG in the run's artifact.
-pub fn timeline_chart(name: &str, c: &ComponentReport, run: Option<&str>) -> String {
+pub(super) fn timeline_chart(name: &str, c: &ComponentReport, run: Option<&str>) -> String {
     use crate::timeline;
     let Some(t) = &c.timeline else {
         return String::new();

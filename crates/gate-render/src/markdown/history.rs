@@ -9,7 +9,7 @@ use super::escape::code;
 use crate::metric::{format_in, format_limit, Unit};
 use crate::report::history::{Point, Series};
 
-pub fn section(series: &[Series]) -> String {
+pub(super) fn section(series: &[Series]) -> String {
     if series.is_empty() {
         return String::new();
     }

@@ -17,7 +17,7 @@ const MAX_WARNINGS: usize = 30;
 /// With more rows than this, passing rows that did not change are folded.
 const FOLD_AFTER: usize = 8;
 
-pub fn verdict_line(report: &Report) -> String {
+pub(super) fn verdict_line(report: &Report) -> String {
     let (icon, word) = if report.summary.pass_unconfirmed() {
         ("⚠️", "NOT CONFIRMED")
     } else if report.summary.passed_run() {
@@ -29,7 +29,7 @@ pub fn verdict_line(report: &Report) -> String {
 }
 
 /// The verdict, the context line, the budget changes, the warnings and the notes.
-pub fn head(report: &Report, links: &Links) -> String {
+pub(super) fn head(report: &Report, links: &Links) -> String {
     let mut out = verdict_line(report);
     out.push('\n');
     let run = links
@@ -101,7 +101,7 @@ pub fn head(report: &Report, links: &Links) -> String {
 
 /// On failure, one next step: the first failing budget, its block (the one
 /// that grew most, else the largest) and the lever that helps it.
-pub fn next_step(report: &Report) -> String {
+pub(super) fn next_step(report: &Report) -> String {
     let Some(step) = view::next_step(report) else {
         return String::new();
     };
@@ -119,7 +119,7 @@ const HEADER: &str = "| budget | limit | baseline | current | Δ | Δ % | used |
 /// The budgets' rows in review order; unchanged passing rows go in a
 /// folded table when there are many. Returns (text before the fold, the
 /// folded part) so the caller can trim rows to the comment's limit.
-pub fn table_rows(report: &Report, links: &Links) -> (Vec<String>, Vec<String>) {
+pub(super) fn table_rows(report: &Report, links: &Links) -> (Vec<String>, Vec<String>) {
     let rows = view::rows(report);
     let unchanged = rows.iter().filter(|r| r.rank == Rank::Unchanged).count();
     let fold = rows.len() > FOLD_AFTER && unchanged >= 2;
@@ -135,12 +135,12 @@ pub fn table_rows(report: &Report, links: &Links) -> (Vec<String>, Vec<String>) 
     (open, folded)
 }
 
-pub fn header() -> &'static str {
+pub(super) fn header() -> &'static str {
     HEADER
 }
 
 /// The summary line of the folded rows.
-pub fn fold_summary(report: &Report, n: usize) -> String {
+pub(super) fn fold_summary(report: &Report, n: usize) -> String {
     let unchanged = if report.baseline.as_ref().is_some_and(|b| b.comparable) {
         ", unchanged"
     } else {

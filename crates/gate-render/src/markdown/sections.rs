@@ -11,7 +11,7 @@ use crate::view::{self, UNATTRIBUTED};
 
 /// Components with `variants:`: each variant's settings and metrics side by
 /// side, with the loss and step-time ratios against the reference.
-pub fn variants_section(report: &Report) -> String {
+pub(super) fn variants_section(report: &Report) -> String {
     use crate::table::{variant_groups, variant_metrics, variant_settings};
     let mut out = String::new();
     for (base, members) in variant_groups(report) {
@@ -50,7 +50,7 @@ pub fn variants_section(report: &Report) -> String {
 
 /// For each failing component: why it failed (if its profile did), its top
 /// blocks with the `(unattributed)` rest, and their chart.
-pub fn blocks_section(report: &Report, links: &super::Links) -> String {
+pub(super) fn blocks_section(report: &Report, links: &super::Links) -> String {
     let mut out = String::new();
     for name in view::failing_components(report) {
         let c = &report.components[name];
@@ -121,7 +121,7 @@ pub fn blocks_section(report: &Report, links: &super::Links) -> String {
     format!("#### Where the memory goes\n\n{out}")
 }
 
-pub fn diff_section(report: &Report, baseline: Option<&Report>) -> String {
+pub(super) fn diff_section(report: &Report, baseline: Option<&Report>) -> String {
     let Some(base) = baseline else {
         return String::new();
     };
@@ -150,7 +150,7 @@ pub fn diff_section(report: &Report, baseline: Option<&Report>) -> String {
     )
 }
 
-pub fn footer(report: &Report) -> String {
+pub(super) fn footer(report: &Report) -> String {
     let tb = &report.testbed;
     let base = match &report.baseline {
         None => "baseline: none".to_string(),
@@ -198,11 +198,11 @@ pub fn footer(report: &Report) -> String {
     )
 }
 
-pub fn short(sha: &str) -> String {
+pub(super) fn short(sha: &str) -> String {
     escape(&sha.chars().take(12).collect::<String>())
 }
 
-pub fn baseline_phrase(report: &Report) -> String {
+pub(super) fn baseline_phrase(report: &Report) -> String {
     match &report.baseline {
         None => "no baseline: regressions are not checked".into(),
         Some(b) if !b.comparable => format!(

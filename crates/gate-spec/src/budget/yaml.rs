@@ -152,7 +152,7 @@ impl MarkedEventReceiver for Builder {
 /// Raw file bytes → text. A UTF-8 byte-order mark is skipped (YAML allows
 /// it); UTF-16/UTF-32 are known by their mark and refused by name; other
 /// invalid UTF-8 is refused at its first bad byte.
-pub fn decode(bytes: &[u8]) -> Result<&str, YamlIssue> {
+pub(super) fn decode(bytes: &[u8]) -> Result<&str, YamlIssue> {
     let start = Pos { line: 1, col: 1 };
     // UTF-32 first: its LE mark begins with UTF-16 LE's.
     for (mark, name) in [
@@ -214,7 +214,7 @@ fn check_chars(text: &str) -> Result<(), YamlIssue> {
 
 /// Parses `text` into one document tree. A syntax error stops parsing (the
 /// YAML parser cannot resume) and is returned as the only issue.
-pub fn parse(text: &str) -> Result<(Node, Vec<YamlIssue>), YamlIssue> {
+pub(super) fn parse(text: &str) -> Result<(Node, Vec<YamlIssue>), YamlIssue> {
     // A byte-order mark is allowed at the start of a stream.
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     check_chars(text)?;

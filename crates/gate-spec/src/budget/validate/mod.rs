@@ -12,4 +12,4 @@ mod overrides;
 mod root;
 
 pub use harness::is_cargo_name;
-pub use root::{check_workloads, validate};
+pub(super) use root::{check_workloads, validate};

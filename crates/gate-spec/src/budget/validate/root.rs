@@ -16,7 +16,7 @@ use crate::budget::{measurable, Component, Diagnostics, Spec, WorkloadCheck};
 use crate::config::Pos;
 
 /// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
-pub fn validate(
+pub(crate) fn validate(
     path: &Path,
     root: &Node,
     yaml_issues: Vec<YamlIssue>,
@@ -129,7 +129,7 @@ fn components(cx: &mut Ctx, root: &Node, top: &[(String, Pos, Node)], defaults: 
 /// Each component's workload through `check`: the problems not already
 /// in `said` (position and message). A variant shares its component's
 /// config: when the component's fails, the variant's would only repeat it.
-pub fn check_workloads(
+pub(crate) fn check_workloads(
     components: &[Component],
     check: &dyn WorkloadCheck,
     has_harness: bool,
