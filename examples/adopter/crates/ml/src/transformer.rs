@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 /// `config:` of a `tiny_gpt` component; every key may be left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct GptConfig {
+pub struct GptConfig {
     /// Tokens in the vocabulary.
     pub vocab: usize,
     /// Width of the residual stream.
@@ -49,7 +49,7 @@ impl Default for GptConfig {
 
 /// The workload: a validated config.
 #[derive(Debug, Clone)]
-pub(crate) struct TinyGpt {
+pub struct TinyGpt {
     cfg: GptConfig,
 }
 
@@ -58,7 +58,7 @@ impl TinyGpt {
     /// block two norms (2·2d), the fused q/k/v projection (3d² + 3d), the
     /// output projection (d² + d), and the MLP (4d² + 4d and 4d² + d):
     /// 12d² + 13d; the final norm 2d. The head is the token embedding.
-    pub(crate) fn closed_form(c: &GptConfig) -> u64 {
+    pub fn closed_form(c: &GptConfig) -> u64 {
         let (v, d, t, l) = (c.vocab as u64, c.d_model as u64, c.seq_len as u64, c.n_layers as u64);
         v * d + t * d + l * (12 * d * d + 13 * d) + 2 * d
     }
