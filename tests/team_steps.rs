@@ -180,7 +180,11 @@ fn a_cache_that_grows_by_its_rows_is_its_closed_form_and_one_that_keeps_its_copi
     // Parameters: the embedding and 2 × (K, V), f32, plus each tensor's bookkeeping.
     let params = ((64 * 32 + 2 * 2 * 32 * 32) * 4) as f64;
     assert!(bounded.values[&Metric::Params] >= params, "{:?}", bounded.values);
-    assert!(bounded.values[&Metric::Params] < params + 5.0 * 512.0);
+    assert!(
+        bounded.values[&Metric::Params] < params + 5.0 * 512.0,
+        "{} B for {params} B of data in 5 tensors",
+        bounded.values[&Metric::Params]
+    );
     assert!(bounded.values[&Metric::DecodePeak] > bounded.values[&Metric::Params]);
     assert!(bounded.values[&Metric::PrefillPeak] > bounded.values[&Metric::Params]);
     // No training ran: none of its figures.
