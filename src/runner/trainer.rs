@@ -15,9 +15,28 @@ use gate_runner::adapter::{self, Analytic, Session, Train, Unbuilt};
 
 use crate::sdk::{prune_grads, Batch, DynWorkload, Model, OptimizerStep, ParamStore, RunCtx, Step, TrainingForward};
 
-/// A candle error as gate's (its message; reports show the first line).
-fn err(e: candle_core::Error) -> adapter::Error {
-    adapter::Error::msg(e.to_string())
+/// A candle error as gate's: its message (reports show the first line)
+/// and its kind, told from what candle passes through of cudarc's driver
+/// and cuBLAS errors (candle has no error variant of its own for either).
+pub(crate) fn err(e: candle_core::Error) -> adapter::Error {
+    let message = e.to_string();
+    adapter::Error::of_kind(failure_kind(&message), message)
+}
+
+/// Out of memory: the driver's, cuBLAS's failed allocation, or a CPU
+/// allocation candle reports; another driver or cuBLAS error: the device's.
+fn failure_kind(message: &str) -> adapter::FailureKind {
+    if message.contains("CUDA_ERROR_OUT_OF_MEMORY")
+        || message.contains("CUBLAS_STATUS_ALLOC_FAILED")
+        || message.to_ascii_lowercase().contains("out of memory")
+    {
+        adapter::FailureKind::OutOfMemory
+    } else if message.contains("CUDA_ERROR_") || message.contains("CUBLAS_STATUS_") || message.contains("DriverError(")
+    {
+        adapter::FailureKind::Device
+    } else {
+        adapter::FailureKind::Model
+    }
 }
 
 /// One workload in its run context: what the runner profiles.
@@ -407,4 +426,24 @@ fn shortened(names: &[String]) -> String {
         return names.join(", ");
     }
     format!("{}, and {} more", names[..SHOWN].join(", "), names.len() - SHOWN)
+}
+
+#[cfg(test)]
+mod failure_kind_tests {
+    use super::failure_kind;
+    use gate_runner::adapter::FailureKind;
+
+    #[test]
+    fn device_errors_are_told_from_running_out_of_memory() {
+        let device = "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")";
+        assert_eq!(failure_kind(device), FailureKind::Device);
+        let oom = "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")";
+        assert_eq!(failure_kind(oom), FailureKind::OutOfMemory);
+        assert_eq!(
+            failure_kind("cuBLAS: CUBLAS_STATUS_ALLOC_FAILED"),
+            FailureKind::OutOfMemory
+        );
+        assert_eq!(failure_kind("CUBLAS_STATUS_EXECUTION_FAILED"), FailureKind::Device);
+        assert_eq!(failure_kind("the loss is NaN, not a finite number"), FailureKind::Model);
+    }
 }

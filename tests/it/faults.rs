@@ -167,7 +167,7 @@ fn a_panic_names_its_file_and_line_in_every_output() {
     assert_eq!(o.status.code(), Some(1), "{all}");
     // The injected panic's own line in crates/gate-runner/src/fault.rs.
     let reason = "the profile exited with status 101: injected panic in phase forward \
-                  at crates/gate-runner/src/fault.rs:73:20";
+                  at crates/gate-runner/src/fault.rs:68:20";
     assert_eq!(r["components"]["b"]["error"]["reason"], reason, "{all}");
     assert!(all.contains(reason), "terminal: {all}");
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();

@@ -307,9 +307,9 @@ fn a_leak_that_also_fails_the_inference_peak_is_the_next_step() {
 /// a strided operand, seen on the H200): no memory lever is offered.
 #[test]
 fn a_profile_that_failed_on_an_error_not_memory_says_to_fix_it_first() {
-    let run = |reason: &str| {
+    let run = |reason: &str, failure_kind: &str| {
         let mut c = component("fc", &[("params", 0.1 * MIB)], &[]);
-        c["error"] = json!({ "kind": "failed", "phase": "batch", "reason": reason });
+        c["error"] = json!({ "kind": "failed", "phase": "batch", "reason": reason, "failure_kind": failure_kind });
         let mut r = result("fc", "activations", "<", 16.0 * MIB, None, None, "fail", 8);
         r["reason"] = json!(format!("measurement failed in phase batch: {reason}"));
         let rep = report(json!({
@@ -321,16 +321,22 @@ fn a_profile_that_failed_on_an_error_not_memory_says_to_fix_it_first() {
         }));
         gate_render::table::render(&rep, false)
     };
-    let table = run("matmul is only supported for contiguous tensors");
+    let table = run("matmul is only supported for contiguous tensors", "model");
     assert!(
         table.contains("The profile stopped on an error, not on memory: fix it first")
             && table.contains("gate check --backend cpu --only fc")
             && !table.contains("Recompute"),
         "{table}"
     );
-    // Out of memory is a memory figure after all: the memory levers stay.
-    let oom = run("DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")");
+    // Out of memory, as the adapter said, is a memory figure after all: the
+    // memory levers stay. The kind is what counts, not the words.
+    let oom = run(
+        "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")",
+        "out_of_memory",
+    );
     assert!(oom.contains("Recompute its largest block"), "{oom}");
+    let said_model = run("out of memory, says the model's own message", "model");
+    assert!(said_model.contains("fix it first"), "{said_model}");
 }
 
 #[test]

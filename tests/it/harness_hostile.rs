@@ -100,7 +100,7 @@ fn a_harness_of_another_protocol_is_exit_3_naming_both() {
     assert_infrastructure(
         "resolve-old",
         &[
-            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 1 (it takes `--budgets`, not `--request`), and this gate speaks 2",
+            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 1 (it takes `--budgets`, not `--request`), and this gate speaks 3",
             hint,
         ],
         false,
@@ -108,7 +108,7 @@ fn a_harness_of_another_protocol_is_exit_3_naming_both() {
     assert_infrastructure(
         "resolve-newer",
         &[
-            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 3, and this gate speaks 2",
+            "the harness `rogue-harness` of `rogue` speaks gate's harness protocol 4, and this gate speaks 3",
             hint,
         ],
         false,

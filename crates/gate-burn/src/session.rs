@@ -156,7 +156,11 @@ impl<W: BurnWorkload> Trainer<'_, W> {
     }
 }
 
-/// A panic inside burn (its errors are panics) as the phase's error.
+/// A panic inside burn (its errors are panics) as the phase's error, of
+/// its kind: CubeCL's out-of-memory errors (`LaunchError::OutOfMemory`,
+/// "An out-of-memory error happened during launch", and the memory
+/// manager's "out of device memory allocating N bytes", cubecl-runtime
+/// 0.11) are running out of memory; anything else is the model's.
 fn caught<T>(f: impl FnOnce() -> T) -> adapter::Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
         let message = p
@@ -164,7 +168,11 @@ fn caught<T>(f: impl FnOnce() -> T) -> adapter::Result<T> {
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "burn panicked".into());
-        adapter::Error::msg(message)
+        if message.contains("out-of-memory error") || message.contains("out of device memory") {
+            adapter::Error::out_of_memory(message)
+        } else {
+            adapter::Error::msg(message)
+        }
     })
 }
 

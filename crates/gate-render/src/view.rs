@@ -218,7 +218,7 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
             .components
             .get(&first.result.component)
             .and_then(|c| c.error.as_ref())
-            .is_some_and(|e| e.kind == ErrorKind::Failed && !gate_runner::fault::is_out_of_memory(&e.reason));
+            .is_some_and(|e| e.kind == ErrorKind::Failed && !e.ran_out_of_memory());
     let lever = if first.result.component == "ensemble" {
         Lever::Ensemble
     } else if failed_not_oom {

@@ -138,6 +138,20 @@ pub struct ComponentError {
     /// memory: about what the tensors held when an allocation failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_bytes: Option<u64>,
+    /// Failures: what kind of failure it was, as the adapter (or, for a
+    /// crash, the parent) decided where it was seen: `model`,
+    /// `out_of_memory`, `device` or `process`. Absent in reports of gates
+    /// before protocol 3, whose kind is then not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_kind: Option<crate::runner::FailureKind>,
+}
+
+impl ComponentError {
+    /// Whether the component's profile failed because an allocation could
+    /// not be had (the device's or the host's), as its adapter said.
+    pub fn ran_out_of_memory(&self) -> bool {
+        self.kind == ErrorKind::Failed && self.failure_kind == Some(crate::runner::FailureKind::OutOfMemory)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -262,7 +262,7 @@ fn not_measured_ratio(
         .and_then(|x| x.error.as_ref())
         .filter(|e| e.kind == ErrorKind::Failed);
     match failed {
-        Some(e) if crate::runner::fault::is_out_of_memory(&e.reason) => {
+        Some(e) if e.ran_out_of_memory() => {
             let held = e
                 .peak_bytes
                 .map(|b| {
@@ -1295,6 +1295,7 @@ ensemble:
             phase: Some("inference".into()),
             reason: "the profile exited with status 1".into(),
             peak_bytes: None,
+            failure_kind: Some(crate::runner::FailureKind::Model),
         });
         for strict in [false, true] {
             let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, strict);
@@ -1412,6 +1413,7 @@ ensemble:
             phase: Some("forward".into()),
             reason: "out of memory".into(),
             peak_bytes: None,
+            failure_kind: Some(crate::runner::FailureKind::OutOfMemory),
         });
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
         assert_eq!(
@@ -1536,6 +1538,7 @@ components:
             phase: Some("backward".into()),
             reason: "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
             peak_bytes: Some(900),
+            failure_kind: Some(crate::runner::FailureKind::OutOfMemory),
         });
         let t = reports.get_mut("t").unwrap();
         t.step_time_ratios = vec![1.2; 15];

@@ -6,25 +6,57 @@
 
 use std::fmt;
 
-/// A failure inside the framework, as its message (reports show the first line).
+pub use crate::measurement::FailureKind;
+
+/// A failure inside the framework: its message (reports show the first
+/// line) and what kind of failure it is, decided by the adapter that saw it
+/// (it alone knows its framework's errors); nothing below reads the kind
+/// back out of the words.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error(String);
+pub struct Error {
+    message: String,
+    kind: FailureKind,
+}
 
 impl Error {
-    /// An error with this message.
+    /// An error of the model's own (a shape, a NaN, a bug): the default.
     pub fn msg(message: impl Into<String>) -> Self {
-        Error(message.into())
+        Error::of_kind(FailureKind::Model, message)
+    }
+
+    /// The device (or the host) could not give an allocation: the model's
+    /// figure, judged against its budget.
+    pub fn out_of_memory(message: impl Into<String>) -> Self {
+        Error::of_kind(FailureKind::OutOfMemory, message)
+    }
+
+    /// A device or driver error other than out of memory: infrastructure.
+    pub fn device(message: impl Into<String>) -> Self {
+        Error::of_kind(FailureKind::Device, message)
+    }
+
+    /// An error of `kind`.
+    pub fn of_kind(kind: FailureKind, message: impl Into<String>) -> Self {
+        Error {
+            message: message.into(),
+            kind,
+        }
     }
 
     /// The message.
     pub fn message(&self) -> &str {
-        &self.0
+        &self.message
+    }
+
+    /// What kind of failure the adapter said it is.
+    pub fn kind(&self) -> FailureKind {
+        self.kind
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 

@@ -10,8 +10,10 @@
 //! - `kill`: the profile SIGKILLs itself (as the kernel's OOM killer would);
 //! - `oom`: an allocation the process cannot get (the allocator aborts);
 //! - `error`: an error from the framework;
-//! - `cuda`: a CUDA driver error (`CUDA_ERROR_ILLEGAL_ADDRESS`), as candle's cudarc words it;
-//! - `cuda_oom`: the device runs out of memory (`CUDA_ERROR_OUT_OF_MEMORY`);
+//! - `cuda`: a CUDA driver error (`CUDA_ERROR_ILLEGAL_ADDRESS`), as candle's
+//!   cudarc words it, of the device's kind;
+//! - `cuda_oom`: the device runs out of memory (`CUDA_ERROR_OUT_OF_MEMORY`),
+//!   of the out-of-memory kind;
 //! - `nan`, `inf`: every loss from PHASE on is NaN / +inf (the runner's
 //!   finite-loss check places the failure where it first sees one);
 //! - `leak`: from PHASE on, every training step and inference call keeps a
@@ -31,22 +33,15 @@ pub const ENV: &str = "GATE_INJECT_FAULT";
 /// The component a `gate profile` child measures (set by `run_child`).
 pub const COMPONENT_ENV: &str = "GATE_PROFILE_COMPONENT";
 
-/// Whether a failure's reason is a device (driver, CUDA library) error
-/// other than running out of memory: an infrastructure failure (exit 3),
-/// not the model's fault. Out of memory is the model's (exit 1).
-pub fn is_device_error(reason: &str) -> bool {
-    let device = reason.contains("CUDA_ERROR_") || reason.contains("CUBLAS_STATUS_") || reason.contains("DriverError(");
-    device && !is_out_of_memory(reason)
-}
-
 /// 0: losses are left alone; 1: NaN; 2: +inf.
 static POISON: AtomicU8 = AtomicU8::new(0);
 /// Whether each step keeps a tensor alive (`leak`).
 static LEAKING: AtomicBool = AtomicBool::new(false);
 
-/// A CUDA driver error, worded as cudarc's `DriverError` is (candle passes it through).
-fn driver_error(code: &str, text: &str) -> Error {
-    Error::msg(format!("DriverError({code}, {text:?})"))
+/// A CUDA driver error, worded as cudarc's `DriverError` is (candle passes
+/// it through), of the kind an adapter gives it.
+fn driver_error(kind: crate::FailureKind, code: &str, text: &str) -> Error {
+    Error::of_kind(kind, format!("DriverError({code}, {text:?})"))
 }
 
 /// The injected `(phase, kind)` if it applies to `component`.
@@ -88,10 +83,15 @@ pub fn inject(phase: Phase) -> Result<()> {
         }
         "error" => Err(Error::msg(format!("injected error in phase {phase}"))),
         "cuda" => Err(driver_error(
+            crate::FailureKind::Device,
             "CUDA_ERROR_ILLEGAL_ADDRESS",
             "an illegal memory access was encountered",
         )),
-        "cuda_oom" => Err(driver_error("CUDA_ERROR_OUT_OF_MEMORY", "out of memory")),
+        "cuda_oom" => Err(driver_error(
+            crate::FailureKind::OutOfMemory,
+            "CUDA_ERROR_OUT_OF_MEMORY",
+            "out of memory",
+        )),
         "nan" => {
             POISON.store(1, Ordering::Relaxed);
             Ok(())
@@ -122,18 +122,9 @@ pub fn leaking() -> bool {
     LEAKING.load(Ordering::Relaxed)
 }
 
-/// Whether a failure's reason is running out of memory: the device's
-/// (`CUDA_ERROR_OUT_OF_MEMORY`, cuBLAS's failed allocation) or the host's
-/// (the reason `child` gives an allocator's abort: `out of memory (...)`).
-pub fn is_out_of_memory(reason: &str) -> bool {
-    reason.contains("CUDA_ERROR_OUT_OF_MEMORY")
-        || reason.contains("CUBLAS_STATUS_ALLOC_FAILED")
-        || reason.to_ascii_lowercase().contains("out of memory")
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{is_device_error, parse};
+    use super::parse;
 
     #[test]
     fn a_component_filter_applies_to_that_component_only() {
@@ -143,16 +134,5 @@ mod tests {
         assert_eq!(parse("b:forward:panic", Some("a")), None);
         assert_eq!(parse("b:forward:panic", None), None);
         assert_eq!(parse("nonsense", Some("a")), None);
-    }
-
-    #[test]
-    fn device_errors_are_told_from_running_out_of_memory() {
-        assert!(is_device_error(
-            "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\")"
-        ));
-        assert!(!is_device_error(
-            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")"
-        ));
-        assert!(!is_device_error("the loss is NaN, not a finite number"));
     }
 }

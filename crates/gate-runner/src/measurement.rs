@@ -59,10 +59,14 @@ pub struct Failure {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
-    /// An error or a panic in the model's code, or out of memory (the
-    /// kernel's OOM killer included): a figure the model is judged by.
+    /// An error or a panic in the model's code, or the kernel's OOM killer:
+    /// a figure the model is judged by.
     #[default]
     Model,
+    /// The device or the host could not give an allocation (as the adapter
+    /// or the allocator saw it): the model's, judged by its budgets, and
+    /// the memory levers are the next step.
+    OutOfMemory,
     /// A CUDA or driver error other than out of memory.
     Device,
     /// The profile process: crashed on a signal, failed its set-up (exit
@@ -71,19 +75,9 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
-    /// The kind of a framework error's message: a device error other than
-    /// out of memory is the device's, anything else the model's.
-    pub fn of_error(reason: &str) -> FailureKind {
-        if crate::fault::is_device_error(reason) {
-            FailureKind::Device
-        } else {
-            FailureKind::Model
-        }
-    }
-
     /// Whether no figure can be judged: the infrastructure failed, not the model.
     pub fn is_infrastructure(self) -> bool {
-        self != FailureKind::Model
+        matches!(self, FailureKind::Device | FailureKind::Process)
     }
 }
 

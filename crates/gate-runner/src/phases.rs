@@ -67,11 +67,10 @@ fn measure<S: Session>(
         m: &mut m,
     };
     if let Err((phase, err)) = phases(&mut p) {
-        let reason = first_line(&err.to_string());
         m.failure = Some(Failure {
             phase,
-            kind: crate::measurement::FailureKind::of_error(&reason),
-            reason,
+            kind: err.kind(),
+            reason: first_line(&err.to_string()),
         });
         // Each phase's span reset the peak as it began: this is the failing phase's.
         m.failure_peak_bytes = Some(recorder.probe().peak());

@@ -13,11 +13,11 @@
 //!
 //! - `HARNESS __resolve --request FILE`: the spec's workloads checked and
 //!   resolved by this binary's registry: one JSON line on stdout
-//!   ([`ResolveAnswer`]: `{"protocol": 2, "configs": {COMPONENT: CONFIG},
+//!   ([`ResolveAnswer`]: `{"protocol": 3, "configs": {COMPONENT: CONFIG},
 //!   "framework": {"name": N, "version": V}}`, plus `candle_version` from a
 //!   candle harness); or the spec's errors on stderr, the line
-//!   `{"protocol": 2}` on stdout and exit 2. A request of another protocol:
-//!   the line `{"protocol": 2}`, the error on stderr, exit 3.
+//!   `{"protocol": 3}` on stdout and exit 2. A request of another protocol:
+//!   the line `{"protocol": 3}`, the error on stderr, exit 3.
 //! - `HARNESS profile --request FILE --component NAME [--backend cpu|cuda|auto]
 //!   [--emulate-capacity] [--batch-size N]`: profiles one component in this
 //!   process, one JSON event per line on stdout ([`crate::child`]).
@@ -44,8 +44,9 @@ pub use registry::{read_config, Registry, Resolvable, Workloads};
 /// The protocol's version: requests and `__resolve` answers carry it, and
 /// each side refuses the other's when it differs. 1: the harness read
 /// budgets.yaml itself (`--budgets SPEC`); 2: it gets the validated spec as
-/// a JSON request (`--request FILE`).
-pub const PROTOCOL: u32 = 2;
+/// a JSON request (`--request FILE`); 3: a failure's kind is the adapter's
+/// (`out_of_memory` its own), not read from its words.
+pub const PROTOCOL: u32 = 3;
 
 /// How to make both sides speak one protocol.
 pub const PROTOCOL_HINT: &str = "build the harness against the same gate release as the installed `gate`";
@@ -655,7 +656,7 @@ mod tests {
         assert!(
             e.problem
                 .message
-                .contains("protocol 1 (`__resolve --budgets`), and this harness speaks 2"),
+                .contains("protocol 1 (`__resolve --budgets`), and this harness speaks 3"),
             "{}",
             e.problem.message
         );
@@ -683,7 +684,7 @@ mod tests {
         let line = serde_json::to_string(&answer).unwrap();
         assert_eq!(
             line,
-            r#"{"protocol":2,"configs":{},"framework":{"name":"burn","version":"0.22.1"}}"#
+            r#"{"protocol":3,"configs":{},"framework":{"name":"burn","version":"0.22.1"}}"#
         );
     }
 }

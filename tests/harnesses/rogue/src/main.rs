@@ -72,19 +72,19 @@ fn main() {
         "other" => {
             let _ = writeln!(
                 out,
-                r#"{{"protocol":2,"configs":{{"other":{{}}}},"candle_version":"0.0.0"}}"#
+                r#"{{"protocol":3,"configs":{{"other":{{}}}},"candle_version":"0.0.0"}}"#
             );
         }
         "no-configs" => {
-            let _ = writeln!(out, r#"{{"protocol":2,"candle_version":"0.0.0"}}"#);
+            let _ = writeln!(out, r#"{{"protocol":3,"candle_version":"0.0.0"}}"#);
         }
         "old" => {
             eprintln!("error: `__resolve` takes `--budgets SPEC`");
             std::process::exit(2);
         }
         "newer" => {
-            let _ = writeln!(out, r#"{{"protocol":3}}"#);
-            eprintln!("error: the installed gate speaks gate's harness protocol 2, and this harness speaks 3");
+            let _ = writeln!(out, r#"{{"protocol":4}}"#);
+            eprintln!("error: the installed gate speaks gate's harness protocol 3, and this harness speaks 4");
             std::process::exit(3);
         }
         "segv" => unsafe { std::ptr::null_mut::<u8>().write_volatile(1) },
@@ -111,7 +111,7 @@ fn main() {
             let config = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
             let _ = writeln!(
                 out,
-                r#"{{"protocol":2,"configs":{{"rogue":{config}}},"candle_version":"0.0.0"}}"#
+                r#"{{"protocol":3,"configs":{{"rogue":{config}}},"candle_version":"0.0.0"}}"#
             );
         }
         _ => std::process::exit(2),
