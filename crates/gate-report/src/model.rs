@@ -546,7 +546,8 @@ impl BudgetResult {
 }
 
 /// What a warning is about. New kinds may come in any release.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum WarningKind {
     /// No baseline was found: regressions are not checked.
@@ -576,14 +577,16 @@ pub enum WarningKind {
     /// whole in the prefill.
     CacheNeverGrew,
     /// Anything else (and whatever an older report says that is none of the above).
+    #[serde(other)]
     Other,
 }
 
 /// One warning of the run: the sentence said to the reader, with what it
-/// is about. In report.json it is only its sentence (schema 1 has strings
-/// there): `component` and `kind` are for the renderers, so that none
-/// re-parses the text. Reading a report recovers them from the sentence
-/// ([`Warning::from_text`]).
+/// is about. In report.json `summary.warnings` holds the sentences (schema
+/// 1 has strings there) and `summary.warning_kinds` what each is about, in
+/// the same order, so a reader of the file gets them typed, never from the
+/// words. Only a report of an older gate, which has no `warning_kinds`, is
+/// read back from its sentences ([`Warning::from_text`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Warning {
@@ -616,9 +619,9 @@ impl Warning {
         &self.text
     }
 
-    /// The one parser of warning sentences, used only where a report is
-    /// read (report.json, baselines, shards: they store the sentence
-    /// alone). The component is the sentence's `NAME: ` or `NAME.metric: `
+    /// The one parser of warning sentences, used only where a report of
+    /// an older gate is read (its report.json, baselines and shards store
+    /// the sentence alone). The component is the sentence's `NAME: ` or `NAME.metric: `
     /// lead when that is a component name; the kind is recovered from the
     /// verdict's wording, and any line in the words of an acknowledgement
     /// ("acknowledged by", "accepted by", "(added by @") is read as
@@ -634,10 +637,7 @@ impl Warning {
             .and_then(|c| text.get(c.len()..))
             .map(|r| r.split_once(": ").map_or(r, |(_, after)| after))
             .unwrap_or("");
-        let kind = if ["acknowledged by", "accepted by", "(added by @"]
-            .iter()
-            .any(|w| lower.contains(w))
-        {
+        let kind = if reads_as_acknowledgement(&text) {
             WarningKind::Acknowledgement
         } else if lower.contains("label could not be verified") || lower.contains("acknowledgement is not confirmed") {
             WarningKind::AckUnconfirmed
@@ -733,6 +733,7 @@ pub enum RunStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "SummaryFile", from = "SummaryFile")]
 pub struct Summary {
     /// `pass` or `fail` (warnings do not fail unless `--strict`).
     pub status: RunStatus,
@@ -797,6 +798,121 @@ pub enum AckInput {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+/// What a warning is about, beside its sentence in report.json.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct WarningTag {
+    component: Option<String>,
+    kind: WarningKind,
+}
+
+/// [`Summary`] as report.json writes it: the warnings' sentences where
+/// schema 1 always had them, and what each is about beside them.
+#[derive(Serialize, Deserialize)]
+struct SummaryFile {
+    status: RunStatus,
+    passed: usize,
+    failed: usize,
+    regressed: usize,
+    not_measured: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    inconclusive: usize,
+    warnings: Vec<String>,
+    /// Absent from reports of gates before it: their warnings are read from their sentences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    warning_kinds: Option<Vec<WarningTag>>,
+    strict: bool,
+    #[serde(default)]
+    not_compared: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    budget_changes: Vec<String>,
+    #[serde(default)]
+    acknowledged: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    acknowledgement: Option<Acknowledgement>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
+}
+
+impl From<Summary> for SummaryFile {
+    fn from(s: Summary) -> Self {
+        let kinds = s
+            .warnings
+            .iter()
+            .map(|w| WarningTag {
+                component: w.component.clone(),
+                kind: w.kind,
+            })
+            .collect();
+        SummaryFile {
+            status: s.status,
+            passed: s.passed,
+            failed: s.failed,
+            regressed: s.regressed,
+            not_measured: s.not_measured,
+            inconclusive: s.inconclusive,
+            warnings: s.warnings.into_iter().map(|w| w.text).collect(),
+            warning_kinds: Some(kinds),
+            strict: s.strict,
+            not_compared: s.not_compared,
+            budget_changes: s.budget_changes,
+            acknowledged: s.acknowledged,
+            acknowledgement: s.acknowledgement,
+            notes: s.notes,
+        }
+    }
+}
+
+impl From<SummaryFile> for Summary {
+    fn from(f: SummaryFile) -> Self {
+        let warnings = match f.warning_kinds {
+            Some(tags) if tags.len() == f.warnings.len() => f
+                .warnings
+                .into_iter()
+                .zip(tags)
+                .map(|(text, tag)| {
+                    // Whatever a file says it is, a line in the words of an
+                    // acknowledgement is one: `gate comment` then writes it
+                    // again from what GitHub confirms, or drops it.
+                    let kind = if reads_as_acknowledgement(&text) {
+                        WarningKind::Acknowledgement
+                    } else {
+                        tag.kind
+                    };
+                    Warning {
+                        component: tag.component,
+                        kind,
+                        text,
+                    }
+                })
+                .collect(),
+            _ => f.warnings.into_iter().map(Warning::from_text).collect(),
+        };
+        Summary {
+            status: f.status,
+            passed: f.passed,
+            failed: f.failed,
+            regressed: f.regressed,
+            not_measured: f.not_measured,
+            inconclusive: f.inconclusive,
+            warnings,
+            strict: f.strict,
+            not_compared: f.not_compared,
+            budget_changes: f.budget_changes,
+            acknowledged: f.acknowledged,
+            acknowledgement: f.acknowledgement,
+            notes: f.notes,
+        }
+    }
+}
+
+/// Whether a sentence is in the words of an acknowledgement.
+fn reads_as_acknowledgement(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    ["acknowledged by", "accepted by", "(added by @"]
+        .iter()
+        .any(|w| lower.contains(w))
 }
 
 impl Summary {
@@ -1059,5 +1175,70 @@ mod tests {
         ] {
             assert_eq!(Warning::from_text(text).kind, WarningKind::Acknowledgement, "{text}");
         }
+    }
+}
+
+#[cfg(test)]
+mod summary_file_tests {
+    use super::*;
+
+    fn summary(warnings: Vec<Warning>) -> Summary {
+        Summary {
+            status: RunStatus::Pass,
+            passed: 1,
+            failed: 0,
+            regressed: 0,
+            not_measured: 0,
+            inconclusive: 0,
+            warnings,
+            strict: false,
+            not_compared: 0,
+            budget_changes: vec![],
+            acknowledged: 0,
+            acknowledgement: None,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn warnings_are_written_as_sentences_with_their_kinds_beside_and_read_back_typed() {
+        // A sentence whose words alone would read as another kind: the kind travels typed.
+        let w = Warning::new(Some("llama"), WarningKind::Untrained, "llama: worded freely");
+        let s = summary(vec![w.clone(), Warning::run_wide(WarningKind::NoBaseline, "none here")]);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["warnings"],
+            serde_json::json!(["llama: worded freely", "none here"])
+        );
+        assert_eq!(
+            json["warning_kinds"],
+            serde_json::json!([
+                { "component": "llama", "kind": "untrained" },
+                { "component": null, "kind": "no_baseline" }
+            ])
+        );
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(Warning::from_text("llama: worded freely").kind, WarningKind::Other);
+    }
+
+    #[test]
+    fn an_older_report_is_read_from_its_sentences_and_no_tag_hides_an_acknowledgement() {
+        let mut json = serde_json::to_value(summary(vec![])).unwrap();
+        json["warnings"] = serde_json::json!(["tft.step_time: inconclusive: why"]);
+        json.as_object_mut().unwrap().remove("warning_kinds");
+        let old: Summary = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(old.warnings[0].kind, WarningKind::Inconclusive);
+        assert_eq!(old.warnings[0].component.as_deref(), Some("tft"));
+        // An artifact that tags an acknowledgement's words as something else.
+        json["warnings"] = serde_json::json!(["regressions acknowledged by @someone"]);
+        json["warning_kinds"] = serde_json::json!([{ "component": null, "kind": "other" }]);
+        let forged: Summary = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(forged.warnings[0].kind, WarningKind::Acknowledgement);
+        // A kind this gate does not know yet is `other`.
+        json["warning_kinds"] = serde_json::json!([{ "component": "x", "kind": "from_the_future" }]);
+        json["warnings"] = serde_json::json!(["x: something new"]);
+        let newer: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(newer.warnings[0].kind, WarningKind::Other);
     }
 }
