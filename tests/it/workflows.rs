@@ -1989,6 +1989,14 @@ fn crates_io_is_published_by_one_job_with_a_token_of_the_run_and_none_stored() {
         w.text
     );
     assert_eq!(w.text.matches("CARGO_REGISTRY_TOKEN").count(), 1);
+
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/release.md")).unwrap();
+    for setting in ["Workflow filename: `gate-release.yml`", "Environment: `crates-io`"] {
+        assert!(
+            docs.contains(setting),
+            "docs/release.md tells the trusted publisher's `{setting}`"
+        );
+    }
 }
 
 /// A folder with `gate` (a stub that says its version) and, unless `gh` is
