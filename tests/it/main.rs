@@ -42,6 +42,7 @@ mod links;
 mod merge_hostile;
 mod mermaid;
 mod packaging;
+mod publish;
 mod ratio;
 mod readme;
 mod rehearsal;

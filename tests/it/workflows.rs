@@ -438,6 +438,7 @@ const NODE24_FIRST: &[(&str, (u32, u32, u32))] = &[
     ("Swatinem/rust-cache", (2, 9, 1)),
     ("actions/create-github-app-token", (2, 1, 0)),
     ("actions/attest-build-provenance", (3, 0, 0)),
+    ("rust-lang/crates-io-auth-action", (1, 0, 4)),
 ];
 
 /// `v5`, `v2.9`, `v2.9.1` → (major, minor, patch); a part left out is the
@@ -1836,6 +1837,10 @@ fn the_release_attests_only_the_checked_archives_from_one_job_with_its_own_permi
         let attests = steps(job)
             .iter()
             .any(|s| action_of(s) == Some("actions/attest-build-provenance"));
+        // The other use of an OIDC token: crates.io's trusted publishing.
+        let exchanges = steps(job)
+            .iter()
+            .any(|s| action_of(s) == Some("rust-lang/crates-io-auth-action"));
         if attests {
             attesting.push(name.clone());
             assert!(
@@ -1844,8 +1849,13 @@ fn the_release_attests_only_the_checked_archives_from_one_job_with_its_own_permi
             );
         } else {
             assert!(
-                !grants("id-token") && !grants("attestations"),
-                "job `{name}` holds id-token/attestations: write but attests nothing"
+                !grants("attestations"),
+                "job `{name}` holds attestations: write but attests nothing"
+            );
+            assert_eq!(
+                grants("id-token"),
+                exchanges,
+                "job `{name}`: id-token: write is for a job that attests or exchanges it for a crates.io token, and only for it"
             );
         }
     }
@@ -1894,6 +1904,99 @@ fn the_release_attests_only_the_checked_archives_from_one_job_with_its_own_permi
         find.contains("bundle=\"gate-${tag}.sigstore.json\""),
         "find-release.sh fetches that name"
     );
+}
+
+/// Every string of a YAML value (keys and values), for a search.
+fn strings(y: &Yaml, out: &mut Vec<String>) {
+    match y {
+        Yaml::String(s) => out.push(s.clone()),
+        Yaml::Array(a) => a.iter().for_each(|x| strings(x, out)),
+        Yaml::Hash(h) => h.iter().for_each(|(k, v)| {
+            strings(k, out);
+            strings(v, out);
+        }),
+        _ => {}
+    }
+}
+
+/// crates.io (#41 item 14): one hosted job, after the GitHub release,
+/// publishes with a token crates.io issues for the run (trusted publishing)
+/// and no stored one; the token goes to the publish step alone, after every
+/// package was built from its own contents. tests/it/publish.rs runs that
+/// step's command against a registry on loopback.
+#[test]
+fn crates_io_is_published_by_one_job_with_a_token_of_the_run_and_none_stored() {
+    let w = workflows().into_iter().find(|w| w.file == "gate-release.yml").unwrap();
+    let (_, job) = jobs(&w)
+        .into_iter()
+        .find(|(n, _)| n == "crates-io")
+        .expect("gate-release.yml has a `crates-io` job");
+    assert!(
+        needs(job).contains(&"release".to_string()),
+        "after the release: {:?}",
+        needs(job)
+    );
+    assert!(!self_hosted(job));
+    // crates.io's trusted publisher names this environment (docs/release.md).
+    assert_eq!(job["environment"].as_str(), Some("crates-io"));
+    let granted: Vec<(String, String)> = job["permissions"]
+        .as_hash()
+        .expect("the job declares its permissions")
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap().to_string(), v.as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        granted,
+        [
+            ("contents".to_string(), "read".to_string()),
+            ("id-token".into(), "write".into())
+        ]
+    );
+    let mut all = Vec::new();
+    strings(job, &mut all);
+    assert!(
+        !all.iter().any(|t| t.contains("secrets.")),
+        "no stored token: the job reads no secret"
+    );
+
+    let s = steps(job);
+    let at = |pred: &dyn Fn(&Yaml) -> bool| s.iter().position(|x| pred(x));
+    let packed = at(&|x| {
+        x["run"]
+            .as_str()
+            .is_some_and(|r| r.trim_start().starts_with("cargo package --workspace"))
+    })
+    .expect("every package is built before the first upload");
+    let auth = at(&|x| action_of(x) == Some("rust-lang/crates-io-auth-action")).expect("the token exchange");
+    assert!(s[auth]["with"].is_badvalue(), "crates.io, the action's default `url`");
+    let id = s[auth]["id"].as_str().expect("the exchange has an id");
+    let token = format!("${{{{ steps.{id}.outputs.token }}}}");
+    let publish = at(&|x| x["env"]["CARGO_REGISTRY_TOKEN"].as_str() == Some(token.as_str()))
+        .expect("the token goes to cargo as CARGO_REGISTRY_TOKEN");
+    assert!(
+        packed < auth && auth < publish,
+        "package {packed}, token {auth}, publish {publish}"
+    );
+    assert_eq!(
+        s[publish]["run"].as_str().map(str::trim),
+        Some("scripts/publish.sh --no-verify")
+    );
+    // The token is named once in the whole workflow: that step's env.
+    assert_eq!(
+        w.text.matches(&format!("steps.{id}.outputs.token")).count(),
+        1,
+        "{}",
+        w.text
+    );
+    assert_eq!(w.text.matches("CARGO_REGISTRY_TOKEN").count(), 1);
+
+    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/release.md")).unwrap();
+    for setting in ["Workflow filename: `gate-release.yml`", "Environment: `crates-io`"] {
+        assert!(
+            docs.contains(setting),
+            "docs/release.md tells the trusted publisher's `{setting}`"
+        );
+    }
 }
 
 /// A folder with `gate` (a stub that says its version) and, unless `gh` is
