@@ -9,6 +9,8 @@ mod cuda_dropout;
 mod lm;
 pub mod nn;
 mod params;
+// Public to gate's own tests through `test_support`, crate-private otherwise.
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 mod registry;
 mod rng;
 mod workload;
@@ -18,6 +20,7 @@ pub use gate_spec::config::{ConfigIssue, Pos, Problems};
 pub use lm::{LanguageModel, Lm, LmConfig};
 pub use nn::Step;
 pub use params::ParamStore;
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub use registry::{DynWorkload, Registry};
 pub use rng::Rng;
 pub(crate) use workload::candle_dtype;
