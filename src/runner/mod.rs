@@ -5,7 +5,9 @@
 
 mod fault;
 // The installed `gate`'s resolve step (a harness resolves in gate-runner's `harness`).
+// Public to gate's own tests through `test_support`, crate-private otherwise.
 #[cfg(any(feature = "cli", feature = "test-support"))]
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 mod resolve;
 pub(crate) mod trainer;
 
@@ -36,13 +38,13 @@ pub(crate) const CANDLE_VERSION: &str = "0.10";
 pub(crate) const CANDLE_VERSION: &str = "0.9";
 
 #[cfg(feature = "cli")]
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
 pub use resolve::parse_bytes;
-#[cfg(any(feature = "cli", feature = "test-support"))]
-pub use resolve::resolve;
-#[cfg(any(feature = "cli", feature = "test-support"))]
-pub use resolve::Workloads;
 #[cfg(all(feature = "cli", feature = "test-support"))]
 pub use resolve::{load, parse};
+#[cfg(any(feature = "cli", feature = "test-support"))]
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+pub use resolve::{resolve, Workloads};
 
 /// Profiles `workload` in `ctx` (gate-runner's phases over candle); a
 /// harness profiles through `crate::child`, gate's own tests here.

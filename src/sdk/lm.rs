@@ -8,13 +8,13 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use candle_core::{DType, Result, Tensor, D};
+use candle_core::{DType, Result, Tensor, Var, D};
 use candle_nn::VarBuilder;
 use gate_spec::config::{self, Node, Pos};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Batch, Model, ParamCount, Problems, Rng, RunCtx, Step, Workload};
+use super::{Batch, Model, OptimizerStep, ParamCount, Problems, Rng, RunCtx, Step, Workload};
 
 /// A language model as its crate ships it, gated through [`Lm`]: how it
 /// loads and what its forward returns. Nothing else is asked of it.
@@ -62,6 +62,17 @@ pub trait LanguageModel: Sized + 'static {
     /// `None` (the default): `params` is the bytes built, said so in the report.
     fn param_count(_config: &Self::Config) -> Option<ParamCount> {
         None
+    }
+
+    /// The team's own optimizer, as [`Workload::optimizer`]; the default,
+    /// `None`: gate's AdamW.
+    fn optimizer(_vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+        Ok(None)
+    }
+
+    /// Parameters kept frozen on purpose, as [`Workload::frozen_parameters`].
+    fn frozen_parameters(_config: &Self::Config) -> Vec<String> {
+        Vec::new()
     }
 }
 
@@ -165,6 +176,14 @@ impl<M: LanguageModel> Workload for Lm<M> {
 
     fn param_count(&self) -> ParamCount {
         M::param_count(&self.model).unwrap_or_else(ParamCount::from_build)
+    }
+
+    fn optimizer(&self, vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+        M::optimizer(vars)
+    }
+
+    fn frozen_parameters(&self) -> Vec<String> {
+        M::frozen_parameters(&self.model)
     }
 
     fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {

@@ -104,7 +104,7 @@ impl Driver {
     }
 
     /// The driver's CUDA version (`cuDriverGetVersion`), e.g. `12.8`.
-    pub fn version(&self) -> Option<String> {
+    pub(super) fn version(&self) -> Option<String> {
         let mut v: c_int = 0;
         // SAFETY: writes one int; valid before cuInit.
         let r = unsafe { (self.cuDriverGetVersion)(&mut v) };
