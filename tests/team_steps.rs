@@ -180,8 +180,12 @@ fn a_cache_that_grows_by_its_rows_is_its_closed_form_and_one_that_keeps_its_copi
     // Parameters: the embedding and 2 × (K, V), f32, plus each tensor's bookkeeping.
     let params = ((64 * 32 + 2 * 2 * 32 * 32) * 4) as f64;
     assert!(bounded.values[&Metric::Params] >= params, "{:?}", bounded.values);
+    // Built with candle's `cuda` feature a CPU tensor's bookkeeping is
+    // larger (its storage can be a CUDA one): 3,000 B for these 5 tensors on
+    // the H200 run of 2026-12-05 (docs/gpu.md), against under 512 B each.
+    let per_tensor = if cfg!(feature = "cuda") { 640.0 } else { 512.0 };
     assert!(
-        bounded.values[&Metric::Params] < params + 5.0 * 512.0,
+        bounded.values[&Metric::Params] < params + 5.0 * per_tensor,
         "{} B for {params} B of data in 5 tensors",
         bounded.values[&Metric::Params]
     );
