@@ -157,7 +157,7 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
         .unwrap();
     assert_eq!(resolved.status.code(), Some(0), "{}", text(&resolved.stderr));
     let answer: serde_json::Value = serde_json::from_slice(&resolved.stdout).unwrap();
-    assert_eq!(answer["protocol"], 2, "{answer}");
+    assert_eq!(answer["protocol"], gate::test_support::PROTOCOL, "{answer}");
     assert_eq!(answer["configs"]["forecaster"]["hidden_dim"], 64, "{answer}");
 
     // `--harness-bin`: the binary built above, run where there is no cargo

@@ -587,7 +587,7 @@ pub enum WarningKind {
 /// the same order, so a reader of the file gets them typed, never from the
 /// words. Only a report of an older gate, which has no `warning_kinds`, is
 /// read back from its sentences ([`Warning::from_text`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Eq)]
 #[non_exhaustive]
 pub struct Warning {
     /// The component or variant (`NAME@VARIANT`) it concerns, `ensemble`
@@ -597,6 +597,18 @@ pub struct Warning {
     pub kind: WarningKind,
     /// The whole sentence, as shown.
     pub text: String,
+    /// Read back from its sentence (a report of an older gate): its
+    /// component and kind are a reading, not a fact, and a report written
+    /// again does not state them as typed.
+    from_sentence: bool,
+}
+
+/// Two warnings are the same when they say the same thing about the same
+/// component, however each was come by.
+impl PartialEq for Warning {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.component, self.kind, &self.text) == (&other.component, other.kind, &other.text)
+    }
 }
 
 impl Warning {
@@ -606,6 +618,7 @@ impl Warning {
             component: component.map(str::to_string),
             kind,
             text: text.into(),
+            from_sentence: false,
         }
     }
 
@@ -665,7 +678,12 @@ impl Warning {
         } else {
             WarningKind::Other
         };
-        Warning { component, kind, text }
+        Warning {
+            component,
+            kind,
+            text,
+            from_sentence: true,
+        }
     }
 }
 
@@ -837,14 +855,17 @@ struct SummaryFile {
 
 impl From<Summary> for SummaryFile {
     fn from(s: Summary) -> Self {
-        let kinds = s
-            .warnings
-            .iter()
-            .map(|w| WarningTag {
-                component: w.component.clone(),
-                kind: w.kind,
-            })
-            .collect();
+        // Kinds read back from an older report's sentences are not stated as
+        // typed: such a report is written again as it was.
+        let kinds = (!s.warnings.iter().any(|w| w.from_sentence)).then(|| {
+            s.warnings
+                .iter()
+                .map(|w| WarningTag {
+                    component: w.component.clone(),
+                    kind: w.kind,
+                })
+                .collect()
+        });
         SummaryFile {
             status: s.status,
             passed: s.passed,
@@ -853,7 +874,7 @@ impl From<Summary> for SummaryFile {
             not_measured: s.not_measured,
             inconclusive: s.inconclusive,
             warnings: s.warnings.into_iter().map(|w| w.text).collect(),
-            warning_kinds: Some(kinds),
+            warning_kinds: kinds,
             strict: s.strict,
             not_compared: s.not_compared,
             budget_changes: s.budget_changes,
@@ -884,6 +905,7 @@ impl From<SummaryFile> for Summary {
                         component: tag.component,
                         kind,
                         text,
+                        from_sentence: false,
                     }
                 })
                 .collect(),
@@ -1230,6 +1252,8 @@ mod summary_file_tests {
         let old: Summary = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(old.warnings[0].kind, WarningKind::Inconclusive);
         assert_eq!(old.warnings[0].component.as_deref(), Some("tft"));
+        // Written again as it was: its kinds were read, not told.
+        assert_eq!(serde_json::to_value(&old).unwrap(), json);
         // An artifact that tags an acknowledgement's words as something else.
         json["warnings"] = serde_json::json!(["regressions acknowledged by @someone"]);
         json["warning_kinds"] = serde_json::json!([{ "component": null, "kind": "other" }]);
