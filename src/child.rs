@@ -32,6 +32,12 @@ impl gate_runner::harness::Framework for Candle<'_> {
     where
         Self: 'a;
 
+    /// candle panics on some device errors (an `unwrap` of cudarc's
+    /// result): told apart as its returned errors are.
+    fn panic_kind(message: &str) -> gate_runner::adapter::FailureKind {
+        crate::runner::trainer::failure_kind(message)
+    }
+
     fn id(&self) -> FrameworkId {
         FrameworkId {
             name: "candle".into(),

@@ -25,7 +25,7 @@ pub(crate) fn err(e: candle_core::Error) -> adapter::Error {
 
 /// Out of memory: the driver's, cuBLAS's failed allocation, or a CPU
 /// allocation candle reports; another driver or cuBLAS error: the device's.
-fn failure_kind(message: &str) -> adapter::FailureKind {
+pub(crate) fn failure_kind(message: &str) -> adapter::FailureKind {
     if message.contains("CUDA_ERROR_OUT_OF_MEMORY")
         || message.contains("CUBLAS_STATUS_ALLOC_FAILED")
         || message.to_ascii_lowercase().contains("out of memory")

@@ -94,9 +94,17 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
     let clean_a = figures(&clean, "a");
     assert!(clean_a.contains("\"params\""), "{clean_a}");
 
-    // (phase, kind, the phase the failure is placed in, reason contains, exit code)
+    // (phase, kind, the phase the failure is placed in, reason contains,
+    // exit code, the failure's kind as report.json says it)
     let cases = [
-        ("forward", "panic", "forward", "injected panic in phase forward", 1),
+        (
+            "forward",
+            "panic",
+            "forward",
+            "injected panic in phase forward",
+            1,
+            "model",
+        ),
         // A crash gives no figure to judge the model by: the infrastructure's (exit 3).
         (
             "backward",
@@ -104,11 +112,19 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
             "backward",
             "the profile crashed: killed by SIGABRT (6)",
             3,
+            "process",
         ),
-        ("optimizer", "kill", "optimizer", "killed by SIGKILL (9)", 1),
-        ("build", "oom", "build", "out of memory", 1),
-        ("batch", "error", "batch", "injected error in phase batch", 1),
-        ("forward", "cuda_oom", "forward", "CUDA_ERROR_OUT_OF_MEMORY", 1),
+        ("optimizer", "kill", "optimizer", "killed by SIGKILL (9)", 1, "model"),
+        ("build", "oom", "build", "out of memory", 1, "out_of_memory"),
+        ("batch", "error", "batch", "injected error in phase batch", 1, "model"),
+        (
+            "forward",
+            "cuda_oom",
+            "forward",
+            "CUDA_ERROR_OUT_OF_MEMORY",
+            1,
+            "out_of_memory",
+        ),
         // A device error is the infrastructure's, not the model's: exit 3.
         (
             "training_step",
@@ -116,18 +132,36 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
             "training_step",
             "CUDA_ERROR_ILLEGAL_ADDRESS",
             3,
+            "device",
         ),
-        ("backward", "nan", "backward", "the loss is NaN, not a finite number", 1),
+        // Also when the framework panics on it: candle's adapter says so.
+        (
+            "forward",
+            "cuda_panic",
+            "forward",
+            "CUDA_ERROR_ILLEGAL_ADDRESS",
+            3,
+            "device",
+        ),
+        (
+            "backward",
+            "nan",
+            "backward",
+            "the loss is NaN, not a finite number",
+            1,
+            "model",
+        ),
         (
             "training_step",
             "inf",
             "training_step",
             "the loss is inf, not a finite number",
             1,
+            "model",
         ),
     ];
     let mut rows = Vec::new();
-    for (phase, kind, placed, needle, code) in cases {
+    for (phase, kind, placed, needle, code, failure_kind) in cases {
         let out = t.path().join(format!("{phase}-{kind}"));
         let fault = format!("b:{phase}:{kind}");
         let (o, r) = run(&spec, &out, Some(&fault));
@@ -138,6 +172,7 @@ fn each_fault_fails_only_its_component_and_every_output_is_written() {
         assert_eq!(e["phase"], placed, "{fault}: {e}");
         let reason = e["reason"].as_str().unwrap();
         assert!(reason.contains(needle), "{fault}: {reason}");
+        assert_eq!(e["failure_kind"], failure_kind, "{fault}: {e}");
         // The other component is untouched, to the byte.
         assert!(r["components"]["a"]["error"].is_null(), "{fault}");
         assert_eq!(figures(&r, "a"), clean_a, "{fault}: a's figures changed");
@@ -165,15 +200,26 @@ fn a_panic_names_its_file_and_line_in_every_output() {
     let (o, r) = run(&spec, &out, Some("b:forward:panic"));
     let all = output_text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
-    // The injected panic's own line in crates/gate-runner/src/fault.rs.
-    let reason = "the profile exited with status 101: injected panic in phase forward \
-                  at crates/gate-runner/src/fault.rs:68:20";
-    assert_eq!(r["components"]["b"]["error"]["reason"], reason, "{all}");
-    assert!(all.contains(reason), "terminal: {all}");
+    // The injected panic's own line and column in crates/gate-runner/src/fault.rs.
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-runner/src/fault.rs"),
+    )
+    .unwrap();
+    let (line, col) = source
+        .lines()
+        .enumerate()
+        .find_map(|(i, l)| l.find("panic!(\"injected panic").map(|c| (i + 1, c + 1)))
+        .unwrap();
+    let reason = format!(
+        "the profile exited with status 101: injected panic in phase forward \
+         at crates/gate-runner/src/fault.rs:{line}:{col}"
+    );
+    assert_eq!(r["components"]["b"]["error"]["reason"], reason.as_str(), "{all}");
+    assert!(all.contains(&reason), "terminal: {all}");
     let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
-    assert!(xml.contains(reason), "junit: {xml}");
+    assert!(xml.contains(&reason), "junit: {xml}");
     let md = std::fs::read_to_string(out.join("comment.md")).unwrap();
-    assert!(md.contains(reason), "comment: {md}");
+    assert!(md.contains(&reason), "comment: {md}");
 }
 
 /// A component whose profile fails after the phases its budgets measure

@@ -38,6 +38,11 @@ impl Framework for Burn<'_> {
         self.registry
     }
 
+    /// A panic that escapes the phases' catch (burn's errors are panics).
+    fn panic_kind(message: &str) -> gate_runner::adapter::FailureKind {
+        crate::session::panic_kind(message)
+    }
+
     fn open(&self, backend: Backend, emulate: Option<u64>) -> Result<Opened<Device>, BackendError> {
         match backend {
             Backend::Cuda => open_cuda(emulate),

@@ -168,12 +168,17 @@ fn caught<T>(f: impl FnOnce() -> T) -> adapter::Result<T> {
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "burn panicked".into());
-        if message.contains("out-of-memory error") || message.contains("out of device memory") {
-            adapter::Error::out_of_memory(message)
-        } else {
-            adapter::Error::msg(message)
-        }
+        adapter::Error::of_kind(panic_kind(&message), message)
     })
+}
+
+/// CubeCL's out-of-memory panics are running out of memory; any other the model's.
+pub(crate) fn panic_kind(message: &str) -> adapter::FailureKind {
+    if message.contains("out-of-memory error") || message.contains("out of device memory") {
+        adapter::FailureKind::OutOfMemory
+    } else {
+        adapter::FailureKind::Model
+    }
 }
 
 /// A one-element tensor as a number.

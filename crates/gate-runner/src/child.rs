@@ -21,6 +21,13 @@ use super::measurement::{Failure, FailureKind, Measurement, Phase};
 /// which Rust's own message puts on a line of its own.
 pub const PANIC_LINE: &str = "gate: the profile panicked: ";
 
+/// The line after [`PANIC_LINE`] that says the panic's kind as the
+/// framework's adapter judged it (`model`, `out_of_memory`, `device`): a
+/// candle or cudarc error that panics instead of returning is still the
+/// adapter's to tell, and the parent takes the kind from here, not from
+/// the message's words.
+pub const PANIC_KIND_LINE: &str = "gate: the panic's kind: ";
+
 /// The profiles running now (pids of children not yet waited for, so a pid
 /// here is never a recycled one).
 static RUNNING: Mutex<Vec<u32>> = Mutex::new(Vec::new());
@@ -295,12 +302,16 @@ pub fn run_child(
     } else {
         let (reason, oom) = describe_exit(&status, &stderr_text);
         // The allocator's out of memory aborts: the model's, as out of
-        // memory. A crash is the model's or the process's by how it
-        // ended, never by the words it printed.
+        // memory. A panic is of the kind its adapter said; any other crash
+        // the model's or the process's by how it ended, never by the words
+        // it printed.
         let kind = if oom {
             FailureKind::OutOfMemory
         } else {
-            exit_kind(&status, events.last_phase)
+            match (exit_kind(&status, events.last_phase), panic_kind(&stderr_text)) {
+                (FailureKind::Model, Some(said)) => said,
+                (by_exit, _) => by_exit,
+            }
         };
         (reason, kind)
     };
@@ -896,6 +907,12 @@ fn next_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
     }
 }
 
+/// The kind the harness's panic hook said its adapter gave the panic.
+fn panic_kind(stderr: &str) -> Option<FailureKind> {
+    let said = stderr.lines().find_map(|l| l.trim().strip_prefix(PANIC_KIND_LINE))?;
+    serde_json::from_value(serde_json::Value::String(said.trim().to_string())).ok()
+}
+
 /// A one-line reason for a child that ended without a measurement, and
 /// whether it ran out of memory.
 fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> (String, bool) {
@@ -1022,7 +1039,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn whose_fault_an_abnormal_end_is() {
-        use super::{describe_exit, exit_kind, FailureKind, Phase};
+        use super::{describe_exit, exit_kind, panic_kind, FailureKind, Phase, PANIC_KIND_LINE, PANIC_LINE};
         use std::os::unix::process::ExitStatusExt;
         let exited = |code: i32| std::process::ExitStatus::from_raw(code << 8);
         let signalled = std::process::ExitStatus::from_raw;
@@ -1043,6 +1060,12 @@ mod tests {
         assert_eq!(exit_kind(&exited(101), Phase::Forward), FailureKind::Model);
         let (reason, oom) = describe_exit(&signalled(libc::SIGABRT), "memory allocation of 64 bytes failed\n");
         assert!(oom && reason.starts_with("out of memory"), "{reason}");
+        // A panic's kind is the one its adapter said on the hook's line.
+        let said =
+            format!("{PANIC_LINE}DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, ..) at a.rs:1:1\n{PANIC_KIND_LINE}device\n");
+        assert_eq!(panic_kind(&said), Some(FailureKind::Device));
+        assert_eq!(panic_kind(&format!("{PANIC_KIND_LINE}no_such_kind\n")), None);
+        assert_eq!(panic_kind("thread 'main' panicked at a.rs:1:1"), None);
     }
 
     #[test]

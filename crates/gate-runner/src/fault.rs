@@ -12,6 +12,8 @@
 //! - `error`: an error from the framework;
 //! - `cuda`: a CUDA driver error (`CUDA_ERROR_ILLEGAL_ADDRESS`), as candle's
 //!   cudarc words it, of the device's kind;
+//! - `cuda_panic`: a panic whose message is that CUDA driver error (a
+//!   framework that unwraps cudarc's result); its adapter says its kind;
 //! - `cuda_oom`: the device runs out of memory (`CUDA_ERROR_OUT_OF_MEMORY`),
 //!   of the out-of-memory kind;
 //! - `nan`, `inf`: every loss from PHASE on is NaN / +inf (the runner's
@@ -87,6 +89,9 @@ pub fn inject(phase: Phase) -> Result<()> {
             "CUDA_ERROR_ILLEGAL_ADDRESS",
             "an illegal memory access was encountered",
         )),
+        "cuda_panic" => panic!(
+            "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\") in phase {phase}"
+        ),
         "cuda_oom" => Err(driver_error(
             crate::FailureKind::OutOfMemory,
             "CUDA_ERROR_OUT_OF_MEMORY",

@@ -225,6 +225,17 @@ pub trait Framework {
     /// The workload kinds this harness knows.
     fn registry(&self) -> &Registry<Self::Workload>;
 
+    /// The kind of a panic raised inside the framework or the model, from
+    /// its message (a framework that panics on a device error, as candle
+    /// does through an `unwrap` on cudarc's result, says so here). The
+    /// default: the model's.
+    fn panic_kind(_message: &str) -> FailureKind
+    where
+        Self: Sized,
+    {
+        FailureKind::Model
+    }
+
     /// Opens `backend` (after [`gate_probe::resolve_backend`]), holding back
     /// what a card of `emulate` bytes would not have.
     fn open(&self, backend: Backend, emulate: Option<u64>) -> Result<Opened<Self::Device>, BackendError>;
@@ -408,8 +419,11 @@ fn run_resolve<F: Framework>(path: &Path, framework: &F, identity: Identity) -> 
 
 /// Adds a line with the panic's message and its `file:line:col` to stderr
 /// (then Rust's own report, backtrace included): the parent keeps one line
-/// as the failure's reason, and Rust's message leaves the location out of it.
-fn locate_panics() {
+/// as the failure's reason, and Rust's message leaves the location out of
+/// it. A second line gives the panic's kind as `kind_of` (the framework's
+/// adapter) judges it. Both on stderr: a panic on another thread must not
+/// wait for stdout, which the profile holds.
+fn locate_panics(kind_of: fn(&str) -> FailureKind) {
     let rust_own = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let payload = info.payload();
@@ -422,7 +436,16 @@ fn locate_panics() {
             .location()
             .map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column()))
             .unwrap_or_default();
-        let line = format!("{}{}{at}\n", crate::child::PANIC_LINE, message.replace('\n', " "));
+        let kind = serde_json::to_value(kind_of(&message))
+            .ok()
+            .and_then(|v| v.as_str().map(String::from))
+            .unwrap_or_default();
+        let line = format!(
+            "{}{}{at}\n{}{kind}\n",
+            crate::child::PANIC_LINE,
+            message.replace('\n', " "),
+            crate::child::PANIC_KIND_LINE
+        );
         // A closed stderr loses the line; the hook must not panic over it.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
         rust_own(info);
@@ -430,7 +453,7 @@ fn locate_panics() {
 }
 
 fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identity) -> Result<Exit, ChildError> {
-    locate_panics();
+    locate_panics(F::panic_kind);
     let (spec, workloads) = load_here(&args.request, framework, identity)?;
     let (component, workload) = component_and_workload(&args, &spec, &workloads)?;
     let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
