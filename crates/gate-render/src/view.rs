@@ -175,6 +175,9 @@ pub enum Lever {
     SmallerModel,
     /// Memory kept across steps.
     Leak,
+    /// A generation's memory: its KV cache and what a prefill or decode
+    /// step holds at once.
+    Cache,
     /// Time, loss and ratios: see the levers' trade-offs.
     Tradeoff,
     /// The ensemble: its largest member.
@@ -185,15 +188,20 @@ pub enum Lever {
 }
 
 impl Lever {
+    /// Every metric by name, with no catch-all: a new metric does not
+    /// compile until it is given its lever.
     fn of(metric: &str) -> Lever {
-        match Metric::parse(metric) {
-            Some(Metric::Activations | Metric::TrainingPeak | Metric::InferencePeak | Metric::DeviceUsed) => {
+        let Some(metric) = Metric::parse(metric) else {
+            return Lever::Ensemble;
+        };
+        match metric {
+            Metric::Activations | Metric::TrainingPeak | Metric::InferencePeak | Metric::DeviceUsed => {
                 Lever::Checkpoint
             }
-            Some(Metric::Params | Metric::Gradients | Metric::Optimizer) => Lever::SmallerModel,
-            Some(Metric::Growth | Metric::DecodeGrowth) => Lever::Leak,
-            Some(_) => Lever::Tradeoff,
-            None => Lever::Ensemble,
+            Metric::Params | Metric::Gradients | Metric::Optimizer => Lever::SmallerModel,
+            Metric::Growth | Metric::DecodeGrowth => Lever::Leak,
+            Metric::PrefillPeak | Metric::DecodePeak | Metric::KvCachePerToken => Lever::Cache,
+            Metric::StepTime | Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio => Lever::Tradeoff,
         }
     }
 }
@@ -373,6 +381,12 @@ pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
         Lever::Leak => "Memory is kept from step to step: look for tensors stored across steps (a history, \
                         a cache, a metric kept as a tensor; docs/sdk.md §8)."
             .to_string(),
+        Lever::Cache => format!(
+            "A generation holds its KV cache (each layer's keys and values for every token) and one step's \
+             working memory: fewer key/value heads (grouped-query attention), a smaller cache dtype, or a \
+             shorter prompt ({} in the spec); the prefill's blocks above show what each layer keeps.",
+            code("generate: { prefill }")
+        ),
         Lever::Tradeoff => {
             "Compare the variants above: each lever trades memory for time or loss (docs/levers.md).".to_string()
         }
@@ -428,4 +442,20 @@ pub fn variant_reference(report: &Report, base: &str, members: &[String]) -> Str
         .iter()
         .find_map(|m| report.components.get(m).and_then(|c| c.reference.clone()))
         .unwrap_or_else(|| base.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lever;
+    use gate_spec::metric::Metric;
+
+    #[test]
+    fn a_generations_memory_gets_the_cache_lever_not_a_tradeoff() {
+        for m in [Metric::PrefillPeak, Metric::DecodePeak, Metric::KvCachePerToken] {
+            assert_eq!(Lever::of(m.name()), Lever::Cache, "{m:?}");
+        }
+        assert_eq!(Lever::of(Metric::DecodeGrowth.name()), Lever::Leak);
+        assert_eq!(Lever::of(Metric::StepTimeRatio.name()), Lever::Tradeoff);
+        assert_eq!(Lever::of("total"), Lever::Ensemble);
+    }
 }
