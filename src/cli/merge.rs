@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::check::{conclude, reserve, verdict_exit, Conclusion};
 use super::comment::{read_baseline, read_report};
+use super::conclude::{conclude, reserve, verdict_exit, Conclusion};
 use super::CliError;
 use crate::exit::Exit;
 use crate::hint::Problem;

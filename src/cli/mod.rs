@@ -10,6 +10,7 @@ mod baseline;
 mod check;
 mod comment;
 mod completions;
+mod conclude;
 mod doctor;
 mod fit;
 mod harness;
