@@ -178,6 +178,19 @@ fn a_burn_crate_is_gated_with_exact_params_and_blocks_that_add_up() {
         assert!(names.contains(&b), "block {b} in {names:?}");
     }
     assert_eq!(names.last(), Some(&"(unattributed)"), "{names:?}");
+    // The model's own `tracing` span (`pool`, named under `spans:`) is a
+    // block inside burn too, nested in gate's scope `head` where it opened.
+    assert!(names.contains(&"head.pool"), "{names:?}");
+    assert_eq!(c["spans_entered"], serde_json::json!(["pool"]));
+    let peak = |name: &str| {
+        blocks.iter().find(|b| b["name"] == name).unwrap()["peak_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        peak("head.pool") <= peak("head"),
+        "a nested block's peak is within its parent's"
+    );
     let top: i64 = blocks
         .iter()
         .filter(|b| !b["name"].as_str().unwrap().contains('.'))
