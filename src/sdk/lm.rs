@@ -5,6 +5,7 @@
 //! the next-token cross-entropy, reads the model's config from the spec in
 //! its own form (the keys of its `config.json`) and records it as written.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -29,7 +30,7 @@ use super::{Batch, Model, OptimizerStep, ParamCount, Problems, Rng, RunCtx, Step
 ///         let cfg = c.clone().into_config(false);
 ///         Ok(Llama3(Llama::load(vb, &cfg)?, cfg))
 ///     }
-///     fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+///     fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
 ///         let mut cache = Cache::new(false, DType::F32, &self.1, ids.device())?;
 ///         self.0.forward(ids, 0, &mut cache)
 ///     }
@@ -53,10 +54,15 @@ pub trait LanguageModel: Sized + 'static {
     /// layers take them).
     fn load(vb: VarBuilder, config: &Self::Config, ctx: &RunCtx) -> Result<Self>;
 
-    /// Logits for `ids` (`[batch, seq]`, u32): `[batch, seq, vocab]`, every
-    /// position predicting the next token, or `[batch, vocab]`, the last
-    /// position's only.
-    fn forward(&self, ids: &Tensor) -> Result<Tensor>;
+    /// Logits for `ids` (`[batch, seq]`, u32): `[batch, n, vocab]`, the last
+    /// `n` positions each predicting its next token (`n = seq`: every
+    /// position; qwen2's `ModelForCausalLM` gives `n = 1`), or
+    /// `[batch, vocab]`, the last position's only. `&mut self`: most of candle-transformers' models
+    /// (mistral, qwen2, phi3, gemma...) keep their KV cache inside and
+    /// take `&mut self`; each call here is a whole sequence, so such a model
+    /// clears its cache first (`self.0.clear_kv_cache()`), else the cache
+    /// grows across steps and `growth` says so.
+    fn forward(&mut self, ids: &Tensor) -> Result<Tensor>;
 
     /// The closed-form parameter count, checked against what was built;
     /// `None` (the default): `params` is the bytes built, said so in the report.
@@ -187,7 +193,7 @@ impl<M: LanguageModel> Workload for Lm<M> {
     }
 
     fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {
-        Ok(Box::new(LmModel(M::load(vb, &self.model, ctx)?)))
+        Ok(Box::new(LmModel(RefCell::new(M::load(vb, &self.model, ctx)?))))
     }
 
     /// `seq_len + 1` token ids a row: the inputs, and each one's next token.
@@ -200,7 +206,9 @@ impl<M: LanguageModel> Workload for Lm<M> {
     }
 }
 
-struct LmModel<M>(M);
+/// The model behind a `RefCell`: `Model`'s calls take `&self`, a model's
+/// forward may take `&mut self`; gate never calls it re-entrantly.
+struct LmModel<M>(RefCell<M>);
 
 impl<M: LanguageModel> LmModel<M> {
     fn inputs(batch: &Batch) -> Result<Tensor> {
@@ -213,24 +221,29 @@ impl<M: LanguageModel> Model for LmModel<M> {
     fn loss(&self, batch: &Batch, _step: &Step) -> Result<Tensor> {
         let ids = &batch.tensors[0];
         let seq = ids.dim(1)? - 1;
-        let logits = self.0.forward(&Self::inputs(batch)?)?;
+        let logits = self.0.borrow_mut().forward(&Self::inputs(batch)?)?;
         let vocab = logits.dim(D::Minus1)?;
-        // The next token of every position, or of the last one only.
-        let targets = match logits.rank() {
-            3 => ids.narrow(1, 1, seq)?,
-            2 => ids.narrow(1, seq, 1)?,
-            _ => candle_core::bail!(
-                "{}'s forward returned logits of shape {:?}: gate::Lm takes [batch, seq, vocab] or [batch, vocab]",
+        // The next token of each of the last `n` positions (every one, or the last).
+        let n = match logits.rank() {
+            3 => logits.dim(1)?,
+            2 => 1,
+            _ => 0,
+        };
+        if n == 0 || n > seq {
+            candle_core::bail!(
+                "{}'s forward returned logits of shape {:?} for {seq} positions: gate::Lm takes \
+                 [batch, n, vocab] with n at most the positions, or [batch, vocab]",
                 M::KIND,
                 logits.dims()
-            ),
-        };
+            );
+        }
+        let targets = ids.narrow(1, seq + 1 - n, n)?;
         let logits = logits.to_dtype(DType::F32)?.reshape(((), vocab))?;
         candle_nn::loss::cross_entropy(&logits, &targets.flatten_all()?)
     }
 
     fn predict(&self, batch: &Batch) -> Result<Tensor> {
-        self.0.forward(&Self::inputs(batch)?)
+        self.0.borrow_mut().forward(&Self::inputs(batch)?)
     }
 }
 
@@ -260,7 +273,7 @@ mod tests {
             let head = candle_nn::linear(c.hidden_size, c.vocab_size, vb.pp("head"))?;
             Ok(Tiny(embed, head, c.last_only))
         }
-        fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
             let logits = self.1.forward(&self.0.forward(ids)?)?;
             match self.2 {
                 true => logits.narrow(1, ids.dim(1)? - 1, 1)?.squeeze(1),

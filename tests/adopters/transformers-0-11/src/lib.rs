@@ -12,6 +12,7 @@ pub mod bert;
 pub mod llama;
 pub mod llama_gen;
 pub mod mamba;
+pub mod qwen2;
 pub mod t5;
 
 /// Seeded token ids in `0..vocab`, `(rows, len)`, as a u32 tensor.

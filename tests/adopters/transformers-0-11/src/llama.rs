@@ -20,7 +20,7 @@ impl gate::LanguageModel for LlamaLm {
         let cfg = c.clone().into_config(false);
         Ok(LlamaLm(Llama::load(vb, &cfg)?, cfg, ctx.dtype))
     }
-    fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+    fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
         // A fresh cache per sequence, without KV caching: its rotary tables are the forward's.
         let mut cache = Cache::new(false, self.2, &self.1, ids.device())?;
         self.0.forward(ids, 0, &mut cache)

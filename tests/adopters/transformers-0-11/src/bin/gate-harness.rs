@@ -6,5 +6,6 @@ gate::main!(
     transformers_team::llama_gen::LlamaGen,
     transformers_team::bert::BertMlm,
     transformers_team::t5::T5Lm,
-    transformers_team::mamba::MambaLm
+    transformers_team::mamba::MambaLm,
+    gate::Lm<transformers_team::qwen2::Qwen2Lm>
 );
