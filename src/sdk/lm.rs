@@ -9,13 +9,13 @@ use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
 
-use candle_core::{DType, Result, Tensor, Var, D};
+use candle_core::{DType, Device, Result, Tensor, Var, D};
 use candle_nn::VarBuilder;
 use gate_spec::config::{self, Node, Pos};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Batch, Model, OptimizerStep, ParamCount, Problems, Rng, RunCtx, Step, Workload};
+use super::{Batch, Generator, Model, OptimizerStep, ParamCount, Problems, Rng, RunCtx, Step, Workload};
 
 /// A language model as its crate ships it, gated through [`Lm`]: how it
 /// loads and what its forward returns. Nothing else is asked of it.
@@ -54,15 +54,34 @@ pub trait LanguageModel: Sized + 'static {
     /// layers take them).
     fn load(vb: VarBuilder, config: &Self::Config, ctx: &RunCtx) -> Result<Self>;
 
-    /// Logits for `ids` (`[batch, seq]`, u32): `[batch, n, vocab]`, the last
-    /// `n` positions each predicting its next token (`n = seq`: every
-    /// position; qwen2's `ModelForCausalLM` gives `n = 1`), or
-    /// `[batch, vocab]`, the last position's only. `&mut self`: most of candle-transformers' models
-    /// (mistral, qwen2, phi3, gemma...) keep their KV cache inside and
-    /// take `&mut self`; each call here is a whole sequence, so such a model
-    /// clears its cache first (`self.0.clear_kv_cache()`), else the cache
-    /// grows across steps and `growth` says so.
-    fn forward(&mut self, ids: &Tensor) -> Result<Tensor>;
+    /// Logits for `ids` (`[batch, seq]`, u32), a whole sequence:
+    /// `[batch, n, vocab]`, the last `n` positions each predicting its next
+    /// token (`n = seq`: every position; qwen2's `ModelForCausalLM` gives
+    /// `n = 1`), or `[batch, vocab]`, the last position's only. `&mut self`:
+    /// most of candle-transformers' models (mistral, qwen2, phi3, gemma...)
+    /// keep their KV cache inside. The default: the cache cleared, then
+    /// [`LanguageModel::forward_cached`] at offset 0, so such a model gives
+    /// those two and nothing keeps growing across steps.
+    fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
+        self.clear_cache();
+        self.forward_cached(ids, 0)
+    }
+
+    /// The model's own cached decoding, for a component with `generate:`:
+    /// logits for `ids` at position `offset` of the sequence, its KV cache
+    /// kept between calls (qwen2's `forward(ids, offset)`). gate then runs a
+    /// greedy loop: the prompt at offset 0, each next token at the next
+    /// offset. The default: none (such a component fails, saying so).
+    fn forward_cached(&mut self, _ids: &Tensor, _offset: usize) -> Result<Tensor> {
+        candle_core::bail!(
+            "{} has no cached decoding: give `LanguageModel::forward_cached` and `clear_cache` (for `generate:`, \
+             and then `forward` may be left out), or `forward`",
+            Self::KIND
+        )
+    }
+
+    /// Empties the KV cache `forward_cached` keeps (before each generation).
+    fn clear_cache(&mut self) {}
 
     /// The closed-form parameter count, checked against what was built;
     /// `None` (the default): `params` is the bytes built, said so in the report.
@@ -193,7 +212,8 @@ impl<M: LanguageModel> Workload for Lm<M> {
     }
 
     fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {
-        Ok(Box::new(LmModel(RefCell::new(M::load(vb, &self.model, ctx)?))))
+        let model = RefCell::new(M::load(vb, &self.model, ctx)?);
+        Ok(Box::new(LmModel(model, ctx.device.clone(), M::vocab_size(&self.model))))
     }
 
     /// `seq_len + 1` token ids a row: the inputs, and each one's next token.
@@ -208,7 +228,7 @@ impl<M: LanguageModel> Workload for Lm<M> {
 
 /// The model behind a `RefCell`: `Model`'s calls take `&self`, a model's
 /// forward may take `&mut self`; gate never calls it re-entrantly.
-struct LmModel<M>(RefCell<M>);
+struct LmModel<M>(RefCell<M>, Device, usize);
 
 impl<M: LanguageModel> LmModel<M> {
     fn inputs(batch: &Batch) -> Result<Tensor> {
@@ -244,6 +264,55 @@ impl<M: LanguageModel> Model for LmModel<M> {
 
     fn predict(&self, batch: &Batch) -> Result<Tensor> {
         self.0.borrow_mut().forward(&Self::inputs(batch)?)
+    }
+
+    fn generator(&self) -> Result<Box<dyn Generator + '_>> {
+        let mut model = self.0.borrow_mut();
+        model.clear_cache();
+        Ok(Box::new(Greedy {
+            model,
+            device: self.1.clone(),
+            vocab: self.2,
+            offset: 0,
+            next: 0,
+        }))
+    }
+}
+
+/// Greedy decoding through the model's own cache: the prompt, then the
+/// most likely next token each step.
+struct Greedy<'a, M> {
+    model: std::cell::RefMut<'a, M>,
+    device: Device,
+    vocab: usize,
+    offset: usize,
+    next: u32,
+}
+
+impl<M: LanguageModel> Greedy<'_, M> {
+    fn run(&mut self, ids: Tensor) -> Result<()> {
+        let n = ids.dim(1)?;
+        let logits = self.model.forward_cached(&ids, self.offset)?;
+        self.offset += n;
+        // The last position's logits, whatever the rank.
+        let last = logits.flatten_to(logits.rank().saturating_sub(2))?;
+        let last = last.get(last.dim(0)? - 1)?;
+        self.next = last.argmax(D::Minus1)?.to_scalar::<u32>()?;
+        Ok(())
+    }
+}
+
+impl<M: LanguageModel> Generator for Greedy<'_, M> {
+    fn prefill(&mut self, tokens: usize) -> Result<()> {
+        let mut rng = Rng::new(0x9e7);
+        let ids: Vec<u32> = (0..tokens).map(|_| rng.below(self.vocab as u64) as u32).collect();
+        let ids = Tensor::from_vec(ids, (1, tokens), &self.device)?;
+        self.run(ids)
+    }
+
+    fn decode(&mut self) -> Result<()> {
+        let ids = Tensor::new(&[[self.next]], &self.device)?;
+        self.run(ids)
     }
 }
 

@@ -517,8 +517,9 @@ fn each_model_through_lm_is_at_most_25_lines_of_the_teams_code() {
 
 /// candle-transformers' qwen2 through `gate::Lm`: a model that keeps its KV
 /// cache inside and takes `&mut self`, its causal-LM head giving the last
-/// position's logits. Cleared before each forward, its cache keeps nothing
-/// across steps (`growth` 0), and it is measured and judged like the others.
+/// position's logits. Cleared before each training forward, its cache keeps
+/// nothing across steps (`growth` 0); generating (`qwen2_gen`), the cache
+/// grows by its closed form a token.
 #[test]
 fn qwen2_with_its_cache_inside_is_gated_through_lm_and_nothing_grows() {
     let test = "qwen2_with_its_cache_inside_is_gated_through_lm_and_nothing_grows";
@@ -526,7 +527,7 @@ fn qwen2_with_its_cache_inside_is_gated_through_lm_and_nothing_grows() {
         return;
     }
     let t = fixture("transformers-0-11", "transformers-0-11-qwen2");
-    let (o, rep) = gate_in(&t, &["check", "--only", "qwen2", "--baseline", "none"], "out");
+    let (o, rep) = gate_in(&t, &["check", "--only", "qwen2,qwen2_gen", "--baseline", "none"], "out");
     assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
     let c = &rep["components"]["qwen2"];
     // Embedding (tied head) 1000 × 128; each of 2 layers q/k/v with biases
@@ -540,4 +541,13 @@ fn qwen2_with_its_cache_inside_is_gated_through_lm_and_nothing_grows() {
     for metric in ["params", "training_peak", "inference_peak", "growth"] {
         assert_eq!(status(&rep, "qwen2", metric), "pass", "qwen2.{metric}");
     }
+    // Generating through gate::Lm's greedy loop over its own cache: K and V
+    // of 2 kv heads × 32 f32 in each of 2 layers a token, and no more.
+    let g = &rep["components"]["qwen2_gen"]["metrics"];
+    assert_eq!(
+        g["kv_cache_per_token"]["value"].as_f64(),
+        Some((2 * 2 * 2 * 32 * 4) as f64),
+        "{g}"
+    );
+    assert_eq!(g["decode_growth"]["value"].as_f64(), Some(0.0), "{g}");
 }

@@ -1,7 +1,8 @@
 //! candle-transformers' qwen2 through `gate::Lm`, as it ships: a model that
-//! keeps its KV cache inside and takes `&mut self`, so each whole-sequence
-//! forward clears the cache first. Its causal-LM head gives the last
-//! position's logits.
+//! keeps its KV cache inside and takes `&mut self`. gate calls
+//! `forward_cached` at offset 0 after `clear_cache` for each training
+//! sequence, and at each next offset for a `generate:` component. Its
+//! causal-LM head gives the last position's logits.
 
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
@@ -18,8 +19,10 @@ impl gate::LanguageModel for Qwen2Lm {
     fn load(vb: VarBuilder, c: &Config, _: &gate::RunCtx) -> Result<Self> {
         Ok(Qwen2Lm(ModelForCausalLM::new(c, vb)?))
     }
-    fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
-        self.0.clear_kv_cache();
-        self.0.forward(ids, 0)
+    fn forward_cached(&mut self, ids: &Tensor, offset: usize) -> Result<Tensor> {
+        self.0.forward(ids, offset)
+    }
+    fn clear_cache(&mut self) {
+        self.0.clear_kv_cache()
     }
 }
