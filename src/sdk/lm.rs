@@ -1,6 +1,6 @@
 //! The shortest path for a language model that already exists: a type that
 //! loads from its own config and a `VarBuilder` and maps token ids to
-//! logits (candle-transformers' llama, BERT, T5, mamba, or the team's own)
+//! logits (candle-transformers' llama, qwen2, mistral..., or the team's own)
 //! becomes a workload through [`Lm`]. gate makes the seeded token batches,
 //! the next-token cross-entropy, reads the model's config from the spec in
 //! its own form (the keys of its `config.json`) and records it as written.
@@ -18,7 +18,10 @@ use serde::{Deserialize, Serialize};
 use super::{Batch, Generator, Model, OptimizerStep, ParamCount, Problems, Rng, RunCtx, Step, Workload};
 
 /// A language model as its crate ships it, gated through [`Lm`]: how it
-/// loads and what its forward returns. Nothing else is asked of it.
+/// loads, and its forward over a whole sequence ([`LanguageModel::forward`])
+/// or its cached forward at an offset with a way to clear the cache
+/// ([`LanguageModel::forward_cached`], [`LanguageModel::clear_cache`]; then
+/// `generate:` works too). Nothing else is asked of it.
 ///
 /// ```ignore
 /// struct Llama3(Llama, Config);
