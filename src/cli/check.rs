@@ -438,13 +438,25 @@ fn write_outputs(
 /// One line on where a run's time went: the profiles' wall time, their sum
 /// (what one-at-a-time would cost) and the slowest ones.
 fn where_the_time_went(profiled: &[crate::runner::Profiled], jobs: usize, wall: std::time::Duration) -> String {
-    let mut by_time: Vec<(&str, f64)> = profiled
+    // (name, wall time, of it waiting for the turn to time steps)
+    let mut by_time: Vec<(&str, f64, f64)> = profiled
         .iter()
-        .map(|p| (p.name.as_str(), p.elapsed.as_secs_f64()))
+        .map(|p| {
+            let waited = p.result.as_ref().map_or(0.0, |m| m.turn_wait_seconds);
+            (p.name.as_str(), p.elapsed.as_secs_f64(), waited)
+        })
         .collect();
     by_time.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let sum: f64 = by_time.iter().map(|(_, s)| s).sum();
-    let top: Vec<String> = by_time.iter().take(3).map(|(n, s)| format!("{n} {s:.1} s")).collect();
+    // One profile at a time none would wait.
+    let sum: f64 = by_time.iter().map(|(_, s, w)| s - w).sum();
+    let top: Vec<String> = by_time
+        .iter()
+        .take(3)
+        .map(|(n, s, w)| match *w >= 0.05 {
+            true => format!("{n} {s:.1} s ({w:.1} s of it waiting its turn to time steps)"),
+            false => format!("{n} {s:.1} s"),
+        })
+        .collect();
     format!(
         "time: {} profiles in {:.1} s ({jobs} at a time; {sum:.1} s one after another); slowest: {}",
         profiled.len(),
@@ -562,5 +574,42 @@ fn stored_reports(
             all.extend(older);
         }
         all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::where_the_time_went;
+    use crate::runner::{Measurement, Profiled};
+
+    fn profiled(name: &str, seconds: f64, waited: f64) -> Profiled {
+        Profiled {
+            name: name.into(),
+            result: Ok(Measurement {
+                turn_wait_seconds: waited,
+                ..Default::default()
+            }),
+            elapsed: Duration::from_secs_f64(seconds),
+        }
+    }
+
+    #[test]
+    fn the_time_a_profile_waited_for_its_turn_is_said_and_left_out_of_the_sum() {
+        let line = where_the_time_went(
+            &[
+                profiled("tft", 25.5, 0.0),
+                profiled("dqn", 12.0, 11.9),
+                profiled("ppo", 2.0, 0.0),
+            ],
+            2,
+            Duration::from_secs_f64(41.2),
+        );
+        assert_eq!(
+            line,
+            "time: 3 profiles in 41.2 s (2 at a time; 27.6 s one after another); slowest: tft 25.5 s, \
+             dqn 12.0 s (11.9 s of it waiting its turn to time steps), ppo 2.0 s"
+        );
     }
 }

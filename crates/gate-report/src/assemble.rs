@@ -62,6 +62,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
         profile_seconds: m.profile_seconds,
+        turn_wait_seconds: m.turn_wait_seconds,
         phase_seconds: m
             .phase_seconds
             .iter()
@@ -118,6 +119,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
         profile_seconds: None,
+        turn_wait_seconds: 0.0,
         phase_seconds: Vec::new(),
         timeline: None,
         step_time_ratios: Vec::new(),

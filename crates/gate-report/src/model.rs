@@ -234,6 +234,11 @@ pub struct ComponentReport {
     /// exit), in seconds; absent in reports from before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile_seconds: Option<f64>,
+    /// Of `profile_seconds`, the time the profile waited for its turn to
+    /// time its steps while another one timed theirs (profiles side by
+    /// side take turns); absent when it did not wait.
+    #[serde(default, skip_serializing_if = "is_zero_seconds")]
+    pub turn_wait_seconds: f64,
     /// How long each phase of the profile took, in the order they ran
     /// (`setup` is the child's start until its first phase).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -812,6 +817,10 @@ pub enum AckInput {
     Present(Acknowledgement),
     /// GitHub could not be asked; regressions stay regressions.
     Unverified { label: String, reason: String },
+}
+
+fn is_zero_seconds(s: &f64) -> bool {
+    *s == 0.0
 }
 
 fn is_zero(n: &usize) -> bool {

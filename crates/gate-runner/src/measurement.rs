@@ -130,6 +130,11 @@ pub struct Measurement {
     /// The child's wall time, start to exit (set by the parent).
     #[serde(default)]
     pub profile_seconds: Option<f64>,
+    /// Of that, the time it waited for its turn to time its steps while
+    /// another profile timed theirs (`timing_lock`): not work, and no part
+    /// of what a run one profile at a time would take.
+    #[serde(default)]
+    pub turn_wait_seconds: f64,
     /// Live bytes over the steady training step and the first inference
     /// call, sampled at every scope boundary and phase mark.
     #[serde(default)]

@@ -364,7 +364,9 @@ impl<'a, S: Session> Profile<'a, S> {
         // is timed too (unless more warm-up was asked for): one measurement
         // serves both the peak and the first timed sample. Timed steps of
         // profiles running side by side take turns (see `timing_lock`).
+        let waited = Instant::now();
         let turn = crate::timing_lock::acquire();
+        self.m.turn_wait_seconds += waited.elapsed().as_secs_f64();
         let extra_warmup = timing.warmup.saturating_sub(1);
         // The memory timeline samples this step and the first inference call.
         let (timed, span, _) = self.rec.span_sampled(self.sampler, false, || {
