@@ -62,7 +62,7 @@ fn run(spec: &Path, out: &Path, fault: Option<&str>) -> (Output, Value) {
 fn figures(report: &Value, name: &str) -> String {
     let mut c = report["components"][name].clone();
     c["metrics"].as_object_mut().unwrap().remove("step_time");
-    for timed in ["step_times_ms", "profile_seconds", "phase_seconds"] {
+    for timed in ["step_times_ms", "profile_seconds", "phase_seconds", "turn_wait_seconds"] {
         c.as_object_mut().unwrap().remove(timed);
     }
     // The timeline's bytes stay; its times (`"T_US LIVE PEAK EVENT"`) go.

@@ -366,7 +366,11 @@ impl<'a, S: Session> Profile<'a, S> {
         // profiles running side by side take turns (see `timing_lock`).
         let waited = Instant::now();
         let turn = crate::timing_lock::acquire();
-        self.m.turn_wait_seconds += waited.elapsed().as_secs_f64();
+        // Taking a free lock is microseconds: only a real wait is recorded.
+        let waited = waited.elapsed().as_secs_f64();
+        if waited >= 0.01 {
+            self.m.turn_wait_seconds += waited;
+        }
         let extra_warmup = timing.warmup.saturating_sub(1);
         // The memory timeline samples this step and the first inference call.
         let (timed, span, _) = self.rec.span_sampled(self.sampler, false, || {
