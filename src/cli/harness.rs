@@ -167,11 +167,13 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
     refuse_unused_harness_bin(&spec, app, opts)?;
     if let Some(h) = &spec.harness {
         if !app.is(h) {
-            let (built, resolved_candle) = match &opts.harness_bin {
-                Some(bin) => (prebuilt(bin)?, None),
+            let (built, resolved_candle, build_lock) = match &opts.harness_bin {
+                Some(bin) => (prebuilt(bin)?, None, None),
                 None => build(&manifest(&spec, h, opts)?, h, backend)?,
             };
             let (exe, copy) = private_copy(&built)?;
+            // Copied: another build may now write the shared path.
+            drop(build_lock);
             let request = write_request(&spec)?;
             let (configs, mut framework) = resolve(&exe, &spec, h, &request.path)?;
             // The build's resolve is exact where the harness knows its minor only.
@@ -518,10 +520,17 @@ fn repository_root(dir: &Path) -> PathBuf {
 }
 
 /// `cargo build --release` of the harness (incremental: a second build with
-/// nothing changed costs a second); returns the binary's path and, when
-/// `cargo metadata` said, the exact candle the build resolved.
-fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(PathBuf, Option<String>), CliError> {
-    let candle = check_candle(manifest, h)?;
+/// nothing changed costs a second); returns the binary's path, when
+/// `cargo metadata` said, the exact candle the build resolved, and the
+/// build folder's harness lock (see [`lock_harness_builds`]), to be held
+/// until the binary is copied.
+fn build(
+    manifest: &Path,
+    h: &HarnessSpec,
+    backend: Option<Backend>,
+) -> Result<(PathBuf, Option<String>, Option<std::fs::File>), CliError> {
+    let (candle, target_dir) = check_candle(manifest, h)?;
+    let lock = target_dir.as_deref().and_then(lock_harness_builds);
     let mut features = h.features.clone();
     if backend == Some(Backend::Cuda) && !features.iter().any(|f| f == "cuda") {
         features.push("cuda".into());
@@ -569,7 +578,37 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(
                 .with_hint("check that `bin:` names a binary target, not a library or an example"),
         )
     })?;
-    Ok((exe, candle))
+    Ok((exe, candle, lock))
+}
+
+/// The lock file in a build folder that gate holds from a harness's build
+/// until its private copy is made: cargo writes every package's binary of
+/// one name (`gate-harness`) to the same path in the folder, and another
+/// crate's build finishing in between would hand this run that crate's
+/// harness (seen: two crates gated at once over one target folder). Every
+/// gate building there takes turns; `.ci/run`'s prebuilds take it too.
+pub(super) const HARNESS_BUILD_LOCK: &str = ".gate-harness-build.lock";
+
+/// Takes the lock of `target_dir`'s harness builds, waiting for another
+/// gate's turn (said on stderr); `None` where the lock cannot be had (the
+/// build goes on unguarded, as before).
+fn lock_harness_builds(target_dir: &Path) -> Option<std::fs::File> {
+    std::fs::create_dir_all(target_dir).ok()?;
+    let file = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(target_dir.join(HARNESS_BUILD_LOCK))
+        .ok()?;
+    if let Err(std::fs::TryLockError::WouldBlock) = file.try_lock() {
+        eprintln!(
+            "waiting for another harness build in {} to finish (its binary shares the path)",
+            target_dir.display()
+        );
+        file.lock().ok()?;
+    }
+    Some(file)
 }
 
 /// Says, before cargo's errors, when the harness would link two candles
@@ -577,7 +616,7 @@ fn build(manifest: &Path, h: &HarnessSpec, backend: Option<Backend>) -> Result<(
 /// that follows reports that itself. Else gives the candle-core gate's SDK
 /// resolved to, exactly (a git revision's commit included), which the
 /// harness itself knows only by its minor.
-fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliError> {
+fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Option<PathBuf>), CliError> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = gate_runner::child::command(&cargo);
     cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
@@ -586,7 +625,7 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliE
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let Ok(mut helper) = spawn_helper(&mut cmd) else {
-        return Ok(None);
+        return Ok((None, None));
     };
     // What cargo says is passed on: a held lock is "Blocking waiting for
     // file lock on ...", said while it waits (issue #43 item 13).
@@ -630,14 +669,15 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<Option<String>, CliE
                 )),
             ));
         }
-        _ => return Ok(None),
+        _ => return Ok((None, None)),
     }
     let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
-        return Ok(None);
+        return Ok((None, None));
     };
+    let target_dir = metadata["target_directory"].as_str().map(PathBuf::from);
     match super::minors::mismatch(&metadata) {
         Some(m) => Err(CliError::Usage(Problem::new(m.message(&h.package)).with_hint(m.hint()))),
-        None => Ok(super::minors::gates_candle(&metadata)),
+        None => Ok((super::minors::gates_candle(&metadata), target_dir)),
     }
 }
 
