@@ -163,13 +163,15 @@ fn memory_notes(testbed: &Testbed, components: &BTreeMap<String, ComponentReport
     if coarse.is_empty() {
         return Vec::new();
     }
-    let candle = match (testbed.candle_version.as_str(), &testbed.framework) {
-        ("", f) if !f.name.is_empty() => format!("{} {}", f.name, f.version),
-        ("", _) => "this candle".to_string(),
-        (v, _) => format!("candle {v}"),
+    // The harness's own framework and version; a report from before that
+    // neutral field has only `candle_version`.
+    let framework = match (&testbed.framework, testbed.candle_version.as_str()) {
+        (f, _) if !f.name.is_empty() => format!("{} {}", f.name, f.version),
+        (_, "") => "this framework".to_string(),
+        (_, v) => format!("candle {v}"),
     };
     vec![format!(
-        "{}: tensor bytes not from the CUDA pool on {candle}: figures are NVML per process (what it holds beyond \
+        "{}: tensor bytes not from the CUDA pool on {framework}: figures are NVML per process (what it holds beyond \
          its CUDA context as first made, library workspaces and loaded kernels included; peaks sampled at scope \
          boundaries)",
         coarse.join(", ")
