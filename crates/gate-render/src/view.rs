@@ -383,8 +383,9 @@ pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
             .to_string(),
         Lever::Cache => format!(
             "A generation holds its KV cache (each layer's keys and values for every token) and one step's \
-             working memory: fewer key/value heads (grouped-query attention), a smaller cache dtype, or a \
-             shorter prompt ({} in the spec); the prefill's blocks above show what each layer keeps.",
+             working memory: fewer key/value heads (grouped-query attention) or a smaller cache dtype shrink \
+             both; a shorter prompt ({} in the spec) lowers the peaks. Where the model opens spans, the \
+             prefill's blocks show what each layer keeps.",
             code("generate: { prefill }")
         ),
         Lever::Tradeoff => {
