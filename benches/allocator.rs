@@ -13,10 +13,10 @@ use std::time::Instant;
 
 use gate::candle_core::{DType, Device};
 use gate::candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
-use gate::test_support::models::tft::config::TftConfig;
-use gate::test_support::models::{Mlp, Tft};
 use gate::test_support::DynWorkload;
 use gate::{CountingAlloc, ParamStore, RunCtx, Step};
+use gate_builtins::tft::config::TftConfig;
+use gate_builtins::{Mlp, Tft};
 
 static COUNTING: AtomicBool = AtomicBool::new(true);
 

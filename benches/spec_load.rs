@@ -28,7 +28,7 @@ fn main() {
     } else {
         &[10_000, 20_000, 40_000, 100_000]
     };
-    let registry = gate::test_support::builtins();
+    let registry = gate_builtins::registry();
     println!("{:>10} {:>10} {:>16}", "components", "seconds", "µs per component");
     for &n in sizes {
         let text = spec(n);

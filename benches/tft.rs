@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use gate::candle_core::{DType, Device};
 use gate::candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
-use gate::test_support::models::tft::config::TftConfig;
-use gate::test_support::models::tft::Tft;
 use gate::{ParamStore, RunCtx, Step, Workload};
+use gate_builtins::tft::config::TftConfig;
+use gate_builtins::tft::Tft;
 use gate_runner::median;
 
 fn main() -> gate::candle_core::Result<()> {

@@ -12,14 +12,11 @@
 use candle_core::Device;
 use gate_runner::harness::{FrameworkId, Opened};
 
-use crate::probe::{Backend, BackendError};
 use crate::runner::trainer::CandleSession;
 use crate::sdk::{DynWorkload, Registry, RunCtx};
+use gate_probe::{Backend, BackendError};
 
 pub(crate) use gate_runner::harness::{serve, Identity};
-// The installed `gate`'s side of the same protocol (and gate's tests).
-#[cfg(any(feature = "cli", feature = "test-support"))]
-pub(crate) use gate_runner::harness::{Request, PROTOCOL, PROTOCOL_HINT};
 
 /// The candle SDK as gate-runner's harness sees it: this binary's registry.
 pub(crate) struct Candle<'r>(pub(crate) &'r Registry);
@@ -72,7 +69,7 @@ impl gate_runner::harness::Framework for Candle<'_> {
         &'a self,
         workload: &'a dyn DynWorkload,
         device: &'a Device,
-        component: &'a crate::budget::Component,
+        component: &'a gate_spec::budget::Component,
         batch_size: usize,
     ) -> CandleSession<'a> {
         CandleSession {
@@ -94,7 +91,7 @@ fn open_cuda(emulate: Option<u64>) -> Result<Opened<Device>, BackendError> {
     // The probe first: NVML's reading from before any context, then the
     // device's primary context, which candle's cudarc retains in turn, so
     // its tensors come from the pool the probe reads (whatever the minor).
-    let (mut probe, info) = crate::probe::cuda::CudaProbe::open(0)?;
+    let (mut probe, info) = gate_probe::cuda::CudaProbe::open(0)?;
     let device = Device::new_cuda(0).map_err(|e| {
         BackendError::new(format!(
             "no usable CUDA GPU 0: candle {}: {e}",
@@ -117,11 +114,11 @@ fn open_cuda(emulate: Option<u64>) -> Result<Opened<Device>, BackendError> {
 
 #[cfg(not(feature = "cuda"))]
 fn open_cuda(_emulate: Option<u64>) -> Result<Opened<Device>, BackendError> {
-    crate::probe::resolve_backend(Backend::Cuda).map(|_| unreachable!("cuda resolves only with the feature"))
+    gate_probe::resolve_backend(Backend::Cuda).map(|_| unreachable!("cuda resolves only with the feature"))
 }
 
 /// Component `c`'s run context on `device` at batch size `batch_size`.
-fn run_ctx(device: &Device, c: &crate::budget::Component, batch_size: usize) -> RunCtx {
+fn run_ctx(device: &Device, c: &gate_spec::budget::Component, batch_size: usize) -> RunCtx {
     RunCtx {
         device: device.clone(),
         dtype: crate::sdk::candle_dtype(c.dtype),

@@ -1,16 +1,17 @@
-//! A harness: the adopter's own `gate` binary. One file in the adopter's
-//! crate registers its workloads with [`main!`](crate::main) (or builds a
-//! [`Harness`] by hand) and gets every `gate` command — check, validate,
-//! fit, doctor, comment, merge — with its workloads beside the built-ins,
-//! the child-process profiles and the counting allocator.
+//! A harness: the adopter's own binary that the installed `gate` builds
+//! and starts. One file in the adopter's crate registers its workloads with
+//! [`main!`](crate::main) (or builds a [`Harness`] by hand); the binary
+//! answers the installed `gate`'s requests (`__resolve`, `profile`) with
+//! them and the counting allocator. The command line itself is the
+//! installed `gate` (crate `gate-cli`), which a harness never compiles.
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use crate::exit::Exit;
 use crate::sdk::{Registry, Workload};
+use gate_runner::exit::Exit;
 
-/// Builds a `gate` binary that knows extra workloads.
+/// Builds a harness binary that knows a crate's workloads.
 ///
 /// ```no_run
 /// # #[derive(Debug)] struct MyForecaster;
@@ -43,25 +44,22 @@ impl Default for Harness {
 }
 
 impl Harness {
-    /// A harness with the built-in workloads (`mlp`, `tft`, `dqn`, `ppo`,
-    /// `mamba2`) when gate is built with its `builtins` feature (the
-    /// default; they need candle 0.11), else with none.
+    /// A harness that knows no workload yet: [`register`](Self::register)
+    /// adds them. (gate's built-in models are a crate of their own,
+    /// `gate-builtins`, served by the stock `gate`.)
     pub fn new() -> Self {
-        #[allow(unused_mut)]
-        let mut h = Harness::without_builtins();
-        #[cfg(feature = "builtins")]
-        crate::models::register_builtins(&mut h.registry);
-        h
-    }
-
-    /// A harness that knows only what is registered on it.
-    pub fn without_builtins() -> Self {
         Harness {
             registry: Registry::default(),
             package: None,
             bin: None,
             error: None,
         }
+    }
+
+    /// The same as [`new`](Self::new): kept for harnesses written when
+    /// `new` also registered the built-in models.
+    pub fn without_builtins() -> Self {
+        Harness::new()
     }
 
     /// Adds workload `W` (its [`Workload::KIND`] must be new to this harness).
@@ -86,49 +84,42 @@ impl Harness {
         self.registry.names()
     }
 
-    /// Runs the command line of this process and returns its exit code.
-    /// The installed `gate`'s requests (`profile`, `__resolve`) are
-    /// answered here; with gate's `cli` feature every other `gate` command
-    /// runs too.
+    /// Answers the installed `gate`'s request in this process's arguments
+    /// and returns its exit code; any other command is refused with a hint
+    /// (a harness is not the command line).
     pub fn run(self) -> ExitCode {
-        self.run_with(std::env::args_os()).into()
+        let args: Vec<OsString> = std::env::args_os().collect();
+        match self.serve(&args) {
+            Some(exit) => exit,
+            None => self.refuse(&args).into(),
+        }
     }
 
-    fn run_with(self, args: impl IntoIterator<Item = OsString>) -> Exit {
+    /// The installed `gate`'s request in `args` (`__resolve`, `profile`)
+    /// answered, or `None` when `args` are not one: what a binary that is
+    /// both a harness and a command line (the stock `gate`) routes with.
+    pub fn serve(&self, args: &[OsString]) -> Option<ExitCode> {
+        self.serve_exit(args).map(Into::into)
+    }
+
+    fn serve_exit(&self, args: &[OsString]) -> Option<Exit> {
         if let Some(e) = &self.error {
             eprintln!("error: {e}");
             eprintln!(
-                "hint: give each workload its own `KIND`; the built-ins are {}",
-                builtin_kinds()
+                "hint: give each workload its own `KIND` (this harness knows {})",
+                self.kinds().join(", ")
             );
-            return Exit::BadInput;
+            return Some(Exit::BadInput);
         }
-        let args: Vec<OsString> = args.into_iter().collect();
         let identity = crate::child::Identity {
             package: self.package,
             bin: self.bin,
         };
-        if let Some(exit) = crate::child::serve(&args, &crate::child::Candle(&self.registry), identity) {
-            return exit;
-        }
-        self.command_line(args)
+        crate::child::serve(args, &crate::child::Candle(&self.registry), identity)
     }
 
-    /// Any other command: the whole command line with gate's `cli` feature
-    /// (the stock `gate`, or a harness built with it).
-    #[cfg(feature = "cli")]
-    fn command_line(self, args: Vec<OsString>) -> Exit {
-        let app = crate::cli::App {
-            registry: self.registry,
-            package: self.package,
-            bin: self.bin,
-        };
-        crate::cli::main_with(bench_args(args), &app)
-    }
-
-    /// Without the `cli` feature a harness answers the installed `gate` only.
-    #[cfg(not(feature = "cli"))]
-    fn command_line(self, args: Vec<OsString>) -> Exit {
+    /// A command that is not the installed `gate`'s request.
+    fn refuse(&self, args: &[OsString]) -> Exit {
         let what = args
             .get(1)
             .map_or("no command".into(), |a| format!("`{}`", a.to_string_lossy()));
@@ -143,28 +134,23 @@ impl Harness {
         );
         Exit::BadInput
     }
-}
 
-fn builtin_kinds() -> String {
-    Harness::new().kinds().join(", ")
-}
-
-/// `cargo bench` runs a `harness = false` bench as `BIN --bench`: that
-/// means `check` (what a bench of this crate is for).
-#[cfg(feature = "cli")]
-fn bench_args(mut args: Vec<OsString>) -> Vec<OsString> {
-    if let Some(i) = args.iter().skip(1).position(|a| a == "--bench") {
-        args.remove(i + 1);
-        if args.len() == 1 {
-            args.push("check".into());
-        }
+    /// The spec's workload checks with this harness's kinds: the stock
+    /// `gate` reports its built-ins' config errors beside the file's own.
+    /// Not API (gate-cli's).
+    #[doc(hidden)]
+    pub fn workload_check(&self) -> impl gate_spec::budget::WorkloadCheck + '_ {
+        gate_runner::harness::registry::Checker(&*self.registry)
     }
-    args
+
+    #[cfg(feature = "test-support")]
+    pub(crate) fn registry(&self) -> &Registry {
+        &self.registry
+    }
 }
 
-/// Makes this binary a complete `gate` that knows the given workloads
-/// besides the built-ins: put it alone in `src/bin/gate-harness.rs` (or a
-/// `harness = false` bench) and name the binary in `budgets.yaml`'s
+/// Makes this binary the harness of the given workloads: put it alone in
+/// `src/bin/gate-harness.rs` and name the binary in `budgets.yaml`'s
 /// `harness:`. It also installs the counting allocator that measures CPU
 /// memory, so the file must not declare another `#[global_allocator]`.
 ///
@@ -190,18 +176,41 @@ macro_rules! main {
 mod tests {
     use super::*;
 
-    #[test]
-    fn cargo_bench_means_check() {
-        let a = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
-        assert_eq!(bench_args(a(&["h", "--bench"])), a(&["h", "check"]));
-        assert_eq!(bench_args(a(&["h", "check", "--bench"])), a(&["h", "check"]));
-        assert_eq!(bench_args(a(&["h", "validate"])), a(&["h", "validate"]));
+    #[derive(Debug)]
+    struct Twice;
+
+    impl Workload for Twice {
+        const KIND: &'static str = "twice";
+        type Config = ();
+        fn from_config(_: ()) -> Result<Self, crate::Problems> {
+            Ok(Twice)
+        }
+        fn config(&self) -> &() {
+            &()
+        }
+        fn param_count(&self) -> crate::ParamCount {
+            Default::default()
+        }
+        fn build(&self, _: candle_nn::VarBuilder, _: &crate::RunCtx) -> candle_core::Result<Box<dyn crate::Model>> {
+            unreachable!("never built")
+        }
+        fn batch(&self, _: &crate::RunCtx, _: u64) -> candle_core::Result<crate::Batch> {
+            unreachable!("never built")
+        }
     }
 
-    #[cfg(feature = "builtins")]
     #[test]
     fn a_duplicate_kind_is_bad_input_not_a_panic() {
-        let h = Harness::new().register::<crate::models::Mlp>();
-        assert_eq!(h.run_with(["gate".into(), "validate".into()]), Exit::BadInput);
+        let h = Harness::new().register::<Twice>().register::<Twice>();
+        let args = ["h".into(), "__resolve".into(), "--request".into(), "r.json".into()];
+        assert_eq!(h.serve_exit(&args), Some(Exit::BadInput));
+    }
+
+    #[test]
+    fn a_command_line_command_is_refused_with_a_hint() {
+        let h = Harness::new().register::<Twice>();
+        let args: Vec<OsString> = vec!["h".into(), "check".into()];
+        assert_eq!(h.serve_exit(&args), None);
+        assert_eq!(h.refuse(&args), Exit::BadInput);
     }
 }

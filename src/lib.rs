@@ -10,12 +10,11 @@
 //! ```
 //!
 //! `budgets.yaml` names that binary under `harness:`; the installed `gate
-//! check` builds it, has it resolve the spec's workloads and profile each
-//! component, and does everything after (verdict, outputs, GitHub). With
-//! gate's default features the binary is also a complete `gate` with the
-//! built-in workloads; with `default-features = false` and a candle feature
-//! it is only the harness, and compiles no command line, renderer or HTTP
-//! stack. docs/sdk.md walks through a workload in full.
+//! check` (crate `gate-cli`) builds it, has it resolve the spec's workloads
+//! and profile each component, and does everything after (verdict,
+//! outputs, GitHub). The harness answers only those requests: it compiles
+//! no command line, renderer or HTTP stack. docs/sdk.md walks through a
+//! workload in full.
 //!
 //! # Stability
 //!
@@ -28,7 +27,7 @@
 //! # Which candle
 //!
 //! The SDK is built against one candle minor, chosen by a feature:
-//! `candle-0-11` (the default, with the built-in models), `candle-0-10` or
+//! `candle-0-11` (the default), `candle-0-10` or
 //! `candle-0-9` (0.9.1 and 0.9.2). It is re-exported as [`candle_core`] and
 //! [`candle_nn`], and it is the crate's own candle when the minors agree, so
 //! a workload's tensors are gate's. A crate on candle 0.9 depends on
@@ -71,36 +70,18 @@ compile_error!(
 ))]
 compile_error!(
     "gate is built against two candle minors at once: enable only the `candle-0-*` feature of your crate's \
-     candle, with `default-features = false` (the default is `candle-0-11` with the built-in models)"
+     candle, with `default-features = false` (the default is `candle-0-11`)"
 );
 
-// The core crates under the module names the root's code was written with
-// (`crate::budget::...`): the crate's own paths, not API (tests name the
-// core crates themselves).
-pub(crate) use gate_runner::exit;
-pub(crate) use gate_spec::{budget, hash};
-#[cfg(feature = "cli")]
-pub(crate) use gate_spec::{hint, metric};
-#[cfg(feature = "cli")]
-pub(crate) use {gate_github as github, gate_render as render, gate_report as report};
 // Every module is private: the API is the re-exports below. What gate's own
 // tests and benches need besides is `test_support` (feature `test-support`).
 mod child;
-#[cfg(feature = "cli")]
-mod cli;
 mod harness;
-#[cfg(feature = "builtins")]
-// Their items are public to the crate's tests only (`test_support`), as
-// they were when hidden: not held to the API's documentation.
-#[cfg_attr(feature = "test-support", allow(missing_docs))]
-#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
-mod models;
-mod probe;
 mod runner;
 mod sdk;
 
+pub use gate_probe::CountingAlloc;
 pub use harness::Harness;
-pub use probe::CountingAlloc;
 pub use sdk::{
     checkpoint, clip_grad_norm, nn, scope, scoped, Batch, ConfigIssue, Generator, LanguageModel, Lm, LmConfig, Model,
     OptimizerStep, ParamCount, ParamStore, PlainForward, Pos, Problems, Rng, RunCtx, ScopeGuard, Step, TrainingForward,
@@ -116,28 +97,22 @@ pub use sdk::{
 pub mod test_support {
     /// The harness protocol's request (gate-runner's, as src/child.rs serves it).
     pub use gate_runner::harness::{Request, PROTOCOL};
-    /// The built-in models (src/models). A module of their own: `models`
-    /// is private, and only its public items can be re-exported.
-    #[cfg(feature = "builtins")]
-    pub mod models {
-        pub use crate::models::*;
-    }
     /// The spec's workloads resolved by a registry, and the candle profile
     /// of one (src/runner).
     pub mod runner {
-        #[cfg(feature = "cli")]
-        pub use crate::runner::{load, parse, parse_bytes};
-        pub use crate::runner::{profile, profile_generation, resolve, Workloads};
+        pub use crate::runner::{load, parse, parse_bytes, profile, profile_generation, resolve, Workloads};
     }
+    /// A workload's config read from `key: value` pairs, and a kind read from one.
+    pub use crate::sdk::{read_workload, test_config};
     /// The runner's face of a workload, and the kinds a binary knows.
     pub use crate::sdk::{DynWorkload, Registry};
+    /// The helpers a model's own tests use: a context, a few steps, gradient coverage.
+    pub mod nn {
+        pub use crate::sdk::nn::test_support::*;
+    }
 
-    /// A registry of the built-in workloads, as the stock `gate` has.
-    pub fn builtins() -> Registry {
-        #[allow(unused_mut)]
-        let mut r = Registry::default();
-        #[cfg(feature = "builtins")]
-        crate::models::register_builtins(&mut r);
-        r
+    /// The kinds `h` knows, as the registry its harness resolves with.
+    pub fn registry_of(h: &crate::Harness) -> Registry {
+        h.registry().clone()
     }
 }

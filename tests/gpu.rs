@@ -6,9 +6,18 @@
 use std::process::Command;
 
 /// The gate binary: `GATE_BIN` when the tests run on another machine than
-/// the one that built them (the GPU machine), else the one cargo built.
+/// the one that built them (the GPU machine), else the one cargo built
+/// beside them (crates/gate-cli's: `cargo test --features cuda` at the root
+/// builds it).
 fn gate_bin() -> String {
-    std::env::var("GATE_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gate").to_string())
+    std::env::var("GATE_BIN").unwrap_or_else(|_| {
+        let test = std::env::current_exe().expect("the test binary's path");
+        let dir = test
+            .parent()
+            .and_then(std::path::Path::parent)
+            .expect("<target>/<profile>/deps");
+        dir.join("gate").display().to_string()
+    })
 }
 
 /// The repository root: where the tests were built, or, when they run on
@@ -106,8 +115,8 @@ fn device_dropout_masks_replay_from_the_step_seed() -> gate::candle_core::Result
 #[test]
 fn checkpointed_tft_gradients_on_cuda_equal_the_full_graph() -> gate::candle_core::Result<()> {
     use gate::candle_core::{DType, Device};
-    use gate::test_support::models::tft::{config::TftConfig, Tft};
     use gate::{ParamStore, RunCtx, Step, Workload};
+    use gate_builtins::tft::{config::TftConfig, Tft};
     let dev = Device::new_cuda(0)?;
     // Prescale width = hidden width, as in the original config: the form written by hand.
     let cfg = TftConfig {

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 
 use gate::candle_core::{DType, Device};
-use gate::test_support::models::tft::config::TftConfig;
-use gate::test_support::models::tft::Tft;
 use gate::test_support::runner::profile;
 use gate::{ParamStore, RunCtx, Step, Workload};
+use gate_builtins::tft::config::TftConfig;
+use gate_builtins::tft::Tft;
 use gate_probe::{CountingAlloc, CpuProbe, Recorder};
 use gate_runner::{phases::Timing, Measurement};
 use gate_spec::metric::Metric;

@@ -4,30 +4,20 @@
 //! injection run here, over candle's tensors.
 
 mod fault;
-// The installed `gate`'s resolve step (a harness resolves in gate-runner's `harness`).
-// Public to gate's own tests through `test_support`, crate-private otherwise.
-#[cfg(any(feature = "cli", feature = "test-support"))]
-#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+// gate's tests' resolve step (a harness resolves in gate-runner's `harness`).
+#[cfg(feature = "test-support")]
 mod resolve;
 pub(crate) mod trainer;
 
 #[cfg(any(test, feature = "test-support"))]
-use crate::probe::Recorder;
-#[cfg(any(test, feature = "test-support"))]
 use crate::sdk::{DynWorkload, RunCtx};
+#[cfg(any(test, feature = "test-support"))]
+use gate_probe::Recorder;
 #[cfg(any(test, feature = "test-support"))]
 use gate_runner::phases::Timing;
 #[cfg(any(test, feature = "test-support"))]
-use gate_runner::Phase;
+use gate_runner::{Measurement, Phase};
 
-#[cfg(feature = "cli")]
-pub(crate) use gate_runner::Measurement;
-// The parent's side: the installed `gate` (feature `cli`) starts the children.
-#[cfg(feature = "cli")]
-pub(crate) use gate_runner::{
-    begin_writing, default_jobs, forward_signals, infrastructure_failure, interrupted, profile_all, run_child,
-    ChildArgs, Failure, Profiled, Progress,
-};
 /// The candle the models run on (the `candle-0-*` feature; the 0.11 figure
 /// is checked against Cargo.lock by a test), recorded in each testbed.
 #[cfg(feature = "candle-0-11")]
@@ -37,14 +27,8 @@ pub(crate) const CANDLE_VERSION: &str = "0.10";
 #[cfg(all(feature = "candle-0-9", not(any(feature = "candle-0-10", feature = "candle-0-11"))))]
 pub(crate) const CANDLE_VERSION: &str = "0.9";
 
-#[cfg(feature = "cli")]
-#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
-pub use resolve::parse_bytes;
-#[cfg(all(feature = "cli", feature = "test-support"))]
-pub use resolve::{load, parse};
-#[cfg(any(feature = "cli", feature = "test-support"))]
-#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
-pub use resolve::{resolve, Workloads};
+#[cfg(feature = "test-support")]
+pub use resolve::{load, parse, parse_bytes, resolve, Workloads};
 
 /// Profiles `workload` in `ctx` (gate-runner's phases over candle); a
 /// harness profiles through `crate::child`, gate's own tests here.
@@ -89,8 +73,8 @@ mod coverage_tests {
     use candle_nn::{Module, VarBuilder};
     use serde::{Deserialize, Serialize};
 
-    use crate::probe::{CpuProbe, Recorder};
     use crate::sdk::{Batch, Model, ParamCount, Problems, RunCtx, Step, Workload};
+    use gate_probe::{CpuProbe, Recorder};
 
     #[derive(Debug, Default, Clone, Serialize, Deserialize)]
     struct Cfg {

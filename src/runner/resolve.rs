@@ -5,40 +5,40 @@
 //! any other (exit 2): an unknown kind, a wrong config value, a checkpoint
 //! the workload cannot take.
 
-#[cfg(feature = "cli")]
+#[cfg(feature = "test-support")]
 use std::path::Path;
 
-#[cfg(all(feature = "cli", feature = "test-support"))]
-use crate::budget::SpecError;
-use crate::budget::{Diagnostics, Spec};
 use crate::sdk::{DynWorkload, Registry};
+#[cfg(feature = "test-support")]
+use gate_spec::budget::SpecError;
+use gate_spec::budget::{Diagnostics, Spec};
 
 /// The spec's components as built candle workloads, by component name.
 pub type Workloads = gate_runner::harness::Workloads<dyn DynWorkload>;
 
 /// Reads and validates the spec at `path` with its workloads checked
 /// against `registry` (every problem reported in one go), then builds them.
-/// The YAML reader is the installed `gate`'s (feature `cli`): a harness
-/// gets the spec validated ([`workloads_of`]). Only gate's tests read a
-/// spec this way (the CLI reads the bytes itself: [`parse_bytes`]).
-#[cfg(all(feature = "cli", feature = "test-support"))]
+/// The YAML reader is the installed `gate`'s: a harness gets the spec
+/// validated. Only gate's tests read a spec this way.
+#[cfg(feature = "test-support")]
 pub fn load(path: &Path, registry: &Registry) -> Result<(Spec, Workloads), SpecError> {
-    Ok(parse_bytes(path, &crate::budget::read(path)?, registry)?)
+    Ok(parse_bytes(path, &gate_spec::budget::read(path)?, registry)?)
 }
 
 /// [`parse_bytes`] of a spec's text (gate's tests only).
-#[cfg(all(feature = "cli", feature = "test-support"))]
+#[cfg(feature = "test-support")]
 pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
     parse_bytes(path, text.as_bytes(), registry)
 }
 
 /// Validates a spec's raw bytes (encodings refused by name) with its
 /// workloads checked against `registry` (every problem reported in one
-/// go), then builds them.
-#[cfg(feature = "cli")]
+/// go), then builds them (gate's tests only: the installed `gate` checks
+/// a spec with [`crate::Harness::workload_check`]).
+#[cfg(feature = "test-support")]
 pub fn parse_bytes(path: &Path, bytes: &[u8], registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
     let spec =
-        crate::budget::parse_bytes_with(path, bytes, Some(&gate_runner::harness::registry::Checker(&**registry)))?;
+        gate_spec::budget::parse_bytes_with(path, bytes, Some(&gate_runner::harness::registry::Checker(&**registry)))?;
     let workloads = resolve(&spec, registry)?;
     Ok((spec, workloads))
 }

@@ -254,7 +254,7 @@ impl<'w> Params<'w> {
     /// Builds the model; its weights are created in the store on first use.
     pub(super) fn build(self) -> Result<Trainer<'w>> {
         // Its spans number its layers from 0 (gate-probe's `spans`).
-        crate::probe::spans::new_build();
+        gate_probe::spans::new_build();
         let model = self
             .workload
             .build(self.store.builder(self.ctx.dtype, &self.ctx.device), self.ctx)?;
@@ -392,7 +392,7 @@ impl<'w> Trainer<'w> {
     /// so both sets of casts are live for a moment). Nothing to do otherwise.
     fn recast(&mut self) -> Result<()> {
         if self.store.master().is_some() {
-            crate::probe::spans::new_build();
+            gate_probe::spans::new_build();
             self.model = self
                 .workload
                 .build(self.store.builder(self.ctx.dtype, &self.ctx.device), self.ctx)?;
@@ -412,7 +412,7 @@ impl<'w> Trainer<'w> {
 
     /// A model over the same weights as plain tensors (no graph), for inference.
     pub(super) fn inference_model(&self) -> Result<Box<dyn Model>> {
-        crate::probe::spans::new_build();
+        gate_probe::spans::new_build();
         self.workload
             .build(self.store.detached(self.ctx.dtype, &self.ctx.device), self.ctx)
     }

@@ -283,7 +283,7 @@ fn note_checkpointed(chunk: Option<usize>, step: &Step) -> Option<u16> {
     let thread = std::thread::current().id();
     let unscoped_index = live().iter().filter(|l| l.thread == thread).count();
     // None: not measured (warm-up, or no recorder).
-    let block = crate::probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk))?;
+    let block = gate_probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk))?;
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
     let at = match seen.iter().position(|b| *b == block) {
         Some(at) => at,
@@ -329,7 +329,7 @@ impl Checkpointed {
         // The sub-blocks' per-chunk figures would sum memory never held at
         // once, and what they build is dropped with the chunk: none of it is
         // kept for backward, so they record nothing.
-        let _quiet = crate::probe::quiet();
+        let _quiet = gate_probe::quiet();
         for (k, start, len) in chunks(n, chunk) {
             let part: Vec<Tensor> = inputs
                 .iter()
@@ -352,7 +352,7 @@ impl Checkpointed {
         let seed = step.fork_seed();
         // What the block builds is dropped when it returns; none of it is
         // kept for backward, so its own scopes record nothing.
-        let _quiet = crate::probe::quiet();
+        let _quiet = gate_probe::quiet();
         let detached: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
         let output = block.forward_block(&detached, &step.chunk(seed, 0))?.detach();
         Checkpointed::register(inputs, &output, None, seed, step)
@@ -437,7 +437,7 @@ impl Checkpointed {
         let _recompute = self
             .scope
             .and_then(seen_name)
-            .map(|name| crate::probe::enter(&format!("{name} (recompute)")));
+            .map(|name| gate_probe::enter(&format!("{name} (recompute)")));
         let tracked: Vec<bool> = self.inputs.iter().map(Tensor::track_op).collect();
         let mut input_grads: Vec<Vec<Tensor>> = vec![Vec::new(); self.inputs.len()];
         let mut by_hand = HandGrads::default();

@@ -15,7 +15,6 @@ mod registry;
 mod rng;
 mod workload;
 
-pub(crate) use gate_spec::config;
 pub use gate_spec::config::{ConfigIssue, Pos, Problems};
 pub use lm::{LanguageModel, Lm, LmConfig};
 pub use nn::Step;
@@ -28,9 +27,8 @@ pub use workload::{
     clip_grad_norm, Batch, Generator, Model, OptimizerStep, ParamCount, PlainForward, RunCtx, TrainingForward, Workload,
 };
 
-pub use crate::probe::{enter as scope, scoped, ScopeGuard};
 pub(crate) use checkpoint::prune_grads;
-#[cfg(test)]
-pub(crate) use registry::read_workload;
-#[cfg(test)]
-pub(crate) use registry::test_config;
+pub use gate_probe::{enter as scope, scoped, ScopeGuard};
+#[cfg(any(test, feature = "test-support"))]
+#[cfg_attr(not(feature = "test-support"), allow(unused_imports, unreachable_pub))]
+pub use registry::{read_workload, test_config};

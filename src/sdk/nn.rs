@@ -177,7 +177,8 @@ mod tests {
 
 /// Checks shared by the workloads' unit tests: seeded training on a tiny
 /// config, and gradient coverage of every parameter.
-#[cfg(test)]
+#[cfg(any(test, feature = "test-support"))]
+#[allow(unreachable_pub, missing_docs)]
 pub(crate) mod test_support {
     use candle_core::{DType, Device, Result};
     use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
@@ -185,7 +186,8 @@ pub(crate) mod test_support {
     use super::Step;
     use crate::sdk::{DynWorkload, ParamStore, RunCtx};
 
-    pub(crate) fn ctx(batch_size: usize) -> RunCtx {
+    /// A CPU context in f32 with seed 7.
+    pub fn ctx(batch_size: usize) -> RunCtx {
         RunCtx {
             device: Device::Cpu,
             dtype: DType::F32,
@@ -197,7 +199,7 @@ pub(crate) mod test_support {
 
     /// Trains `steps` AdamW steps on one seeded batch; returns the loss before
     /// and the evaluation loss after.
-    pub(crate) fn loss_after_steps(w: &dyn DynWorkload, batch_size: usize, steps: usize) -> Result<(f64, f64)> {
+    pub fn loss_after_steps(w: &dyn DynWorkload, batch_size: usize, steps: usize) -> Result<(f64, f64)> {
         let c = ctx(batch_size);
         let store = ParamStore::new(c.seed);
         let mut model = w.build(store.builder(c.dtype, &c.device), &c)?;
@@ -218,7 +220,7 @@ pub(crate) mod test_support {
     }
 
     /// Every trainable parameter receives a finite, non-zero gradient.
-    pub(crate) fn assert_every_param_has_grad(w: &dyn DynWorkload, batch_size: usize) -> Result<()> {
+    pub fn assert_every_param_has_grad(w: &dyn DynWorkload, batch_size: usize) -> Result<()> {
         let c = ctx(batch_size);
         let store = ParamStore::new(c.seed);
         let model = w.build(store.builder(c.dtype, &c.device), &c)?;

@@ -10,8 +10,8 @@ use candle_core::backprop::GradStore;
 use candle_core::{Result, Var};
 use candle_nn::VarBuilder;
 
-use super::config::{ConfigIssue, Node};
 use super::workload::{Batch, Model, OptimizerStep, ParamCount, RunCtx, Workload};
+use gate_spec::config::{ConfigIssue, Node};
 
 /// A built workload as the runner uses it.
 pub trait DynWorkload: fmt::Debug + Send + Sync {
@@ -198,14 +198,16 @@ fn read_kind<W: Workload>(node: &Node) -> std::result::Result<Arc<dyn DynWorkloa
 
 /// Reads `node` into `W::Config` and checks it with `W::from_config`; each
 /// problem carries the position of its key.
-pub(crate) fn read_workload<W: Workload>(node: &Node) -> std::result::Result<W, Vec<ConfigIssue>> {
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+pub fn read_workload<W: Workload>(node: &Node) -> std::result::Result<W, Vec<ConfigIssue>> {
     gate_runner::harness::read_config(node, W::from_config)
 }
 
 /// A config of plain `key: value` lines, for tests.
-#[cfg(test)]
-pub(crate) fn test_config(pairs: &[(&str, &str)]) -> Node {
-    use super::config::{Pos, Value};
+#[cfg(any(test, feature = "test-support"))]
+#[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]
+pub fn test_config(pairs: &[(&str, &str)]) -> Node {
+    use gate_spec::config::{Pos, Value};
     let entries = pairs
         .iter()
         .enumerate()
@@ -227,7 +229,7 @@ pub(crate) fn test_config(pairs: &[(&str, &str)]) -> Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sdk::config::Problems;
+    use gate_spec::config::Problems;
     use serde::{Deserialize, Serialize};
 
     /// A workload written as docs/sdk.md shows it: `checkpointed` overridden, `describe` not.

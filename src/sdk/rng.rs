@@ -19,7 +19,7 @@ impl Rng {
     /// A generator for a named stream under `seed` (a parameter's name, say),
     /// so values do not depend on the order things are built in.
     pub fn for_name(seed: u64, name: &str) -> Self {
-        let h = crate::hash::fnv1a(name);
+        let h = gate_spec::hash::fnv1a(name);
         Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ h)
     }
 

@@ -10,8 +10,8 @@ use candle_nn::VarBuilder;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::config::Problems;
 use super::nn::Step;
+use gate_spec::config::Problems;
 
 /// Where and how a workload runs: the device, the compute dtype, the batch
 /// size and seed of the component being measured.

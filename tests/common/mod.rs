@@ -5,12 +5,73 @@
 //! `GITHUB_STEP_SUMMARY` it would write into the job's summary.
 #![allow(dead_code)] // each test crate uses a part of it
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The `gate` binary cargo built beside these tests (crates/gate-cli's, a
+/// default member: the root's `cargo test` builds it, as its own
+/// integration tests need it). Refused when missing, or older than a
+/// source of gate's: a `cargo test --test it` alone does not rebuild it.
+pub(crate) fn gate_exe() -> &'static Path {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        let test = std::env::current_exe().expect("the test binary's path");
+        // <target>/<profile>/deps/<test> → <target>/<profile>/gate
+        let exe = test
+            .parent()
+            .and_then(Path::parent)
+            .expect("a test binary under <target>/<profile>/deps")
+            .join(format!("gate{}", std::env::consts::EXE_SUFFIX));
+        let built = std::fs::metadata(&exe).and_then(|m| m.modified()).unwrap_or_else(|_| {
+            panic!(
+                "{} is not built: run `cargo test` at the workspace root (it builds crates/gate-cli), or \
+                 `cargo build -p gate-cli` before these tests",
+                exe.display()
+            )
+        });
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let newer = newest_source(&[root.join("src"), root.join("crates")]).filter(|(t, _)| *t > built);
+        if let Some((_, path)) = newer {
+            panic!(
+                "{} is older than {}: rebuild it (`cargo test` at the workspace root, or `cargo build -p gate-cli`)",
+                exe.display(),
+                path.display()
+            );
+        }
+        exe
+    })
+}
+
+/// The newest `.rs` or `Cargo.toml` under `dirs` (a build's own output excluded).
+fn newest_source(dirs: &[PathBuf]) -> Option<(std::time::SystemTime, PathBuf)> {
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    let mut stack: Vec<PathBuf> = dirs.to_vec();
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
+                if e.file_name() != "target" && e.file_name() != "tests" && e.file_name() != "benches" {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|x| x == "rs") || e.file_name() == "Cargo.toml" {
+                if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+                    if newest.as_ref().is_none_or(|(n, _)| t > *n) {
+                        newest = Some((t, path));
+                    }
+                }
+            }
+        }
+    }
+    newest
+}
 
 /// The built `gate`: no `GITHUB_*` or `RUNNER_*` variables, no injected
 /// fault, no colour. Tests that rehearse Actions set what they need.
 pub(crate) fn gate() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gate"));
+    let mut cmd = Command::new(gate_exe());
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
         if k.starts_with("GITHUB_") || k.starts_with("RUNNER_") || k.starts_with("GATE_") || k == "CI" {

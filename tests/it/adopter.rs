@@ -452,9 +452,15 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     // The slim harness, on candle 0.11 when the crate names no candle yet,
     // with the built-ins its starter spec's `mlp` needs.
-    let from_tag = r#"gate-sdk = { git = "https://github.com/acme/gate", tag = "v0.1.0", default-features = false, features = ["candle-0-11", "builtins"] }"#;
+    let from_tag = r#"gate-sdk = { git = "https://github.com/acme/gate", tag = "v0.1.0", default-features = false, features = ["candle-0-11"] }"#;
+    let builtins_from_tag = r#"gate-builtins = { git = "https://github.com/acme/gate", tag = "v0.1.0" }"#;
+    assert!(manifest.contains(builtins_from_tag), "{manifest}");
     assert!(manifest.contains(from_tag), "{manifest}");
-    assert!(manifest.contains(r#"cuda = ["gate-sdk/cuda"]"#), "{manifest}");
+    assert!(
+        manifest.contains(r#"cuda = ["gate-sdk/cuda", "gate-builtins/cuda"]"#),
+        "{manifest}"
+    );
+    assert!(harness.contains("gate::main!(gate_builtins::Mlp"), "{harness}");
     let budgets = std::fs::read_to_string(dir.join("budgets.yaml")).unwrap();
     assert!(
         budgets.contains("harness: { package: \"forecasting\", bin: gate-harness }"),
@@ -464,10 +470,18 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
     let again = run(&["init", "--harness", "--no-workflows"]);
     assert_eq!(again.status.code(), Some(2), "{}", text(&again.stderr));
     // With gate from this checkout instead of the tag, the starter spec runs through the harness.
-    let local = manifest.replace(
-        r#"git = "https://github.com/acme/gate", tag = "v0.1.0""#,
-        &format!("path = {:?}", root().display().to_string()),
-    );
+    let local = manifest
+        .replace(
+            builtins_from_tag,
+            &format!(
+                "gate-builtins = {{ path = {:?} }}",
+                root().join("crates/gate-builtins").display().to_string()
+            ),
+        )
+        .replace(
+            r#"git = "https://github.com/acme/gate", tag = "v0.1.0""#,
+            &format!("path = {:?}", root().display().to_string()),
+        );
     std::fs::write(dir.join("Cargo.toml"), local).unwrap();
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
     let v = run(&["validate", "--build"]);

@@ -1,16 +1,16 @@
-//! The module graph, read from the source: data flows one way (spec →
-//! runner → report → render → github, the CLI on top, the SDK below the
-//! runner), and the built-in models use nothing but the public SDK, exactly
-//! as an adopter's crate does.
+//! The house, read from the source and from cargo: data flows one way
+//! (spec → probe → runner → report → render → github, the command line on
+//! top), the framework adapters are the only crates with a framework in
+//! their tree, the command line compiles none without its built-in models,
+//! and those models use nothing but the public SDK, exactly as an
+//! adopter's crate does.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Top-level modules, lowest first: a module may import only those before it.
-const LAYERS: &[&str] = &[
-    "hash", "hint", "units", "metric", "exit", "probe", "sdk", "models", "budget", "runner", "child", "report",
-    "render", "github", "cli", "harness",
-];
+/// The candle adapter's (src/) top-level modules, lowest first: a module
+/// may import only those before it.
+const LAYERS: &[&str] = &["sdk", "runner", "child", "harness"];
 
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
@@ -108,11 +108,104 @@ fn every_module_imports_only_modules_below_it() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The built-in models (crates/gate-builtins) are written as a team's crate
+/// is: gate's public SDK and candle, nothing of gate's internals.
 #[test]
 fn the_built_in_models_use_only_the_sdk() {
-    let g = graph();
-    let deps: Vec<&String> = g.get("models").map(|d| d.keys().collect()).unwrap_or_default();
-    assert_eq!(deps, ["sdk"], "{:?}", g.get("models"));
+    let (names, deps) = resolved();
+    let id = names
+        .iter()
+        .find(|(_, n)| *n == "gate-builtins")
+        .map(|(id, _)| id.clone())
+        .unwrap();
+    let gates: BTreeSet<&str> = deps[&id]
+        .iter()
+        .map(|d| names[d].as_str())
+        .filter(|n| n.starts_with("gate-"))
+        .collect();
+    assert_eq!(gates, BTreeSet::from(["gate-sdk"]));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-builtins/src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        // `registry()` in lib.rs is gate's tests' door, behind `test-support`.
+        let door = f.ends_with("lib.rs") && code.matches("gate::test_support").count() <= 2;
+        assert!(
+            door || !code.contains("gate::test_support"),
+            "{} uses gate's internals outside its tests",
+            f.display()
+        );
+    }
+}
+
+/// The command line is the top of the house: no crate depends on it, and
+/// without its built-in models (`--no-default-features`) it compiles no
+/// framework (issue #39 item 1, #42 item 2).
+#[test]
+fn the_command_line_is_on_top_and_compiles_no_framework_without_the_built_ins() {
+    let (names, deps) = resolved();
+    let cli = names
+        .iter()
+        .find(|(_, n)| *n == "gate-cli")
+        .map(|(id, _)| id.clone())
+        .unwrap();
+    let above: Vec<&String> = deps
+        .iter()
+        .filter(|(_, to)| to.contains(&cli))
+        .map(|(from, _)| &names[from])
+        .collect();
+    assert!(above.is_empty(), "{above:?} depend on gate-cli");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let tree = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.args([
+            "tree",
+            "-p",
+            "gate-cli",
+            "--no-default-features",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--locked",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let mut out = tree(true);
+    if !out.status.success() {
+        out = tree(false);
+    }
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.contains("gate-cli") && names.contains("clap"), "{names:?}");
+    let framework: Vec<&&str> = names
+        .iter()
+        .filter(|n| {
+            [
+                "candle",
+                "burn",
+                "cubecl",
+                "tch",
+                "cudarc",
+                "gate-sdk",
+                "gate-builtins",
+                "gate-burn",
+            ]
+            .iter()
+            .any(|f| n.starts_with(f))
+        })
+        .collect();
+    assert!(
+        framework.is_empty(),
+        "gate-cli without its built-ins compiles {framework:?}"
+    );
 }
 
 /// The workspace's packages and, for each, the packages its normal and
@@ -273,7 +366,7 @@ fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
 }
 
 /// gate's API is what src/lib.rs re-exports (issue #29): every module of
-/// the root package is a private `mod`, the crate's own names for the core
+/// the root package (the candle SDK) is a private `mod`, the crate's own names for the core
 /// crates are `pub(crate)`, and the one public module is `test_support`,
 /// behind its feature (gate's own tests and benches; no `__private`).
 #[test]
@@ -305,8 +398,8 @@ fn the_root_package_keeps_its_modules_private() {
                 wrong.push(format!("src/lib.rs declares `{l}`"));
             }
         } else if let Some(rest) = l.strip_prefix("pub use ") {
-            // The API: the harness, the allocator and the SDK's items.
-            if !["harness", "probe", "sdk"].contains(&ident(rest).as_str()) {
+            // The API: the harness, the allocator (gate-probe's) and the SDK's items.
+            if !["harness", "gate_probe", "sdk"].contains(&ident(rest).as_str()) {
                 wrong.push(format!("src/lib.rs re-exports `{l}`"));
             }
         } else if let Some(rest) = l.strip_prefix("pub extern crate ") {

@@ -50,7 +50,7 @@ fn fake_cpu(dir: &Path, l1: &str, l2: &str, l3: &str) {
 
 /// `gate check` in `dir`; with `cpu`, under that made-up CPU directory.
 fn check(dir: &Path, out: &str, cpu: Option<&Path>) -> serde_json::Value {
-    let gate = env!("CARGO_BIN_EXE_gate");
+    let gate = crate::common::gate_exe().display();
     let args = format!("check --budgets budgets.yaml --baseline none --out {out}");
     let o = match cpu {
         None => common::gate().args(args.split(' ')).current_dir(dir).output().unwrap(),

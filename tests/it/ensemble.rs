@@ -185,7 +185,7 @@ fn the_repository_spec_gates_all_four_members() {
     let spec = gate_spec::budget::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/budgets.yaml")))
         .expect("budgets.yaml is valid");
     let workloads =
-        gate::test_support::runner::resolve(&spec, &gate::test_support::builtins()).expect("every workload resolves");
+        gate::test_support::runner::resolve(&spec, &gate_builtins::registry()).expect("every workload resolves");
     for name in ["dqn", "ppo", "mamba2"] {
         let c = spec.component(name).unwrap_or_else(|| panic!("no component `{name}`"));
         assert!(workloads.get(name).is_some(), "`{name}` runs in this build");

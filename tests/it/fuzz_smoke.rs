@@ -138,7 +138,7 @@ fn ten_thousand_mutated_specs_never_panic_or_hang() {
     seeds.sort();
     assert!(seeds.len() >= 10, "the corpus is there");
     let path = Path::new("budgets.yaml");
-    let registry = gate::test_support::builtins();
+    let registry = gate_builtins::registry();
     // Every corpus file as it is (crashes found by cargo-fuzz are kept there).
     for s in &seeds {
         let _ = gate::test_support::runner::parse_bytes(path, s, &registry).map_err(|d| d.to_string());

@@ -32,7 +32,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The spec's workloads, resolved as the stock gate resolves them.
 fn config_of(spec: &gate_spec::budget::Spec, name: &str) -> serde_json::Value {
-    let w = gate::test_support::runner::resolve(spec, &gate::test_support::builtins()).unwrap();
+    let w = gate::test_support::runner::resolve(spec, &gate_builtins::registry()).unwrap();
     w.get(name).unwrap().config()
 }
 

@@ -17,7 +17,11 @@ fn root() -> PathBuf {
 /// The files whose links are checked, relative to the root.
 fn sources() -> Vec<String> {
     let mut files = vec!["README.md".to_string(), "CONTRIBUTING.md".into(), "action.yml".into()];
-    for (dir, ext) in [("docs", "md"), (".github/workflows", "yml"), ("src/cli/templates", "")] {
+    for (dir, ext) in [
+        ("docs", "md"),
+        (".github/workflows", "yml"),
+        ("crates/gate-cli/src/templates", ""),
+    ] {
         let mut found: Vec<String> = std::fs::read_dir(root().join(dir))
             .unwrap_or_else(|e| panic!("{dir}: {e}"))
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -28,7 +32,7 @@ fn sources() -> Vec<String> {
         files.extend(found);
     }
     // What `gate init` prints and writes besides the templates.
-    files.push("src/cli/init.rs".into());
+    files.push("crates/gate-cli/src/init.rs".into());
     files
 }
 
@@ -37,8 +41,8 @@ fn own_repo() -> String {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let line = manifest
         .lines()
-        .find(|l| l.starts_with("repository"))
-        .expect("Cargo.toml names the repository");
+        .find(|l| l.starts_with("repository = \""))
+        .expect("Cargo.toml names the repository ([workspace.package])");
     let url = line.split('"').nth(1).expect("a quoted URL");
     url.trim_start_matches("https://github.com/")
         .trim_end_matches('/')

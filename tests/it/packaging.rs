@@ -664,11 +664,11 @@ fn the_report_crates_fixture_is_the_repositorys() {
 }
 
 /// Every crate of the workspace is a default member (`cargo test` at the
-/// root covers it) except gate-cli, whose binary `gate` would collide with
-/// gate-sdk's own in one cargo run, and gate-burn, which needs Rust 1.95
+/// root covers it; gate-cli's binary is the `gate` tests/it run) except
+/// gate-burn, which needs Rust 1.95
 /// and compiles burn (its fixture's test builds it: tests/it/adopter_burn.rs).
 #[test]
-fn every_crate_but_gate_cli_and_gate_burn_is_a_default_member() {
+fn every_crate_but_gate_burn_is_a_default_member() {
     let meta = workspace_metadata();
     let ids = |key: &str| -> BTreeSet<String> {
         meta[key]
@@ -689,10 +689,7 @@ fn every_crate_but_gate_cli_and_gate_burn_is_a_default_member() {
     };
     let members: BTreeSet<String> = ids("workspace_members").iter().map(name_of).collect();
     let defaults: BTreeSet<String> = ids("workspace_default_members").iter().map(name_of).collect();
-    let expected: BTreeSet<String> = members
-        .into_iter()
-        .filter(|n| n != "gate-cli" && n != "gate-burn")
-        .collect();
+    let expected: BTreeSet<String> = members.into_iter().filter(|n| n != "gate-burn").collect();
     assert_eq!(
         defaults, expected,
         "list a new crate in the root Cargo.toml's default-members"

@@ -577,7 +577,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     }
     assert!(
         out.ends_with(
-            "published: gate-report gate-render gate-github gate-sdk gate-cli; \
+            "published: gate-report gate-sdk gate-builtins gate-render gate-github gate-cli; \
              already there: gate-spec gate-probe gate-runner gate-burn\n"
         ),
         "{out}"
@@ -595,9 +595,10 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
             "gate-runner",
             "gate-burn",
             "gate-report",
+            "gate-sdk",
+            "gate-builtins",
             "gate-render",
             "gate-github",
-            "gate-sdk",
             "gate-cli"
         ]
     );
@@ -649,8 +650,8 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     let o = publish(&registry, home.path(), target.path(), "");
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
-    assert!(out.ends_with("published: none; already there: gate-spec gate-probe gate-runner gate-burn gate-report gate-render gate-github gate-sdk gate-cli\n"), "{out}");
-    assert_eq!(registry.uploaded().len(), 9);
+    assert!(out.ends_with("published: none; already there: gate-spec gate-probe gate-runner gate-burn gate-report gate-sdk gate-builtins gate-render gate-github gate-cli\n"), "{out}");
+    assert_eq!(registry.uploaded().len(), 10);
 
     // An index behind its uploads: the script and cargo both see no
     // gate-cli, crates.io refuses the upload as a duplicate, and that counts
@@ -668,7 +669,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
         ),
         "{out}"
     );
-    assert_eq!(registry.uploaded().len(), 9);
+    assert_eq!(registry.uploaded().len(), 10);
     eprintln!("the rehearsal took {:.1} s", started.elapsed().as_secs_f64());
 }
 

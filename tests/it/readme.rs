@@ -66,14 +66,17 @@ fn the_readmes_workflow_snippets_use_the_action_never_a_build_of_the_checkout() 
         );
     }
     for (name, template) in [
-        ("gate.yml", include_str!("../../src/cli/templates/gate.yml")),
+        ("gate.yml", include_str!("../../crates/gate-cli/src/templates/gate.yml")),
         (
             "gate-comment.yml",
-            include_str!("../../src/cli/templates/gate-comment.yml"),
+            include_str!("../../crates/gate-cli/src/templates/gate-comment.yml"),
         ),
     ] {
         for bad in BUILDS_THE_CHECKOUT {
-            assert!(!template.contains(bad), "src/cli/templates/{name} runs `{bad}`");
+            assert!(
+                !template.contains(bad),
+                "crates/gate-cli/src/templates/{name} runs `{bad}`"
+            );
         }
     }
 }
@@ -99,7 +102,7 @@ fn the_readme_hands_readers_only_what_gate_init_writes() {
     );
     for file in named {
         let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/cli/templates")
+            .join("crates/gate-cli/src/templates")
             .join(file.trim_start_matches(".github/workflows/"));
         assert!(template.exists(), "{file} is not a template of `gate init`");
     }

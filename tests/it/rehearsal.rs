@@ -19,8 +19,6 @@ use crate::github_fake::{Fake, REPO, TOKEN};
 use serde_json::{json, Value};
 use yaml_rust2::YamlLoader;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gate");
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -80,7 +78,7 @@ impl Job {
     fn run(&self, fake: &Fake, script: &str, env: &[(&str, &str)]) -> Step {
         let outputs = self.path("github_output");
         std::fs::write(&outputs, "").unwrap();
-        let bin_dir = Path::new(BIN).parent().unwrap();
+        let bin_dir = Path::new(crate::common::gate_exe()).parent().unwrap();
         let mut c = Command::new("bash");
         c.args(["-e", "-c", script])
             .current_dir(root())

@@ -989,7 +989,7 @@ fn every_malformed_spec_gets_its_exact_error() {
     assert!(CASES.len() >= 25);
     let mut mismatches = Vec::new();
     for (name, text, expected) in CASES {
-        match gate::test_support::runner::parse(Path::new("budgets.yaml"), text, &gate::test_support::builtins())
+        match gate::test_support::runner::parse(Path::new("budgets.yaml"), text, &gate_builtins::registry())
             .map(|(s, _)| s)
         {
             Ok(_) => mismatches.push(format!("{name}: accepted, expected an error")),
@@ -1007,8 +1007,7 @@ fn every_malformed_spec_gets_its_exact_error() {
 #[test]
 fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
     let text = "version: 1\ndevice:\n  name: card\n  capacity: 4096\ncomponents:\n  a:\n    workload: mpl\n    budgets:\n      activation: < 1 MiB\n  b:\n    workload: mlp\n    batch_size: 0\n    budgets:\n      params: 3 MB\n";
-    let d = gate::test_support::runner::parse(Path::new("budgets.yaml"), text, &gate::test_support::builtins())
-        .unwrap_err();
+    let d = gate::test_support::runner::parse(Path::new("budgets.yaml"), text, &gate_builtins::registry()).unwrap_err();
     let lines: Vec<String> = d.0.iter().map(|e| format!("{}:{}", e.pos.line, e.pos.col)).collect();
     assert_eq!(lines, ["4:13", "7:15", "9:7", "12:17", "14:15"]);
     assert!(d.0.iter().all(|e| !e.hint.is_empty()), "every error carries a hint");
@@ -1017,7 +1016,7 @@ fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
 #[test]
 fn the_repository_specs_are_valid() {
     for path in ["budgets.yaml", "examples/mlp.yaml"] {
-        let (spec, _) = gate::test_support::runner::load(Path::new(path), &gate::test_support::builtins())
+        let (spec, _) = gate::test_support::runner::load(Path::new(path), &gate_builtins::registry())
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         assert!(!spec.components.is_empty());
     }

@@ -22,8 +22,6 @@ use crate::github_fake::{leak_forms, Echo, Fake, FaultKind, REPO, TOKEN};
 use base64::Engine;
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gate");
-
 /// Token variables gate does not read, but a runner may have set: they must
 /// not show either.
 const OTHER_SECRETS: &[(&str, &str)] = &[
@@ -92,7 +90,7 @@ impl Sandbox {
 
     /// A `pull_request` run in GitHub Actions, as a runner sets it up.
     fn command(&self) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(crate::common::gate_exe());
         c.current_dir(&self.work).env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             c.env("PATH", path);

@@ -496,7 +496,7 @@ fn node20_pins(file: &str, text: &str) -> Vec<String> {
 fn every_action_used_runs_on_node24() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut files = vec!["action.yml".to_string(), "README.md".into()];
-    for dir in [".github/workflows", "src/cli/templates", "docs"] {
+    for dir in [".github/workflows", "crates/gate-cli/src/templates", "docs"] {
         for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
             // Text files only (docs/img holds pictures).
             if e.file_type().is_ok_and(|t| t.is_file()) {
@@ -603,7 +603,7 @@ fn cargo_shim(root: &Path, log: &Path) -> PathBuf {
              '{real}' metadata --format-version 1 --no-deps --offline >/dev/null || exit 101\n\
              mkdir -p \"$CARGO_TARGET_DIR/release\" && cp '{bin}' \"$CARGO_TARGET_DIR/release/gate\"\n",
             log = log.display(),
-            bin = env!("CARGO_BIN_EXE_gate"),
+            bin = crate::common::gate_exe().display(),
         ),
     );
     shim
@@ -891,7 +891,7 @@ fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
         .collect();
     assert!(asked.contains(&("pull-requests".into(), "read".into())), "{asked:?}");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let template = std::fs::read_to_string(root.join("src/cli/templates/gate.yml"))
+    let template = std::fs::read_to_string(root.join("crates/gate-cli/src/templates/gate.yml"))
         .unwrap()
         .replace("{{REPO}}", "acme/gate")
         .replace("{{REF}}", "v1.0.0")
@@ -956,7 +956,7 @@ fn every_upload_replaces_an_earlier_attempts_artifact() {
 fn template(name: &str) -> Yaml {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("src/cli/templates")
+            .join("crates/gate-cli/src/templates")
             .join(name),
     )
     .unwrap()
@@ -975,7 +975,7 @@ fn template(name: &str) -> Yaml {
 #[test]
 fn comment_jobs_run_one_at_a_time_per_pull_request() {
     let mut docs = vec![(
-        "src/cli/templates/gate-comment.yml".to_string(),
+        "crates/gate-cli/src/templates/gate-comment.yml".to_string(),
         template("gate-comment.yml"),
     )];
     for w in workflows() {
@@ -1028,14 +1028,14 @@ fn the_pull_request_gate_runs_in_a_merge_queue() {
             .as_hash()
             .unwrap()
             .contains_key(&Yaml::String("merge_group".into())),
-        "src/cli/templates/gate.yml"
+        "crates/gate-cli/src/templates/gate.yml"
     );
     let cond = gate["jobs"]["pr"]["if"].as_str().unwrap();
     assert!(
         disjuncts(cond)
             .iter()
             .any(|d| d == "github.event_name == 'merge_group'"),
-        "src/cli/templates/gate.yml: the `pr` job's `if:` skips merge_group: {cond}"
+        "crates/gate-cli/src/templates/gate.yml: the `pr` job's `if:` skips merge_group: {cond}"
     );
 }
 
@@ -1084,7 +1084,7 @@ fn unpinned(file: &str, text: &str) -> Vec<String> {
 /// `gate init`'s two workflows as it writes them with `--gate-sha`.
 fn generated_pinned(sha: &str) -> Vec<(String, String)> {
     let t = tempfile::tempdir().unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_gate"))
+    let o = std::process::Command::new(crate::common::gate_exe())
         .args([
             "init",
             "--gate-repo",
@@ -1128,7 +1128,7 @@ fn every_action_is_pinned_by_a_commit_sha_with_its_release_in_a_comment() {
     files.extend(generated);
     // A short or mistyped SHA is refused with the way to find the real one.
     let t = tempfile::tempdir().unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_gate"))
+    let o = std::process::Command::new(crate::common::gate_exe())
         .args(["init", "--gate-repo", "acme/gate", "--gate-sha", "fbc6f39"])
         .current_dir(t.path())
         .output()
@@ -1383,7 +1383,7 @@ fn no_job_that_writes_and_no_release_build_uses_a_cache() {
             text: String::new(),
             doc: template(t),
         };
-        docs.push((format!("src/cli/templates/{t}"), w));
+        docs.push((format!("crates/gate-cli/src/templates/{t}"), w));
     }
     let mut problems = Vec::new();
     for (file, w) in &docs {
@@ -1449,7 +1449,7 @@ fn the_templates_group_runs_and_a_manual_run_backfills_the_baseline() {
     ] {
         assert!(
             group.contains(part),
-            "src/cli/templates/gate.yml: the group `{group}` lacks `{part}`"
+            "crates/gate-cli/src/templates/gate.yml: the group `{group}` lacks `{part}`"
         );
     }
     assert_eq!(
@@ -1679,7 +1679,7 @@ fn a_label_never_turns_a_red_required_check_green() {
     assert!(!cond.contains("label"), "{cond}");
 
     let mut comments = vec![(
-        "src/cli/templates/gate-comment.yml".to_string(),
+        "crates/gate-cli/src/templates/gate-comment.yml".to_string(),
         template("gate-comment.yml"),
     )];
     for w in workflows() {
@@ -2480,7 +2480,7 @@ fn every_download_from_another_run_carries_a_token_that_reads_actions() {
         .map(|w| (format!(".github/workflows/{}", w.file), w.doc))
         .collect();
     docs.push((
-        "src/cli/templates/gate-comment.yml".into(),
+        "crates/gate-cli/src/templates/gate-comment.yml".into(),
         template("gate-comment.yml"),
     ));
     let mut comment_jobs = 0;
@@ -2617,7 +2617,7 @@ fn the_source_build_cache_key_covers_the_workspace_crates() {
     let t = tempfile::tempdir().unwrap();
     let action = t.path().join("action");
     std::fs::create_dir_all(&action).unwrap();
-    for f in ["Cargo.toml", "Cargo.lock", "build.rs"] {
+    for f in ["Cargo.toml", "Cargo.lock"] {
         std::fs::copy(root.join(f), action.join(f)).unwrap();
     }
     std::fs::create_dir_all(action.join("src")).unwrap();

@@ -1,4 +1,26 @@
-//! The installed `gate` (`cargo install gate-cli`): the same stock binary
-//! as gate-sdk's own `gate`, with the built-in workloads.
+//! The installed `gate` (`cargo install gate-cli`). With the `builtins`
+//! feature (the default) the binary is also the harness of gate's built-in
+//! models: the command line starts it again for their `__resolve` and
+//! `profile`, as it starts a team's harness for theirs.
 
-gate::main!();
+use std::process::ExitCode;
+
+// A profile of a built-in model measures the CPU through this allocator.
+#[cfg(feature = "builtins")]
+#[global_allocator]
+static GATE_COUNTING_ALLOCATOR: gate_probe::CountingAlloc = gate_probe::CountingAlloc;
+
+fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    #[cfg(feature = "builtins")]
+    {
+        let models = gate_builtins::harness();
+        if let Some(exit) = models.serve(&args) {
+            return exit;
+        }
+        let check = models.workload_check();
+        gate_cli::main(args, Some(gate_cli::Builtins { check: &check }))
+    }
+    #[cfg(not(feature = "builtins"))]
+    gate_cli::main(args, None)
+}

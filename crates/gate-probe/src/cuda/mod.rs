@@ -31,6 +31,15 @@ use nvml::Nvml;
 use crate::source::{source_after_params, PoolEvidence};
 use crate::{BackendError, DeviceInfo, MemoryProbe, MemorySource};
 
+/// The CUDA driver's version (`cuDriverGetVersion`, e.g. `12.8`), without
+/// a context: what `gate doctor` reports.
+pub fn driver_version() -> Result<String, BackendError> {
+    driver::driver()?.version().ok_or_else(|| {
+        BackendError::new("the CUDA driver did not say its version")
+            .with_hint("check the NVIDIA driver with `nvidia-smi`")
+    })
+}
+
 /// The memory probe of one CUDA device.
 pub struct CudaProbe {
     driver: &'static Driver,

@@ -1,0 +1,217 @@
+//! The conclusion `check` and `merge` share, outside both commands: the
+//! verdict on the measured components, then report.json, junit.xml, the
+//! history and the GitHub files written as one set, then the table on
+//! stdout. Every output is rendered from the one report; none decides
+//! anything the verdict did not.
+
+use std::collections::BTreeMap;
+
+use super::output::OutputSet;
+use super::CliError;
+use gate_report::{Report, Reserve, SCHEMA};
+use gate_runner::exit::Exit;
+use gate_spec::hint::Problem;
+
+/// What `check` and `merge` hand to [`conclude`]: the measured components
+/// and everything the verdict and the outputs need.
+pub(super) struct Conclusion<'a> {
+    pub spec: &'a gate_spec::budget::Spec,
+    pub spec_path: String,
+    pub commit: Option<String>,
+    pub components: BTreeMap<String, gate_report::ComponentReport>,
+    pub baseline: &'a gate_report::baseline::Outcome,
+    pub testbed: gate_report::Testbed,
+    pub reserve: Reserve,
+    pub strict: bool,
+    /// The acknowledge label, as GitHub answered about it.
+    pub ack: gate_report::AckInput,
+    /// Stored reports of the target branch, newest first, for the history:
+    /// asked for only when a budget that shows one failed or regressed.
+    pub stored: Box<dyn FnOnce() -> Vec<Report> + 'a>,
+    pub wall_seconds: f64,
+    pub out: &'a std::path::Path,
+    /// More files for the set (merge: the shards' pr.json).
+    pub extra: Vec<(&'static str, Vec<u8>)>,
+}
+
+/// The one output path of `check` and `merge`: the verdict, then
+/// report.json, junit.xml and the GitHub files as one set, then the table
+/// on stdout. `None` when a signal arrived before writing began.
+pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
+    let mut components = c.components;
+    gate_report::add_ratios(&mut components); // variants: loss and step-time ratios
+    gate_report::compare_blocks(&mut components, c.baseline, &c.testbed); // which block grew
+    let verdict =
+        gate_report::decide_acknowledged(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict, &c.ack);
+    // The token never reaches an output, whatever text carried it (#15).
+    let report = super::output::scrub(Report {
+        schema: SCHEMA,
+        gate_version: env!("CARGO_PKG_VERSION").into(),
+        commit: c.commit,
+        spec: c.spec_path,
+        baseline: gate_report::baseline::info(c.baseline, &c.testbed),
+        testbed: c.testbed,
+        components,
+        ensemble: verdict.ensemble,
+        results: verdict.results,
+        summary: verdict.summary,
+        wall_seconds: c.wall_seconds,
+    });
+    let json = serde_json::to_string_pretty(&report).expect("the report serializes");
+    let junit = gate_render::junit::render(&report, time::OffsetDateTime::now_utc())
+        .map_err(|e| CliError::Infrastructure(Problem::new(format!("cannot render JUnit XML: {e}"))))?;
+    // Interrupted before writing: write nothing. Once writing has begun the
+    // signal waits (a few milliseconds) so the files are one run's set.
+    if !gate_runner::begin_writing() {
+        return Ok(None);
+    }
+    // One set: all files or none replace the old ones (see OutputSet).
+    let mut set = begin_set(c.out)?;
+    add(&mut set, "report.json", json.as_bytes())?;
+    add(&mut set, "junit.xml", junit.as_bytes())?;
+    for (name, bytes) in &c.extra {
+        add(&mut set, name, bytes)?;
+    }
+    // A folder a sharded run wrote before holds its shard.json: this run's set has none.
+    if !c.extra.iter().any(|(name, _)| *name == super::shard::FILE) {
+        set.remove(super::shard::FILE);
+    }
+    // Reading the history costs GitHub requests: only for a budget it is shown for.
+    let stored = if report.results.iter().any(|r| gate_report::history::shown(r.status)) {
+        (c.stored)()
+    } else {
+        Vec::new()
+    };
+    let history = gate_report::history::series(&report, &stored);
+    history.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+    if history.series.is_empty() {
+        set.remove("history.json");
+    } else {
+        let text = serde_json::to_string_pretty(&history).expect("the history serializes");
+        add(&mut set, "history.json", text.as_bytes())?;
+    }
+    write_github_outputs(&mut set, &report, c.baseline.report(), &history.series)?;
+    write_timelines(&mut set, &report)?;
+    commit_set(set)?;
+
+    // anstream decides: a terminal, and neither NO_COLOR nor TERM=dumb (CLICOLOR_FORCE forces it).
+    let color = anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never;
+    print!("{}", gate_render::table::render(&report, color));
+    after_write(&report);
+    Ok(Some(report))
+}
+
+/// The per-process context reserve: on CUDA measured (the largest
+/// per-process context seen); on the CPU the spec's declared figure.
+pub(super) fn reserve(measured: Option<u64>, spec: &gate_spec::budget::Spec) -> Reserve {
+    match measured {
+        Some(bytes) => Reserve { bytes, measured: true },
+        None => Reserve {
+            bytes: spec.device.reserve.0,
+            measured: false,
+        },
+    }
+}
+
+/// The exit code of a verdict.
+pub(super) fn verdict_exit(report: &Report) -> Exit {
+    if report.summary.passed_run() {
+        Exit::Pass
+    } else {
+        Exit::Fail
+    }
+}
+
+/// Writes what GitHub uses next to report.json: comment.md, baseline.json
+/// (for the diff when `gate comment` re-renders), pr.json (for the
+/// `workflow_run` comment job); in Actions also the step summary and the
+/// annotations (workflow commands, on stdout).
+pub(super) fn write_github_outputs(
+    set: &mut OutputSet,
+    report: &Report,
+    baseline: Option<&Report>,
+    history: &[gate_report::history::Series],
+) -> Result<(), CliError> {
+    use gate_render::markdown;
+    let event = gate_github::context::event_from_env();
+    let links = gate_github::context::links(&event, &report.spec);
+    // Room for the marker `gate comment` puts in front.
+    let body = markdown::render_full(report, baseline, history, &links, markdown::COMMENT_LIMIT - 100);
+    add(set, "comment.md", body.as_bytes())?;
+    match baseline {
+        Some(b) => add(
+            set,
+            "baseline.json",
+            serde_json::to_string_pretty(b)
+                .expect("the report serializes")
+                .as_bytes(),
+        )?,
+        None => set.remove("baseline.json"),
+    }
+    if let gate_github::Event::PullRequest(pr) = event {
+        add(
+            set,
+            "pr.json",
+            serde_json::to_string_pretty(&pr).expect("serializes").as_bytes(),
+        )?;
+    }
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        if let Err(e) = super::output::append_atomic(std::path::Path::new(&path), format!("{body}\n").as_bytes()) {
+            eprintln!("warning: cannot write the step summary: {e}");
+        }
+    }
+    if super::actions::active() {
+        super::actions::commands(&gate_render::annotations::render(report));
+    }
+    Ok(())
+}
+
+/// `timeline-NAME.svg` for each component with a memory timeline; those
+/// an earlier run left for components this run has not are removed with
+/// the set. A timeline that cannot be drawn is a warning, not a failure.
+fn write_timelines(set: &mut OutputSet, report: &Report) -> Result<(), CliError> {
+    use gate_render::timeline;
+    let mut written = std::collections::BTreeSet::new();
+    for (name, c) in &report.components {
+        let Some(t) = &c.timeline else { continue };
+        match timeline::svg(name, t) {
+            Ok(svg) => {
+                let file = timeline::file_name(name);
+                add(set, &file, svg.as_bytes())?;
+                written.insert(file);
+            }
+            Err(e) => eprintln!("warning: {e}"),
+        }
+    }
+    let stale: Vec<String> = std::fs::read_dir(set.dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|f| f.starts_with("timeline-") && f.ends_with(".svg") && !written.contains(f))
+        .collect();
+    for f in stale {
+        set.remove(&f);
+    }
+    Ok(())
+}
+
+fn write_error(path: &std::path::Path, e: std::io::Error) -> CliError {
+    CliError::Infrastructure(Problem::new(format!("cannot write {}: {e}", path.display())).with_hint(
+        "check that --out names a writable folder with room for the files; the old files are left as they were",
+    ))
+}
+
+/// Locks `out` for this run's set of files (another run's set waits).
+pub(super) fn begin_set(out: &std::path::Path) -> Result<OutputSet, CliError> {
+    OutputSet::begin(out).map_err(|e| write_error(out, e))
+}
+
+pub(super) fn add(set: &mut OutputSet, name: &str, bytes: &[u8]) -> Result<(), CliError> {
+    set.add(name, bytes).map_err(|e| write_error(&set.dir().join(name), e))
+}
+
+pub(super) fn commit_set(set: OutputSet) -> Result<(), CliError> {
+    let dir = set.dir().to_path_buf();
+    set.commit().map_err(|e| write_error(&dir, e))
+}

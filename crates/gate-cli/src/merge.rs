@@ -1,0 +1,260 @@
+//! `gate merge DIR...`: combines the reports of sharded jobs (`gate check
+//! --shard I/N` or `--only ...` on a matrix of runners) into one report,
+//! verdict and comment.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::comment::{read_baseline, read_report};
+use super::conclude::{conclude, reserve, verdict_exit, Conclusion};
+use super::CliError;
+use gate_report::baseline::Outcome;
+use gate_runner::exit::Exit;
+use gate_spec::hint::Problem;
+
+#[derive(Debug, Args)]
+pub(crate) struct MergeArgs {
+    /// The shards' output folders, each with a report.json.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Folder for the merged report.json, junit.xml and comment.md.
+    #[arg(long, default_value = super::DEFAULT_OUT)]
+    pub out: PathBuf,
+    /// The spec (default: the one the shards name).
+    #[arg(long)]
+    pub budgets: Option<PathBuf>,
+    /// Treat warnings as failures (also on when any shard ran with --strict).
+    #[arg(long)]
+    pub strict: bool,
+    /// In a pull request, this label on the PR turns regressions against the
+    /// baseline into acknowledged warnings (never budget failures; never
+    /// under --strict). An empty value turns it off.
+    #[arg(long, default_value = gate_github::label::DEFAULT_LABEL, value_name = "LABEL")]
+    pub acknowledge_label: String,
+}
+
+pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
+    // Shards of `check --shard I/N`: all N of them, once each, or the
+    // verdict would not be the unsharded run's.
+    let mut records = Vec::new();
+    for d in &args.dirs {
+        records.push((d.display().to_string(), super::shard::read(d)?));
+    }
+    super::shard::check_complete(&records)?;
+    super::shard::check_one_selection(&records)?;
+    let mut shards = Vec::new();
+    for (d, (_, record)) in args.dirs.iter().zip(&records) {
+        let report = read_report(d)?;
+        if let Some(record) = record {
+            super::shard::check_claims(d, record, &report)?;
+        }
+        shards.push((d.join("report.json").display().to_string(), report));
+    }
+    let merged = gate_report::merge::merge(&shards).map_err(|e| {
+        let hint = match e {
+            gate_report::merge::MergeError::Commit { .. } => {
+                "merge the output folders of one run of the matrix, at one commit: re-run the stale shard's job"
+            }
+            _ => {
+                "merge the output folders of one `gate check` matrix: same spec, same kind of runner, \
+                 each component in one shard"
+            }
+        };
+        CliError::Usage(Problem::new(e.to_string()).with_hint(hint))
+    })?;
+    if let Some(commit) = &merged.commit {
+        for origin in &merged.without_commit {
+            eprintln!(
+                "warning: {origin} records no commit; the merged report is of commit {commit}, as the other shards say"
+            );
+        }
+    }
+    let budgets = args.budgets.clone().unwrap_or_else(|| PathBuf::from(&merged.spec));
+    let spec = gate_spec::budget::load(&budgets)?;
+    check_settings(&spec, &shards, &budgets)?;
+    let strict = args.strict || merged.strict;
+    let components = every_component(&spec, &merged, &budgets, &records)?;
+    let baseline = shards_baseline(&args.dirs);
+    let reserve = reserve(merged.measured_reserve, &spec);
+    // A shard's pr.json tells the comment job which pull request this is.
+    let mut extra = Vec::new();
+    if let Some(pr) = args.dirs.iter().map(|d| d.join("pr.json")).find(|p| p.exists()) {
+        if let Ok(text) = gate_report::input::read_regular(&pr, super::comment::PR_JSON_BYTES) {
+            extra.push(("pr.json", text.into_bytes()));
+        }
+    }
+    let report = conclude(
+        Conclusion {
+            spec: &spec,
+            spec_path: budgets.display().to_string(),
+            commit: merged.commit.clone(),
+            components,
+            baseline: &baseline,
+            testbed: merged.testbed.clone(),
+            reserve,
+            strict,
+            ack: gate_github::label::from_env(&args.acknowledge_label),
+            stored: Box::new(Vec::new),
+            wall_seconds: merged.wall_seconds,
+            out: &args.out,
+            extra,
+        },
+        |_| {
+            eprintln!(
+                "merged {} shards into {}",
+                args.dirs.len(),
+                args.out.join("report.json").display()
+            )
+        },
+    )?;
+    Ok(report.as_ref().map_or(Exit::Interrupted, verdict_exit))
+}
+
+/// The shards' components, which must be every component of the spec,
+/// each measured: one no shard measured would pass as "not measured"
+/// (issue #43 item 6), so it is refused, named; one the spec lacks too.
+fn every_component(
+    spec: &gate_spec::budget::Spec,
+    merged: &gate_report::merge::Merged,
+    budgets: &std::path::Path,
+    records: &[(String, Option<super::shard::Record>)],
+) -> Result<BTreeMap<String, gate_report::ComponentReport>, CliError> {
+    let names: HashSet<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
+    if let Some(name) = merged.components.keys().find(|n| !names.contains(n.as_str())) {
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "the shards measured `{name}`, which is not a component of {}",
+                budgets.display()
+            ))
+            .with_hint("pass the spec the shards ran with: --budgets FILE"),
+        ));
+    }
+    let unmeasured: Vec<&str> = spec
+        .components
+        .iter()
+        .filter(|c| {
+            merged.components.get(&c.name).is_none_or(|r| {
+                r.error
+                    .as_ref()
+                    .is_some_and(|e| e.kind == gate_report::ErrorKind::NotMeasured)
+            })
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    if !unmeasured.is_empty() {
+        let only = records
+            .iter()
+            .find_map(|(_, r)| r.as_ref().filter(|r| !r.only.is_empty()));
+        let hint = match only {
+            Some(r) => format!(
+                "the shards ran with --only {}: a merged report judges every component of the spec, \
+                 so run the matrix without --only (or add jobs for the rest)",
+                r.only.join(",")
+            ),
+            None => "give every component of the spec to one job of the matrix (`--only NAME` or \
+                     `--shard I/N`), and merge every job's folder"
+                .into(),
+        };
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "no shard measured {} of {}",
+                listed(&unmeasured),
+                budgets.display()
+            ))
+            .with_hint(hint),
+        ));
+    }
+    Ok(merged.components.clone())
+}
+
+/// Names, quoted, the first few of them: `a`, `b` and 3 more.
+fn listed(names: &[&str]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        text.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    text
+}
+
+/// Refuses figures measured under other settings than the spec gives
+/// (issue #43 item 7): another card, or a component whose workload,
+/// dtype, batch, seed or config changed since the shards ran. `check`
+/// judges a change against the baseline and names it; here the figures
+/// would be judged as the spec's own, so the change is refused, named at
+/// the spec's line.
+fn check_settings(
+    spec: &gate_spec::budget::Spec,
+    shards: &[(String, gate_report::Report)],
+    budgets: &std::path::Path,
+) -> Result<(), CliError> {
+    let by_name: HashMap<&str, &gate_spec::budget::Component> =
+        spec.components.iter().map(|c| (c.name.as_str(), c)).collect();
+    let rerun = "run the shards again with this spec, or pass the spec they ran with: --budgets FILE";
+    for (origin, r) in shards {
+        let t = &r.testbed;
+        if t.capacity_bytes != spec.device.capacity.0 || t.gated_device != spec.device.name {
+            return Err(CliError::Usage(
+                Problem::new(format!(
+                    "{origin} was measured for the card `{}` ({} bytes) but {} gates `{}` ({} bytes)",
+                    t.gated_device,
+                    t.capacity_bytes,
+                    budgets.display(),
+                    spec.device.name,
+                    spec.device.capacity.0
+                ))
+                .with_hint(rerun),
+            ));
+        }
+        for (name, measured) in &r.components {
+            let Some(c) = by_name.get(name.as_str()) else { continue };
+            let changes = gate_report::merge::setting_changes(c, measured);
+            let Some(first) = changes.first() else { continue };
+            let at = first
+                .key
+                .strip_prefix("config.")
+                .and_then(|k| c.config.key_pos(k.split('[').next().unwrap_or(k)))
+                .map_or(format!("{}:{}", budgets.display(), c.line), |p| {
+                    format!("{}:{}:{}", budgets.display(), p.line, p.col)
+                });
+            let shown: Vec<String> = changes.iter().take(4).map(|x| x.to_string()).collect();
+            let more = changes.len().saturating_sub(shown.len());
+            return Err(CliError::Usage(
+                Problem::new(format!(
+                    "{at}: `{name}` was measured under other settings than this spec gives ({origin}): {}{}",
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ))
+                .with_hint(rerun),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first shard's baseline.json, named by its commit.
+fn shards_baseline(dirs: &[PathBuf]) -> Outcome {
+    dirs.iter()
+        .find_map(|d| read_baseline(d))
+        .map(|r| Outcome::Found {
+            source: r
+                .commit
+                .as_deref()
+                .map_or_else(|| "the shards' baseline.json".into(), |c| format!("commit {c}")),
+            report: Box::new(r),
+        })
+        .unwrap_or(Outcome::Missing {
+            reason: "no shard had one".into(),
+        })
+}

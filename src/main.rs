@@ -1,4 +1,0 @@
-//! The stock `gate`: the built-in workloads, made through the same
-//! `gate::main!` an adopter's harness uses.
-
-gate::main!();
