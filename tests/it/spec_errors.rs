@@ -966,6 +966,22 @@ budgets.yaml:6:38: error: harness.bin `gate harness` is not a cargo name
   hint: write the name as in Cargo.toml (letters, digits, `-` and `_`, not starting with `-`), e.g. `bin: gate-harness`"#,
     ),
     (
+        "a_component_may_not_take_the_ensembles_name",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  ensemble:
+    workload: mlp
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:7:3: error: component name `ensemble` is reserved: the report names the ensemble's own rows so
+  hint: name the component after its model (e.g. `ensemble_net`); the ensemble's budgets go under the top-level `ensemble:`"#,
+    ),
+    (
         "a_harness_manifest_must_name_a_cargo_toml",
         r#"version: 1
 device:

@@ -142,7 +142,7 @@ impl Loaded {
 pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs) -> Result<Loaded, CliError> {
     let spec = parse(path, app)?;
     refuse_unused_harness_bin(&spec, opts)?;
-    let source = match &spec.harness {
+    let (source, request) = match &spec.harness {
         Some(h) => {
             let (built, resolved_candle, build_lock) = match &opts.harness_bin {
                 Some(bin) => (prebuilt(bin)?, None, None),
@@ -192,7 +192,6 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
             )
         }
     };
-    let (source, request) = source;
     Ok(Loaded {
         spec: Box::new(spec),
         source,

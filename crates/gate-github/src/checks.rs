@@ -18,8 +18,8 @@ use serde_json::json;
 use super::client::{Client, Method};
 use super::context::{check_sha, Repo};
 use super::error::{Call, GithubError};
-use crate::render::checks::Output;
-use crate::report::Report;
+use gate_render::checks::Output;
+use gate_report::Report;
 
 /// Annotations per request (GitHub's most).
 pub const PER_REQUEST: usize = 50;
@@ -86,7 +86,7 @@ pub async fn post(
     }
     let head_sha = check_sha(head_sha)?;
     let mut batches = output.annotations.chunks(PER_REQUEST);
-    let out = |batch: &[crate::render::checks::Annotation]| json!({ "title": output.title, "summary": output.summary, "annotations": batch });
+    let out = |batch: &[gate_render::checks::Annotation]| json!({ "title": output.title, "summary": output.summary, "annotations": batch });
     let body = json!({
         "name": name,
         "head_sha": head_sha,

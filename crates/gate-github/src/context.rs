@@ -47,7 +47,7 @@ impl std::fmt::Display for Repo {
 /// A commit SHA (hex), checked so it can go into a URL path.
 pub fn check_sha(s: &str) -> Result<String, GithubError> {
     let t = s.trim();
-    if crate::report::history::is_sha(t) {
+    if gate_report::history::is_sha(t) {
         Ok(t.to_ascii_lowercase())
     } else {
         Err(GithubError::Config {
@@ -201,8 +201,8 @@ pub fn read_event(path: &Path) -> Option<Event> {
 /// the commit under review (a PR's head, else `GITHUB_SHA`) and the
 /// measuring run. Every part is checked before it goes into a URL; outside
 /// Actions, or with anything unexpected, there is simply no link.
-pub fn links(event: &Event, spec: &str) -> crate::render::markdown::Links {
-    use crate::render::markdown::Links;
+pub fn links(event: &Event, spec: &str) -> gate_render::markdown::Links {
+    use gate_render::markdown::Links;
     if !in_actions() {
         return Links::default();
     }

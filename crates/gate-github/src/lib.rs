@@ -6,9 +6,6 @@
 //! No ML framework is in this crate's dependency tree. Internal to gate:
 //! its API may change in any release.
 
-use gate_render as render;
-use gate_report as report;
-
 pub mod checks;
 pub mod client;
 pub mod comment;
@@ -22,7 +19,7 @@ pub use context::{Event, PullRequest, Repo};
 pub use error::{Call, GithubError};
 pub use store::Known;
 
-use crate::report::baseline::Outcome;
+use gate_report::baseline::Outcome;
 
 /// Where this crate's notes and warnings for the log go: stderr, or the
 /// writer the command line sets with [`set_log`] (gate's own, which in
@@ -68,7 +65,7 @@ pub struct HistorySource {
 /// The stored reports older than the baseline, nearest first, at most
 /// `max` within [`store::HISTORY_DEPTH`] first-parent commits, and notes
 /// for the log. A network failure is a note: the history is shorter.
-pub fn history(from: HistorySource, max: usize) -> (Vec<crate::report::Report>, Vec<String>) {
+pub fn history(from: HistorySource, max: usize) -> (Vec<gate_report::Report>, Vec<String>) {
     if max == 0 {
         return (Vec::new(), Vec::new());
     }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::client::{Client, Method};
 use super::context::Repo;
 use super::error::{Call, GithubError};
-use crate::report::Report;
+use gate_report::Report;
 
 pub const DEFAULT_BRANCH: &str = "gate-baselines";
 /// First-parent steps walked at most when looking for a baseline.
@@ -256,7 +256,7 @@ impl Store<'_> {
     pub async fn get(&self, sha: &str) -> Result<Option<Report>, GithubError> {
         match self.get_file(sha).await? {
             None => Ok(None),
-            Some((text, _)) => crate::report::baseline::parse(&text, &Self::file_path(sha))
+            Some((text, _)) => gate_report::baseline::parse(&text, &Self::file_path(sha))
                 .map(Some)
                 .map_err(|e| GithubError::Decode {
                     method: Method::Get.name().into(),

@@ -15,7 +15,7 @@
 
 use std::fmt::Write;
 
-use crate::report::{Report, Status};
+use gate_report::{Report, Status};
 
 use super::failure_message;
 

@@ -15,7 +15,7 @@
 
 use serde::Serialize;
 
-use crate::report::{Report, Status};
+use gate_report::{Report, Status};
 
 use super::failure_message;
 

@@ -14,9 +14,9 @@ use std::fmt::Write;
 
 use time::OffsetDateTime;
 
-use crate::metric::Metric;
-use crate::report::{BudgetResult, ComponentReport, Report, Status, Warning};
-use crate::units::Bytes;
+use gate_report::{BudgetResult, ComponentReport, Report, Status, Subject, Warning};
+use gate_spec::metric::Metric;
+use gate_spec::units::Bytes;
 
 use super::{failure_message, limit_text, measured_text};
 
@@ -35,7 +35,7 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     // made JUnit quadratic in components (issue #43 item 5).
     let mut results_of: HashMap<&str, Vec<&BudgetResult>> = HashMap::new();
     for r in &report.results {
-        results_of.entry(base_of(&r.component)).or_default().push(r);
+        results_of.entry(base_of(r.component.as_str())).or_default().push(r);
     }
     for (base, members) in &groups {
         let warnings = warnings_of.remove(base).unwrap_or_default();
@@ -50,19 +50,26 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     let ensemble: Vec<String> = report
         .results
         .iter()
-        .filter(|r| r.component == "ensemble")
-        .map(|r| case(report, r, &names.unique(format!("ensemble.{}", r.metric)), 0.0))
+        .filter(|r| r.component.is_ensemble())
+        .map(|r| {
+            case(
+                report,
+                r,
+                &names.unique(format!("{}.{}", Subject::ENSEMBLE, r.metric)),
+                0.0,
+            )
+        })
         .collect::<Result<_, _>>()?;
-    let ensemble_warnings = warnings_of.remove("ensemble").unwrap_or_default();
+    let ensemble_warnings = warnings_of.remove(Subject::ENSEMBLE).unwrap_or_default();
     if ensemble.is_empty() {
         run_wide.extend(ensemble_warnings);
     } else {
         suites.push(suite(
-            "ensemble",
+            Subject::ENSEMBLE,
             &stamp,
             0.0,
             &[],
-            &cases_summary(report.results.iter().filter(|r| r.component == "ensemble")),
+            &cases_summary(report.results.iter().filter(|r| r.component.is_ensemble())),
             &ensemble,
             "",
             &ensemble_warnings,
@@ -102,11 +109,8 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
 /// Each base component with its variants (`NAME@VARIANT`), base first.
 fn groups(report: &Report) -> BTreeMap<&str, Vec<&str>> {
     let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    let results_of = report.results.iter().map(|r| r.component.as_str());
+    let results_of = report.results.iter().filter_map(|r| r.component.component());
     for name in report.components.keys().map(String::as_str).chain(results_of) {
-        if name == "ensemble" {
-            continue;
-        }
         let members = groups.entry(base_of(name)).or_default();
         if !members.contains(&name) {
             members.push(name);
@@ -126,7 +130,7 @@ type Warnings<'a> = (BTreeMap<&'a str, Vec<&'a str>>, Vec<&'a str>);
 /// run or about a component this report does not hold.
 fn warnings_by_suite<'a>(warnings: &'a [Warning], groups: &BTreeMap<&'a str, Vec<&'a str>>) -> Warnings<'a> {
     let members: HashSet<&str> = groups.values().flatten().copied().collect();
-    let known = |c: &str| c == "ensemble" || members.contains(c);
+    let known = |c: &str| c == Subject::ENSEMBLE || members.contains(c);
     let mut run_wide = Vec::new();
     let mut warnings_of: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for w in warnings {
@@ -154,7 +158,7 @@ fn component_suite(
         .map(|r| {
             let time = report
                 .components
-                .get(&r.component)
+                .get(r.component.as_str())
                 .map_or(0.0, |c| metric_seconds(c, r));
             case(report, r, &names.unique(format!("{}.{}", r.component, r.metric)), time)
         })
@@ -317,10 +321,7 @@ fn metric_seconds(c: &ComponentReport, r: &BudgetResult) -> f64 {
     let Some(metric) = Metric::parse(&r.metric).filter(|_| r.measured.is_some()) else {
         return 0.0;
     };
-    let phases: Vec<String> = crate::runner::measured_in(metric)
-        .iter()
-        .map(|p| p.to_string())
-        .collect();
+    let phases: Vec<String> = gate_runner::measured_in(metric).iter().map(|p| p.to_string()).collect();
     c.phase_seconds
         .iter()
         .filter(|p| phases.contains(&p.phase))
@@ -335,7 +336,7 @@ fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<Stri
         x,
         "    <testcase name=\"{}\" classname=\"gate.{}\" file=\"{}\" time=\"{}\">",
         attr(name),
-        attr(base_of(&r.component)),
+        attr(base_of(r.component.as_str())),
         attr(&report.spec),
         seconds(time)
     )?;
@@ -468,7 +469,7 @@ fn component_out(out: &mut String, name: &str, c: &ComponentReport, with_variant
         .iter()
         .filter_map(|m| {
             c.value(*m)
-                .map(|v| format!("{m} {}", crate::metric::format_value(m.unit(), v)))
+                .map(|v| format!("{m} {}", gate_spec::metric::format_value(m.unit(), v)))
         })
         .collect();
         let _ = writeln!(
@@ -577,7 +578,7 @@ mod tests {
 
     #[test]
     fn a_warning_goes_to_the_suite_of_its_component() {
-        use crate::report::WarningKind;
+        use gate_report::WarningKind;
         let groups = BTreeMap::from([("tft", vec!["tft", "tft@plain"])]);
         let w = |c: Option<&str>, text: &str| Warning::new(c, WarningKind::Other, text);
         let warnings = [

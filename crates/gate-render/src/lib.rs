@@ -4,11 +4,6 @@
 //! No ML framework is in this crate's dependency tree. Internal to gate:
 //! its API may change in any release.
 
-use gate_probe as probe;
-use gate_report as report;
-use gate_runner as runner;
-use gate_spec::{hash, metric, units};
-
 pub mod annotations;
 pub mod checks;
 pub mod junit;
@@ -17,8 +12,8 @@ pub mod table;
 pub mod timeline;
 pub mod view;
 
-use crate::metric::{format_in, Unit};
-use crate::report::{Acknowledgement, BudgetResult, RunStatus, Status, Summary};
+use gate_report::{Acknowledgement, BudgetResult, RunStatus, Status, Summary};
+use gate_spec::metric::{format_in, Unit};
 
 /// The headline's strict suffix: ` (strict)`, and when only `--strict`
 /// failed the run, what it failed on, so the reader need not guess.
@@ -41,7 +36,7 @@ pub fn strict_suffix(s: &Summary) -> String {
 
 /// The headline's counts: `9 of 10 budgets pass, 1 fail, 0 regressed, 0
 /// not measured`, then what was not compared, and the strict suffix.
-pub fn counts(report: &crate::report::Report) -> String {
+pub fn counts(report: &gate_report::Report) -> String {
     let s = &report.summary;
     let mut text = format!(
         "{} of {} budgets pass, {} fail, {} regressed, {} not measured",
@@ -145,7 +140,7 @@ pub fn failure_message(r: &BudgetResult) -> String {
             "{} grew from {} (baseline) by more than the {}% tolerance",
             value_text(r, v),
             r.baseline.map_or_else(|| "—".into(), |b| value_text(r, b)),
-            crate::units::trim_float(r.tolerance_percent)
+            gate_spec::units::trim_float(r.tolerance_percent)
         ),
         Some(v) => {
             let negated = if v == r.limit {
@@ -189,7 +184,7 @@ mod tests {
             inconclusive: 0,
             warnings: warnings
                 .iter()
-                .map(|w| report::Warning::run_wide(report::WarningKind::Other, *w))
+                .map(|w| gate_report::Warning::run_wide(gate_report::WarningKind::Other, *w))
                 .collect(),
             strict,
             acknowledged: 0,
@@ -205,12 +200,12 @@ mod tests {
         let note = "`tft`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process";
         let mut s = summary("pass", false, &[], 0);
         s.notes = vec![note.into()];
-        let r = report::Report {
+        let r = gate_report::Report {
             schema: 1,
             gate_version: "0".into(),
             commit: None,
             spec: "budgets.yaml".into(),
-            testbed: report::Testbed::default(),
+            testbed: gate_report::Testbed::default(),
             components: Default::default(),
             ensemble: None,
             results: vec![],

@@ -4,8 +4,8 @@
 
 use std::fmt::Write;
 
-use crate::report::{Report, Status};
-use crate::units::Bytes;
+use gate_report::{Report, Status};
+use gate_spec::units::Bytes;
 
 use super::measured_text;
 
@@ -90,7 +90,7 @@ fn results_table(out: &mut String, report: &Report, color: bool, with_baseline: 
     for r in &report.results {
         let row = super::view::row_of(r);
         let used = row.percent_of_budget.map_or_else(String::new, |p| format!("{p:.1}%"));
-        let mut cells = vec![r.component.clone(), r.metric.clone(), row.limit.clone()];
+        let mut cells = vec![r.component.to_string(), r.metric.clone(), row.limit.clone()];
         if with_baseline {
             cells.push(row.baseline.clone().unwrap_or_else(|| "—".into()));
         }
@@ -164,12 +164,12 @@ fn next_step(out: &mut String, report: &Report) {
 
 /// A component's error, if any, and its blocks by activation memory kept for
 /// backward (with what each gained or lost against the baseline, when compared).
-fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentReport, compared: bool) {
+fn component_notes(out: &mut String, name: &str, c: &gate_report::ComponentReport, compared: bool) {
     if let Some(e) = &c.error {
         let phase = e.phase.as_deref().map(|p| format!(" in phase {p}")).unwrap_or_default();
         let what = match e.kind {
-            crate::report::ErrorKind::NotMeasured => "not measured",
-            crate::report::ErrorKind::Failed => "failed",
+            gate_report::ErrorKind::NotMeasured => "not measured",
+            gate_report::ErrorKind::Failed => "failed",
         };
         let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
     }
@@ -179,13 +179,13 @@ fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentRep
     }
     // A generating component's blocks are its prefill's: what each keeps is
     // its share of the cache.
-    let heading = if c.value(crate::metric::Metric::PrefillPeak).is_some() {
+    let heading = if c.value(gate_spec::metric::Metric::PrefillPeak).is_some() {
         "blocks of the prefill by memory kept (the cache)"
     } else {
         "blocks by activation memory kept for backward"
     };
     let _ = writeln!(out, "\n{name}: {heading}");
-    let bytes = |v: i64| crate::metric::format_value(crate::metric::Unit::Bytes, v as f64);
+    let bytes = |v: i64| gate_spec::metric::format_value(gate_spec::metric::Unit::Bytes, v as f64);
     let share_text = |s: Option<f64>| s.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
     // The blocks left out are said (before the closing rest), so the rows still add up.
     let mut more = super::view::more_blocks(c, TOP_BLOCKS);
@@ -225,7 +225,7 @@ fn component_notes(out: &mut String, name: &str, c: &crate::report::ComponentRep
 }
 
 /// The ensemble's sum: its members, the reserve, the total and the headroom.
-fn ensemble_line(out: &mut String, e: &crate::report::EnsembleReport) {
+fn ensemble_line(out: &mut String, e: &gate_report::EnsembleReport) {
     let total = e.total_bytes.map_or("—".into(), |t| Bytes(t).to_string());
     let headroom = e.headroom_bytes.map_or("—".into(), |h| {
         if h < 0 {
@@ -250,8 +250,8 @@ pub fn not_compared(report: &Report) -> Vec<(&str, &str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
     for r in &report.results {
         if let Some(why) = &r.not_compared {
-            if !out.iter().any(|(c, _)| *c == r.component) {
-                out.push((&r.component, why));
+            if !out.iter().any(|(c, _)| r.component == *c) {
+                out.push((r.component.as_str(), why));
             }
         }
     }
@@ -264,8 +264,8 @@ pub fn config_changes(report: &Report) -> Vec<(&str, &str)> {
     let mut out: Vec<(&str, &str)> = Vec::new();
     for r in &report.results {
         if let Some(why) = &r.config_changed {
-            if !out.iter().any(|(c, _)| *c == r.component) {
-                out.push((&r.component, why));
+            if !out.iter().any(|(c, _)| r.component == *c) {
+                out.push((r.component.as_str(), why));
             }
         }
     }
@@ -317,8 +317,8 @@ pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
 }
 
 /// The metrics shown side by side for variants.
-pub const VARIANT_METRICS: [crate::metric::Metric; 7] = {
-    use crate::metric::Metric::*;
+pub const VARIANT_METRICS: [gate_spec::metric::Metric; 7] = {
+    use gate_spec::metric::Metric::*;
     [
         TrainingPeak,
         Activations,
@@ -331,18 +331,18 @@ pub const VARIANT_METRICS: [crate::metric::Metric; 7] = {
 };
 
 /// The metrics shown side by side for variants that generate (`generate:`).
-pub const GENERATION_VARIANT_METRICS: [crate::metric::Metric; 4] = {
-    use crate::metric::Metric::*;
+pub const GENERATION_VARIANT_METRICS: [gate_spec::metric::Metric; 4] = {
+    use gate_spec::metric::Metric::*;
     [PrefillPeak, DecodePeak, KvCachePerToken, DecodeGrowth]
 };
 
 /// The metrics to show side by side for `members`: a generation's when
 /// they generate (no training figure to show), else training's.
-pub fn variant_metrics(report: &Report, members: &[String]) -> &'static [crate::metric::Metric] {
+pub fn variant_metrics(report: &Report, members: &[String]) -> &'static [gate_spec::metric::Metric] {
     let generating = members
         .iter()
         .filter_map(|m| report.components.get(m))
-        .any(|c| c.value(crate::metric::Metric::PrefillPeak).is_some());
+        .any(|c| c.value(gate_spec::metric::Metric::PrefillPeak).is_some());
     if generating {
         &GENERATION_VARIANT_METRICS
     } else {
@@ -351,7 +351,7 @@ pub fn variant_metrics(report: &Report, members: &[String]) -> &'static [crate::
 }
 
 /// A variant's settings in a few words: dtype, batch and checkpointing.
-pub fn variant_settings(c: &crate::report::ComponentReport) -> String {
+pub fn variant_settings(c: &gate_report::ComponentReport) -> String {
     let chunk = c
         .config
         .get("checkpoint")
@@ -394,7 +394,7 @@ fn variants(report: &Report) -> String {
             for &metric in shown {
                 row.push(
                     c.value(metric)
-                        .map_or("—".into(), |v| crate::metric::format_value(metric.unit(), v)),
+                        .map_or("—".into(), |v| gate_spec::metric::format_value(metric.unit(), v)),
                 );
             }
             rows.push(row);
@@ -427,7 +427,7 @@ fn variants(report: &Report) -> String {
 #[cfg(test)]
 mod color_tests {
     use super::paint;
-    use crate::report::Status;
+    use gate_report::Status;
 
     #[test]
     fn status_colours_are_plain_ansi_and_off_means_no_escape_at_all() {

@@ -10,8 +10,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::probe::timeline::{Event, Sample, Timeline};
-use crate::units::{Bytes, GIB, KIB, MIB};
+use gate_probe::timeline::{Event, Sample, Timeline};
+use gate_spec::units::{Bytes, GIB, KIB, MIB};
 
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 480;
@@ -32,7 +32,7 @@ pub fn file_name(component: &str) -> String {
         return format!("timeline-{component}.svg");
     }
     let clean: String = cut.chars().map(|c| if safe(c) { c } else { '_' }).collect();
-    format!("timeline-{clean}-{:08x}.svg", crate::hash::fnv1a(component) as u32)
+    format!("timeline-{clean}-{:08x}.svg", gate_spec::hash::fnv1a(component) as u32)
 }
 
 /// A phase's colour.

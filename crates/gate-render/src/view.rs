@@ -2,10 +2,10 @@
 //! table, the comment and JUnit agree. Ordering, top blocks and the next
 //! step live here; pass/fail was decided by the verdict and is only read.
 
-use crate::metric::{Metric, Unit};
-use crate::report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, Report, Status};
+use gate_report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, Report, Status};
+use gate_spec::metric::{Metric, Unit};
 
-pub use crate::report::UNATTRIBUTED;
+pub use gate_report::UNATTRIBUTED;
 
 /// Where a row goes in a review: what needs a decision first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -92,7 +92,7 @@ fn delta_text(r: &BudgetResult, d: f64) -> (String, String) {
     }
     let abs = match r.unit {
         Unit::One => {
-            let v = crate::metric::format_value(Unit::One, d.abs());
+            let v = gate_spec::metric::format_value(Unit::One, d.abs());
             format!("{}{v}", if d < 0.0 { "-" } else { "+" })
         }
         _ => super::delta_value_text(r, d),
@@ -109,10 +109,10 @@ pub fn failing_components(report: &Report) -> Vec<&str> {
     let mut names: Vec<&str> = Vec::new();
     for r in &report.results {
         if matches!(r.status, Status::Fail | Status::Regressed)
-            && report.components.contains_key(&r.component)
+            && report.components.contains_key(r.component.as_str())
             && !names.contains(&r.component.as_str())
         {
-            names.push(&r.component);
+            names.push(r.component.as_str());
         }
     }
     names
@@ -224,10 +224,10 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
     let failed_not_oom = first.measured.is_none()
         && report
             .components
-            .get(&first.result.component)
+            .get(first.result.component.as_str())
             .and_then(|c| c.error.as_ref())
             .is_some_and(|e| e.kind == ErrorKind::Failed && !e.ran_out_of_memory());
-    let lever = if first.result.component == "ensemble" {
+    let lever = if first.result.component.is_ensemble() {
         Lever::Ensemble
     } else if failed_not_oom {
         Lever::FixFailure
@@ -236,7 +236,7 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
     };
     let component = report
         .components
-        .get(&first.result.component)
+        .get(first.result.component.as_str())
         .filter(|_| lever == Lever::Checkpoint);
     // A peak budget: the block whose working memory grew the most, when one did.
     let peak_metric = [Metric::TrainingPeak, Metric::InferencePeak, Metric::DeviceUsed]
@@ -287,7 +287,7 @@ pub fn what_words(step: &NextStep, code: impl Fn(&str) -> String, text: impl Fn(
             "{} grew to {m} from {} (more than its {}% tolerance)",
             code(&step.row.name()),
             step.row.baseline.as_deref().unwrap_or("—"),
-            crate::units::trim_float(r.tolerance_percent)
+            gate_spec::units::trim_float(r.tolerance_percent)
         ),
         (Some(m), _) => format!("{} is {m} against {}", code(&step.row.name()), text(&step.row.limit)),
         (None, _) => format!(
@@ -302,7 +302,7 @@ pub fn what_words(step: &NextStep, code: impl Fn(&str) -> String, text: impl Fn(
 /// quotes a name the renderer's way.
 pub fn block_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> String) -> Option<String> {
     let b = step.block?;
-    let component = &step.row.result.component;
+    let component = step.row.result.component.as_str();
     let size = |bytes: i64| size_text(report, component, bytes as f64);
     let share = b.share_percent.map(|s| format!(" ({s:.1}%)")).unwrap_or_default();
     if step.by_peak {
@@ -340,7 +340,7 @@ pub fn block_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
 /// A next step's lever, as every renderer words it; `code` quotes a name
 /// (or a command) the renderer's way.
 pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> String) -> String {
-    let component = &step.row.result.component;
+    let component = step.row.result.component.as_str();
     // A peak step, and a block that is checkpointed already, always name their block.
     let block = step.block.map_or("", |b| b.name.as_str());
     let already = report
@@ -395,7 +395,7 @@ pub fn lever_words(report: &Report, step: &NextStep, code: impl Fn(&str) -> Stri
             Some((m, v)) => format!(
                 "The largest member is {} ({}); its own budgets are above.",
                 code(m),
-                crate::metric::format_value(Unit::Bytes, v)
+                gate_spec::metric::format_value(Unit::Bytes, v)
             ),
             None => "A member was not measured; see its row above.".to_string(),
         },
@@ -418,7 +418,7 @@ pub fn largest_member(report: &Report) -> Option<(&str, f64)> {
 
 /// The unit a component's sizes were budgeted in (its `activations` budget's,
 /// else its first size budget's), so block figures read like its budgets.
-pub fn size_unit(report: &Report, component: &str) -> Option<crate::units::SizeUnit> {
+pub fn size_unit(report: &Report, component: &str) -> Option<gate_spec::units::SizeUnit> {
     let sizes = || {
         report
             .results
@@ -433,7 +433,7 @@ pub fn size_unit(report: &Report, component: &str) -> Option<crate::units::SizeU
 
 /// A block's (or any) size of `component` in [`size_unit`].
 pub fn size_text(report: &Report, component: &str, bytes: f64) -> String {
-    crate::metric::format_in(Unit::Bytes, size_unit(report, component), bytes)
+    gate_spec::metric::format_in(Unit::Bytes, size_unit(report, component), bytes)
 }
 
 /// The component a group of variants is compared with: the one their

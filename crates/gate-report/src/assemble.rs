@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::budget::Component;
-use crate::metric::Metric;
-use crate::runner::{DeviceInfo, Measurement};
+use gate_runner::{DeviceInfo, Measurement};
+use gate_spec::budget::Component;
+use gate_spec::metric::Metric;
 
 use super::model::*;
 
@@ -140,7 +140,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
 /// (`candle_version`: its version when that is candle, else empty).
 pub fn testbed(
     device: &DeviceInfo,
-    spec: &crate::budget::Spec,
+    spec: &gate_spec::budget::Spec,
     framework: &gate_runner::harness::FrameworkId,
     candle_version: &str,
 ) -> Testbed {

@@ -83,7 +83,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Report, BaselineError> {
     // A negative size or time would "regress" or "improve" against anything.
     for (component, c) in &report.components {
         for (metric, v) in &c.metrics {
-            if v.unit != crate::metric::Unit::One && (v.value < 0.0 || !v.value.is_finite()) {
+            if v.unit != gate_spec::metric::Unit::One && (v.value < 0.0 || !v.value.is_finite()) {
                 return Err(BaselineError::Negative {
                     path: origin.into(),
                     component: component.clone(),

@@ -2,7 +2,7 @@
 //! component's settings (so a comparison that is not made says why) and
 //! which budgets this run's spec added, changed or dropped. Pure.
 
-use crate::budget::Spec;
+use gate_spec::budget::Spec;
 
 use super::model::*;
 
@@ -75,27 +75,29 @@ fn diff_json(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: 
 /// changed row with the baseline's limit and returns one line per change.
 pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline: &Report) -> Vec<String> {
     let mut out = Vec::new();
-    let limit_text = |r: &BudgetResult, op: crate::budget::Op, value: f64| r.limit_text(op, value);
+    let limit_text = |r: &BudgetResult, op: gate_spec::budget::Op, value: f64| r.limit_text(op, value);
     // Looked up by (component, metric), not searched: linear in budgets (#43 item 5).
     let mut old_of: std::collections::HashMap<(&str, &str), &BudgetResult> = std::collections::HashMap::new();
     for b in &baseline.results {
         old_of.entry((b.component.as_str(), b.metric.as_str())).or_insert(b);
     }
-    let now: std::collections::HashSet<(String, String)> = results
+    let now: std::collections::HashSet<(crate::Subject, String)> = results
         .iter()
         .map(|r| (r.component.clone(), r.metric.clone()))
         .collect();
-    let components: std::collections::HashMap<&str, &crate::budget::Component> =
+    let components: std::collections::HashMap<&str, &gate_spec::budget::Component> =
         spec.components.iter().map(|c| (c.name.as_str(), c)).collect();
     for r in results.iter_mut() {
         let old = old_of.get(&(r.component.as_str(), r.metric.as_str())).copied();
         match old {
-            None if baseline.components.contains_key(&r.component) || r.component == "ensemble" => out.push(format!(
-                "{}.{}: budget {} added in this PR",
-                r.component,
-                r.metric,
-                limit_text(r, r.op, r.limit)
-            )),
+            None if r.component.is_ensemble() || baseline.components.contains_key(r.component.as_str()) => {
+                out.push(format!(
+                    "{}.{}: budget {} added in this PR",
+                    r.component,
+                    r.metric,
+                    limit_text(r, r.op, r.limit)
+                ))
+            }
             None => {}
             Some(b) if b.op != r.op || !same_limit(b.limit, r.limit) => {
                 out.push(format!(
@@ -117,7 +119,7 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
         // left out of this run (`--only`) are still in the spec.
         let has = |names: Vec<&str>| names.contains(&b.metric.as_str());
         let dropped = !still
-            && if b.component == "ensemble" {
+            && if b.component.is_ensemble() {
                 spec.ensemble
                     .as_ref()
                     .is_none_or(|e| !has(e.budgets.iter().map(|x| x.metric.name()).collect()))
@@ -184,8 +186,8 @@ pub fn compare_blocks(
 mod tests {
     use super::*;
     use crate::baseline::Outcome;
-    use crate::metric::Metric;
     use crate::verdict::{decide, Reserve, Verdict};
+    use gate_spec::metric::Metric;
     use std::collections::BTreeMap;
     use std::path::Path;
 
@@ -271,7 +273,7 @@ components:
 
     #[test]
     fn a_config_change_is_compared_and_judged_with_the_change_named() {
-        let spec = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
         let base = baseline(&spec, 256, 200e6);
         // +30 % with the config changed: a regression all the same, named.
         let v = run(&spec, &base, 300, 260e6);
@@ -302,7 +304,7 @@ components:
 
     #[test]
     fn settings_and_nested_config_differences_are_named() {
-        let spec = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
         let mut a = component(&spec, 1, 0.0);
         let mut b = a.clone();
         b.batch_size = 64;
@@ -317,9 +319,9 @@ components:
 
     #[test]
     fn budgets_changed_added_or_dropped_in_the_pr_are_listed_and_marked() {
-        let old = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let old = gate_spec::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
         let base = baseline(&old, 256, 200e6);
-        let new = crate::budget::parse(
+        let new = gate_spec::budget::parse(
             Path::new("budgets.yaml"),
             &OLD.replace("activations: < 200 MB", "activations: < 250 MB")
                 .replace("      growth: < 1 MiB\n", "      gradients: < 1 GB\n"),
@@ -337,17 +339,17 @@ components:
         let act = &v.results[1];
         assert_eq!(
             (act.baseline_op, act.baseline_limit),
-            (Some(crate::budget::Op::Lt), Some(200e6))
+            (Some(gate_spec::budget::Op::Lt), Some(200e6))
         );
         assert!(!v.results[0].budget_changed());
     }
 
     #[test]
     fn limits_keep_the_unit_they_were_written_in() {
-        let spec = crate::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
+        let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), OLD).unwrap();
         let v = run(&spec, &Outcome::Missing { reason: "x".into() }, 1, 1.0);
-        let units: Vec<Option<crate::units::SizeUnit>> = v.results.iter().map(|r| r.display_unit).collect();
-        use crate::units::SizeUnit::*;
+        let units: Vec<Option<gate_spec::units::SizeUnit>> = v.results.iter().map(|r| r.display_unit).collect();
+        use gate_spec::units::SizeUnit::*;
         assert_eq!(units, [Some(MB), Some(MB), Some(MiB)]);
         assert_eq!(v.summary.warnings, ["no baseline (x): regressions are not checked"]);
     }

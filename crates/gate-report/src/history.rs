@@ -8,9 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::model::{Report, Status};
-use crate::budget::Op;
-use crate::metric::Unit;
-use crate::units::SizeUnit;
+use gate_spec::budget::Op;
+use gate_spec::metric::Unit;
+use gate_spec::units::SizeUnit;
 
 /// The version of `history.json`.
 pub const SCHEMA: u32 = 1;
@@ -129,7 +129,7 @@ pub fn series(report: &Report, stored: &[Report]) -> History {
                 limit: r.limit,
             });
             Some(Series {
-                component: r.component.clone(),
+                component: r.component.to_string(),
                 metric: r.metric.clone(),
                 unit: r.unit,
                 display_unit: r.display_unit,

@@ -4,10 +4,6 @@
 //! No ML framework is in this crate's dependency tree. Internal to gate:
 //! its API may change in any release.
 
-use gate_probe as probe;
-use gate_runner as runner;
-use gate_spec::{budget, hash, metric, units};
-
 mod assemble;
 pub mod baseline;
 mod compare;

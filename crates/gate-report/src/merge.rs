@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use gate_spec::config::{Node, Value};
 
 use super::model::{ComponentReport, Report, Testbed};
-use crate::budget::Component;
+use gate_spec::budget::Component;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
@@ -233,7 +233,7 @@ mod tests {
         let text = format!(
             "version: 1\ndevice: {{ name: card, capacity: 4 GiB }}\ncomponents:\n  a:\n    workload: mlp\n    batch_size: 4\n    config: {config}\n    budgets: {{ params: < 1 MiB }}\n"
         );
-        crate::budget::parse(std::path::Path::new("budgets.yaml"), &text)
+        gate_spec::budget::parse(std::path::Path::new("budgets.yaml"), &text)
             .unwrap()
             .components
             .remove(0)

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::budget::Op;
-use crate::metric::{Metric, Unit};
-use crate::probe::{BlockStat, Timeline};
-use crate::units::SizeUnit;
+use gate_probe::{BlockStat, Timeline};
+use gate_spec::budget::Op;
+use gate_spec::metric::{Metric, Unit};
+use gate_spec::units::SizeUnit;
 
 pub const SCHEMA: u32 = 1;
 
@@ -117,7 +117,7 @@ impl Testbed {
     }
 }
 
-pub(crate) use crate::hash::fnv1a;
+pub(crate) use gate_spec::hash::fnv1a;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -143,14 +143,14 @@ pub struct ComponentError {
     /// `out_of_memory`, `device` or `process`. Absent in reports of gates
     /// before protocol 3, whose kind is then not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_kind: Option<crate::runner::FailureKind>,
+    pub failure_kind: Option<gate_runner::FailureKind>,
 }
 
 impl ComponentError {
     /// Whether the component's profile failed because an allocation could
     /// not be had (the device's or the host's), as its adapter said.
     pub fn ran_out_of_memory(&self) -> bool {
-        self.kind == ErrorKind::Failed && self.failure_kind == Some(crate::runner::FailureKind::OutOfMemory)
+        self.kind == ErrorKind::Failed && self.failure_kind == Some(gate_runner::FailureKind::OutOfMemory)
     }
 }
 
@@ -280,7 +280,7 @@ pub struct ComponentReport {
     /// backend's exact counter (the counting allocator, the CUDA pool):
     /// `nvml_process` when the model's tensors were not in the CUDA pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_source: Option<crate::probe::MemorySource>,
+    pub memory_source: Option<gate_probe::MemorySource>,
     /// Which trainable parameters the first training step gave a gradient;
     /// absent when the harness could not tell (an older SDK).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -464,11 +464,119 @@ pub struct Interval {
     pub samples: usize,
 }
 
+/// Whose budget a result judges: a component (or a variant's,
+/// `NAME@VARIANT`), or the ensemble. Written in reports as the component's
+/// name, and `ensemble` for the ensemble, a name no spec may give a
+/// component (gate-spec refuses it), so the text is never ambiguous.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// A component or a variant, by its name in the report.
+    Component(String),
+    /// The ensemble's own rows (`total`, `headroom`).
+    Ensemble,
+}
+
+impl Subject {
+    /// How reports write the ensemble.
+    pub const ENSEMBLE: &'static str = "ensemble";
+
+    /// The name reports write.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Subject::Component(name) => name,
+            Subject::Ensemble => Subject::ENSEMBLE,
+        }
+    }
+
+    /// Whether this is the ensemble's row.
+    pub fn is_ensemble(&self) -> bool {
+        matches!(self, Subject::Ensemble)
+    }
+
+    /// The component's name; `None` for the ensemble.
+    pub fn component(&self) -> Option<&str> {
+        match self {
+            Subject::Component(name) => Some(name),
+            Subject::Ensemble => None,
+        }
+    }
+}
+
+impl From<&str> for Subject {
+    fn from(name: &str) -> Self {
+        if name == Subject::ENSEMBLE {
+            Subject::Ensemble
+        } else {
+            Subject::Component(name.to_string())
+        }
+    }
+}
+
+impl From<String> for Subject {
+    fn from(name: String) -> Self {
+        if name == Subject::ENSEMBLE {
+            Subject::Ensemble
+        } else {
+            Subject::Component(name)
+        }
+    }
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A subject compared with a written name (`r.component == "tft"`).
+impl PartialEq<&str> for Subject {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for Subject {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<String> for Subject {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+/// Ordered as reports list them: by the written name.
+impl Ord for Subject {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for Subject {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Serialize for Subject {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Subject {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Subject::from)
+    }
+}
+
 /// One budget's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetResult {
-    /// The component's name, or `ensemble`.
-    pub component: String,
+    /// Whose budget: a component's, or the ensemble's.
+    pub component: Subject,
     /// A metric name, or `total` / `headroom` for the ensemble.
     pub metric: String,
     pub unit: Unit,
@@ -525,11 +633,11 @@ impl BudgetResult {
     /// A limit's figure as written, without its comparison: `300 MB`, `10 s`.
     pub fn limit_value_text(&self, value: f64) -> String {
         if self.unit == Unit::Ms && self.limit_in_seconds {
-            return crate::metric::format_limit_in_seconds("", value)
+            return gate_spec::metric::format_limit_in_seconds("", value)
                 .trim_start()
                 .to_string();
         }
-        crate::metric::format_limit(self.unit, self.display_unit, "", value)
+        gate_spec::metric::format_limit(self.unit, self.display_unit, "", value)
             .trim_start()
             .to_string()
     }

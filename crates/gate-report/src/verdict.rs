@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::budget::{Limit, Spec};
-use crate::metric::{Metric, Unit};
+use gate_spec::budget::{Limit, Spec};
+use gate_spec::metric::{Metric, Unit};
 
 use super::baseline::Outcome;
 use super::compare::{budget_changes, what_changed};
@@ -80,7 +80,7 @@ fn interval(report: &ComponentReport, metric: Metric) -> Option<Interval> {
 /// A step-time ratio timed in interleaved pairs is their median instead.
 fn ratio(components: &BTreeMap<String, ComponentReport>, report: &ComponentReport, metric: Metric) -> Option<f64> {
     if metric == Metric::StepTimeRatio && !report.step_time_ratios.is_empty() {
-        return Some(crate::runner::median(&report.step_time_ratios)).filter(|v| v.is_finite());
+        return Some(gate_runner::median(&report.step_time_ratios)).filter(|v| v.is_finite());
     }
     let of = metric.ratio_of()?;
     // The reference's own profile did not reach its loss (it does not fit
@@ -110,7 +110,7 @@ fn loss_from_ratio_steps(components: &BTreeMap<String, ComponentReport>, report:
 }
 
 /// Component `c`'s ratio budgets (`loss_ratio`, `step_time_ratio`), by metric.
-fn ratio_budgets(c: &crate::budget::Component) -> impl Iterator<Item = Metric> + '_ {
+fn ratio_budgets(c: &gate_spec::budget::Component) -> impl Iterator<Item = Metric> + '_ {
     c.budgets.iter().map(|b| b.metric).filter(|m| m.ratio_of().is_some())
 }
 
@@ -200,8 +200,8 @@ fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> V
                 c.name,
                 ratios.join(" and "),
                 c.name,
-                crate::units::Bytes(spec.device.capacity.0),
-                crate::units::Bytes(freed),
+                gate_spec::units::Bytes(spec.device.capacity.0),
+                gate_spec::units::Bytes(freed),
             ));
         }
         if ratios.contains(&"loss_ratio") && loss_from_ratio_steps(components, report) {
@@ -270,7 +270,7 @@ fn not_measured_ratio(
                 .map(|b| {
                     format!(
                         " (its tensors held {} when an allocation failed)",
-                        crate::units::Bytes(b)
+                        gate_spec::units::Bytes(b)
                     )
                 })
                 .unwrap_or_default();
@@ -279,7 +279,7 @@ fn not_measured_ratio(
                  so `{metric}` cannot be measured on this card; hint: measure it on a larger GPU with \
                  `--emulate-capacity` (the ratio steps run with the emulation lifted), or keep ratio budgets \
                  out of the spec this card runs",
-                crate::units::Bytes(spec.device.capacity.0),
+                gate_spec::units::Bytes(spec.device.capacity.0),
                 e.phase.as_deref().unwrap_or("unknown"),
             )
         }
@@ -322,8 +322,8 @@ pub fn ratios_beyond_card(spec: &Spec, baseline: &Report) -> Vec<String> {
                  the card itself can never measure {them}; with `--emulate-capacity` on a larger GPU {are} \
                  measured with the emulation lifted",
                 ratios.join(" and "),
-                crate::units::Bytes(peak as u64),
-                crate::units::Bytes(capacity),
+                gate_spec::units::Bytes(peak as u64),
+                gate_spec::units::Bytes(capacity),
             ));
         }
     }
@@ -378,7 +378,7 @@ pub fn decide_acknowledged(
     });
     for r in results.iter().filter(|r| r.status == Status::Inconclusive) {
         warnings.push(Warning::new(
-            Some(&r.component),
+            Some(r.component.as_str()),
             WarningKind::Inconclusive,
             format!(
                 "{}.{}: inconclusive: {}",
@@ -390,9 +390,10 @@ pub fn decide_acknowledged(
     }
     for r in results.iter().filter(|r| r.status == Status::NotMeasured) {
         // A component that was not run already has its one warning.
-        if r.component == "ensemble" || components.get(&r.component).is_some_and(|c| c.error.is_none()) {
+        let measured = |name: &str| components.get(name).is_some_and(|c| c.error.is_none());
+        if r.component.component().is_none_or(measured) {
             warnings.push(Warning::new(
-                Some(&r.component),
+                Some(r.component.as_str()),
                 WarningKind::NotMeasured,
                 format!("{}.{}: {}", r.component, r.metric, r.reason.clone().unwrap_or_default()),
             ));
@@ -435,10 +436,10 @@ fn leak_warnings(results: &[BudgetResult]) -> Vec<Warning> {
             let text = format!(
                 "{c}: growth ({}) and inference_peak both fail: what leaks across steps is still live in inference, \
                  so the leak is the likely cause of both; fix it first (docs/sdk.md §7, `growth`)",
-                crate::units::Bytes(grown as u64),
+                gate_spec::units::Bytes(grown as u64),
                 c = g.component
             );
-            out.push(Warning::new(Some(&g.component), WarningKind::Leak, text));
+            out.push(Warning::new(Some(g.component.as_str()), WarningKind::Leak, text));
         }
     }
     out
@@ -566,8 +567,8 @@ fn component_warnings(
                 WarningKind::ParamsDisagree,
                 format!(
                     "{name}: measured params ({}) and the closed form ({}) disagree",
-                    crate::units::Bytes(p as u64),
-                    crate::units::Bytes(a as u64)
+                    gate_spec::units::Bytes(p as u64),
+                    gate_spec::units::Bytes(a as u64)
                 ),
             ));
         }
@@ -595,8 +596,8 @@ fn untrained_text(name: &str, c: &gate_runner::GradientCoverage) -> String {
         UNTRAINED_LEAD,
         c.without_gradient,
         c.tensors,
-        crate::units::Bytes(c.without_gradient_bytes),
-        crate::units::Bytes(c.bytes),
+        gate_spec::units::Bytes(c.without_gradient_bytes),
+        gate_spec::units::Bytes(c.bytes),
     )
 }
 
@@ -614,8 +615,8 @@ fn untrained_reason(c: &gate_runner::GradientCoverage) -> String {
 /// When they differ, the baseline's figure is shown and the reason said.
 fn judge_component_budget(
     spec: &Spec,
-    c: &crate::budget::Component,
-    b: &crate::budget::Budget,
+    c: &gate_spec::budget::Component,
+    b: &gate_spec::budget::Budget,
     report: &ComponentReport,
     components: &BTreeMap<String, ComponentReport>,
     base: Option<&ComponentReport>,
@@ -684,7 +685,7 @@ fn judge_component_budget(
         (r, None) => r,
     };
     BudgetResult {
-        component: c.name.clone(),
+        component: Subject::Component(c.name.clone()),
         metric: b.metric.name().to_string(),
         unit: b.metric.unit(),
         op: b.limit.op,
@@ -717,7 +718,7 @@ fn failed_later(e: &ComponentError) -> String {
 
 /// Why an interval is inconclusive, e.g. `the 96.5 % interval of 15 pairs,
 /// 1.80 to 2.10, straddles the limit < 2`.
-fn straddles(b: &crate::budget::Budget, i: &Interval) -> String {
+fn straddles(b: &gate_spec::budget::Budget, i: &Interval) -> String {
     let unit = b.metric.unit();
     let what = if b.metric == Metric::StepTimeRatio {
         "pairs"
@@ -728,17 +729,17 @@ fn straddles(b: &crate::budget::Budget, i: &Interval) -> String {
         "the {:.1} % interval of {} {what}, {} to {}, straddles the limit {} {}",
         i.confidence * 100.0,
         i.samples,
-        crate::metric::format_value(unit, i.low),
-        crate::metric::format_value(unit, i.high),
+        gate_spec::metric::format_value(unit, i.low),
+        gate_spec::metric::format_value(unit, i.high),
         b.limit.op,
-        crate::metric::format_value(unit, b.limit.value)
+        gate_spec::metric::format_value(unit, b.limit.value)
     )
 }
 
 /// The ensemble's total and headroom, and one result per ensemble budget.
 fn judge_ensemble(
     spec: &Spec,
-    e: &crate::budget::Ensemble,
+    e: &gate_spec::budget::Ensemble,
     components: &BTreeMap<String, ComponentReport>,
     baseline: Option<&Report>,
     reserve: Reserve,
@@ -774,7 +775,7 @@ fn judge_ensemble(
         .budgets
         .iter()
         .map(|b| {
-            use crate::budget::EnsembleMetric;
+            use gate_spec::budget::EnsembleMetric;
             let of = |x: &EnsembleReport| match b.metric {
                 EnsembleMetric::Total => x.total_bytes.map(|v| v as f64),
                 EnsembleMetric::Headroom => x.headroom_bytes.map(|v| v as f64),
@@ -803,7 +804,7 @@ fn judge_ensemble(
                 None => unmeasured_ensemble(&report, components),
             };
             BudgetResult {
-                component: "ensemble".into(),
+                component: Subject::Ensemble,
                 metric: b.metric.name().into(),
                 unit: Unit::Bytes,
                 op: b.limit.op,
@@ -919,7 +920,7 @@ ensemble:
 ";
 
     fn spec() -> Spec {
-        crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap()
+        gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap()
     }
 
     #[test]
@@ -995,7 +996,7 @@ ensemble:
 
     #[test]
     fn a_leak_that_inflates_the_inference_peak_is_named_as_its_likely_cause() {
-        let spec = crate::budget::parse(
+        let spec = gate_spec::budget::parse(
             Path::new("budgets.yaml"),
             "version: 1\ndevice: { name: card, capacity: 1 GiB }\ncomponents:\n  a:\n    workload: mlp\n    budgets: { growth: < 16 KiB, inference_peak: < 1 MiB }\n  b:\n    workload: mlp\n    budgets: { growth: < 16 KiB, inference_peak: < 1 MiB }\n",
         )
@@ -1025,7 +1026,7 @@ ensemble:
 
     #[test]
     fn a_time_limit_is_shown_in_the_unit_it_was_written_in() {
-        let spec = crate::budget::parse(
+        let spec = gate_spec::budget::parse(
             Path::new("budgets.yaml"),
             "version: 1\ndevice: { name: card, capacity: 1000 B }\ncomponents:\n  a:\n    workload: mlp\n    budgets:\n      step_time: < 10 s\n  b:\n    workload: mlp\n    budgets:\n      step_time: < 1500 ms\n",
         )
@@ -1297,7 +1298,7 @@ ensemble:
             phase: Some("inference".into()),
             reason: "the profile exited with status 1".into(),
             peak_bytes: None,
-            failure_kind: Some(crate::runner::FailureKind::Model),
+            failure_kind: Some(gate_runner::FailureKind::Model),
         });
         for strict in [false, true] {
             let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, strict);
@@ -1309,7 +1310,7 @@ ensemble:
                 b_rows[0].reason.as_deref(),
                 Some("measured, but the component then failed in phase inference: the profile exited with status 1")
             );
-            let ensemble: Vec<_> = v.results.iter().filter(|r| r.component == "ensemble").collect();
+            let ensemble: Vec<_> = v.results.iter().filter(|r| r.component.is_ensemble()).collect();
             assert!(ensemble.iter().all(|r| r.status == Status::Fail), "{ensemble:?}");
             assert!(v
                 .results
@@ -1415,7 +1416,7 @@ ensemble:
             phase: Some("forward".into()),
             reason: "out of memory".into(),
             peak_bytes: None,
-            failure_kind: Some(crate::runner::FailureKind::OutOfMemory),
+            failure_kind: Some(gate_runner::FailureKind::OutOfMemory),
         });
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
         assert_eq!(
@@ -1472,7 +1473,7 @@ components:
       half: { dtype: bf16, budgets: { loss_ratio: < 1.01 } }
 ";
 
-    fn report(c: &crate::budget::Component, loss: f64, ms: f64) -> ComponentReport {
+    fn report(c: &gate_spec::budget::Component, loss: f64, ms: f64) -> ComponentReport {
         let mut r = crate::not_measured_report(c, "");
         r.error = None;
         for (m, v) in [(Metric::Loss, loss), (Metric::StepTime, ms)] {
@@ -1489,7 +1490,7 @@ components:
 
     #[test]
     fn variants_are_judged_by_their_ratios_to_the_reference() {
-        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
         let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["t", "t@plain", "t@half"]);
         let refs: Vec<Option<&str>> = spec.components.iter().map(|c| c.reference.as_deref()).collect();
@@ -1540,7 +1541,7 @@ components:
             phase: Some("backward".into()),
             reason: "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
             peak_bytes: Some(900),
-            failure_kind: Some(crate::runner::FailureKind::OutOfMemory),
+            failure_kind: Some(gate_runner::FailureKind::OutOfMemory),
         });
         let t = reports.get_mut("t").unwrap();
         t.step_time_ratios = vec![1.2; 15];
@@ -1554,7 +1555,7 @@ components:
 
     #[test]
     fn figures_not_from_the_cuda_pool_are_noted_with_the_candle_never_silent() {
-        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
         let mut reports: BTreeMap<String, ComponentReport> = spec
             .components
             .iter()
@@ -1576,7 +1577,7 @@ components:
         assert_eq!(v.summary.notes, Vec::<String>::new());
 
         for name in ["t", "t@half"] {
-            reports.get_mut(name).unwrap().memory_source = Some(crate::probe::MemorySource::NvmlProcess);
+            reports.get_mut(name).unwrap().memory_source = Some(gate_probe::MemorySource::NvmlProcess);
         }
         let v = decide(&spec, &reports, &none, &testbed, reserve, false);
         assert_eq!(
@@ -1601,7 +1602,7 @@ components:
 
     #[test]
     fn ratios_stepped_with_the_emulation_lifted_are_measured_and_noted_never_warned() {
-        let mut spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let mut spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
         spec.components.retain(|c| c.name != "t@half");
         let reports = emulated(&spec);
         let reserve = Reserve {
@@ -1654,7 +1655,7 @@ components:
 
     #[test]
     fn a_baseline_whose_reference_outgrows_the_card_names_the_ratios_it_can_never_measure() {
-        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
         let mut components: BTreeMap<String, ComponentReport> = spec
             .components
             .iter()
@@ -1719,7 +1720,7 @@ components:
 
     /// 15 pair ratios spread evenly over `low..=high`, and 7 step times.
     fn verdict(low: f64, high: f64, steps: &[f64], strict: bool) -> Verdict {
-        let spec = crate::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
+        let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
         let reports: BTreeMap<String, ComponentReport> = spec
             .components
             .iter()
@@ -1727,7 +1728,7 @@ components:
                 let mut r = crate::not_measured_report(c, "");
                 r.error = None;
                 r.step_times_ms = steps.to_vec();
-                let ms = crate::runner::median(steps);
+                let ms = gate_runner::median(steps);
                 r.metrics.insert(
                     Metric::StepTime,
                     MetricValue {

@@ -342,7 +342,7 @@ pub fn run_child(
 /// number. Taken out, not kept: the report never shows a figure gate did
 /// not believe.
 fn drop_impossible(m: &mut Measurement) -> Option<String> {
-    use crate::metric::{Metric, Unit};
+    use gate_spec::metric::{Metric, Unit};
     let bad = |metric: Metric, v: f64| {
         let signed = matches!(metric, Metric::Loss | Metric::LossRatio);
         !v.is_finite() || (!signed && v < 0.0) || (metric.unit() == Unit::Bytes && v > u64::MAX as f64)

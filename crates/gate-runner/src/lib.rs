@@ -19,9 +19,6 @@ pub mod pool;
 pub mod timing;
 pub mod timing_lock;
 
-use gate_probe as probe;
-use gate_spec::metric;
-
 pub use child::{
     begin_writing, emit, forward_signals, infrastructure_failure, interrupted, run_child, ChildArgs, ChildEvent,
     PANIC_LINE,

@@ -5,8 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metric::Metric;
-use crate::probe::BlockStat;
+use gate_probe::BlockStat;
+use gate_spec::metric::Metric;
 
 /// The phases of a profile, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,7 +81,7 @@ impl FailureKind {
     }
 }
 
-pub use crate::probe::DeviceInfo;
+pub use gate_probe::DeviceInfo;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Measurement {
@@ -138,7 +138,7 @@ pub struct Measurement {
     /// Live bytes over the steady training step and the first inference
     /// call, sampled at every scope boundary and phase mark.
     #[serde(default)]
-    pub timeline: Option<crate::probe::Timeline>,
+    pub timeline: Option<gate_probe::Timeline>,
     /// The `ratio` phase: variant step time / reference step time, one per
     /// interleaved pair.
     #[serde(default)]
@@ -167,7 +167,7 @@ pub struct Measurement {
     /// Where the byte figures come from: the probe's exact counter, or NVML
     /// per process when the framework's tensors were not in the CUDA pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_source: Option<crate::probe::MemorySource>,
+    pub memory_source: Option<gate_probe::MemorySource>,
     /// Which trainable parameters the first backward gave a gradient
     /// (`None`: the adapter cannot tell).
     #[serde(default, skip_serializing_if = "Option::is_none")]

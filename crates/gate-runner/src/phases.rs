@@ -10,10 +10,10 @@ use std::time::Instant;
 use crate::adapter::{Error, Session, Train, Unbuilt};
 use crate::fault;
 use crate::measurement::{Failure, Measurement, Phase};
-use crate::metric::Metric;
-use crate::probe::{mark, Recorder, Sampler};
 use crate::timing::{median, MIN_PAIRS, PAIR_SECONDS};
 use crate::timing_lock::Turn;
+use gate_probe::{mark, Recorder, Sampler};
+use gate_spec::metric::Metric;
 
 pub use gate_spec::budget::Timing;
 
@@ -259,7 +259,7 @@ impl<'a, S: Session> Profile<'a, S> {
     }
 
     /// Tells the probe the parameters are built (see
-    /// [`MemoryProbe::params_built`](crate::probe::MemoryProbe::params_built));
+    /// [`MemoryProbe::params_built`](gate_probe::MemoryProbe::params_built));
     /// the source it settles on is recorded when the profile ends.
     fn settle_source(&mut self, phase: Phase) -> PhaseResult<()> {
         self.rec.probe().params_built().map_err(|e| (phase, source_error(e)))
@@ -504,7 +504,7 @@ fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained: i64) {
 const INFERENCE_GROWTH_CALLS: usize = 2;
 
 /// A probe that cannot measure where the model's bytes are, as the phase's error.
-fn source_error(e: crate::probe::BackendError) -> Error {
+fn source_error(e: gate_probe::BackendError) -> Error {
     match e.hint() {
         Some(h) => Error::msg(format!("{} (hint: {h})", e.message)),
         None => Error::msg(e.message),
@@ -677,7 +677,7 @@ mod tests {
 
     use super::*;
     use crate::adapter::{Analytic, Result};
-    use crate::probe::{BackendError, MemoryProbe, MemorySource};
+    use gate_probe::{BackendError, MemoryProbe, MemorySource};
 
     const PARAMS: u64 = 4096;
     /// A library workspace the first forward allocates and keeps (cuBLAS's).

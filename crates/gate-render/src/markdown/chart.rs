@@ -7,8 +7,8 @@
 use std::fmt::Write;
 
 use super::escape::mermaid_text;
-use crate::report::{ComponentReport, Report};
 use crate::view::{self, Row};
+use gate_report::{ComponentReport, Report};
 
 /// Bars are cut at this % so one 1,500 % figure does not flatten the rest;
 /// the label keeps the real figure.
@@ -76,7 +76,7 @@ pub(super) fn budget_chart(report: &Report) -> String {
 /// A failing component's top blocks by bytes kept for backward, with the
 /// `(unattributed)` rest; none when fewer than two blocks were scoped.
 pub(super) fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> String {
-    use crate::units::SizeUnit;
+    use gate_spec::units::SizeUnit;
     let top = view::top_blocks(c, super::TOP_BLOCKS);
     if top.iter().filter(|b| b.name != view::UNATTRIBUTED).count() < 2 {
         return String::new();
@@ -87,7 +87,7 @@ pub(super) fn blocks_chart(report: &Report, name: &str, c: &ComponentReport) -> 
     let min = top.iter().map(|b| b.retained_bytes.min(0)).min().unwrap_or(0) as f64;
     // The unit of the component's budgets, as the table beside it; else MiB
     // (KiB for a small model).
-    let unit = view::size_unit(report, name).unwrap_or(if max < crate::units::MIB as f64 {
+    let unit = view::size_unit(report, name).unwrap_or(if max < gate_spec::units::MIB as f64 {
         SizeUnit::KiB
     } else {
         SizeUnit::MiB

@@ -6,8 +6,8 @@ use std::fmt::Write;
 
 use super::escape;
 use super::escape::code;
-use crate::metric::{format_in, format_limit, Unit};
-use crate::report::history::{Point, Series};
+use gate_report::history::{Point, Series};
+use gate_spec::metric::{format_in, format_limit, Unit};
 
 pub(super) fn section(series: &[Series]) -> String {
     if series.is_empty() {
@@ -46,7 +46,7 @@ pub(super) fn section(series: &[Series]) -> String {
                 "| {commit} | {} | {} | {used} |",
                 value(p),
                 escape(&if s.unit == Unit::Ms && s.limit_in_seconds {
-                    crate::metric::format_limit_in_seconds(p.op.symbol(), p.limit)
+                    gate_spec::metric::format_limit_in_seconds(p.op.symbol(), p.limit)
                 } else {
                     format_limit(s.unit, s.display_unit, p.op.symbol(), p.limit)
                 })

@@ -8,9 +8,9 @@ use super::escape;
 use super::escape::{code, escape_max};
 use super::sections::baseline_phrase;
 use super::Links;
-use crate::report::{Report, Status};
-use crate::units::Bytes;
 use crate::view::{self, Rank, Row};
+use gate_report::{Report, Status};
+use gate_spec::units::Bytes;
 
 /// At most this many warnings are listed one by one.
 const MAX_WARNINGS: usize = 30;
@@ -182,7 +182,7 @@ fn status_cell(report: &Report, r: &Row) -> String {
         Status::Fail => "❌ **fail**".into(),
         Status::Regressed => format!(
             "📈 **regressed** (> {}%)",
-            crate::units::trim_float(res.tolerance_percent)
+            gate_spec::units::trim_float(res.tolerance_percent)
         ),
         Status::NotMeasured => "⚪ not measured".into(),
         Status::Acknowledged => match &report.summary.acknowledgement {

@@ -6,8 +6,8 @@ use std::fmt::Write;
 use super::escape;
 use super::escape::{code_safe, escape_max, fence_for};
 use super::DIFFERENT_TESTBED;
-use crate::report::Report;
 use crate::view::{self, UNATTRIBUTED};
+use gate_report::Report;
 
 /// Components with `variants:`: each variant's settings and metrics side by
 /// side, with the loss and step-time ratios against the reference.
@@ -32,7 +32,7 @@ pub(super) fn variants_section(report: &Report) -> String {
                 .iter()
                 .map(|metric| {
                     c.value(*metric)
-                        .map_or("—".into(), |v| crate::metric::format_value(metric.unit(), v))
+                        .map_or("—".into(), |v| gate_spec::metric::format_value(metric.unit(), v))
                 })
                 .collect();
             let _ = writeln!(
@@ -75,7 +75,7 @@ pub(super) fn blocks_section(report: &Report, links: &super::Links) -> String {
             out,
             "**{}**: activation memory kept for backward, by block{}\n",
             escape(name),
-            c.value(crate::metric::Metric::Activations)
+            c.value(gate_spec::metric::Metric::Activations)
                 .map(|a| format!(" (activations {})", view::size_text(report, name, a)))
                 .unwrap_or_default()
         );

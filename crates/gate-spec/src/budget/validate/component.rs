@@ -11,6 +11,9 @@ use crate::budget::Component;
 use crate::config;
 use crate::config::Pos;
 
+/// The name the reports give the ensemble's rows: no component may take it.
+const ENSEMBLE: &str = "ensemble";
+
 pub(super) fn validate_component(
     cx: &mut Ctx,
     name: &str,
@@ -26,6 +29,15 @@ pub(super) fn validate_component(
             name_pos,
             format!("component name `{name}` is not a plain name"),
             "use letters, digits, `_` and `-` only",
+        );
+    } else if name == ENSEMBLE {
+        // Every report, JUnit file and comment names the ensemble's rows
+        // (`total`, `headroom`) so: a component of that name would be read
+        // as the ensemble's.
+        cx.err(
+            name_pos,
+            "component name `ensemble` is reserved: the report names the ensemble's own rows so".to_string(),
+            "name the component after its model (e.g. `ensemble_net`); the ensemble's budgets go under the top-level `ensemble:`",
         );
     }
     let config_node = find(entries, "config");
