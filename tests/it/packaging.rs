@@ -863,3 +863,188 @@ fn binstall_finds_the_release_archive_and_the_binary_in_it() {
     let names = text(&listing.stdout);
     assert!(names.lines().any(|l| l == inside), "{inside} in {names}");
 }
+
+/// A stand-in `minisign` for the signing rehearsal (this machine has none):
+/// `-G -W -p PUB -s KEY` writes a key pair in minisign's file layout (a
+/// comment line, then the key); `-S -W -s KEY -m FILE -x SIG -t COMMENT`
+/// writes a "signature" binding the key, the file's SHA-256 and the
+/// comment; `-V -p PUB -m FILE -x SIG` checks it. The real tool's flags, as
+/// its manual gives them; the cryptography is not what is rehearsed.
+const FAKE_MINISIGN: &str = r#"#!/usr/bin/env bash
+set -eu
+mode= pub= key= file= sig= comment= nopass=
+while [ $# -gt 0 ]; do
+  case $1 in
+    -G|-S|-V) mode=$1 ;;
+    -W) nopass=1 ;;
+    -p) pub=$2; shift ;;
+    -s) key=$2; shift ;;
+    -m) file=$2; shift ;;
+    -x) sig=$2; shift ;;
+    -t) comment=$2; shift ;;
+    -q) ;;
+    *) echo "fake minisign: unknown $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+case $mode in
+  -G) [ -n "$nopass" ] || { echo "would prompt for a password" >&2; exit 3; }
+      id=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+      printf 'untrusted comment: minisign public key\nRWQ%s%s\n' "$id" "$(printf 'A%.0s' $(seq 1 21))" > "$pub"
+      printf 'untrusted comment: minisign secret key\n%s\n' "$id" > "$key" ;;
+  -S) [ -n "$nopass" ] || { echo "would prompt for a password" >&2; exit 3; }
+      printf '%s %s %s\n' "$(cat "$key" | tail -n1)" "$(sha256sum "$file" | cut -d' ' -f1)" "$comment" > "$sig" ;;
+  -V) id=$(tail -n1 "$pub" | cut -c4-35)
+      [ "$(cut -d' ' -f1-2 "$sig")" = "$id $(sha256sum "$file" | cut -d' ' -f1)" ] ;;
+esac
+"#;
+
+/// `cargo binstall gate-cli` verifies what it downloads (#41 item 15):
+/// binstall checks a minisign signature `<archive>.sig` against the key in
+/// the published crate's `[package.metadata.binstall.signing]`
+/// (cargo-binstall's SIGNING.md). scripts/sign-release.sh signs every
+/// archive SHA256SUMS lists with a key made for the release, prints the
+/// public key and keeps no secret key; scripts/set-binstall-key.sh writes
+/// the public key where binstall reads it. Rehearsed with a stand-in
+/// minisign (none here): the files, the names and the key's fate.
+#[test]
+fn a_release_is_signed_for_binstall_with_a_key_that_is_then_gone() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("minisign");
+    std::fs::write(&fake, FAKE_MINISIGN).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tmp = t.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let dist = t.path().join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    let archives = [
+        "gate-v1.2.3-x86_64-unknown-linux-gnu.tar.gz",
+        "gate-v1.2.3-x86_64-unknown-linux-gnu-cuda.tar.gz",
+    ];
+    let mut sums = String::new();
+    for a in archives {
+        std::fs::write(dist.join(a), a.as_bytes()).unwrap();
+        sums.push_str(&format!("{}  {a}\n", "0".repeat(64)));
+    }
+    std::fs::write(dist.join("SHA256SUMS"), &sums).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let sign = |dist: &Path| {
+        Command::new("bash")
+            .arg(root.join("scripts/sign-release.sh"))
+            .arg(dist)
+            .arg("v1.2.3")
+            .env("PATH", &path)
+            .env("TMPDIR", &tmp)
+            .output()
+            .unwrap()
+    };
+    let o = sign(&dist);
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    // binstall fetches `{ url }.sig`: the archive's own name, plus `.sig`.
+    for a in archives {
+        let sig = std::fs::read_to_string(dist.join(format!("{a}.sig"))).unwrap();
+        assert!(sig.ends_with(&format!("gate v1.2.3: {a}\n")), "{sig}");
+    }
+    let out = text(&o.stdout);
+    let pubkey = out.strip_prefix("pubkey=").unwrap().trim_end().to_string();
+    assert_eq!(out.lines().count(), 1, "stdout is the one output line: {out}");
+    assert!(pubkey.starts_with("RW") && pubkey.len() == 56, "{pubkey}");
+    // The secret key's folder is gone with the script.
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "a key was left in TMPDIR");
+
+    // A SHA256SUMS that names a path outside the folder is refused.
+    let evil = t.path().join("evil");
+    std::fs::create_dir_all(&evil).unwrap();
+    std::fs::write(
+        evil.join("SHA256SUMS"),
+        format!("{}  ../dist/{}\n", "0".repeat(64), archives[0]),
+    )
+    .unwrap();
+    let o = sign(&evil);
+    assert_eq!(o.status.code(), Some(1), "{}", common::output_text(&o));
+    assert!(text(&o.stderr).contains("not a file of"), "{}", text(&o.stderr));
+
+    // The key, where binstall reads it: gate-cli's manifest, once.
+    let manifest = t.path().join("Cargo.toml");
+    std::fs::copy(root.join("crates/gate-cli/Cargo.toml"), &manifest).unwrap();
+    let set = |key: &str| {
+        Command::new("bash")
+            .arg(root.join("scripts/set-binstall-key.sh"))
+            .arg(key)
+            .arg(&manifest)
+            .output()
+            .unwrap()
+    };
+    let o = set(&pubkey);
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    let doc: toml_edit::DocumentMut = std::fs::read_to_string(&manifest).unwrap().parse().unwrap();
+    let signing = &doc["package"]["metadata"]["binstall"]["signing"];
+    assert_eq!(signing["algorithm"].as_str(), Some("minisign"));
+    assert_eq!(signing["pubkey"].as_str(), Some(pubkey.as_str()));
+    assert_eq!(doc["package"]["metadata"]["binstall"]["pkg-fmt"].as_str(), Some("tgz"));
+    let again = set(&pubkey);
+    assert_eq!(again.status.code(), Some(1), "a second key is refused");
+    let bad = set("not-a-key");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        text(&bad.stderr).contains("is not a minisign public key"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
+
+/// The release workflow wires the signing: the `release` job signs after
+/// its checks and uploads each archive's `.sig`, hands the public key on
+/// as an output, and `crates-io` writes it into gate-cli's manifest before
+/// packaging anything, then publishes the (so dirty) tree.
+#[test]
+fn the_release_workflow_signs_for_binstall_and_publishes_the_key() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(".github/workflows/gate-release.yml")).unwrap();
+    let docs = YamlLoader::load_from_str(&text).unwrap();
+    let jobs = &docs[0]["jobs"];
+    let release = &jobs["release"];
+    assert_eq!(
+        release["outputs"]["binstall-pubkey"].as_str(),
+        Some("${{ steps.sign.outputs.pubkey }}")
+    );
+    let steps = release["steps"].as_vec().unwrap();
+    let at = |id: &str| steps.iter().position(|s| s["id"].as_str() == Some(id)).unwrap();
+    let run_at = |needle: &str| {
+        steps
+            .iter()
+            .position(|s| s["run"].as_str().is_some_and(|r| r.contains(needle)))
+            .unwrap()
+    };
+    assert!(
+        at("sign") > run_at("sha256sum -c SHA256SUMS"),
+        "signed after the files are checked"
+    );
+    assert!(
+        at("sign") < run_at("gh release create"),
+        "signed before the release is published"
+    );
+    let create = steps[run_at("gh release create")]["run"].as_str().unwrap();
+    assert!(
+        create.contains("\"${sigs[@]}\"") && create.contains("/%/.sig"),
+        "{create}"
+    );
+    let crates = jobs["crates-io"]["steps"].as_vec().unwrap();
+    let crun = |needle: &str| {
+        crates
+            .iter()
+            .position(|s| s["run"].as_str().is_some_and(|r| r.contains(needle)))
+            .unwrap_or_else(|| panic!("no step runs {needle}"))
+    };
+    let key = crun("scripts/set-binstall-key.sh");
+    assert_eq!(
+        crates[key]["env"]["PUBKEY"].as_str(),
+        Some("${{ needs.release.outputs.binstall-pubkey }}")
+    );
+    assert!(key < crun("cargo package --workspace --locked --allow-dirty"));
+    assert!(key < crun("scripts/publish.sh --no-verify --allow-dirty"));
+}

@@ -433,10 +433,14 @@ fn workflow_publish_command() -> String {
 /// The workflow's command, here: to the rehearsal's registry, from a work
 /// tree that may hold uncommitted changes. `extra` goes after it.
 fn publish(registry: &Registry, home: &Path, target: &Path, extra: &str) -> Output {
-    let command = format!(
-        "{} --registry {REGISTRY} --allow-dirty {extra}",
-        workflow_publish_command()
-    );
+    let workflow = workflow_publish_command();
+    // The workflow publishes a tree it changed itself (the binstall key).
+    let dirty = if workflow.contains("--allow-dirty") {
+        ""
+    } else {
+        "--allow-dirty"
+    };
+    let command = format!("{workflow} --registry {REGISTRY} {dirty} {extra}");
     let var = REGISTRY.to_uppercase().replace('-', "_");
     let mut cmd = Command::new("bash");
     cmd.arg("-c").arg(&command);
