@@ -74,7 +74,7 @@ fn timed_with_a_variant() -> Report {
     let result =
         |component: &str, metric: &str, unit, limit, measured, status, line, reason: Option<&str>| BudgetResult {
             component: component.into(),
-            metric: metric.into(),
+            metric: gate_report::MetricId::parse(metric),
             unit,
             op: gate_spec::budget::Op::Lt,
             limit,

@@ -318,7 +318,7 @@ fn cases_summary<'a>(results: impl IntoIterator<Item = &'a BudgetResult>) -> Cou
 /// The time of the phases that measured `r`'s metric in `c`'s profile
 /// (none for a budget with no value: nothing measured it).
 fn metric_seconds(c: &ComponentReport, r: &BudgetResult) -> f64 {
-    let Some(metric) = Metric::parse(&r.metric).filter(|_| r.measured.is_some()) else {
+    let Some(metric) = r.metric.metric().filter(|_| r.measured.is_some()) else {
         return 0.0;
     };
     let phases: Vec<String> = gate_runner::measured_in(metric).iter().map(|p| p.to_string()).collect();

@@ -90,7 +90,7 @@ fn results_table(out: &mut String, report: &Report, color: bool, with_baseline: 
     for r in &report.results {
         let row = super::view::row_of(r);
         let used = row.percent_of_budget.map_or_else(String::new, |p| format!("{p:.1}%"));
-        let mut cells = vec![r.component.to_string(), r.metric.clone(), row.limit.clone()];
+        let mut cells = vec![r.component.to_string(), r.metric.to_string(), row.limit.clone()];
         if with_baseline {
             cells.push(row.baseline.clone().unwrap_or_else(|| "—".into()));
         }

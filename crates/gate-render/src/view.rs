@@ -2,7 +2,7 @@
 //! table, the comment and JUnit agree. Ordering, top blocks and the next
 //! step live here; pass/fail was decided by the verdict and is only read.
 
-use gate_report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, Report, Status};
+use gate_report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, MetricId, Report, Status};
 use gate_spec::metric::{Metric, Unit};
 
 pub use gate_report::UNATTRIBUTED;
@@ -188,13 +188,16 @@ pub enum Lever {
 }
 
 impl Lever {
-    /// Every metric by name, with no catch-all: a new metric does not
-    /// compile until it is given its lever.
-    fn of(metric: &str) -> Lever {
-        let Some(metric) = Metric::parse(metric) else {
-            return Lever::Ensemble;
+    /// Every metric, with no catch-all: a new metric does not compile
+    /// until it is given its lever. `None` for a metric this gate does not
+    /// know (a newer gate's report): no step is named for it.
+    fn of(metric: &MetricId) -> Option<Lever> {
+        let metric = match metric {
+            MetricId::Component(m) => *m,
+            MetricId::Ensemble(_) => return Some(Lever::Ensemble),
+            MetricId::Unknown(_) => return None,
         };
-        match metric {
+        Some(match metric {
             Metric::Activations | Metric::TrainingPeak | Metric::InferencePeak | Metric::DeviceUsed => {
                 Lever::Checkpoint
             }
@@ -202,7 +205,7 @@ impl Lever {
             Metric::Growth | Metric::DecodeGrowth => Lever::Leak,
             Metric::PrefillPeak | Metric::DecodePeak | Metric::KvCachePerToken => Lever::Cache,
             Metric::StepTime | Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio => Lever::Tradeoff,
-        }
+        })
     }
 }
 
@@ -212,12 +215,10 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
     let mut first = rows.iter().find(bad)?.clone();
     // A leak keeps its bytes live into inference: when the component's
     // growth fails too, the leak is the step to take, not a checkpoint.
-    if first.result.metric == Metric::InferencePeak.name() {
-        if let Some(growth) = rows
-            .iter()
-            .filter(bad)
-            .find(|r| r.result.component == first.result.component && r.result.metric == Metric::Growth.name())
-        {
+    if first.result.metric == MetricId::Component(Metric::InferencePeak) {
+        if let Some(growth) = rows.iter().filter(bad).find(|r| {
+            r.result.component == first.result.component && r.result.metric == MetricId::Component(Metric::Growth)
+        }) {
             first = growth.clone();
         }
     }
@@ -232,16 +233,17 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
     } else if failed_not_oom {
         Lever::FixFailure
     } else {
-        Lever::of(&first.result.metric)
+        Lever::of(&first.result.metric)?
     };
     let component = report
         .components
         .get(first.result.component.as_str())
         .filter(|_| lever == Lever::Checkpoint);
     // A peak budget: the block whose working memory grew the most, when one did.
-    let peak_metric = [Metric::TrainingPeak, Metric::InferencePeak, Metric::DeviceUsed]
-        .iter()
-        .any(|m| m.name() == first.result.metric);
+    let peak_metric = matches!(
+        first.result.metric.metric(),
+        Some(Metric::TrainingPeak | Metric::InferencePeak | Metric::DeviceUsed)
+    );
     let peak_grown = component.filter(|_| peak_metric).and_then(peak_grown_most);
     let block = peak_grown.or_else(|| {
         component.and_then(|c| grown_most(c).or_else(|| top_blocks(c, 1).into_iter().find(|b| b.name != UNATTRIBUTED)))
@@ -453,10 +455,11 @@ mod tests {
     #[test]
     fn a_generations_memory_gets_the_cache_lever_not_a_tradeoff() {
         for m in [Metric::PrefillPeak, Metric::DecodePeak, Metric::KvCachePerToken] {
-            assert_eq!(Lever::of(m.name()), Lever::Cache, "{m:?}");
+            assert_eq!(Lever::of(&m.into()), Some(Lever::Cache), "{m:?}");
         }
-        assert_eq!(Lever::of(Metric::DecodeGrowth.name()), Lever::Leak);
-        assert_eq!(Lever::of(Metric::StepTimeRatio.name()), Lever::Tradeoff);
-        assert_eq!(Lever::of("total"), Lever::Ensemble);
+        assert_eq!(Lever::of(&Metric::DecodeGrowth.into()), Some(Lever::Leak));
+        assert_eq!(Lever::of(&Metric::StepTimeRatio.into()), Some(Lever::Tradeoff));
+        assert_eq!(Lever::of(&gate_report::MetricId::parse("total")), Some(Lever::Ensemble));
+        assert_eq!(Lever::of(&gate_report::MetricId::parse("a_newer_gates_metric")), None);
     }
 }

@@ -81,7 +81,7 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
     for b in &baseline.results {
         old_of.entry((b.component.as_str(), b.metric.as_str())).or_insert(b);
     }
-    let now: std::collections::HashSet<(crate::Subject, String)> = results
+    let now: std::collections::HashSet<(crate::Subject, crate::MetricId)> = results
         .iter()
         .map(|r| (r.component.clone(), r.metric.clone()))
         .collect();

@@ -130,7 +130,7 @@ pub fn series(report: &Report, stored: &[Report]) -> History {
             });
             Some(Series {
                 component: r.component.to_string(),
-                metric: r.metric.clone(),
+                metric: r.metric.to_string(),
                 unit: r.unit,
                 display_unit: r.display_unit,
                 limit_in_seconds: r.limit_in_seconds,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use gate_probe::{BlockStat, Timeline};
+use gate_spec::budget::EnsembleMetric;
 use gate_spec::budget::Op;
 use gate_spec::metric::{Metric, Unit};
 use gate_spec::units::SizeUnit;
@@ -572,13 +573,101 @@ impl<'de> Deserialize<'de> for Subject {
     }
 }
 
+/// Which budget of its subject a result judges: a component's metric, or
+/// the ensemble's `total` / `headroom`. Written in reports as the metric's
+/// name; a name this gate does not know (a report of a newer gate) is kept
+/// as written and never judged.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum MetricId {
+    /// A metric of a component (or a variant).
+    Component(Metric),
+    /// One of the ensemble's.
+    Ensemble(EnsembleMetric),
+    /// A name no metric of this gate has, as a report wrote it.
+    Unknown(String),
+}
+
+impl MetricId {
+    /// The name reports write.
+    pub fn as_str(&self) -> &str {
+        match self {
+            MetricId::Component(m) => m.name(),
+            MetricId::Ensemble(m) => m.name(),
+            MetricId::Unknown(name) => name,
+        }
+    }
+
+    /// The component metric this is, if it is one.
+    pub fn metric(&self) -> Option<Metric> {
+        match self {
+            MetricId::Component(m) => Some(*m),
+            _ => None,
+        }
+    }
+
+    /// Reads a written name: a component metric's, else the ensemble's.
+    pub fn parse(name: &str) -> MetricId {
+        if let Some(m) = Metric::parse(name) {
+            return MetricId::Component(m);
+        }
+        match name {
+            "total" => MetricId::Ensemble(EnsembleMetric::Total),
+            "headroom" => MetricId::Ensemble(EnsembleMetric::Headroom),
+            _ => MetricId::Unknown(name.to_string()),
+        }
+    }
+}
+
+impl From<Metric> for MetricId {
+    fn from(m: Metric) -> Self {
+        MetricId::Component(m)
+    }
+}
+
+impl From<EnsembleMetric> for MetricId {
+    fn from(m: EnsembleMetric) -> Self {
+        MetricId::Ensemble(m)
+    }
+}
+
+impl std::fmt::Display for MetricId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A metric compared with a written name (`r.metric == "params"`).
+impl PartialEq<&str> for MetricId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<str> for MetricId {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl Serialize for MetricId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|name| MetricId::parse(&name))
+    }
+}
+
 /// One budget's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetResult {
     /// Whose budget: a component's, or the ensemble's.
     pub component: Subject,
-    /// A metric name, or `total` / `headroom` for the ensemble.
-    pub metric: String,
+    /// Which of its budgets: a metric, or the ensemble's `total` / `headroom`.
+    pub metric: MetricId,
     pub unit: Unit,
     /// `<`, `<=`, `>`, `>=`.
     pub op: Op,

@@ -686,7 +686,7 @@ fn judge_component_budget(
     };
     BudgetResult {
         component: Subject::Component(c.name.clone()),
-        metric: b.metric.name().to_string(),
+        metric: MetricId::Component(b.metric),
         unit: b.metric.unit(),
         op: b.limit.op,
         limit: b.limit.value,
@@ -805,7 +805,7 @@ fn judge_ensemble(
             };
             BudgetResult {
                 component: Subject::Ensemble,
-                metric: b.metric.name().into(),
+                metric: MetricId::Ensemble(b.metric),
                 unit: Unit::Bytes,
                 op: b.limit.op,
                 limit: b.limit.value,

@@ -168,7 +168,7 @@ pub struct SpanName {
     pub col: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum EnsembleMetric {
     Total,
     Headroom,
