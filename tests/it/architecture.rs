@@ -140,6 +140,32 @@ fn the_built_in_models_use_only_the_sdk() {
     }
 }
 
+/// `cargo tree ARGS` of the normal and build dependencies, one package a
+/// line: offline first, then with the network (a cold cache).
+fn cargo_tree(args: &[&str], manifest: Option<&Path>) -> std::process::Output {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let run = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.arg("tree")
+            .args(args)
+            .args(["-e", "normal,build", "--prefix", "none"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        if let Some(m) = manifest {
+            cmd.arg("--manifest-path").arg(m);
+        }
+        if offline {
+            cmd.arg("--offline");
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(true);
+    if out.status.success() {
+        out
+    } else {
+        run(false)
+    }
+}
+
 /// The command line is the top of the house: no crate depends on it, and
 /// without its built-in models (`--no-default-features`) it compiles no
 /// framework (issue #39 item 1, #42 item 2).
@@ -157,30 +183,7 @@ fn the_command_line_is_on_top_and_compiles_no_framework_without_the_built_ins() 
         .map(|(from, _)| &names[from])
         .collect();
     assert!(above.is_empty(), "{above:?} depend on gate-cli");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let tree = |offline: bool| {
-        let mut cmd = std::process::Command::new(&cargo);
-        cmd.args([
-            "tree",
-            "-p",
-            "gate-cli",
-            "--no-default-features",
-            "-e",
-            "normal,build",
-            "--prefix",
-            "none",
-            "--locked",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-        if offline {
-            cmd.arg("--offline");
-        }
-        cmd.output().unwrap()
-    };
-    let mut out = tree(true);
-    if !out.status.success() {
-        out = tree(false);
-    }
+    let out = cargo_tree(&["-p", "gate-cli", "--no-default-features", "--locked"], None);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     let names: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
@@ -306,30 +309,8 @@ fn no_core_crate_has_an_ml_framework_in_its_tree() {
 /// probe, and none of the command line's weight.
 #[test]
 fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/adopter/Cargo.toml");
-    let tree = |offline: bool| {
-        let mut cmd = std::process::Command::new(&cargo);
-        cmd.args([
-            "tree",
-            "-p",
-            "ml",
-            "-e",
-            "normal,build",
-            "--prefix",
-            "none",
-            "--manifest-path",
-        ])
-        .arg(&manifest);
-        if offline {
-            cmd.arg("--offline");
-        }
-        cmd.output().unwrap()
-    };
-    let mut out = tree(true);
-    if !out.status.success() {
-        out = tree(false);
-    }
+    let out = cargo_tree(&["-p", "ml"], Some(&manifest));
     if !out.status.success() {
         eprintln!(
             "skipped: `cargo tree` cannot resolve examples/adopter here: {}",

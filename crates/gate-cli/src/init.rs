@@ -73,6 +73,30 @@ const HARNESS_WITH_MLP: &str = "//! This crate's harness: the workloads named be
 gate::main!(gate_builtins::Mlp /* , your workloads, e.g. my_crate::MyForecaster */);
 ";
 
+impl GateSource {
+    /// A dependency on one of gate's packages from here: git and `tag`, or
+    /// the checkout's path joined with `folder` (the package's folder in
+    /// gate's repository; `""` for the root package, gate-sdk).
+    fn dependency(&self, tag: &str, folder: &str) -> toml_edit::InlineTable {
+        let mut t = toml_edit::InlineTable::new();
+        match self {
+            GateSource::GitHub(repo) => {
+                t.insert("git", format!("https://github.com/{repo}").into());
+                t.insert("tag", tag.into());
+            }
+            GateSource::Git(url) => {
+                t.insert("git", url.as_str().into());
+                t.insert("tag", tag.into());
+            }
+            GateSource::Path(p) => {
+                let path = if folder.is_empty() { p.clone() } else { p.join(folder) };
+                t.insert("path", path.to_string_lossy().as_ref().into());
+            }
+        }
+        t
+    }
+}
+
 /// The package of gate's built-in models (a harness on candle 0.11 may register them).
 const BUILTINS_PACKAGE: &str = "gate-builtins";
 
@@ -248,20 +272,7 @@ fn with_harness_deps(
     });
     let key = existing.clone().unwrap_or_else(|| SDK_PACKAGE.to_string());
     if existing.is_none() {
-        let mut t = InlineTable::new();
-        match source {
-            GateSource::GitHub(repo) => {
-                t.insert("git", format!("https://github.com/{repo}").into());
-                t.insert("tag", tag.into());
-            }
-            GateSource::Git(url) => {
-                t.insert("git", url.as_str().into());
-                t.insert("tag", tag.into());
-            }
-            GateSource::Path(p) => {
-                t.insert("path", p.to_string_lossy().as_ref().into());
-            }
-        }
+        let mut t = source.dependency(tag, "");
         // On the crate's candle, 0.11 when it names none yet.
         t.insert("default-features", false.into());
         let mut a = Array::new();
@@ -277,20 +288,7 @@ fn with_harness_deps(
     let has_builtins = deps.contains_key(BUILTINS_PACKAGE);
     let builtins = has_builtins || (with_builtins(candle) && existing.is_none());
     if builtins && !has_builtins {
-        let mut t = InlineTable::new();
-        match source {
-            GateSource::GitHub(repo) => {
-                t.insert("git", format!("https://github.com/{repo}").into());
-                t.insert("tag", tag.into());
-            }
-            GateSource::Git(url) => {
-                t.insert("git", url.as_str().into());
-                t.insert("tag", tag.into());
-            }
-            GateSource::Path(p) => {
-                t.insert("path", p.join("crates/gate-builtins").to_string_lossy().as_ref().into());
-            }
-        }
+        let t = source.dependency(tag, "crates/gate-builtins");
         let line = t.to_string();
         deps.insert(BUILTINS_PACKAGE, value(t));
         added.push(format!("{BUILTINS_PACKAGE} = {}", line.trim()));
