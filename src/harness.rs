@@ -118,21 +118,33 @@ impl Harness {
         crate::child::serve(args, &crate::child::Candle(&self.registry), identity)
     }
 
-    /// A command that is not the installed `gate`'s request.
+    /// A command that is not the installed `gate`'s request: `--help` and
+    /// `--version` say what this binary is (exit 0); anything else is
+    /// refused with the command to run instead (exit 2).
     fn refuse(&self, args: &[OsString]) -> Exit {
-        let what = args
-            .get(1)
-            .map_or("no command".into(), |a| format!("`{}`", a.to_string_lossy()));
-        eprintln!(
-            "error: this is the gate harness of `{}` (it knows {}); it answers the installed `gate`, not {what}",
+        let what = format!(
+            "the gate harness of `{}` (it knows {}; gate-sdk {}, candle {})",
             self.package.unwrap_or("this crate"),
-            self.kinds().join(", ")
+            self.kinds().join(", "),
+            env!("CARGO_PKG_VERSION"),
+            crate::runner::CANDLE_VERSION,
         );
-        eprintln!(
-            "hint: run the installed `gate check` where budgets.yaml names this harness (`cargo install gate-cli`, \
-             or a release of gate); it builds and starts this binary"
-        );
-        Exit::BadInput
+        let run_instead = "run the installed `gate check` where budgets.yaml names this harness; it builds and \
+                           starts this binary (install gate from a release archive, or `cargo install --locked \
+                           --path crates/gate-cli` in a clone of gate)";
+        match args.get(1).map(|a| a.to_string_lossy()) {
+            Some(a) if a == "--help" || a == "-h" || a == "--version" || a == "-V" => {
+                println!("{what}");
+                println!("It answers the installed `gate` (`__resolve`, `profile`) and nothing else: {run_instead}.");
+                Exit::Pass
+            }
+            command => {
+                let got = command.map_or("no command".to_string(), |c| format!("`{c}`"));
+                eprintln!("error: this is {what}: it answers the installed `gate`, and got {got}");
+                eprintln!("hint: {run_instead}");
+                Exit::BadInput
+            }
+        }
     }
 
     /// The spec's workload checks with this harness's kinds: the stock
@@ -207,10 +219,14 @@ mod tests {
     }
 
     #[test]
-    fn a_command_line_command_is_refused_with_a_hint() {
+    fn a_command_line_command_is_refused_with_a_hint_and_help_is_answered() {
         let h = Harness::new().register::<Twice>();
         let args: Vec<OsString> = vec!["h".into(), "check".into()];
         assert_eq!(h.serve_exit(&args), None);
         assert_eq!(h.refuse(&args), Exit::BadInput);
+        assert_eq!(h.refuse(&["h".into()]), Exit::BadInput);
+        for flag in ["--help", "-h", "--version", "-V"] {
+            assert_eq!(h.refuse(&["h".into(), flag.into()]), Exit::Pass, "{flag}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! `gate`: a GPU-memory regression gate for ML models written with candle.
 //!
-//! This library is what an adopter's crate builds its own `gate` from: a
+//! This library is what an adopter's crate builds its harness from: a
 //! workload ([`Workload`] + [`Model`]) for each model to gate, and one file
 //! that registers them:
 //!

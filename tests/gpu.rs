@@ -108,7 +108,7 @@ fn device_dropout_masks_replay_from_the_step_seed() -> gate::candle_core::Result
     Ok(())
 }
 
-/// The checkpointed TFT's hand-written backward (`src/models/tft/taped.rs`)
+/// The checkpointed TFT's hand-written backward (`crates/gate-builtins/src/tft/taped.rs`)
 /// on the GPU: its gradients equal those of a reference that keeps every
 /// chunk's graph (same chunks, same device-drawn dropout masks), and the
 /// loss is the same.

@@ -130,8 +130,8 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     assert!(!text(&v.stderr).contains("Compiling"), "{}", text(&v.stderr));
     assert!(text(&v.stdout).contains("budgets.yaml: ok"), "{}", text(&v.stdout));
 
-    // The harness (gate without its `cli` feature) answers the installed
-    // gate only, and says so to a person who runs it.
+    // The harness answers the installed gate only, and says so to a person
+    // who runs it; `--help` says what it is.
     let harness = root().join("target/release/gate-harness");
     let alone = Command::new(&harness)
         .arg("check")
@@ -140,9 +140,16 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
         .unwrap();
     assert_eq!(alone.status.code(), Some(2), "{}", text(&alone.stderr));
     assert!(
-        text(&alone.stderr).contains("it answers the installed `gate`, not `check`"),
+        text(&alone.stderr).contains("it answers the installed `gate`, and got `check`"),
         "{}",
         text(&alone.stderr)
+    );
+    let help = Command::new(&harness).arg("--help").output().unwrap();
+    assert_eq!(help.status.code(), Some(0), "{}", text(&help.stderr));
+    assert!(
+        text(&help.stdout).contains("the gate harness of `ml`"),
+        "{}",
+        text(&help.stdout)
     );
     // It reads no YAML: the installed gate's request is the spec as JSON.
     let spec = gate_spec::budget::load(&t.path().join("budgets.yaml")).unwrap();

@@ -167,13 +167,14 @@ impl Harness {
             .get(1)
             .map_or("no command".into(), |a| format!("`{}`", a.to_string_lossy()));
         eprintln!(
-            "error: this is the gate harness of `{}` (it knows {}); it answers the installed `gate`, not {what}",
+            "error: this is the gate harness of `{}` (it knows {}): it answers the installed `gate`, and got {what}",
             self.identity.package.unwrap_or("this crate"),
             self.registry.names().join(", ")
         );
         eprintln!(
-            "hint: run the installed `gate check` where budgets.yaml names this harness (`cargo install gate-cli`); \
-             it builds and starts this binary"
+            "hint: run the installed `gate check` where budgets.yaml names this harness; it builds and starts this \
+             binary (install gate from a release archive, or `cargo install --locked --path crates/gate-cli` in a \
+             clone of gate)"
         );
         Exit::BadInput
     }

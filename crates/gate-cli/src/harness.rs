@@ -243,7 +243,8 @@ fn builtins<'a>(spec: &Spec, app: &App<'a>) -> Result<&'a dyn WorkloadCheck, Cli
             ))
             .with_hint(
                 "name the harness that registers your models (`harness: { package: NAME, bin: NAME }`, \
-                 docs/sdk.md), or use a gate with the built-ins (`cargo install gate-cli`)",
+                 docs/sdk.md), or use a gate with the built-ins (a release archive, or `cargo install --locked \
+                 --path crates/gate-cli` in a clone of gate without `--no-default-features`)",
             ),
         )
     })

@@ -326,7 +326,7 @@ fn with_harness_deps(
 fn with_harness_line(budgets: &str, package: &str) -> String {
     let quoted = serde_json::to_string(package).unwrap_or_else(|_| format!("{package:?}"));
     let line = format!(
-        "harness: {{ package: {quoted}, bin: gate-harness }}   # your crate's own gate (src/bin/gate-harness.rs)\n"
+        "harness: {{ package: {quoted}, bin: gate-harness }}   # your crate's harness (src/bin/gate-harness.rs)\n"
     );
     match budgets
         .find("\nversion:")
@@ -372,9 +372,20 @@ fn full_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-pub(super) fn run(args: InitArgs) -> Result<Exit, CliError> {
+pub(super) fn run(args: InitArgs, app: &super::App<'_>) -> Result<Exit, CliError> {
     let source = GateSource::parse(&args.gate_repo);
     check_names(&args, &source)?;
+    // The starter spec without `--harness` measures the built-in `mlp`,
+    // which this gate would then refuse to run.
+    if !args.harness && app.builtins.is_none() {
+        return Err(CliError::Usage(
+            Problem::new(
+                "this gate has no built-in models (built without its `builtins` feature), so the starter spec's \
+                 `mlp` could not run; nothing was written",
+            )
+            .with_hint("pass `--harness` to gate your own crate's models, or use a gate with the built-ins"),
+        ));
+    }
     let mut files: Vec<(PathBuf, String)> = vec![(out_path(&args, super::DEFAULT_SPEC), BUDGETS.to_string())];
     let mut manifest_edit = None;
     if args.harness {
@@ -628,11 +639,20 @@ fn write_files(files: &[(PathBuf, String)], force: bool) -> Result<(), CliError>
 fn print_next_steps(args: &InitArgs) {
     let budgets = out_path(args, super::DEFAULT_SPEC);
     eprintln!("next:");
-    eprintln!("  gate validate --budgets {}     # check the spec", budgets.display());
-    eprintln!(
-        "  gate check --budgets {}        # measure it (seconds on a CPU)",
-        budgets.display()
-    );
+    if args.harness {
+        // The harness's first build compiles candle (minutes); later ones, seconds.
+        eprintln!(
+            "  gate validate --build --budgets {}   # build the harness (minutes the first time) and check the spec",
+            budgets.display()
+        );
+        eprintln!("  gate check --budgets {}        # measure it", budgets.display());
+    } else {
+        eprintln!("  gate validate --budgets {}     # check the spec", budgets.display());
+        eprintln!(
+            "  gate check --budgets {}        # measure it (seconds on a CPU)",
+            budgets.display()
+        );
+    }
     if !args.no_workflows {
         eprintln!(
             "  commit budgets.yaml and .github/workflows/gate*.yml; pull requests then get the gate and its comment"

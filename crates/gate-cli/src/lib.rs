@@ -45,7 +45,7 @@ const DEFAULT_OUT: &str = "target/gate";
     name = "gate",
     version,
     long_version = LONG_VERSION,
-    about = "Stops GPU-memory regressions in candle models before they merge"
+    about = "Stops GPU-memory regressions in candle and burn models before they merge"
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -78,9 +78,24 @@ pub(crate) enum Command {
     History(history::HistoryArgs),
 }
 
+/// `gate --version`'s line on the built-in models (the `builtins` feature).
+#[cfg(feature = "builtins")]
+macro_rules! builtins_line {
+    () => {
+        "\nbuilt-in models: yes (mlp, tft, dqn, ppo, mamba2)"
+    };
+}
+#[cfg(not(feature = "builtins"))]
+macro_rules! builtins_line {
+    () => {
+        "\nbuilt-in models: no (built without `builtins`: every spec names its `harness:`)"
+    };
+}
+
 /// `gate --version`: the version, the commit it was built from (`unknown`
-/// outside a git checkout), whether this build has CUDA, its target and
-/// the repository `gate init` takes gate from (see build.rs).
+/// outside a git checkout), whether this build has CUDA, its target, the
+/// repository `gate init` takes gate from (see build.rs) and whether it
+/// has the built-in models.
 #[cfg(feature = "cuda")]
 pub const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
@@ -92,6 +107,7 @@ pub const LONG_VERSION: &str = concat!(
     env!("GATE_TARGET"),
     "\nrepository: ",
     env!("GATE_REPOSITORY"),
+    builtins_line!(),
 );
 #[cfg(not(feature = "cuda"))]
 pub(crate) const LONG_VERSION: &str = concat!(
@@ -103,6 +119,7 @@ pub(crate) const LONG_VERSION: &str = concat!(
     env!("GATE_TARGET"),
     "\nrepository: ",
     env!("GATE_REPOSITORY"),
+    builtins_line!(),
 );
 
 /// What this binary serves itself: the checks of its built-in workloads'
@@ -241,7 +258,7 @@ fn run_command(cli: Cli, app: &App<'_>) -> Exit {
         Command::Baseline(a) => baseline::run(a),
         Command::Doctor(a) => doctor::run(a),
         Command::History(a) => history::run(a),
-        Command::Init(a) => init::run(a),
+        Command::Init(a) => init::run(a, app),
         Command::Completions(a) => completions::run(a),
         Command::Man(a) => completions::man(a),
     };

@@ -19,9 +19,16 @@ fn version_names_the_commit_the_cuda_build_and_the_repository() {
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.starts_with(concat!("gate ", env!("CARGO_PKG_VERSION"))), "{text}");
-    for line in ["commit: ", "cuda: ", "target: ", "repository: "] {
+    for line in ["commit: ", "cuda: ", "target: ", "repository: ", "built-in models: "] {
         assert!(text.contains(line), "no `{line}` in {text}");
     }
+    // Which build this is: with the built-in models (naming each), or without.
+    #[cfg(feature = "builtins")]
+    for kind in gate_builtins::KINDS {
+        assert!(text.contains("built-in models: yes") && text.contains(kind), "{text}");
+    }
+    #[cfg(not(feature = "builtins"))]
+    assert!(text.contains("built-in models: no"), "{text}");
 }
 
 /// A spec without `harness:` runs on the built-ins, which this binary

@@ -204,7 +204,9 @@ fn resolve_one<D: ?Sized + Resolvable>(
     let Some(read) = registry.read(&c.kind, &c.config) else {
         let known = registry.names();
         let mut hint = gate_spec::hint::suggest(&c.kind, &known, "known workloads");
-        if !has_harness {
+        if has_harness {
+            hint.push_str("; a workload of your crate is registered in its harness's `gate::main!(...)` line");
+        } else {
             hint.push_str(
                 "; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` \
                  to the spec (docs/sdk.md)",

@@ -1,4 +1,4 @@
-//! This crate's own `gate`: budgets.yaml names it under `harness:`, and the
+//! This crate's harness: budgets.yaml names it under `harness:`, and the
 //! installed `gate check` builds and runs it.
 
 gate::main!(

@@ -1,4 +1,4 @@
-//! This crate's own `gate`: the built-in workloads plus ours. budgets.yaml
+//! This crate's harness: the workloads below. budgets.yaml
 //! and lm.yaml name this binary under `harness:`, so the installed
 //! `gate check` builds and runs it.
 
