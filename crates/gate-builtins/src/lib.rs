@@ -29,7 +29,7 @@ pub const KINDS: [&str; 5] = ["mlp", "tft", "dqn", "ppo", "mamba2"];
 /// A harness that knows every built-in workload and nothing else: what the
 /// stock `gate` serves its profiles with.
 pub fn harness() -> gate::Harness {
-    register(gate::Harness::without_builtins())
+    register(gate::Harness::new())
 }
 
 /// `h` with every built-in workload registered: a team's harness may add
