@@ -19,7 +19,7 @@
 //! # Stability
 //!
 //! Everything documented here follows semver from 1.0; before 1.0 a minor
-//! release (0.x → 0.x+1) may change it and says how in the changelog. That
+//! release (0.x → 0.x+1) may change it and says how in CHANGELOG.md. That
 //! is the whole API: gate's other modules are private, and `test_support`
 //! (only with the `test-support` feature, which gate's own tests and
 //! benches turn on) is not API and may change in any release.

@@ -81,8 +81,9 @@ impl ParamStore {
         self.lock().vars.iter().map(|(_, v)| v.clone()).collect()
     }
 
-    /// Trainable variables in creation order, less those `frozen` names
-    /// (see [`is_frozen`]).
+    /// Trainable variables in creation order, less those `frozen` names: a
+    /// name is frozen when it is listed whole, or under a listed prefix that
+    /// ends in `.`.
     pub fn vars_except(&self, frozen: &[String]) -> Vec<Var> {
         let inner = self.lock();
         let trained = |(n, _): &&(String, Var)| !is_frozen(n, frozen);
