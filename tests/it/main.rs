@@ -48,6 +48,7 @@ mod readme;
 mod rehearsal;
 mod render_snapshots;
 mod review;
+mod schema;
 mod signals;
 mod spec_errors;
 mod timeline;

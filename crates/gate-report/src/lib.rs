@@ -12,6 +12,7 @@ pub mod input;
 pub mod interval;
 pub mod merge;
 mod model;
+pub mod schema;
 mod verdict;
 
 pub use assemble::{component_report, not_measured_report, testbed};

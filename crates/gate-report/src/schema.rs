@@ -1,0 +1,528 @@
+//! report.json's JSON Schema, generated from the types that read it.
+//!
+//! A tracer stands in for the JSON: it walks a type's `Deserialize` the way
+//! serde_json would feed it, answers every request with a sample value, and
+//! writes down what was asked for (a string, a number, an object with these
+//! fields, one of these variants). So the schema is what gate's own reader
+//! accepts, field for field, and a change to a type changes it; a test holds
+//! the checked-in copy (schema/report.schema.json) to the types and every
+//! stored report to the schema.
+//!
+//! What a reader may rely on: every field's name and type, every variant.
+//! What it does not say: which fields are required. serde fills a missing
+//! field that has a default (`#[serde(default)]`, an `Option`), and a
+//! tracer cannot see the attribute, so no field is marked required.
+
+use std::collections::BTreeMap;
+
+use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, Visitor};
+use serde_json::{json, Map, Value};
+
+/// The draft the schema is written in.
+const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// The texts a string is traced with, in turn, until its type reads one: a
+/// name or a sentence takes the first; a string-encoded type (a budget's
+/// `<`, a timeline sample's `T_US LIVE PEAK EVENT`) one of the others.
+const SAMPLE_TEXTS: &[&str] = &["", "<", "0", "0 0 0 end", "0 B", "f32", "cpu", "a"];
+
+/// How many passes over the type may pick enum variants before giving up
+/// (each pass takes the next variant of every enum not yet covered).
+const MAX_PASSES: usize = 512;
+
+/// The JSON Schema of `T` as serde_json reads it: `$defs` for each struct
+/// and enum, the root a `$ref` to `root`'s definition.
+pub fn schema_for<T: DeserializeOwned>(title: &str) -> Result<Value, String> {
+    let mut t = Tracer::default();
+    for _ in 0..MAX_PASSES {
+        t.path.clear();
+        t.last_string = None;
+        if let Err(e) = T::deserialize(&mut t) {
+            // A string its type did not read: the next sample text there.
+            let site = t.last_string.take().ok_or(e.0.clone())?;
+            let choice = t.string_choice.entry(site.clone()).or_insert(0);
+            *choice += 1;
+            if *choice >= SAMPLE_TEXTS.len() {
+                return Err(format!("{site}: no sample text is read ({})", e.0));
+            }
+            continue;
+        }
+        let open: Vec<&'static str> = t
+            .enums
+            .iter()
+            .filter(|(_, e)| e.shapes.len() < e.variants.len())
+            .map(|(n, _)| *n)
+            .collect();
+        if open.is_empty() {
+            let root = std::mem::take(&mut t.out);
+            let mut defs = Map::new();
+            for (name, def) in std::mem::take(&mut t.defs) {
+                defs.insert(name, def);
+            }
+            for (name, e) in &t.enums {
+                defs.insert(name.to_string(), e.schema());
+            }
+            let mut schema = Map::new();
+            schema.insert("$schema".into(), DIALECT.into());
+            schema.insert("title".into(), title.into());
+            if let Value::Object(root) = root {
+                schema.extend(root);
+            }
+            schema.insert("$defs".into(), Value::Object(defs));
+            return Ok(Value::Object(schema));
+        }
+        for name in open {
+            if let Some(e) = t.enums.get_mut(name) {
+                e.next += 1;
+            }
+        }
+    }
+    Err(format!("enum variants still untraced after {MAX_PASSES} passes"))
+}
+
+#[derive(Debug)]
+struct Error(String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        Error(msg.to_string())
+    }
+}
+
+/// An enum's variants and the shape of each one traced so far.
+#[derive(Debug)]
+struct EnumTrace {
+    variants: &'static [&'static str],
+    /// By variant index: `None` for a unit variant, else its content's schema.
+    shapes: BTreeMap<usize, Option<Value>>,
+    /// The variant the next pass picks.
+    next: usize,
+}
+
+impl EnumTrace {
+    /// serde_json's external tagging: a unit variant is its name, any
+    /// other `{ "name": content }`.
+    fn schema(&self) -> Value {
+        if self.shapes.values().all(Option::is_none) {
+            return json!({ "enum": self.variants });
+        }
+        let one_of: Vec<Value> = self
+            .variants
+            .iter()
+            .enumerate()
+            .map(|(i, name)| match self.shapes.get(&i) {
+                Some(Some(content)) => json!({
+                    "type": "object",
+                    "properties": { *name: content },
+                    "required": [name],
+                    "additionalProperties": false,
+                }),
+                _ => json!({ "const": name }),
+            })
+            .collect();
+        json!({ "oneOf": one_of })
+    }
+}
+
+#[derive(Default)]
+struct Tracer {
+    /// Each struct's schema, by name.
+    defs: BTreeMap<String, Value>,
+    /// The structs being traced: a type that contains itself is refused.
+    stack: Vec<&'static str>,
+    enums: BTreeMap<&'static str, EnumTrace>,
+    /// The schema of the value the last call traced.
+    out: Value,
+    /// Where the tracer is: field names, `[]` for an element, `{}` for a map value.
+    path: Vec<&'static str>,
+    /// The sample text each string site is traced with (an index into [`SAMPLE_TEXTS`]).
+    string_choice: BTreeMap<String, usize>,
+    /// The last string site a pass asked for.
+    last_string: Option<String>,
+}
+
+impl Tracer {
+    fn reference(name: &str) -> Value {
+        json!({ "$ref": format!("#/$defs/{name}") })
+    }
+
+    /// The sample text for the string here, noted as the pass's last.
+    fn sample_text(&mut self) -> &'static str {
+        let site = self.path.join(".");
+        let text = SAMPLE_TEXTS[self.string_choice.get(&site).copied().unwrap_or(0)];
+        self.last_string = Some(site);
+        text
+    }
+
+    /// Traces one value through `seed`, returning it and its schema.
+    fn trace<'de, S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<(S::Value, Value), Error> {
+        let v = seed.deserialize(&mut *self)?;
+        Ok((v, std::mem::take(&mut self.out)))
+    }
+}
+
+macro_rules! scalar {
+    ($($method:ident => $visit:ident($sample:expr), $schema:tt;)*) => {
+        $(
+            fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+                let v = visitor.$visit($sample)?;
+                self.out = json!($schema);
+                Ok(v)
+            }
+        )*
+    };
+}
+
+impl<'de> de::Deserializer<'de> for &mut Tracer {
+    type Error = Error;
+
+    scalar! {
+        deserialize_bool => visit_bool(false), { "type": "boolean" };
+        deserialize_i8 => visit_i8(0), { "type": "integer" };
+        deserialize_i16 => visit_i16(0), { "type": "integer" };
+        deserialize_i32 => visit_i32(0), { "type": "integer" };
+        deserialize_i64 => visit_i64(0), { "type": "integer" };
+        deserialize_u8 => visit_u8(0), { "type": "integer", "minimum": 0 };
+        deserialize_u16 => visit_u16(0), { "type": "integer", "minimum": 0 };
+        deserialize_u32 => visit_u32(0), { "type": "integer", "minimum": 0 };
+        deserialize_u64 => visit_u64(0), { "type": "integer", "minimum": 0 };
+        deserialize_f32 => visit_f32(0.0), { "type": "number" };
+        deserialize_f64 => visit_f64(0.0), { "type": "number" };
+        deserialize_char => visit_char('a'), { "type": "string" };
+
+        deserialize_bytes => visit_bytes(&[]), { "type": "string" };
+        deserialize_byte_buf => visit_byte_buf(Vec::new()), { "type": "string" };
+        deserialize_identifier => visit_str(""), { "type": "string" };
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let text = self.sample_text();
+        let v = visitor.visit_str(text)?;
+        self.out = json!({ "type": "string" });
+        Ok(v)
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let v = visitor.visit_unit()?;
+        self.out = json!({ "type": "null" });
+        Ok(v)
+    }
+
+    /// A self-describing value (serde_json's `Value`): any JSON.
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let v = visitor.visit_unit()?;
+        self.out = json!({});
+        Ok(v)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_any(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let v = visitor.visit_some(&mut *self)?;
+        let inner = std::mem::take(&mut self.out);
+        self.out = json!({ "anyOf": [inner, { "type": "null" }] });
+        Ok(v)
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, Error> {
+        self.deserialize_unit(visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let mut access = Elements {
+            tracer: self,
+            left: 1,
+            items: Vec::new(),
+        };
+        let v = visitor.visit_seq(&mut access)?;
+        let items = access.items.pop().unwrap_or_else(|| json!({}));
+        self.out = json!({ "type": "array", "items": items });
+        Ok(v)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, Error> {
+        let mut access = Elements {
+            tracer: self,
+            left: len,
+            items: Vec::new(),
+        };
+        let v = visitor.visit_seq(&mut access)?;
+        let items = std::mem::take(&mut access.items);
+        self.out = json!({ "type": "array", "prefixItems": items, "minItems": len, "maxItems": len });
+        Ok(v)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        self.deserialize_tuple(len, visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        let mut access = Entry {
+            tracer: self,
+            done: false,
+            value: None,
+        };
+        let v = visitor.visit_map(&mut access)?;
+        let value = access.value.take().unwrap_or_else(|| json!({}));
+        self.out = json!({ "type": "object", "additionalProperties": value });
+        Ok(v)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        if self.stack.contains(&name) {
+            return Err(Error(format!(
+                "`{name}` contains itself: the tracer cannot describe it"
+            )));
+        }
+        self.stack.push(name);
+        let mut access = Fields {
+            tracer: self,
+            fields,
+            at: 0,
+            properties: Map::new(),
+        };
+        let v = visitor.visit_map(&mut access);
+        let properties = std::mem::take(&mut access.properties);
+        self.stack.pop();
+        let v = v?;
+        let def = json!({ "type": "object", "properties": properties });
+        // Two types of one name (a private `Raw` inside a reader): numbered.
+        let mut key = name.to_string();
+        let mut n = 1;
+        while self.defs.get(&key).is_some_and(|d| *d != def) {
+            n += 1;
+            key = format!("{name}{n}");
+        }
+        self.defs.insert(key.clone(), def);
+        self.out = Tracer::reference(&key);
+        Ok(v)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        let trace = self.enums.entry(name).or_insert_with(|| EnumTrace {
+            variants,
+            shapes: BTreeMap::new(),
+            next: 0,
+        });
+        let index = trace.next.min(variants.len().saturating_sub(1));
+        let v = visitor.visit_enum(Variant {
+            tracer: &mut *self,
+            name,
+            index,
+        })?;
+        self.out = Tracer::reference(name);
+        Ok(v)
+    }
+}
+
+/// A sequence of `left` elements, each traced.
+struct Elements<'t> {
+    tracer: &'t mut Tracer,
+    left: usize,
+    items: Vec<Value>,
+}
+
+impl<'de> de::SeqAccess<'de> for &mut Elements<'_> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, Error> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        self.left -= 1;
+        self.tracer.path.push("[]");
+        let traced = self.tracer.trace(seed);
+        self.tracer.path.pop();
+        let (v, schema) = traced?;
+        self.items.push(schema);
+        Ok(Some(v))
+    }
+}
+
+/// A map of one entry: a sample key, its value traced.
+struct Entry<'t> {
+    tracer: &'t mut Tracer,
+    done: bool,
+    value: Option<Value>,
+}
+
+impl<'de> de::MapAccess<'de> for &mut Entry<'_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        if self.done {
+            return Ok(None);
+        }
+        self.done = true;
+        // The key through the tracer too: a map keyed by an enum names its variant.
+        self.tracer.path.push("{key}");
+        let traced = self.tracer.trace(seed);
+        self.tracer.path.pop();
+        let (k, _) = traced?;
+        Ok(Some(k))
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        self.tracer.path.push("{}");
+        let traced = self.tracer.trace(seed);
+        self.tracer.path.pop();
+        let (v, schema) = traced?;
+        self.value = Some(schema);
+        Ok(v)
+    }
+}
+
+/// A struct's fields, every one given, each traced.
+struct Fields<'t> {
+    tracer: &'t mut Tracer,
+    fields: &'static [&'static str],
+    at: usize,
+    properties: Map<String, Value>,
+}
+
+impl<'de> de::MapAccess<'de> for &mut Fields<'_> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Error> {
+        match self.fields.get(self.at) {
+            Some(field) => seed.deserialize(field.into_deserializer()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
+        let field = self.fields[self.at];
+        self.at += 1;
+        self.tracer.path.push(field);
+        let traced = self.tracer.trace(seed);
+        self.tracer.path.pop();
+        let (v, schema) = traced?;
+        self.properties.insert(field.to_string(), schema);
+        Ok(v)
+    }
+}
+
+/// The variant a pass picks, and its content traced.
+struct Variant<'t> {
+    tracer: &'t mut Tracer,
+    name: &'static str,
+    index: usize,
+}
+
+impl<'de, 't> de::EnumAccess<'de> for Variant<'t> {
+    type Error = Error;
+    type Variant = Self;
+
+    fn variant_seed<S: DeserializeSeed<'de>>(self, seed: S) -> Result<(S::Value, Self), Error> {
+        let variants = self.tracer.enums[self.name].variants;
+        let v = seed.deserialize(variants[self.index].into_deserializer())?;
+        Ok((v, self))
+    }
+}
+
+impl<'de> de::VariantAccess<'de> for Variant<'_> {
+    type Error = Error;
+
+    fn unit_variant(self) -> Result<(), Error> {
+        self.record(None);
+        Ok(())
+    }
+
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, Error> {
+        let (v, schema) = self.tracer.trace(seed)?;
+        self.record(Some(schema));
+        Ok(v)
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, Error> {
+        let v = de::Deserializer::deserialize_tuple(&mut *self.tracer, len, visitor)?;
+        let schema = std::mem::take(&mut self.tracer.out);
+        self.record(Some(schema));
+        Ok(v)
+    }
+
+    fn struct_variant<V: Visitor<'de>>(self, fields: &'static [&'static str], visitor: V) -> Result<V::Value, Error> {
+        let v = de::Deserializer::deserialize_struct(&mut *self.tracer, self.name, fields, visitor)?;
+        let schema = std::mem::take(&mut self.tracer.out);
+        self.record(Some(schema));
+        Ok(v)
+    }
+}
+
+impl Variant<'_> {
+    fn record(self, shape: Option<Value>) {
+        if let Some(e) = self.tracer.enums.get_mut(self.name) {
+            e.shapes.insert(self.index, shape);
+        }
+    }
+}
+
+/// The schema of report.json (gate-report's [`crate::Report`]), as the
+/// checked-in schema/report.schema.json holds it.
+pub fn report_schema() -> Value {
+    let title = format!("gate report.json, schema {}", crate::SCHEMA);
+    schema_for::<crate::Report>(&title).expect("every type of a report can be traced")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_variant_of_an_enum_with_content_is_traced() {
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        enum Shape {
+            Dot,
+            Circle(f64),
+            Box { w: u32, h: u32 },
+        }
+        let s = schema_for::<Vec<Shape>>("shapes").unwrap();
+        let one_of = s["$defs"]["Shape"]["oneOf"].as_array().unwrap();
+        assert_eq!(one_of.len(), 3, "{s}");
+        assert_eq!(one_of[0], json!({ "const": "Dot" }));
+        assert_eq!(one_of[1]["properties"]["Circle"], json!({ "type": "number" }));
+        assert_eq!(s["items"]["$ref"], "#/$defs/Shape");
+    }
+
+    #[test]
+    fn a_string_encoded_type_is_traced_with_a_text_it_reads() {
+        let s = report_schema();
+        assert_eq!(s["$defs"]["Report"]["type"], "object");
+        // A budget's operator reads only `<`, `<=`, `>`, `>=`.
+        assert_eq!(s["$defs"]["BudgetResult"]["properties"]["op"]["type"], "string");
+    }
+}

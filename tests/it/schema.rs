@@ -1,0 +1,175 @@
+//! report.json's JSON Schema (#39 item 3): generated from the types that
+//! read a report (gate_report::schema), checked in at
+//! schema/report.schema.json for a team's dashboard, and every report gate
+//! writes conforms to it: the stored fixtures and a report written now.
+//! `GATE_BLESS=1 cargo test --test it schema::` rewrites the checked-in copy
+//! after a change to the types.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn the_checked_in_schema_is_the_types() {
+    let path = root().join("schema/report.schema.json");
+    let generated = gate_report::schema::report_schema();
+    let text = format!("{}\n", serde_json::to_string_pretty(&generated).unwrap());
+    if std::env::var_os("GATE_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+    }
+    let stored = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        stored == text,
+        "schema/report.schema.json is not what the types give\n\
+         hint: after a change to gate-report's types, run `GATE_BLESS=1 cargo test --test it schema::` and commit it"
+    );
+}
+
+/// The problems of `value` against `schema` (draft 2020-12's keywords the
+/// generator writes), with `at` its path. Stricter than the schema on one
+/// point: an object of a struct with a key the struct does not have is a
+/// problem here (the schema lets a reader skip it), so a field gate writes
+/// and does not read is found.
+fn problems(value: &Value, schema: &Value, defs: &Value, at: &str, out: &mut Vec<String>) {
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.strip_prefix("#/$defs/").expect("a local reference");
+        return problems(value, &defs[name], defs, at, out);
+    }
+    if let Some(any) = schema["anyOf"].as_array() {
+        let fits = any.iter().any(|s| {
+            let mut p = Vec::new();
+            problems(value, s, defs, at, &mut p);
+            p.is_empty()
+        });
+        if !fits {
+            out.push(format!("{at}: {value} fits none of anyOf"));
+        }
+        return;
+    }
+    if let Some(one) = schema["oneOf"].as_array() {
+        let n = one
+            .iter()
+            .filter(|s| {
+                let mut p = Vec::new();
+                problems(value, s, defs, at, &mut p);
+                p.is_empty()
+            })
+            .count();
+        if n != 1 {
+            out.push(format!("{at}: {value} fits {n} of oneOf"));
+        }
+        return;
+    }
+    if let Some(values) = schema["enum"].as_array() {
+        if !values.contains(value) {
+            out.push(format!("{at}: {value} is not one of {values:?}"));
+        }
+        return;
+    }
+    if let Some(c) = schema.get("const") {
+        if c != value {
+            out.push(format!("{at}: {value} is not {c}"));
+        }
+        return;
+    }
+    let ok = match schema["type"].as_str() {
+        None => true,
+        Some("object") => value.is_object(),
+        Some("array") => value.is_array(),
+        Some("string") => value.is_string(),
+        Some("integer") => value.is_i64() || value.is_u64(),
+        Some("number") => value.is_number(),
+        Some("boolean") => value.is_boolean(),
+        Some("null") => value.is_null(),
+        Some(other) => panic!("a type the generator does not write: {other}"),
+    };
+    if !ok {
+        out.push(format!("{at}: {value} is not of type {}", schema["type"]));
+        return;
+    }
+    if let (Some(min), Some(n)) = (schema["minimum"].as_f64(), value.as_f64()) {
+        if n < min {
+            out.push(format!("{at}: {n} is below {min}"));
+        }
+    }
+    if schema.as_object().is_some_and(|s| s.is_empty()) {
+        return; // any JSON (a model's own config)
+    }
+    if let Some(obj) = value.as_object() {
+        let properties = schema["properties"].as_object();
+        for (k, v) in obj {
+            match (properties.and_then(|p| p.get(k)), schema.get("additionalProperties")) {
+                (Some(s), _) => problems(v, s, defs, &format!("{at}.{k}"), out),
+                (None, Some(s)) if s.is_object() => problems(v, s, defs, &format!("{at}.{k}"), out),
+                _ => out.push(format!("{at}: key `{k}` is not in the schema")),
+            }
+        }
+        if let Some(required) = schema["required"].as_array() {
+            for r in required {
+                if !obj.contains_key(r.as_str().unwrap()) {
+                    out.push(format!("{at}: no `{r}`"));
+                }
+            }
+        }
+    }
+    if let Some(items) = value.as_array() {
+        for (i, v) in items.iter().enumerate() {
+            if let Some(s) = schema["prefixItems"].as_array().and_then(|p| p.get(i)) {
+                problems(v, s, defs, &format!("{at}[{i}]"), out);
+            } else if schema.get("items").is_some() {
+                problems(v, &schema["items"], defs, &format!("{at}[{i}]"), out);
+            }
+        }
+    }
+}
+
+fn conforms(report: &Value) -> Vec<String> {
+    let schema = gate_report::schema::report_schema();
+    let mut out = Vec::new();
+    problems(report, &schema, &schema["$defs"], "report", &mut out);
+    out
+}
+
+#[test]
+fn every_stored_report_conforms() {
+    let mut checked = 0;
+    for dir in ["tests/fixtures", "crates/gate-report/testdata"] {
+        for e in std::fs::read_dir(root().join(dir)).unwrap() {
+            let path = e.unwrap().path();
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<Value>(&text) else {
+                continue;
+            };
+            if v.get("gate_version").is_none() || v.get("results").is_none() {
+                continue; // not a report
+            }
+            let p = conforms(&v);
+            assert!(p.is_empty(), "{}:\n{}", path.display(), p.join("\n"));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "{checked} reports checked");
+}
+
+/// A report written now, by the built binary, on the built-in MLP.
+#[test]
+fn a_report_written_now_conforms() {
+    let t = tempfile::tempdir().unwrap();
+    let o = crate::common::gate()
+        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
+        .arg(t.path())
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(t.path().join("report.json")).unwrap()).unwrap();
+    let p = conforms(&report);
+    assert!(p.is_empty(), "{}", p.join("\n"));
+}
