@@ -1,9 +1,10 @@
-//! report.json's JSON Schema (#39 item 3): generated from the types that
-//! read a report (gate_report::schema), checked in at
-//! schema/report.schema.json for a team's dashboard, and every report gate
-//! writes conforms to it: the stored fixtures and a report written now.
-//! `GATE_BLESS=1 cargo test --test it schema::` rewrites the checked-in copy
-//! after a change to the types.
+//! The contract's JSON Schemas (#39 item 3): report.json's, and the harness
+//! protocol's two answers (`__resolve`'s line, `profile`'s event lines),
+//! generated from the types that read them (gate_report::schema), checked
+//! in under schema/ for a team's dashboard or harness, and what gate writes
+//! conforms to them: the stored reports, a report written now, and the
+//! answers of the stock gate's own harness. `GATE_BLESS=1 cargo test --test
+//! it schema::` rewrites the checked-in copies after a change to the types.
 
 use std::path::Path;
 
@@ -13,21 +14,34 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-#[test]
-fn the_checked_in_schema_is_the_types() {
-    let path = root().join("schema/report.schema.json");
-    let generated = gate_report::schema::report_schema();
-    let text = format!("{}\n", serde_json::to_string_pretty(&generated).unwrap());
-    if std::env::var_os("GATE_BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &text).unwrap();
-    }
-    let stored = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        stored == text,
-        "schema/report.schema.json is not what the types give\n\
-         hint: after a change to gate-report's types, run `GATE_BLESS=1 cargo test --test it schema::` and commit it"
+/// Every schema with the file it is checked in as.
+fn schemas() -> Vec<(String, Value)> {
+    let mut all = vec![("report".to_string(), gate_report::schema::report_schema())];
+    all.extend(
+        gate_report::schema::protocol_schemas()
+            .into_iter()
+            .map(|(name, s)| (name.to_string(), s)),
     );
+    all
+}
+
+#[test]
+fn the_checked_in_schemas_are_the_types() {
+    for (name, generated) in schemas() {
+        let path = root().join(format!("schema/{name}.schema.json"));
+        let text = format!("{}\n", serde_json::to_string_pretty(&generated).unwrap());
+        if std::env::var_os("GATE_BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        }
+        let stored = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            stored == text,
+            "{} is not what the types give\n\
+             hint: after a change to their types, run `GATE_BLESS=1 cargo test --test it schema::` and commit it",
+            path.display()
+        );
+    }
 }
 
 /// The problems of `value` against `schema` (draft 2020-12's keywords the
@@ -128,11 +142,16 @@ fn problems(value: &Value, schema: &Value, defs: &Value, at: &str, out: &mut Vec
     }
 }
 
-fn conforms(report: &Value) -> Vec<String> {
-    let schema = gate_report::schema::report_schema();
+/// The problems of `value` against the schema called `name`.
+fn conforms_to(name: &str, value: &Value) -> Vec<String> {
+    let (_, schema) = schemas().into_iter().find(|(n, _)| n == name).expect("a known schema");
     let mut out = Vec::new();
-    problems(report, &schema, &schema["$defs"], "report", &mut out);
+    problems(value, &schema, &schema["$defs"], name, &mut out);
     out
+}
+
+fn conforms(report: &Value) -> Vec<String> {
+    conforms_to("report", report)
 }
 
 #[test]
@@ -172,4 +191,37 @@ fn a_report_written_now_conforms() {
     let report: Value = serde_json::from_str(&std::fs::read_to_string(t.path().join("report.json")).unwrap()).unwrap();
     let p = conforms(&report);
     assert!(p.is_empty(), "{}", p.join("\n"));
+}
+
+/// The stock gate is a harness too: its `__resolve` answer and every line
+/// of a `profile` of the MLP conform to the protocol's schemas.
+#[test]
+fn the_harness_protocols_answers_conform() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = gate_spec::budget::load(&root().join("examples/mlp.yaml")).unwrap();
+    let request = t.path().join("request.json");
+    std::fs::write(&request, gate::test_support::Request::json(&spec).unwrap()).unwrap();
+    let run = |args: &[&str]| {
+        let o = crate::common::gate()
+            .args(args)
+            .arg("--request")
+            .arg(&request)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let answer: Value = serde_json::from_str(run(&["__resolve"]).trim()).unwrap();
+    let p = conforms_to("harness-resolve", &answer);
+    assert!(p.is_empty(), "{}", p.join("\n"));
+    let component = &spec.components[0].name;
+    let events = run(&["profile", "--component", component]);
+    let mut lines = 0;
+    for line in events.lines().filter(|l| l.starts_with('{')) {
+        let event: Value = serde_json::from_str(line).unwrap();
+        let p = conforms_to("harness-event", &event);
+        assert!(p.is_empty(), "{line}\n{}", p.join("\n"));
+        lines += 1;
+    }
+    assert!(lines >= 2, "a profile writes its phases and `done`: {events}");
 }

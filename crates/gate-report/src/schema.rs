@@ -154,6 +154,44 @@ impl Tracer {
         json!({ "$ref": format!("#/$defs/{name}") })
     }
 
+    /// A struct's fields traced into the definition `def` (its name; a
+    /// struct variant's is `Enum.Variant`), its schema a reference to it.
+    fn traced_struct<'de, V: Visitor<'de>>(
+        &mut self,
+        name: &'static str,
+        def_name: String,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Error> {
+        if self.stack.contains(&name) {
+            return Err(Error(format!(
+                "`{name}` contains itself: the tracer cannot describe it"
+            )));
+        }
+        self.stack.push(name);
+        let mut access = Fields {
+            tracer: self,
+            fields,
+            at: 0,
+            properties: Map::new(),
+        };
+        let v = visitor.visit_map(&mut access);
+        let properties = std::mem::take(&mut access.properties);
+        self.stack.pop();
+        let v = v?;
+        let def = json!({ "type": "object", "properties": properties });
+        // Two types of one name (a private `Raw` inside a reader): numbered.
+        let mut key = def_name.clone();
+        let mut n = 1;
+        while self.defs.get(&key).is_some_and(|d| *d != def) {
+            n += 1;
+            key = format!("{def_name}{n}");
+        }
+        self.defs.insert(key.clone(), def);
+        self.out = Tracer::reference(&key);
+        Ok(v)
+    }
+
     /// The sample text for the string here, noted as the pass's last.
     fn sample_text(&mut self) -> &'static str {
         let site = self.path.join(".");
@@ -297,33 +335,7 @@ impl<'de> de::Deserializer<'de> for &mut Tracer {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        if self.stack.contains(&name) {
-            return Err(Error(format!(
-                "`{name}` contains itself: the tracer cannot describe it"
-            )));
-        }
-        self.stack.push(name);
-        let mut access = Fields {
-            tracer: self,
-            fields,
-            at: 0,
-            properties: Map::new(),
-        };
-        let v = visitor.visit_map(&mut access);
-        let properties = std::mem::take(&mut access.properties);
-        self.stack.pop();
-        let v = v?;
-        let def = json!({ "type": "object", "properties": properties });
-        // Two types of one name (a private `Raw` inside a reader): numbered.
-        let mut key = name.to_string();
-        let mut n = 1;
-        while self.defs.get(&key).is_some_and(|d| *d != def) {
-            n += 1;
-            key = format!("{name}{n}");
-        }
-        self.defs.insert(key.clone(), def);
-        self.out = Tracer::reference(&key);
-        Ok(v)
+        self.traced_struct(name, name.to_string(), fields, visitor)
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -475,7 +487,9 @@ impl<'de> de::VariantAccess<'de> for Variant<'_> {
     }
 
     fn struct_variant<V: Visitor<'de>>(self, fields: &'static [&'static str], visitor: V) -> Result<V::Value, Error> {
-        let v = de::Deserializer::deserialize_struct(&mut *self.tracer, self.name, fields, visitor)?;
+        let variant = self.tracer.enums[self.name].variants[self.index];
+        let def = format!("{}.{variant}", self.name);
+        let v = self.tracer.traced_struct(self.name, def, fields, visitor)?;
         let schema = std::mem::take(&mut self.tracer.out);
         self.record(Some(schema));
         Ok(v)
@@ -497,6 +511,23 @@ pub fn report_schema() -> Value {
     schema_for::<crate::Report>(&title).expect("every type of a report can be traced")
 }
 
+/// The schemas of the harness protocol's two answers (gate-runner's
+/// `harness` and `child`): `__resolve`'s one JSON line, and each line
+/// `profile` writes.
+pub fn protocol_schemas() -> Vec<(&'static str, Value)> {
+    let version = gate_runner::harness::PROTOCOL;
+    let resolve = schema_for::<gate_runner::harness::ResolveAnswer>(&format!(
+        "gate harness protocol {version}: the answer to `__resolve`"
+    ));
+    let events = schema_for::<gate_runner::child::ChildEvent>(&format!(
+        "gate harness protocol {version}: one line of `profile`"
+    ));
+    vec![
+        ("harness-resolve", resolve.expect("the resolve answer can be traced")),
+        ("harness-event", events.expect("a profile's events can be traced")),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,6 +547,11 @@ mod tests {
         assert_eq!(one_of[0], json!({ "const": "Dot" }));
         assert_eq!(one_of[1]["properties"]["Circle"], json!({ "type": "number" }));
         assert_eq!(s["items"]["$ref"], "#/$defs/Shape");
+    }
+
+    #[test]
+    fn the_protocols_answers_trace() {
+        assert_eq!(protocol_schemas().len(), 2);
     }
 
     #[test]
