@@ -589,6 +589,17 @@ fn sigterm_during_resolve_is_130_every_time() {
     let t = tempfile::tempdir().unwrap();
     let spec = rogue(t.path());
     for round in 0..12 {
+        // The last round's harness is SIGKILLed as gate exits and may still
+        // be listed for a moment: seen as this round's, the signal would
+        // reach this gate before it handles signals (and end it by default).
+        let gone = Instant::now();
+        while running(t.path(), "__resolve") {
+            assert!(
+                gone.elapsed() < Duration::from_secs(10),
+                "the last round's harness outlived it"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let child = gate_in(t.path(), &spec, "resolve-sleep")
             .args(["check", "--baseline", "none", "--out"])
             .arg(t.path().join("out"))
