@@ -1694,6 +1694,9 @@ fn the_comment_shows_the_history_of_a_regressed_budget() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
     let h: Value = serde_json::from_str(&std::fs::read_to_string(out.join("history.json")).unwrap()).unwrap();
+    // The file a run writes, as its published schema describes it.
+    let problems = crate::schema::conforms_to("history", &h);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
     let series = h["series"].as_array().unwrap();
     let names: Vec<String> = series
         .iter()

@@ -1,4 +1,5 @@
-//! The contract's JSON Schemas (#39 item 3): report.json's, and the harness
+//! The contract's JSON Schemas (#39 item 3): report.json's (also what the
+//! baseline store holds, `reports/SHA.json`), history.json's, and the harness
 //! protocol's two answers (`__resolve`'s line, `profile`'s event lines),
 //! generated from the types that read them (gate_report::schema), checked
 //! in under schema/ for a team's dashboard or harness, and what gate writes
@@ -16,7 +17,10 @@ fn root() -> &'static Path {
 
 /// Every schema with the file it is checked in as.
 fn schemas() -> Vec<(String, Value)> {
-    let mut all = vec![("report".to_string(), gate_report::schema::report_schema())];
+    let mut all = vec![
+        ("report".to_string(), gate_report::schema::report_schema()),
+        ("history".to_string(), gate_report::schema::history_schema()),
+    ];
     all.extend(
         gate_report::schema::protocol_schemas()
             .into_iter()
@@ -143,7 +147,7 @@ fn problems(value: &Value, schema: &Value, defs: &Value, at: &str, out: &mut Vec
 }
 
 /// The problems of `value` against the schema called `name`.
-fn conforms_to(name: &str, value: &Value) -> Vec<String> {
+pub(crate) fn conforms_to(name: &str, value: &Value) -> Vec<String> {
     let (_, schema) = schemas().into_iter().find(|(n, _)| n == name).expect("a known schema");
     let mut out = Vec::new();
     problems(value, &schema, &schema["$defs"], name, &mut out);

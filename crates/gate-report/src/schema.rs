@@ -511,6 +511,13 @@ pub fn report_schema() -> Value {
     schema_for::<crate::Report>(&title).expect("every type of a report can be traced")
 }
 
+/// The schema of history.json (a metric over the stored baselines, beside
+/// report.json when a budget failed or regressed).
+pub fn history_schema() -> Value {
+    let title = format!("gate history.json, schema {}", crate::history::SCHEMA);
+    schema_for::<crate::history::History>(&title).expect("the history can be traced")
+}
+
 /// The schemas of the harness protocol's two answers (gate-runner's
 /// `harness` and `child`): `__resolve`'s one JSON line, and each line
 /// `profile` writes.
