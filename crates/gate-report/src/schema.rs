@@ -1,12 +1,14 @@
-//! report.json's JSON Schema, generated from the types that read it.
+//! The contract's JSON Schemas (report.json, history.json, the harness
+//! protocol's `__resolve` answer and `profile` lines), generated from the
+//! types that read them.
 //!
 //! A tracer stands in for the JSON: it walks a type's `Deserialize` the way
 //! serde_json would feed it, answers every request with a sample value, and
 //! writes down what was asked for (a string, a number, an object with these
 //! fields, one of these variants). So the schema is what gate's own reader
-//! accepts, field for field, and a change to a type changes it; a test holds
-//! the checked-in copy (schema/report.schema.json) to the types and every
-//! stored report to the schema.
+//! accepts, field for field, and a change to a type changes it;
+//! tests/it/schema.rs holds the checked-in copies (schema/*.schema.json) to
+//! the types, and what gate writes to them.
 //!
 //! What a reader may rely on: every field's name and type, every variant.
 //! What it does not say: which fields are required. serde fills a missing
