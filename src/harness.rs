@@ -118,33 +118,14 @@ impl Harness {
         crate::child::serve(args, &crate::child::Candle(&self.registry), identity)
     }
 
-    /// A command that is not the installed `gate`'s request: `--help` and
-    /// `--version` say what this binary is (exit 0); anything else is
-    /// refused with the command to run instead (exit 2).
+    /// A command that is not the installed `gate`'s request (gate-runner's
+    /// [`refuse`](gate_runner::harness::refuse), as every adapter's).
     fn refuse(&self, args: &[OsString]) -> Exit {
-        let what = format!(
-            "the gate harness of `{}` (it knows {}; gate-sdk {}, candle {})",
-            self.package.unwrap_or("this crate"),
-            self.kinds().join(", "),
-            env!("CARGO_PKG_VERSION"),
-            crate::runner::CANDLE_VERSION,
-        );
-        let run_instead = "run the installed `gate check` where budgets.yaml names this harness; it builds and \
-                           starts this binary (install gate from a release archive, or `cargo install --locked \
-                           --path crates/gate-cli` in a clone of gate)";
-        match args.get(1).map(|a| a.to_string_lossy()) {
-            Some(a) if a == "--help" || a == "-h" || a == "--version" || a == "-V" => {
-                println!("{what}");
-                println!("It answers the installed `gate` (`__resolve`, `profile`) and nothing else: {run_instead}.");
-                Exit::Pass
-            }
-            command => {
-                let got = command.map_or("no command".to_string(), |c| format!("`{c}`"));
-                eprintln!("error: this is {what}: it answers the installed `gate`, and got {got}");
-                eprintln!("hint: {run_instead}");
-                Exit::BadInput
-            }
-        }
+        let identity = crate::child::Identity {
+            package: self.package,
+            bin: self.bin,
+        };
+        gate_runner::harness::refuse(args, &crate::child::Candle(&self.registry), identity, &self.kinds())
     }
 
     /// The spec's workload checks with this harness's kinds: the stock

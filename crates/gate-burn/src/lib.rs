@@ -144,8 +144,9 @@ impl Harness {
         self
     }
 
-    /// Answers the installed `gate` (`__resolve`, `profile`); anything else
-    /// is a usage error that says how this binary is run.
+    /// Answers the installed `gate` (`__resolve`, `profile`) and
+    /// `--help`/`--version`; anything else is a usage error that says how
+    /// this binary is run.
     pub fn run(self) -> std::process::ExitCode {
         self.run_with(std::env::args_os().collect()).into()
     }
@@ -163,20 +164,7 @@ impl Harness {
         if let Some(exit) = gate_runner::harness::serve(&args, &framework, self.identity) {
             return exit;
         }
-        let what = args
-            .get(1)
-            .map_or("no command".into(), |a| format!("`{}`", a.to_string_lossy()));
-        eprintln!(
-            "error: this is the gate harness of `{}` (it knows {}): it answers the installed `gate`, and got {what}",
-            self.identity.package.unwrap_or("this crate"),
-            self.registry.names().join(", ")
-        );
-        eprintln!(
-            "hint: run the installed `gate check` where budgets.yaml names this harness; it builds and starts this \
-             binary (install gate from a release archive, or `cargo install --locked --path crates/gate-cli` in a \
-             clone of gate)"
-        );
-        Exit::BadInput
+        gate_runner::harness::refuse(&args, &framework, self.identity, &self.registry.names())
     }
 }
 

@@ -256,6 +256,37 @@ pub trait Framework {
     }
 }
 
+/// What a harness does with a command that is not the installed `gate`'s
+/// request (after [`serve`] said `None`): `--help` and `--version` say what
+/// it is (exit 0); anything else is refused with the command to run
+/// instead (exit 2). The same for every framework's adapter.
+pub fn refuse<F: Framework>(args: &[OsString], framework: &F, identity: Identity, kinds: &[&str]) -> Exit {
+    let id = framework.id();
+    let what = format!(
+        "the gate harness of `{}` (it knows {}; {} {})",
+        identity.package.unwrap_or("this crate"),
+        kinds.join(", "),
+        id.name,
+        id.version
+    );
+    let run_instead = "run the installed `gate check` where budgets.yaml names this harness; it builds and starts \
+                       this binary (install gate from a release archive, or `cargo install --locked --path \
+                       crates/gate-cli` in a clone of gate)";
+    match args.get(1).map(|a| a.to_string_lossy()) {
+        Some(a) if a == "--help" || a == "-h" || a == "--version" || a == "-V" => {
+            println!("{what}");
+            println!("It answers the installed `gate` (`__resolve`, `profile`) and nothing else: {run_instead}.");
+            Exit::Pass
+        }
+        command => {
+            let got = command.map_or("no command".to_string(), |c| format!("`{c}`"));
+            eprintln!("error: this is {what}: it answers the installed `gate`, and got {got}");
+            eprintln!("hint: {run_instead}");
+            Exit::BadInput
+        }
+    }
+}
+
 /// Runs a child command if `args` (the program name first) is one; `None`
 /// when it is not (the binary's own command line takes it).
 pub fn serve<F: Framework>(args: &[OsString], framework: &F, identity: Identity) -> Option<Exit> {
