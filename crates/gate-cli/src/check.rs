@@ -159,7 +159,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     if let Some((record, _)) = &in_shard {
         log_shard(spec, record);
     }
-    let exe = loaded.profiler()?;
+    let exe = loaded.profiler();
 
     let bar = progress_bar(selected.len() as u64);
     let names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
@@ -169,8 +169,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     if jobs > 1 && names.len() > 1 {
         log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
     }
-    let request = loaded.request()?;
-    let profiled = gate_runner::profile_all(&exe, request, &names, &child_args, jobs, &|p| show_progress(&bar, p));
+    let request = loaded.request();
+    let profiled = gate_runner::profile_all(exe, request, &names, &child_args, jobs, &|p| show_progress(&bar, p));
     if let Some(exit) = stopped() {
         return Ok(exit);
     }

@@ -135,8 +135,8 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
 
 pub(super) fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
     let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
-    let exe = loaded.profiler()?;
-    let request = loaded.request()?.to_path_buf();
+    let exe = loaded.profiler().to_path_buf();
+    let request = loaded.request().to_path_buf();
     let spec = &loaded.spec;
     let c = spec.component(&args.component).ok_or_else(|| {
         let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();

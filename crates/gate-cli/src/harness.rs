@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use gate_runner::child::{spawn_helper, status_words, Tail};
 use gate_runner::harness::FrameworkId;
@@ -43,8 +42,8 @@ pub(super) struct Loaded {
     pub spec: Box<Spec>,
     source: Source,
     /// The request the harness reads (gate-runner's `harness::Request`):
-    /// written before the harness resolves the spec.
-    request: OnceLock<RequestFile>,
+    /// written before the harness resolves the spec, read by each profile.
+    request: RequestFile,
 }
 
 /// The request file: the validated spec as JSON, in a private folder of
@@ -90,18 +89,14 @@ impl Drop for Scratch {
 
 impl Loaded {
     /// The binary whose `profile` command measures a component.
-    pub(super) fn profiler(&self) -> Result<PathBuf, CliError> {
-        Ok(self.source.exe.clone())
+    pub(super) fn profiler(&self) -> &Path {
+        &self.source.exe
     }
 
     /// The request file each `profile` reads (`--request`): the spec as
     /// this gate validated it, so the profiling binary parses no YAML.
-    pub(super) fn request(&self) -> Result<&Path, CliError> {
-        if let Some(r) = self.request.get() {
-            return Ok(&r.path);
-        }
-        let written = write_request(&self.spec)?;
-        Ok(&self.request.get_or_init(|| written).path)
+    pub(super) fn request(&self) -> &Path {
+        &self.request.path
     }
 
     /// The backend the profiles run on. A harness is built with its `cuda`
@@ -195,7 +190,7 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
     Ok(Loaded {
         spec: Box::new(spec),
         source,
-        request: OnceLock::from(request),
+        request,
     })
 }
 
@@ -373,20 +368,7 @@ fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Res
     // Its own process group is not the terminal's foreground one: it
     // never writes to the terminal itself (a `stty tostop` terminal would
     // stop it); what it says, the spec's errors included, is passed on.
-    let echo = helper
-        .child()
-        .stderr
-        .take()
-        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut super::output::Relay::new())));
-    let answer = helper.child().stdout.take().map(|mut pipe| {
-        std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let _ = (&mut pipe).take(ANSWER_LIMIT + 1).read_to_end(&mut kept);
-            // Past the limit it is drained, not kept: the harness is not blocked.
-            let _ = std::io::copy(&mut pipe, &mut std::io::sink());
-            kept
-        })
-    });
+    let (echo, answer) = relay_and_keep(&mut helper, ANSWER_LIMIT + 1);
     // Waited for first: what it left running is killed with its group, so
     // both pipes close.
     let status = helper.wait();
@@ -642,18 +624,7 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Opt
     };
     // What cargo says is passed on: a held lock is "Blocking waiting for
     // file lock on ...", said while it waits (issue #43 item 13).
-    let echo = helper
-        .child()
-        .stderr
-        .take()
-        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut super::output::Relay::new())));
-    let answer = helper.child().stdout.take().map(|mut pipe| {
-        std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let _ = pipe.read_to_end(&mut kept);
-            kept
-        })
-    });
+    let (echo, answer) = relay_and_keep(&mut helper, u64::MAX);
     let limit = metadata_limit()?;
     let status = helper.wait_within(limit);
     let stdout = answer.and_then(|t| t.join().ok()).unwrap_or_default();
@@ -692,6 +663,34 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Opt
         Some(m) => Err(CliError::Usage(Problem::new(m.message(&h.package)).with_hint(m.hint()))),
         None => Ok((super::minors::gates_candle(&metadata), target_dir)),
     }
+}
+
+/// A helper's stderr passed on as it comes (its tail kept), and its stdout
+/// kept up to `limit` bytes; past that it is drained, so the helper is
+/// never blocked on a full pipe. Each on a thread of its own, joined by
+/// the caller after it waited for the helper.
+#[allow(clippy::type_complexity)]
+fn relay_and_keep(
+    helper: &mut gate_runner::child::Helper,
+    limit: u64,
+) -> (
+    Option<std::thread::JoinHandle<Tail>>,
+    Option<std::thread::JoinHandle<Vec<u8>>>,
+) {
+    let echo = helper
+        .child()
+        .stderr
+        .take()
+        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut super::output::Relay::new())));
+    let kept = helper.child().stdout.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let _ = (&mut pipe).take(limit).read_to_end(&mut kept);
+            let _ = std::io::copy(&mut pipe, &mut std::io::sink());
+            kept
+        })
+    });
+    (echo, kept)
 }
 
 /// How long `cargo metadata` may take (seconds; a cold registry index is fetched).
