@@ -63,6 +63,17 @@ compile_error!(
     "gate needs a candle: enable one of its features `candle-0-9`, `candle-0-10`, `candle-0-11` \
      (the one your crate's candle-core is on)"
 );
+#[cfg(feature = "builtins")]
+compile_error!(
+    "gate-sdk has no built-in models any more: drop its `builtins` feature, add \
+     `gate-builtins` (the same source as gate-sdk) and register the ones you use in your harness, \
+     e.g. `gate::main!(gate_builtins::Mlp, my_crate::MyModel)` (CHANGELOG.md)"
+);
+#[cfg(feature = "cli")]
+compile_error!(
+    "gate-sdk has no command line any more: drop its `cli` feature; the command line is the installed \
+     `gate` (package gate-cli), which builds and starts your harness (CHANGELOG.md)"
+);
 #[cfg(any(
     all(feature = "candle-0-9", feature = "candle-0-10"),
     all(feature = "candle-0-9", feature = "candle-0-11"),
