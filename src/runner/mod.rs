@@ -44,7 +44,7 @@ pub fn profile(
         workload,
         ctx: ctx.clone(),
     };
-    gate_runner::phases::profile(&session, timing, recorder, on_phase)
+    gate_runner::phases::profile(&session, None, timing, recorder, on_phase)
 }
 
 /// Profiles a generation component of `workload` in `ctx` (gate-runner's

@@ -286,6 +286,7 @@ fn check_only_names(spec: &gate_spec::budget::Spec, args: &CheckArgs) -> Result<
 fn child_args(backend: Backend, emulate_capacity: bool) -> ChildArgs {
     let mut child_args = ChildArgs {
         extra: vec!["--backend".into(), backend.name().into()],
+        take_turns: backend == Backend::Cuda,
         ..Default::default()
     };
     if emulate_capacity {
@@ -581,8 +582,15 @@ fn stored_reports(
 mod tests {
     use std::time::Duration;
 
-    use super::where_the_time_went;
+    use super::{child_args, where_the_time_went};
+    use gate_probe::Backend;
     use gate_runner::{Measurement, Profiled};
+
+    #[test]
+    fn profiles_on_one_gpu_take_turns_to_time_and_cpu_profiles_do_not() {
+        assert!(child_args(Backend::Cuda, false).take_turns);
+        assert!(!child_args(Backend::Cpu, false).take_turns);
+    }
 
     fn profiled(name: &str, seconds: f64, waited: f64) -> Profiled {
         Profiled {

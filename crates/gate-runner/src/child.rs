@@ -226,6 +226,14 @@ pub struct ChildArgs {
     pub extra: Vec<String>,
     /// Compute threads for the child (1 keeps CPU byte counts repeatable).
     pub threads: usize,
+    /// Whether profiles side by side take turns to time their steps
+    /// ([`profile_all`](crate::profile_all) then makes the lock file below).
+    /// On one GPU, yes: the device time-slices between the processes' work.
+    /// On the CPU, no: each profile has a core of its own, and the other core
+    /// runs the other profile's untimed phases whether or not it times;
+    /// measured on the repository's spec, the turns left a core idle 11.6 s
+    /// of a 49 s run for step times no steadier (docs/performance.md).
+    pub take_turns: bool,
     /// The lock file children take turns on to time their steps (see `timing_lock`).
     pub timing_lock: Option<std::path::PathBuf>,
 }
@@ -235,6 +243,7 @@ impl Default for ChildArgs {
         ChildArgs {
             extra: Vec::new(),
             threads: 1,
+            take_turns: false,
             timing_lock: None,
         }
     }

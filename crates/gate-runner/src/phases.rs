@@ -22,11 +22,12 @@ pub use gate_spec::budget::Timing;
 /// a crash can be placed and earlier figures survive it).
 pub fn profile<S: Session>(
     session: &S,
+    warm: Option<&S>,
     timing: Timing,
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
-    measure(session, recorder, on_phase, true, |p| run(p, timing))
+    measure(session, recorder, on_phase, true, |p| run(p, warm, timing))
 }
 
 /// A generation component's profile (`generate: { prefill, decode }`): no
@@ -210,8 +211,8 @@ struct Profile<'a, S: Session> {
 
 /// The phases in order. Each helper measures one or a few phases; the
 /// trainer and batch live here, across all of them, as the figures assume.
-fn run<S: Session>(p: &mut Profile<S>, timing: Timing) -> PhaseResult<()> {
-    let base = p.warm_up()?;
+fn run<S: Session>(p: &mut Profile<S>, warm: Option<&S>, timing: Timing) -> PhaseResult<()> {
+    let base = p.warm_up(warm)?;
     let (mut trainer, batch) = p.build()?;
     let first_peak = p.first_step(&mut trainer, &batch)?;
     let turn = p.steady_step(&mut trainer, &batch, timing, base, first_peak)?;
@@ -227,7 +228,7 @@ impl<'a, S: Session> Profile<'a, S> {
     }
 
     /// The warm-up, then the baseline every peak is measured from.
-    fn warm_up(&mut self) -> PhaseResult<u64> {
+    fn warm_up(&mut self, warm: Option<&S>) -> PhaseResult<u64> {
         // Warm up on a throwaway copy: thread pools and the CPU matmul kernels'
         // per-thread scratch buffers are allocated once and kept, and would
         // otherwise land in whichever phase first needs them.
@@ -235,7 +236,7 @@ impl<'a, S: Session> Profile<'a, S> {
         // without the warm-up, so the failure is placed in the phase that really
         // runs out and the figures before it are still measured.
         self.begin(Phase::Warmup)?;
-        let warmed = match throwaway_run(self.session) {
+        let warmed = match warm.map_or_else(|| throwaway_run(self.session), throwaway_run) {
             Ok(()) => true,
             Err((_, e)) => {
                 self.m.warmup_error = Some(first_line(&e.to_string()));
@@ -776,6 +777,8 @@ mod tests {
         device: Arc<Device>,
         /// Builds that fail before the next one succeeds (a warm-up that runs out).
         failing_builds: Cell<usize>,
+        /// Models built so far.
+        builds: Cell<usize>,
     }
 
     struct Params<'s>(&'s Toy);
@@ -787,6 +790,7 @@ mod tests {
                 self.0.failing_builds.set(self.0.failing_builds.get() - 1);
                 return Err(Error::msg("out of memory"));
             }
+            self.0.builds.set(self.0.builds.get() + 1);
             Ok(Trainer {
                 device: self.0.device.clone(),
                 _params: Buf::new(&self.0.device, PARAMS),
@@ -876,9 +880,10 @@ mod tests {
         let toy = Toy {
             device,
             failing_builds: Cell::new(failing_builds),
+            builds: Cell::new(0),
         };
         let recorder = Recorder::new(probe.clone());
-        let m = profile(&toy, Timing::default(), &recorder, &mut |_, _| {});
+        let m = profile(&toy, None, Timing::default(), &recorder, &mut |_, _| {});
         (m, probe)
     }
 
@@ -893,6 +898,31 @@ mod tests {
         assert_eq!(m.values[&Metric::Params], PARAMS as f64);
         assert_eq!(m.values[&Metric::Optimizer], (2 * PARAMS) as f64);
         assert_eq!(m.values[&Metric::Activations], 256.0);
+    }
+
+    #[test]
+    fn the_warm_up_runs_on_its_own_session_and_every_measured_phase_on_the_profiles() {
+        let device = Arc::new(Device::default());
+        let probe = Arc::new(NoPoolProbe::new(&device));
+        let toy = |device: &Arc<Device>| Toy {
+            device: device.clone(),
+            failing_builds: Cell::new(0),
+            builds: Cell::new(0),
+        };
+        // The adapter's smaller warm-up (`Framework::warm_up_batch`) on the same device.
+        let (measured, warm) = (toy(&device), toy(&device));
+        let m = profile(
+            &measured,
+            Some(&warm),
+            Timing::default(),
+            &Recorder::new(probe),
+            &mut |_, _| {},
+        );
+        assert_eq!(m.failure, None);
+        assert_eq!((warm.builds.get(), measured.builds.get()), (1, 1));
+        // The workspace the warm-up's forward made stays out of every figure.
+        assert_eq!(m.values[&Metric::Activations], 256.0);
+        assert_eq!(m.values[&Metric::Params], PARAMS as f64);
     }
 
     #[test]
@@ -938,9 +968,11 @@ mod tests {
         let toy = Toy {
             device: Arc::new(Device::default()),
             failing_builds: Cell::new(0),
+            builds: Cell::new(0),
         };
         let m = profile(
             &toy,
+            None,
             Timing::default(),
             &Recorder::new(Arc::new(Counting)),
             &mut |_, _| {},

@@ -1,6 +1,6 @@
 //! Profiles side by side: `gate check --jobs N` runs up to N children at
-//! once. Each is its own process, so one's bytes never touch another's; their
-//! timed steps take turns on a lock file (`timing_lock`).
+//! once. Each is its own process, so one's bytes never touch another's; on
+//! a GPU their timed steps take turns on a lock file (`timing_lock`).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -53,7 +53,7 @@ pub fn profile_all(
     on: &(dyn Fn(Progress) + Sync),
 ) -> Vec<Profiled> {
     let jobs = jobs.clamp(1, names.len().max(1));
-    let lock = (jobs > 1).then(|| {
+    let lock = (jobs > 1 && args.take_turns).then(|| {
         std::env::temp_dir().join(format!(
             "gate-timing-{}-{}.lock",
             std::process::id(),

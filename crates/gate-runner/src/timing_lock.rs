@@ -1,8 +1,10 @@
 //! Turns for the timed steps. `gate check --jobs N` runs profiles side by
 //! side: their byte counts do not touch each other (separate processes),
-//! but their step times would. The parent names a lock file in
-//! `GATE_TIMING_LOCK`; each child holds an exclusive `flock(2)` on it while
-//! it times its steps, so no two profiles time at once.
+//! but on one GPU their step times would (the device time-slices between
+//! processes). There the parent names a lock file in `GATE_TIMING_LOCK`;
+//! each child holds an exclusive `flock(2)` on it while it times its steps,
+//! so no two profiles time at once. CPU profiles take no turns (see
+//! `ChildArgs::take_turns`).
 
 use std::fs::File;
 

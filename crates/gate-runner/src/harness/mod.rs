@@ -249,6 +249,16 @@ pub trait Framework {
         batch_size: usize,
     ) -> Self::Session<'a>;
 
+    /// The batch size the throwaway warm-up step runs at, for a profile at
+    /// `batch_size` on `backend`. The warm-up is there for what the
+    /// framework allocates once per process and keeps (thread pools, kernel
+    /// scratch, loaded kernels), which would otherwise land in whichever
+    /// measured phase first needs it; a smaller batch is right only where
+    /// none of that depends on the batch. The default: the profile's own.
+    fn warm_up_batch(&self, _backend: Backend, batch_size: usize) -> usize {
+        batch_size
+    }
+
     /// The blocks the profile's model checkpointed (and their chunks), taken
     /// once its own steps are done; none where the framework has no such lever.
     fn checkpointed(&self) -> Vec<CheckpointedBlock> {
@@ -526,7 +536,15 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
     let mut m = match component.generate {
         // Inference only: the model's own generation loop, no training.
         Some(generate) => profile_generation(&session, generate, &recorder, &mut on_phase),
-        None => profile(&session, component.timing, &recorder, &mut on_phase),
+        None => {
+            // The throwaway warm-up's own session, where the adapter says a
+            // smaller batch sets up all its framework keeps (see `warm_up_batch`).
+            let batch = args.batch_size.unwrap_or(component.batch_size);
+            let warm_batch = framework.warm_up_batch(backend, batch);
+            let warm =
+                (warm_batch != batch).then(|| framework.session(workload, &opened.device, component, warm_batch));
+            profile(&session, warm.as_ref(), component.timing, &recorder, &mut on_phase)
+        }
     };
     m.device = base.device;
     m.emulated_block_bytes = base.emulated_block_bytes;
