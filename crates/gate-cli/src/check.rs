@@ -50,7 +50,7 @@ pub(crate) struct CheckArgs {
     #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
     pub baseline: String,
     /// Profiles run side by side (default: one per core on the CPU, one on a GPU).
-    /// Bytes are the same whatever the number; timed steps take turns.
+    /// Bytes are the same whatever the number; on a GPU, timed steps take turns (on the CPU each has its core).
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
     /// The branch of the baseline store read by `--baseline auto`.
