@@ -1,5 +1,6 @@
 //! The contract's JSON Schemas (#39 item 3): report.json's (also what the
-//! baseline store holds, `reports/SHA.json`), history.json's, and the harness
+//! baseline store holds, `reports/SHA.json`), history.json's, shard.json's
+//! (a sharded check's record for `gate merge`), and the harness
 //! protocol's two answers (`__resolve`'s line, `profile`'s event lines),
 //! generated from the types that read them (gate_report::schema), checked
 //! in under schema/ for a team's dashboard or harness, and what gate writes
@@ -20,6 +21,7 @@ fn schemas() -> Vec<(String, Value)> {
     let mut all = vec![
         ("report".to_string(), gate_report::schema::report_schema()),
         ("history".to_string(), gate_report::schema::history_schema()),
+        ("shard".to_string(), gate_report::schema::shard_schema()),
     ];
     all.extend(
         gate_report::schema::protocol_schemas()
@@ -181,20 +183,35 @@ fn every_stored_report_conforms() {
     assert!(checked >= 3, "{checked} reports checked");
 }
 
-/// A report written now, by the built binary, on the built-in MLP.
+/// A report and a shard's record written now, by the built binary, on the
+/// built-in MLP (one shard of one: the whole spec, and its shard.json).
 #[test]
-fn a_report_written_now_conforms() {
+fn a_report_and_a_shards_record_written_now_conform() {
     let t = tempfile::tempdir().unwrap();
     let o = crate::common::gate()
-        .args(["check", "--budgets", "examples/mlp.yaml", "--baseline", "none", "--out"])
+        .args([
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--baseline",
+            "none",
+            "--shard",
+            "1/1",
+            "--out",
+        ])
         .arg(t.path())
         .current_dir(root())
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
-    let report: Value = serde_json::from_str(&std::fs::read_to_string(t.path().join("report.json")).unwrap()).unwrap();
-    let p = conforms(&report);
+    let read =
+        |f: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(t.path().join(f)).unwrap()).unwrap() };
+    let p = conforms(&read("report.json"));
     assert!(p.is_empty(), "{}", p.join("\n"));
+    let record = read("shard.json");
+    let p = conforms_to("shard", &record);
+    assert!(p.is_empty(), "{record}\n{}", p.join("\n"));
+    assert_eq!(record["index"], 1, "{record}");
 }
 
 /// The stock gate is a harness too: its `__resolve` answer and every line

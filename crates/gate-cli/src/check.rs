@@ -182,7 +182,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     *writing = true;
     let extra = match &in_shard {
         Some((record, _)) => vec![(
-            super::shard::FILE,
+            gate_report::shard::FILE,
             serde_json::to_vec_pretty(record).expect("the shard record serializes"),
         )],
         None => Vec::new(),
@@ -209,8 +209,8 @@ fn is_selected(only: &[String], name: &str) -> bool {
 fn shard_components(
     spec: &gate_spec::budget::Spec,
     only: &[String],
-    shard: super::shard::Shard,
-) -> (super::shard::Record, Vec<String>) {
+    shard: gate_report::shard::Shard,
+) -> (gate_report::shard::Record, Vec<String>) {
     let names = spec
         .components
         .iter()
@@ -218,7 +218,7 @@ fn shard_components(
         .filter(|n| is_selected(only, n));
     let held = super::shard::components(names, shard);
     (
-        super::shard::Record {
+        gate_report::shard::Record {
             shard,
             components: held.clone(),
             only: {
@@ -234,7 +234,7 @@ fn shard_components(
 
 /// Says what the shard holds, and what it cannot judge: an ensemble whose
 /// members lie partly in other shards (judged by `gate merge`).
-fn log_shard(spec: &gate_spec::budget::Spec, record: &super::shard::Record) {
+fn log_shard(spec: &gate_spec::budget::Spec, record: &gate_report::shard::Record) {
     let s = record.shard;
     if record.components.is_empty() {
         eprintln!("shard {s}: no component falls to this shard (fewer components than shards): it measures nothing");

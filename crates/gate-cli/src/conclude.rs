@@ -73,8 +73,8 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         add(&mut set, name, bytes)?;
     }
     // A folder a sharded run wrote before holds its shard.json: this run's set has none.
-    if !c.extra.iter().any(|(name, _)| *name == super::shard::FILE) {
-        set.remove(super::shard::FILE);
+    if !c.extra.iter().any(|(name, _)| *name == gate_report::shard::FILE) {
+        set.remove(gate_report::shard::FILE);
     }
     // Reading the history costs GitHub requests: only for a budget it is shown for.
     let stored = if report.results.iter().any(|r| gate_report::history::shown(r.status)) {

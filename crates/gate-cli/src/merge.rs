@@ -119,7 +119,7 @@ fn every_component(
     spec: &gate_spec::budget::Spec,
     merged: &gate_report::merge::Merged,
     budgets: &std::path::Path,
-    records: &[(String, Option<super::shard::Record>)],
+    records: &[(String, Option<gate_report::shard::Record>)],
 ) -> Result<BTreeMap<String, gate_report::ComponentReport>, CliError> {
     let names: HashSet<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
     if let Some(name) = merged.components.keys().find(|n| !names.contains(n.as_str())) {

@@ -21,31 +21,16 @@
 
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-
 use super::CliError;
 use gate_spec::hint::Problem;
 
-/// One shard of a split: `index` of `count`, from 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Shard {
-    pub index: usize,
-    pub count: usize,
-}
+use gate_report::shard::{Record, Shard};
 
-/// The file a sharded `gate check` adds to its output folder.
-pub(super) const FILE: &str = "shard.json";
 /// The most bytes of `shard.json` read (a few numbers and names).
 const MAX_BYTES: u64 = 1 << 20;
 
 /// The most shards (a matrix of GitHub Actions has at most 256 jobs).
 pub(super) const MAX_COUNT: usize = 256;
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.index, self.count)
-    }
-}
 
 /// Parses `I/N`, with `1 <= I <= N <= 256`.
 pub(super) fn parse(text: &str) -> Result<Shard, CliError> {
@@ -87,22 +72,9 @@ pub(super) fn components<'a>(names: impl IntoIterator<Item = &'a str>, shard: Sh
         .collect()
 }
 
-/// What `shard.json` says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(super) struct Record {
-    #[serde(flatten)]
-    pub shard: Shard,
-    /// The components it profiled (their variants with them).
-    pub components: Vec<String>,
-    /// The `--only` selection it was dealt from, sorted (empty: the whole
-    /// spec): shards of different selections are not one split.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub only: Vec<String>,
-}
-
 /// Reads `dir/shard.json`: `None` when there is none (an unsharded run).
 pub(super) fn read(dir: &Path) -> Result<Option<Record>, CliError> {
-    let path = dir.join(FILE);
+    let path = dir.join(gate_report::shard::FILE);
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
@@ -223,7 +195,7 @@ pub(super) fn check_claims(dir: &Path, record: &Record, report: &gate_report::Re
         .collect();
     let bad = |what: String| {
         CliError::Usage(
-            Problem::new(format!("{}: {what}", dir.join(FILE).display()))
+            Problem::new(format!("{}: {what}", dir.join(gate_report::shard::FILE).display()))
                 .with_hint("merge the output folders as `gate check --shard I/N` wrote them (re-run the shard's job)"),
         )
     };

@@ -13,6 +13,7 @@ pub mod interval;
 pub mod merge;
 mod model;
 pub mod schema;
+pub mod shard;
 mod verdict;
 
 pub use assemble::{component_report, not_measured_report, testbed};

@@ -1,4 +1,4 @@
-//! The contract's JSON Schemas (report.json, history.json, the harness
+//! The contract's JSON Schemas (report.json, history.json, shard.json, the harness
 //! protocol's `__resolve` answer and `profile` lines), generated from the
 //! types that read them.
 //!
@@ -518,6 +518,11 @@ pub fn report_schema() -> Value {
 pub fn history_schema() -> Value {
     let title = format!("gate history.json, schema {}", crate::history::SCHEMA);
     schema_for::<crate::history::History>(&title).expect("the history can be traced")
+}
+
+/// The schema of shard.json (a sharded check's record, read by `gate merge`).
+pub fn shard_schema() -> Value {
+    schema_for::<crate::shard::Record>("gate shard.json").expect("a shard's record can be traced")
 }
 
 /// The schemas of the harness protocol's two answers (gate-runner's
