@@ -10,7 +10,8 @@
 //! does everything else.
 
 use candle_core::Device;
-use gate_runner::harness::{FrameworkId, Opened};
+use gate_contract::protocol::FrameworkId;
+use gate_runner::harness::Opened;
 
 use crate::runner::trainer::CandleSession;
 use crate::sdk::{DynWorkload, Registry, RunCtx};
@@ -31,7 +32,7 @@ impl gate_runner::harness::Framework for Candle<'_> {
 
     /// candle panics on some device errors (an `unwrap` of cudarc's
     /// result): told apart as its returned errors are.
-    fn panic_kind(message: &str) -> gate_runner::adapter::FailureKind {
+    fn panic_kind(message: &str) -> gate_contract::measurement::FailureKind {
         crate::runner::trainer::failure_kind(message)
     }
 
@@ -93,10 +94,10 @@ impl gate_runner::harness::Framework for Candle<'_> {
         }
     }
 
-    fn checkpointed(&self) -> Vec<gate_runner::CheckpointedBlock> {
+    fn checkpointed(&self) -> Vec<gate_contract::measurement::CheckpointedBlock> {
         crate::sdk::checkpoint::take_checkpointed()
             .into_iter()
-            .map(|(block, chunk)| gate_runner::CheckpointedBlock { block, chunk })
+            .map(|(block, chunk)| gate_contract::measurement::CheckpointedBlock { block, chunk })
             .collect()
     }
 }

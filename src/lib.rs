@@ -106,8 +106,10 @@ pub use sdk::{
 #[cfg(feature = "test-support")]
 #[doc(hidden)]
 pub mod test_support {
-    /// The harness protocol's request (gate-runner's, as src/child.rs serves it).
-    pub use gate_runner::harness::{Request, PROTOCOL};
+    /// The harness protocol's request (gate-contract's), and how a harness
+    /// reads it (gate-runner's, as src/child.rs serves it).
+    pub use gate_contract::protocol::{Request, PROTOCOL};
+    pub use gate_runner::harness::read_request;
     /// The spec's workloads resolved by a registry, and the candle profile
     /// of one (src/runner).
     pub mod runner {

@@ -152,11 +152,11 @@ fn on_cpu(batch_size: usize) -> (RunCtx, Recorder) {
     (RunCtx::cpu(batch_size), Recorder::new(Arc::new(CpuProbe)))
 }
 
-fn measure(leak: bool) -> gate_runner::Measurement {
+fn measure(leak: bool) -> gate_contract::measurement::Measurement {
     measure_on(leak, on_cpu(1))
 }
 
-fn measure_on(leak: bool, (ctx, rec): (RunCtx, Recorder)) -> gate_runner::Measurement {
+fn measure_on(leak: bool, (ctx, rec): (RunCtx, Recorder)) -> gate_contract::measurement::Measurement {
     let w = Cached(Cfg {
         vocab: 64,
         d: 32,
@@ -276,11 +276,11 @@ impl Workload for Two {
     }
 }
 
-fn train(cfg: TwoCfg) -> gate_runner::Measurement {
+fn train(cfg: TwoCfg) -> gate_contract::measurement::Measurement {
     train_on(cfg, on_cpu(4))
 }
 
-fn train_on(cfg: TwoCfg, (ctx, rec): (RunCtx, Recorder)) -> gate_runner::Measurement {
+fn train_on(cfg: TwoCfg, (ctx, rec): (RunCtx, Recorder)) -> gate_contract::measurement::Measurement {
     let timing = Timing {
         warmup: 0,
         steps: 2,

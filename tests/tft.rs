@@ -10,8 +10,9 @@ use gate::test_support::runner::profile;
 use gate::{ParamStore, RunCtx, Step, Workload};
 use gate_builtins::tft::config::TftConfig;
 use gate_builtins::tft::Tft;
+use gate_contract::measurement::Measurement;
 use gate_probe::{CountingAlloc, CpuProbe, Recorder};
-use gate_runner::{phases::Timing, Measurement};
+use gate_runner::phases::Timing;
 use gate_spec::metric::Metric;
 
 #[global_allocator]

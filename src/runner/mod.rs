@@ -12,11 +12,11 @@ pub(crate) mod trainer;
 #[cfg(any(test, feature = "test-support"))]
 use crate::sdk::{DynWorkload, RunCtx};
 #[cfg(any(test, feature = "test-support"))]
+use gate_contract::measurement::{Measurement, Phase};
+#[cfg(any(test, feature = "test-support"))]
 use gate_probe::Recorder;
 #[cfg(any(test, feature = "test-support"))]
 use gate_runner::phases::Timing;
-#[cfg(any(test, feature = "test-support"))]
-use gate_runner::{Measurement, Phase};
 
 /// The candle the models run on (the `candle-0-*` feature; the 0.11 figure
 /// is checked against Cargo.lock by a test), recorded in each testbed.
@@ -138,7 +138,7 @@ mod coverage_tests {
         }
     }
 
-    fn measure(frozen: &[&str]) -> gate_runner::Measurement {
+    fn measure(frozen: &[&str]) -> gate_contract::measurement::Measurement {
         let w = Normed(Cfg {
             frozen: frozen.iter().map(|s| s.to_string()).collect(),
         });
@@ -177,7 +177,7 @@ mod coverage_tests {
     fn a_frozen_name_the_model_does_not_have_fails_the_build_naming_what_it_has() {
         let m = measure(&["w3."]);
         let f = m.failure.expect("the build fails");
-        assert_eq!(f.phase, gate_runner::Phase::Build);
+        assert_eq!(f.phase, gate_contract::measurement::Phase::Build);
         assert!(
             f.reason
                 .contains("frozen_parameters names a parameter that the built model does not have: w3.")

@@ -162,7 +162,7 @@ impl<'w> Train for Trainer<'w> {
         Some(bytes)
     }
 
-    fn gradient_coverage(&self, grads: &GradStore) -> Option<gate_runner::GradientCoverage> {
+    fn gradient_coverage(&self, grads: &GradStore) -> Option<gate_contract::measurement::GradientCoverage> {
         let mut c = self.store.coverage(grads, &self.frozen);
         // Said only where something is missing: the text is the runner's
         // bytes, counted with the optimizer's (and subtracted there).
@@ -431,7 +431,7 @@ fn shortened(names: &[String]) -> String {
 #[cfg(test)]
 mod failure_kind_tests {
     use super::failure_kind;
-    use gate_runner::adapter::FailureKind;
+    use gate_contract::measurement::FailureKind;
 
     #[test]
     fn device_errors_are_told_from_running_out_of_memory() {

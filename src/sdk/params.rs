@@ -106,9 +106,9 @@ impl ParamStore {
 
     /// Which of the trainable variables (less `frozen`) have a gradient in
     /// `grads`, with their bytes; names are kept only for those without.
-    pub fn coverage(&self, grads: &GradStore, frozen: &[String]) -> gate_runner::GradientCoverage {
+    pub fn coverage(&self, grads: &GradStore, frozen: &[String]) -> gate_contract::measurement::GradientCoverage {
         let inner = self.lock();
-        let mut c = gate_runner::GradientCoverage::default();
+        let mut c = gate_contract::measurement::GradientCoverage::default();
         for (name, var) in &inner.vars {
             if is_frozen(name, frozen) {
                 c.frozen += 1;
@@ -120,7 +120,7 @@ impl ParamStore {
             if grads.get(var.as_tensor()).is_none() {
                 c.without_gradient += 1;
                 c.without_gradient_bytes += bytes;
-                if c.missing.len() < gate_runner::GradientCoverage::NAMES_KEPT {
+                if c.missing.len() < gate_contract::measurement::GradientCoverage::NAMES_KEPT {
                     c.missing.push(name.clone());
                 }
             }

@@ -266,6 +266,7 @@ fn resolved() -> (BTreeMap<String, String>, BTreeMap<String, Vec<String>>) {
 const CORE: &[&str] = &[
     "gate-spec",
     "gate-probe",
+    "gate-contract",
     "gate-runner",
     "gate-report",
     "gate-render",
@@ -304,6 +305,47 @@ fn no_core_crate_has_an_ml_framework_in_its_tree() {
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+/// The crates of `names` that only the command line should compile: its
+/// parser, network, charts and progress bars, and `more`.
+fn command_line_weight<'a>(names: &BTreeSet<&'a str>, more: &[&str]) -> Vec<&'a str> {
+    const WEIGHT: &[&str] = &[
+        "clap",
+        "octocrab",
+        "tokio",
+        "hyper",
+        "rustls",
+        "aws-lc-rs",
+        "jsonwebtoken",
+        "plotters",
+        "indicatif",
+    ];
+    names
+        .iter()
+        .copied()
+        .filter(|n| WEIGHT.contains(n) || more.contains(n))
+        .collect()
+}
+
+/// The contract (report.json, history.json, shard.json, the harness
+/// protocol) is one crate a team's dashboard can depend on alone: gate's
+/// spec and probe types under it, serde, and nothing of the runner, the
+/// report's verdict, the renderers, the network or the command line.
+#[test]
+fn the_contract_crate_needs_no_runner_renderer_network_or_command_line() {
+    let out = cargo_tree(&["-p", "gate-contract"], None);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    let gate: BTreeSet<&&str> = names.iter().filter(|n| n.starts_with("gate-")).collect();
+    assert_eq!(
+        gate,
+        ["gate-contract", "gate-probe", "gate-spec"].iter().collect(),
+        "{names:?}"
+    );
+    let heavy = command_line_weight(&names, &["yaml-rust2"]);
+    assert!(heavy.is_empty(), "the contract compiles {heavy:?}");
+}
+
 /// What an adopter's harness compiles (examples/adopter's `ml`, gate with
 /// `default-features = false` and its candle): the SDK, the runner and the
 /// probe, and none of the command line's weight.
@@ -321,28 +363,8 @@ fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
     let text = String::from_utf8_lossy(&out.stdout);
     let names: BTreeSet<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
     assert!(names.contains("gate-sdk") && names.contains("candle-core"), "{names:?}");
-    let heavy: Vec<&&str> = names
-        .iter()
-        .filter(|n| {
-            [
-                "clap",
-                "octocrab",
-                "tokio",
-                "hyper",
-                "rustls",
-                "aws-lc-rs",
-                "jsonwebtoken",
-                "plotters",
-                "indicatif",
-                "gate-github",
-                "gate-render",
-                "gate-report",
-                // The installed gate reads budgets.yaml; the harness gets it as JSON.
-                "yaml-rust2",
-            ]
-            .contains(n)
-        })
-        .collect();
+    // The installed gate reads budgets.yaml; the harness gets it as JSON.
+    let heavy = command_line_weight(&names, &["gate-github", "gate-render", "gate-report", "yaml-rust2"]);
     assert!(heavy.is_empty(), "the harness compiles {heavy:?}");
 }
 

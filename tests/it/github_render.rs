@@ -2,8 +2,8 @@
 //! summary markdown and the workflow-command annotations, on fixed reports;
 //! plus the escaping of hostile names and the 65,536-character cap.
 
+use gate_contract::report::Report;
 use gate_render::{annotations, markdown};
-use gate_report::Report;
 use serde_json::{json, Value};
 
 const MIB: f64 = 1024.0 * 1024.0;

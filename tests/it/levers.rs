@@ -7,8 +7,9 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use gate_contract::report::{MetricValue, Report, Status, Testbed};
 use gate_render::{junit, markdown, table};
-use gate_report::{MetricValue, Report, Reserve, Status, Testbed};
+use gate_report::Reserve;
 use gate_spec::metric::Metric;
 
 const SPEC: &str = "version: 1
@@ -36,7 +37,7 @@ fn config_of(spec: &gate_spec::budget::Spec, name: &str) -> serde_json::Value {
     w.get(name).unwrap().config()
 }
 
-fn reports(spec: &gate_spec::budget::Spec) -> BTreeMap<String, gate_report::ComponentReport> {
+fn reports(spec: &gate_spec::budget::Spec) -> BTreeMap<String, gate_contract::report::ComponentReport> {
     let figures = [
         ("tft", 307.0, 6200.0, 0.441),
         ("tft@plain", 5387.0, 13900.0, 0.443),
@@ -102,7 +103,7 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
         &spec,
         &components,
         &none,
-        &gate_report::Testbed::default(),
+        &gate_contract::report::Testbed::default(),
         reserve,
         false,
     );
@@ -129,7 +130,7 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
     let step_ratio = v.results[2].measured.unwrap();
     assert!((step_ratio - 6200.0 / 13900.0).abs() < 1e-12);
     let report = Report {
-        schema: gate_report::SCHEMA,
+        schema: gate_contract::report::SCHEMA,
         gate_version: "test".into(),
         commit: None,
         spec: "budgets.yaml".into(),

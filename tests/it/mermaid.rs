@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use gate_contract::report::Report;
 use gate_render::markdown;
-use gate_report::Report;
 use serde_json::Value;
 
 fn root() -> PathBuf {

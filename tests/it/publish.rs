@@ -551,7 +551,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     let first = registry.uploaded();
     assert_eq!(
         first,
-        ["gate-spec", "gate-probe", "gate-runner", "gate-burn"],
+        ["gate-spec", "gate-probe", "gate-contract", "gate-runner", "gate-burn"],
         "{out}\n{err}"
     );
     assert!(
@@ -561,7 +561,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     assert!(
         err.ends_with(
             "error: `cargo publish -p gate-report` failed (above); on registry `gate-rehearsal` now: \
-             gate-spec gate-probe gate-runner gate-burn\n\
+             gate-spec gate-probe gate-contract gate-runner gate-burn\n\
              hint: fix the cause and run again: what is on the registry is skipped\n"
         ),
         "{err}"
@@ -582,7 +582,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     assert!(
         out.ends_with(
             "published: gate-report gate-sdk gate-builtins gate-render gate-github gate-cli; \
-             already there: gate-spec gate-probe gate-runner gate-burn\n"
+             already there: gate-spec gate-probe gate-contract gate-runner gate-burn\n"
         ),
         "{out}"
     );
@@ -596,6 +596,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
         [
             "gate-spec",
             "gate-probe",
+            "gate-contract",
             "gate-runner",
             "gate-burn",
             "gate-report",
@@ -654,8 +655,8 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     let o = publish(&registry, home.path(), target.path(), "");
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
-    assert!(out.ends_with("published: none; already there: gate-spec gate-probe gate-runner gate-burn gate-report gate-sdk gate-builtins gate-render gate-github gate-cli\n"), "{out}");
-    assert_eq!(registry.uploaded().len(), 10);
+    assert!(out.ends_with("published: none; already there: gate-spec gate-probe gate-contract gate-runner gate-burn gate-report gate-sdk gate-builtins gate-render gate-github gate-cli\n"), "{out}");
+    assert_eq!(registry.uploaded().len(), 11);
 
     // An index behind its uploads: the script and cargo both see no
     // gate-cli, crates.io refuses the upload as a duplicate, and that counts
@@ -673,7 +674,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
         ),
         "{out}"
     );
-    assert_eq!(registry.uploaded().len(), 10);
+    assert_eq!(registry.uploaded().len(), 11);
     eprintln!("the rehearsal took {:.1} s", started.elapsed().as_secs_f64());
 }
 
@@ -693,7 +694,7 @@ fn a_crate_whose_dependency_is_not_on_the_registry_is_refused_before_anything_is
         .unwrap_or(&err);
     assert_eq!(
         err,
-        "error: gate-runner 0.1.0 depends on gate-probe 0.1.0, gate-spec 0.1.0, which registry `gate-rehearsal` does \
+        "error: gate-runner 0.1.0 depends on gate-contract 0.1.0, gate-probe 0.1.0, gate-spec 0.1.0, which registry `gate-rehearsal` does \
          not have and this run does not publish before it\n\
          hint: publish them first: scripts/publish.sh with no package names publishes every crate in dependency order\n"
     );

@@ -126,8 +126,9 @@ fn ratios_come_from_interleaved_pairs_with_an_interval_and_are_judged_on_it() {
 /// the summary, and each renderer says so (the run passes unless `--strict`).
 #[test]
 fn an_inconclusive_ratio_is_shown_by_every_renderer_as_a_warning() {
+    use gate_contract::report::{Report, RunStatus, Status, Testbed};
     use gate_render::{annotations, junit, markdown, table};
-    use gate_report::{Report, Reserve, RunStatus, Status, Testbed};
+    use gate_report::Reserve;
     use gate_spec::metric::Metric;
 
     // The MLP group only, with a limit its pairs straddle.
@@ -159,7 +160,7 @@ fn an_inconclusive_ratio_is_shown_by_every_renderer_as_a_warning() {
     assert_eq!(v.summary.status, RunStatus::Pass);
     let why = "the 96.5 % interval of 15 pairs, 1.3 to 2.1, straddles the limit < 2";
     let report = Report {
-        schema: gate_report::SCHEMA,
+        schema: gate_contract::report::SCHEMA,
         gate_version: "test".into(),
         commit: None,
         spec: "budgets.yaml".into(),
@@ -300,7 +301,7 @@ fn a_reference_that_runs_out_of_memory_still_gives_both_ratios_from_the_ratio_st
     );
     assert!(text.contains(&format!("note: {note}")), "{text}");
     // The same note in JUnit (the `gate` suite's output) and in the comment.
-    let typed: gate_report::Report = serde_json::from_value(report.clone()).unwrap();
+    let typed: gate_contract::report::Report = serde_json::from_value(report.clone()).unwrap();
     let xml = gate_render::junit::render(&typed, time::OffsetDateTime::UNIX_EPOCH).unwrap();
     let escaped = note.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
     assert!(xml.contains(&format!("note: {escaped}")), "{xml}");

@@ -4,7 +4,7 @@
 //! The fixture predates recorded phase times: it also shows that older
 //! reports still render.
 
-use gate_report::{Report, Warning, WarningKind};
+use gate_contract::report::{Report, Warning, WarningKind};
 
 fn fixture() -> Report {
     serde_json::from_str(include_str!("../fixtures/report-h200.json")).expect("the fixture is a schema-1 report")
@@ -40,7 +40,7 @@ fn junit_xml() {
 /// TFT with a variant (`tft@plain`, the reference of its ratio budget), a
 /// warning about the variant and a run-wide one, under `--strict`.
 fn timed_with_a_variant() -> Report {
-    use gate_report::{BudgetResult, PhaseTime, Status};
+    use gate_contract::report::{BudgetResult, PhaseTime, Status};
     let mut r = fixture();
     let phases = [
         ("setup", 0.25),
@@ -74,7 +74,7 @@ fn timed_with_a_variant() -> Report {
     let result =
         |component: &str, metric: &str, unit, limit, measured, status, line, reason: Option<&str>| BudgetResult {
             component: component.into(),
-            metric: gate_report::MetricId::parse(metric),
+            metric: gate_contract::report::MetricId::parse(metric),
             unit,
             op: gate_spec::budget::Op::Lt,
             limit,

@@ -2,7 +2,7 @@
 //! baseline store holds, `reports/SHA.json`), history.json's, shard.json's
 //! (a sharded check's record for `gate merge`), and the harness
 //! protocol's two answers (`__resolve`'s line, `profile`'s event lines),
-//! generated from the types that read them (gate_report::schema), checked
+//! generated from the types that read them (gate_contract::schema), checked
 //! in under schema/ for a team's dashboard or harness, and what gate writes
 //! conforms to them: the stored reports, a report written now, and the
 //! answers of the stock gate's own harness. `GATE_BLESS=1 cargo test --test
@@ -19,12 +19,12 @@ fn root() -> &'static Path {
 /// Every schema with the file it is checked in as.
 fn schemas() -> Vec<(String, Value)> {
     let mut all = vec![
-        ("report".to_string(), gate_report::schema::report_schema()),
-        ("history".to_string(), gate_report::schema::history_schema()),
-        ("shard".to_string(), gate_report::schema::shard_schema()),
+        ("report".to_string(), gate_contract::schema::report_schema()),
+        ("history".to_string(), gate_contract::schema::history_schema()),
+        ("shard".to_string(), gate_contract::schema::shard_schema()),
     ];
     all.extend(
-        gate_report::schema::protocol_schemas()
+        gate_contract::schema::protocol_schemas()
             .into_iter()
             .map(|(name, s)| (name.to_string(), s)),
     );

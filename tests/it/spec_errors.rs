@@ -1145,7 +1145,7 @@ fn a_config_past_the_depth_limit_is_an_error_at_its_position_and_one_at_it_reads
     let t = tempfile::tempdir().unwrap();
     let request = t.path().join("request.json");
     std::fs::write(&request, gate::test_support::Request::json(&spec).unwrap()).unwrap();
-    let back = gate::test_support::Request::read(&request).unwrap_or_else(|e| panic!("{:?}", e.problem));
+    let back = gate::test_support::read_request(&request).unwrap_or_else(|e| panic!("{:?}", e.problem));
     assert_eq!(back.spec.components[0].config, spec.components[0].config);
 
     for (depth, vdepth, at) in [

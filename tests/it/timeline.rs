@@ -10,9 +10,9 @@ use crate::common;
 
 use std::path::Path;
 
+use gate_contract::report::Report;
 use gate_probe::timeline::{Event, Timeline, MAX_SAMPLES};
 use gate_render::timeline::{compact, file_name, svg};
-use gate_report::Report;
 
 const MIB: u64 = 1024 * 1024;
 

@@ -5,9 +5,10 @@
 use std::sync::{Arc, Mutex};
 
 use burn::tensor::{Device, Tensor};
+use gate_contract::protocol::FrameworkId;
 use gate_probe::{Backend, BackendError};
 use gate_probe::{MemoryProbe, MemorySource};
-use gate_runner::harness::{Framework, FrameworkId, Opened, Registry};
+use gate_runner::harness::{Framework, Opened, Registry};
 use gate_spec::budget::Component;
 use gate_spec::dtype::DType;
 
@@ -39,7 +40,7 @@ impl Framework for Burn<'_> {
     }
 
     /// A panic that escapes the phases' catch (burn's errors are panics).
-    fn panic_kind(message: &str) -> gate_runner::adapter::FailureKind {
+    fn panic_kind(message: &str) -> gate_contract::measurement::FailureKind {
         crate::session::panic_kind(message)
     }
 

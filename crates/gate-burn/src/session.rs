@@ -114,7 +114,7 @@ pub trait DynTrainer {
     /// The parameters' gradients of `loss`'s graph, as burn's optimizers take them.
     fn gradients_params(&self, grads: Gradients) -> GradientsParams;
     /// Which parameters have a gradient in `grads`, and the gradient tensors' bytes.
-    fn gradient_stats(&self, grads: &GradientsParams) -> (gate_runner::GradientCoverage, u64);
+    fn gradient_stats(&self, grads: &GradientsParams) -> (gate_contract::measurement::GradientCoverage, u64);
     /// One optimizer step (the first makes the optimizer).
     fn step(&mut self, grads: GradientsParams) -> adapter::Result<()>;
     /// Frees the optimizer and its state.
@@ -213,10 +213,10 @@ impl<W: BurnWorkload> DynTrainer for Trainer<'_, W> {
         }
     }
 
-    fn gradient_stats(&self, grads: &GradientsParams) -> (gate_runner::GradientCoverage, u64) {
+    fn gradient_stats(&self, grads: &GradientsParams) -> (gate_contract::measurement::GradientCoverage, u64) {
         struct Stats<'g> {
             grads: &'g GradientsParams,
-            c: gate_runner::GradientCoverage,
+            c: gate_contract::measurement::GradientCoverage,
             with_gradient_bytes: u64,
             /// The module path down to the parameter being visited.
             path: Vec<String>,
@@ -238,7 +238,7 @@ impl<W: BurnWorkload> DynTrainer for Trainer<'_, W> {
                     None => {
                         self.c.without_gradient += 1;
                         self.c.without_gradient_bytes += own;
-                        if self.c.missing.len() < gate_runner::GradientCoverage::NAMES_KEPT {
+                        if self.c.missing.len() < gate_contract::measurement::GradientCoverage::NAMES_KEPT {
                             self.c.missing.push(self.path.join("."));
                         }
                     }
@@ -247,7 +247,7 @@ impl<W: BurnWorkload> DynTrainer for Trainer<'_, W> {
         }
         let mut s = Stats {
             grads,
-            c: gate_runner::GradientCoverage::default(),
+            c: gate_contract::measurement::GradientCoverage::default(),
             with_gradient_bytes: 0,
             path: Vec::new(),
         };
@@ -443,7 +443,7 @@ impl Train for BurnTrainer<'_> {
         params.as_ref().map(|g| self.inner.gradient_stats(g).1)
     }
 
-    fn gradient_coverage(&self, grads: &Grads) -> Option<gate_runner::GradientCoverage> {
+    fn gradient_coverage(&self, grads: &Grads) -> Option<gate_contract::measurement::GradientCoverage> {
         let params = grads.params.borrow();
         params.as_ref().map(|g| self.inner.gradient_stats(g).0)
     }

@@ -14,10 +14,11 @@ use super::harness::Loaded;
 use super::output::OutputSet;
 use super::App;
 use super::CliError;
+use gate_contract::measurement::Failure;
+use gate_contract::report::Report;
 use gate_probe::Backend;
-use gate_report::Report;
 use gate_runner::exit::Exit;
-use gate_runner::{ChildArgs, Failure, Progress};
+use gate_runner::{ChildArgs, Progress};
 use gate_spec::hint::Problem;
 
 #[derive(Debug, Args)]
@@ -182,7 +183,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     *writing = true;
     let extra = match &in_shard {
         Some((record, _)) => vec![(
-            gate_report::shard::FILE,
+            gate_contract::shard::FILE,
             serde_json::to_vec_pretty(record).expect("the shard record serializes"),
         )],
         None => Vec::new(),
@@ -209,8 +210,8 @@ fn is_selected(only: &[String], name: &str) -> bool {
 fn shard_components(
     spec: &gate_spec::budget::Spec,
     only: &[String],
-    shard: gate_report::shard::Shard,
-) -> (gate_report::shard::Record, Vec<String>) {
+    shard: gate_contract::shard::Shard,
+) -> (gate_contract::shard::Record, Vec<String>) {
     let names = spec
         .components
         .iter()
@@ -218,7 +219,7 @@ fn shard_components(
         .filter(|n| is_selected(only, n));
     let held = super::shard::components(names, shard);
     (
-        gate_report::shard::Record {
+        gate_contract::shard::Record {
             shard,
             components: held.clone(),
             only: {
@@ -234,7 +235,7 @@ fn shard_components(
 
 /// Says what the shard holds, and what it cannot judge: an ensemble whose
 /// members lie partly in other shards (judged by `gate merge`).
-fn log_shard(spec: &gate_spec::budget::Spec, record: &gate_report::shard::Record) {
+fn log_shard(spec: &gate_spec::budget::Spec, record: &gate_contract::shard::Record) {
     let s = record.shard;
     if record.components.is_empty() {
         eprintln!("shard {s}: no component falls to this shard (fewer components than shards): it measures nothing");
@@ -340,7 +341,7 @@ fn show_progress(bar: &ProgressBar, p: Progress) {
 
 /// What the profiles measured, gathered for the report.
 struct Measured {
-    components: BTreeMap<String, gate_report::ComponentReport>,
+    components: BTreeMap<String, gate_contract::report::ComponentReport>,
     /// The device of the first profile that names one.
     device: Option<gate_probe::DeviceInfo>,
     /// The last infrastructure failure among the profiles.
@@ -348,7 +349,7 @@ struct Measured {
     /// The largest per-process context reserve measured (CUDA only).
     reserve: Option<u64>,
     /// The framework the profiles ran on (the harness's, when the spec has one).
-    framework: gate_runner::harness::FrameworkId,
+    framework: gate_contract::protocol::FrameworkId,
     /// Its version when it is candle (the report's `candle_version`), else empty.
     candle: String,
 }
@@ -583,8 +584,9 @@ mod tests {
     use std::time::Duration;
 
     use super::{child_args, where_the_time_went};
+    use gate_contract::measurement::Measurement;
     use gate_probe::Backend;
-    use gate_runner::{Measurement, Profiled};
+    use gate_runner::Profiled;
 
     #[test]
     fn profiles_on_one_gpu_take_turns_to_time_and_cpu_profiles_do_not() {

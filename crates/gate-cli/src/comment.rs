@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::CliError;
+use gate_contract::report::{Acknowledgement, Report, Status, Warning, WarningKind};
 use gate_github::comment::{self, Upsert};
 use gate_github::label::Finding;
 use gate_github::{context, Client, Event, GithubError, PullRequest, Repo, Settings};
 use gate_render::markdown;
-use gate_report::{Acknowledgement, Report, Status, Warning, WarningKind};
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
 
@@ -128,12 +128,12 @@ fn github_error(e: GithubError, from: &Path) -> CliError {
 
 /// DIR/history.json, when `gate check` found stored reports; it comes from
 /// an artifact, so it is checked, and a bad one is a warning.
-pub(super) fn read_history(dir: &Path) -> Vec<gate_report::history::Series> {
+pub(super) fn read_history(dir: &Path) -> Vec<gate_contract::history::Series> {
     let path = dir.join("history.json");
     if std::fs::symlink_metadata(&path).is_err() {
         return Vec::new();
     }
-    let text = match gate_report::input::read_regular(&path, gate_report::history::MAX_BYTES as u64) {
+    let text = match gate_report::input::read_regular(&path, gate_contract::history::MAX_BYTES as u64) {
         Ok(text) => text,
         Err(e) => {
             eprintln!(
@@ -143,7 +143,7 @@ pub(super) fn read_history(dir: &Path) -> Vec<gate_report::history::Series> {
             return Vec::new();
         }
     };
-    match gate_report::history::parse(&text) {
+    match gate_contract::history::parse(&text) {
         Ok(h) => {
             h.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
             h.series

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use super::output::OutputSet;
 use super::CliError;
-use gate_report::{Report, Reserve, SCHEMA};
+use gate_contract::report::{Report, SCHEMA};
+use gate_report::Reserve;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
 
@@ -18,13 +19,13 @@ pub(super) struct Conclusion<'a> {
     pub spec: &'a gate_spec::budget::Spec,
     pub spec_path: String,
     pub commit: Option<String>,
-    pub components: BTreeMap<String, gate_report::ComponentReport>,
+    pub components: BTreeMap<String, gate_contract::report::ComponentReport>,
     pub baseline: &'a gate_report::baseline::Outcome,
-    pub testbed: gate_report::Testbed,
+    pub testbed: gate_contract::report::Testbed,
     pub reserve: Reserve,
     pub strict: bool,
     /// The acknowledge label, as GitHub answered about it.
-    pub ack: gate_report::AckInput,
+    pub ack: gate_contract::report::AckInput,
     /// Stored reports of the target branch, newest first, for the history:
     /// asked for only when a budget that shows one failed or regressed.
     pub stored: Box<dyn FnOnce() -> Vec<Report> + 'a>,
@@ -73,16 +74,16 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         add(&mut set, name, bytes)?;
     }
     // A folder a sharded run wrote before holds its shard.json: this run's set has none.
-    if !c.extra.iter().any(|(name, _)| *name == gate_report::shard::FILE) {
-        set.remove(gate_report::shard::FILE);
+    if !c.extra.iter().any(|(name, _)| *name == gate_contract::shard::FILE) {
+        set.remove(gate_contract::shard::FILE);
     }
     // Reading the history costs GitHub requests: only for a budget it is shown for.
-    let stored = if report.results.iter().any(|r| gate_report::history::shown(r.status)) {
+    let stored = if report.results.iter().any(|r| gate_contract::history::shown(r.status)) {
         (c.stored)()
     } else {
         Vec::new()
     };
-    let history = gate_report::history::series(&report, &stored);
+    let history = gate_contract::history::series(&report, &stored);
     history.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
     if history.series.is_empty() {
         set.remove("history.json");
@@ -130,7 +131,7 @@ pub(super) fn write_github_outputs(
     set: &mut OutputSet,
     report: &Report,
     baseline: Option<&Report>,
-    history: &[gate_report::history::Series],
+    history: &[gate_contract::history::Series],
 ) -> Result<(), CliError> {
     use gate_render::markdown;
     let event = gate_github::context::event_from_env();

@@ -11,9 +11,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
+use gate_contract::measurement::Measurement;
 use gate_probe::Backend;
 use gate_runner::exit::Exit;
-use gate_runner::{run_child, ChildArgs, Measurement};
+use gate_runner::{run_child, ChildArgs};
 use gate_spec::budget::{Budget, Component};
 use gate_spec::hint::Problem;
 use gate_spec::metric::{format_value, Metric, Unit};

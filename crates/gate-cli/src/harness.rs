@@ -11,8 +11,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use gate_contract::protocol::FrameworkId;
 use gate_runner::child::{spawn_helper, status_words, Tail};
-use gate_runner::harness::FrameworkId;
 
 use super::{App, CliError};
 use gate_probe::Backend;
@@ -297,7 +297,7 @@ fn private_copy(built: &Path) -> Result<(PathBuf, Scratch), CliError> {
     Ok((exe, dir))
 }
 
-/// Writes the request for `spec` (`gate_runner::harness::Request`) into a new
+/// Writes the request for `spec` (`gate_contract::protocol::Request`) into a new
 /// private folder: created by `tempfile` under an unpredictable name,
 /// readable by this user only, and the file created there, never opened if
 /// it exists. Removed with the folder, or by the signal handler.
@@ -311,7 +311,7 @@ fn write_request(spec: &Spec) -> Result<RequestFile, CliError> {
             .with_hint("check that the temporary folder (TMPDIR) is writable and has room"),
         )
     };
-    let json = gate_runner::harness::Request::json(spec).map_err(|e| fail(e.to_string()))?;
+    let json = gate_contract::protocol::Request::json(spec).map_err(|e| fail(e.to_string()))?;
     let dir = Scratch::create("gate-request-").map_err(|e| fail(e.to_string()))?;
     let path = dir.0.path().join("request.json");
     std::fs::OpenOptions::new()
@@ -351,9 +351,9 @@ fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Res
         CliError::Infrastructure(
             Problem::new(format!(
                 "{who} speaks gate's harness protocol {theirs}, and this gate speaks {}",
-                gate_runner::harness::PROTOCOL
+                gate_contract::protocol::PROTOCOL
             ))
-            .with_hint(gate_runner::harness::PROTOCOL_HINT),
+            .with_hint(gate_contract::protocol::PROTOCOL_HINT),
         )
     };
     let mut cmd = gate_runner::child::command(exe);
@@ -389,7 +389,7 @@ fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Res
     });
     let protocol = answer.as_ref().map(|a| a["protocol"].as_u64());
     match (status.code(), protocol) {
-        (Some(0 | 2 | 3), Some(Some(p))) if p != u64::from(gate_runner::harness::PROTOCOL) => {
+        (Some(0 | 2 | 3), Some(Some(p))) if p != u64::from(gate_contract::protocol::PROTOCOL) => {
             return Err(mismatch(p.to_string()))
         }
         (Some(2), Some(Some(_))) => return Err(CliError::Reported(Exit::BadInput)),
@@ -407,7 +407,7 @@ fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Res
             ),
         }));
     };
-    if protocol != Some(Some(gate_runner::harness::PROTOCOL.into())) {
+    if protocol != Some(Some(gate_contract::protocol::PROTOCOL.into())) {
         return Err(mismatch("(none)".into()));
     }
     let Some(configs) = answer["configs"].as_object() else {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::CliError;
-use gate_report::Report;
+use gate_contract::report::Report;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
 use gate_spec::metric::{format_value, Metric};

@@ -119,8 +119,8 @@ fn every_component(
     spec: &gate_spec::budget::Spec,
     merged: &gate_report::merge::Merged,
     budgets: &std::path::Path,
-    records: &[(String, Option<gate_report::shard::Record>)],
-) -> Result<BTreeMap<String, gate_report::ComponentReport>, CliError> {
+    records: &[(String, Option<gate_contract::shard::Record>)],
+) -> Result<BTreeMap<String, gate_contract::report::ComponentReport>, CliError> {
     let names: HashSet<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
     if let Some(name) = merged.components.keys().find(|n| !names.contains(n.as_str())) {
         return Err(CliError::Usage(
@@ -138,7 +138,7 @@ fn every_component(
             merged.components.get(&c.name).is_none_or(|r| {
                 r.error
                     .as_ref()
-                    .is_some_and(|e| e.kind == gate_report::ErrorKind::NotMeasured)
+                    .is_some_and(|e| e.kind == gate_contract::report::ErrorKind::NotMeasured)
             })
         })
         .map(|c| c.name.as_str())
@@ -192,7 +192,7 @@ fn listed(names: &[&str]) -> String {
 /// the spec's line.
 fn check_settings(
     spec: &gate_spec::budget::Spec,
-    shards: &[(String, gate_report::Report)],
+    shards: &[(String, gate_contract::report::Report)],
     budgets: &std::path::Path,
 ) -> Result<(), CliError> {
     let by_name: HashMap<&str, &gate_spec::budget::Component> =

@@ -24,7 +24,7 @@ use std::path::Path;
 use super::CliError;
 use gate_spec::hint::Problem;
 
-use gate_report::shard::{Record, Shard};
+use gate_contract::shard::{Record, Shard};
 
 /// The most bytes of `shard.json` read (a few numbers and names).
 const MAX_BYTES: u64 = 1 << 20;
@@ -74,7 +74,7 @@ pub(super) fn components<'a>(names: impl IntoIterator<Item = &'a str>, shard: Sh
 
 /// Reads `dir/shard.json`: `None` when there is none (an unsharded run).
 pub(super) fn read(dir: &Path) -> Result<Option<Record>, CliError> {
-    let path = dir.join(gate_report::shard::FILE);
+    let path = dir.join(gate_contract::shard::FILE);
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
     }
@@ -181,7 +181,11 @@ pub(super) fn check_one_selection(records: &[(String, Option<Record>)]) -> Resul
 /// claims that its report lacks (or holds unmeasured) would pass as "not
 /// measured", one its report holds unclaimed may be in another shard too
 /// (issue #43 item 6).
-pub(super) fn check_claims(dir: &Path, record: &Record, report: &gate_report::Report) -> Result<(), CliError> {
+pub(super) fn check_claims(
+    dir: &Path,
+    record: &Record,
+    report: &gate_contract::report::Report,
+) -> Result<(), CliError> {
     let claimed: std::collections::HashSet<&str> = record.components.iter().map(String::as_str).collect();
     let held: std::collections::HashSet<&str> = report
         .components
@@ -189,13 +193,13 @@ pub(super) fn check_claims(dir: &Path, record: &Record, report: &gate_report::Re
         .filter(|(_, c)| {
             c.error
                 .as_ref()
-                .is_none_or(|e| e.kind != gate_report::ErrorKind::NotMeasured)
+                .is_none_or(|e| e.kind != gate_contract::report::ErrorKind::NotMeasured)
         })
         .map(|(n, _)| base(n))
         .collect();
     let bad = |what: String| {
         CliError::Usage(
-            Problem::new(format!("{}: {what}", dir.join(gate_report::shard::FILE).display()))
+            Problem::new(format!("{}: {what}", dir.join(gate_contract::shard::FILE).display()))
                 .with_hint("merge the output folders as `gate check --shard I/N` wrote them (re-run the shard's job)"),
         )
     };

@@ -18,8 +18,8 @@ use serde_json::json;
 use super::client::{Client, Method};
 use super::context::{check_sha, Repo};
 use super::error::{Call, GithubError};
+use gate_contract::report::Report;
 use gate_render::checks::Output;
-use gate_report::Report;
 
 /// Annotations per request (GitHub's most).
 pub const PER_REQUEST: usize = 50;

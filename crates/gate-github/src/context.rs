@@ -47,7 +47,7 @@ impl std::fmt::Display for Repo {
 /// A commit SHA (hex), checked so it can go into a URL path.
 pub fn check_sha(s: &str) -> Result<String, GithubError> {
     let t = s.trim();
-    if gate_report::history::is_sha(t) {
+    if gate_contract::history::is_sha(t) {
         Ok(t.to_ascii_lowercase())
     } else {
         Err(GithubError::Config {

@@ -9,7 +9,7 @@ use super::client::Client;
 use super::context::{Event, Repo};
 use super::error::{Call, GithubError};
 use super::Settings;
-use gate_report::{AckInput, Acknowledgement};
+use gate_contract::report::{AckInput, Acknowledgement};
 
 /// The label `gate check` looks for unless `--acknowledge-label` names another.
 pub const DEFAULT_LABEL: &str = "gate:accept-regression";

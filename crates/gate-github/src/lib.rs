@@ -65,7 +65,7 @@ pub struct HistorySource {
 /// The stored reports older than the baseline, nearest first, at most
 /// `max` within [`store::HISTORY_DEPTH`] first-parent commits, and notes
 /// for the log. A network failure is a note: the history is shorter.
-pub fn history(from: HistorySource, max: usize) -> (Vec<gate_report::Report>, Vec<String>) {
+pub fn history(from: HistorySource, max: usize) -> (Vec<gate_contract::report::Report>, Vec<String>) {
     if max == 0 {
         return (Vec::new(), Vec::new());
     }

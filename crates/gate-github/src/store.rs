@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::client::{Client, Method};
 use super::context::Repo;
 use super::error::{Call, GithubError};
-use gate_report::Report;
+use gate_contract::report::Report;
 
 pub const DEFAULT_BRANCH: &str = "gate-baselines";
 /// First-parent steps walked at most when looking for a baseline.

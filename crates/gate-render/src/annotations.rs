@@ -15,7 +15,7 @@
 
 use std::fmt::Write;
 
-use gate_report::{Report, Status};
+use gate_contract::report::{Report, Status};
 
 use super::failure_message;
 

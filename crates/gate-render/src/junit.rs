@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 use time::OffsetDateTime;
 
-use gate_report::{BudgetResult, ComponentReport, Report, Status, Subject, Warning};
+use gate_contract::report::{BudgetResult, ComponentReport, Report, Status, Subject, Warning};
 use gate_spec::metric::Metric;
 use gate_spec::units::Bytes;
 
@@ -321,7 +321,10 @@ fn metric_seconds(c: &ComponentReport, r: &BudgetResult) -> f64 {
     let Some(metric) = r.metric.metric().filter(|_| r.measured.is_some()) else {
         return 0.0;
     };
-    let phases: Vec<String> = gate_runner::measured_in(metric).iter().map(|p| p.to_string()).collect();
+    let phases: Vec<String> = gate_contract::measurement::measured_in(metric)
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
     c.phase_seconds
         .iter()
         .filter(|p| phases.contains(&p.phase))
@@ -578,7 +581,7 @@ mod tests {
 
     #[test]
     fn a_warning_goes_to_the_suite_of_its_component() {
-        use gate_report::WarningKind;
+        use gate_contract::report::WarningKind;
         let groups = BTreeMap::from([("tft", vec!["tft", "tft@plain"])]);
         let w = |c: Option<&str>, text: &str| Warning::new(c, WarningKind::Other, text);
         let warnings = [

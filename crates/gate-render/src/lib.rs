@@ -12,7 +12,7 @@ pub mod table;
 pub mod timeline;
 pub mod view;
 
-use gate_report::{Acknowledgement, BudgetResult, RunStatus, Status, Summary};
+use gate_contract::report::{Acknowledgement, BudgetResult, RunStatus, Status, Summary};
 use gate_spec::metric::{format_in, Unit};
 
 /// The headline's strict suffix: ` (strict)`, and when only `--strict`
@@ -36,7 +36,7 @@ pub fn strict_suffix(s: &Summary) -> String {
 
 /// The headline's counts: `9 of 10 budgets pass, 1 fail, 0 regressed, 0
 /// not measured`, then what was not compared, and the strict suffix.
-pub fn counts(report: &gate_report::Report) -> String {
+pub fn counts(report: &gate_contract::report::Report) -> String {
     let s = &report.summary;
     let mut text = format!(
         "{} of {} budgets pass, {} fail, {} regressed, {} not measured",
@@ -184,7 +184,7 @@ mod tests {
             inconclusive: 0,
             warnings: warnings
                 .iter()
-                .map(|w| gate_report::Warning::run_wide(gate_report::WarningKind::Other, *w))
+                .map(|w| gate_contract::report::Warning::run_wide(gate_contract::report::WarningKind::Other, *w))
                 .collect(),
             strict,
             acknowledged: 0,
@@ -200,12 +200,12 @@ mod tests {
         let note = "`tft`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process";
         let mut s = summary("pass", false, &[], 0);
         s.notes = vec![note.into()];
-        let r = gate_report::Report {
+        let r = gate_contract::report::Report {
             schema: 1,
             gate_version: "0".into(),
             commit: None,
             spec: "budgets.yaml".into(),
-            testbed: gate_report::Testbed::default(),
+            testbed: gate_contract::report::Testbed::default(),
             components: Default::default(),
             ensemble: None,
             results: vec![],

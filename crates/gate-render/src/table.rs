@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use gate_report::{Report, Status};
+use gate_contract::report::{Report, Status};
 use gate_spec::units::Bytes;
 
 use super::measured_text;
@@ -164,12 +164,12 @@ fn next_step(out: &mut String, report: &Report) {
 
 /// A component's error, if any, and its blocks by activation memory kept for
 /// backward (with what each gained or lost against the baseline, when compared).
-fn component_notes(out: &mut String, name: &str, c: &gate_report::ComponentReport, compared: bool) {
+fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::ComponentReport, compared: bool) {
     if let Some(e) = &c.error {
         let phase = e.phase.as_deref().map(|p| format!(" in phase {p}")).unwrap_or_default();
         let what = match e.kind {
-            gate_report::ErrorKind::NotMeasured => "not measured",
-            gate_report::ErrorKind::Failed => "failed",
+            gate_contract::report::ErrorKind::NotMeasured => "not measured",
+            gate_contract::report::ErrorKind::Failed => "failed",
         };
         let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
     }
@@ -225,7 +225,7 @@ fn component_notes(out: &mut String, name: &str, c: &gate_report::ComponentRepor
 }
 
 /// The ensemble's sum: its members, the reserve, the total and the headroom.
-fn ensemble_line(out: &mut String, e: &gate_report::EnsembleReport) {
+fn ensemble_line(out: &mut String, e: &gate_contract::report::EnsembleReport) {
     let total = e.total_bytes.map_or("—".into(), |t| Bytes(t).to_string());
     let headroom = e.headroom_bytes.map_or("—".into(), |h| {
         if h < 0 {
@@ -351,7 +351,7 @@ pub fn variant_metrics(report: &Report, members: &[String]) -> &'static [gate_sp
 }
 
 /// A variant's settings in a few words: dtype, batch and checkpointing.
-pub fn variant_settings(c: &gate_report::ComponentReport) -> String {
+pub fn variant_settings(c: &gate_contract::report::ComponentReport) -> String {
     let chunk = c
         .config
         .get("checkpoint")
@@ -427,7 +427,7 @@ fn variants(report: &Report) -> String {
 #[cfg(test)]
 mod color_tests {
     use super::paint;
-    use gate_report::Status;
+    use gate_contract::report::Status;
 
     #[test]
     fn status_colours_are_plain_ansi_and_off_means_no_escape_at_all() {

@@ -2,10 +2,10 @@
 //! table, the comment and JUnit agree. Ordering, top blocks and the next
 //! step live here; pass/fail was decided by the verdict and is only read.
 
-use gate_report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, MetricId, Report, Status};
+use gate_contract::report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, MetricId, Report, Status};
 use gate_spec::metric::{Metric, Unit};
 
-pub use gate_report::UNATTRIBUTED;
+pub use gate_contract::report::UNATTRIBUTED;
 
 /// Where a row goes in a review: what needs a decision first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -459,7 +459,13 @@ mod tests {
         }
         assert_eq!(Lever::of(&Metric::DecodeGrowth.into()), Some(Lever::Leak));
         assert_eq!(Lever::of(&Metric::StepTimeRatio.into()), Some(Lever::Tradeoff));
-        assert_eq!(Lever::of(&gate_report::MetricId::parse("total")), Some(Lever::Ensemble));
-        assert_eq!(Lever::of(&gate_report::MetricId::parse("a_newer_gates_metric")), None);
+        assert_eq!(
+            Lever::of(&gate_contract::report::MetricId::parse("total")),
+            Some(Lever::Ensemble)
+        );
+        assert_eq!(
+            Lever::of(&gate_contract::report::MetricId::parse("a_newer_gates_metric")),
+            None
+        );
     }
 }

@@ -2,11 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use gate_runner::{DeviceInfo, Measurement};
+use gate_contract::measurement::Measurement;
+use gate_probe::DeviceInfo;
 use gate_spec::budget::Component;
 use gate_spec::metric::Metric;
 
-use super::model::*;
+use gate_contract::report::*;
 
 fn component_fingerprint(c: &Component, config: &serde_json::Value) -> String {
     let mut key = format!("{}|{}|{}|{}|{}", c.kind, c.dtype.as_str(), c.batch_size, c.seed, config);
@@ -14,7 +15,7 @@ fn component_fingerprint(c: &Component, config: &serde_json::Value) -> String {
     if let Some(m) = c.master_dtype {
         key.push_str(&format!("|master={}", m.as_str()));
     }
-    format!("{:016x}", fnv1a(&key))
+    format!("{:016x}", gate_spec::hash::fnv1a(&key))
 }
 
 pub fn component_report(c: &Component, config: serde_json::Value, m: &Measurement) -> ComponentReport {
@@ -141,7 +142,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
 pub fn testbed(
     device: &DeviceInfo,
     spec: &gate_spec::budget::Spec,
-    framework: &gate_runner::harness::FrameworkId,
+    framework: &gate_contract::protocol::FrameworkId,
     candle_version: &str,
 ) -> Testbed {
     Testbed {

@@ -4,10 +4,9 @@
 
 use std::path::Path;
 
-use super::model::{BaselineInfo, Report, Testbed, Warning, WarningKind, SCHEMA};
+use gate_contract::report::{BaselineInfo, Report, Testbed, Warning, WarningKind, DIFFERENT_TESTBED, SCHEMA};
 
 /// Said wherever a baseline from another testbed was not compared.
-pub const DIFFERENT_TESTBED: &str = "baseline from a different testbed: not compared";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BaselineError {
@@ -127,11 +126,6 @@ fn load(path: &Path, file: std::io::Result<std::fs::File>) -> Result<Report, Bas
     parse(&text, &path.display().to_string())
 }
 
-/// Whether figures measured on `baseline` may be compared with `current`'s.
-pub fn comparable(current: &Testbed, baseline: &Testbed) -> bool {
-    current.fingerprint() == baseline.fingerprint()
-}
-
 /// What the run is compared with.
 #[derive(Debug, Clone)]
 pub enum Outcome {
@@ -156,7 +150,7 @@ pub fn info(outcome: &Outcome, current: &Testbed) -> Option<BaselineInfo> {
         Outcome::Found { report, source } => Some(BaselineInfo {
             source: source.clone(),
             commit: report.commit.clone(),
-            comparable: comparable(current, &report.testbed),
+            comparable: current.comparable(&report.testbed),
         }),
         Outcome::Missing { .. } => None,
     }
@@ -169,7 +163,7 @@ pub fn warning(outcome: &Outcome, current: &Testbed) -> Option<Warning> {
             WarningKind::NoBaseline,
             format!("no baseline ({reason}): regressions are not checked"),
         )),
-        Outcome::Found { report, .. } if !comparable(current, &report.testbed) => {
+        Outcome::Found { report, .. } if !current.comparable(&report.testbed) => {
             let b = &report.testbed;
             let text = format!(
                 "{DIFFERENT_TESTBED} (baseline: {} on {}, fingerprint {}; this run: {} on {}, fingerprint {})",

@@ -4,7 +4,7 @@
 
 use gate_spec::budget::Spec;
 
-use super::model::*;
+use gate_contract::report::*;
 
 /// What differs between the baseline's component and this run's, e.g.
 /// `config changed: hidden_dim 256 → 300`, so a comparison that is not made
@@ -81,7 +81,7 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
     for b in &baseline.results {
         old_of.entry((b.component.as_str(), b.metric.as_str())).or_insert(b);
     }
-    let now: std::collections::HashSet<(crate::Subject, crate::MetricId)> = results
+    let now: std::collections::HashSet<(gate_contract::report::Subject, gate_contract::report::MetricId)> = results
         .iter()
         .map(|r| (r.component.clone(), r.metric.clone()))
         .collect();
@@ -153,10 +153,7 @@ pub fn compare_blocks(
     outcome: &super::baseline::Outcome,
     testbed: &Testbed,
 ) {
-    let Some(base) = outcome
-        .report()
-        .filter(|b| super::baseline::comparable(testbed, &b.testbed))
-    else {
+    let Some(base) = outcome.report().filter(|b| testbed.comparable(&b.testbed)) else {
         return;
     };
     for (name, now) in components.iter_mut() {

@@ -11,7 +11,7 @@
 //! for 15 samples at 95 %). Fewer than 6 samples have no 95 % interval:
 //! even [min, max] covers the median only with 1 − 2·½⁵ = 93.75 % for 5.
 
-use super::model::Interval;
+use gate_contract::report::Interval;
 
 /// The confidence gate asks for.
 pub const CONFIDENCE: f64 = 0.95;

@@ -1,5 +1,5 @@
-//! The report model (versioned JSON), its assembly from measurements, and
-//! the verdict.
+//! A report (gate-contract's `report`) assembled from measurements, the
+//! verdict, the baseline comparison and merging of shards' reports.
 //!
 //! No ML framework is in this crate's dependency tree. Internal to gate:
 //! its API may change in any release.
@@ -7,18 +7,13 @@
 mod assemble;
 pub mod baseline;
 mod compare;
-pub mod history;
 pub mod input;
 pub mod interval;
 pub mod merge;
-mod model;
-pub mod schema;
-pub mod shard;
 mod verdict;
 
 pub use assemble::{component_report, not_measured_report, testbed};
 pub use compare::compare_blocks;
-pub use model::*;
 pub use verdict::{
     acknowledge, add_ratios, decide, decide_acknowledged, ratios_beyond_card, Reserve, Verdict, PARAMS_AGREEMENT,
     PARAMS_AGREEMENT_FLOOR,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use gate_spec::config::{Node, Value};
 
-use super::model::{ComponentReport, Report, Testbed};
+use gate_contract::report::{ComponentReport, Report, Testbed};
 use gate_spec::budget::Component;
 
 #[derive(Debug, thiserror::Error)]
@@ -115,7 +115,7 @@ pub fn merge(shards: &[(String, Report)]) -> Result<Merged, MergeError> {
         merged.strict |= r.summary.strict;
         merged.wall_seconds = merged.wall_seconds.max(r.wall_seconds);
         if let Some(e) = &r.ensemble {
-            if e.reserve_source == crate::model::ReserveSource::Measured && e.processes > 0 {
+            if e.reserve_source == gate_contract::report::ReserveSource::Measured && e.processes > 0 {
                 let per = e.reserve_bytes / e.processes;
                 merged.measured_reserve = Some(merged.measured_reserve.map_or(per, |m: u64| m.max(per)));
             }

@@ -8,7 +8,7 @@ use gate_spec::metric::{Metric, Unit};
 
 use super::baseline::Outcome;
 use super::compare::{budget_changes, what_changed};
-use super::model::*;
+use gate_contract::report::*;
 
 /// How far the measured `params` may sit above the closed form before the
 /// two are said to disagree: tensor metadata (shapes, names, reference
@@ -358,7 +358,7 @@ pub fn decide_acknowledged(
 ) -> Verdict {
     let baseline = outcome.report();
     // Figures are compared only with a baseline from the same testbed.
-    let comparable = baseline.filter(|b| super::baseline::comparable(testbed, &b.testbed));
+    let comparable = baseline.filter(|b| testbed.comparable(&b.testbed));
     let mut results = Vec::new();
     // The baseline's own warning (missing, another testbed) comes first.
     let mut warnings: Vec<Warning> = super::baseline::warning(outcome, testbed).into_iter().collect();
@@ -577,7 +577,7 @@ fn component_warnings(
 }
 
 /// The warning of a step that leaves trainable parameters without a gradient.
-fn untrained_text(name: &str, c: &gate_runner::GradientCoverage) -> String {
+fn untrained_text(name: &str, c: &gate_contract::measurement::GradientCoverage) -> String {
     let more = c.without_gradient.saturating_sub(c.missing.len() as u64);
     let names = if more > 0 {
         format!("{} and {more} more", c.missing.join(", "))
@@ -603,7 +603,7 @@ fn untrained_text(name: &str, c: &gate_runner::GradientCoverage) -> String {
 
 /// Why a training figure of a component whose step leaves parameters
 /// without a gradient is not what it seems.
-fn untrained_reason(c: &gate_runner::GradientCoverage) -> String {
+fn untrained_reason(c: &gate_contract::measurement::GradientCoverage) -> String {
     format!(
         "measures a step that does not train: {} of {} parameter tensors got no gradient",
         c.without_gradient, c.tensors
@@ -1298,7 +1298,7 @@ ensemble:
             phase: Some("inference".into()),
             reason: "the profile exited with status 1".into(),
             peak_bytes: None,
-            failure_kind: Some(gate_runner::FailureKind::Model),
+            failure_kind: Some(gate_contract::measurement::FailureKind::Model),
         });
         for strict in [false, true] {
             let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, strict);
@@ -1328,7 +1328,7 @@ ensemble:
             &[(Metric::Params, 400.0), (Metric::StepTime, 0.001)],
             &[(Metric::Params, 100.0), (Metric::TrainingPeak, 200.0)],
         );
-        c.get_mut("b").unwrap().gradient_coverage = Some(gate_runner::GradientCoverage {
+        c.get_mut("b").unwrap().gradient_coverage = Some(gate_contract::measurement::GradientCoverage {
             tensors: 39,
             bytes: 1000,
             without_gradient: 38,
@@ -1416,7 +1416,7 @@ ensemble:
             phase: Some("forward".into()),
             reason: "out of memory".into(),
             peak_bytes: None,
-            failure_kind: Some(gate_runner::FailureKind::OutOfMemory),
+            failure_kind: Some(gate_contract::measurement::FailureKind::OutOfMemory),
         });
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
         assert_eq!(
@@ -1541,7 +1541,7 @@ components:
             phase: Some("backward".into()),
             reason: "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
             peak_bytes: Some(900),
-            failure_kind: Some(gate_runner::FailureKind::OutOfMemory),
+            failure_kind: Some(gate_contract::measurement::FailureKind::OutOfMemory),
         });
         let t = reports.get_mut("t").unwrap();
         t.step_time_ratios = vec![1.2; 15];

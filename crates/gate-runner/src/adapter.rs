@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-pub use crate::measurement::FailureKind;
+pub use gate_contract::measurement::FailureKind;
 
 /// A failure inside the framework: its message (reports show the first
 /// line) and what kind of failure it is, decided by the adapter that saw it
@@ -182,7 +182,7 @@ pub trait Train {
     }
     /// Which trainable parameters `grads` (pruned) has a gradient for
     /// (`None`: the adapter cannot tell).
-    fn gradient_coverage(&self, _grads: &Self::Grads) -> Option<crate::GradientCoverage> {
+    fn gradient_coverage(&self, _grads: &Self::Grads) -> Option<gate_contract::measurement::GradientCoverage> {
         None
     }
     /// The workload's own generation loop over `model` (the inference

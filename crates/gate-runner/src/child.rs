@@ -12,9 +12,8 @@ use std::time::Instant;
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
-
-use super::measurement::{Failure, FailureKind, Measurement, Phase};
+use gate_contract::measurement::{Failure, FailureKind, Measurement, Phase};
+use gate_contract::protocol::ChildEvent;
 
 /// How a profile child's panic hook starts its one line on stderr: the
 /// panic's message and where it was raised (`... at src/model.rs:12:5`),
@@ -200,17 +199,6 @@ pub fn infrastructure_failure(f: &Failure) -> bool {
 const CRASHED: &str = "the profile crashed: ";
 /// How the reason of a profile that exited 0 without its `done` event begins.
 const NO_MEASUREMENT: &str = "no measurement: ";
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChildEvent {
-    /// A phase starts; the figures measured so far come with it.
-    Phase {
-        phase: Phase,
-        so_far: Box<Measurement>,
-    },
-    Done(Box<Measurement>),
-}
 
 /// Writes one event line (the child side).
 pub fn emit(out: &mut impl Write, event: &ChildEvent) -> std::io::Result<()> {

@@ -28,7 +28,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use crate::adapter::{Error, Result};
-use crate::measurement::Phase;
+use gate_contract::measurement::Phase;
 
 /// `GATE_INJECT_FAULT=[COMPONENT:]PHASE:KIND` (tests of gate itself).
 pub const ENV: &str = "GATE_INJECT_FAULT";
@@ -42,7 +42,7 @@ static LEAKING: AtomicBool = AtomicBool::new(false);
 
 /// A CUDA driver error, worded as cudarc's `DriverError` is (candle passes
 /// it through), of the kind an adapter gives it.
-fn driver_error(kind: crate::FailureKind, code: &str, text: &str) -> Error {
+fn driver_error(kind: gate_contract::measurement::FailureKind, code: &str, text: &str) -> Error {
     Error::of_kind(kind, format!("DriverError({code}, {text:?})"))
 }
 
@@ -85,7 +85,7 @@ pub fn inject(phase: Phase) -> Result<()> {
         }
         "error" => Err(Error::msg(format!("injected error in phase {phase}"))),
         "cuda" => Err(driver_error(
-            crate::FailureKind::Device,
+            gate_contract::measurement::FailureKind::Device,
             "CUDA_ERROR_ILLEGAL_ADDRESS",
             "an illegal memory access was encountered",
         )),
@@ -93,7 +93,7 @@ pub fn inject(phase: Phase) -> Result<()> {
             "DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access was encountered\") in phase {phase}"
         ),
         "cuda_oom" => Err(driver_error(
-            crate::FailureKind::OutOfMemory,
+            gate_contract::measurement::FailureKind::OutOfMemory,
             "CUDA_ERROR_OUT_OF_MEMORY",
             "out of memory",
         )),

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::child::{interrupted, run_child, ChildArgs};
-use super::measurement::{Measurement, Phase};
+use gate_contract::measurement::{Measurement, Phase};
 
 /// What the caller hears while the profiles run (from any worker thread).
 pub enum Progress<'a> {

@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use super::escape::mermaid_text;
 use crate::view::{self, Row};
-use gate_report::{ComponentReport, Report};
+use gate_contract::report::{ComponentReport, Report};
 
 /// Bars are cut at this % so one 1,500 % figure does not flatten the rest;
 /// the label keeps the real figure.

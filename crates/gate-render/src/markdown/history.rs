@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::escape;
 use super::escape::code;
-use gate_report::history::{Point, Series};
+use gate_contract::history::{Point, Series};
 use gate_spec::metric::{format_in, format_limit, Unit};
 
 pub(super) fn section(series: &[Series]) -> String {

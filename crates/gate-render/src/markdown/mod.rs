@@ -19,7 +19,7 @@ mod sections;
 
 pub use escape::{escape_max, mermaid_text};
 
-use gate_report::{Report, Status};
+use gate_contract::report::{Report, Status};
 
 /// GitHub refuses comments longer than this many characters.
 pub const COMMENT_LIMIT: usize = 65_536;
@@ -28,7 +28,7 @@ pub const NAME_LIMIT: usize = 100;
 /// How many blocks each failing component lists.
 pub const TOP_BLOCKS: usize = 5;
 
-pub use gate_report::baseline::DIFFERENT_TESTBED;
+pub use gate_contract::report::DIFFERENT_TESTBED;
 
 /// Where the comment's links point: each budget's line in the spec at the
 /// PR's head commit, and the run that measured it. Built by the caller from
@@ -70,11 +70,11 @@ pub fn render_with(report: &Report, baseline: Option<&Report>, links: &Links, li
 }
 
 /// [`render_with`], with the history of the failing and regressed budgets
-/// on the target branch (`gate_report::history`), shown under the table.
+/// on the target branch (`gate_contract::history`), shown under the table.
 pub fn render_full(
     report: &Report,
     baseline: Option<&Report>,
-    history: &[gate_report::history::Series],
+    history: &[gate_contract::history::Series],
     links: &Links,
     limit: usize,
 ) -> String {

@@ -9,7 +9,7 @@ use super::escape::{code, escape_max};
 use super::sections::baseline_phrase;
 use super::Links;
 use crate::view::{self, Rank, Row};
-use gate_report::{Report, Status};
+use gate_contract::report::{Report, Status};
 use gate_spec::units::Bytes;
 
 /// At most this many warnings are listed one by one.

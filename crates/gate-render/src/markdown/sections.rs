@@ -7,7 +7,7 @@ use super::escape;
 use super::escape::{code_safe, escape_max, fence_for};
 use super::DIFFERENT_TESTBED;
 use crate::view::{self, UNATTRIBUTED};
-use gate_report::Report;
+use gate_contract::report::Report;
 
 /// Components with `variants:`: each variant's settings and metrics side by
 /// side, with the loss and step-time ratios against the reference.

@@ -34,114 +34,45 @@ use gate_spec::hint::Problem;
 use gate_spec::metric::Metric;
 
 use crate::adapter::Session;
-use crate::child::{emit, ChildEvent};
+use crate::child::emit;
 use crate::exit::Exit;
-use crate::measurement::{CheckpointedBlock, Failure, FailureKind, Measurement, Phase};
 use crate::phases::{profile, profile_generation, ratio_run, RatioPlan};
+use gate_contract::measurement::{CheckpointedBlock, Failure, FailureKind, Measurement, Phase};
+use gate_contract::protocol::{ChildEvent, FrameworkId, Request, ResolveAnswer, PROTOCOL, PROTOCOL_HINT};
 
 pub use registry::{read_config, Registry, Resolvable, Workloads};
 
-/// The protocol's version: requests and `__resolve` answers carry it, and
-/// each side refuses the other's when it differs. 1: the harness read
-/// budgets.yaml itself (`--budgets SPEC`); 2: it gets the validated spec as
-/// a JSON request (`--request FILE`); 3: a failure's kind is the adapter's
-/// (`out_of_memory` its own), not read from its words.
-pub const PROTOCOL: u32 = 3;
-
-/// How to make both sides speak one protocol.
-pub const PROTOCOL_HINT: &str = "build the harness against the same gate release as the installed `gate`";
-
-/// Which framework, at which version, a harness runs its models on: the
-/// report's testbed records it (`framework`), and figures of another
-/// framework or version are not compared.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FrameworkId {
-    /// `candle`, `burn`.
-    pub name: String,
-    /// The release the harness was built against (`0.11.1`, `0.22.1`).
-    pub version: String,
-}
-
-impl FrameworkId {
-    /// Whether it is unknown (a report stored before it was recorded).
-    pub fn is_unknown(&self) -> bool {
-        self.name.is_empty() && self.version.is_empty()
-    }
-}
-
-/// A harness's answer to `__resolve`.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct ResolveAnswer {
-    /// [`PROTOCOL`].
-    pub protocol: u32,
-    /// Each component's resolved config, as the report records it.
-    pub configs: serde_json::Map<String, serde_json::Value>,
-    /// The framework the harness runs its models on.
-    pub framework: FrameworkId,
-    /// The same version under the field the first gates of protocol 2
-    /// read; only a candle harness writes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub candle_version: Option<String>,
-}
-
-/// What the installed `gate` asks of a harness: the validated spec, each
-/// workload's `config:` with its positions. Written to a file that each
-/// `__resolve` and `profile` reads (`--request FILE`).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Request {
-    /// [`PROTOCOL`] of the gate that wrote it.
-    pub protocol: u32,
-    /// The spec, as the installed `gate` validated it.
-    pub spec: Spec,
-}
-
-impl Request {
-    /// The request for `spec` in this gate's protocol, as JSON (the
-    /// installed `gate` writes it; a harness only reads one).
-    pub fn json(spec: &Spec) -> serde_json::Result<String> {
-        #[derive(serde::Serialize)]
-        struct Borrowed<'a> {
-            protocol: u32,
-            spec: &'a Spec,
-        }
-        serde_json::to_string(&Borrowed {
-            protocol: PROTOCOL,
-            spec,
-        })
-    }
-
-    /// Reads the request file at `path`. Its protocol is looked at before
-    /// the rest, so a request of another gate is named as such.
-    pub fn read(path: &Path) -> Result<Request, ChildError> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            ChildError::usage(format!(
-                "cannot read the installed gate's request {}: {e}",
-                path.display()
+/// Reads the installed `gate`'s request file at `path`. Its protocol is
+/// looked at before the rest, so a request of another gate is named as such.
+pub fn read_request(path: &Path) -> Result<Request, ChildError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        ChildError::usage(format!(
+            "cannot read the installed gate's request {}: {e}",
+            path.display()
+        ))
+    })?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        ChildError::usage(format!(
+            "the request {} is not gate's JSON request: {e}",
+            path.display()
+        ))
+    })?;
+    let protocol = value.get("protocol").and_then(|p| p.as_u64());
+    if protocol != Some(PROTOCOL.into()) {
+        return Err(ChildError::infrastructure(
+            Problem::new(format!(
+                "the installed gate speaks gate's harness protocol {}, and this harness speaks {PROTOCOL}",
+                protocol.map_or("(none)".to_string(), |p| p.to_string())
             ))
-        })?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ChildError::usage(format!(
-                "the request {} is not gate's JSON request: {e}",
-                path.display()
-            ))
-        })?;
-        let protocol = value.get("protocol").and_then(|p| p.as_u64());
-        if protocol != Some(PROTOCOL.into()) {
-            return Err(ChildError::infrastructure(
-                Problem::new(format!(
-                    "the installed gate speaks gate's harness protocol {}, and this harness speaks {PROTOCOL}",
-                    protocol.map_or("(none)".to_string(), |p| p.to_string())
-                ))
-                .with_hint(PROTOCOL_HINT),
-            ));
-        }
-        serde_json::from_value(value).map_err(|e| {
-            ChildError::usage(format!(
-                "the request {} is not gate's JSON request: {e}",
-                path.display()
-            ))
-        })
+            .with_hint(PROTOCOL_HINT),
+        ));
     }
+    serde_json::from_value(value).map_err(|e| {
+        ChildError::usage(format!(
+            "the request {} is not gate's JSON request: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// What ended a child command: the problem, and the exit code.
@@ -406,7 +337,7 @@ fn load_here<F: Framework>(
     framework: &F,
     identity: Identity,
 ) -> Result<(Spec, Workloads<F::Workload>), ChildError> {
-    let spec = Request::read(path)?.spec;
+    let spec = read_request(path)?.spec;
     if let (Some(h), Some(package)) = (&spec.harness, identity.package) {
         if h.package != package || identity.bin.is_some_and(|b| b != h.bin) {
             return Err(ChildError::infrastructure(
@@ -690,7 +621,7 @@ mod tests {
     fn a_request_carries_the_spec_with_its_positions() {
         let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
         let (dir, path) = written(&Request::json(&spec).unwrap());
-        let read = Request::read(&path).unwrap();
+        let read = read_request(&path).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
         assert_eq!(read.protocol, PROTOCOL);
         assert_eq!(format!("{:?}", read.spec), format!("{spec:?}"));
@@ -703,7 +634,7 @@ mod tests {
     #[test]
     fn a_request_of_another_protocol_names_both() {
         let (dir, path) = written(r#"{"protocol": 1, "budgets": "budgets.yaml"}"#);
-        let e = Request::read(&path).unwrap_err();
+        let e = read_request(&path).unwrap_err();
         assert_eq!(
             e.problem.message,
             format!("the installed gate speaks gate's harness protocol 1, and this harness speaks {PROTOCOL}")
@@ -711,7 +642,7 @@ mod tests {
         assert_eq!(e.problem.hint(), Some(PROTOCOL_HINT));
         assert_eq!(e.exit, Exit::Infrastructure);
         std::fs::write(&path, "not json").unwrap();
-        let e = Request::read(&path).unwrap_err();
+        let e = read_request(&path).unwrap_err();
         std::fs::remove_dir_all(dir).unwrap();
         assert!(
             e.problem.message.contains("is not gate's JSON request"),

@@ -11,7 +11,12 @@ use gate_spec::budget::Op;
 use gate_spec::metric::{Metric, Unit};
 use gate_spec::units::SizeUnit;
 
+/// report.json's version.
 pub const SCHEMA: u32 = 1;
+
+/// How a warning that a baseline is another testbed's begins (its
+/// sentence, and how a report stored before warnings were typed is read).
+pub const DIFFERENT_TESTBED: &str = "baseline from a different testbed: not compared";
 
 /// A metric value with its unit. Bytes are written as integers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -72,13 +77,18 @@ pub struct Testbed {
     /// before it have none: their `candle_version` says it).
     // Unknown in a stored report is left out when it is written again, so
     // a report reads back as it was.
-    #[serde(default, skip_serializing_if = "gate_runner::harness::FrameworkId::is_unknown")]
-    pub framework: gate_runner::harness::FrameworkId,
+    #[serde(default, skip_serializing_if = "crate::protocol::FrameworkId::is_unknown")]
+    pub framework: crate::protocol::FrameworkId,
     pub os: String,
     pub arch: String,
 }
 
 impl Testbed {
+    /// Whether figures measured on `baseline` may be compared with this one's.
+    pub fn comparable(&self, baseline: &Testbed) -> bool {
+        self.fingerprint() == baseline.fingerprint()
+    }
+
     /// A short stable hash of what makes figures comparable across runs.
     pub fn fingerprint(&self) -> String {
         let mut key = format!(
@@ -118,7 +128,7 @@ impl Testbed {
     }
 }
 
-pub(crate) use gate_spec::hash::fnv1a;
+use gate_spec::hash::fnv1a;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,14 +154,14 @@ pub struct ComponentError {
     /// `out_of_memory`, `device` or `process`. Absent in reports of gates
     /// before protocol 3, whose kind is then not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_kind: Option<gate_runner::FailureKind>,
+    pub failure_kind: Option<crate::measurement::FailureKind>,
 }
 
 impl ComponentError {
     /// Whether the component's profile failed because an allocation could
     /// not be had (the device's or the host's), as its adapter said.
     pub fn ran_out_of_memory(&self) -> bool {
-        self.kind == ErrorKind::Failed && self.failure_kind == Some(gate_runner::FailureKind::OutOfMemory)
+        self.kind == ErrorKind::Failed && self.failure_kind == Some(crate::measurement::FailureKind::OutOfMemory)
     }
 }
 
@@ -276,7 +286,7 @@ pub struct ComponentReport {
     /// The blocks the model checkpointed in its training steps (seen by
     /// the SDK as they ran), each by scope, whole or in chunks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checkpointed: Vec<gate_runner::CheckpointedBlock>,
+    pub checkpointed: Vec<crate::measurement::CheckpointedBlock>,
     /// Where the byte figures come from, written only when it is not the
     /// backend's exact counter (the counting allocator, the CUDA pool):
     /// `nvml_process` when the model's tensors were not in the CUDA pool.
@@ -285,7 +295,7 @@ pub struct ComponentReport {
     /// Which trainable parameters the first training step gave a gradient;
     /// absent when the harness could not tell (an older SDK).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gradient_coverage: Option<gate_runner::GradientCoverage>,
+    pub gradient_coverage: Option<crate::measurement::GradientCoverage>,
     /// The live bytes the backward left above the pre-forward level once
     /// pruned: the gradient store and the framework's bookkeeping of it
     /// (`metrics.gradients` is the gradient tensors' own bytes).
@@ -308,7 +318,7 @@ impl ComponentReport {
     /// The coverage when some trainable parameter got no gradient: the
     /// component's training figures then describe a step that does not
     /// train the whole model.
-    pub fn untrained(&self) -> Option<&gate_runner::GradientCoverage> {
+    pub fn untrained(&self) -> Option<&crate::measurement::GradientCoverage> {
         self.gradient_coverage.as_ref().filter(|c| !c.is_complete())
     }
 }
@@ -858,7 +868,7 @@ impl Warning {
             WarningKind::AckUnconfirmed
         } else if text.starts_with("no baseline (") {
             WarningKind::NoBaseline
-        } else if text.starts_with(crate::baseline::DIFFERENT_TESTBED) {
+        } else if text.starts_with(DIFFERENT_TESTBED) {
             WarningKind::DifferentTestbed
         } else if component.is_none() {
             WarningKind::Other
@@ -1193,9 +1203,9 @@ mod tests {
             "device_total_bytes": null, "driver": null, "cuda": null, "candle_version": "0.11.1", "os": "linux",
             "arch": "x86_64"}"#;
         let old: Testbed = serde_json::from_str(stored).unwrap();
-        assert_eq!(old.framework, gate_runner::harness::FrameworkId::default());
+        assert_eq!(old.framework, crate::protocol::FrameworkId::default());
         let now = Testbed {
-            framework: gate_runner::harness::FrameworkId {
+            framework: crate::protocol::FrameworkId {
                 name: "candle".into(),
                 version: "0.11.1".into(),
             },
@@ -1205,7 +1215,7 @@ mod tests {
         // Another framework meets only its own figures.
         let burn = |version: &str| Testbed {
             candle_version: String::new(),
-            framework: gate_runner::harness::FrameworkId {
+            framework: crate::protocol::FrameworkId {
                 name: "burn".into(),
                 version: version.into(),
             },

@@ -180,7 +180,7 @@ pub struct Measurement {
     pub gradient_live_bytes: Option<u64>,
     /// The live bytes the build left (the parameters' tensors plus the
     /// framework's bookkeeping of them) where `params` is the record's
-    /// tensor bytes as the adapter counted them ([`crate::adapter::Train::param_bytes`]);
+    /// tensor bytes as the adapter counted them (gate-runner's `Train::param_bytes`);
     /// `None` where `params` is these live bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param_live_bytes: Option<u64>,

@@ -506,11 +506,11 @@ impl Variant<'_> {
     }
 }
 
-/// The schema of report.json (gate-report's [`crate::Report`]), as the
+/// The schema of report.json ([`crate::report::Report`]), as the
 /// checked-in schema/report.schema.json holds it.
 pub fn report_schema() -> Value {
-    let title = format!("gate report.json, schema {}", crate::SCHEMA);
-    schema_for::<crate::Report>(&title).expect("every type of a report can be traced")
+    let title = format!("gate report.json, schema {}", crate::report::SCHEMA);
+    schema_for::<crate::report::Report>(&title).expect("every type of a report can be traced")
 }
 
 /// The schema of history.json (a metric over the stored baselines, beside
@@ -529,13 +529,12 @@ pub fn shard_schema() -> Value {
 /// `harness` and `child`): `__resolve`'s one JSON line, and each line
 /// `profile` writes.
 pub fn protocol_schemas() -> Vec<(&'static str, Value)> {
-    let version = gate_runner::harness::PROTOCOL;
-    let resolve = schema_for::<gate_runner::harness::ResolveAnswer>(&format!(
+    let version = crate::protocol::PROTOCOL;
+    let resolve = schema_for::<crate::protocol::ResolveAnswer>(&format!(
         "gate harness protocol {version}: the answer to `__resolve`"
     ));
-    let events = schema_for::<gate_runner::child::ChildEvent>(&format!(
-        "gate harness protocol {version}: one line of `profile`"
-    ));
+    let events =
+        schema_for::<crate::protocol::ChildEvent>(&format!("gate harness protocol {version}: one line of `profile`"));
     vec![
         ("harness-resolve", resolve.expect("the resolve answer can be traced")),
         ("harness-event", events.expect("a profile's events can be traced")),

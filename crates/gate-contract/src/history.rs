@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{Report, Status};
+use crate::report::{Report, Status};
 use gate_spec::budget::Op;
 use gate_spec::metric::Unit;
 use gate_spec::units::SizeUnit;
@@ -28,9 +28,9 @@ pub struct History {
     /// The entries left out, each said once: a stored report or a point that
     /// was not fit to show. Never written into `history.json` nor into a
     /// report, only printed (`warning: ...` on stderr), so plain sentences:
-    /// a [`crate::Warning`]'s component and kind are for the
+    /// a [`crate::report::Warning`]'s component and kind are for the
     /// renderers and `--strict`, which never see these, and no
-    /// [`crate::WarningKind`] names them.
+    /// [`crate::report::WarningKind`] names them.
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
@@ -95,7 +95,7 @@ pub fn series(report: &Report, stored: &[Report]) -> History {
                 false
             }
         })
-        .filter(|s| super::baseline::comparable(&report.testbed, &s.testbed))
+        .filter(|s| report.testbed.comparable(&s.testbed))
         .take(MAX_POINTS - 1)
         .collect();
     let series = report

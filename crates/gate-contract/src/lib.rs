@@ -1,0 +1,29 @@
+//! gate's machine contract: what gate writes for other programs to read,
+//! as the types that write and read it, with their versions and the JSON
+//! Schemas generated from them (the repository's schema/ folder holds the
+//! checked-in copies; gate's tests hold every file gate writes to them).
+//!
+//! - [`report`]: report.json ([`report::SCHEMA`]), which the baseline store
+//!   also keeps (`reports/SHA.json`), with its warnings, identities and
+//!   statuses as types.
+//! - [`history`]: history.json ([`history::SCHEMA`]), a budget's figure
+//!   over the stored reports.
+//! - [`shard`]: the shard.json a sharded check leaves for `gate merge`.
+//! - [`protocol`]: the harness protocol ([`protocol::PROTOCOL`]) between
+//!   the installed `gate` and a framework adapter's harness: the request,
+//!   the `__resolve` answer and the lines `profile` writes, which carry a
+//!   [`measurement`].
+//! - [`schema`]: the JSON Schemas, traced from the types' serde readers.
+//!
+//! A team's dashboard or harness can depend on this crate alone: it has no
+//! runner, renderer, network or ML framework in its dependency tree.
+//! Internal to gate before 1.0: the files' versions are the promise (a
+//! field is never renamed or dropped without bumping its file's version),
+//! the Rust API may change in any release.
+
+pub mod history;
+pub mod measurement;
+pub mod protocol;
+pub mod report;
+pub mod schema;
+pub mod shard;

@@ -1,0 +1,95 @@
+//! The harness protocol between the installed `gate` and a harness (a
+//! framework adapter's binary): the request gate writes, the harness's
+//! answer to `__resolve`, and the lines `profile` writes as it measures.
+//! gate-runner's `harness` and `child` speak it; its JSON Schemas are
+//! schema/harness-resolve.schema.json and schema/harness-event.schema.json.
+
+use serde::{Deserialize, Serialize};
+
+use crate::measurement::{Measurement, Phase};
+use gate_spec::budget::Spec;
+
+/// The protocol's version: requests and `__resolve` answers carry it, and
+/// each side refuses the other's when it differs. 1: the harness read
+/// budgets.yaml itself (`--budgets SPEC`); 2: it gets the validated spec as
+/// a JSON request (`--request FILE`); 3: a failure's kind is the adapter's
+/// (`out_of_memory` its own), not read from its words.
+pub const PROTOCOL: u32 = 3;
+
+/// How to make both sides speak one protocol.
+pub const PROTOCOL_HINT: &str = "build the harness against the same gate release as the installed `gate`";
+
+/// Which framework, at which version, a harness runs its models on: the
+/// report's testbed records it (`framework`), and figures of another
+/// framework or version are not compared.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameworkId {
+    /// `candle`, `burn`.
+    pub name: String,
+    /// The release the harness was built against (`0.11.1`, `0.22.1`).
+    pub version: String,
+}
+
+impl FrameworkId {
+    /// Whether it is unknown (a report stored before it was recorded).
+    pub fn is_unknown(&self) -> bool {
+        self.name.is_empty() && self.version.is_empty()
+    }
+}
+
+/// A harness's answer to `__resolve`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResolveAnswer {
+    /// [`PROTOCOL`].
+    pub protocol: u32,
+    /// Each component's resolved config, as the report records it.
+    pub configs: serde_json::Map<String, serde_json::Value>,
+    /// The framework the harness runs its models on.
+    pub framework: FrameworkId,
+    /// The same version under the field the first gates of protocol 2
+    /// read; only a candle harness writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candle_version: Option<String>,
+}
+
+/// What the installed `gate` asks of a harness: the validated spec, each
+/// workload's `config:` with its positions. Written to a file that each
+/// `__resolve` and `profile` reads (`--request FILE`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    /// [`PROTOCOL`] of the gate that wrote it.
+    pub protocol: u32,
+    /// The spec, as the installed `gate` validated it.
+    pub spec: Spec,
+}
+
+impl Request {
+    /// The request for `spec` in this gate's protocol, as JSON (the
+    /// installed `gate` writes it; a harness only reads one).
+    pub fn json(spec: &Spec) -> serde_json::Result<String> {
+        #[derive(Serialize)]
+        struct Borrowed<'a> {
+            protocol: u32,
+            spec: &'a Spec,
+        }
+        serde_json::to_string(&Borrowed {
+            protocol: PROTOCOL,
+            spec,
+        })
+    }
+}
+
+/// One line `profile` writes on its stdout.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChildEvent {
+    /// A phase starts; the figures measured so far come with it.
+    Phase {
+        /// The phase that starts.
+        phase: Phase,
+        /// The figures measured before it (all of them, should the profile die in it).
+        so_far: Box<Measurement>,
+    },
+    /// The profile ended (a failure included): its measurement.
+    Done(Box<Measurement>),
+}
