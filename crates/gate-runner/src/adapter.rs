@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+// The kind an adapter gives its errors, in the adapter's own API: an
+// adapter crate implements these traits without naming the contract crate.
 pub use gate_contract::measurement::FailureKind;
 
 /// A failure inside the framework: its message (reports show the first
