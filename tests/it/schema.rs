@@ -1,6 +1,7 @@
 //! The contract's JSON Schemas (#39 item 3): report.json's (also what the
 //! baseline store holds, `reports/SHA.json`), history.json's, shard.json's
-//! (a sharded check's record for `gate merge`), and the harness
+//! (a sharded check's record for `gate merge`), the events of
+//! `--message-format json`, and the harness
 //! protocol's two answers (`__resolve`'s line, `profile`'s event lines),
 //! generated from the types that read them (gate_contract::schema), checked
 //! in under schema/ for a team's dashboard or harness, and what gate writes
@@ -22,6 +23,7 @@ fn schemas() -> Vec<(String, Value)> {
         ("report".to_string(), gate_contract::schema::report_schema()),
         ("history".to_string(), gate_contract::schema::history_schema()),
         ("shard".to_string(), gate_contract::schema::shard_schema()),
+        ("events".to_string(), gate_contract::schema::events_schema()),
     ];
     all.extend(
         gate_contract::schema::protocol_schemas()
@@ -245,4 +247,66 @@ fn the_harness_protocols_answers_conform() {
         lines += 1;
     }
     assert!(lines >= 2, "a profile writes its phases and `done`: {events}");
+}
+
+/// `--message-format json`: stdout is the run's events and nothing else,
+/// one JSON object a line, each conforming to the events' schema: the run
+/// starts, each profile starts, enters its phases and finishes, each budget
+/// is said in report.json's order, and the run finishes with report.json's
+/// verdict and where it is.
+#[test]
+fn a_runs_json_events_conform_and_tell_what_its_report_holds() {
+    let t = tempfile::tempdir().unwrap();
+    let o = crate::common::gate()
+        .args([
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--baseline",
+            "none",
+            "--message-format",
+            "json",
+            "--out",
+        ])
+        .arg(t.path())
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    let stdout = String::from_utf8(o.stdout.clone()).unwrap();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    for e in &events {
+        let p = conforms_to("events", e);
+        assert!(p.is_empty(), "{e}\n{}", p.join("\n"));
+    }
+    let kind = |e: &Value| e.as_object().unwrap().keys().next().unwrap().clone();
+    let kinds: Vec<String> = events.iter().map(kind).collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("run_started"), "{kinds:?}");
+    assert_eq!(kinds.last().map(String::as_str), Some("run_finished"), "{kinds:?}");
+    assert_eq!(events[0]["run_started"]["components"], serde_json::json!(["mlp"]));
+    for k in ["profile_started", "phase_started", "profile_finished"] {
+        assert!(kinds.iter().any(|x| x == k), "no {k}: {kinds:?}");
+    }
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(t.path().join("report.json")).unwrap()).unwrap();
+    let budgets: Vec<&Value> = events.iter().filter_map(|e| e.get("budget")).collect();
+    assert_eq!(
+        budgets,
+        report["results"].as_array().unwrap().iter().collect::<Vec<_>>()
+    );
+    let finished = &events.last().unwrap()["run_finished"];
+    assert_eq!(finished["status"], report["summary"]["status"]);
+    assert_eq!(finished["summary"], report["summary"]);
+    assert!(
+        finished["report"].as_str().unwrap().ends_with("report.json"),
+        "{finished}"
+    );
+    // The logs (where the time went, where the report went) stay on stderr.
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("time: 1 profiles in") && stderr.contains("wrote "),
+        "{stderr}"
+    );
 }

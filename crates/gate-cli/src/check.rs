@@ -2,18 +2,18 @@
 //! report.json and junit.xml, print the table, exit with the verdict.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::conclude::{conclude, reserve, verdict_exit, Conclusion};
+use super::emit::{Emitter, MessageFormat};
 use super::harness::Loaded;
 use super::output::OutputSet;
 use super::App;
 use super::CliError;
+use gate_contract::event::Event;
 use gate_contract::measurement::Failure;
 use gate_contract::report::Report;
 use gate_probe::Backend;
@@ -68,6 +68,11 @@ pub(crate) struct CheckArgs {
     #[arg(long, value_name = "N", default_value_t = gate_github::store::HISTORY_REPORTS as u64,
           value_parser = clap::value_parser!(u64).range(0..=gate_github::store::HISTORY_MAX as u64))]
     pub history: u64,
+    /// How the run's events are written on stdout: `human` (progress on
+    /// stderr, the table on stdout) or `json` (one JSON object a line,
+    /// schema/events.schema.json; logs stay on stderr).
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human, value_name = "FORMAT")]
+    pub message_format: MessageFormat,
     #[command(flatten)]
     pub harness: super::harness::HarnessArgs,
 }
@@ -162,22 +167,30 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     }
     let exe = loaded.profiler();
 
-    let bar = progress_bar(selected.len() as u64);
+    let emitter = Emitter::new(args.message_format, selected.len() as u64);
     let names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
     let jobs = args
         .jobs
         .unwrap_or_else(|| gate_runner::default_jobs(backend == Backend::Cuda));
+    emitter.emit(&Event::RunStarted {
+        version: gate_contract::event::VERSION,
+        command: "check".into(),
+        components: names.clone(),
+        jobs,
+    });
     if jobs > 1 && names.len() > 1 {
-        log(&bar, format!("profiling {} components, {jobs} at a time", names.len()));
+        emitter.log(format!("profiling {} components, {jobs} at a time", names.len()));
     }
     let request = loaded.request();
-    let profiled = gate_runner::profile_all(exe, request, &names, &child_args, jobs, &|p| show_progress(&bar, p));
+    let profiled = gate_runner::profile_all(exe, request, &names, &child_args, jobs, &|p| {
+        emitter.emit(&progress_event(p))
+    });
     if let Some(exit) = stopped() {
         return Ok(exit);
     }
-    log(&bar, where_the_time_went(&profiled, jobs, started.elapsed()));
+    emitter.log(where_the_time_went(&profiled, jobs, started.elapsed()));
     let measured = gather(profiled, &selected, &loaded)?;
-    bar.finish_and_clear();
+    emitter.profiled();
 
     let infra = measured.infra.clone();
     *writing = true;
@@ -188,7 +201,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
         )],
         None => Vec::new(),
     };
-    let Some(report) = write_outputs(&args, spec, measured, baseline, stored, started, extra)? else {
+    let Some(report) = write_outputs(&args, spec, measured, baseline, stored, started, extra, &emitter)? else {
         return Ok(stopped().unwrap_or(Exit::Interrupted));
     };
     if let Some(reason) = infra {
@@ -308,34 +321,20 @@ fn gpu_lock(backend: Backend) -> Result<Option<gate_probe::lock::DeviceLock>, Cl
     }
 }
 
-/// Shows a profile's progress. Outside a terminal (CI logs) a line as each
-/// profile and each of its phases starts, so a slow or stuck one shows where it is.
-fn show_progress(bar: &ProgressBar, p: Progress) {
+/// A profile's progress as the run's event.
+fn progress_event(p: Progress) -> Event {
     match p {
-        Progress::Start(name) => {
-            if bar.is_hidden() {
-                eprintln!("{name}: profile started");
-            }
-        }
-        Progress::Phase(name, phase) => {
-            if bar.is_hidden() {
-                eprintln!("{name}: phase {phase}");
-            } else {
-                bar.set_message(format!("{name}: {phase}"));
-            }
-        }
-        Progress::Done(name, result, elapsed) => {
-            match result {
-                Ok(m) => match &m.failure {
-                    Some(Failure { phase, reason, .. }) => {
-                        log(bar, format!("{name}: failed in phase {phase}: {reason}"))
-                    }
-                    None => log(bar, format!("{name}: profiled in {:.1} s", elapsed.as_secs_f64())),
-                },
-                Err(e) => log(bar, format!("{name}: cannot start the profile: {e}")),
-            }
-            bar.inc(1);
-        }
+        Progress::Start(name) => Event::ProfileStarted { component: name.into() },
+        Progress::Phase(name, phase) => Event::PhaseStarted {
+            component: name.into(),
+            phase,
+        },
+        Progress::Done(name, result, elapsed) => Event::ProfileFinished {
+            component: name.into(),
+            seconds: elapsed.as_secs_f64(),
+            failure: result.as_ref().ok().and_then(|m| m.failure.clone()),
+            not_started: result.as_ref().err().map(|e| e.to_string()),
+        },
     }
 }
 
@@ -397,6 +396,8 @@ fn gather(
 
 /// Decides and writes the outputs of `check` (see [`conclude`]); `None`
 /// when a signal arrived before writing began.
+// Each argument comes from another step of `check`; they meet only here.
+#[allow(clippy::too_many_arguments)]
 fn write_outputs(
     args: &CheckArgs,
     spec: &gate_spec::budget::Spec,
@@ -405,6 +406,7 @@ fn write_outputs(
     stored: impl FnOnce() -> Vec<Report>,
     started: Instant,
     extra: Vec<(&'static str, Vec<u8>)>,
+    emitter: &Emitter,
 ) -> Result<Option<Report>, CliError> {
     let device = measured.device.unwrap_or_else(gate_probe::cpu_device_info);
     let reserve = reserve(measured.reserve, spec);
@@ -425,6 +427,7 @@ fn write_outputs(
             wall_seconds: started.elapsed().as_secs_f64(),
             out: &args.out,
             extra,
+            emitter,
         },
         |report| {
             eprintln!(
@@ -473,29 +476,6 @@ fn stopped() -> Option<Exit> {
     let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
     eprintln!("gate check: interrupted by {name}: profiles stopped, no output written");
     Some(Exit::Interrupted)
-}
-
-/// A log line on stderr: above the progress bar on a terminal, plain otherwise
-/// (a hidden bar would swallow it, and CI logs need it).
-fn log(bar: &ProgressBar, line: String) {
-    if bar.is_hidden() {
-        eprintln!("{line}");
-    } else {
-        bar.println(line);
-    }
-}
-
-fn progress_bar(len: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed}]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
 }
 
 /// The commit under test: `GITHUB_SHA` in Actions, else `git rev-parse HEAD` when available.

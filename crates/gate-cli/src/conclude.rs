@@ -1,7 +1,7 @@
 //! The conclusion `check` and `merge` share, outside both commands: the
 //! verdict on the measured components, then report.json, junit.xml, the
-//! history and the GitHub files written as one set, then the table on
-//! stdout. Every output is rendered from the one report; none decides
+//! history and the GitHub files written as one set, then the run's last
+//! events (the table on stdout, or `--message-format json`'s lines). Every output is rendered from the one report; none decides
 //! anything the verdict did not.
 
 use std::collections::BTreeMap;
@@ -33,6 +33,8 @@ pub(super) struct Conclusion<'a> {
     pub out: &'a std::path::Path,
     /// More files for the set (merge: the shards' pr.json).
     pub extra: Vec<(&'static str, Vec<u8>)>,
+    /// Where the run's events go (the table, or `--message-format json`).
+    pub emitter: &'a super::emit::Emitter,
 }
 
 /// The one output path of `check` and `merge`: the verdict, then
@@ -95,9 +97,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
     write_timelines(&mut set, &report)?;
     commit_set(set)?;
 
-    // anstream decides: a terminal, and neither NO_COLOR nor TERM=dumb (CLICOLOR_FORCE forces it).
-    let color = anstream::AutoStream::choice(&std::io::stdout()) != anstream::ColorChoice::Never;
-    print!("{}", gate_render::table::render(&report, color));
+    c.emitter.concluded(&report, &c.out.join("report.json"));
     after_write(&report);
     Ok(Some(report))
 }

@@ -20,6 +20,7 @@ mod comment;
 mod completions;
 mod conclude;
 mod doctor;
+mod emit;
 mod fit;
 mod harness;
 mod history;

@@ -9,6 +9,7 @@ use clap::Args;
 
 use super::comment::{read_baseline, read_report};
 use super::conclude::{conclude, reserve, verdict_exit, Conclusion};
+use super::emit::{Emitter, MessageFormat};
 use super::CliError;
 use gate_report::baseline::Outcome;
 use gate_runner::exit::Exit;
@@ -33,6 +34,10 @@ pub(crate) struct MergeArgs {
     /// under --strict). An empty value turns it off.
     #[arg(long, default_value = gate_github::label::DEFAULT_LABEL, value_name = "LABEL")]
     pub acknowledge_label: String,
+    /// How the merged run's events are written on stdout: `human` (the
+    /// table) or `json` (one JSON object a line, schema/events.schema.json).
+    #[arg(long, value_enum, default_value_t = MessageFormat::Human, value_name = "FORMAT")]
+    pub message_format: MessageFormat,
 }
 
 pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
@@ -85,6 +90,13 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
             extra.push(("pr.json", text.into_bytes()));
         }
     }
+    let emitter = Emitter::new(args.message_format, 0);
+    emitter.emit(&gate_contract::event::Event::RunStarted {
+        version: gate_contract::event::VERSION,
+        command: "merge".into(),
+        components: components.keys().cloned().collect(),
+        jobs: 0,
+    });
     let report = conclude(
         Conclusion {
             spec: &spec,
@@ -100,6 +112,7 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
             wall_seconds: merged.wall_seconds,
             out: &args.out,
             extra,
+            emitter: &emitter,
         },
         |_| {
             eprintln!(

@@ -13,6 +13,8 @@
 //!   the installed `gate` and a framework adapter's harness: the request,
 //!   the `__resolve` answer and the lines `profile` writes, which carry a
 //!   [`measurement`].
+//! - [`event`]: what a run says as it goes (`--message-format json`),
+//!   versioned ([`event::VERSION`]).
 //! - [`schema`]: the JSON Schemas, traced from the types' serde readers.
 //!
 //! A team's dashboard or harness can depend on this crate alone: it has no
@@ -21,6 +23,7 @@
 //! field is never renamed or dropped without bumping its file's version),
 //! the Rust API may change in any release.
 
+pub mod event;
 pub mod history;
 pub mod measurement;
 pub mod protocol;

@@ -29,7 +29,7 @@ const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 const SAMPLE_TEXTS: &[&str] = &["", "<", "0", "0 0 0 end", "0 B", "f32", "cpu", "a"];
 
 /// How many passes over the type may pick enum variants before giving up
-/// (each pass takes the next variant of every enum not yet covered).
+/// (each pass takes the next variant of every enum it reached).
 const MAX_PASSES: usize = 512;
 
 /// The JSON Schema of `T` as serde_json reads it: `$defs` for each struct
@@ -73,10 +73,16 @@ pub fn schema_for<T: DeserializeOwned>(title: &str) -> Result<Value, String> {
             schema.insert("$defs".into(), Value::Object(defs));
             return Ok(Value::Object(schema));
         }
-        for name in open {
-            if let Some(e) = t.enums.get_mut(name) {
+        // An enum still open moves to its next variant once a pass has
+        // reached it; one already covered keeps cycling, so that the variants
+        // leading to enums still open below it are taken again (an enum
+        // inside one variant of another is reached only through it).
+        for e in t.enums.values_mut() {
+            let covered = e.shapes.len() >= e.variants.len();
+            if covered || e.visited {
                 e.next += 1;
             }
+            e.visited = false;
         }
     }
     Err(format!("enum variants still untraced after {MAX_PASSES} passes"))
@@ -105,8 +111,10 @@ struct EnumTrace {
     variants: &'static [&'static str],
     /// By variant index: `None` for a unit variant, else its content's schema.
     shapes: BTreeMap<usize, Option<Value>>,
-    /// The variant the next pass picks.
+    /// The variant the next pass picks (modulo the variants).
     next: usize,
+    /// Whether this pass reached it.
+    visited: bool,
 }
 
 impl EnumTrace {
@@ -350,8 +358,10 @@ impl<'de> de::Deserializer<'de> for &mut Tracer {
             variants,
             shapes: BTreeMap::new(),
             next: 0,
+            visited: false,
         });
-        let index = trace.next.min(variants.len().saturating_sub(1));
+        trace.visited = true;
+        let index = trace.next % variants.len().max(1);
         let v = visitor.visit_enum(Variant {
             tracer: &mut *self,
             name,
@@ -523,6 +533,15 @@ pub fn history_schema() -> Value {
 /// The schema of shard.json (a sharded check's record, read by `gate merge`).
 pub fn shard_schema() -> Value {
     schema_for::<crate::shard::Record>("gate shard.json").expect("a shard's record can be traced")
+}
+
+/// The schema of one line of `--message-format json` (a run's events).
+pub fn events_schema() -> Value {
+    let title = format!(
+        "gate --message-format json: one event, version {}",
+        crate::event::VERSION
+    );
+    schema_for::<crate::event::Event>(&title).expect("a run's events can be traced")
 }
 
 /// The schemas of the harness protocol's two answers (gate-runner's
