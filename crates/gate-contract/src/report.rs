@@ -997,8 +997,70 @@ pub struct Summary {
     /// How a figure was measured where that is not the usual way, e.g. a
     /// ratio stepped with the card's emulation lifted. Facts, not warnings:
     /// they never fail a run, `--strict` included. Every output shows them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
+    /// In report.json `notes` holds their sentences and `note_kinds` what
+    /// each is about, in the same order (as the warnings).
+    pub notes: Vec<Note>,
+}
+
+/// What a note is about. New kinds may come in any release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NoteKind {
+    /// `params` is the bytes of what was built: the workload gives no
+    /// closed form to check it against.
+    ParamsUnchecked,
+    /// No block was attributed from the model's `tracing` spans (the note
+    /// says why).
+    SpansUnattributed,
+    /// Tensor bytes not from the CUDA pool: NVML's per-process figures.
+    NotFromPool,
+    /// The ratios stepped with the emulated card's hold-back lifted: they
+    /// measure time and loss only.
+    RatioEmulationLifted,
+    /// `loss_ratio` compares losses from the ratio steps: the reference's
+    /// own profile gave none.
+    LossFromRatioSteps,
+    /// Anything else (and every note of a report from before notes were typed).
+    #[serde(other)]
+    Other,
+}
+
+/// One note of the run: the sentence shown, with what it is about and the
+/// components (or variants) it names (none: the whole run).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Note {
+    /// The components it concerns.
+    pub components: Vec<String>,
+    /// What it is about.
+    pub kind: NoteKind,
+    /// The whole sentence, as shown.
+    pub text: String,
+}
+
+impl Note {
+    /// A note of `kind` about `components`.
+    pub fn new(components: Vec<String>, kind: NoteKind, text: impl Into<String>) -> Self {
+        Note {
+            components,
+            kind,
+            text: text.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// What one note is about, as report.json's `summary.note_kinds` says it.
+#[derive(Serialize, Deserialize)]
+struct NoteTag {
+    components: Vec<String>,
+    kind: NoteKind,
 }
 
 /// A label on the pull request that accepts its regressions against the
@@ -1067,6 +1129,9 @@ struct SummaryFile {
     acknowledgement: Option<Acknowledgement>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
+    /// Absent from reports of gates before notes were typed (each is then `other`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    note_kinds: Vec<NoteTag>,
 }
 
 impl From<Summary> for SummaryFile {
@@ -1096,7 +1161,15 @@ impl From<Summary> for SummaryFile {
             budget_changes: s.budget_changes,
             acknowledged: s.acknowledged,
             acknowledgement: s.acknowledgement,
-            notes: s.notes,
+            note_kinds: s
+                .notes
+                .iter()
+                .map(|n| NoteTag {
+                    components: n.components.clone(),
+                    kind: n.kind,
+                })
+                .collect(),
+            notes: s.notes.into_iter().map(|n| n.text).collect(),
         }
     }
 }
@@ -1140,7 +1213,19 @@ impl From<SummaryFile> for Summary {
             budget_changes: f.budget_changes,
             acknowledged: f.acknowledged,
             acknowledgement: f.acknowledgement,
-            notes: f.notes,
+            notes: match f.note_kinds.len() == f.notes.len() {
+                true => f
+                    .notes
+                    .into_iter()
+                    .zip(f.note_kinds)
+                    .map(|(text, tag)| Note::new(tag.components, tag.kind, text))
+                    .collect(),
+                false => f
+                    .notes
+                    .into_iter()
+                    .map(|text| Note::new(Vec::new(), NoteKind::Other, text))
+                    .collect(),
+            },
         }
     }
 }
@@ -1458,6 +1543,32 @@ mod summary_file_tests {
         let back: Summary = serde_json::from_value(json).unwrap();
         assert_eq!(back, s);
         assert_eq!(Warning::from_text("llama: worded freely").kind, WarningKind::Other);
+    }
+
+    #[test]
+    fn notes_are_written_as_their_sentences_with_their_kinds_beside_and_read_back_typed() {
+        let mut s = summary(vec![]);
+        s.notes = vec![Note::new(
+            vec!["t".into(), "t@half".into()],
+            NoteKind::NotFromPool,
+            "`t`, `t@half`: not from the pool",
+        )];
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["notes"], serde_json::json!(["`t`, `t@half`: not from the pool"]));
+        assert_eq!(
+            json["note_kinds"],
+            serde_json::json!([{ "components": ["t", "t@half"], "kind": "not_from_pool" }])
+        );
+        assert_eq!(serde_json::from_value::<Summary>(json.clone()).unwrap(), s);
+        // A report from before notes were typed: each note is `other`, about nothing named.
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("note_kinds");
+        let back: Summary = serde_json::from_value(old).unwrap();
+        assert_eq!(
+            (back.notes[0].kind, back.notes[0].components.len()),
+            (NoteKind::Other, 0)
+        );
+        assert_eq!(back.notes[0].text, "`t`, `t@half`: not from the pool");
     }
 
     #[test]

@@ -199,7 +199,11 @@ mod tests {
     fn the_memory_source_note_is_in_every_output() {
         let note = "`tft`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process";
         let mut s = summary("pass", false, &[], 0);
-        s.notes = vec![note.into()];
+        s.notes = vec![gate_contract::report::Note::new(
+            vec!["tft".into()],
+            gate_contract::report::NoteKind::NotFromPool,
+            note,
+        )];
         let r = gate_contract::report::Report {
             schema: 1,
             gate_version: "0".into(),

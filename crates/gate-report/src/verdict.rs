@@ -116,7 +116,7 @@ fn ratio_budgets(c: &gate_spec::budget::Component) -> impl Iterator<Item = Metri
 
 /// The components whose `params` is the bytes of what was built, with no
 /// closed form to check it against (the workload gives no `param_count`).
-fn params_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
+fn params_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<Note> {
     let unchecked: Vec<&str> = spec
         .components
         .iter()
@@ -130,23 +130,28 @@ fn params_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> 
     if unchecked.is_empty() {
         return Vec::new();
     }
-    vec![format!(
+    let text = format!(
         "params of {} is the bytes of what was built: the workload gives no closed-form `param_count` to check it against",
         unchecked.join(", ")
-    )]
+    );
+    let names = unchecked.iter().map(|n| n.to_string()).collect();
+    vec![Note::new(names, NoteKind::ParamsUnchecked, text)]
 }
 
 /// Components with no block of their own whose spans could not be
 /// attributed (TRACE compiled out, another subscriber): said, with the
 /// reason and its hint, instead of an empty table.
-fn attribution_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
+fn attribution_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<Note> {
     spec.components
         .iter()
         .filter_map(|c| {
             let r = components.get(&c.name)?;
             let why = r.spans_unavailable.as_deref()?;
             let scoped = r.blocks.iter().any(|b| b.name != UNATTRIBUTED);
-            (!scoped).then(|| format!("{}: no block attributed from its `tracing` spans: {why}", c.name))
+            (!scoped).then(|| {
+                let text = format!("{}: no block attributed from its `tracing` spans: {why}", c.name);
+                Note::new(vec![c.name.clone()], NoteKind::SpansUnattributed, text)
+            })
         })
         .collect()
 }
@@ -154,11 +159,11 @@ fn attribution_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>
 /// The run's note on byte figures that are not exact: the components whose
 /// tensors were not in the CUDA pool, measured by NVML per process instead
 /// (`MemorySource::NvmlProcess`). One line for the run.
-fn memory_notes(testbed: &Testbed, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
+fn memory_notes(testbed: &Testbed, components: &BTreeMap<String, ComponentReport>) -> Vec<Note> {
     let coarse: Vec<String> = components
         .iter()
         .filter(|(_, r)| r.memory_source.is_some_and(|s| !s.is_exact()))
-        .map(|(name, _)| format!("`{name}`"))
+        .map(|(name, _)| name.clone())
         .collect();
     if coarse.is_empty() {
         return Vec::new();
@@ -170,17 +175,19 @@ fn memory_notes(testbed: &Testbed, components: &BTreeMap<String, ComponentReport
         (_, "") => "this framework".to_string(),
         (_, v) => format!("candle {v}"),
     };
-    vec![format!(
+    let quoted: Vec<String> = coarse.iter().map(|n| format!("`{n}`")).collect();
+    let text = format!(
         "{}: tensor bytes not from the CUDA pool on {framework}: figures are NVML per process (what it holds beyond \
          its CUDA context as first made, library workspaces and loaded kernels included; peaks sampled at scope \
          boundaries)",
-        coarse.join(", ")
-    )]
+        quoted.join(", ")
+    );
+    vec![Note::new(coarse, NoteKind::NotFromPool, text)]
 }
 
 /// The run's notes on how ratios were measured: with the emulation lifted,
 /// and a loss ratio taken from the ratio steps. One line per variant.
-fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<String> {
+fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<Note> {
     let mut notes = Vec::new();
     for c in &spec.components {
         let Some(report) = components.get(&c.name) else {
@@ -194,7 +201,7 @@ fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> V
             continue;
         }
         if let Some(freed) = report.ratio_lifted_bytes {
-            notes.push(format!(
+            let text = format!(
                 "{}: {} stepped `{}` and `{reference}` with the {} card's emulation lifted ({} freed): \
                  they measure time and loss only; every memory figure is from the emulated card",
                 c.name,
@@ -202,7 +209,8 @@ fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> V
                 c.name,
                 gate_spec::units::Bytes(spec.device.capacity.0),
                 gate_spec::units::Bytes(freed),
-            ));
+            );
+            notes.push(Note::new(vec![c.name.clone()], NoteKind::RatioEmulationLifted, text));
         }
         if ratios.contains(&"loss_ratio") && loss_from_ratio_steps(components, report) {
             let why = match components.get(reference).and_then(|r| r.error.as_ref()) {
@@ -212,10 +220,11 @@ fn ratio_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> V
                 ),
                 None => format!("`{reference}`'s own profile has no loss"),
             };
-            notes.push(format!(
+            let text = format!(
                 "{}: loss_ratio compares both losses from the ratio steps (each after as many seeded steps as its profile), because {why}",
                 c.name
-            ));
+            );
+            notes.push(Note::new(vec![c.name.clone()], NoteKind::LossFromRatioSteps, text));
         }
     }
     notes
@@ -1401,10 +1410,11 @@ ensemble:
         let mut c = reports(&[(Metric::Params, 400.0)], &[(Metric::Params, 100.0)]);
         c.get_mut("a").unwrap().param_count = 100;
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, true);
-        assert!(v.summary.notes.contains(
-            &"params of a is the bytes of what was built: the workload gives no closed-form `param_count` to check it against"
-                .to_string()
-        ));
+        assert!(v.summary.notes.contains(&Note::new(
+            vec!["a".into()],
+            NoteKind::ParamsUnchecked,
+            "params of a is the bytes of what was built: the workload gives no closed-form `param_count` to check it against"
+        )));
         assert!(!v.summary.warnings.iter().any(|w| w.kind == WarningKind::ParamsDisagree));
     }
 
@@ -1574,7 +1584,7 @@ components:
         };
         // The pool (or the allocator): exact, nothing to say.
         let v = decide(&spec, &reports, &none, &testbed, reserve, false);
-        assert_eq!(v.summary.notes, Vec::<String>::new());
+        assert_eq!(v.summary.notes, Vec::<Note>::new());
 
         for name in ["t", "t@half"] {
             reports.get_mut(name).unwrap().memory_source = Some(gate_probe::MemorySource::NvmlProcess);
@@ -1582,11 +1592,13 @@ components:
         let v = decide(&spec, &reports, &none, &testbed, reserve, false);
         assert_eq!(
             v.summary.notes,
-            [
+            [Note::new(
+                vec!["t".into(), "t@half".into()],
+                NoteKind::NotFromPool,
                 "`t`, `t@half`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process \
               (what it holds beyond its CUDA context as first made, library workspaces and loaded kernels \
               included; peaks sampled at scope boundaries)"
-            ]
+            )]
         );
         // A fact of the run, not a warning: the figures are judged as measured.
         assert!(
@@ -1638,8 +1650,17 @@ components:
                 ("step_time_ratio", Status::Pass, Some(1.2))
             ]
         );
+        let kinds: Vec<(Vec<String>, NoteKind)> =
+            v.summary.notes.iter().map(|n| (n.components.clone(), n.kind)).collect();
         assert_eq!(
-            v.summary.notes,
+            kinds,
+            [
+                (vec!["t".to_string()], NoteKind::RatioEmulationLifted),
+                (vec!["t".to_string()], NoteKind::LossFromRatioSteps)
+            ]
+        );
+        assert_eq!(
+            v.summary.notes.iter().map(|n| n.text.as_str()).collect::<Vec<_>>(),
             [
                 "t: loss_ratio and step_time_ratio stepped `t` and `t@plain` with the 0.9766 KiB card's emulation \
                  lifted (1024.0 MiB freed): they measure time and loss only; every memory figure is from the \

@@ -89,7 +89,7 @@ pub(super) fn head(report: &Report, links: &Links) -> String {
     if !notes.is_empty() {
         let _ = writeln!(out, "> [!NOTE]\n> how some figures were measured:");
         for line in notes.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(line.as_str(), 300));
+            let _ = writeln!(out, "> - {}", escape_max(line.text.as_str(), 300));
         }
         if notes.len() > MAX_WARNINGS {
             let _ = writeln!(out, "> - … and {} more", notes.len() - MAX_WARNINGS);
