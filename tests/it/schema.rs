@@ -310,3 +310,45 @@ fn a_runs_json_events_conform_and_tell_what_its_report_holds() {
         "{stderr}"
     );
 }
+
+/// `gate merge --message-format json` says the merged run the same way.
+#[test]
+fn a_merges_json_events_conform() {
+    let t = tempfile::tempdir().unwrap();
+    let (shard, merged) = (t.path().join("shard"), t.path().join("merged"));
+    let o = crate::common::gate()
+        .args([
+            "check",
+            "--budgets",
+            "examples/mlp.yaml",
+            "--baseline",
+            "none",
+            "--shard",
+            "1/1",
+            "--out",
+        ])
+        .arg(&shard)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    let o = crate::common::gate()
+        .arg("merge")
+        .arg(&shard)
+        .args(["--message-format", "json", "--out"])
+        .arg(&merged)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    for e in &events {
+        let p = conforms_to("events", e);
+        assert!(p.is_empty(), "{e}\n{}", p.join("\n"));
+    }
+    assert_eq!(events[0]["run_started"]["command"], "merge", "{events:?}");
+    assert!(events.last().unwrap().get("run_finished").is_some(), "{events:?}");
+}
