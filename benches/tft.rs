@@ -10,7 +10,7 @@ use gate::candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
 use gate::{ParamStore, RunCtx, Step, Workload};
 use gate_builtins::tft::config::TftConfig;
 use gate_builtins::tft::Tft;
-use gate_runner::median;
+use gate_contract::timing::median;
 
 fn main() -> gate::candle_core::Result<()> {
     let runs: usize = std::env::var("TFT_BENCH_RUNS")

@@ -551,14 +551,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     let first = registry.uploaded();
     assert_eq!(
         first,
-        [
-            "gate-spec",
-            "gate-probe",
-            "gate-contract",
-            "gate-render",
-            "gate-runner",
-            "gate-burn"
-        ],
+        ["gate-spec", "gate-probe", "gate-contract", "gate-render"],
         "{out}\n{err}"
     );
     assert!(
@@ -568,7 +561,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     assert!(
         err.ends_with(
             "error: `cargo publish -p gate-report` failed (above); on registry `gate-rehearsal` now: \
-             gate-spec gate-probe gate-contract gate-render gate-runner gate-burn\n\
+             gate-spec gate-probe gate-contract gate-render\n\
              hint: fix the cause and run again: what is on the registry is skipped\n"
         ),
         "{err}"
@@ -588,8 +581,8 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     }
     assert!(
         out.ends_with(
-            "published: gate-report gate-sdk gate-builtins gate-github gate-cli; \
-             already there: gate-spec gate-probe gate-contract gate-render gate-runner gate-burn\n"
+            "published: gate-report gate-runner gate-burn gate-github gate-sdk gate-builtins gate-cli; \
+             already there: gate-spec gate-probe gate-contract gate-render\n"
         ),
         "{out}"
     );
@@ -605,12 +598,12 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
             "gate-probe",
             "gate-contract",
             "gate-render",
+            "gate-report",
             "gate-runner",
             "gate-burn",
-            "gate-report",
+            "gate-github",
             "gate-sdk",
             "gate-builtins",
-            "gate-github",
             "gate-cli"
         ]
     );
@@ -662,7 +655,7 @@ fn every_crate_is_published_once_in_dependency_order_and_a_rerun_finishes_a_stop
     let o = publish(&registry, home.path(), target.path(), "");
     let out = text(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}\n{}", text(&o.stderr));
-    assert!(out.ends_with("published: none; already there: gate-spec gate-probe gate-contract gate-render gate-runner gate-burn gate-report gate-sdk gate-builtins gate-github gate-cli\n"), "{out}");
+    assert!(out.ends_with("published: none; already there: gate-spec gate-probe gate-contract gate-render gate-report gate-runner gate-burn gate-github gate-sdk gate-builtins gate-cli\n"), "{out}");
     assert_eq!(registry.uploaded().len(), 11);
 
     // An index behind its uploads: the script and cargo both see no

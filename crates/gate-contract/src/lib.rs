@@ -15,6 +15,8 @@
 //!   [`measurement`].
 //! - [`event`]: what a run says as it goes (`--message-format json`),
 //!   versioned ([`event::VERSION`]).
+//! - [`timing`]: how step times and ratios are summarised (the median,
+//!   the pairs a ratio takes).
 //! - [`schema`]: the JSON Schemas, traced from the types' serde readers.
 //!
 //! A team's dashboard or harness can depend on this crate alone: it has no
@@ -30,3 +32,4 @@ pub mod protocol;
 pub mod report;
 pub mod schema;
 pub mod shard;
+pub mod timing;

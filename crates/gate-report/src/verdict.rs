@@ -80,7 +80,7 @@ fn interval(report: &ComponentReport, metric: Metric) -> Option<Interval> {
 /// A step-time ratio timed in interleaved pairs is their median instead.
 fn ratio(components: &BTreeMap<String, ComponentReport>, report: &ComponentReport, metric: Metric) -> Option<f64> {
     if metric == Metric::StepTimeRatio && !report.step_time_ratios.is_empty() {
-        return Some(gate_runner::median(&report.step_time_ratios)).filter(|v| v.is_finite());
+        return Some(gate_contract::timing::median(&report.step_time_ratios)).filter(|v| v.is_finite());
     }
     let of = metric.ratio_of()?;
     // The reference's own profile did not reach its loss (it does not fit
@@ -1749,7 +1749,7 @@ components:
                 let mut r = crate::not_measured_report(c, "");
                 r.error = None;
                 r.step_times_ms = steps.to_vec();
-                let ms = gate_runner::median(steps);
+                let ms = gate_contract::timing::median(steps);
                 r.metrics.insert(
                     Metric::StepTime,
                     MetricValue {

@@ -15,7 +15,6 @@ pub mod fault;
 pub mod harness;
 pub mod phases;
 pub mod pool;
-pub mod timing;
 pub mod timing_lock;
 
 pub use child::{
@@ -23,4 +22,3 @@ pub use child::{
 };
 pub use phases::{profile, profile_generation, profile_steps, ratio_run, RatioPlan, RatioRun, Timing};
 pub use pool::{default_jobs, profile_all, Profiled, Progress};
-pub use timing::{median, MIN_PAIRS, PAIR_SECONDS};

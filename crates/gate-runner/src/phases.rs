@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use crate::adapter::{Error, Session, Train, Unbuilt};
 use crate::fault;
-use crate::timing::{median, MIN_PAIRS, PAIR_SECONDS};
 use crate::timing_lock::Turn;
 use gate_contract::measurement::{Failure, Measurement, Phase};
+use gate_contract::timing::{median, MIN_PAIRS, PAIR_SECONDS};
 use gate_probe::{mark, Recorder, Sampler};
 use gate_spec::metric::Metric;
 

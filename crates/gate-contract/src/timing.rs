@@ -1,6 +1,8 @@
-//! What timing the steps is made of, on both sides of the protocol.
+//! What timing the steps is made of, on both sides of the protocol: how
+//! many interleaved pairs a ratio takes, and the median a step time and a
+//! ratio are reported as.
 
-/// The fewest pairs with a 95 % interval for their median (`report::interval`).
+/// The fewest pairs with a 95 % interval for their median (gate-report's `interval`).
 pub const MIN_PAIRS: usize = 6;
 
 /// After [`MIN_PAIRS`], no new pair starts once the pairs have taken this
