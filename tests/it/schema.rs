@@ -185,27 +185,43 @@ fn every_stored_report_conforms() {
     assert!(checked >= 3, "{checked} reports checked");
 }
 
+/// The built `gate` run in the repository with `args`, which must exit 0.
+fn gate_ok(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let o = crate::common::gate().args(args).current_dir(root()).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    o
+}
+
+/// `gate check` of the built-in MLP with `extra` arguments, into `out`.
+fn check_mlp(extra: &[&str], out: &Path) -> std::process::Output {
+    let mut args: Vec<&std::ffi::OsStr> = ["check", "--budgets", "examples/mlp.yaml", "--baseline", "none"]
+        .iter()
+        .chain(extra)
+        .map(|a| a.as_ref())
+        .collect();
+    args.extend([std::ffi::OsStr::new("--out"), out.as_os_str()]);
+    gate_ok(&args)
+}
+
+/// Each line of `stdout` as JSON, every one held to the schema `name`.
+fn conforming_lines(stdout: &[u8], name: &str) -> Vec<Value> {
+    let lines: Vec<Value> = String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    for v in &lines {
+        let p = conforms_to(name, v);
+        assert!(p.is_empty(), "{v}\n{}", p.join("\n"));
+    }
+    lines
+}
+
 /// A report and a shard's record written now, by the built binary, on the
 /// built-in MLP (one shard of one: the whole spec, and its shard.json).
 #[test]
 fn a_report_and_a_shards_record_written_now_conform() {
     let t = tempfile::tempdir().unwrap();
-    let o = crate::common::gate()
-        .args([
-            "check",
-            "--budgets",
-            "examples/mlp.yaml",
-            "--baseline",
-            "none",
-            "--shard",
-            "1/1",
-            "--out",
-        ])
-        .arg(t.path())
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    check_mlp(&["--shard", "1/1"], t.path());
     let read =
         |f: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(t.path().join(f)).unwrap()).unwrap() };
     let p = conforms(&read("report.json"));
@@ -257,31 +273,8 @@ fn the_harness_protocols_answers_conform() {
 #[test]
 fn a_runs_json_events_conform_and_tell_what_its_report_holds() {
     let t = tempfile::tempdir().unwrap();
-    let o = crate::common::gate()
-        .args([
-            "check",
-            "--budgets",
-            "examples/mlp.yaml",
-            "--baseline",
-            "none",
-            "--message-format",
-            "json",
-            "--out",
-        ])
-        .arg(t.path())
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
-    let stdout = String::from_utf8(o.stdout.clone()).unwrap();
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
-        .collect();
-    for e in &events {
-        let p = conforms_to("events", e);
-        assert!(p.is_empty(), "{e}\n{}", p.join("\n"));
-    }
+    let o = check_mlp(&["--message-format", "json"], t.path());
+    let events = conforming_lines(&o.stdout, "events");
     let kind = |e: &Value| e.as_object().unwrap().keys().next().unwrap().clone();
     let kinds: Vec<String> = events.iter().map(kind).collect();
     assert_eq!(kinds.first().map(String::as_str), Some("run_started"), "{kinds:?}");
@@ -316,39 +309,16 @@ fn a_runs_json_events_conform_and_tell_what_its_report_holds() {
 fn a_merges_json_events_conform() {
     let t = tempfile::tempdir().unwrap();
     let (shard, merged) = (t.path().join("shard"), t.path().join("merged"));
-    let o = crate::common::gate()
-        .args([
-            "check",
-            "--budgets",
-            "examples/mlp.yaml",
-            "--baseline",
-            "none",
-            "--shard",
-            "1/1",
-            "--out",
-        ])
-        .arg(&shard)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
-    let o = crate::common::gate()
-        .arg("merge")
-        .arg(&shard)
-        .args(["--message-format", "json", "--out"])
-        .arg(&merged)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
-    let events: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
-        .collect();
-    for e in &events {
-        let p = conforms_to("events", e);
-        assert!(p.is_empty(), "{e}\n{}", p.join("\n"));
-    }
+    check_mlp(&["--shard", "1/1"], &shard);
+    let o = gate_ok(&[
+        "merge".as_ref(),
+        shard.as_os_str(),
+        "--message-format".as_ref(),
+        "json".as_ref(),
+        "--out".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let events = conforming_lines(&o.stdout, "events");
     assert_eq!(events[0]["run_started"]["command"], "merge", "{events:?}");
     assert!(events.last().unwrap().get("run_finished").is_some(), "{events:?}");
 }

@@ -247,7 +247,8 @@ pub struct ComponentReport {
     pub profile_seconds: Option<f64>,
     /// Of `profile_seconds`, the time the profile waited for its turn to
     /// time its steps while another one timed theirs (profiles side by
-    /// side take turns); absent when it did not wait.
+    /// side on one GPU take turns; CPU profiles do not); absent when it
+    /// did not wait.
     #[serde(default, skip_serializing_if = "is_zero_seconds")]
     pub turn_wait_seconds: f64,
     /// How long each phase of the profile took, in the order they ran

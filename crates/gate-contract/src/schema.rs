@@ -1,6 +1,6 @@
-//! The contract's JSON Schemas (report.json, history.json, shard.json, the harness
-//! protocol's `__resolve` answer and `profile` lines), generated from the
-//! types that read them.
+//! The contract's JSON Schemas (report.json, history.json, shard.json, the
+//! run's events, the harness protocol's `__resolve` answer and `profile`
+//! lines), generated from the types that read them.
 //!
 //! A tracer stands in for the JSON: it walks a type's `Deserialize` the way
 //! serde_json would feed it, answers every request with a sample value, and
@@ -49,13 +49,7 @@ pub fn schema_for<T: DeserializeOwned>(title: &str) -> Result<Value, String> {
             }
             continue;
         }
-        let open: Vec<&'static str> = t
-            .enums
-            .iter()
-            .filter(|(_, e)| e.shapes.len() < e.variants.len())
-            .map(|(n, _)| *n)
-            .collect();
-        if open.is_empty() {
+        if t.enums.values().all(|e| e.shapes.len() >= e.variants.len()) {
             let root = std::mem::take(&mut t.out);
             let mut defs = Map::new();
             for (name, def) in std::mem::take(&mut t.defs) {
