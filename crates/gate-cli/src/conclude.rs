@@ -1,7 +1,8 @@
 //! The conclusion `check` and `merge` share, outside both commands: the
 //! verdict on the measured components, then report.json, junit.xml, the
 //! history and the GitHub files written as one set, then the run's last
-//! events (the table on stdout, or `--message-format json`'s lines). Every output is rendered from the one report; none decides
+//! events (the table on stdout, or `--message-format json`'s lines). Every
+//! output is rendered from the one report; none decides
 //! anything the verdict did not.
 
 use std::collections::BTreeMap;

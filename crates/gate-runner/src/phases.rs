@@ -19,7 +19,9 @@ pub use gate_spec::budget::Timing;
 
 /// Profiles `workload`, reporting each phase and the figures so far to
 /// `on_phase` before the phase starts (the child process forwards these, so
-/// a crash can be placed and earlier figures survive it).
+/// a crash can be placed and earlier figures survive it). The throwaway
+/// warm-up runs on `warm` when given (the same workload at the batch its
+/// adapter's `Framework::warm_up_batch` chose), else on `session`.
 pub fn profile<S: Session>(
     session: &S,
     warm: Option<&S>,
