@@ -8,6 +8,7 @@ mod compat;
 mod cuda_dropout;
 mod lm;
 pub mod nn;
+pub mod optim;
 mod params;
 // Public to gate's own tests through `test_support`, crate-private otherwise.
 #[cfg_attr(not(feature = "test-support"), allow(unreachable_pub))]

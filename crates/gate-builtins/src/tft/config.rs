@@ -27,6 +27,16 @@ pub struct TftKeys {
     pub dropout: f64,
     /// Width of each real variable's prescaled embedding; `hidden_dim` when not given.
     pub prescale_dim: Option<usize>,
+    /// AdamW updates each parameter in slices of at most this many elements
+    /// (`gate::optim::SlicedAdamW`: the same arithmetic, the temporaries of
+    /// a slice); 0, the default, updates whole tensors (candle-nn's AdamW).
+    /// Not the architecture: no part of `TftConfig`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub adamw_slice: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Default for TftKeys {
@@ -197,6 +207,7 @@ impl TftConfig {
             num_unknown_features: self.num_unknown_features,
             dropout: self.dropout,
             prescale_dim: Some(self.prescale_dim),
+            adamw_slice: 0,
         }
     }
 

@@ -27,6 +27,9 @@ use self::vsn::{Prescale, Vsn};
 use candle_core::backprop::GradStore;
 use candle_core::Var;
 use gate::checkpoint::{self, Checkpointed, RowGrads, RowWise};
+use candle_nn::optim::ParamsAdamW;
+use candle_nn::Optimizer as _;
+use gate::optim::SlicedAdamW;
 use gate::scoped;
 use gate::{Batch, Model, ParamCount, Problems, RunCtx, Step, TrainingForward, Workload};
 
@@ -62,7 +65,10 @@ impl Workload for Tft {
     type Config = TftKeys;
 
     fn from_config(keys: TftKeys) -> std::result::Result<Self, Problems> {
-        Ok(Tft::new(TftConfig::from_keys(keys)?))
+        let adamw_slice = keys.adamw_slice;
+        let mut tft = Tft::new(TftConfig::from_keys(keys)?);
+        tft.keys.adamw_slice = adamw_slice;
+        Ok(tft)
     }
 
     fn config(&self) -> &TftKeys {
@@ -71,13 +77,32 @@ impl Workload for Tft {
 
     fn describe(&self) -> serde_json::Value {
         let mut json = self.cfg.to_json();
-        if let (Some(chunk), Some(map)) = (self.checkpoint, json.as_object_mut()) {
-            map.insert(
-                "checkpoint".into(),
-                serde_json::json!({ "block": "encoder_vsn", "chunk": chunk }),
-            );
+        if let Some(map) = json.as_object_mut() {
+            if let Some(chunk) = self.checkpoint {
+                map.insert(
+                    "checkpoint".into(),
+                    serde_json::json!({ "block": "encoder_vsn", "chunk": chunk }),
+                );
+            }
+            // Only when set, so the configs of earlier reports read the same.
+            if self.keys.adamw_slice > 0 {
+                map.insert("adamw_slice".into(), self.keys.adamw_slice.into());
+            }
         }
         json
+    }
+
+    fn optimizer(&self, vars: Vec<Var>) -> Result<Option<Box<dyn gate::OptimizerStep>>> {
+        if self.keys.adamw_slice == 0 {
+            return Ok(None);
+        }
+        // gate's own AdamW's settings (the runner's default optimizer), in slices.
+        let params = ParamsAdamW {
+            lr: self.learning_rate(),
+            ..Default::default()
+        };
+        let opt = SlicedAdamW::new(vars, params)?.with_slice(self.keys.adamw_slice);
+        Ok(Some(Box::new(opt)))
     }
 
     fn checkpointed(&self, chunk: usize) -> Option<Self> {

@@ -437,3 +437,46 @@ fn mixed_precision_computes_in_bf16_and_trains_f32_masters() -> Result<()> {
     }
     Ok(())
 }
+
+/// `adamw_slice` picks the SDK's sliced AdamW, trains the model to the bit as
+/// candle-nn's AdamW does, and is recorded in the config only when set.
+#[test]
+fn adamw_in_slices_trains_as_candle_nns_and_is_recorded_when_set() -> Result<()> {
+    let keys = |slice: usize| super::config::TftKeys {
+        adamw_slice: slice,
+        ..tiny().keys()
+    };
+    let whole = Tft::from_config(keys(0)).expect("valid");
+    let sliced = Tft::from_config(keys(100)).expect("valid");
+    assert!(whole.describe().get("adamw_slice").is_none());
+    assert_eq!(sliced.describe()["adamw_slice"], 100);
+    assert_eq!(sliced.config().adamw_slice, 100);
+
+    let train = |tft: &Tft| -> Result<Vec<Vec<u32>>> {
+        let store = ParamStore::new(5);
+        let model = tft.build(store.builder(DType::F32, &Device::Cpu), &ctx(4))?;
+        let batch = tft.batch(&ctx(4), 9)?;
+        let mut opt: Box<dyn gate::OptimizerStep> = match tft.optimizer(store.vars())? {
+            Some(own) => own,
+            None => Box::new(AdamW::new(
+                store.vars(),
+                ParamsAdamW {
+                    lr: tft.learning_rate(),
+                    ..Default::default()
+                },
+            )?),
+        };
+        for i in 0..3 {
+            let grads = model.loss(&batch, &Step::train(i))?.backward()?;
+            opt.step(&grads)?;
+        }
+        store
+            .named_vars()
+            .into_iter()
+            .map(|(_, v)| Ok(v.flatten_all()?.to_vec1::<f32>()?.into_iter().map(f32::to_bits).collect()))
+            .collect()
+    };
+    assert!(whole.optimizer(vec![])?.is_none());
+    assert_eq!(train(&whole)?, train(&sliced)?);
+    Ok(())
+}
