@@ -108,6 +108,48 @@ fn device_dropout_masks_replay_from_the_step_seed() -> gate::candle_core::Result
     Ok(())
 }
 
+/// `gate::optim::SlicedAdamW` on the GPU: slices written back with
+/// `slice_set` (a copy kernel into the parameter's storage) give candle-nn's
+/// AdamW to the bit, as on the CPU (src/sdk/optim.rs).
+#[test]
+fn sliced_adamw_on_cuda_equals_candle_nns_adamw_bit_for_bit() -> gate::candle_core::Result<()> {
+    use gate::candle_core::{Device, Tensor, Var};
+    use gate::candle_nn::optim::{AdamW, ParamsAdamW};
+    use gate::candle_nn::Optimizer;
+    use gate::optim::SlicedAdamW;
+    let dev = Device::new_cuda(0)?;
+    let vars = || -> gate::candle_core::Result<Vec<Var>> {
+        let filled = |n: usize| Tensor::arange(0f32, n as f32, &dev)?.affine(0.37, 0.11)?.sin();
+        Ok(vec![
+            Var::from_tensor(&filled(251 * 64 * 3)?.reshape((251, 64, 3))?)?,
+            Var::from_tensor(&filled(1000)?)?,
+        ])
+    };
+    let (a, b) = (vars()?, vars()?);
+    let params = ParamsAdamW {
+        lr: 0.05,
+        weight_decay: 0.1,
+        ..Default::default()
+    };
+    let mut whole = AdamW::new(a.clone(), params.clone())?;
+    let mut sliced = SlicedAdamW::new(b.clone(), params)?.with_slice(4099);
+    for step in 1..=3 {
+        let loss = |vs: &[Var]| -> gate::candle_core::Result<Tensor> {
+            let x = (vs[0].as_tensor().sqr()?.sum_all()? * step as f64)?;
+            x + vs[1].as_tensor().sin()?.sum_all()?
+        };
+        whole.backward_step(&loss(&a)?)?;
+        sliced.backward_step(&loss(&b)?)?;
+    }
+    for (x, y) in a.iter().zip(&b) {
+        let bits = |v: &Var| -> gate::candle_core::Result<Vec<u32>> {
+            Ok(v.flatten_all()?.to_vec1::<f32>()?.into_iter().map(f32::to_bits).collect())
+        };
+        assert_eq!(bits(x)?, bits(y)?);
+    }
+    Ok(())
+}
+
 /// The checkpointed TFT's hand-written backward (`crates/gate-builtins/src/tft/taped.rs`)
 /// on the GPU: its gradients equal those of a reference that keeps every
 /// chunk's graph (same chunks, same device-drawn dropout masks), and the
