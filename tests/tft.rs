@@ -159,14 +159,65 @@ fn every_block_is_scoped_and_the_encoder_vsn_ranks_first() {
     assert!(share > 0.5, "encoder_vsn keeps {:.1}%", 100.0 * share);
 }
 
+/// AdamW in slices (`adamw_slice`) on the checkpointed model, where the
+/// optimizer's temporaries are the step's peak: the same losses to the bit,
+/// the same gradient and state bytes (the state is allocated alike; only the
+/// optimizer's own struct differs, boxed as a workload's optimizer is), and
+/// a lower training peak.
+fn adamw_in_slices_takes_the_optimizers_temporaries_off_the_peak() {
+    let run = |slice: usize| {
+        // Wider than `small`, so the per-variable GLU weights ([64, 32, 64])
+        // make the whole update's temporaries the step's peak.
+        let cfg = TftConfig {
+            hidden_dim: 32,
+            prescale_dim: 32,
+            ..small()
+        };
+        let keys = gate_builtins::tft::config::TftKeys {
+            adamw_slice: slice,
+            ..cfg.keys()
+        };
+        let tft = Tft::from_config(keys)
+            .expect("valid")
+            .checkpointed(8)
+            .expect("checkpoints");
+        let rec = Recorder::new(Arc::new(CpuProbe));
+        let timing = Timing {
+            warmup: 0,
+            steps: 2,
+            pairs: Some(0),
+        };
+        let m = profile(&tft, &cpu(8), timing, &rec, &mut |_, _| {});
+        assert!(m.failure.is_none(), "{:?}", m.failure);
+        m
+    };
+    run(0);
+    let (whole, sliced) = (run(0), run(1024));
+    let bits = |m: &Measurement| m.losses.iter().map(|l| l.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&whole), bits(&sliced), "losses after each step");
+    let near = |metric: Metric| (whole.values[&metric] - sliced.values[&metric]).abs() <= AFTER_BACKWARD_SLACK;
+    assert!(
+        near(Metric::Gradients) && near(Metric::Optimizer),
+        "{:?} vs {:?}",
+        whole.values,
+        sliced.values
+    );
+    let (w, s) = (
+        whole.values[&Metric::TrainingPeak],
+        sliced.values[&Metric::TrainingPeak],
+    );
+    assert!(s < w - AFTER_BACKWARD_SLACK, "training peak {s} in slices, {w} whole");
+}
+
 /// The only test of this binary: libtest starts and finishes test threads
 /// concurrently, and those allocations would land in the measured spans, so
-/// the three checks run one after the other inside a single test.
+/// the checks run one after the other inside a single test.
 #[test]
 fn memory_figures_under_the_counting_allocator() {
     isolated(|| {
         no_grad_inference_peak_is_a_small_fraction_of_the_grad_forward().expect("inference check");
         same_seed_gives_the_same_bytes_and_the_same_loss_twice();
         every_block_is_scoped_and_the_encoder_vsn_ranks_first();
+        adamw_in_slices_takes_the_optimizers_temporaries_off_the_peak();
     })
 }
