@@ -143,7 +143,11 @@ fn sliced_adamw_on_cuda_equals_candle_nns_adamw_bit_for_bit() -> gate::candle_co
     }
     for (x, y) in a.iter().zip(&b) {
         let bits = |v: &Var| -> gate::candle_core::Result<Vec<u32>> {
-            Ok(v.flatten_all()?.to_vec1::<f32>()?.into_iter().map(f32::to_bits).collect())
+            Ok(v.flatten_all()?
+                .to_vec1::<f32>()?
+                .into_iter()
+                .map(f32::to_bits)
+                .collect())
         };
         assert_eq!(bits(x)?, bits(y)?);
     }

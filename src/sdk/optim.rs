@@ -120,7 +120,8 @@ impl candle_nn::Optimizer for SlicedAdamW {
                 // Whole, as candle-nn does: a small parameter needs no slices
                 // (and a strided one, which a `Var` never is, has no flat view
                 // to write them into).
-                let (theta, first, second) = step.apply(m.var.as_tensor(), m.first.as_tensor(), m.second.as_tensor(), g)?;
+                let (theta, first, second) =
+                    step.apply(m.var.as_tensor(), m.first.as_tensor(), m.second.as_tensor(), g)?;
                 m.first.set(&first)?;
                 m.second.set(&second)?;
                 m.var.set(&theta)?;

@@ -473,7 +473,13 @@ fn adamw_in_slices_trains_as_candle_nns_and_is_recorded_when_set() -> Result<()>
         store
             .named_vars()
             .into_iter()
-            .map(|(_, v)| Ok(v.flatten_all()?.to_vec1::<f32>()?.into_iter().map(f32::to_bits).collect()))
+            .map(|(_, v)| {
+                Ok(v.flatten_all()?
+                    .to_vec1::<f32>()?
+                    .into_iter()
+                    .map(f32::to_bits)
+                    .collect())
+            })
             .collect()
     };
     assert!(whole.optimizer(vec![])?.is_none());
