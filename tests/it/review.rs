@@ -139,6 +139,24 @@ fn a_budget_changed_in_the_pr_is_shown_and_limits_read_as_written() {
         comment.contains("&lt; 2 MiB<br><sub>was &lt; 1 MiB</sub>"),
         "the row shows the old limit: {comment}"
     );
+    // report.json states the change typed beside its sentence, and conforms.
+    let report: serde_json::Value = serde_json::from_str(&read(&t.path().join("new"), "report.json")).unwrap();
+    let summary = &report["summary"];
+    assert_eq!(
+        summary["budget_changes"],
+        serde_json::json!(["mlp.activations: budget < 1 MiB → < 2 MiB in this PR"])
+    );
+    assert_eq!(
+        summary["budget_change_kinds"],
+        serde_json::json!([{
+            "component": "mlp",
+            "metric": "activations",
+            "change": "changed",
+            "before": { "op": "<", "value": 1048576.0 },
+            "after": { "op": "<", "value": 2097152.0 },
+        }])
+    );
+    assert_eq!(crate::schema::conforms_to("report", &report), Vec::<String>::new());
 }
 
 #[test]

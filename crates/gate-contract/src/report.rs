@@ -985,9 +985,10 @@ pub struct Summary {
     pub not_compared: usize,
     /// Budgets this run has that the baseline's spec did not, had with
     /// another limit, or had and this one dropped: a PR cannot loosen its
-    /// own gate unseen. One line each, e.g. `tft.activations: < 200 MB → < 250 MB`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub budget_changes: Vec<String>,
+    /// own gate unseen. In report.json `budget_changes` holds their
+    /// sentences (`tft.activations: budget < 200 MB → < 250 MB in this PR`)
+    /// and `budget_change_kinds` the facts, in the same order.
+    pub budget_changes: Vec<BudgetChange>,
     /// Regressions the pull request's acknowledge label turned into warnings.
     #[serde(default)]
     pub acknowledged: usize,
@@ -1052,6 +1053,68 @@ impl Note {
 }
 
 impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// How a budget differs from the baseline spec's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetChangeKind {
+    /// The baseline's spec had no such budget (on a component it measured).
+    Added,
+    /// Another comparison or limit.
+    Changed,
+    /// This run's spec dropped it.
+    Removed,
+}
+
+/// A budget's limit as a spec states it: `< 200 MB` is `Lt` and 200,000,000
+/// (bytes; seconds for a time, the ratio itself for a ratio).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    pub op: Op,
+    pub value: f64,
+}
+
+/// One budget changed against the baseline: which, how, the limits before
+/// and after, and the sentence every output shows.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct BudgetChange {
+    /// What it is of; `None` in a report from before budget changes were
+    /// typed (its sentence is all there is).
+    pub fact: Option<BudgetChangeFact>,
+    /// The whole sentence, as shown.
+    pub text: String,
+}
+
+/// What a [`BudgetChange`] states, typed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetChangeFact {
+    pub component: Subject,
+    pub metric: MetricId,
+    pub change: BudgetChangeKind,
+    /// The baseline spec's limit; none when added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Limit>,
+    /// This run's limit; none when removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Limit>,
+}
+
+impl BudgetChange {
+    /// A change stated by `fact` and shown as `text`.
+    pub fn new(fact: BudgetChangeFact, text: impl Into<String>) -> Self {
+        BudgetChange {
+            fact: Some(fact),
+            text: text.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for BudgetChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.text)
     }
@@ -1124,6 +1187,9 @@ struct SummaryFile {
     not_compared: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     budget_changes: Vec<String>,
+    /// Absent from reports of gates before budget changes were typed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    budget_change_kinds: Option<Vec<BudgetChangeFact>>,
     #[serde(default)]
     acknowledged: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1159,7 +1225,17 @@ impl From<Summary> for SummaryFile {
             warning_kinds: kinds,
             strict: s.strict,
             not_compared: s.not_compared,
-            budget_changes: s.budget_changes,
+            // Facts only when every change has one: a report read from
+            // before is written again as it was.
+            budget_change_kinds: (!s.budget_changes.is_empty())
+                .then(|| {
+                    s.budget_changes
+                        .iter()
+                        .map(|c| c.fact.clone())
+                        .collect::<Option<Vec<_>>>()
+                })
+                .flatten(),
+            budget_changes: s.budget_changes.into_iter().map(|c| c.text).collect(),
             acknowledged: s.acknowledged,
             acknowledgement: s.acknowledgement,
             note_kinds: s
@@ -1211,7 +1287,19 @@ impl From<SummaryFile> for Summary {
             warnings,
             strict: f.strict,
             not_compared: f.not_compared,
-            budget_changes: f.budget_changes,
+            budget_changes: match f.budget_change_kinds {
+                Some(facts) if facts.len() == f.budget_changes.len() => f
+                    .budget_changes
+                    .into_iter()
+                    .zip(facts)
+                    .map(|(text, fact)| BudgetChange::new(fact, text))
+                    .collect(),
+                _ => f
+                    .budget_changes
+                    .into_iter()
+                    .map(|text| BudgetChange { fact: None, text })
+                    .collect(),
+            },
             acknowledged: f.acknowledged,
             acknowledgement: f.acknowledgement,
             notes: match f.note_kinds.len() == f.notes.len() {

@@ -72,8 +72,9 @@ fn diff_json(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: 
 }
 
 /// Budgets added, changed or dropped against the baseline's spec. Marks each
-/// changed row with the baseline's limit and returns one line per change.
-pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline: &Report) -> Vec<String> {
+/// changed row with the baseline's limit and returns each change, typed, with
+/// its sentence.
+pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline: &Report) -> Vec<BudgetChange> {
     let mut out = Vec::new();
     let limit_text = |r: &BudgetResult, op: gate_spec::budget::Op, value: f64| r.limit_text(op, value);
     // Looked up by (component, metric), not searched: linear in budgets (#43 item 5).
@@ -91,21 +92,29 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
         let old = old_of.get(&(r.component.as_str(), r.metric.as_str())).copied();
         match old {
             None if r.component.is_ensemble() || baseline.components.contains_key(r.component.as_str()) => {
-                out.push(format!(
+                let text = format!(
                     "{}.{}: budget {} added in this PR",
                     r.component,
                     r.metric,
                     limit_text(r, r.op, r.limit)
-                ))
+                );
+                out.push(change(r, BudgetChangeKind::Added, None, Some((r.op, r.limit)), text));
             }
             None => {}
             Some(b) if b.op != r.op || !same_limit(b.limit, r.limit) => {
-                out.push(format!(
+                let text = format!(
                     "{}.{}: budget {} → {} in this PR",
                     r.component,
                     r.metric,
                     limit_text(r, b.op, b.limit),
                     limit_text(r, r.op, r.limit)
+                );
+                out.push(change(
+                    r,
+                    BudgetChangeKind::Changed,
+                    Some((b.op, b.limit)),
+                    Some((r.op, r.limit)),
+                    text,
                 ));
                 r.baseline_op = Some(b.op);
                 r.baseline_limit = Some(b.limit);
@@ -129,15 +138,37 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
                     .is_none_or(|c| !has(c.budgets.iter().map(|x| x.metric.name()).collect()))
             };
         if dropped {
-            out.push(format!(
+            let text = format!(
                 "{}.{}: budget {} removed in this PR",
                 b.component,
                 b.metric,
                 b.limit_text(b.op, b.limit)
-            ));
+            );
+            out.push(change(b, BudgetChangeKind::Removed, Some((b.op, b.limit)), None, text));
         }
     }
     out
+}
+
+/// One budget change of `row`'s budget, with its limits before and after.
+fn change(
+    row: &BudgetResult,
+    kind: BudgetChangeKind,
+    before: Option<(gate_spec::budget::Op, f64)>,
+    after: Option<(gate_spec::budget::Op, f64)>,
+    text: String,
+) -> BudgetChange {
+    let limit = |(op, value)| Limit { op, value };
+    BudgetChange::new(
+        BudgetChangeFact {
+            component: row.component.clone(),
+            metric: row.metric.clone(),
+            change: kind,
+            before: before.map(limit),
+            after: after.map(limit),
+        },
+        text,
+    )
 }
 
 fn same_limit(a: f64, b: f64) -> bool {
@@ -325,14 +356,59 @@ components:
         )
         .unwrap();
         let v = run(&new, &base, 256, 200e6);
+        let texts: Vec<&str> = v.summary.budget_changes.iter().map(|c| c.text.as_str()).collect();
         assert_eq!(
-            v.summary.budget_changes,
+            texts,
             [
                 "f.activations: budget < 200 MB → < 250 MB in this PR",
                 "f.gradients: budget < 1 GB added in this PR",
                 "f.growth: budget < 1 MiB removed in this PR",
             ]
         );
+        // The same, typed: what, how, and the limits in base units.
+        use gate_spec::budget::Op::Lt;
+        let facts: Vec<_> = v
+            .summary
+            .budget_changes
+            .iter()
+            .map(|c| {
+                let f = c.fact.as_ref().expect("typed");
+                (
+                    f.component.as_str(),
+                    f.metric.as_str(),
+                    f.change,
+                    f.before.map(|l| (l.op, l.value)),
+                    f.after.map(|l| (l.op, l.value)),
+                )
+            })
+            .collect();
+        assert_eq!(
+            facts,
+            [
+                (
+                    "f",
+                    "activations",
+                    BudgetChangeKind::Changed,
+                    Some((Lt, 200e6)),
+                    Some((Lt, 250e6))
+                ),
+                ("f", "gradients", BudgetChangeKind::Added, None, Some((Lt, 1e9))),
+                (
+                    "f",
+                    "growth",
+                    BudgetChangeKind::Removed,
+                    Some((Lt, 1024.0 * 1024.0)),
+                    None
+                ),
+            ]
+        );
+        // report.json carries both, and reads back to the same.
+        let json = serde_json::to_value(&v.summary).unwrap();
+        assert_eq!(json["budget_change_kinds"][0]["change"], "changed");
+        assert_eq!(json["budget_change_kinds"][0]["before"]["op"], "<");
+        assert_eq!(json["budget_change_kinds"][2].get("after"), None);
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back.budget_changes, v.summary.budget_changes);
         let act = &v.results[1];
         assert_eq!(
             (act.baseline_op, act.baseline_limit),

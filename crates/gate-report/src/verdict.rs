@@ -869,7 +869,12 @@ fn unmeasured_ensemble(e: &EnsembleReport, components: &BTreeMap<String, Compone
     }
 }
 
-fn summarize(results: &[BudgetResult], warnings: Vec<Warning>, budget_changes: Vec<String>, strict: bool) -> Summary {
+fn summarize(
+    results: &[BudgetResult],
+    warnings: Vec<Warning>,
+    budget_changes: Vec<BudgetChange>,
+    strict: bool,
+) -> Summary {
     let count = |s: Status| results.iter().filter(|r| r.status == s).count();
     let (passed, failed, regressed_n, not_measured) = (
         count(Status::Pass),

@@ -58,7 +58,7 @@ pub(super) fn head(report: &Report, links: &Links) -> String {
             }
         );
         for c in changes.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(c, 300));
+            let _ = writeln!(out, "> - {}", escape_max(&c.text, 300));
         }
         if changes.len() > MAX_WARNINGS {
             let _ = writeln!(out, "> - … and {} more", changes.len() - MAX_WARNINGS);
