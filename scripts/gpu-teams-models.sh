@@ -7,23 +7,8 @@
 #   .devicez/team_steps-*.xz     tests/team_steps.rs (its CUDA cases)
 #   .devicez/h-transformers-*.xz each candle-transformers fixture's harness
 # Output under $OUT: each step's log and report; one summary line a step.
-set -u
 OUT=${OUT:-target/gpu-teams-models}
-mkdir -p "$OUT" .device
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-for f in .devicez/*.xz; do
-  b=$(basename "$f" .xz)
-  xz -dc "$f" > ".device/$b" 2>/dev/null || python3 -c 'import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$f" > ".device/$b"
-  chmod +x ".device/$b"
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-G=$(realpath .device/gate)
-# ONLY="a b": run only the steps so named (a later call for what an earlier one lacked).
-step() {
-  local name=$1; shift
-  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
-  local t0=$SECONDS; "$@" > "$OUT/$name.log" 2>&1; echo "$name: exit $? in $((SECONDS - t0)) s"
-}
+. "$(dirname "$0")/gpu-common.sh"
 # Item 2: the team's optimizer and generation loop on the pool.
 step team_steps .device/team_steps-* --test-threads 1
 # Item 4's tests/gpu.rs.

@@ -4,21 +4,8 @@
 #   .devicez/gate.xz    the stock gate, --features cuda
 #   .devicez/gpu-*.xz   tests/gpu.rs (SlicedAdamW and the checkpointed TFT on CUDA)
 # Output under $OUT: each step's log and report; one summary line a step.
-set -u
 OUT=${OUT:-target/gpu-tft-floor}
-mkdir -p "$OUT" .device
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-for f in .devicez/gate.xz .devicez/gpu-*.xz; do
-  b=$(basename "$f" .xz)
-  xz -dc "$f" > ".device/$b" 2>/dev/null || python3 -c 'import lzma,sys; sys.stdout.buffer.write(lzma.open(sys.argv[1]).read())' "$f" > ".device/$b"
-  chmod +x ".device/$b"
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-G=$(realpath .device/gate)
-step() {
-  local name=$1; shift
-  local t0=$SECONDS; "$@" > "$OUT/$name.log" 2>&1; echo "$name: exit $? in $((SECONDS - t0)) s"
-}
+. "$(dirname "$0")/gpu-common.sh"
 step gpu_tests env GATE_BIN="$G" .device/gpu-* --test-threads 1 sliced_adamw checkpointed_tft
 # budgets.yaml's TFT (chunk 64, AdamW in slices) and its plain reference,
 # step_time_ratio in 15 interleaved pairs.
