@@ -151,6 +151,7 @@ fn a_budget_changed_in_the_pr_is_shown_and_limits_read_as_written() {
         serde_json::json!([{
             "component": "mlp",
             "metric": "activations",
+            "unit": "bytes",
             "change": "changed",
             "before": { "op": "<", "value": 1048576.0 },
             "after": { "op": "<", "value": 2097152.0 },

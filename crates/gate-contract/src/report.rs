@@ -1070,8 +1070,9 @@ pub enum BudgetChangeKind {
     Removed,
 }
 
-/// A budget's limit as a spec states it: `< 200 MB` is `Lt` and 200,000,000
-/// (bytes; seconds for a time, the ratio itself for a ratio).
+/// A budget's limit as a spec states it, in its metric's unit (the fact's
+/// `unit`): `< 200 MB` is `Lt` and 200,000,000 bytes, `< 10 s` is `Lt` and
+/// 10,000 ms, `< 2` of a ratio is `Lt` and 2.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
     pub op: Op,
@@ -1095,6 +1096,8 @@ pub struct BudgetChange {
 pub struct BudgetChangeFact {
     pub component: Subject,
     pub metric: MetricId,
+    /// The limits' unit: the metric's.
+    pub unit: Unit,
     pub change: BudgetChangeKind,
     /// The baseline spec's limit; none when added.
     #[serde(default, skip_serializing_if = "Option::is_none")]

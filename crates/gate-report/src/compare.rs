@@ -163,6 +163,7 @@ fn change(
         BudgetChangeFact {
             component: row.component.clone(),
             metric: row.metric.clone(),
+            unit: row.unit,
             change: kind,
             before: before.map(limit),
             after: after.map(limit),
