@@ -1,9 +1,10 @@
 //! AdamW whose update never holds more than a slice of a parameter at once.
 //!
 //! candle-nn's `AdamW` computes each parameter's update whole: about eleven
-//! tensors the size of the parameter are live at its worst moment (the new
-//! moments, their bias-corrected copies, the new weights, the step's
-//! quotient and its terms). For a model whose largest parameter is large
+//! tensors the size of the parameter are live at its worst moment by a count
+//! of its code (the new moments, their bias-corrected copies, the new
+//! weights, the step's quotient and its terms), fourteen as the counting
+//! allocator measured it. For a model whose largest parameter is large
 //! that is the step's peak: the TFT's per-variable GLU weights
 //! (`[251, 64, 128]`, 8.2 MB) put 115 MB of temporaries above its
 //! parameters, gradients and state, more than its checkpointed activations.
