@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # Sourced by the scripts/gpu-*.sh run on the GPU machine (no cargo): unpacks
 # the CUDA binaries carried xz'd in .devicez/ into .device/, records the
 # card in $OUT/gpu.txt, sets G to the cuda gate, and defines `step NAME CMD…`
