@@ -139,6 +139,26 @@ fn is_peak(path: &str) -> bool {
         || (path.contains(".timeline.samples[") && path.ends_with("[1]"))
 }
 
+/// Issue #42 item 3, from the same run: the checkpointed TFT's training
+/// peak is at most twice its floor (parameters, gradients and AdamW state),
+/// with the plain model's loss, and the plain reference keeps neither lever.
+fn tft_within_twice_its_floor(report: &Value) {
+    let tft = &report["components"]["tft"]["metrics"];
+    let bytes = |m: &str| tft[m]["value"].as_f64().unwrap_or_else(|| panic!("tft.{m}"));
+    let floor = bytes("params") + bytes("gradients") + bytes("optimizer");
+    let peak = bytes("training_peak");
+    assert!(
+        peak <= 2.0 * floor,
+        "tft's training peak {peak} B is {:.2}x its floor {floor} B",
+        peak / floor
+    );
+    let loss_ratio = bytes("loss_ratio");
+    assert!((loss_ratio - 1.0).abs() < 1e-3, "loss_ratio {loss_ratio}");
+    let plain = &report["components"]["tft@plain"]["config"];
+    assert_eq!(plain.get("checkpoint"), None, "{plain}");
+    assert_eq!(plain.get("adamw_slice"), None, "{plain}");
+}
+
 #[test]
 fn the_repository_gate_measures_the_stored_bytes() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -151,6 +171,7 @@ fn the_repository_gate_measures_the_stored_bytes() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
     let report: Value = serde_json::from_slice(&std::fs::read(out.path().join("report.json")).unwrap()).unwrap();
+    tft_within_twice_its_floor(&report);
     let now = exact_figures(&report);
 
     let stored_path = root.join(STORED);
