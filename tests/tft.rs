@@ -83,13 +83,18 @@ fn no_grad_inference_peak_is_a_small_fraction_of_the_grad_forward() -> gate::can
 }
 
 fn measure(cfg: &TftConfig) -> Measurement {
+    measure_workload(&Tft::new(cfg.clone()))
+}
+
+/// A profile of `tft` at batch 8: two steps, no timed pairs.
+fn measure_workload(tft: &Tft) -> Measurement {
     let rec = Recorder::new(Arc::new(CpuProbe));
     let timing = Timing {
         warmup: 0,
         steps: 2,
         pairs: Some(0),
     };
-    let m = profile(&Tft::new(cfg.clone()), &cpu(8), timing, &rec, &mut |_, _| {});
+    let m = profile(tft, &cpu(8), timing, &rec, &mut |_, _| {});
     assert!(m.failure.is_none(), "{:?}", m.failure);
     m
 }
@@ -181,15 +186,7 @@ fn adamw_in_slices_takes_the_optimizers_temporaries_off_the_peak() {
             .expect("valid")
             .checkpointed(8)
             .expect("checkpoints");
-        let rec = Recorder::new(Arc::new(CpuProbe));
-        let timing = Timing {
-            warmup: 0,
-            steps: 2,
-            pairs: Some(0),
-        };
-        let m = profile(&tft, &cpu(8), timing, &rec, &mut |_, _| {});
-        assert!(m.failure.is_none(), "{:?}", m.failure);
-        m
+        measure_workload(&tft)
     };
     run(0);
     let (whole, sliced) = (run(0), run(1024));

@@ -144,15 +144,15 @@ fn is_peak(path: &str) -> bool {
 /// with the plain model's loss, and the plain reference keeps neither lever.
 fn tft_within_twice_its_floor(report: &Value) {
     let tft = &report["components"]["tft"]["metrics"];
-    let bytes = |m: &str| tft[m]["value"].as_f64().unwrap_or_else(|| panic!("tft.{m}"));
-    let floor = bytes("params") + bytes("gradients") + bytes("optimizer");
-    let peak = bytes("training_peak");
+    let figure = |m: &str| tft[m]["value"].as_f64().unwrap_or_else(|| panic!("tft.{m}"));
+    let floor = figure("params") + figure("gradients") + figure("optimizer");
+    let peak = figure("training_peak");
     assert!(
         peak <= 2.0 * floor,
         "tft's training peak {peak} B is {:.2}x its floor {floor} B",
         peak / floor
     );
-    let loss_ratio = bytes("loss_ratio");
+    let loss_ratio = figure("loss_ratio");
     assert!((loss_ratio - 1.0).abs() < 1e-3, "loss_ratio {loss_ratio}");
     let plain = &report["components"]["tft@plain"]["config"];
     assert_eq!(plain.get("checkpoint"), None, "{plain}");
