@@ -10,7 +10,7 @@ use std::cell::OnceCell;
 
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Result, Tensor, Var};
-use candle_nn::optim::{AdamW, Optimizer as _, ParamsAdamW};
+use candle_nn::optim::{AdamW, Optimizer as _};
 use gate_runner::adapter::{self, Analytic, Session, Train, Unbuilt};
 
 use crate::sdk::{prune_grads, Batch, DynWorkload, Model, OptimizerStep, ParamStore, RunCtx, Step, TrainingForward};
@@ -365,10 +365,7 @@ impl<'w> Trainer<'w> {
         let mut opt = match self.workload.optimizer(self.list_vars().to_vec())? {
             Some(own) => Optimizer::Own(own),
             None => {
-                let params = ParamsAdamW {
-                    lr: self.lr,
-                    ..Default::default()
-                };
+                let params = crate::sdk::optim::adamw_params(self.lr);
                 Optimizer::Gate(AdamW::new(self.list_vars().to_vec(), params)?)
             }
         };

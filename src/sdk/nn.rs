@@ -181,7 +181,7 @@ mod tests {
 #[allow(unreachable_pub, missing_docs)]
 pub(crate) mod test_support {
     use candle_core::{DType, Device, Result};
-    use candle_nn::optim::{AdamW, Optimizer, ParamsAdamW};
+    use candle_nn::optim::{AdamW, Optimizer};
 
     use super::Step;
     use crate::sdk::{DynWorkload, ParamStore, RunCtx};
@@ -205,11 +205,7 @@ pub(crate) mod test_support {
         let mut model = w.build(store.builder(c.dtype, &c.device), &c)?;
         let batch = w.batch(&c, 11)?;
         let first = model.loss(&batch, &Step::eval())?.to_scalar::<f32>()? as f64;
-        let params = ParamsAdamW {
-            lr: w.learning_rate(),
-            ..Default::default()
-        };
-        let mut opt = AdamW::new(store.vars(), params)?;
+        let mut opt = AdamW::new(store.vars(), crate::sdk::optim::adamw_params(w.learning_rate()))?;
         for i in 0..steps {
             let loss = model.loss(&batch, &Step::train(i as u64))?;
             opt.step(&loss.backward()?)?;

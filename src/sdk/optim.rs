@@ -17,6 +17,18 @@ use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 use candle_nn::optim::ParamsAdamW;
 
+/// gate's AdamW settings: candle-nn's defaults (β 0.9 / 0.999, ε 1e-8,
+/// weight decay 0.01) at `lr`. The runner trains with these when a workload
+/// names no optimizer of its own ([`crate::Workload::optimizer`]); a
+/// workload that swaps in [`SlicedAdamW`] takes them from here, so the two
+/// never drift apart.
+pub fn adamw_params(lr: f64) -> ParamsAdamW {
+    ParamsAdamW {
+        lr,
+        ..Default::default()
+    }
+}
+
 /// candle-nn's `AdamW` (the same arithmetic, bit for bit), updating each
 /// parameter in slices of at most [`SlicedAdamW::slice`] elements so the
 /// step's temporaries are the slice's size, not the largest parameter's.

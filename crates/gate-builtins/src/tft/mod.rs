@@ -26,7 +26,6 @@ use self::lstm::{Lstm, State};
 use self::vsn::{Prescale, Vsn};
 use candle_core::backprop::GradStore;
 use candle_core::Var;
-use candle_nn::optim::ParamsAdamW;
 use candle_nn::Optimizer as _;
 use gate::checkpoint::{self, Checkpointed, RowGrads, RowWise};
 use gate::optim::SlicedAdamW;
@@ -97,10 +96,7 @@ impl Workload for Tft {
             return Ok(None);
         }
         // gate's own AdamW's settings (the runner's default optimizer), in slices.
-        let params = ParamsAdamW {
-            lr: self.learning_rate(),
-            ..Default::default()
-        };
+        let params = gate::optim::adamw_params(self.learning_rate());
         let opt = SlicedAdamW::new(vars, params)?.with_slice(self.keys.adamw_slice);
         Ok(Some(Box::new(opt)))
     }

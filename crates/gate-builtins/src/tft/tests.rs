@@ -460,10 +460,7 @@ fn adamw_in_slices_trains_as_candle_nns_and_is_recorded_when_set() -> Result<()>
             Some(own) => own,
             None => Box::new(AdamW::new(
                 store.vars(),
-                ParamsAdamW {
-                    lr: tft.learning_rate(),
-                    ..Default::default()
-                },
+                gate::optim::adamw_params(tft.learning_rate()),
             )?),
         };
         for i in 0..3 {
