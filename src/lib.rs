@@ -94,8 +94,8 @@ mod sdk;
 pub use gate_probe::CountingAlloc;
 pub use harness::Harness;
 pub use sdk::{
-    checkpoint, clip_grad_norm, nn, optim, scope, scoped, Batch, ConfigIssue, Generator, LanguageModel, Lm, LmConfig,
-    Model, OptimizerStep, ParamCount, ParamStore, PlainForward, Pos, Problems, Rng, RunCtx, ScopeGuard, Step,
+    checkpoint, clip_grad_norm, nn, optim, scope, scoped, Batch, ConfigIssue, Generator, LanguageModel, Lever, Lm,
+    LmConfig, Model, OptimizerStep, ParamCount, ParamStore, PlainForward, Pos, Problems, Rng, RunCtx, ScopeGuard, Step,
     TrainingForward, Workload,
 };
 

@@ -25,7 +25,8 @@ pub use registry::{DynWorkload, Registry};
 pub use rng::Rng;
 pub(crate) use workload::candle_dtype;
 pub use workload::{
-    clip_grad_norm, Batch, Generator, Model, OptimizerStep, ParamCount, PlainForward, RunCtx, TrainingForward, Workload,
+    clip_grad_norm, Batch, Generator, Lever, Model, OptimizerStep, ParamCount, PlainForward, RunCtx, TrainingForward,
+    Workload,
 };
 
 pub(crate) use checkpoint::prune_grads;

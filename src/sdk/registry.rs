@@ -11,6 +11,7 @@ use candle_core::{Result, Var};
 use candle_nn::VarBuilder;
 
 use super::workload::{Batch, Model, OptimizerStep, ParamCount, RunCtx, Workload};
+use gate_contract::plan::Lever;
 use gate_spec::config::{ConfigIssue, Node};
 
 /// A built workload as the runner uses it.
@@ -41,6 +42,8 @@ pub trait DynWorkload: fmt::Debug + Send + Sync {
     fn accumulation_steps(&self) -> usize;
     /// See [`Workload::checkpointed`].
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>>;
+    /// See [`Workload::levers`].
+    fn levers(&self) -> Vec<Lever>;
 }
 
 impl<W: Workload> DynWorkload for W {
@@ -86,6 +89,10 @@ impl<W: Workload> DynWorkload for W {
 
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
         Workload::checkpointed(self, chunk).map(|inner| Arc::new(Chunked { inner, chunk }) as Arc<dyn DynWorkload>)
+    }
+
+    fn levers(&self) -> Vec<Lever> {
+        Workload::levers(self)
     }
 }
 
@@ -152,6 +159,10 @@ impl<W: Workload> DynWorkload for Chunked<W> {
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
         DynWorkload::checkpointed(&self.inner, chunk)
     }
+
+    fn levers(&self) -> Vec<Lever> {
+        Workload::levers(&self.inner)
+    }
 }
 
 // The registry and the resolve step are gate-runner's, the same for every
@@ -163,6 +174,10 @@ impl gate_runner::harness::Resolvable for dyn DynWorkload {
 
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
         DynWorkload::checkpointed(self, chunk)
+    }
+
+    fn levers(&self) -> Vec<Lever> {
+        DynWorkload::levers(self)
     }
 }
 

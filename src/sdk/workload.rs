@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::nn::Step;
+pub use gate_contract::plan::Lever;
 use gate_spec::config::Problems;
 
 /// Where and how a workload runs: the device, the compute dtype, the batch
@@ -221,6 +222,27 @@ pub trait Workload: fmt::Debug + Send + Sync + Sized + 'static {
     /// default) when it has no block that can opt in. See [`checkpoint`](crate::checkpoint).
     fn checkpointed(&self, _chunk: usize) -> Option<Self> {
         None
+    }
+
+    /// The levers `gate plan` may turn to fit this workload in its budgets
+    /// (docs/plan.md), beyond the batch size, which gate offers for every
+    /// workload. The default: `checkpoint:` in chunks of 16 to 256 positions
+    /// when [`Workload::checkpointed`] gives a model, and bf16 compute with
+    /// f32 master weights. Override it to offer your own settings
+    /// ([`Lever::Config`]: a key of your config and the values worth
+    /// trying), other chunks, or to take a lever away (a model that must
+    /// stay f32). Levers that change the loss (batch, dtype, a config key
+    /// marked so) are tried last, and shown with their loss ratio.
+    fn levers(&self) -> Vec<Lever> {
+        let mut levers = Vec::new();
+        if self.checkpointed(64).is_some() {
+            levers.push(Lever::Checkpoint {
+                blocks: Vec::new(),
+                chunks: vec![16, 32, 64, 128, 256],
+            });
+        }
+        levers.push(Lever::bf16());
+        levers
     }
 }
 

@@ -141,6 +141,7 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
         summary: v.summary,
         baseline: None,
         wall_seconds: 0.0,
+        plans: Default::default(),
     };
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["components"]["tft"]["reference"], "tft@plain");

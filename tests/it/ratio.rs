@@ -171,6 +171,7 @@ fn an_inconclusive_ratio_is_shown_by_every_renderer_as_a_warning() {
         summary: v.summary,
         baseline: None,
         wall_seconds: 0.0,
+        plans: Default::default(),
     };
     assert_eq!(report.results[0].metric, Metric::StepTimeRatio.name());
 

@@ -60,6 +60,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         results: verdict.results,
         summary: verdict.summary,
         wall_seconds: c.wall_seconds,
+        plans: Default::default(),
     });
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let junit = gate_render::junit::render(&report, time::OffsetDateTime::now_utc())

@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use gate_contract::plan::Lever;
 use gate_contract::protocol::FrameworkId;
 use gate_runner::child::{spawn_helper, status_words, Tail};
 
@@ -53,6 +54,12 @@ struct RequestFile {
     _dir: Scratch,
 }
 
+impl AsRef<Path> for RequestFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// The harness a spec's components run in.
 struct Source {
     /// Its binary: a private copy of the spec's harness (see
@@ -60,6 +67,8 @@ struct Source {
     exe: PathBuf,
     /// The configs it resolved, by component.
     configs: BTreeMap<String, serde_json::Value>,
+    /// The levers each component's workload declared (`gate plan`).
+    levers: BTreeMap<String, Vec<Lever>>,
     /// The framework its adapter is built against (the report's testbed).
     framework: FrameworkId,
     /// This binary's own built-in models (its `cuda` feature decides the backend).
@@ -125,6 +134,17 @@ impl Loaded {
         }
     }
 
+    /// The levers component `name`'s workload declared.
+    pub(super) fn levers(&self, name: &str) -> Vec<Lever> {
+        self.source.levers.get(name).cloned().unwrap_or_default()
+    }
+
+    /// A request file for `spec` (the loaded spec with components added,
+    /// as `gate plan` runs its candidates): kept while the value lives.
+    pub(super) fn request_for(spec: &Spec) -> Result<impl AsRef<Path>, CliError> {
+        write_request(spec)
+    }
+
     /// Component `name`'s resolved config, as the report records it.
     pub(super) fn config(&self, name: &str) -> Option<serde_json::Value> {
         self.source.configs.get(name).cloned()
@@ -148,7 +168,11 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
             drop(build_lock);
             let request = write_request(&spec)?;
             let who = format!("the harness `{}` of `{}`", h.bin, h.package);
-            let (configs, mut framework) = resolve(&exe, &spec, &who, &h.bin, &request.path)?;
+            let Resolved {
+                configs,
+                mut framework,
+                levers,
+            } = resolve(&exe, &spec, &who, &h.bin, &request.path)?;
             // The build's resolve is exact where the harness knows its minor only.
             if let Some(exact) = resolved_candle.filter(|_| framework.name == "candle") {
                 framework.version = exact;
@@ -157,6 +181,7 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
                 Source {
                     exe,
                     configs,
+                    levers,
                     framework,
                     built_in: false,
                     _copy: Some(copy),
@@ -174,11 +199,16 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
                 )))
             })?;
             let request = write_request(&spec)?;
-            let (configs, framework) = resolve(&exe, &spec, "gate's built-in models", "gate", &request.path)?;
+            let Resolved {
+                configs,
+                framework,
+                levers,
+            } = resolve(&exe, &spec, "gate's built-in models", "gate", &request.path)?;
             (
                 Source {
                     exe,
                     configs,
+                    levers,
                     framework,
                     built_in: true,
                     _copy: None,
@@ -337,7 +367,7 @@ const ANSWER_LIMIT: u64 = 16 << 20;
 /// names the harness and what was missing; an answer of another protocol,
 /// or none with exit 2 (a harness of protocol 1 does not take
 /// `--request`), names both protocols.
-fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Result<(Configs, FrameworkId), CliError> {
+fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Result<Resolved, CliError> {
     let fail = |what: String| {
         CliError::Infrastructure(
             Problem::new(format!("{who} gave no answer for {}: {what}", spec.path.display())).with_hint(format!(
@@ -452,7 +482,38 @@ fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Res
         )));
     }
     let configs = configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    Ok((configs, framework))
+    Ok(Resolved {
+        configs,
+        framework,
+        levers: levers_of(&answer["levers"]),
+    })
+}
+
+/// What `__resolve` answered: each component's config and levers, and the framework.
+struct Resolved {
+    configs: Configs,
+    framework: FrameworkId,
+    levers: BTreeMap<String, Vec<Lever>>,
+}
+
+/// The levers of an answer, each read alone: one of a kind this gate does
+/// not know (a newer harness's) is left out, never an error, as a harness
+/// of before levers answers none.
+fn levers_of(value: &serde_json::Value) -> BTreeMap<String, Vec<Lever>> {
+    let Some(map) = value.as_object() else {
+        return BTreeMap::new();
+    };
+    map.iter()
+        .map(|(name, levers)| {
+            let known = levers
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|l| serde_json::from_value::<Lever>(l.clone()).ok())
+                .collect();
+            (name.clone(), known)
+        })
+        .collect()
 }
 
 /// The manifest the harness is built from: `manifest:` relative to the

@@ -27,6 +27,7 @@ mod history;
 mod init;
 mod merge;
 mod minors;
+mod plan;
 mod shard;
 mod validate;
 
@@ -75,6 +76,8 @@ pub(crate) enum Command {
     Man(completions::ManArgs),
     /// The largest batch of a component that passes every budget (two measured batches, a linear fit, confirmed).
     Fit(fit::FitArgs),
+    /// The measured fix for a component over budget: its levers probed, every combination predicted, the cheapest that passes measured (docs/plan.md).
+    Plan(plan::PlanArgs),
     /// One metric over the stored baselines, oldest first, with its budget (slow drift).
     History(history::HistoryArgs),
 }
@@ -253,6 +256,7 @@ fn run_command(cli: Cli, app: &App<'_>) -> Exit {
     let result = match cli.command {
         Command::Check(a) => check::run(a, app),
         Command::Fit(a) => fit::run(a, app),
+        Command::Plan(a) => plan::run(a, app),
         Command::Validate(a) => validate::run(a, app),
         Command::Comment(a) => comment::run(a),
         Command::Merge(a) => merge::run(a),

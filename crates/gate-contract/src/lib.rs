@@ -13,6 +13,8 @@
 //!   the installed `gate` and a framework adapter's harness: the request,
 //!   the `__resolve` answer and the lines `profile` writes, which carry a
 //!   [`measurement`].
+//! - [`plan`]: the levers a workload declares and `gate plan`'s plan.json
+//!   ([`plan::SCHEMA`]).
 //! - [`event`]: what a run says as it goes (`--message-format json`),
 //!   versioned ([`event::VERSION`]).
 //! - [`timing`]: how step times and ratios are summarised (the median,
@@ -28,6 +30,7 @@
 pub mod event;
 pub mod history;
 pub mod measurement;
+pub mod plan;
 pub mod protocol;
 pub mod report;
 pub mod schema;

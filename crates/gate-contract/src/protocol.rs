@@ -6,7 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use crate::measurement::{Measurement, Phase};
+use crate::plan::Lever;
 use gate_spec::budget::Spec;
 
 /// The protocol's version: requests and `__resolve` answers carry it, and
@@ -50,6 +53,11 @@ pub struct ResolveAnswer {
     /// read; only a candle harness writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candle_version: Option<String>,
+    /// Each component's levers, as its workload declares them (`gate
+    /// plan`); absent from a harness built before levers existed, which
+    /// then offers none but the batch.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub levers: BTreeMap<String, Vec<Lever>>,
 }
 
 /// What the installed `gate` asks of a harness: the validated spec, each

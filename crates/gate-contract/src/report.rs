@@ -1368,6 +1368,10 @@ pub struct Report {
     pub baseline: Option<BaselineInfo>,
     /// Wall time of the whole run, in seconds.
     pub wall_seconds: f64,
+    /// `gate check --plan`: the measured fix of each component that failed
+    /// a budget, by component (`gate plan`'s plan.json for each).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub plans: BTreeMap<String, crate::plan::Plan>,
 }
 
 #[cfg(test)]

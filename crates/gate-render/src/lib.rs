@@ -216,6 +216,7 @@ mod tests {
             summary: s,
             baseline: None,
             wall_seconds: 0.0,
+            plans: Default::default(),
         };
         assert!(table::render(&r, false).contains(note), "{}", table::render(&r, false));
         let junit = junit::render(&r, time::OffsetDateTime::UNIX_EPOCH).unwrap();

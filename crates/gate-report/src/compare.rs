@@ -280,6 +280,7 @@ components:
                 summary: v.summary,
                 baseline: None,
                 wall_seconds: 0.0,
+                plans: Default::default(),
             }),
             source: "old.json".into(),
         }
@@ -473,6 +474,7 @@ mod block_tests {
             .unwrap(),
             baseline: None,
             wall_seconds: 0.0,
+            plans: Default::default(),
         }
     }
 

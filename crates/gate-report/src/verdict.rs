@@ -1114,6 +1114,7 @@ ensemble:
             },
             baseline: None,
             wall_seconds: 0.0,
+            plans: Default::default(),
         };
         // params 300 → 330 (+10 % > 5 %), step_time 1 → 5 ms (noise is not gated), b unchanged.
         let c = reports(
@@ -1170,6 +1171,7 @@ ensemble:
             summary: baseline_verdict.summary,
             baseline: None,
             wall_seconds: 0.0,
+            plans: Default::default(),
         };
         let run = reports(
             &[(Metric::Params, 330.0), (Metric::StepTime, 12.0)],
@@ -1639,6 +1641,7 @@ components:
                 summary: summarize(&[], vec![], vec![], false),
                 baseline: None,
                 wall_seconds: 0.0,
+                plans: Default::default(),
             }),
             source: "test".into(),
         };
@@ -1699,6 +1702,7 @@ components:
             summary: summarize(&[], vec![], vec![], false),
             baseline: None,
             wall_seconds: 0.0,
+            plans: Default::default(),
         };
         let peak = |c: &mut BTreeMap<String, ComponentReport>, bytes: f64| {
             c.get_mut("t@plain").unwrap().metrics.insert(
@@ -1788,6 +1792,7 @@ components:
                 summary: first.summary,
                 baseline: None,
                 wall_seconds: 0.0,
+                plans: Default::default(),
             }),
             source: "b.json".into(),
         };

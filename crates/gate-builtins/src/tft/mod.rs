@@ -30,7 +30,7 @@ use candle_nn::Optimizer as _;
 use gate::checkpoint::{self, Checkpointed, RowGrads, RowWise};
 use gate::optim::SlicedAdamW;
 use gate::scoped;
-use gate::{Batch, Model, ParamCount, Problems, RunCtx, Step, TrainingForward, Workload};
+use gate::{Batch, Lever, Model, ParamCount, Problems, RunCtx, Step, TrainingForward, Workload};
 
 /// The workload: a validated config.
 #[derive(Debug, Clone)]
@@ -106,6 +106,28 @@ impl Workload for Tft {
             checkpoint: Some(chunk),
             ..self.clone()
         })
+    }
+
+    /// The TFT's levers (docs/levers.md): the encoder variable-selection
+    /// network recomputed in chunks of positions (a position is one row's
+    /// time step: batch × sequence length of them), AdamW in slices, and
+    /// bf16 compute with f32 masters.
+    fn levers(&self) -> Vec<Lever> {
+        vec![
+            Lever::Checkpoint {
+                blocks: vec!["encoder_vsn".into()],
+                chunks: vec![32, 64, 96, 160, 320, 640],
+            },
+            Lever::Config {
+                key: "adamw_slice".into(),
+                values: vec![262_144.into()],
+                about: "AdamW updates each parameter this many elements at a time (0: whole), the same \
+                        arithmetic; its temporaries are the slice's, not the largest parameter's"
+                    .into(),
+                changes_loss: false,
+            },
+            Lever::bf16(),
+        ]
     }
 
     fn param_count(&self) -> ParamCount {

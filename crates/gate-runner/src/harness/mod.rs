@@ -377,9 +377,16 @@ fn run_resolve<F: Framework>(path: &Path, framework: &F, identity: Identity) -> 
         .iter()
         .filter_map(|c| Some((c.name.clone(), workloads.get(&c.name)?.config())))
         .collect();
+    let levers = spec
+        .components
+        .iter()
+        .filter_map(|c| Some((c.name.clone(), workloads.get(&c.name)?.levers())))
+        .filter(|(_, l)| !l.is_empty())
+        .collect();
     let answer = ResolveAnswer {
         protocol: PROTOCOL,
         configs,
+        levers,
         framework: framework.id(),
         candle_version: framework.candle_version(),
     };
@@ -683,6 +690,7 @@ mod tests {
                 version: "0.22.1".into(),
             },
             candle_version: None,
+            levers: Default::default(),
         };
         let line = serde_json::to_string(&answer).unwrap();
         assert_eq!(

@@ -21,6 +21,11 @@ pub trait Resolvable: fmt::Debug + Send + Sync {
     fn checkpointed(&self, _chunk: usize) -> Option<Arc<Self>> {
         None
     }
+    /// The levers `gate plan` may turn for this workload (beyond the
+    /// batch, which every workload has): the default, none.
+    fn levers(&self) -> Vec<gate_contract::plan::Lever> {
+        Vec::new()
+    }
 }
 
 /// Reads one kind's `config:`.

@@ -4,6 +4,8 @@
 //! from it (as JSON) and never parses YAML.
 
 mod diagnostic;
+#[cfg(feature = "yaml")]
+pub mod edit;
 mod measurable;
 mod spec;
 pub mod tree;

@@ -1,0 +1,213 @@
+//! `gate plan`'s machine contract: the levers a workload declares (carried
+//! in the harness's `__resolve` answer) and the plan gate writes
+//! (`plan.json`, [`SCHEMA`]): each candidate's predicted figures, and for
+//! those it measured the measured ones beside them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use gate_spec::dtype::DType;
+use gate_spec::metric::Metric;
+
+/// plan.json's version.
+pub const SCHEMA: u32 = 1;
+
+/// A setting of a component that changes its memory, as its workload
+/// declares it: what the planner may change, and the values worth trying.
+/// The workload knows which of its blocks can be recomputed and which of
+/// its settings exist; gate knows how to write each into the spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "lever", rename_all = "snake_case")]
+pub enum Lever {
+    /// `checkpoint: { chunk: N }`: the workload's checkpointable blocks
+    /// (`blocks`, as its scopes name them) dropped after the forward and
+    /// recomputed in backward, `N` positions at a time. Costs step time,
+    /// never changes the loss.
+    Checkpoint { blocks: Vec<String>, chunks: Vec<usize> },
+    /// A key of the workload's `config:` and the values worth trying
+    /// (`about`: what it does, in the workload's words).
+    Config {
+        key: String,
+        values: Vec<serde_json::Value>,
+        about: String,
+        /// Whether a value other than the spec's changes what is trained
+        /// (the loss), not only how.
+        #[serde(default)]
+        changes_loss: bool,
+    },
+    /// `batch_size:` smaller. Changes the loss (fewer rows a step).
+    Batch { sizes: Vec<usize> },
+    /// `dtype:` lower, with `master_weights: f32` (parameters, gradients and
+    /// optimizer state stay f32). Changes the loss (rounding).
+    Dtype { dtypes: Vec<DType> },
+}
+
+impl Lever {
+    /// bf16 compute with f32 master weights: the dtype lever most workloads offer.
+    pub fn bf16() -> Lever {
+        Lever::Dtype {
+            dtypes: vec![DType::BF16],
+        }
+    }
+
+    /// The lever's name as the plan prints it.
+    pub fn name(&self) -> String {
+        match self {
+            Lever::Checkpoint { .. } => "checkpoint".into(),
+            Lever::Config { key, .. } => format!("config.{key}"),
+            Lever::Batch { .. } => "batch_size".into(),
+            Lever::Dtype { .. } => "dtype".into(),
+        }
+    }
+
+    /// Whether a setting other than the spec's changes the loss.
+    pub fn changes_loss(&self) -> bool {
+        match self {
+            Lever::Checkpoint { .. } => false,
+            Lever::Config { changes_loss, .. } => *changes_loss,
+            Lever::Batch { .. } | Lever::Dtype { .. } => true,
+        }
+    }
+}
+
+/// One lever's setting in a candidate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "lever", rename_all = "snake_case")]
+pub enum Setting {
+    /// `checkpoint: { chunk: N }`, or `checkpoint: none` (`chunk` null).
+    Checkpoint { chunk: Option<usize> },
+    /// `config: { KEY: VALUE }`.
+    Config { key: String, value: serde_json::Value },
+    /// `batch_size: N`.
+    Batch { size: usize },
+    /// `dtype: D` (with `master_weights: f32` when lower than f32).
+    Dtype { dtype: DType },
+}
+
+impl Setting {
+    /// The spec's own words for it (`checkpoint: { chunk: 64 }`).
+    pub fn yaml(&self) -> String {
+        match self {
+            Setting::Checkpoint { chunk: Some(n) } => format!("checkpoint: {{ chunk: {n} }}"),
+            Setting::Checkpoint { chunk: None } => "checkpoint: none".into(),
+            Setting::Config { key, value } => format!("config: {{ {key}: {value} }}"),
+            Setting::Batch { size } => format!("batch_size: {size}"),
+            Setting::Dtype { dtype } if *dtype == DType::F32 => "dtype: f32".into(),
+            Setting::Dtype { dtype } => format!("dtype: {dtype}, master_weights: f32"),
+        }
+    }
+}
+
+/// A figure of a candidate: what the cost model predicted, and what the
+/// run measured where it measured the candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub predicted: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<f64>,
+}
+
+impl Figure {
+    /// (measured − predicted) / measured, where measured.
+    pub fn error(&self) -> Option<f64> {
+        let m = self.measured?;
+        (m != 0.0).then(|| (m - self.predicted) / m)
+    }
+}
+
+/// Whether a candidate passes the component's budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Predicted to pass; not measured.
+    PredictedPass,
+    /// Predicted to fail; not measured.
+    PredictedFail,
+    /// Measured, and passes every budget.
+    Pass,
+    /// Measured, and fails at least one budget.
+    Fail,
+    /// Its profile failed (a figure is missing).
+    Error,
+}
+
+impl Outcome {
+    /// Whether the candidate was measured (its figures have measured values).
+    pub fn is_measured(self) -> bool {
+        matches!(self, Outcome::Pass | Outcome::Fail | Outcome::Error)
+    }
+}
+
+/// A configuration the planner considered: its settings (only the levers
+/// it changes from the spec's component), its figures and its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    pub settings: Vec<Setting>,
+    /// Each budgeted metric's figure (and `training_peak`, `step_time_ratio`).
+    pub figures: BTreeMap<Metric, Figure>,
+    pub outcome: Outcome,
+    /// Budgets the measured (else predicted) figures fail, by metric name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fails: Vec<Metric>,
+    /// Why its profile failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A profile the planner ran to learn one lever's effect: the lever at one
+/// setting, everything else as the spec has it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    pub setting: Setting,
+    /// Its measured figures (bytes, ms, ratio), by metric.
+    pub values: BTreeMap<Metric, f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Plan {
+    /// Whether the component passes as the spec has it (nothing to plan).
+    pub fn start_passes(&self) -> bool {
+        self.start_fails.is_empty()
+    }
+
+    /// The chosen candidate, if a measured one passes.
+    pub fn chosen(&self) -> Option<&Candidate> {
+        self.candidates.get(self.chosen?)
+    }
+
+    /// The chosen candidate's settings in the spec's words, one string.
+    pub fn chosen_yaml(&self) -> Option<String> {
+        let k = self.chosen()?;
+        Some(k.settings.iter().map(Setting::yaml).collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// `gate plan`'s answer for one component (plan.json).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// [`SCHEMA`].
+    pub schema: u32,
+    pub component: String,
+    /// `cpu` or `cuda`.
+    pub backend: String,
+    /// The levers the workload declared (and gate's own: batch).
+    pub levers: Vec<Lever>,
+    /// The component as the spec has it, measured.
+    pub start: BTreeMap<Metric, f64>,
+    /// The budgets it fails so (empty: it passes, and nothing was planned).
+    #[serde(default)]
+    pub start_fails: Vec<Metric>,
+    /// The single-lever profiles the cost model was fitted from.
+    pub probes: Vec<Probe>,
+    /// Every candidate, cheapest first (least predicted step-time cost,
+    /// then fewest levers changed).
+    pub candidates: Vec<Candidate>,
+    /// The index in `candidates` of the cheapest measured candidate that
+    /// passes, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<usize>,
+    /// How many full profiles the plan ran.
+    pub profiles: usize,
+}
