@@ -38,6 +38,8 @@ fn gate_in(dir: &Path, spec: &Path, mode: &str) -> Command {
     cmd.current_dir(spec.parent().unwrap())
         .env("CARGO_TARGET_DIR", dir.join("target"))
         .env_remove("CARGO_BUILD_TARGET")
+        // The rogue harness's settings reach it as a team's would: named.
+        .env("GATE_PASS_ENV", "ROGUE_*")
         .env("ROGUE_MODE", mode)
         .env("ROGUE_LATE", dir.join("late"))
         .env("ROGUE_BUILD_MARK", dir.join("built"))
@@ -398,8 +400,9 @@ const TOKEN: &str = "ghs_SENTINEL0123456789abcdefXYZ";
 /// `cargo metadata` and `cargo build` (through a `CARGO` wrapper that
 /// records its environment), the crate's build script, the harness's
 /// `__resolve` and its `profile` each record theirs; none holds a
-/// credential's name or the token's value, and the rest of the
-/// environment passes through.
+/// credential's name or the token's value: the environment is an
+/// allow-list (what a build and a model need, and what `GATE_PASS_ENV`
+/// names), not a deny-list of patterns (#54 item 3).
 #[test]
 fn no_child_gate_starts_gets_a_github_credential() {
     let t = tempfile::tempdir().unwrap();
@@ -415,6 +418,8 @@ fn no_child_gate_starts_gets_a_github_credential() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Every credential-shaped name GitHub, the cloud providers and the
+    // registries use (#54 item 3: `…_KEY` names passed the deny-list).
     let credentials = [
         "GITHUB_TOKEN",
         "GH_TOKEN",
@@ -423,17 +428,52 @@ fn no_child_gate_starts_gets_a_github_credential() {
         "ACTIONS_RUNTIME_TOKEN",
         "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
         "ACTIONS_ID_TOKEN_REQUEST_URL",
+        "ACTIONS_SIGNING_KEY",
         "INPUT_TOKEN",
+        "INPUT_API_KEY",
         "GITHUB_APP_PRIVATE_KEY",
+        "GITHUB_APP_KEY",
+        "GH_DEPLOY_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_GHA_CREDS_PATH",
+        "CLOUDSDK_AUTH_ACCESS_TOKEN",
+        "CARGO_REGISTRY_TOKEN",
+        "CARGO_REGISTRIES_MINE_TOKEN",
+        "CARGO_REGISTRIES_MINE_CREDENTIAL_PROVIDER",
+        "NPM_TOKEN",
+        "NODE_AUTH_TOKEN",
+        "PYPI_API_TOKEN",
+        "TWINE_PASSWORD",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "WANDB_API_KEY",
+        "OPENAI_API_KEY",
+        "DOCKER_PASSWORD",
+        "SSH_AUTH_SOCK",
+        "GPG_PRIVATE_KEY",
+        "GATE_SIGNING_KEY",
+        "CUDA_LICENSE_KEY",
+        "SLACK_WEBHOOK_URL",
     ];
     let mut cmd = gate_in(t.path(), &spec, "profile-ok");
     for name in credentials {
-        cmd.env(name, TOKEN);
+        cmd.env(name, format!("{TOKEN}-{name}"));
     }
-    // The token copied under a name of the user's own; another registry's
-    // token, which a build may need, stays.
-    cmd.env("MY_DEPLOY_SETTING", format!("x-access-token:{TOKEN}"))
-        .env("CARGO_REGISTRIES_MINE_TOKEN", "cargo-registry-secret")
+    // The token copied under a name of the user's own, and that name listed
+    // to pass: its value still keeps it out. What a build needs passes.
+    cmd.env("MY_DEPLOY_SETTING", format!("x-access-token:{TOKEN}-GITHUB_TOKEN"))
+        .env("GATE_PASS_ENV", "ROGUE_*,MY_DEPLOY_SETTING,MY_MODEL_DIR")
+        .env("MY_MODEL_DIR", "/models")
+        .env("UNLISTED_SETTING", "not for children")
+        .env("CARGO_TERM_COLOR", "never")
+        .env("RUST_BACKTRACE", "1")
+        .env("LC_ALL", "C.UTF-8")
+        .env("CUDA_VISIBLE_DEVICES", "")
         .env("CARGO", &wrapper)
         .env("ROGUE_ENV_OUT", &envs);
     let o = cmd
@@ -447,14 +487,24 @@ fn no_child_gate_starts_gets_a_github_credential() {
         let seen = std::fs::read_to_string(envs.join(format!("{child}.env")))
             .unwrap_or_else(|e| panic!("{child} recorded no environment ({e}): {stderr}"));
         assert!(!seen.contains(&TOKEN[4..14]), "{child} saw the token:\n{seen}");
-        for name in credentials.iter().chain(&["MY_DEPLOY_SETTING"]) {
-            assert!(!seen.contains(&format!("\n{name}=")), "{child} saw {name}:\n{seen}");
+        for name in credentials.iter().chain(&["MY_DEPLOY_SETTING", "UNLISTED_SETTING"]) {
+            assert!(
+                !seen.starts_with(&format!("{name}=")) && !seen.contains(&format!("\n{name}=")),
+                "{child} saw {name}:\n{seen}"
+            );
         }
-        assert!(
-            seen.contains("CARGO_REGISTRIES_MINE_TOKEN=cargo-registry-secret"),
-            "{child}:\n{seen}"
-        );
-        assert!(seen.contains("ROGUE_ENV_OUT="), "{child}:\n{seen}");
+        for kept in [
+            "MY_MODEL_DIR=/models",
+            "CARGO_TERM_COLOR=never",
+            "RUST_BACKTRACE=1",
+            "LC_ALL=C.UTF-8",
+            "CUDA_VISIBLE_DEVICES=",
+            "ROGUE_ENV_OUT=",
+            "PATH=",
+            "HOME=",
+        ] {
+            assert!(seen.contains(kept), "{child} lacks {kept}:\n{seen}");
+        }
     }
 }
 

@@ -466,10 +466,9 @@ fn profile_command(exe: &Path, request: &Path, component: &str, args: &ChildArgs
     cmd
 }
 
-/// Variables a CI runner or a user sets to hold GitHub credentials. gate
-/// needs its token only in-process (`gate-github`); a child runs the pull
-/// request's code (cargo runs every build script, the harness is its
-/// program), so it gets none of them (#43).
+/// Variables a CI runner or a user sets to hold GitHub credentials: never
+/// handed to a child, not even when [`PASS_ENV`] names them. gate needs
+/// its token only in-process (`gate-github`).
 const CREDENTIALS: &[&str] = &[
     "GITHUB_TOKEN",
     "GH_TOKEN",
@@ -483,61 +482,194 @@ const CREDENTIALS: &[&str] = &[
     "INPUT_GITHUB_TOKEN",
 ];
 
-/// Whether the variable `name` (value `value`) holds a GitHub credential:
-/// a name of [`CREDENTIALS`]; a name of GitHub's, the Actions runner's or
-/// an action input's (`GITHUB_`, `GH_`, `ACTIONS_`, `INPUT_`) that says
-/// token, secret, password or key; or any variable whose value contains
-/// one of `secrets` (the values of the named ones: a token copied under a
-/// name of the user's own). Other registries' tokens (cargo's
-/// `CARGO_REGISTRIES_*_TOKEN`) are the build's own and stay.
-pub fn is_credential(name: &std::ffi::OsStr, value: &std::ffi::OsStr, secrets: &[Vec<u8>]) -> bool {
-    let upper = name.to_string_lossy().to_ascii_uppercase();
-    if CREDENTIALS.contains(&upper.as_str()) {
-        return true;
-    }
-    let github = ["GITHUB_", "GH_", "ACTIONS_", "INPUT_"]
-        .iter()
-        .any(|p| upper.starts_with(p));
-    if github
-        && ["TOKEN", "SECRET", "PASSWORD", "PRIVATE_KEY", "_PAT"]
-            .iter()
-            .any(|w| upper.contains(w))
-    {
-        return true;
-    }
-    let value = value.as_encoded_bytes();
-    secrets
-        .iter()
-        .any(|s| value.windows(s.len()).any(|w| w == s.as_slice()))
+/// The variable a user lists more names in, comma-separated, for a
+/// harness or build that needs them (`GATE_PASS_ENV=HF_HOME,MY_MODEL_*`;
+/// a name ending in `*` is a prefix). What it names passes as it is,
+/// except [`CREDENTIALS`] and a value holding one of theirs.
+pub const PASS_ENV: &str = "GATE_PASS_ENV";
+
+/// The variables a child gets by name: what finding tools, building Rust
+/// and C/CUDA code, and running a model need.
+const ALLOWED: &[&str] = &[
+    "PATH",
+    "CARGO",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "PWD",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "CI",
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "RUSTC",
+    "RUSTDOC",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CC",
+    "CXX",
+    "AR",
+    "LD",
+    "NVCC",
+    "NVCC_CCBIN",
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "LD_LIBRARY_PATH",
+    "DYLD_LIBRARY_PATH",
+    "PKG_CONFIG",
+    "PKG_CONFIG_PATH",
+    "CMAKE",
+    "MAKE",
+    "MAKEFLAGS",
+    "SDKROOT",
+    "MACOSX_DEPLOYMENT_TARGET",
+    // A build that downloads its crates needs the network's proxy (which
+    // may hold a password: it is the job's own, for the build).
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "GLIBC_TUNABLES",
+    "SYSTEMROOT",
+    "WINDIR",
+    "PATHEXT",
+    "COMSPEC",
+];
+
+/// The prefixes a child gets: cargo's and rustup's settings, the locale,
+/// the toolkits' and the runtimes' (CUDA, cuDNN, NCCL, ROCm, the BLAS and
+/// thread pools), Rust's own (`RUST_LOG`, `RUST_BACKTRACE`), gate's, the
+/// XDG folders, and the compilers' per-target settings (`CC_x86_64_…`).
+const ALLOWED_PREFIXES: &[&str] = &[
+    "CARGO_",
+    "RUSTUP_",
+    "RUST_",
+    "LC_",
+    "CUDA_",
+    "CUDNN_",
+    "NVIDIA_",
+    "NCCL_",
+    "ROCM_",
+    "HIP_",
+    "HSA_",
+    "CANDLE_",
+    "BURN_",
+    "WGPU_",
+    "MKL_",
+    "OMP_",
+    "OPENBLAS_",
+    "RAYON_",
+    "MALLOC_",
+    "XDG_",
+    "GATE_",
+    "CC_",
+    "CXX_",
+    "AR_",
+    "CFLAGS_",
+    "CXXFLAGS_",
+];
+
+/// Words that make an allowed name a credential all the same: cargo's
+/// registry tokens (`CARGO_REGISTRY_TOKEN`, `CARGO_REGISTRIES_*_TOKEN`)
+/// start with `CARGO_` and still stay out.
+const SECRET_WORDS: &[&str] = &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "_KEY", "_PAT"];
+
+/// Whether `name` (upper-cased) looks like it holds a credential.
+fn secret_shaped(upper: &str) -> bool {
+    SECRET_WORDS.iter().any(|w| upper.contains(w)) || upper.ends_with("KEY")
 }
 
-/// The variables of this process's environment that no child may see
-/// (see [`is_credential`]).
-pub fn credential_vars() -> Vec<std::ffi::OsString> {
+/// The names [`PASS_ENV`] lists: exact names and `PREFIX*` patterns.
+fn passed_names(list: Option<&std::ffi::OsStr>) -> Vec<String> {
+    list.map(|l| {
+        l.to_string_lossy()
+            .split(',')
+            .map(|n| n.trim().to_ascii_uppercase())
+            .filter(|n| !n.is_empty() && n != "*")
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Whether a child may see the variable `name` with `value`: a name of
+/// [`ALLOWED`] or with a prefix of [`ALLOWED_PREFIXES`] that does not look
+/// like a credential, or one [`PASS_ENV`] lists (`passed`); never one of
+/// [`CREDENTIALS`], nor any variable whose value contains one of `secrets`
+/// (the values of the variables left out for looking like credentials: a
+/// token copied under another name).
+pub fn is_passed(name: &std::ffi::OsStr, value: &std::ffi::OsStr, passed: &[String], secrets: &[Vec<u8>]) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    if CREDENTIALS.contains(&upper.as_str()) {
+        return false;
+    }
+    let value = value.as_encoded_bytes();
+    if secrets
+        .iter()
+        .any(|s| value.windows(s.len()).any(|w| w == s.as_slice()))
+    {
+        return false;
+    }
+    let listed = passed.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => upper.starts_with(prefix),
+        None => *p == upper,
+    });
+    if listed {
+        return true;
+    }
+    let allowed = ALLOWED.contains(&upper.as_str()) || ALLOWED_PREFIXES.iter().any(|p| upper.starts_with(p));
+    allowed && !secret_shaped(&upper)
+}
+
+/// The environment a child gets: this process's, through [`is_passed`].
+pub fn child_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let vars: Vec<_> = std::env::vars_os().collect();
-    // Values of 8 bytes or more: a shorter one would match by chance.
+    let passed = passed_names(std::env::var_os(PASS_ENV).as_deref());
+    // The values of what looks like a credential (of 8 bytes or more: a
+    // shorter one would match by chance), wherever else they turn up.
     let secrets: Vec<Vec<u8>> = vars
         .iter()
-        .filter(|(n, v)| is_credential(n, v, &[]))
+        .filter(|(n, _)| {
+            let upper = n.to_string_lossy().to_ascii_uppercase();
+            CREDENTIALS.contains(&upper.as_str()) || secret_shaped(&upper)
+        })
+        .filter(|(n, v)| !is_passed(n, v, &passed, &[]))
         .map(|(_, v)| v.as_encoded_bytes().trim_ascii().to_vec())
         .filter(|v| v.len() >= 8)
         .collect();
     vars.into_iter()
-        .filter(|(n, v)| is_credential(n, v, &secrets))
-        .map(|(n, _)| n)
+        .filter(|(n, v)| is_passed(n, v, &passed, &secrets))
         .collect()
 }
 
 /// The one way gate makes a child's command (cargo, `cargo metadata`, the
 /// harness's `__resolve` and profiles, git, the watchdog): `program` with
-/// this process's environment less every GitHub credential
-/// ([`credential_vars`]). `tests/it/architecture.rs` holds every
-/// `Command::new` of gate's sources to this function.
+/// an environment built from an allow-list ([`child_env`]), never this
+/// process's whole environment: cargo runs every build script of the pull
+/// request's crates and the harness is its program, so a secret the job
+/// holds reaches none of them unless named in [`PASS_ENV`].
+/// `tests/it/architecture.rs` holds every `Command::new` of gate's sources
+/// to this function.
 pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new(program);
-    for name in credential_vars() {
-        cmd.env_remove(name);
-    }
+    cmd.env_clear().envs(child_env());
     cmd
 }
 
