@@ -821,3 +821,101 @@ fn a_cargo_metadata_held_by_a_lock_is_said_and_bounded() {
         "{err}"
     );
 }
+
+/// The report's failure kind of the rogue component.
+fn failure_kind(dir: &Path) -> String {
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/report.json")).unwrap()).unwrap();
+    report["components"]["rogue"]["error"]["failure_kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// One `done` per profile (#54 item 5): a second one, which would replace
+/// a failing figure with a passing one, is the protocol broken, exit 3.
+#[test]
+fn a_second_done_event_is_a_protocol_error() {
+    let (t, o) = check("profile-two-done");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("protocol error: `rogue-harness profile` wrote 2 `done` events; a profile writes one"),
+        "{stderr}"
+    );
+    assert_eq!(failure_kind(t.path()), "process");
+}
+
+/// A failure's kind comes from how the profile ended, never from the words
+/// it printed (#54 item 5): "out of memory" on stderr before a SIGSEGV is
+/// still a crash (exit 3), and a panic-kind line the model printed early
+/// does not outweigh the one the SDK's hook writes at the panic.
+#[test]
+fn a_failures_kind_comes_from_how_it_ended_not_from_words() {
+    let (t, o) = check("profile-oom-segv");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("killed by SIGSEGV"), "{stderr}");
+    assert_eq!(failure_kind(t.path()), "process", "{stderr}");
+
+    let (t, o) = check("profile-forged-kind");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "the model's own panic: {stderr}");
+    assert_eq!(failure_kind(t.path()), "model", "{stderr}");
+    assert!(stderr.contains("index out of bounds at src/model.rs:3:1"), "{stderr}");
+}
+
+/// `--message-format json` in GitHub Actions (#54 item 2): stdout is JSON
+/// lines and nothing else, each an event of the schema (the command guard
+/// and the annotations go to stderr), and a failure's reason that quotes
+/// the token shows `***` there as it does in the human output.
+#[test]
+fn json_events_in_actions_are_only_json_and_hide_the_token() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let say = t.path().join("say");
+    std::fs::write(&say, format!("the model read {TOKEN} from somewhere\n")).unwrap();
+    for command in ["check", "merge"] {
+        let out = t.path().join(format!("out-{command}"));
+        let mut cmd = gate_in(t.path(), &spec, "profile-fail-said");
+        cmd.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("ROGUE_SAY_FILE", &say);
+        if command == "check" {
+            cmd.args(["check", "--baseline", "none", "--message-format", "json", "--out"])
+                .arg(&out);
+        } else {
+            let shard = t.path().join("shard");
+            let o = gate_in(t.path(), &spec, "profile-fail-said")
+                .env("ROGUE_SAY_FILE", &say)
+                .args(["check", "--baseline", "none", "--shard", "1/1", "--out"])
+                .arg(&shard)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+            cmd.arg("merge")
+                .arg(&shard)
+                .args(["--message-format", "json", "--out"])
+                .arg(&out);
+        }
+        let o = cmd.output().unwrap();
+        let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(1), "{command}: {stderr}");
+        let mut reasons = 0;
+        for line in stdout.lines() {
+            let event: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{command}: not a JSON line ({e}): {line}"));
+            let p = crate::schema::conforms_to("events", &event);
+            assert!(p.is_empty(), "{command}: {line}\n{}", p.join("\n"));
+            if let Some(f) = event.pointer("/profile_finished/failure/reason") {
+                assert_eq!(f, "the model read *** from somewhere", "{line}");
+                reasons += 1;
+            }
+        }
+        assert_eq!(reasons, usize::from(command == "check"), "{command}: {stdout}");
+        assert!(!stdout.contains(&TOKEN[4..14]) && !stderr.contains(&TOKEN[4..14]), "{command}: the token shows");
+        // The guard and the annotations are there, on stderr.
+        assert!(stderr.contains("::stop-commands::"), "{command}: {stderr}");
+        assert!(stderr.contains("::error "), "{command}: {stderr}");
+    }
+}

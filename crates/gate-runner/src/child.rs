@@ -277,6 +277,24 @@ pub fn run_child(
     let profile_seconds = Some(started.elapsed().as_secs_f64());
     let status = status?;
     let stderr_text = err_thread.join().unwrap_or_default();
+    if events.dones > 1 {
+        // Never a figure of either: the harness's protocol is broken.
+        let program = exe.file_name().unwrap_or(exe.as_os_str()).to_string_lossy();
+        let mut m = Measurement {
+            phase_seconds: events.phase_seconds,
+            profile_seconds,
+            ..Measurement::default()
+        };
+        m.failure = Some(Failure {
+            phase: events.last_phase,
+            reason: format!(
+                "protocol error: `{program} profile` wrote {} `done` events; a profile writes one",
+                events.dones
+            ),
+            kind: FailureKind::Process,
+        });
+        return Ok(m);
+    }
     if status.success() {
         if let Some(mut m) = events.done {
             m.phase_seconds = events.phase_seconds;
@@ -952,6 +970,9 @@ struct Events {
     so_far: Measurement,
     /// The measurement, if the child finished one.
     done: Option<Measurement>,
+    /// How many `done` events came: one per profile; a second is the
+    /// protocol broken (it would replace a failing figure with a passing one).
+    dones: usize,
     /// Lines that were not events (a library printing to stdout), and the
     /// first of them (cut short).
     strays: usize,
@@ -966,6 +987,7 @@ fn read_events(stdout: impl Read, started: Instant, on_phase: &mut dyn FnMut(Pha
         phase_seconds: Vec::new(),
         so_far: Measurement::default(),
         done: None,
+        dones: 0,
         strays: 0,
         first_stray: None,
     };
@@ -983,7 +1005,13 @@ fn read_events(stdout: impl Read, started: Instant, on_phase: &mut dyn FnMut(Pha
                 ev.so_far = *m;
                 on_phase(phase);
             }
-            Ok(ChildEvent::Done(m)) => ev.done = Some(*m),
+            Ok(ChildEvent::Done(m)) => {
+                ev.dones += 1;
+                // The first stands; a later one is never taken for it.
+                if ev.done.is_none() {
+                    ev.done = Some(*m);
+                }
+            }
             // Not ours (a library printing to stdout): counted, else ignored.
             Err(_) => {
                 ev.strays += 1;
@@ -1036,10 +1064,37 @@ fn next_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
     }
 }
 
-/// The kind the harness's panic hook said its adapter gave the panic.
+/// The kind the harness's panic hook said its adapter gave the panic: the
+/// line right after the last [`PANIC_LINE`], which the hook writes as the
+/// process panics. A line the model printed earlier (or one not following
+/// the hook's) says nothing (#54).
 fn panic_kind(stderr: &str) -> Option<FailureKind> {
-    let said = stderr.lines().find_map(|l| l.trim().strip_prefix(PANIC_KIND_LINE))?;
+    let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
+    let hook = lines.iter().rposition(|l| l.starts_with(PANIC_LINE))?;
+    let said = lines.get(hook + 1)?.strip_prefix(PANIC_KIND_LINE)?;
     serde_json::from_value(serde_json::Value::String(said.trim().to_string())).ok()
+}
+
+/// Whether the process ended as Rust's allocator ends it when an allocation
+/// cannot be had: SIGABRT, right after its `memory allocation of N bytes
+/// failed` as the last line on stderr. Words elsewhere in the output ("out
+/// of memory" printed by the model, or by a framework before a crash of
+/// another kind) decide nothing (#54).
+fn allocator_aborted(status: &std::process::ExitStatus, stderr: &str) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if status.signal() != Some(libc::SIGABRT) {
+            return false;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = status;
+    stderr
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .is_some_and(|l| l.starts_with("memory allocation of ") && l.ends_with(" failed"))
 }
 
 /// A one-line reason for a child that ended without a measurement, and
@@ -1049,7 +1104,7 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> (String, bo
     // A panic's message with its location is the hook's line; without the
     // hook (a harness of an older gate), the line after "panicked at";
     // otherwise the last line that is not a backtrace or a note.
-    let hooked = lines.iter().find_map(|l| l.strip_prefix(PANIC_LINE));
+    let hooked = lines.iter().rev().find_map(|l| l.strip_prefix(PANIC_LINE));
     let panic_message = lines
         .iter()
         .position(|l| l.contains("panicked at"))
@@ -1073,7 +1128,7 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> (String, bo
         .unwrap_or("")
         .to_string();
     let how = exit_how(status);
-    let oom = stderr.contains("memory allocation of") || stderr.to_ascii_lowercase().contains("out of memory");
+    let oom = allocator_aborted(status, stderr);
     let mut s = if oom { format!("out of memory ({how})") } else { how };
     if !detail.is_empty() {
         s.push_str(": ");
@@ -1195,6 +1250,19 @@ mod tests {
         assert_eq!(panic_kind(&said), Some(FailureKind::Device));
         assert_eq!(panic_kind(&format!("{PANIC_KIND_LINE}no_such_kind\n")), None);
         assert_eq!(panic_kind("thread 'main' panicked at a.rs:1:1"), None);
+        // The model prints a kind line early; the hook's own, at the panic, wins.
+        let forged = format!("{PANIC_KIND_LINE}device\nstep 1\n{PANIC_LINE}index out of range at m.rs:3:1\n{PANIC_KIND_LINE}model\n");
+        assert_eq!(panic_kind(&forged), Some(FailureKind::Model));
+        // A kind line not right after the hook's is no one's.
+        assert_eq!(panic_kind(&format!("{PANIC_LINE}x at m.rs:1:1\nnoise\n{PANIC_KIND_LINE}device\n")), None);
+        // Words decide nothing: "out of memory" printed before a SIGSEGV, or
+        // the allocator's line not last, or not ended by SIGABRT.
+        let (_, oom) = describe_exit(&signalled(libc::SIGSEGV), "CUDA out of memory\nmemory allocation of 64 bytes failed\n");
+        assert!(!oom);
+        let (_, oom) = describe_exit(&exited(101), "out of memory\n");
+        assert!(!oom);
+        let (_, oom) = describe_exit(&signalled(libc::SIGABRT), "memory allocation of 64 bytes failed\nthen more\n");
+        assert!(!oom);
     }
 
     #[test]
