@@ -204,6 +204,10 @@ pub struct ComponentReport {
     pub batch_size: usize,
     pub seed: u64,
     pub config: serde_json::Value,
+    /// The figures this gate knows: a metric or a unit of a newer gate in
+    /// a stored report is left out here (its budget's row keeps it, as
+    /// [`MetricId::Unknown`]), never compared and never a refusal.
+    #[serde(deserialize_with = "known_metrics")]
     pub metrics: BTreeMap<Metric, MetricValue>,
     /// Parameter elements counted on the built model.
     pub param_count: u64,
@@ -672,6 +676,18 @@ impl<'de> Deserialize<'de> for MetricId {
     }
 }
 
+/// A component's figures as a report wrote them, less those of a metric
+/// or a unit this gate does not know (a newer gate's): nothing compares
+/// them, and reading them must not refuse the report (#54).
+fn known_metrics<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Metric, MetricValue>, D::Error> {
+    let raw = BTreeMap::<String, MetricValue>::deserialize(d)?;
+    Ok(raw
+        .into_iter()
+        .filter_map(|(name, v)| Some((Metric::parse(&name)?, v)))
+        .filter(|(_, v)| v.unit != Unit::Unknown)
+        .collect())
+}
+
 /// One budget's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetResult {
@@ -1068,6 +1084,10 @@ pub enum BudgetChangeKind {
     Changed,
     /// This run's spec dropped it.
     Removed,
+    /// A kind this gate does not know, read from a report of a newer gate:
+    /// its sentence is shown as written, nothing is judged by it.
+    #[serde(other)]
+    Unknown,
 }
 
 /// A budget's limit as a spec states it, in its metric's unit (the fact's

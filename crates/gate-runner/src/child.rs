@@ -368,7 +368,7 @@ fn drop_impossible(m: &mut Measurement) -> Option<String> {
             let (unit, never) = match metric.unit() {
                 Unit::Bytes => (" bytes", "sizes are never negative and never past 2^64 bytes"),
                 Unit::Ms => (" ms", "times are never negative"),
-                Unit::One => ("", "ratios of times are never negative"),
+                Unit::One | Unit::Unknown => ("", "ratios of times are never negative"),
             };
             first = Some(format!("`{name}` = {v:e}{unit}: {never}"));
         }
@@ -1251,17 +1251,28 @@ mod tests {
         assert_eq!(panic_kind(&format!("{PANIC_KIND_LINE}no_such_kind\n")), None);
         assert_eq!(panic_kind("thread 'main' panicked at a.rs:1:1"), None);
         // The model prints a kind line early; the hook's own, at the panic, wins.
-        let forged = format!("{PANIC_KIND_LINE}device\nstep 1\n{PANIC_LINE}index out of range at m.rs:3:1\n{PANIC_KIND_LINE}model\n");
+        let forged = format!(
+            "{PANIC_KIND_LINE}device\nstep 1\n{PANIC_LINE}index out of range at m.rs:3:1\n{PANIC_KIND_LINE}model\n"
+        );
         assert_eq!(panic_kind(&forged), Some(FailureKind::Model));
         // A kind line not right after the hook's is no one's.
-        assert_eq!(panic_kind(&format!("{PANIC_LINE}x at m.rs:1:1\nnoise\n{PANIC_KIND_LINE}device\n")), None);
+        assert_eq!(
+            panic_kind(&format!("{PANIC_LINE}x at m.rs:1:1\nnoise\n{PANIC_KIND_LINE}device\n")),
+            None
+        );
         // Words decide nothing: "out of memory" printed before a SIGSEGV, or
         // the allocator's line not last, or not ended by SIGABRT.
-        let (_, oom) = describe_exit(&signalled(libc::SIGSEGV), "CUDA out of memory\nmemory allocation of 64 bytes failed\n");
+        let (_, oom) = describe_exit(
+            &signalled(libc::SIGSEGV),
+            "CUDA out of memory\nmemory allocation of 64 bytes failed\n",
+        );
         assert!(!oom);
         let (_, oom) = describe_exit(&exited(101), "out of memory\n");
         assert!(!oom);
-        let (_, oom) = describe_exit(&signalled(libc::SIGABRT), "memory allocation of 64 bytes failed\nthen more\n");
+        let (_, oom) = describe_exit(
+            &signalled(libc::SIGABRT),
+            "memory allocation of 64 bytes failed\nthen more\n",
+        );
         assert!(!oom);
     }
 
