@@ -913,9 +913,183 @@ fn json_events_in_actions_are_only_json_and_hide_the_token() {
             }
         }
         assert_eq!(reasons, usize::from(command == "check"), "{command}: {stdout}");
-        assert!(!stdout.contains(&TOKEN[4..14]) && !stderr.contains(&TOKEN[4..14]), "{command}: the token shows");
+        assert!(
+            !stdout.contains(&TOKEN[4..14]) && !stderr.contains(&TOKEN[4..14]),
+            "{command}: the token shows"
+        );
         // The guard and the annotations are there, on stderr.
         assert!(stderr.contains("::stop-commands::"), "{command}: {stderr}");
         assert!(stderr.contains("::error "), "{command}: {stderr}");
+    }
+}
+
+/// A symbolic link planted at the build folder's harness lock is never
+/// followed (#54 item 5): gate said so and built, and the file it points
+/// to was not created.
+#[test]
+fn the_build_lock_never_follows_a_symbolic_link() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let target = t.path().join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    let planted = t.path().join("planted-by-the-pr");
+    std::os::unix::fs::symlink(&planted, target.join(".gate-harness-build.lock")).unwrap();
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(!planted.exists(), "gate created the file the link points to: {stderr}");
+    assert!(
+        stderr.contains(".gate-harness-build.lock is a symbolic link, not followed"),
+        "{stderr}"
+    );
+}
+
+/// The stock gate given as `--harness-bin` for a spec that names another
+/// harness refuses it (#54 item 5): it knows it is `gate` of `gate-cli`,
+/// and never measures its own models under that harness's name.
+#[test]
+fn the_stock_gate_as_another_harness_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nharness: { package: my-models, bin: my-harness }\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  m:\n    workload: mlp\n    config: { input_dim: 4, hidden_dim: 4, output_dim: 1, hidden_layers: 1 }\n    budgets: { params: < 1 MiB }\n",
+    )
+    .unwrap();
+    let o = gate()
+        .current_dir(t.path())
+        .env("TMPDIR", t.path())
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .arg("--harness-bin")
+        .arg(common::gate_exe())
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(
+            "this harness is `gate` of package `gate-cli`, and budgets.yaml names `my-harness` of `my-models`"
+        ),
+        "{stderr}"
+    );
+    assert!(!t.path().join("out/report.json").exists(), "{stderr}");
+}
+
+/// The stock gate starts itself again for each profile of its built-in
+/// models; a file put at its path mid-run is never what runs (#54 item 5):
+/// every profile is this gate's.
+#[test]
+fn a_gate_binary_replaced_mid_run_is_not_what_its_profiles_run() {
+    use std::io::BufRead;
+    let t = tempfile::tempdir().unwrap();
+    let exe = t.path().join("gate");
+    std::fs::copy(common::gate_exe(), &exe).unwrap();
+    let spec = t.path().join("budgets.yaml");
+    let component = |name: &str| {
+        format!("  {name}:\n    workload: mlp\n    batch_size: 4\n    config: {{ input_dim: 8, hidden_dim: 8, hidden_layers: 1, output_dim: 2 }}\n    budgets: {{ params: < 64 MiB }}\n")
+    };
+    std::fs::write(
+        &spec,
+        format!(
+            "version: 1\ndevice: {{ name: card, capacity: 4 GiB, reserve: 300 MiB }}\ndefaults: {{ seed: 7, timing: {{ warmup: 0, steps: 1 }} }}\ncomponents:\n{}{}{}",
+            component("a"),
+            component("b"),
+            component("c")
+        ),
+    )
+    .unwrap();
+    let marker = t.path().join("impostor-ran");
+    let mut child = std::process::Command::new(&exe)
+        .current_dir(t.path())
+        .env_remove("GITHUB_ACTIONS")
+        .args(["check", "--baseline", "none", "--jobs", "1", "--out"])
+        .arg(t.path().join("out"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("a: profile started") {
+            // Replaced as an installer replaces a binary: a new file renamed over it.
+            let impostor = t.path().join("impostor");
+            std::fs::write(&impostor, format!("#!/bin/sh\ntouch '{}'\nexit 0\n", marker.display())).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&impostor, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&impostor, &exe).unwrap();
+            break;
+        }
+    }
+    for line in lines {
+        seen.push_str(&line.unwrap());
+        seen.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert!(seen.contains("a: profile started"), "{seen}");
+    assert_eq!(status.code(), Some(0), "{seen}");
+    assert!(!marker.exists(), "a profile ran the file now at gate's path:\n{seen}");
+    assert!(seen.contains("c: profiled in"), "{seen}");
+}
+
+/// `gate init --harness` asks `cargo metadata` which candle the crate is
+/// on: bounded like every child gate starts, and what cargo said on a
+/// failure shown, not discarded (#54 item 5).
+#[test]
+fn init_bounds_cargo_metadata_and_shows_its_error() {
+    use std::os::unix::fs::PermissionsExt;
+    for (case, body, code, said) in [
+        (
+            "held",
+            "echo '    Blocking waiting for file lock on package cache' >&2\n  sleep 30\n  exit 0",
+            3,
+            "did not finish in 1 s and was stopped (cargo's last word: Blocking waiting for file lock on package cache)",
+        ),
+        (
+            "failing",
+            "echo 'error: failed to parse lock file at: Cargo.lock (a test said so)' >&2\n  exit 101",
+            0,
+            "note: `cargo metadata --locked --offline` could not resolve",
+        ),
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("src")).unwrap();
+        std::fs::write(
+            t.path().join("Cargo.toml"),
+            "[package]\nname = \"ml\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+        )
+        .unwrap();
+        std::fs::write(t.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+        let wrapper = t.path().join("cargo-wrapper");
+        std::fs::write(
+            &wrapper,
+            format!("#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  {body}\nfi\nexec cargo \"$@\"\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let started = Instant::now();
+        let o = gate()
+            .current_dir(t.path())
+            .env("CARGO", &wrapper)
+            .env("GATE_CARGO_METADATA_TIMEOUT_S", "1")
+            .args(["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"])
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{case}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{case}: {err}");
+        assert!(err.contains(said), "{case}: {err}");
+        if case == "failing" {
+            assert!(err.contains("failed to parse lock file at: Cargo.lock (a test said so)"), "{err}");
+        }
     }
 }
