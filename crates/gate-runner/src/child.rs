@@ -1077,8 +1077,9 @@ fn panic_kind(stderr: &str) -> Option<FailureKind> {
 
 /// Whether the process ended as Rust's allocator ends it when an allocation
 /// cannot be had: SIGABRT, right after its `memory allocation of N bytes
-/// failed` as the last line on stderr. Words elsewhere in the output ("out
-/// of memory" printed by the model, or by a framework before a crash of
+/// failed` on stderr, followed by nothing but the backtrace std prints
+/// with it (`RUST_BACKTRACE`). Words elsewhere in the output ("out of
+/// memory" printed by the model, or by a framework before a crash of
 /// another kind) decide nothing (#54).
 fn allocator_aborted(status: &std::process::ExitStatus, stderr: &str) -> bool {
     #[cfg(unix)]
@@ -1090,10 +1091,17 @@ fn allocator_aborted(status: &std::process::ExitStatus, stderr: &str) -> bool {
     }
     #[cfg(not(unix))]
     let _ = status;
+    let backtrace = |l: &str| {
+        l.is_empty()
+            || l.starts_with("stack backtrace:")
+            || l.starts_with("note: ")
+            || l.starts_with("at ")
+            || l.split_once(": ").is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
+    };
     stderr
         .lines()
         .map(str::trim)
-        .rfind(|l| !l.is_empty())
+        .rfind(|l| !backtrace(l))
         .is_some_and(|l| l.starts_with("memory allocation of ") && l.ends_with(" failed"))
 }
 
@@ -1274,6 +1282,12 @@ mod tests {
             "memory allocation of 64 bytes failed\nthen more\n",
         );
         assert!(!oom);
+        // std's backtrace after the allocator's line changes nothing.
+        let (_, oom) = describe_exit(
+            &signalled(libc::SIGABRT),
+            "memory allocation of 64 bytes failed\nstack backtrace:\n   0: std::alloc::rust_oom\n             at alloc.rs:1:5\nnote: Some details are omitted\n",
+        );
+        assert!(oom);
     }
 
     #[test]
