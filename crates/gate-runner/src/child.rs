@@ -1096,7 +1096,8 @@ fn allocator_aborted(status: &std::process::ExitStatus, stderr: &str) -> bool {
             || l.starts_with("stack backtrace:")
             || l.starts_with("note: ")
             || l.starts_with("at ")
-            || l.split_once(": ").is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
+            || l.split_once(": ")
+                .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
     };
     stderr
         .lines()
