@@ -265,8 +265,9 @@ fn from_a_newer_gate(report: &mut serde_json::Value, failed: bool) {
     mlp["metrics"]["tokens_per_joule"] = serde_json::json!({ "value": 3.0, "unit": "1" });
     mlp["metrics"]["energy"] = serde_json::json!({ "value": 3.0, "unit": "joule" });
     if failed {
+        // An error of a kind this gate does not know either: failed, never passed.
         mlp["error"] = serde_json::json!({
-            "kind": "failed", "phase": "forward", "reason": "the card overheated", "failure_kind": "thermal",
+            "kind": "throttled", "phase": "forward", "reason": "the card overheated", "failure_kind": "thermal",
         });
     }
     let summary = &mut report["summary"];
@@ -332,4 +333,10 @@ fn a_newer_gates_report_is_read_as_a_baseline_and_merged() {
     let out: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(merged.join("report.json")).unwrap()).unwrap();
     assert_eq!(out["components"]["mlp"]["error"]["failure_kind"], "unknown", "{out}");
+    assert_eq!(out["components"]["mlp"]["error"]["kind"], "failed", "{out}");
+    assert_eq!(out["components"]["mlp"]["error"]["reason"], "the card overheated", "{out}");
+    assert!(
+        out["results"].as_array().unwrap().iter().all(|r| r["status"] != "pass"),
+        "no figure of the failed component passes: {out}"
+    );
 }

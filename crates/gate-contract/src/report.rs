@@ -130,13 +130,35 @@ impl Testbed {
 
 use gate_spec::hash::fnv1a;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The component was not run (its workload is not available in this build).
     NotMeasured,
-    /// The profile failed (out of memory, a device error, a crash, a non-finite loss).
+    /// The profile failed (out of memory, a device error, a crash, a
+    /// non-finite loss); also a kind this gate does not know (a newer
+    /// gate's report): its reason is kept, and its figures are never
+    /// judged as passing (#54).
     Failed,
+}
+
+/// [`ErrorKind`] as a report writes it, any other name read as `failed`.
+impl<'de> Deserialize<'de> for ErrorKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "ErrorKind", rename_all = "snake_case")]
+        enum Written {
+            NotMeasured,
+            Failed,
+            /// A newer gate's kind.
+            #[serde(other)]
+            Unknown,
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::NotMeasured => ErrorKind::NotMeasured,
+            Written::Failed | Written::Unknown => ErrorKind::Failed,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
