@@ -270,7 +270,10 @@ fn from_a_newer_gate(report: &mut serde_json::Value, failed: bool) {
             "kind": "throttled", "phase": "forward", "reason": "the card overheated", "failure_kind": "thermal",
         });
     }
+    // A status and a verdict of a newer gate too.
+    report["results"][1]["status"] = "flaky".into();
     let summary = &mut report["summary"];
+    summary["status"] = "pass_with_notes".into();
     summary["budget_changes"] = serde_json::json!(["mlp.params: budget tightened by policy"]);
     summary["budget_change_kinds"] = serde_json::json!([
         { "component": "mlp", "metric": "params", "unit": "bytes", "change": "tightened_by_policy" }
@@ -334,7 +337,10 @@ fn a_newer_gates_report_is_read_as_a_baseline_and_merged() {
         serde_json::from_str(&std::fs::read_to_string(merged.join("report.json")).unwrap()).unwrap();
     assert_eq!(out["components"]["mlp"]["error"]["failure_kind"], "unknown", "{out}");
     assert_eq!(out["components"]["mlp"]["error"]["kind"], "failed", "{out}");
-    assert_eq!(out["components"]["mlp"]["error"]["reason"], "the card overheated", "{out}");
+    assert_eq!(
+        out["components"]["mlp"]["error"]["reason"], "the card overheated",
+        "{out}"
+    );
     assert!(
         out["results"].as_array().unwrap().iter().all(|r| r["status"] != "pass"),
         "no figure of the failed component passes: {out}"

@@ -462,7 +462,9 @@ impl std::fmt::Display for ReserveSource {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A budget's status. A name this gate does not know (a newer gate's
+/// report) reads as `not_measured`: shown, never counted as a pass (#54).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -476,6 +478,32 @@ pub enum Status {
     /// neither clearly passes nor clearly fails. A warning (it fails the
     /// run under `--strict`), never a failure on its own.
     Inconclusive,
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "Status", rename_all = "snake_case")]
+        enum Written {
+            Pass,
+            Fail,
+            Regressed,
+            NotMeasured,
+            Acknowledged,
+            Inconclusive,
+            /// A newer gate's status.
+            #[serde(other)]
+            Unknown,
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::Pass => Status::Pass,
+            Written::Fail => Status::Fail,
+            Written::Regressed => Status::Regressed,
+            Written::NotMeasured | Written::Unknown => Status::NotMeasured,
+            Written::Acknowledged => Status::Acknowledged,
+            Written::Inconclusive => Status::Inconclusive,
+        })
+    }
 }
 
 impl Status {
@@ -993,12 +1021,31 @@ impl<'de> Deserialize<'de> for Warning {
     }
 }
 
-/// The run's verdict: `pass` or `fail`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The run's verdict: `pass` or `fail`. A name this gate does not know (a
+/// newer gate's report) reads as `fail`: never a pass it did not see (#54).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Pass,
     Fail,
+}
+
+impl<'de> Deserialize<'de> for RunStatus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "RunStatus", rename_all = "snake_case")]
+        enum Written {
+            Pass,
+            Fail,
+            /// A newer gate's verdict.
+            #[serde(other)]
+            Unknown,
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::Pass => RunStatus::Pass,
+            Written::Fail | Written::Unknown => RunStatus::Fail,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
