@@ -1065,7 +1065,7 @@ fn init_bounds_cargo_metadata_and_shows_its_error() {
         std::fs::create_dir_all(t.path().join("src")).unwrap();
         std::fs::write(
             t.path().join("Cargo.toml"),
-            "[package]\nname = \"ml\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
+            "[package]\nname = \"ml\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[dependencies]\ncandle-core = \"0.9\"\n",
         )
         .unwrap();
         std::fs::write(t.path().join("src/main.rs"), "fn main() {}\n").unwrap();

@@ -158,6 +158,9 @@ fn candle_feature(manifest: &Path, text: &str) -> Result<Option<&'static str>, C
         Ok(o) => serde_json::from_slice::<serde_json::Value>(&o)
             .ok()
             .and_then(|m| super::minors::crate_candle(&m, &package)),
+        // A crate without candle of its own has nothing to resolve: what
+        // cargo said does not matter.
+        Err(_) if candle_requirement(text).is_none() => None,
         Err(said) => {
             // Without a Cargo.lock that matches, cargo refuses `--locked`:
             // the requirement in Cargo.toml is read instead, and why is said.
