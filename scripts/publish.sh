@@ -60,6 +60,12 @@ for tool in curl jq; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed; this script reads the registry's index with it"
 done
 
+# A URL as it may be printed: a user and password in it (a private
+# registry's index may carry them) shown as `***`, and its query dropped.
+shown() {
+  printf '%s' "$1" | sed -E 's#^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@#\1***@#; s#\?.*$#?***#'
+}
+
 # Where the index is, and how cargo names the registry in its messages.
 if [ -z "$registry" ]; then
   where="crates.io"
@@ -72,11 +78,12 @@ else
   [ -n "$index" ] || die "$var is not set" "set it to the registry's index URL (sparse+http(s)://...): this script reads the index to skip what is already there"
   case $index in
     sparse+*) index=${index#sparse+} ;;
-    *) die "$var is $index, not a sparse index (sparse+http(s)://...)" "only the sparse protocol is read here, as crates.io serves it" ;;
+    *) die "$var is $(shown "$index"), not a sparse index (sparse+http(s)://...)" "only the sparse protocol is read here, as crates.io serves it" ;;
   esac
   publish_to=(--registry "$registry")
 fi
 index=${index%/}/
+index_shown=$(shown "$index")
 
 # The workspace: each publishable member, its version and the workspace
 # crates it needs on the registry first (normal and build dependencies, and
@@ -162,15 +169,15 @@ on_index() {
     *) path="${name:0:2}/${name:2:2}/$name" ;;
   esac
   code=$(curl -sS --max-time 60 --retry 3 -o "$tmp" -w '%{http_code}' "$index$path") ||
-    die "could not read $index$path (curl, above)" "the index must be reachable to tell what is already published"
+    die "could not read $index_shown$path (curl, above)" "the index must be reachable to tell what is already published"
   case $code in
     200)
       jq -se --arg v "$2" 'any(.[]; .vers == $v)' "$tmp" >/dev/null && return 0
-      [ $? = 1 ] || die "$index$path is not an index file (JSON lines)"
+      [ $? = 1 ] || die "$index_shown$path is not an index file (JSON lines)"
       return 1
       ;;
     404 | 410 | 451) return 1 ;;
-    *) die "$index$path answered HTTP $code" "the index must be readable to tell what is already published" ;;
+    *) die "$index_shown$path answered HTTP $code" "the index must be readable to tell what is already published" ;;
   esac
 }
 

@@ -23,9 +23,23 @@ manifest=${2:-crates/gate-cli/Cargo.toml}
 [[ $pubkey =~ ^RW[A-Za-z0-9+/]{54}$ ]] ||
   die "\`$pubkey\` is not a minisign public key" "pass the pubkey= line scripts/sign-release.sh printed"
 [ -f "$manifest" ] || die "$manifest does not exist"
-grep -q '^\[package\.metadata\.binstall\]' "$manifest" ||
-  die "$manifest has no [package.metadata.binstall] table" "this is gate-cli's manifest?"
-! grep -q '^\[package\.metadata\.binstall\.signing\]' "$manifest" ||
-  die "$manifest already names a signing key" "use a fresh checkout of the tag"
+# The manifest without its comments, for the checks below.
+body=$(sed -E 's/^[[:space:]]*#.*$//' "$manifest")
+# The table written below is appended as `[package.metadata.binstall.signing]`:
+# valid TOML only when `binstall` is a `[...]` table of its own and nothing
+# defines `signing` (or a key) yet, in whatever form TOML allows (a header
+# with spaces or quotes, a dotted key, an inline table). Anything else is
+# refused: appending would write a second table or invalid TOML.
+ws='[[:space:]]*'
+key() { printf '%s"?%s"?%s' "$ws" "$1" "$ws"; }
+header="^$ws\[$(key package)\.$(key metadata)\.$(key binstall)\]$ws(#.*)?\$"
+grep -Eq "$header" <<<"$body" ||
+  die "$manifest has no [package.metadata.binstall] table (as a table header of its own)" \
+    "this is gate-cli's manifest? Its binstall settings must be a \`[package.metadata.binstall]\` table, not an inline table or dotted keys"
+[ "$(grep -Ec "$header" <<<"$body")" = 1 ] ||
+  die "$manifest has [package.metadata.binstall] more than once" "that is not valid TOML: fix the manifest"
+! grep -Eq "(^|[^A-Za-z0-9_-])\"?(signing|pubkey)\"?$ws(=|\.|\])" <<<"$body" ||
+  die "$manifest already names a signing key (a \`signing\` table or a \`pubkey\`, in some TOML form)" \
+    "use a fresh checkout of the tag"
 printf '\n# Written by scripts/set-binstall-key.sh for this release: the key its\n# archives'"'"' .sig files verify with (cargo binstall checks them).\n[package.metadata.binstall.signing]\nalgorithm = "minisign"\npubkey = "%s"\n' "$pubkey" >>"$manifest"
 echo "$manifest: binstall verifies this release's archives with $pubkey" >&2

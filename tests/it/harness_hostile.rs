@@ -38,6 +38,8 @@ fn gate_in(dir: &Path, spec: &Path, mode: &str) -> Command {
     cmd.current_dir(spec.parent().unwrap())
         .env("CARGO_TARGET_DIR", dir.join("target"))
         .env_remove("CARGO_BUILD_TARGET")
+        // The rogue harness's settings reach it as a team's would: named.
+        .env("GATE_PASS_ENV", "ROGUE_*")
         .env("ROGUE_MODE", mode)
         .env("ROGUE_LATE", dir.join("late"))
         .env("ROGUE_BUILD_MARK", dir.join("built"))
@@ -398,8 +400,9 @@ const TOKEN: &str = "ghs_SENTINEL0123456789abcdefXYZ";
 /// `cargo metadata` and `cargo build` (through a `CARGO` wrapper that
 /// records its environment), the crate's build script, the harness's
 /// `__resolve` and its `profile` each record theirs; none holds a
-/// credential's name or the token's value, and the rest of the
-/// environment passes through.
+/// credential's name or the token's value: the environment is an
+/// allow-list (what a build and a model need, and what `GATE_PASS_ENV`
+/// names), not a deny-list of patterns (#54 item 3).
 #[test]
 fn no_child_gate_starts_gets_a_github_credential() {
     let t = tempfile::tempdir().unwrap();
@@ -415,6 +418,8 @@ fn no_child_gate_starts_gets_a_github_credential() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Every credential-shaped name GitHub, the cloud providers and the
+    // registries use (#54 item 3: `…_KEY` names passed the deny-list).
     let credentials = [
         "GITHUB_TOKEN",
         "GH_TOKEN",
@@ -423,17 +428,52 @@ fn no_child_gate_starts_gets_a_github_credential() {
         "ACTIONS_RUNTIME_TOKEN",
         "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
         "ACTIONS_ID_TOKEN_REQUEST_URL",
+        "ACTIONS_SIGNING_KEY",
         "INPUT_TOKEN",
+        "INPUT_API_KEY",
         "GITHUB_APP_PRIVATE_KEY",
+        "GITHUB_APP_KEY",
+        "GH_DEPLOY_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AZURE_CLIENT_SECRET",
+        "AZURE_CLIENT_CERTIFICATE_PASSWORD",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_GHA_CREDS_PATH",
+        "CLOUDSDK_AUTH_ACCESS_TOKEN",
+        "CARGO_REGISTRY_TOKEN",
+        "CARGO_REGISTRIES_MINE_TOKEN",
+        "CARGO_REGISTRIES_MINE_CREDENTIAL_PROVIDER",
+        "NPM_TOKEN",
+        "NODE_AUTH_TOKEN",
+        "PYPI_API_TOKEN",
+        "TWINE_PASSWORD",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "WANDB_API_KEY",
+        "OPENAI_API_KEY",
+        "DOCKER_PASSWORD",
+        "SSH_AUTH_SOCK",
+        "GPG_PRIVATE_KEY",
+        "GATE_SIGNING_KEY",
+        "CUDA_LICENSE_KEY",
+        "SLACK_WEBHOOK_URL",
     ];
     let mut cmd = gate_in(t.path(), &spec, "profile-ok");
     for name in credentials {
-        cmd.env(name, TOKEN);
+        cmd.env(name, format!("{TOKEN}-{name}"));
     }
-    // The token copied under a name of the user's own; another registry's
-    // token, which a build may need, stays.
-    cmd.env("MY_DEPLOY_SETTING", format!("x-access-token:{TOKEN}"))
-        .env("CARGO_REGISTRIES_MINE_TOKEN", "cargo-registry-secret")
+    // The token copied under a name of the user's own, and that name listed
+    // to pass: its value still keeps it out. What a build needs passes.
+    cmd.env("MY_DEPLOY_SETTING", format!("x-access-token:{TOKEN}-GITHUB_TOKEN"))
+        .env("GATE_PASS_ENV", "ROGUE_*,MY_DEPLOY_SETTING,MY_MODEL_DIR")
+        .env("MY_MODEL_DIR", "/models")
+        .env("UNLISTED_SETTING", "not for children")
+        .env("CARGO_TERM_COLOR", "never")
+        .env("RUST_BACKTRACE", "1")
+        .env("LC_ALL", "C.UTF-8")
+        .env("CUDA_VISIBLE_DEVICES", "")
         .env("CARGO", &wrapper)
         .env("ROGUE_ENV_OUT", &envs);
     let o = cmd
@@ -447,14 +487,24 @@ fn no_child_gate_starts_gets_a_github_credential() {
         let seen = std::fs::read_to_string(envs.join(format!("{child}.env")))
             .unwrap_or_else(|e| panic!("{child} recorded no environment ({e}): {stderr}"));
         assert!(!seen.contains(&TOKEN[4..14]), "{child} saw the token:\n{seen}");
-        for name in credentials.iter().chain(&["MY_DEPLOY_SETTING"]) {
-            assert!(!seen.contains(&format!("\n{name}=")), "{child} saw {name}:\n{seen}");
+        for name in credentials.iter().chain(&["MY_DEPLOY_SETTING", "UNLISTED_SETTING"]) {
+            assert!(
+                !seen.starts_with(&format!("{name}=")) && !seen.contains(&format!("\n{name}=")),
+                "{child} saw {name}:\n{seen}"
+            );
         }
-        assert!(
-            seen.contains("CARGO_REGISTRIES_MINE_TOKEN=cargo-registry-secret"),
-            "{child}:\n{seen}"
-        );
-        assert!(seen.contains("ROGUE_ENV_OUT="), "{child}:\n{seen}");
+        for kept in [
+            "MY_MODEL_DIR=/models",
+            "CARGO_TERM_COLOR=never",
+            "RUST_BACKTRACE=1",
+            "LC_ALL=C.UTF-8",
+            "CUDA_VISIBLE_DEVICES=",
+            "ROGUE_ENV_OUT=",
+            "PATH=",
+            "HOME=",
+        ] {
+            assert!(seen.contains(kept), "{child} lacks {kept}:\n{seen}");
+        }
     }
 }
 
@@ -770,4 +820,276 @@ fn a_cargo_metadata_held_by_a_lock_is_said_and_bounded() {
         err.contains("GATE_CARGO_METADATA_TIMEOUT_S=\"2s\" is not a whole number of seconds"),
         "{err}"
     );
+}
+
+/// The report's failure kind of the rogue component.
+fn failure_kind(dir: &Path) -> String {
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/report.json")).unwrap()).unwrap();
+    report["components"]["rogue"]["error"]["failure_kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// One `done` per profile (#54 item 5): a second one, which would replace
+/// a failing figure with a passing one, is the protocol broken, exit 3.
+#[test]
+fn a_second_done_event_is_a_protocol_error() {
+    let (t, o) = check("profile-two-done");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("protocol error: `rogue-harness profile` wrote 2 `done` events; a profile writes one"),
+        "{stderr}"
+    );
+    assert_eq!(failure_kind(t.path()), "process");
+}
+
+/// A failure's kind comes from how the profile ended, never from the words
+/// it printed (#54 item 5): "out of memory" on stderr before a SIGSEGV is
+/// still a crash (exit 3), and a panic-kind line the model printed early
+/// does not outweigh the one the SDK's hook writes at the panic.
+#[test]
+fn a_failures_kind_comes_from_how_it_ended_not_from_words() {
+    let (t, o) = check("profile-oom-segv");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("killed by SIGSEGV"), "{stderr}");
+    assert_eq!(failure_kind(t.path()), "process", "{stderr}");
+
+    let (t, o) = check("profile-forged-kind");
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "the model's own panic: {stderr}");
+    assert_eq!(failure_kind(t.path()), "model", "{stderr}");
+    assert!(stderr.contains("index out of bounds at src/model.rs:3:1"), "{stderr}");
+}
+
+/// `--message-format json` in GitHub Actions (#54 item 2): stdout is JSON
+/// lines and nothing else, each an event of the schema (the command guard
+/// and the annotations go to stderr), and a failure's reason that quotes
+/// the token shows `***` there as it does in the human output.
+#[test]
+fn json_events_in_actions_are_only_json_and_hide_the_token() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let say = t.path().join("say");
+    std::fs::write(&say, format!("the model read {TOKEN} from somewhere\n")).unwrap();
+    for command in ["check", "merge"] {
+        let out = t.path().join(format!("out-{command}"));
+        let mut cmd = gate_in(t.path(), &spec, "profile-fail-said");
+        cmd.env("GITHUB_ACTIONS", "true")
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("ROGUE_SAY_FILE", &say);
+        if command == "check" {
+            cmd.args(["check", "--baseline", "none", "--message-format", "json", "--out"])
+                .arg(&out);
+        } else {
+            let shard = t.path().join("shard");
+            let o = gate_in(t.path(), &spec, "profile-fail-said")
+                .env("ROGUE_SAY_FILE", &say)
+                .args(["check", "--baseline", "none", "--shard", "1/1", "--out"])
+                .arg(&shard)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+            cmd.arg("merge")
+                .arg(&shard)
+                .args(["--message-format", "json", "--out"])
+                .arg(&out);
+        }
+        let o = cmd.output().unwrap();
+        let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+        assert_eq!(o.status.code(), Some(1), "{command}: {stderr}");
+        let mut reasons = 0;
+        for line in stdout.lines() {
+            let event: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{command}: not a JSON line ({e}): {line}"));
+            let p = crate::schema::conforms_to("events", &event);
+            assert!(p.is_empty(), "{command}: {line}\n{}", p.join("\n"));
+            if let Some(f) = event.pointer("/profile_finished/failure/reason") {
+                assert_eq!(f, "the model read *** from somewhere", "{line}");
+                reasons += 1;
+            }
+        }
+        assert_eq!(reasons, usize::from(command == "check"), "{command}: {stdout}");
+        assert!(
+            !stdout.contains(&TOKEN[4..14]) && !stderr.contains(&TOKEN[4..14]),
+            "{command}: the token shows"
+        );
+        // The guard and the annotations are there, on stderr.
+        assert!(stderr.contains("::stop-commands::"), "{command}: {stderr}");
+        assert!(stderr.contains("::error "), "{command}: {stderr}");
+    }
+}
+
+/// A symbolic link planted at the build folder's harness lock is never
+/// followed (#54 item 5): gate said so and built, and the file it points
+/// to was not created.
+#[test]
+fn the_build_lock_never_follows_a_symbolic_link() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = rogue(t.path());
+    let target = t.path().join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    let planted = t.path().join("planted-by-the-pr");
+    std::os::unix::fs::symlink(&planted, target.join(".gate-harness-build.lock")).unwrap();
+    let o = gate_in(t.path(), &spec, "profile-ok")
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(!planted.exists(), "gate created the file the link points to: {stderr}");
+    assert!(
+        stderr.contains(".gate-harness-build.lock is a symbolic link, not followed"),
+        "{stderr}"
+    );
+}
+
+/// The stock gate given as `--harness-bin` for a spec that names another
+/// harness refuses it (#54 item 5): it knows it is `gate` of `gate-cli`,
+/// and never measures its own models under that harness's name.
+#[test]
+fn the_stock_gate_as_another_harness_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\nharness: { package: my-models, bin: my-harness }\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  m:\n    workload: mlp\n    config: { input_dim: 4, hidden_dim: 4, output_dim: 1, hidden_layers: 1 }\n    budgets: { params: < 1 MiB }\n",
+    )
+    .unwrap();
+    let o = gate()
+        .current_dir(t.path())
+        .env("TMPDIR", t.path())
+        .args(["check", "--baseline", "none", "--out"])
+        .arg(t.path().join("out"))
+        .arg("--harness-bin")
+        .arg(common::gate_exe())
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(
+            "this harness is `gate` of package `gate-cli`, and budgets.yaml names `my-harness` of `my-models`"
+        ),
+        "{stderr}"
+    );
+    assert!(!t.path().join("out/report.json").exists(), "{stderr}");
+}
+
+/// The stock gate starts itself again for each profile of its built-in
+/// models; a file put at its path mid-run is never what runs (#54 item 5):
+/// every profile is this gate's.
+#[test]
+fn a_gate_binary_replaced_mid_run_is_not_what_its_profiles_run() {
+    use std::io::BufRead;
+    let t = tempfile::tempdir().unwrap();
+    let exe = t.path().join("gate");
+    std::fs::copy(common::gate_exe(), &exe).unwrap();
+    let spec = t.path().join("budgets.yaml");
+    let component = |name: &str| {
+        format!("  {name}:\n    workload: mlp\n    batch_size: 4\n    config: {{ input_dim: 8, hidden_dim: 8, hidden_layers: 1, output_dim: 2 }}\n    budgets: {{ params: < 64 MiB }}\n")
+    };
+    std::fs::write(
+        &spec,
+        format!(
+            "version: 1\ndevice: {{ name: card, capacity: 4 GiB, reserve: 300 MiB }}\ndefaults: {{ seed: 7, timing: {{ warmup: 0, steps: 1 }} }}\ncomponents:\n{}{}{}",
+            component("a"),
+            component("b"),
+            component("c")
+        ),
+    )
+    .unwrap();
+    let marker = t.path().join("impostor-ran");
+    let mut child = std::process::Command::new(&exe)
+        .current_dir(t.path())
+        .env_remove("GITHUB_ACTIONS")
+        .args(["check", "--baseline", "none", "--jobs", "1", "--out"])
+        .arg(t.path().join("out"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("a: profile started") {
+            // Replaced as an installer replaces a binary: a new file renamed over it.
+            let impostor = t.path().join("impostor");
+            std::fs::write(&impostor, format!("#!/bin/sh\ntouch '{}'\nexit 0\n", marker.display())).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&impostor, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&impostor, &exe).unwrap();
+            break;
+        }
+    }
+    for line in lines {
+        seen.push_str(&line.unwrap());
+        seen.push('\n');
+    }
+    let status = child.wait().unwrap();
+    assert!(seen.contains("a: profile started"), "{seen}");
+    assert_eq!(status.code(), Some(0), "{seen}");
+    assert!(!marker.exists(), "a profile ran the file now at gate's path:\n{seen}");
+    assert!(seen.contains("c: profiled in"), "{seen}");
+}
+
+/// `gate init --harness` asks `cargo metadata` which candle the crate is
+/// on: bounded like every child gate starts, and what cargo said on a
+/// failure shown, not discarded (#54 item 5).
+#[test]
+fn init_bounds_cargo_metadata_and_shows_its_error() {
+    use std::os::unix::fs::PermissionsExt;
+    for (case, body, code, said) in [
+        (
+            "held",
+            "echo '    Blocking waiting for file lock on package cache' >&2\n  sleep 30\n  exit 0",
+            3,
+            "did not finish in 1 s and was stopped (cargo's last word: Blocking waiting for file lock on package cache)",
+        ),
+        (
+            "failing",
+            "echo 'error: failed to parse lock file at: Cargo.lock (a test said so)' >&2\n  exit 101",
+            0,
+            "note: `cargo metadata --locked --offline` could not resolve",
+        ),
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("src")).unwrap();
+        std::fs::write(
+            t.path().join("Cargo.toml"),
+            "[package]\nname = \"ml\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n\n[dependencies]\ncandle-core = \"0.9\"\n",
+        )
+        .unwrap();
+        std::fs::write(t.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+        let wrapper = t.path().join("cargo-wrapper");
+        std::fs::write(
+            &wrapper,
+            format!("#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  {body}\nfi\nexec cargo \"$@\"\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let started = Instant::now();
+        let o = gate()
+            .current_dir(t.path())
+            .env("CARGO", &wrapper)
+            .env("GATE_CARGO_METADATA_TIMEOUT_S", "1")
+            .args(["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"])
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{case}: {err}");
+        assert!(started.elapsed() < Duration::from_secs(20), "{case}: {err}");
+        assert!(err.contains(said), "{case}: {err}");
+        if case == "failing" {
+            assert!(err.contains("failed to parse lock file at: Cargo.lock (a test said so)"), "{err}");
+        }
+    }
 }

@@ -46,6 +46,7 @@ mod publish;
 mod ratio;
 mod readme;
 mod rehearsal;
+mod render_hostile;
 mod render_snapshots;
 mod review;
 mod schema;

@@ -234,3 +234,115 @@ fn figures_of_other_settings_or_commits_are_refused_or_said() {
         serde_json::from_str(&std::fs::read_to_string(r.dir("merged/report.json")).unwrap()).unwrap();
     assert_eq!(merged["commit"], SHA);
 }
+
+/// `gate check` of the built-in MLP into `out`, with `extra` arguments.
+fn check_mlp(out: &Path, extra: &[&str]) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    common::gate()
+        .current_dir(root)
+        .args(["check", "--budgets", "examples/mlp.yaml"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// `report` as a newer gate would write it: a metric, a unit, a failure
+/// kind and a budget-change kind this gate does not know.
+fn from_a_newer_gate(report: &mut serde_json::Value, failed: bool) {
+    let row = report["results"][0].clone();
+    let rows = report["results"].as_array_mut().unwrap();
+    let mut other_metric = row.clone();
+    other_metric["metric"] = "tokens_per_joule".into();
+    other_metric["unit"] = "1".into();
+    rows.push(other_metric);
+    let mut other_unit = row;
+    other_unit["metric"] = "joules".into();
+    other_unit["unit"] = "joule".into();
+    rows.push(other_unit);
+    let mlp = &mut report["components"]["mlp"];
+    mlp["metrics"]["tokens_per_joule"] = serde_json::json!({ "value": 3.0, "unit": "1" });
+    mlp["metrics"]["energy"] = serde_json::json!({ "value": 3.0, "unit": "joule" });
+    if failed {
+        // An error of a kind this gate does not know either: failed, never passed.
+        mlp["error"] = serde_json::json!({
+            "kind": "throttled", "phase": "forward", "reason": "the card overheated", "failure_kind": "thermal",
+        });
+    }
+    // A status and a verdict of a newer gate too.
+    report["results"][1]["status"] = "flaky".into();
+    let summary = &mut report["summary"];
+    summary["status"] = "pass_with_notes".into();
+    summary["budget_changes"] = serde_json::json!(["mlp.params: budget tightened by policy"]);
+    summary["budget_change_kinds"] = serde_json::json!([
+        { "component": "mlp", "metric": "params", "unit": "bytes", "change": "tightened_by_policy" }
+    ]);
+}
+
+/// A report, baseline or shard from a newer gate is read forward (#54
+/// item 4): what this gate does not know is kept or said as unknown,
+/// never judged, never a refusal (exit 2).
+#[test]
+fn a_newer_gates_report_is_read_as_a_baseline_and_merged() {
+    let t = tempfile::tempdir().unwrap();
+    // As a baseline.
+    let base = t.path().join("base");
+    assert_eq!(check_mlp(&base, &["--baseline", "none"]).status.code(), Some(0));
+    let path = base.join("report.json");
+    let mut report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    from_a_newer_gate(&mut report, false);
+    std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
+    let o = check_mlp(&t.path().join("now"), &["--baseline", path.to_str().unwrap()]);
+    let all = format!("{}{}", text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{all}");
+    for unknown in ["mlp.tokens_per_joule", "mlp.joules"] {
+        assert!(
+            all.contains(&format!(
+                "{unknown}: the baseline's budget is of a metric or unit this gate does not know"
+            )),
+            "{unknown}: {all}"
+        );
+    }
+    assert!(!all.contains("removed in this PR"), "{all}");
+
+    // As a shard, failed of a kind this gate does not know: merged, failing.
+    let shard = t.path().join("shard");
+    assert_eq!(
+        check_mlp(&shard, &["--baseline", "none", "--shard", "1/1"])
+            .status
+            .code(),
+        Some(0)
+    );
+    let path = shard.join("report.json");
+    let mut report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    from_a_newer_gate(&mut report, true);
+    std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
+    let merged = t.path().join("merged");
+    let o = common::gate()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("merge")
+        .arg(&shard)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "the failed component fails the run: {stderr}");
+    assert!(
+        stderr.contains("`mlp.tokens_per_joule` is of a metric or unit this gate does not know"),
+        "{stderr}"
+    );
+    let out: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(merged.join("report.json")).unwrap()).unwrap();
+    assert_eq!(out["components"]["mlp"]["error"]["failure_kind"], "unknown", "{out}");
+    assert_eq!(out["components"]["mlp"]["error"]["kind"], "failed", "{out}");
+    assert_eq!(
+        out["components"]["mlp"]["error"]["reason"], "the card overheated",
+        "{out}"
+    );
+    assert!(
+        out["results"].as_array().unwrap().iter().all(|r| r["status"] != "pass"),
+        "no figure of the failed component passes: {out}"
+    );
+}

@@ -1048,3 +1048,69 @@ fn the_release_workflow_signs_for_binstall_and_publishes_the_key() {
     assert!(key < crun("cargo package --workspace --locked --allow-dirty"));
     assert!(key < crun("scripts/publish.sh --no-verify --allow-dirty"));
 }
+
+/// scripts/set-binstall-key.sh appends `[package.metadata.binstall.signing]`:
+/// a manifest where that would write a second key table or invalid TOML
+/// (the signing table or a key in another TOML form, `binstall` as an
+/// inline table) is refused and left as it was (#54 item 6).
+#[test]
+fn set_binstall_key_refuses_a_key_in_another_toml_form() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t = tempfile::tempdir().unwrap();
+    let manifest = t.path().join("Cargo.toml");
+    let stock = std::fs::read_to_string(root.join("crates/gate-cli/Cargo.toml")).unwrap();
+    let key = format!("RW{}", "A".repeat(54));
+    let forms = [
+        ("a quoted, spaced header", format!("{stock}\n[ package.metadata.binstall . \"signing\" ]\npubkey = \"RWold\"\n")),
+        ("a dotted key", format!("{stock}\n[package.metadata.binstall.overrides]\nx = 1\n[package.metadata]\nbinstall.signing.pubkey = \"RWold\"\n")),
+        ("an inline table", format!("{stock}\n[package.metadata.binstall.overrides.x86_64-unknown-linux-gnu]\nsigning = {{ algorithm = \"minisign\", pubkey = \"RWold\" }}\n")),
+        (
+            "binstall as an inline table",
+            stock.replace("[package.metadata.binstall]", "[package.metadata.binstall-was]")
+                + "\n[package.metadata]\nbinstall = { pkg-fmt = \"tgz\" }\n",
+        ),
+    ];
+    for (what, before) in forms {
+        std::fs::write(&manifest, &before).unwrap();
+        let o = Command::new("bash")
+            .arg(root.join("scripts/set-binstall-key.sh"))
+            .arg(&key)
+            .arg(&manifest)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", common::output_text(&o));
+        assert!(text(&o.stderr).starts_with("error: "), "{what}: {}", text(&o.stderr));
+        assert_eq!(
+            std::fs::read_to_string(&manifest).unwrap(),
+            before,
+            "{what}: the manifest was changed"
+        );
+    }
+}
+
+/// scripts/publish.sh never prints a registry index URL with its password
+/// (#54 item 6): not when the index cannot be read, not when it is not a
+/// sparse one.
+#[test]
+fn publish_never_prints_an_index_password() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for index in [
+        "sparse+http://releaser:s3cretpw@127.0.0.1:9/index/",
+        "https://releaser:s3cretpw@127.0.0.1:9/index?token=s3cretpw",
+    ] {
+        let o = Command::new("bash")
+            .arg(root.join("scripts/publish.sh"))
+            .args(["--registry", "mine", "--no-verify", "gate-spec"])
+            .current_dir(root)
+            .env("CARGO_REGISTRIES_MINE_INDEX", index)
+            .output()
+            .unwrap();
+        let all = common::output_text(&o);
+        assert_eq!(o.status.code(), Some(1), "{index}: {all}");
+        assert!(!all.contains("s3cretpw"), "{index}: the password shows:\n{all}");
+        assert!(
+            all.contains("releaser") || all.contains("***@127.0.0.1:9"),
+            "{index}: {all}"
+        );
+    }
+}

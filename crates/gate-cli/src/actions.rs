@@ -23,9 +23,12 @@
 //!   the guard covers the other stream only for what comes well after it
 //!   (a child's output does); gate's own lines need no guard, being inert.
 //! - **gate's own commands** (the annotations) go through [`commands`]: on
-//!   stdout, the stream the guard is on, so the order is the written order:
+//!   the stream the guard is on, so the order is the written order:
 //!   the guard is closed, each line is checked to be one command, and a new
 //!   guard with a new token is opened.
+//!
+//! With `--message-format json` the guard and the commands are on stderr
+//! ([`keep_stdout_for_data`]): stdout is JSON lines and nothing else.
 //!
 //! Outside Actions (`GITHUB_ACTIONS` is not `true`) nothing here changes a byte.
 //!
@@ -267,15 +270,40 @@ fn own(line: &str) -> String {
     }
 }
 
-/// Writes `lines` to stdout, starting on a line of their own, flushed.
+/// Whether the guard and gate's own commands go to stderr: with
+/// `--message-format json` stdout is JSON lines and nothing else (#54).
+static ON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Puts the guard and gate's own commands on stderr from now on, for a
+/// command whose stdout is for a program (`--message-format json`). Call it
+/// before [`open`]. The runner reads stderr for commands as it reads stdout,
+/// and a child's output (which the guard is for) goes to stderr then too.
+pub(super) fn keep_stdout_for_data() {
+    ON_STDERR.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Writes `lines` to the guard's stream (stdout, or stderr after
+/// [`keep_stdout_for_data`]), starting on a line of their own, flushed.
 fn write_stdout(lines: &str) {
-    let mut out = std::io::stdout().lock();
-    let at_start = *STDOUT_LINE.lock().unwrap_or_else(|e| e.into_inner()) == Line::START;
+    let stream = if ON_STDERR.load(std::sync::atomic::Ordering::SeqCst) {
+        Stream::Err
+    } else {
+        Stream::Out
+    };
+    let at_start = *stream.line().lock().unwrap_or_else(|e| e.into_inner()) == Line::START;
     let newline = if at_start { "" } else { "\n" };
-    let _ = out
-        .write_all(format!("{newline}{lines}").as_bytes())
-        .and_then(|()| out.flush());
-    wrote(Stream::Out, lines.as_bytes());
+    let bytes = format!("{newline}{lines}");
+    let _ = match stream {
+        Stream::Out => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(bytes.as_bytes()).and_then(|()| out.flush())
+        }
+        Stream::Err => {
+            let mut err = std::io::stderr().lock();
+            err.write_all(bytes.as_bytes()).and_then(|()| err.flush())
+        }
+    };
+    wrote(stream, lines.as_bytes());
 }
 
 /// `gate-` and 32 hex digits: 128 bits from the OS's random source

@@ -61,7 +61,13 @@ impl Emitter {
     pub(super) fn emit(&self, event: &Event) {
         match self.format {
             MessageFormat::Json => {
-                let line = serde_json::to_string(event).expect("an event serializes");
+                // Redacted as the human output is (#54): a failure's reason
+                // may quote the token.
+                // `##[` starts a workflow command anywhere in a line; in a
+                // JSON line it can only be inside a string, where `\u005b`
+                // is the same `[` to a JSON reader.
+                let line = super::output::redacted(&serde_json::to_string(event).expect("an event serializes"))
+                    .replace("##[", "##\\u005b");
                 let mut out = std::io::stdout().lock();
                 // A closed stdout (a consumer that went away) is not the run's failure.
                 let _ = writeln!(out, "{line}").and_then(|()| out.flush());

@@ -193,11 +193,7 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
             // Their configs are checked here first: every problem of the
             // file at once, in file order, before any process starts.
             gate_spec::budget::check_workloads(&spec, builtins(&spec, app)?)?;
-            let exe = std::env::current_exe().map_err(|e| {
-                CliError::Infrastructure(Problem::new(format!(
-                    "cannot locate the gate binary to start its built-in models: {e}"
-                )))
-            })?;
+            let exe = own_exe()?;
             let request = write_request(&spec)?;
             let Resolved {
                 configs,
@@ -221,6 +217,23 @@ pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
         spec: Box::new(spec),
         source,
         request,
+    })
+}
+
+/// This very binary, to start again for its built-in models' `__resolve`
+/// and profiles: on Linux `/proc/self/exe`, which is the running program's
+/// own file whatever has since been put at its path (a binary replaced
+/// mid-run would otherwise measure some profiles with another gate, #54);
+/// elsewhere its path.
+fn own_exe() -> Result<PathBuf, CliError> {
+    let own = Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && own.exists() {
+        return Ok(own.to_path_buf());
+    }
+    std::env::current_exe().map_err(|e| {
+        CliError::Infrastructure(Problem::new(format!(
+            "cannot locate the gate binary to start its built-in models: {e}"
+        )))
     })
 }
 
@@ -398,7 +411,7 @@ fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &Path) -> Res
     // Its own process group is not the terminal's foreground one: it
     // never writes to the terminal itself (a `stty tostop` terminal would
     // stop it); what it says, the spec's errors included, is passed on.
-    let (echo, answer) = relay_and_keep(&mut helper, ANSWER_LIMIT + 1);
+    let (echo, answer) = relay_and_keep(&mut helper, ANSWER_LIMIT + 1, true);
     // Waited for first: what it left running is killed with its group, so
     // both pipes close.
     let status = helper.wait();
@@ -650,13 +663,32 @@ pub(super) const HARNESS_BUILD_LOCK: &str = ".gate-harness-build.lock";
 /// build goes on unguarded, as before).
 fn lock_harness_builds(target_dir: &Path) -> Option<std::fs::File> {
     std::fs::create_dir_all(target_dir).ok()?;
-    let file = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(target_dir.join(HARNESS_BUILD_LOCK))
-        .ok()?;
+    let path = target_dir.join(HARNESS_BUILD_LOCK);
+    let mut options = std::fs::File::options();
+    options.read(true).write(true).create(true).truncate(false);
+    // Never through a symbolic link planted at the lock's path: it would
+    // make gate create (or open) the file it points to (#54).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    let file = match options.open(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+            if link {
+                eprintln!(
+                    "warning: {} is a symbolic link, not followed: the harness builds there go on without \
+                     their lock (remove it)",
+                    path.display()
+                );
+            } else {
+                let _ = e;
+            }
+            return None;
+        }
+    };
     if let Err(std::fs::TryLockError::WouldBlock) = file.try_lock() {
         eprintln!(
             "waiting for another harness build in {} to finish (its binary shares the path)",
@@ -673,49 +705,9 @@ fn lock_harness_builds(target_dir: &Path) -> Option<std::fs::File> {
 /// resolved to, exactly (a git revision's commit included), which the
 /// harness itself knows only by its minor.
 fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Option<PathBuf>), CliError> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = gate_runner::child::command(&cargo);
-    cmd.args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(manifest)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let Ok(mut helper) = spawn_helper(&mut cmd) else {
+    let Ok(stdout) = cargo_metadata(manifest, &[], true)? else {
         return Ok((None, None));
     };
-    // What cargo says is passed on: a held lock is "Blocking waiting for
-    // file lock on ...", said while it waits (issue #43 item 13).
-    let (echo, answer) = relay_and_keep(&mut helper, u64::MAX);
-    let limit = metadata_limit()?;
-    let status = helper.wait_within(limit);
-    let stdout = answer.and_then(|t| t.join().ok()).unwrap_or_default();
-    let said = echo
-        .and_then(|t| t.join().ok())
-        .map(|tail| tail.text())
-        .unwrap_or_default();
-    match status {
-        Ok(Some(s)) if s.success() => {}
-        Ok(None) => {
-            let last = said
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("nothing")
-                .trim();
-            return Err(CliError::Infrastructure(
-                Problem::new(format!(
-                    "`cargo metadata --manifest-path {}` did not finish in {} s and was stopped (cargo's last word: {last})",
-                    manifest.display(),
-                    limit.as_secs()
-                ))
-                .with_hint(format!(
-                    "another cargo may hold the lock of the package cache or of the build folder: let it finish, \
-                     or give cargo longer with {METADATA_LIMIT_ENV}=SECONDS"
-                )),
-            ));
-        }
-        _ => return Ok((None, None)),
-    }
     let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
         return Ok((None, None));
     };
@@ -726,7 +718,67 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Opt
     }
 }
 
-/// A helper's stderr passed on as it comes (its tail kept), and its stdout
+/// `cargo metadata --format-version 1 EXTRA --manifest-path MANIFEST`, as
+/// every command of gate runs it: through the one command builder, its
+/// stderr passed on (redacted) as it comes, so what it waits for and why
+/// it failed are shown, and stopped past [`metadata_limit`] (exit 3, with
+/// cargo's last word). Its stdout when it succeeded; else what it said on
+/// stderr (empty when it could not start). `relay: false` keeps its stderr
+/// for the caller to show instead of passing it on.
+pub(super) fn cargo_metadata(
+    manifest: &Path,
+    extra: &[&str],
+    relay: bool,
+) -> Result<Result<Vec<u8>, String>, CliError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = gate_runner::child::command(&cargo);
+    cmd.args(["metadata", "--format-version", "1"])
+        .args(extra)
+        .arg("--manifest-path")
+        .arg(manifest)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut helper = match spawn_helper(&mut cmd) {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(format!("cannot start {}: {e}", Path::new(&cargo).display()))),
+    };
+    // What cargo says is passed on: a held lock is "Blocking waiting for
+    // file lock on ...", said while it waits (issue #43 item 13).
+    let (echo, answer) = relay_and_keep(&mut helper, u64::MAX, relay);
+    let limit = metadata_limit()?;
+    let status = helper.wait_within(limit);
+    let stdout = answer.and_then(|t| t.join().ok()).unwrap_or_default();
+    let said = echo
+        .and_then(|t| t.join().ok())
+        .map(|tail| tail.text())
+        .unwrap_or_default();
+    match status {
+        Ok(Some(s)) if s.success() => Ok(Ok(stdout)),
+        Ok(None) => {
+            let last = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("nothing")
+                .trim();
+            Err(CliError::Infrastructure(
+                Problem::new(format!(
+                    "`cargo metadata --manifest-path {}` did not finish in {} s and was stopped (cargo's last word: {last})",
+                    manifest.display(),
+                    limit.as_secs()
+                ))
+                .with_hint(format!(
+                    "another cargo may hold the lock of the package cache or of the build folder: let it finish, \
+                     or give cargo longer with {METADATA_LIMIT_ENV}=SECONDS"
+                )),
+            ))
+        }
+        _ => Ok(Err(said)),
+    }
+}
+
+/// A helper's stderr passed on as it comes (or, `relay: false`, only kept) (its tail kept), and its stdout
 /// kept up to `limit` bytes; past that it is drained, so the helper is
 /// never blocked on a full pipe. Each on a thread of its own, joined by
 /// the caller after it waited for the helper.
@@ -734,15 +786,17 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Opt
 fn relay_and_keep(
     helper: &mut gate_runner::child::Helper,
     limit: u64,
+    relay: bool,
 ) -> (
     Option<std::thread::JoinHandle<Tail>>,
     Option<std::thread::JoinHandle<Vec<u8>>>,
 ) {
-    let echo = helper
-        .child()
-        .stderr
-        .take()
-        .map(|pipe| std::thread::spawn(move || pump(pipe, &mut super::output::Relay::new())));
+    let echo = helper.child().stderr.take().map(|pipe| {
+        std::thread::spawn(move || match relay {
+            true => pump(pipe, &mut super::output::Relay::new()),
+            false => pump(pipe, &mut std::io::sink()),
+        })
+    });
     let kept = helper.child().stdout.take().map(|mut pipe| {
         std::thread::spawn(move || {
             let mut kept = Vec::new();

@@ -148,27 +148,37 @@ impl GateSource {
 /// the candle-core it depends on (resolved in its Cargo.lock when there is
 /// one, else its requirement), or `None` when it has no candle of its own
 /// (gate's default, candle 0.11 with the built-in models).
-fn candle_feature(manifest: &Path, text: &str) -> Option<&'static str> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let package = package_name(manifest, text).ok()?;
-    let resolved = gate_runner::child::command(cargo)
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--locked",
-            "--offline",
-            "--manifest-path",
-        ])
-        .arg(manifest)
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
-        .and_then(|m| super::minors::crate_candle(&m, &package));
-    let version = resolved.or_else(|| candle_requirement(text))?;
-    super::minors::adapter_for(&version)
+fn candle_feature(manifest: &Path, text: &str) -> Result<Option<&'static str>, CliError> {
+    let Ok(package) = package_name(manifest, text) else {
+        return Ok(None);
+    };
+    // Bounded, its errors shown (#54): a held lock or a broken manifest is
+    // said, not waited on forever or swallowed.
+    let resolved = match super::harness::cargo_metadata(manifest, &["--locked", "--offline"], false)? {
+        Ok(o) => serde_json::from_slice::<serde_json::Value>(&o)
+            .ok()
+            .and_then(|m| super::minors::crate_candle(&m, &package)),
+        // A crate without candle of its own has nothing to resolve: what
+        // cargo said does not matter.
+        Err(_) if candle_requirement(text).is_none() => None,
+        Err(said) => {
+            // Without a Cargo.lock that matches, cargo refuses `--locked`:
+            // the requirement in Cargo.toml is read instead, and why is said.
+            let last: Vec<&str> = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+            let last = last[last.len().saturating_sub(3)..].join(" / ");
+            eprintln!(
+                "note: `cargo metadata --locked --offline` could not resolve {} ({}); reading candle-core's \
+                 requirement from it instead",
+                manifest.display(),
+                if last.is_empty() { "it said nothing" } else { &last }
+            );
+            None
+        }
+    };
+    let Some(version) = resolved.or_else(|| candle_requirement(text)) else {
+        return Ok(None);
+    };
+    Ok(super::minors::adapter_for(&version))
 }
 
 /// The version in the manifest's `candle-core` requirement, operators
@@ -558,7 +568,7 @@ fn harness(
         }
         other => other.clone(),
     };
-    let candle = candle_feature(&manifest, &text);
+    let candle = candle_feature(&manifest, &text)?;
     if let Some(f) = candle {
         eprintln!("{} is on candle `{f}`: gate's adapter for it", manifest.display());
     }

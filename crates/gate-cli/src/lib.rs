@@ -228,6 +228,14 @@ pub(crate) fn run(cli: Cli, app: &App<'_>) -> Exit {
     // the process ends (cli/actions.rs). Not for the commands whose stdout
     // is a file's content.
     if !matches!(cli.command, Command::Completions(_) | Command::Man(_)) {
+        let json = match &cli.command {
+            Command::Check(a) => a.message_format == emit::MessageFormat::Json,
+            Command::Merge(a) => a.message_format == emit::MessageFormat::Json,
+            _ => false,
+        };
+        if json {
+            actions::keep_stdout_for_data();
+        }
         actions::open();
     }
     // The GitHub layer's log lines go through the same writer as ours.

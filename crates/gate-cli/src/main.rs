@@ -14,7 +14,10 @@ fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     #[cfg(feature = "builtins")]
     {
-        let models = gate_builtins::harness();
+        // Named, so that this binary given as `--harness-bin` for a spec
+        // that names another harness refuses it instead of measuring its
+        // own models under that harness's name (#54).
+        let models = gate_builtins::harness().identity(env!("CARGO_PKG_NAME"), Some(env!("CARGO_BIN_NAME")));
         if let Some(exit) = models.serve(&args) {
             return exit;
         }

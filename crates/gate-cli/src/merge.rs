@@ -76,6 +76,20 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
             );
         }
     }
+    // A newer gate's budgets (a metric or a unit this gate does not know)
+    // are said, never judged and never a refusal of the shard (#54).
+    for (origin, r) in &shards {
+        for row in r.results.iter().filter(|row| {
+            matches!(row.metric, gate_contract::report::MetricId::Unknown(_))
+                || row.unit == gate_spec::metric::Unit::Unknown
+        }) {
+            eprintln!(
+                "warning: {origin}: `{}.{}` is of a metric or unit this gate does not know (a newer gate's \
+                 report): shown, not judged",
+                row.component, row.metric
+            );
+        }
+    }
     let budgets = args.budgets.clone().unwrap_or_else(|| PathBuf::from(&merged.spec));
     let spec = gate_spec::budget::load(&budgets)?;
     check_settings(&spec, &shards, &budgets)?;

@@ -72,12 +72,17 @@ pub enum FailureKind {
     /// The profile process: crashed on a signal, failed its set-up (exit
     /// 3), or ended without its measurement.
     Process,
+    /// A kind this gate does not know, read from a report of a newer gate:
+    /// shown as unknown; as no one can say whose fault it was, no figure is
+    /// judged by it (infrastructure, exit 3), never a refusal of the file.
+    #[serde(other)]
+    Unknown,
 }
 
 impl FailureKind {
     /// Whether no figure can be judged: the infrastructure failed, not the model.
     pub fn is_infrastructure(self) -> bool {
-        matches!(self, FailureKind::Device | FailureKind::Process)
+        matches!(self, FailureKind::Device | FailureKind::Process | FailureKind::Unknown)
     }
 }
 

@@ -130,13 +130,35 @@ impl Testbed {
 
 use gate_spec::hash::fnv1a;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The component was not run (its workload is not available in this build).
     NotMeasured,
-    /// The profile failed (out of memory, a device error, a crash, a non-finite loss).
+    /// The profile failed (out of memory, a device error, a crash, a
+    /// non-finite loss); also a kind this gate does not know (a newer
+    /// gate's report): its reason is kept, and its figures are never
+    /// judged as passing (#54).
     Failed,
+}
+
+/// [`ErrorKind`] as a report writes it, any other name read as `failed`.
+impl<'de> Deserialize<'de> for ErrorKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "ErrorKind", rename_all = "snake_case")]
+        enum Written {
+            NotMeasured,
+            Failed,
+            /// A newer gate's kind.
+            #[serde(other)]
+            Unknown,
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::NotMeasured => ErrorKind::NotMeasured,
+            Written::Failed | Written::Unknown => ErrorKind::Failed,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -204,6 +226,10 @@ pub struct ComponentReport {
     pub batch_size: usize,
     pub seed: u64,
     pub config: serde_json::Value,
+    /// The figures this gate knows: a metric or a unit of a newer gate in
+    /// a stored report is left out here (its budget's row keeps it, as
+    /// [`MetricId::Unknown`]), never compared and never a refusal.
+    #[serde(deserialize_with = "known_metrics")]
     pub metrics: BTreeMap<Metric, MetricValue>,
     /// Parameter elements counted on the built model.
     pub param_count: u64,
@@ -436,7 +462,9 @@ impl std::fmt::Display for ReserveSource {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A budget's status. A name this gate does not know (a newer gate's
+/// report) reads as `not_measured`: shown, never counted as a pass (#54).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -450,6 +478,32 @@ pub enum Status {
     /// neither clearly passes nor clearly fails. A warning (it fails the
     /// run under `--strict`), never a failure on its own.
     Inconclusive,
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "Status", rename_all = "snake_case")]
+        enum Written {
+            Pass,
+            Fail,
+            Regressed,
+            NotMeasured,
+            Acknowledged,
+            Inconclusive,
+            /// A newer gate's status.
+            #[serde(other)]
+            Unknown,
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::Pass => Status::Pass,
+            Written::Fail => Status::Fail,
+            Written::Regressed => Status::Regressed,
+            Written::NotMeasured | Written::Unknown => Status::NotMeasured,
+            Written::Acknowledged => Status::Acknowledged,
+            Written::Inconclusive => Status::Inconclusive,
+        })
+    }
 }
 
 impl Status {
@@ -670,6 +724,18 @@ impl<'de> Deserialize<'de> for MetricId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         String::deserialize(d).map(|name| MetricId::parse(&name))
     }
+}
+
+/// A component's figures as a report wrote them, less those of a metric
+/// or a unit this gate does not know (a newer gate's): nothing compares
+/// them, and reading them must not refuse the report (#54).
+fn known_metrics<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Metric, MetricValue>, D::Error> {
+    let raw = BTreeMap::<String, MetricValue>::deserialize(d)?;
+    Ok(raw
+        .into_iter()
+        .filter_map(|(name, v)| Some((Metric::parse(&name)?, v)))
+        .filter(|(_, v)| v.unit != Unit::Unknown)
+        .collect())
 }
 
 /// One budget's verdict.
@@ -955,12 +1021,31 @@ impl<'de> Deserialize<'de> for Warning {
     }
 }
 
-/// The run's verdict: `pass` or `fail`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The run's verdict: `pass` or `fail`. A name this gate does not know (a
+/// newer gate's report) reads as `fail`: never a pass it did not see (#54).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Pass,
     Fail,
+}
+
+impl<'de> Deserialize<'de> for RunStatus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "RunStatus", rename_all = "snake_case")]
+        enum Written {
+            Pass,
+            Fail,
+            /// A newer gate's verdict.
+            #[serde(other)]
+            Unknown,
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::Pass => RunStatus::Pass,
+            Written::Fail | Written::Unknown => RunStatus::Fail,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -1068,6 +1153,10 @@ pub enum BudgetChangeKind {
     Changed,
     /// This run's spec dropped it.
     Removed,
+    /// A kind this gate does not know, read from a report of a newer gate:
+    /// its sentence is shown as written, nothing is judged by it.
+    #[serde(other)]
+    Unknown,
 }
 
 /// A budget's limit as a spec states it, in its metric's unit (the fact's

@@ -126,10 +126,13 @@ fn annotations(report: &Report) -> Vec<Annotation> {
     out
 }
 
-/// `text` cut to `max` characters (the last one `…` when cut).
+/// `text` on one line (a control character, a line break included, shown
+/// as a space: a title or message names what a model chose), cut to `max`
+/// characters (the last one `…` when cut).
 fn cut(text: &str, max: usize) -> String {
+    let text: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     if text.chars().count() <= max {
-        return text.to_string();
+        return text;
     }
     let mut s: String = text.chars().take(max - 1).collect();
     s.push('…');

@@ -16,7 +16,10 @@ use gate_contract::report::{Acknowledgement, BudgetResult, RunStatus, Status, Su
 use gate_spec::metric::{format_in, Unit};
 
 /// The headline's strict suffix: ` (strict)`, and when only `--strict`
-/// failed the run, what it failed on, so the reader need not guess.
+/// failed the run, what it failed on, so the reader need not guess. In
+/// gate's own words only: a warning's text may be the model's (a parameter
+/// or block name it chose), so the headline counts the warnings and the
+/// lines below it list them, escaped (#54).
 pub fn strict_suffix(s: &Summary) -> String {
     if !s.strict {
         return String::new();
@@ -24,7 +27,12 @@ pub fn strict_suffix(s: &Summary) -> String {
     if s.status == RunStatus::Pass || s.failed + s.regressed > 0 {
         return " (strict)".into();
     }
-    let mut reasons: Vec<String> = s.warnings.iter().map(|w| w.text.clone()).collect();
+    let mut reasons: Vec<String> = Vec::new();
+    match s.warnings.len() {
+        0 => {}
+        1 => reasons.push("1 warning".into()),
+        n => reasons.push(format!("{n} warnings")),
+    }
     if s.not_measured > 0 {
         reasons.push(format!("{} budget(s) not measured", s.not_measured));
     }
@@ -231,7 +239,12 @@ mod tests {
         assert_eq!(strict_suffix(&summary("pass", true, &[], 0)), " (strict)");
         assert_eq!(
             strict_suffix(&summary("fail", true, &["baseline testbed differs"], 1)),
-            " (strict: failed on baseline testbed differs; 1 budget(s) not measured)"
+            " (strict: failed on 1 warning; 1 budget(s) not measured)"
+        );
+        // A warning's text is the model's to choose: never in the headline.
+        assert_eq!(
+            strict_suffix(&summary("fail", true, &["<img src=x>\n@team", "b"], 0)),
+            " (strict: failed on 2 warnings)"
         );
     }
 }

@@ -101,6 +101,9 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
                 out.push(change(r, BudgetChangeKind::Added, None, Some((r.op, r.limit)), text));
             }
             None => {}
+            // A limit in a unit this gate does not know (a newer gate's
+            // baseline) is not compared with one in its own.
+            Some(b) if b.unit == gate_spec::metric::Unit::Unknown => {}
             Some(b) if b.op != r.op || !same_limit(b.limit, r.limit) => {
                 let text = format!(
                     "{}.{}: budget {} → {} in this PR",
@@ -124,6 +127,21 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
     }
     for b in &baseline.results {
         let still = now.contains(&(b.component.clone(), b.metric.clone()));
+        // A budget of a newer gate (a metric or a unit this one does not
+        // know): shown as unknown, never called removed or compared (#54).
+        let unknown = matches!(b.metric, gate_contract::report::MetricId::Unknown(_))
+            || b.unit == gate_spec::metric::Unit::Unknown;
+        if unknown {
+            if !still {
+                let text = format!(
+                    "{}.{}: the baseline's budget is of a metric or unit this gate does not know \
+                     (a newer gate's report): not compared",
+                    b.component, b.metric
+                );
+                out.push(change(b, BudgetChangeKind::Unknown, None, None, text));
+            }
+            continue;
+        }
         // A budget is dropped when the spec no longer has it; components
         // left out of this run (`--only`) are still in the spec.
         let has = |names: Vec<&str>| names.contains(&b.metric.as_str());

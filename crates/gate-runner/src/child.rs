@@ -277,6 +277,24 @@ pub fn run_child(
     let profile_seconds = Some(started.elapsed().as_secs_f64());
     let status = status?;
     let stderr_text = err_thread.join().unwrap_or_default();
+    if events.dones > 1 {
+        // Never a figure of either: the harness's protocol is broken.
+        let program = exe.file_name().unwrap_or(exe.as_os_str()).to_string_lossy();
+        let mut m = Measurement {
+            phase_seconds: events.phase_seconds,
+            profile_seconds,
+            ..Measurement::default()
+        };
+        m.failure = Some(Failure {
+            phase: events.last_phase,
+            reason: format!(
+                "protocol error: `{program} profile` wrote {} `done` events; a profile writes one",
+                events.dones
+            ),
+            kind: FailureKind::Process,
+        });
+        return Ok(m);
+    }
     if status.success() {
         if let Some(mut m) = events.done {
             m.phase_seconds = events.phase_seconds;
@@ -350,7 +368,7 @@ fn drop_impossible(m: &mut Measurement) -> Option<String> {
             let (unit, never) = match metric.unit() {
                 Unit::Bytes => (" bytes", "sizes are never negative and never past 2^64 bytes"),
                 Unit::Ms => (" ms", "times are never negative"),
-                Unit::One => ("", "ratios of times are never negative"),
+                Unit::One | Unit::Unknown => ("", "ratios of times are never negative"),
             };
             first = Some(format!("`{name}` = {v:e}{unit}: {never}"));
         }
@@ -466,10 +484,9 @@ fn profile_command(exe: &Path, request: &Path, component: &str, args: &ChildArgs
     cmd
 }
 
-/// Variables a CI runner or a user sets to hold GitHub credentials. gate
-/// needs its token only in-process (`gate-github`); a child runs the pull
-/// request's code (cargo runs every build script, the harness is its
-/// program), so it gets none of them (#43).
+/// Variables a CI runner or a user sets to hold GitHub credentials: never
+/// handed to a child, not even when [`PASS_ENV`] names them. gate needs
+/// its token only in-process (`gate-github`).
 const CREDENTIALS: &[&str] = &[
     "GITHUB_TOKEN",
     "GH_TOKEN",
@@ -483,61 +500,194 @@ const CREDENTIALS: &[&str] = &[
     "INPUT_GITHUB_TOKEN",
 ];
 
-/// Whether the variable `name` (value `value`) holds a GitHub credential:
-/// a name of [`CREDENTIALS`]; a name of GitHub's, the Actions runner's or
-/// an action input's (`GITHUB_`, `GH_`, `ACTIONS_`, `INPUT_`) that says
-/// token, secret, password or key; or any variable whose value contains
-/// one of `secrets` (the values of the named ones: a token copied under a
-/// name of the user's own). Other registries' tokens (cargo's
-/// `CARGO_REGISTRIES_*_TOKEN`) are the build's own and stay.
-pub fn is_credential(name: &std::ffi::OsStr, value: &std::ffi::OsStr, secrets: &[Vec<u8>]) -> bool {
-    let upper = name.to_string_lossy().to_ascii_uppercase();
-    if CREDENTIALS.contains(&upper.as_str()) {
-        return true;
-    }
-    let github = ["GITHUB_", "GH_", "ACTIONS_", "INPUT_"]
-        .iter()
-        .any(|p| upper.starts_with(p));
-    if github
-        && ["TOKEN", "SECRET", "PASSWORD", "PRIVATE_KEY", "_PAT"]
-            .iter()
-            .any(|w| upper.contains(w))
-    {
-        return true;
-    }
-    let value = value.as_encoded_bytes();
-    secrets
-        .iter()
-        .any(|s| value.windows(s.len()).any(|w| w == s.as_slice()))
+/// The variable a user lists more names in, comma-separated, for a
+/// harness or build that needs them (`GATE_PASS_ENV=HF_HOME,MY_MODEL_*`;
+/// a name ending in `*` is a prefix). What it names passes as it is,
+/// except [`CREDENTIALS`] and a value holding one of theirs.
+pub const PASS_ENV: &str = "GATE_PASS_ENV";
+
+/// The variables a child gets by name: what finding tools, building Rust
+/// and C/CUDA code, and running a model need.
+const ALLOWED: &[&str] = &[
+    "PATH",
+    "CARGO",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "PWD",
+    "TMPDIR",
+    "TMP",
+    "TEMP",
+    "TZ",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "CLICOLOR",
+    "CLICOLOR_FORCE",
+    "CI",
+    "RUSTFLAGS",
+    "RUSTDOCFLAGS",
+    "RUSTC",
+    "RUSTDOC",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "CC",
+    "CXX",
+    "AR",
+    "LD",
+    "NVCC",
+    "NVCC_CCBIN",
+    "CFLAGS",
+    "CXXFLAGS",
+    "CPPFLAGS",
+    "LDFLAGS",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "LD_LIBRARY_PATH",
+    "DYLD_LIBRARY_PATH",
+    "PKG_CONFIG",
+    "PKG_CONFIG_PATH",
+    "CMAKE",
+    "MAKE",
+    "MAKEFLAGS",
+    "SDKROOT",
+    "MACOSX_DEPLOYMENT_TARGET",
+    // A build that downloads its crates needs the network's proxy (which
+    // may hold a password: it is the job's own, for the build).
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "GLIBC_TUNABLES",
+    "SYSTEMROOT",
+    "WINDIR",
+    "PATHEXT",
+    "COMSPEC",
+];
+
+/// The prefixes a child gets: cargo's and rustup's settings, the locale,
+/// the toolkits' and the runtimes' (CUDA, cuDNN, NCCL, ROCm, the BLAS and
+/// thread pools), Rust's own (`RUST_LOG`, `RUST_BACKTRACE`), gate's, the
+/// XDG folders, and the compilers' per-target settings (`CC_x86_64_…`).
+const ALLOWED_PREFIXES: &[&str] = &[
+    "CARGO_",
+    "RUSTUP_",
+    "RUST_",
+    "LC_",
+    "CUDA_",
+    "CUDNN_",
+    "NVIDIA_",
+    "NCCL_",
+    "ROCM_",
+    "HIP_",
+    "HSA_",
+    "CANDLE_",
+    "BURN_",
+    "WGPU_",
+    "MKL_",
+    "OMP_",
+    "OPENBLAS_",
+    "RAYON_",
+    "MALLOC_",
+    "XDG_",
+    "GATE_",
+    "CC_",
+    "CXX_",
+    "AR_",
+    "CFLAGS_",
+    "CXXFLAGS_",
+];
+
+/// Words that make an allowed name a credential all the same: cargo's
+/// registry tokens (`CARGO_REGISTRY_TOKEN`, `CARGO_REGISTRIES_*_TOKEN`)
+/// start with `CARGO_` and still stay out.
+const SECRET_WORDS: &[&str] = &["TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "_KEY", "_PAT"];
+
+/// Whether `name` (upper-cased) looks like it holds a credential.
+fn secret_shaped(upper: &str) -> bool {
+    SECRET_WORDS.iter().any(|w| upper.contains(w)) || upper.ends_with("KEY")
 }
 
-/// The variables of this process's environment that no child may see
-/// (see [`is_credential`]).
-pub fn credential_vars() -> Vec<std::ffi::OsString> {
+/// The names [`PASS_ENV`] lists: exact names and `PREFIX*` patterns.
+fn passed_names(list: Option<&std::ffi::OsStr>) -> Vec<String> {
+    list.map(|l| {
+        l.to_string_lossy()
+            .split(',')
+            .map(|n| n.trim().to_ascii_uppercase())
+            .filter(|n| !n.is_empty() && n != "*")
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Whether a child may see the variable `name` with `value`: a name of
+/// [`ALLOWED`] or with a prefix of [`ALLOWED_PREFIXES`] that does not look
+/// like a credential, or one [`PASS_ENV`] lists (`passed`); never one of
+/// [`CREDENTIALS`], nor any variable whose value contains one of `secrets`
+/// (the values of the variables left out for looking like credentials: a
+/// token copied under another name).
+pub fn is_passed(name: &std::ffi::OsStr, value: &std::ffi::OsStr, passed: &[String], secrets: &[Vec<u8>]) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    if CREDENTIALS.contains(&upper.as_str()) {
+        return false;
+    }
+    let value = value.as_encoded_bytes();
+    if secrets
+        .iter()
+        .any(|s| value.windows(s.len()).any(|w| w == s.as_slice()))
+    {
+        return false;
+    }
+    let listed = passed.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => upper.starts_with(prefix),
+        None => *p == upper,
+    });
+    if listed {
+        return true;
+    }
+    let allowed = ALLOWED.contains(&upper.as_str()) || ALLOWED_PREFIXES.iter().any(|p| upper.starts_with(p));
+    allowed && !secret_shaped(&upper)
+}
+
+/// The environment a child gets: this process's, through [`is_passed`].
+pub fn child_env() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let vars: Vec<_> = std::env::vars_os().collect();
-    // Values of 8 bytes or more: a shorter one would match by chance.
+    let passed = passed_names(std::env::var_os(PASS_ENV).as_deref());
+    // The values of what looks like a credential (of 8 bytes or more: a
+    // shorter one would match by chance), wherever else they turn up.
     let secrets: Vec<Vec<u8>> = vars
         .iter()
-        .filter(|(n, v)| is_credential(n, v, &[]))
+        .filter(|(n, _)| {
+            let upper = n.to_string_lossy().to_ascii_uppercase();
+            CREDENTIALS.contains(&upper.as_str()) || secret_shaped(&upper)
+        })
+        .filter(|(n, v)| !is_passed(n, v, &passed, &[]))
         .map(|(_, v)| v.as_encoded_bytes().trim_ascii().to_vec())
         .filter(|v| v.len() >= 8)
         .collect();
     vars.into_iter()
-        .filter(|(n, v)| is_credential(n, v, &secrets))
-        .map(|(n, _)| n)
+        .filter(|(n, v)| is_passed(n, v, &passed, &secrets))
         .collect()
 }
 
 /// The one way gate makes a child's command (cargo, `cargo metadata`, the
 /// harness's `__resolve` and profiles, git, the watchdog): `program` with
-/// this process's environment less every GitHub credential
-/// ([`credential_vars`]). `tests/it/architecture.rs` holds every
-/// `Command::new` of gate's sources to this function.
+/// an environment built from an allow-list ([`child_env`]), never this
+/// process's whole environment: cargo runs every build script of the pull
+/// request's crates and the harness is its program, so a secret the job
+/// holds reaches none of them unless named in [`PASS_ENV`].
+/// `tests/it/architecture.rs` holds every `Command::new` of gate's sources
+/// to this function.
 pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     let mut cmd = Command::new(program);
-    for name in credential_vars() {
-        cmd.env_remove(name);
-    }
+    cmd.env_clear().envs(child_env());
     cmd
 }
 
@@ -820,6 +970,9 @@ struct Events {
     so_far: Measurement,
     /// The measurement, if the child finished one.
     done: Option<Measurement>,
+    /// How many `done` events came: one per profile; a second is the
+    /// protocol broken (it would replace a failing figure with a passing one).
+    dones: usize,
     /// Lines that were not events (a library printing to stdout), and the
     /// first of them (cut short).
     strays: usize,
@@ -834,6 +987,7 @@ fn read_events(stdout: impl Read, started: Instant, on_phase: &mut dyn FnMut(Pha
         phase_seconds: Vec::new(),
         so_far: Measurement::default(),
         done: None,
+        dones: 0,
         strays: 0,
         first_stray: None,
     };
@@ -851,7 +1005,13 @@ fn read_events(stdout: impl Read, started: Instant, on_phase: &mut dyn FnMut(Pha
                 ev.so_far = *m;
                 on_phase(phase);
             }
-            Ok(ChildEvent::Done(m)) => ev.done = Some(*m),
+            Ok(ChildEvent::Done(m)) => {
+                ev.dones += 1;
+                // The first stands; a later one is never taken for it.
+                if ev.done.is_none() {
+                    ev.done = Some(*m);
+                }
+            }
             // Not ours (a library printing to stdout): counted, else ignored.
             Err(_) => {
                 ev.strays += 1;
@@ -904,10 +1064,46 @@ fn next_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
     }
 }
 
-/// The kind the harness's panic hook said its adapter gave the panic.
+/// The kind the harness's panic hook said its adapter gave the panic: the
+/// line right after the last [`PANIC_LINE`], which the hook writes as the
+/// process panics. A line the model printed earlier (or one not following
+/// the hook's) says nothing (#54).
 fn panic_kind(stderr: &str) -> Option<FailureKind> {
-    let said = stderr.lines().find_map(|l| l.trim().strip_prefix(PANIC_KIND_LINE))?;
+    let lines: Vec<&str> = stderr.lines().map(str::trim).collect();
+    let hook = lines.iter().rposition(|l| l.starts_with(PANIC_LINE))?;
+    let said = lines.get(hook + 1)?.strip_prefix(PANIC_KIND_LINE)?;
     serde_json::from_value(serde_json::Value::String(said.trim().to_string())).ok()
+}
+
+/// Whether the process ended as Rust's allocator ends it when an allocation
+/// cannot be had: SIGABRT, right after its `memory allocation of N bytes
+/// failed` on stderr, followed by nothing but the backtrace std prints
+/// with it (`RUST_BACKTRACE`). Words elsewhere in the output ("out of
+/// memory" printed by the model, or by a framework before a crash of
+/// another kind) decide nothing (#54).
+fn allocator_aborted(status: &std::process::ExitStatus, stderr: &str) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if status.signal() != Some(libc::SIGABRT) {
+            return false;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = status;
+    let backtrace = |l: &str| {
+        l.is_empty()
+            || l.starts_with("stack backtrace:")
+            || l.starts_with("note: ")
+            || l.starts_with("at ")
+            || l.split_once(": ")
+                .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()))
+    };
+    stderr
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !backtrace(l))
+        .is_some_and(|l| l.starts_with("memory allocation of ") && l.ends_with(" failed"))
 }
 
 /// A one-line reason for a child that ended without a measurement, and
@@ -917,7 +1113,7 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> (String, bo
     // A panic's message with its location is the hook's line; without the
     // hook (a harness of an older gate), the line after "panicked at";
     // otherwise the last line that is not a backtrace or a note.
-    let hooked = lines.iter().find_map(|l| l.strip_prefix(PANIC_LINE));
+    let hooked = lines.iter().rev().find_map(|l| l.strip_prefix(PANIC_LINE));
     let panic_message = lines
         .iter()
         .position(|l| l.contains("panicked at"))
@@ -941,7 +1137,7 @@ fn describe_exit(status: &std::process::ExitStatus, stderr: &str) -> (String, bo
         .unwrap_or("")
         .to_string();
     let how = exit_how(status);
-    let oom = stderr.contains("memory allocation of") || stderr.to_ascii_lowercase().contains("out of memory");
+    let oom = allocator_aborted(status, stderr);
     let mut s = if oom { format!("out of memory ({how})") } else { how };
     if !detail.is_empty() {
         s.push_str(": ");
@@ -1063,6 +1259,36 @@ mod tests {
         assert_eq!(panic_kind(&said), Some(FailureKind::Device));
         assert_eq!(panic_kind(&format!("{PANIC_KIND_LINE}no_such_kind\n")), None);
         assert_eq!(panic_kind("thread 'main' panicked at a.rs:1:1"), None);
+        // The model prints a kind line early; the hook's own, at the panic, wins.
+        let forged = format!(
+            "{PANIC_KIND_LINE}device\nstep 1\n{PANIC_LINE}index out of range at m.rs:3:1\n{PANIC_KIND_LINE}model\n"
+        );
+        assert_eq!(panic_kind(&forged), Some(FailureKind::Model));
+        // A kind line not right after the hook's is no one's.
+        assert_eq!(
+            panic_kind(&format!("{PANIC_LINE}x at m.rs:1:1\nnoise\n{PANIC_KIND_LINE}device\n")),
+            None
+        );
+        // Words decide nothing: "out of memory" printed before a SIGSEGV, or
+        // the allocator's line not last, or not ended by SIGABRT.
+        let (_, oom) = describe_exit(
+            &signalled(libc::SIGSEGV),
+            "CUDA out of memory\nmemory allocation of 64 bytes failed\n",
+        );
+        assert!(!oom);
+        let (_, oom) = describe_exit(&exited(101), "out of memory\n");
+        assert!(!oom);
+        let (_, oom) = describe_exit(
+            &signalled(libc::SIGABRT),
+            "memory allocation of 64 bytes failed\nthen more\n",
+        );
+        assert!(!oom);
+        // std's backtrace after the allocator's line changes nothing.
+        let (_, oom) = describe_exit(
+            &signalled(libc::SIGABRT),
+            "memory allocation of 64 bytes failed\nstack backtrace:\n   0: std::alloc::rust_oom\n             at alloc.rs:1:5\nnote: Some details are omitted\n",
+        );
+        assert!(oom);
     }
 
     #[test]

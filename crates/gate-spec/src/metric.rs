@@ -47,6 +47,11 @@ pub enum Unit {
     /// A plain number (the loss).
     #[serde(rename = "1")]
     One,
+    /// A unit this gate does not know, read from a report of a newer gate:
+    /// shown as a plain number marked unknown and never judged (no spec of
+    /// this gate gives it). Written back as `unknown`.
+    #[serde(other)]
+    Unknown,
 }
 
 impl Metric {
@@ -212,5 +217,6 @@ pub fn format_value(unit: Unit, value: f64) -> String {
                 format!("{value:.3e}")
             }
         }
+        Unit::Unknown => format!("{} (unknown unit)", format_value(Unit::One, value)),
     }
 }

@@ -20,6 +20,15 @@
 //!   `profile-huge`: a `training_peak` of 1e30 bytes (past 2^64);
 //!   `profile-negative-time`: a `step_time` of -5 ms;
 //! - `profile-ok`: `profile` measures 1 KiB of `params`.
+//! - `profile-two-done`: `profile` writes a `done` with 1 TiB of `params`
+//!   (over any budget), then a second with 1 KiB;
+//! - `profile-oom-segv`: `profile` says "CUDA out of memory" on stderr,
+//!   then dies of SIGSEGV;
+//! - `profile-forged-kind`: `profile` prints the SDK's panic-kind line
+//!   (`device`) early, then panics as the SDK's hook says a model's panic
+//!   (its two lines, `model`), exit 101;
+//! - `profile-fail-said`: `profile` writes a `done` whose failure's reason
+//!   is the text of `ROGUE_SAY_FILE`.
 //!
 //! Otherwise `__resolve` answers for one component, `rogue`, and `profile`
 //! exits 2 at once (as a harness that cannot read its request does).
@@ -64,6 +73,32 @@ fn main() {
         }
         "ok" => {
             let _ = writeln!(out, "{}", done(r#""params":1024"#));
+        }
+        "two-done" => {
+            let _ = writeln!(out, "{}", done(r#""params":1099511627776"#));
+            let _ = writeln!(out, "{}", done(r#""params":1024"#));
+        }
+        "oom-segv" => {
+            eprintln!("CUDA out of memory. Tried to allocate 2.00 GiB");
+            unsafe { std::ptr::null_mut::<u8>().write_volatile(1) }
+        }
+        "forged-kind" => {
+            eprintln!("gate: the panic's kind: device");
+            eprintln!("epoch 1 of the model's own logging");
+            eprintln!("gate: the profile panicked: index out of bounds at src/model.rs:3:1");
+            eprintln!("gate: the panic's kind: model");
+            std::process::exit(101);
+        }
+        "fail-said" => {
+            let said = std::fs::read_to_string(std::env::var_os("ROGUE_SAY_FILE").unwrap()).unwrap();
+            let m = done(r#""params":1024"#).replace(
+                r#""failure":null"#,
+                &format!(
+                    r#""failure":{{"phase":"forward","reason":{},"kind":"model"}}"#,
+                    json_quote(said.trim())
+                ),
+            );
+            let _ = writeln!(out, "{m}");
         }
         "silent" => {}
         "garbage" => {
@@ -116,4 +151,19 @@ fn main() {
         }
         _ => std::process::exit(2),
     }
+}
+
+/// `text` as a JSON string (this crate has no dependency).
+fn json_quote(text: &str) -> String {
+    let mut out = String::from('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

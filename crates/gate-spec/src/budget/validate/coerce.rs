@@ -116,7 +116,8 @@ impl Ctx {
         let value = match unit {
             Unit::Bytes => parse_size(&text).map(|b| b.0 as f64),
             Unit::Ms => parse_millis(&text),
-            Unit::One => text.parse::<f64>().map_err(|_| UnitError {
+            // Every metric of a spec has a unit this gate knows.
+            Unit::One | Unit::Unknown => text.parse::<f64>().map_err(|_| UnitError {
                 message: format!("`{text}` is not a number"),
                 hint: "write a plain number".into(),
             }),
@@ -140,7 +141,7 @@ impl Ctx {
         let example = match unit {
             Unit::Bytes => "`< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`",
             Unit::Ms => "`< 500 ms` or `{ max: 2 s }`",
-            Unit::One => "`< 0.5` or `{ max: 0.5 }`",
+            Unit::One | Unit::Unknown => "`< 0.5` or `{ max: 0.5 }`",
         };
         match node {
             Node::Scalar { text, pos, .. } => {
