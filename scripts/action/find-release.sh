@@ -26,7 +26,7 @@ out features "$features"
 # self-hosted runner no gate binary or build tree an earlier job (maybe a
 # fork's) left behind is run. The machine's own state is not emptied
 # (~/.cargo, ~/.rustup, whose pinned toolchain a build from source uses,
-# ~/.cache/pip): only an ephemeral runner starts clean (README.md#forks). A cached build comes back only through actions/cache (GitHub's
+# ~/.cache/pip): only an ephemeral runner starts clean (docs/github.md#forks). A cached build comes back only through actions/cache (GitHub's
 # cache service, whose entries a pull request cannot write for the default
 # branch) and is checked against its recorded hash before use (install.sh).
 # https://docs.github.com/en/actions/security-for-github-actions/security-guides/security-hardening-for-github-actions#hardening-for-self-hosted-runners

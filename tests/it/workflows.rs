@@ -880,7 +880,7 @@ fn granted(p: &Yaml) -> Vec<(String, String)> {
 /// GitHub refuses to start a called workflow's job that asks for more than
 /// its caller grants ("can be only downgraded"). The measuring job of the
 /// reusable workflow asks for its own read-only set: every caller of it
-/// that this repository ships (`gate init`'s template, the README's example)
+/// that this repository ships (`gate init`'s template, docs/github.md's example)
 /// grants at least that.
 #[test]
 fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
@@ -896,14 +896,14 @@ fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
         .replace("{{REPO}}", "acme/gate")
         .replace("{{REF}}", "v1.0.0")
         .replace("{{BRANCH}}", "main");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join("docs/github.md")).unwrap();
     let example = readme
         .split("```yaml\n")
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains("gate-reusable.yml@") && b.contains("jobs:"))
-        .expect("the README's example")
+        .expect("the manual's example (docs/github.md)")
         .to_string();
-    for (what, text) in [("gate init's gate.yml", template), ("the README's example", example)] {
+    for (what, text) in [("gate init's gate.yml", template), ("the manual's example", example)] {
         let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
         let mut callers = 0;
         for (name, job) in doc["jobs"].as_hash().unwrap() {
@@ -2986,13 +2986,13 @@ fn the_reusable_workflow_publishes_only_the_report_its_measuring_job_wrote() {
         .starts_with("baseline publish --from "));
 }
 
-/// The README's own-job example (the action in a job of one's own) is the
+/// The manual's own-job example (docs/github.md) (the action in a job of one's own) is the
 /// one adopters copy: it grants least privilege in a `permissions:` block
 /// and checks out with `persist-credentials: false`, so no later step finds
 /// the token in .git/config.
 #[test]
 fn the_readmes_own_job_example_is_least_privilege_and_keeps_no_credentials() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/github.md")).unwrap();
     let at = readme.find("**Without the reusable workflow.**").expect("the section");
     let block = readme[at..]
         .split("```yaml\n")
@@ -3109,7 +3109,11 @@ fn the_next_majors_take_every_input_gate_sets_and_refuse_no_checkout_of_gate_s()
 
     // Pinned to them, every file passes the Node 24 check.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<PathBuf> = vec![root.join("action.yml"), root.join("README.md")];
+    let mut files: Vec<PathBuf> = vec![
+        root.join("action.yml"),
+        root.join("README.md"),
+        root.join("docs/github.md"),
+    ];
     files.extend(
         workflows()
             .into_iter()
