@@ -1523,8 +1523,10 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
         }
         v
     };
+    let push = |r: &str| json!({ "ref": r, "repository": { "default_branch": "main" } });
     for (event, payload) in [
-        ("push", json!({})),
+        ("push", push("refs/heads/main")),
+        ("push", push("refs/tags/v1.0.0")),
         ("workflow_dispatch", json!({})),
         ("pull_request", pr("acme/model", "synchronize", None)),
         (
@@ -1561,6 +1563,18 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
             "the fork",
         ),
         ("merge_group", json!({}), "event 'merge_group'"),
+        // The merge queue's own push of a queued merge (#51).
+        (
+            "push",
+            push("refs/heads/gh-readonly-queue/main/pr-7-1111111111111111111111111111111111111111"),
+            "a push to 'refs/heads/gh-readonly-queue/main/pr-7-",
+        ),
+        (
+            "push",
+            push("refs/heads/dependabot/cargo/serde-1.0.1"),
+            "neither a tag nor the default branch (main)",
+        ),
+        ("push", json!({}), "neither a tag nor the default branch"),
         (
             "pull_request_target",
             pr("acme/model", "opened", None),
