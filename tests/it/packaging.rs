@@ -872,11 +872,12 @@ fn binstall_finds_the_release_archive_and_the_binary_in_it() {
 /// its manual gives them; the cryptography is not what is rehearsed.
 const FAKE_MINISIGN: &str = r#"#!/usr/bin/env bash
 set -eu
-mode= pub= key= file= sig= comment= nopass=
+mode= pub= key= file= sig= comment= nopass= prehash=
 while [ $# -gt 0 ]; do
   case $1 in
     -G|-S|-V) mode=$1 ;;
     -W) nopass=1 ;;
+    -H) prehash=1 ;;
     -p) pub=$2; shift ;;
     -s) key=$2; shift ;;
     -m) file=$2; shift ;;
@@ -893,9 +894,14 @@ case $mode in
       printf 'untrusted comment: minisign public key\nRWQ%s%s\n' "$id" "$(printf 'A%.0s' $(seq 1 21))" > "$pub"
       printf 'untrusted comment: minisign secret key\n%s\n' "$id" > "$key" ;;
   -S) [ -n "$nopass" ] || { echo "would prompt for a password" >&2; exit 3; }
-      printf '%s %s %s\n' "$(cat "$key" | tail -n1)" "$(sha256sum "$file" | cut -d' ' -f1)" "$comment" > "$sig" ;;
+      # The signature's algorithm: ED prehashed (-H, and minisign 0.10's
+      # default), Ed the legacy one minisign before 0.10 made for small files.
+      alg=Ed; [ -z "$prehash" ] || alg=ED
+      printf '%s %s %s %s\n' "$alg" "$(cat "$key" | tail -n1)" "$(sha256sum "$file" | cut -d' ' -f1)" "$comment" > "$sig" ;;
   -V) id=$(tail -n1 "$pub" | cut -c4-35)
-      [ "$(cut -d' ' -f1-2 "$sig")" = "$id $(sha256sum "$file" | cut -d' ' -f1)" ] ;;
+      # -H: a legacy signature is refused (minisign 0.10's release notes).
+      [ -z "$prehash" ] || [ "$(cut -d' ' -f1 "$sig")" = ED ] || { echo "legacy signature" >&2; exit 1; }
+      [ "$(cut -d' ' -f2-3 "$sig")" = "$id $(sha256sum "$file" | cut -d' ' -f1)" ] ;;
 esac
 "#;
 
@@ -948,6 +954,9 @@ fn a_release_is_signed_for_binstall_with_a_key_that_is_then_gone() {
     for a in archives {
         let sig = std::fs::read_to_string(dist.join(format!("{a}.sig"))).unwrap();
         assert!(sig.ends_with(&format!("gate v1.2.3: {a}\n")), "{sig}");
+        // Prehashed (`minisign -S -H`): cargo-binstall verifies with the
+        // minisign-verify crate and takes only prehashed signatures (#51).
+        assert!(sig.starts_with("ED "), "a legacy signature: {sig}");
     }
     let out = text(&o.stdout);
     let pubkey = out.strip_prefix("pubkey=").unwrap().trim_end().to_string();
@@ -1033,18 +1042,25 @@ fn the_release_workflow_signs_for_binstall_and_publishes_the_key() {
         create.contains("\"${sigs[@]}\"") && create.contains("/%/.sig"),
         "{create}"
     );
-    let crates = jobs["crates-io"]["steps"].as_vec().unwrap();
-    let crun = |needle: &str| {
-        crates
-            .iter()
-            .position(|s| s["run"].as_str().is_some_and(|r| r.contains(needle)))
-            .unwrap_or_else(|| panic!("no step runs {needle}"))
-    };
-    let key = crun("scripts/set-binstall-key.sh");
-    assert_eq!(
-        crates[key]["env"]["PUBKEY"].as_str(),
-        Some("${{ needs.release.outputs.binstall-pubkey }}")
-    );
-    assert!(key < crun("cargo package --workspace --locked --allow-dirty"));
-    assert!(key < crun("scripts/publish.sh --no-verify --allow-dirty"));
+    // Both the job that builds the packages and the one that publishes
+    // them write the key before they pack.
+    for (job, last) in [
+        ("crates-package", "cargo package --workspace --locked --allow-dirty"),
+        ("crates-io", "scripts/publish.sh --no-verify --allow-dirty"),
+    ] {
+        let crates = jobs[job]["steps"].as_vec().unwrap();
+        let crun = |needle: &str| {
+            crates
+                .iter()
+                .position(|s| s["run"].as_str().is_some_and(|r| r.contains(needle)))
+                .unwrap_or_else(|| panic!("{job}: no step runs {needle}"))
+        };
+        let key = crun("scripts/set-binstall-key.sh");
+        assert_eq!(
+            crates[key]["env"]["PUBKEY"].as_str(),
+            Some("${{ needs.release.outputs.binstall-pubkey }}")
+        );
+        assert!(key < crun("cargo package --workspace --locked --allow-dirty"), "{job}");
+        assert!(key < crun(last), "{job}");
+    }
 }
