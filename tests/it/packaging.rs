@@ -1064,3 +1064,84 @@ fn the_release_workflow_signs_for_binstall_and_publishes_the_key() {
         assert!(key < crun(last), "{job}");
     }
 }
+
+/// The publishable packages of the workspace: the root's and each crate's
+/// under crates/ (none sets `publish = false`).
+fn publishable_crates() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut manifests = vec![root.join("Cargo.toml")];
+    for e in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let m = e.path().join("Cargo.toml");
+        if m.is_file() {
+            manifests.push(m);
+        }
+    }
+    let mut names = Vec::new();
+    for m in manifests {
+        let doc: toml_edit::DocumentMut = std::fs::read_to_string(&m).unwrap().parse().unwrap();
+        if doc["package"].get("publish").and_then(|p| p.as_bool()) != Some(false) {
+            names.push(doc["package"]["name"].as_str().unwrap().to_string());
+        }
+    }
+    names
+}
+
+/// docs/release.md (#51): the number of crates is the workspace's, it
+/// states crates.io's pace for new crates (a first publish of all of them
+/// meets it), and the first publish by hand writes the binstall key into
+/// gate-cli's manifest before it packs, as the release's jobs do, so the
+/// first gate-cli on crates.io names the key its archives are signed with.
+#[test]
+fn the_release_docs_count_the_crates_give_cratesios_pace_and_key_the_first_publish() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(root.join("docs/release.md")).unwrap();
+    let n = publishable_crates().len();
+    assert_eq!(n, 11, "{:?}", publishable_crates());
+    assert!(
+        docs.contains(&format!("the {n} crates")),
+        "docs/release.md names {n} crates"
+    );
+    for stale in ["ten crates", "all ten", "10 crates"] {
+        assert!(!docs.contains(stale), "docs/release.md still says `{stale}`");
+    }
+    assert!(docs.contains("crates.io takes 5 new crates at once from one account, then one every\n   10 minutes"));
+    assert!(docs.contains("https://crates.io/docs/rate-limits"));
+    let once = &docs[docs
+        .find("#### Once: the first publish")
+        .expect("the first publish by hand")..];
+    let once = &once[..once.find("\n#### ").unwrap_or(once.len())];
+    let key = once
+        .find("scripts/set-binstall-key.sh")
+        .expect("the first publish writes the binstall key");
+    let pack = once.find("cargo package --workspace").unwrap();
+    let publish = once.find("scripts/publish.sh --no-verify").unwrap();
+    assert!(key < pack && pack < publish, "{once}");
+}
+
+/// Release builds run on ubuntu-24.04 (ubuntu-22.04 is retired on
+/// 2027-04-17, with brownouts from 2027-03-23), and the glibc floor the
+/// docs state is that image's, 2.39.
+#[test]
+fn release_builds_run_on_ubuntu_24_04_and_the_docs_state_its_glibc() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(".github/workflows/gate-release.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    for (name, job) in doc["jobs"].as_hash().unwrap() {
+        let runs_on = &job["runs-on"];
+        if let Some(image) = runs_on.as_str() {
+            assert!(
+                image == "ubuntu-24.04" || image == "ubuntu-latest",
+                "{}: runs on {image}",
+                name.as_str().unwrap()
+            );
+        }
+    }
+    for job in ["build-cpu", "build-cuda", "package"] {
+        assert_eq!(doc["jobs"][job]["runs-on"].as_str(), Some("ubuntu-24.04"), "{job}");
+    }
+    for file in ["README.md", "docs/start.md", "docs/release.md"] {
+        let t = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(t.contains("glibc 2.39"), "{file} states the glibc floor");
+        assert!(!t.contains("glibc 2.35"), "{file} states the old floor");
+    }
+}

@@ -1975,12 +1975,23 @@ fn crates_io_is_published_by_one_job_with_a_token_of_the_run_and_none_stored() {
 
     let s = steps(job);
     let at = |pred: &dyn Fn(&Yaml) -> bool| s.iter().position(|x| pred(x));
+    // Packed without compiling here; built and verified by `crates-package`.
     let packed = at(&|x| {
-        x["run"]
-            .as_str()
-            .is_some_and(|r| r.trim_start().starts_with("cargo package --workspace"))
+        x["run"].as_str().is_some_and(|r| {
+            r.trim_start()
+                .starts_with("cargo package --workspace --locked --allow-dirty --no-verify")
+        })
     })
-    .expect("every package is built before the first upload");
+    .expect("every package is packed before the first upload");
+    let (_, builder) = jobs(&w)
+        .into_iter()
+        .find(|(n, _)| n == "crates-package")
+        .expect("a job without id-token builds the packages");
+    assert!(needs(job).contains(&"crates-package".to_string()));
+    assert!(builder["permissions"]["id-token"].is_badvalue());
+    assert!(steps(builder)
+        .iter()
+        .any(|x| x["run"].as_str().map(str::trim) == Some("cargo package --workspace --locked --allow-dirty")));
     let auth = at(&|x| action_of(x) == Some("rust-lang/crates-io-auth-action")).expect("the token exchange");
     assert!(s[auth]["with"].is_badvalue(), "crates.io, the action's default `url`");
     let id = s[auth]["id"].as_str().expect("the exchange has an id");
@@ -2013,6 +2024,54 @@ fn crates_io_is_published_by_one_job_with_a_token_of_the_run_and_none_stored() {
             "docs/release.md tells the trusted publisher's `{setting}`"
         );
     }
+}
+
+/// Commands that compile, so run third-party build scripts and proc-macros.
+fn compiles(line: &str) -> bool {
+    let l = line.trim();
+    let cargo = |sub: &str| l.contains(&format!("cargo {sub}"));
+    [
+        "build", "test", "check", "run", "install", "clippy", "doc", "bench", "rustc",
+    ]
+    .iter()
+    .any(|sub| cargo(sub))
+        || ((cargo("package") || cargo("publish") || l.contains("scripts/publish.sh")) && !l.contains("--no-verify"))
+}
+
+/// A job that holds `id-token: write` compiles nothing (#51): the runner
+/// gives every step of such a job the variables to request the OIDC token
+/// (ACTIONS_ID_TOKEN_REQUEST_URL / _TOKEN; GitHub's "About security
+/// hardening with OpenID Connect"), so any dependency's build script run
+/// there could mint it and exchange it for a crates.io publish token.
+#[test]
+fn no_job_that_can_mint_an_oidc_token_compiles() {
+    let mut problems = Vec::new();
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            if job["permissions"]["id-token"].as_str() != Some("write") {
+                continue;
+            }
+            for step in steps(job) {
+                for line in step["run"].as_str().unwrap_or("").lines() {
+                    if compiles(line) {
+                        problems.push(format!(
+                            "{}: job `{name}` holds id-token: write and runs `{}`",
+                            w.file,
+                            line.trim()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The check itself: the release workflow's former one-job publish.
+    assert!(compiles("cargo package --workspace --locked --allow-dirty"));
+    assert!(compiles("cargo build --release"));
+    assert!(!compiles(
+        "cargo package --workspace --locked --allow-dirty --no-verify"
+    ));
+    assert!(!compiles("scripts/publish.sh --no-verify --allow-dirty"));
 }
 
 /// A folder with `gate` (a stub that says its version) and, unless `gh` is
