@@ -2975,6 +2975,42 @@ fn the_action_restores_no_build_cache_on_a_self_hosted_runner() {
     assert_eq!(n, 2, "gate's build and the harness's");
 }
 
+/// The compiled GPU kernels (code the GPU runs) go through the Actions
+/// cache only on a GitHub-hosted runner (#51): the step that keys them runs
+/// only there, and the restore and the save run only when it gave a key.
+#[test]
+fn the_action_keeps_no_gpu_kernel_cache_on_a_self_hosted_runner() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
+    let jit = steps
+        .iter()
+        .find(|s| s["id"].as_str() == Some("jit"))
+        .expect("the kernels' step");
+    assert!(
+        jit["if"]
+            .as_str()
+            .unwrap_or("")
+            .contains("runner.environment == 'github-hosted'"),
+        "{:?}",
+        jit["if"]
+    );
+    let mut n = 0;
+    for s in steps {
+        let uses = s["uses"].as_str().unwrap_or("");
+        if uses.starts_with("actions/cache/restore@") || uses.starts_with("actions/cache/save@") {
+            n += 1;
+            assert!(
+                s["if"].as_str().unwrap_or("").contains("steps.jit.outputs.key != ''"),
+                "{}: {:?}",
+                s["name"].as_str().unwrap_or("?"),
+                s["if"]
+            );
+        }
+    }
+    assert_eq!(n, 2, "the restore and the save of the kernels");
+}
+
 /// gate-reusable.yml's `publish` holds the caller's write token and
 /// downloads `gate-<id>` by name, which any job of the caller's run (a
 /// self-hosted one included) can replace: the `gate` job hands on the
