@@ -13,7 +13,8 @@
 #
 # Runs: a push of a tag or of the default branch; workflow_dispatch,
 # schedule, release; a pull request (or its
-# review) whose head is a branch of this repository; a fork's pull request
+# review) whose head is a branch of this repository and whose author is
+# not Dependabot; a fork's or Dependabot's pull request
 # only on the event of a maintainer adding the label `gate-gpu@<head SHA>`
 # for the exact commit reviewed (a push after it changes the head, and the
 # label no longer matches). Everything else is refused: a fork's code,
@@ -58,11 +59,16 @@ fi
 head_repo=$(jq -r '.pull_request.head.repo.full_name // empty' "$payload" 2>/dev/null)
 head_sha=$(jq -r '.pull_request.head.sha // empty' "$payload" 2>/dev/null)
 [ -n "$head_repo" ] && [ -n "$repo" ] || refuse "the payload names no pull request head" "check the event"
-[ "$head_repo" = "$repo" ] && exit 0
+# Dependabot's pull requests are branches of this repository that nobody
+# reviewed (an action bump runs the new action): they take a fork's route.
+author=$(jq -r '.pull_request.user.login // empty' "$payload" 2>/dev/null)
+[ "$head_repo" = "$repo" ] && [ "$author" != "dependabot[bot]" ] && exit 0
 action=$(jq -r '.action // empty' "$payload" 2>/dev/null)
 label=$(jq -r '.label.name // empty' "$payload" 2>/dev/null)
 if [ "$event" = pull_request ] && [ "$action" = labeled ] && [ -n "$head_sha" ] && [ "$label" = "gate-gpu@$head_sha" ]; then
   exit 0
 fi
-refuse "pull request code from the fork $head_repo (head ${head_sha:-?})" \
+who="the fork $head_repo"
+[ "$author" = "dependabot[bot]" ] && who="Dependabot's branch in $head_repo"
+refuse "pull request code from $who (head ${head_sha:-?})" \
   "review that commit, then add the label gate-gpu@${head_sha:-HEAD_SHA} (the full SHA) to run it once"

@@ -1172,6 +1172,47 @@ fn the_pin_check_catches_tags_short_shas_and_missing_releases() {
     );
 }
 
+/// Dependabot (#51): an action's new release is offered only after a
+/// cooldown, and Dependabot's pull requests, branches of this repository
+/// whose code nobody reviewed, never reach a self-hosted runner by the
+/// same-repository route of an `if:`.
+#[test]
+fn dependabot_waits_a_cooldown_and_its_pull_requests_take_the_forks_route() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(".github/dependabot.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    for u in doc["updates"].as_vec().unwrap() {
+        let days = u["cooldown"]["default-days"].as_i64();
+        assert!(
+            days.is_some_and(|d| (1..=90).contains(&d)),
+            "{:?}: cooldown {days:?}",
+            u["package-ecosystem"]
+        );
+    }
+    let mut checked = 0;
+    for w in workflows() {
+        if !runs_pr_code(&w) {
+            continue;
+        }
+        for (name, job) in jobs(&w) {
+            if !self_hosted(job) {
+                continue;
+            }
+            for d in disjuncts(job["if"].as_str().unwrap_or("")) {
+                if d.contains(SAME_REPO) {
+                    checked += 1;
+                    assert!(
+                        d.contains("github.event.pull_request.user.login != 'dependabot[bot]'"),
+                        "{}: job `{name}` admits Dependabot's pull requests by the same-repository route: {d}",
+                        w.file
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked >= 1, "gate-pr.yml's GPU job is checked");
+}
+
 #[test]
 fn dependabot_keeps_the_pinned_actions_current() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
@@ -1537,6 +1578,10 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
         let (code, out) = runner_hook(event, &payload);
         assert_eq!(code, Some(0), "{event} {payload}: {out}");
     }
+    // Dependabot's pull request, once a maintainer labels its reviewed head.
+    let mut labelled = pr("acme/model", "labeled", Some(&format!("gate-gpu@{head}")));
+    labelled["pull_request"]["user"] = json!({ "login": "dependabot[bot]" });
+    assert_eq!(runner_hook("pull_request", &labelled).0, Some(0));
     for (event, payload, says) in [
         (
             "pull_request",
@@ -1575,6 +1620,16 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
             "neither a tag nor the default branch (main)",
         ),
         ("push", json!({}), "neither a tag nor the default branch"),
+        // Dependabot's branch: of this repository, reviewed by nobody (#51).
+        (
+            "pull_request",
+            {
+                let mut v = pr("acme/model", "synchronize", None);
+                v["pull_request"]["user"] = json!({ "login": "dependabot[bot]" });
+                v
+            },
+            "Dependabot's branch in acme/model",
+        ),
         (
             "pull_request_target",
             pr("acme/model", "opened", None),
