@@ -155,6 +155,52 @@ fn trusted_branch(d: &str) -> bool {
         .any(|c| *c == bare(SAME_REPO) || *c == bare(MAINTAINER_LABEL))
 }
 
+/// `gate init`'s gate.yml (#51): the `pr` job, which every fork's pull
+/// request runs and which must never skip, suggests no self-hosted runner;
+/// the GPU gate is a job of its own, commented out, whose `if:` admits
+/// only trusted code (same repository and not Dependabot, or the
+/// maintainer's label for the exact head).
+#[test]
+fn the_init_template_keeps_self_hosted_runners_to_a_separate_guarded_gpu_job() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-cli/src/templates/gate.yml"))
+            .unwrap()
+            .replace("{{REPO}}", "acme/gate")
+            .replace("{{PIN}}", "v1.0.0")
+            .replace("{{REF}}", "v1.0.0")
+            .replace("{{BRANCH}}", "main");
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let pr_start = text.find("\n  pr:\n").expect("the pr job");
+    let pr_end = text[pr_start + 1..].find("\n  baseline:").unwrap() + pr_start + 1;
+    assert!(
+        !text[pr_start..pr_end].contains("self-hosted"),
+        "the pr job suggests a self-hosted runner:\n{}",
+        &text[pr_start..pr_end]
+    );
+    assert!(!self_hosted(&doc["jobs"]["pr"]));
+    // The GPU job, uncommented as a reader would.
+    let at = text.find("\n  # gpu:\n").expect("a commented GPU job") + 1;
+    let job: String = text[at..]
+        .lines()
+        .take_while(|l| l.starts_with("  #"))
+        .map(|l| format!("  {}\n", l[2..].strip_prefix("# ").unwrap_or(&l[3..])))
+        .collect();
+    let doc = YamlLoader::load_from_str(&format!("jobs:\n{job}")).unwrap().remove(0);
+    let gpu = &doc["jobs"]["gpu"];
+    assert!(self_hosted(gpu), "{job}");
+    assert_eq!(gpu["with"]["backend"].as_str(), Some("cuda"));
+    let cond = gpu["if"].as_str().expect("the GPU job has an if:");
+    for d in disjuncts(cond) {
+        assert!(trusted_branch(&d), "an open branch of the GPU job's if: {d}");
+        if d.contains(SAME_REPO) {
+            assert!(
+                d.contains("github.event.pull_request.user.login != 'dependabot[bot]'"),
+                "{d}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_self_hosted_job_never_runs_untrusted_fork_code() {
     let mut checked = 0;
