@@ -238,3 +238,25 @@ fn the_manual_hands_readers_only_what_gate_init_writes() {
         }
     }
 }
+
+/// A GitHub App's installation token carries the App's permissions, not
+/// the workflow's (#51): the manual's App section lists every one the
+/// comment job uses, `Actions: read` (the artifacts) included.
+#[test]
+fn the_manuals_github_app_section_lists_the_permissions_the_comment_job_uses() {
+    let manual = include_str!("../../docs/github.md");
+    let at = manual.find("## Commenting as a GitHub App").expect("the App section");
+    let section = &manual[at..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |e| e + 3)];
+    for permission in [
+        "**Actions: read**",
+        "**Pull requests:",
+        "**Contents: read**",
+        "**Checks: read and write**",
+    ] {
+        assert!(
+            section.contains(permission),
+            "docs/github.md's App section omits {permission}"
+        );
+    }
+}
