@@ -248,9 +248,15 @@ fn walk_steps(
             .to_string();
         let at = format!("{file}: {job}: step {} ({label})", n + 1);
         // What the step reads, before it runs.
-        let read = [&step["run"], &step["env"], &step["with"], &step["if"]]
+        // A shell comment reads nothing.
+        let run: String = text_of(&step["run"])
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let read = [run]
             .into_iter()
-            .map(text_of)
+            .chain([&step["env"], &step["with"], &step["if"]].into_iter().map(text_of))
             .collect::<Vec<_>>()
             .join("\n");
         for (x, y) in references(&read, "steps.") {

@@ -2847,6 +2847,41 @@ fn path_without_sha256sum(root: &Path, extra: &[&Path]) -> String {
     parts.join(":")
 }
 
+/// `command: publish` publishes a report another job measured, from an
+/// artifact any job of the run can replace: the action's first step
+/// refuses it without the measuring job's digest (#51), rather than
+/// publishing unchecked as an empty `report-sha256` once did.
+#[test]
+fn the_action_refuses_publish_without_the_measuring_jobs_digest() {
+    let script = action_step("Check the inputs");
+    let base = [
+        ("COMMAND", "publish"),
+        ("BACKEND", "cpu"),
+        ("COMMENT", "never"),
+        ("STRICT", "false"),
+        ("ID", "cpu"),
+        ("BUDGETS", "budgets.yaml"),
+        ("ARGS", ""),
+        ("BASELINE_BRANCH", ""),
+        ("PUBLISH", "auto"),
+        ("JOB_ID", "publish"),
+        ("MATRIX", "null"),
+    ];
+    let run = |sha: &str| {
+        let mut envs = base.to_vec();
+        envs.push(("REPORT_SHA256", sha));
+        run_action_script(&script, &envs)
+    };
+    for bad in ["", "abc", &"G".repeat(64)] {
+        let (code, _, stdout) = run(bad);
+        assert_eq!(code, Some(2), "report-sha256 `{bad}`: {stdout}");
+        assert!(stdout.contains("command: publish needs report-sha256"), "{stdout}");
+    }
+    let (code, outputs, stdout) = run(&"a".repeat(64));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(outputs.contains("id=cpu\n"), "{outputs}");
+}
+
 /// The action's first step: Linux runners only, refused first with the fix
 /// (gate releases and tests Linux builds only); its default id hashes the
 /// job, the runner's OS/arch, the matrix and GATE_ID_CONTEXT (the reusable
