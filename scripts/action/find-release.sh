@@ -82,6 +82,14 @@ if [ "$features" = cuda ]; then suffix=-cuda; fi
 asset="gate-${tag}-${triple}${suffix}.tar.gz"
 base="${GITHUB_SERVER_URL:-https://github.com}/$repo/releases/download/$tag"
 tmp=$(mktemp -d)
+# Said as such: without curl the release is not looked for at all, which
+# is not the same as a release without this asset (GitHub's hosted images
+# have curl; a slim self-hosted or container image may not).
+if ! command -v curl >/dev/null 2>&1; then
+  echo "::warning title=gate action::curl is not installed on this runner, so the release $tag was not looked for: building gate from source"
+  echo "hint: install curl on the runner (apt-get install curl) to use the release binary"
+  exit 0
+fi
 if ! curl -fsSL --retry 3 -o "$tmp/$asset" "$base/$asset" || ! curl -fsSL --retry 3 -o "$tmp/SHA256SUMS" "$base/SHA256SUMS"; then
   note "no release asset $base/$asset: building from source"; exit 0
 fi

@@ -2982,6 +2982,51 @@ fn find_release(root: &Path, action: &Path, path: &str, envs: &[(&str, &str)]) -
     )
 }
 
+/// find-release.sh without `curl` on the runner (#51): it says that curl is
+/// missing and builds from source, not that the release has no asset.
+#[test]
+fn a_runner_without_curl_is_told_so_not_that_there_is_no_release() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("nocurl");
+    std::fs::create_dir_all(&dir).unwrap();
+    for sys in ["/usr/bin", "/bin", "/usr/local/bin"] {
+        let Ok(entries) = std::fs::read_dir(sys) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name == "curl" || dir.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
+        }
+    }
+    let action = t.path().join("action");
+    std::fs::create_dir_all(&action).unwrap();
+    std::fs::write(action.join("Cargo.toml"), "[package]\nversion = \"1.2.3\"\n").unwrap();
+    let (found, outputs, _) = find_release(t.path(), &action, dir.to_str().unwrap(), &[]);
+    assert!(!found, "{outputs}");
+    let o = std::process::Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .env("PATH", &dir)
+        .env("ACTION_PATH", &action)
+        .env("RUNNER_TEMP", t.path())
+        .env("GITHUB_OUTPUT", t.path().join("out2"))
+        .env("COMMAND", "check")
+        .env("BACKEND", "cpu")
+        .env("VERSION", "")
+        .env("REPO", "acme/gate")
+        .env("RUNNER_OS_NAME", "Linux")
+        .env("RUNNER_ARCH_NAME", "X64")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("::warning title=gate action::curl is not installed on this runner, so the release v1.2.3 was not looked for"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nhint: install curl"), "{stdout}");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("no release asset"));
+}
+
 /// find-release.sh: a `uses: OWNER/gate@<full SHA>` pin (downloaded without
 /// .git) uses the release binary only when the release is that commit, and
 /// builds its own source otherwise; a tag ref keeps the release. Only a
