@@ -2982,6 +2982,55 @@ fn find_release(root: &Path, action: &Path, path: &str, envs: &[(&str, &str)]) -
     )
 }
 
+/// The comment step posts at most GATE_MAX_COMMENTS (20) comments a run
+/// (#51): the artifacts come from a run whose workflow a fork can edit,
+/// and each one would be a comment posted with the repository's token.
+#[test]
+fn the_comment_step_posts_at_most_twenty_comments_a_run() {
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = t.path().join("gate.log");
+    executable(
+        &bin.join("gate"),
+        &format!("#!/bin/sh\necho \"$*\" >> '{}'\n", log.display()),
+    );
+    let artifacts = t.path().join("artifacts");
+    for i in 0..25 {
+        let dir = artifacts.join(format!("gate-id{i:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("artifact-name"), format!("gate-id{i:02}\n")).unwrap();
+        std::fs::write(dir.join("comment-mode"), "always\n").unwrap();
+    }
+    let run = |extra: &[(&str, &str)]| {
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/comment.sh"))
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+            )
+            .env("ARTIFACTS", &artifacts)
+            .env("EVENT", "pull_request")
+            .env_remove("GATE_MAX_COMMENTS")
+            .env_remove("CHECK_RUN");
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        let calls = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+        (o.status.code(), calls, String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, calls, stdout) = run(&[]);
+    assert_eq!((code, calls), (Some(2), 20), "{stdout}");
+    assert!(
+        stdout.contains("uploaded more than 20 gate artifacts: only the first 20 are commented"),
+        "{stdout}"
+    );
+    let (code, calls, stdout) = run(&[("GATE_MAX_COMMENTS", "30")]);
+    assert_eq!((code, calls), (Some(0), 25), "{stdout}");
+}
+
 /// find-release.sh without `curl` on the runner (#51): it says that curl is
 /// missing and builds from source, not that the release has no asset.
 #[test]
