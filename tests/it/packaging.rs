@@ -870,7 +870,7 @@ fn binstall_finds_the_release_archive_and_the_binary_in_it() {
 /// writes a "signature" binding the key, the file's SHA-256 and the
 /// comment; `-V -p PUB -m FILE -x SIG` checks it. The real tool's flags, as
 /// its manual gives them; the cryptography is not what is rehearsed.
-const FAKE_MINISIGN: &str = r#"#!/usr/bin/env bash
+pub(crate) const FAKE_MINISIGN: &str = r#"#!/usr/bin/env bash
 set -eu
 mode= pub= key= file= sig= comment= nopass= prehash=
 while [ $# -gt 0 ]; do

@@ -19,6 +19,11 @@
 //! - every `needs.J.outputs.Y` names a job `J` of its `needs:` whose
 //!   `outputs:` declare `Y`.
 //!
+//! Then the release itself runs: `gate-release.yml`'s `package` and
+//! `release` jobs, every `run:` step executed in bash from an empty
+//! workspace, down to `gh release create` (see
+//! `the_release_jobs_run_step_by_step_to_gh_release_create`).
+//!
 //! Why a runner of our own rather than `wrkflw`'s emulation mode: wrkflw is
 //! not installed here and cannot be fetched offline, it runs the steps
 //! (docker or the host's shell) rather than telling which file a step
@@ -444,4 +449,448 @@ fn the_rehearsal_catches_outputs_no_step_or_job_sets() {
     );
     // The sign script's own `printf 'pubkey=%s'` counts as setting `pubkey`.
     assert!(outputs_written("scripts/sign-release.sh dist \"$TAG\" >> \"$GITHUB_OUTPUT\"").contains("pubkey"));
+}
+
+// ---------------------------------------------------------------------------
+// The release, run for real: `gate-release.yml`'s `package` and `release`
+// jobs, each `run:` step executed in bash (as the runner does: `bash
+// --noprofile --norc -eo pipefail`, in the job's workspace, with the job's
+// env, GITHUB_OUTPUT and GITHUB_PATH), each `uses:` step replaced by its
+// action's documented effect. The build jobs are stood in for by a small
+// `gate` of the test's (the archives' contents are not what is tested
+// here; tests/it/packaging.rs and the strict gates are), and the tools a
+// release job installs or calls on GitHub (minisign from apt, gh) by
+// stand-ins that check what they are given.
+
+use std::path::Path;
+
+/// Step outputs, job outputs and artifacts of one rehearsed workflow run.
+struct Run {
+    doc: Yaml,
+    github: BTreeMap<&'static str, String>,
+    /// Artifact name → the folder holding what upload-artifact stored.
+    artifacts: BTreeMap<String, PathBuf>,
+    scratch: PathBuf,
+    /// Folder with the stand-in tools, first on PATH.
+    tools: PathBuf,
+}
+
+/// `${{ expr }}` with the contexts a job has.
+struct Contexts<'a> {
+    github: &'a BTreeMap<&'static str, String>,
+    steps: &'a BTreeMap<String, BTreeMap<String, String>>,
+    needs: &'a BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Contexts<'_> {
+    fn value(&self, expr: &str) -> Result<String, String> {
+        let expr = expr.trim();
+        let parts: Vec<&str> = expr.split('.').collect();
+        let missing = || format!("`{expr}` is not set");
+        match parts.as_slice() {
+            ["github", key] => self.github.get(key).cloned().ok_or_else(missing),
+            ["steps", id, "outputs", name] | ["needs", id, "outputs", name] => {
+                let map = if parts[0] == "steps" { self.steps } else { self.needs };
+                map.get(*id).and_then(|o| o.get(*name)).cloned().ok_or_else(missing)
+            }
+            _ => Err(format!("the rehearsal does not evaluate `{expr}`")),
+        }
+    }
+
+    fn expand(&self, text: &str) -> Result<String, String> {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("${{") {
+            out.push_str(&rest[..i]);
+            let end = rest[i..].find("}}").ok_or("an unclosed ${{")? + i;
+            out.push_str(&self.value(&rest[i + 3..end])?);
+            rest = &rest[end + 2..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    /// A step's `if:`: the few forms the rehearsed jobs use.
+    fn condition(&self, cond: &Yaml) -> Result<bool, String> {
+        match cond
+            .as_str()
+            .map(|c| c.trim().trim_start_matches("${{").trim_end_matches("}}").trim())
+        {
+            None => Ok(true),
+            Some("!cancelled()" | "always()" | "success()") => Ok(true),
+            Some(other) => Err(format!("the rehearsal does not evaluate `if: {other}`")),
+        }
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// Files of `workspace` that an upload-artifact `path:` line names: a
+/// file, a folder (everything under it) or `dir/*.ext`.
+fn matched(workspace: &Path, line: &str) -> Vec<PathBuf> {
+    fn walk(p: &Path, out: &mut Vec<PathBuf>) {
+        if p.is_dir() {
+            for e in std::fs::read_dir(p).unwrap().flatten() {
+                walk(&e.path(), out);
+            }
+        } else if p.is_file() {
+            out.push(p.to_path_buf());
+        }
+    }
+    let line = line.trim().trim_end_matches('/');
+    let mut out = Vec::new();
+    match line.rsplit_once("/*") {
+        Some((dir, suffix)) => {
+            for e in std::fs::read_dir(workspace.join(dir)).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().ends_with(suffix) && e.path().is_file() {
+                    out.push(e.path());
+                }
+            }
+        }
+        None => walk(&workspace.join(line), &mut out),
+    }
+    out
+}
+
+impl Run {
+    /// Runs job `name` from an empty workspace; its outputs, or the first
+    /// step that failed.
+    fn job(
+        &mut self,
+        name: &str,
+        needs: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let job = self.doc["jobs"][name].clone();
+        let workspace = self.scratch.join(format!("{name}-workspace"));
+        let temp = self.scratch.join(format!("{name}-temp"));
+        for d in [&workspace, &temp] {
+            let _ = std::fs::remove_dir_all(d);
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let mut env: BTreeMap<String, String> = BTreeMap::new();
+        for scope in [&self.doc["env"], &job["env"]] {
+            for (k, v) in scope.as_hash().into_iter().flatten() {
+                env.insert(text_of(k), text_of(v));
+            }
+        }
+        let mut path_prefix: Vec<String> = Vec::new();
+        let mut steps: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for (n, step) in job["steps"].as_vec().unwrap().iter().enumerate() {
+            let label = step["name"]
+                .as_str()
+                .or(step["uses"].as_str())
+                .or(step["run"].as_str())
+                .unwrap_or("");
+            let at = format!("{name}: step {} ({})", n + 1, label.lines().next().unwrap_or(""));
+            let ctx = Contexts {
+                github: &self.github,
+                steps: &steps,
+                needs,
+            };
+            if !ctx.condition(&step["if"]).map_err(|e| format!("{at}: {e}"))? {
+                continue;
+            }
+            let with = |key: &str| -> Result<String, String> {
+                ctx.expand(&text_of(&step["with"][key]))
+                    .map_err(|e| format!("{at}: {e}"))
+            };
+            let mut outputs = BTreeMap::new();
+            if let Some(uses) = step["uses"].as_str() {
+                match uses.split('@').next().unwrap() {
+                    "actions/checkout" => {
+                        let o = std::process::Command::new("git")
+                            .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+                            .current_dir(root())
+                            .output()
+                            .unwrap();
+                        for f in String::from_utf8_lossy(&o.stdout).split('\0').filter(|f| !f.is_empty()) {
+                            if root().join(f).is_file() {
+                                copy_tree(&root().join(f), &workspace.join(f));
+                            }
+                        }
+                    }
+                    "actions/upload-artifact" => {
+                        let lines = with("path")?;
+                        let files: Vec<PathBuf> = lines
+                            .lines()
+                            .filter(|l| !l.trim().is_empty())
+                            .flat_map(|l| matched(&workspace, l))
+                            .collect();
+                        if files.is_empty() {
+                            return Err(format!("{at}: no files match `{lines}`"));
+                        }
+                        // The least common ancestor of what is uploaded is the
+                        // artifact's root (upload-artifact's README).
+                        let mut base = files[0].parent().unwrap().to_path_buf();
+                        while !files.iter().all(|f| f.starts_with(&base)) {
+                            base.pop();
+                        }
+                        let store = self.scratch.join("artifacts").join(with("name")?);
+                        let _ = std::fs::remove_dir_all(&store);
+                        for f in &files {
+                            copy_tree(f, &store.join(f.strip_prefix(&base).unwrap()));
+                        }
+                        self.artifacts.insert(with("name")?, store);
+                    }
+                    "actions/download-artifact" => {
+                        let name = with("name")?;
+                        let stored = self
+                            .artifacts
+                            .get(&name)
+                            .ok_or_else(|| format!("{at}: no artifact `{name}` was uploaded"))?;
+                        let to = workspace.join(with("path")?);
+                        copy_tree(stored, &to);
+                        outputs.insert("download-path".into(), to.display().to_string());
+                    }
+                    "actions/attest-build-provenance" => {
+                        let sums = workspace.join(with("subject-checksums")?);
+                        if !sums.is_file() {
+                            return Err(format!("{at}: no subject-checksums file {}", sums.display()));
+                        }
+                        let bundle = temp.join("attestation.jsonl");
+                        std::fs::write(
+                            &bundle,
+                            "{\"mediaType\":\"application/vnd.dev.sigstore.bundle.v0.3+json\"}\n",
+                        )
+                        .unwrap();
+                        outputs.insert("bundle-path".into(), bundle.display().to_string());
+                        outputs.insert("attestation-id".into(), "1".into());
+                        outputs.insert("attestation-url".into(), "https://github.com/attestations/1".into());
+                    }
+                    other => return Err(format!("{at}: the rehearsal has no stand-in for `{other}`")),
+                }
+            } else if let Some(script) = step["run"].as_str() {
+                let mut step_env = env.clone();
+                for (k, v) in step["env"].as_hash().into_iter().flatten() {
+                    step_env.insert(
+                        text_of(k),
+                        ctx.expand(&text_of(v))
+                            .map_err(|e| format!("{at}: env {}: {e}", text_of(k)))?,
+                    );
+                }
+                let script = ctx.expand(script).map_err(|e| format!("{at}: {e}"))?;
+                let file = temp.join(format!("step-{n}.sh"));
+                std::fs::write(&file, &script).unwrap();
+                let output_file = temp.join(format!("output-{n}"));
+                let path_file = temp.join(format!("path-{n}"));
+                std::fs::write(&output_file, "").unwrap();
+                std::fs::write(&path_file, "").unwrap();
+                let path = path_prefix
+                    .iter()
+                    .rev()
+                    .cloned()
+                    .chain([
+                        self.tools.display().to_string(),
+                        std::env::var("PATH").unwrap_or_default(),
+                    ])
+                    .collect::<Vec<_>>()
+                    .join(":");
+                let o = std::process::Command::new("bash")
+                    .args(["--noprofile", "--norc", "-eo", "pipefail"])
+                    .arg(&file)
+                    .current_dir(&workspace)
+                    .env_clear()
+                    .envs(&step_env)
+                    .env("PATH", path)
+                    .env("HOME", &temp)
+                    .env("TMPDIR", &temp)
+                    .env("RUNNER_TEMP", &temp)
+                    .env("RUNNER_OS", "Linux")
+                    .env("RUNNER_ARCH", "X64")
+                    .env("GITHUB_WORKSPACE", &workspace)
+                    .env("GITHUB_OUTPUT", &output_file)
+                    .env("GITHUB_PATH", &path_file)
+                    .env("GITHUB_STEP_SUMMARY", temp.join("summary"))
+                    .env("GITHUB_REF_NAME", &self.github["ref_name"])
+                    .env("GITHUB_SHA", &self.github["sha"])
+                    .env("GITHUB_REPOSITORY", &self.github["repository"])
+                    .output()
+                    .unwrap();
+                if !o.status.success() {
+                    return Err(format!(
+                        "{at}: exit {:?}\n{}{}",
+                        o.status.code(),
+                        String::from_utf8_lossy(&o.stdout),
+                        String::from_utf8_lossy(&o.stderr)
+                    ));
+                }
+                let written = std::fs::read_to_string(&output_file).unwrap();
+                let mut lines = written.lines();
+                while let Some(line) = lines.next() {
+                    if let Some((k, delim)) = line.split_once("<<") {
+                        let value: Vec<&str> = lines.by_ref().take_while(|l| *l != delim).collect();
+                        outputs.insert(k.to_string(), value.join("\n"));
+                    } else if let Some((k, v)) = line.split_once('=') {
+                        outputs.insert(k.to_string(), v.to_string());
+                    }
+                }
+                path_prefix.extend(std::fs::read_to_string(&path_file).unwrap().lines().map(String::from));
+            }
+            if let Some(id) = step["id"].as_str() {
+                steps.insert(id.to_string(), outputs);
+            }
+        }
+        let ctx = Contexts {
+            github: &self.github,
+            steps: &steps,
+            needs,
+        };
+        let mut outputs = BTreeMap::new();
+        for (k, v) in job["outputs"].as_hash().into_iter().flatten() {
+            outputs.insert(
+                text_of(k),
+                ctx.expand(&text_of(v))
+                    .map_err(|e| format!("{name}: output {}: {e}", text_of(k)))?,
+            );
+        }
+        Ok(outputs)
+    }
+}
+
+fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn sha256_of(path: &Path) -> String {
+    let o = std::process::Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A rehearsed run of gate-release.yml (`doc`, maybe edited) from the
+/// build jobs' artifacts to `gh release create`; what `gh` was asked.
+fn rehearse_release(doc: Yaml) -> Result<(String, BTreeMap<String, String>), String> {
+    let t = tempfile::tempdir().unwrap();
+    let tools = t.path().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    // apt-get runs under sudo on GitHub's images; here minisign is a stand-in already.
+    executable(&tools.join("sudo"), "#!/bin/sh\nexit 0\n");
+    executable(&tools.join("minisign"), crate::packaging::FAKE_MINISIGN);
+    let gh_log = t.path().join("gh.log");
+    executable(
+        &tools.join("gh"),
+        &format!(
+            "#!/usr/bin/env bash\n\
+             [ \"$1 $2\" = \"release create\" ] || {{ echo \"gh: unexpected $*\" >&2; exit 64; }}\n\
+             for f in \"${{@:4}}\"; do case $f in --*) ;; *) [ -f \"$f\" ] || {{ echo \"gh: $f: no such file\" >&2; exit 1; }} ;; esac; done\n\
+             echo \"$*\" > '{}'\n",
+            gh_log.display()
+        ),
+    );
+    // The build jobs' binaries: a gate that answers what packaging asks.
+    let version = std::fs::read_to_string(root().join("Cargo.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("version = \"")
+                .map(|v| v.trim_end_matches('"').to_string())
+        })
+        .unwrap();
+    let tag = format!("v{version}");
+    let mut artifacts = BTreeMap::new();
+    let mut needs = BTreeMap::new();
+    for (job, artifact) in [("build-cpu", "bin-cpu"), ("build-cuda", "bin-cuda")] {
+        let dir = t.path().join("artifacts").join(artifact);
+        std::fs::create_dir_all(&dir).unwrap();
+        executable(
+            &dir.join("gate"),
+            &format!(
+                "#!/bin/sh\ncase $1 in\n  --version) printf 'gate {version}\\ncommit: {}\\n' ;;\n  completions) echo \"# $2 completions ({artifact})\" ;;\n  man) echo '.TH GATE 1' ;;\nesac\n",
+                "c".repeat(40)
+            ),
+        );
+        needs.insert(
+            job.to_string(),
+            BTreeMap::from([("sha256".to_string(), sha256_of(&dir.join("gate")))]),
+        );
+        artifacts.insert(artifact.to_string(), dir);
+    }
+    let mut run = Run {
+        doc,
+        github: BTreeMap::from([
+            ("ref_name", tag.clone()),
+            ("ref", format!("refs/tags/{tag}")),
+            ("sha", "c".repeat(40)),
+            ("repository", "acme/gate".to_string()),
+            ("token", "ghs_rehearsal".to_string()),
+        ]),
+        artifacts,
+        scratch: t.path().to_path_buf(),
+        tools,
+    };
+    let package = run.job("package", &needs)?;
+    // The strict gates hand on nothing; `release` needs them only to wait.
+    let needs = BTreeMap::from([
+        ("package".to_string(), package),
+        ("gate-cpu".to_string(), BTreeMap::new()),
+        ("gate-gpu".to_string(), BTreeMap::new()),
+    ]);
+    let release = run.job("release", &needs)?;
+    let asked = std::fs::read_to_string(&gh_log).map_err(|_| "gh release create never ran".to_string())?;
+    Ok((asked, release))
+}
+
+/// The release, run: `package` packs from the build jobs' binaries,
+/// `release` (from an empty workspace) checks SHA256SUMS against the
+/// package job's digest, attests, copies the bundle, signs every archive
+/// for binstall with the repository's own script and publishes the
+/// archives, their `.sig` files, SHA256SUMS and the bundle; its output is
+/// the binstall public key `crates-package` and `crates-io` write.
+#[test]
+fn the_release_jobs_run_step_by_step_to_gh_release_create() {
+    let doc = load(".github/workflows/gate-release.yml").doc;
+    let (asked, outputs) = rehearse_release(doc.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let version = std::fs::read_to_string(root().join("Cargo.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("version = \"")
+                .map(|v| v.trim_end_matches('"').to_string())
+        })
+        .unwrap();
+    let tag = format!("v{version}");
+    let cpu = format!("dist/gate-{tag}-x86_64-unknown-linux-gnu.tar.gz");
+    let cuda = format!("dist/gate-{tag}-x86_64-unknown-linux-gnu-cuda.tar.gz");
+    assert_eq!(
+        asked.trim_end(),
+        format!(
+            "release create {tag} --verify-tag --generate-notes {cuda} {cpu} {cuda}.sig {cpu}.sig dist/SHA256SUMS dist/gate-{tag}.sigstore.json"
+        )
+    );
+    let key = &outputs["binstall-pubkey"];
+    assert!(key.starts_with("RW") && key.len() == 56, "{key}");
+
+    // The release job as it was (no checkout): the signing step finds no
+    // script, exit 127, and nothing is published.
+    let mut old = doc;
+    if let Yaml::Hash(jobs) = &mut old["jobs"] {
+        let release = jobs.get_mut(&Yaml::String("release".into())).unwrap();
+        if let Yaml::Hash(job) = release {
+            let steps = job.get_mut(&Yaml::String("steps".into())).unwrap();
+            if let Yaml::Array(steps) = steps {
+                steps.retain(|s| !s["uses"].as_str().is_some_and(|u| u.starts_with("actions/checkout@")));
+            }
+        }
+    }
+    let err = rehearse_release(old).expect_err("the release job without a checkout");
+    assert!(err.contains("release: step") && err.contains("exit Some(127)"), "{err}");
+    assert!(
+        err.contains("scripts/sign-release.sh: No such file or directory"),
+        "{err}"
+    );
 }
