@@ -1744,6 +1744,50 @@ fn run_verdict(path: &Path, results: &str, event: &str, fork: bool) -> (Option<i
     (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
+/// A re-run of an older run's `verdict` alone (#51): it would replace the
+/// required check with that run's results although a newer run of the
+/// workflow for the same head commit judged since (a label added or
+/// removed). Runs are ordered by `run_number`, which a re-run keeps.
+#[test]
+fn a_re_run_of_an_older_verdict_never_replaces_a_newer_runs_check() {
+    let t = tempfile::tempdir().unwrap();
+    let runs = json!({ "total_count": 2, "workflow_runs": [
+        { "id": 31, "run_number": 12 },
+        { "id": 30, "run_number": 11 },
+    ] });
+    let bin = verdict_gh(t.path(), &runs, &[]);
+    let run = |number: &str| {
+        let o = std::process::Command::new("bash")
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/action/verdict.sh"))
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+            )
+            .env("RESULTS", "cpu=success gpu=success")
+            .env("LOOKUP", "gpu")
+            .env("EVENT", "pull_request")
+            .env("FORK", "false")
+            .env("HEAD_SHA", "1111111111111111111111111111111111111111")
+            .env("WORKFLOW", "gate-pr.yml")
+            .env("GITHUB_REPOSITORY", "acme/model")
+            .env("GITHUB_RUN_ID", "30")
+            .env("GITHUB_RUN_NUMBER", number)
+            .env("GH_TOKEN", "t")
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, out) = run("11");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("run #12 of this workflow is newer for 1111111111111111111111111111111111111111"),
+        "{out}"
+    );
+    assert!(out.contains("hint: re-run the newest run (#12)"), "{out}");
+    let (code, out) = run("12");
+    assert_eq!(code, Some(0), "the newest run decides: {out}");
+}
+
 /// A label change starts a run on the same head commit whose check runs
 /// replace the earlier ones of the same names, and a skipped job reports
 /// success to a required check (docs.github.com, "Handling skipped but
