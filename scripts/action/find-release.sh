@@ -110,11 +110,22 @@ exe=$(find "$tmp" -type f -name gate -perm -u+x | head -1)
 # runner downloads such an action as a tarball, without .git). A pin
 # between releases then builds its own source, never the last release's
 # binary under newer scripts. A tag or branch ref keeps the release.
+# The ref comes from ACTION_PATH first: the runner downloads a remote
+# action into _actions/OWNER/REPO/REF, so the path is gate's own ref even
+# when gate is called from another composite action, where
+# github.action_ref is the outer action's; GitHub does not promise
+# github.action_ref inside a composite action at all (github/docs#25336).
+# ACTION_REF only where the path names no ref.
+path_ref=""
+case "$ACTION_PATH" in
+  */_actions/*/*/*) rest="${ACTION_PATH#*/_actions/}"; path_ref=$(echo "$rest" | cut -d/ -f3) ;;
+esac
+ref="${path_ref:-${ACTION_REF:-}}"
 own=""
 if git -C "$ACTION_PATH" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   own=$(git -C "$ACTION_PATH" rev-parse --short=12 HEAD 2>/dev/null || true)
-elif [[ "${ACTION_REF:-}" =~ ^[0-9a-f]{40}$ ]]; then
-  own="${ACTION_REF:0:12}"
+elif [[ "$ref" =~ ^[0-9a-f]{40}$ ]]; then
+  own="${ref:0:12}"
 fi
 # --version of a cuda build may not start without the CUDA libraries yet: read
 # the commit from the release's own note instead when it fails.

@@ -3200,6 +3200,18 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
         err.contains("release v9.8.7 is commit abcdef012345, this action is 123456789012: building from source"),
         "{err}"
     );
+    // gate called from another composite action (#51): github.action_ref is
+    // the outer action's, and GitHub does not promise it inside a composite
+    // action (github/docs#25336); the runner's download folder
+    // _actions/OWNER/REPO/REF is gate's own ref and decides.
+    let between = "1234567890123456789012345678901234567890";
+    for (own_ref, outer_ref, expect) in [(between, "v1.0.0", false), ("v9.8.7", between, true)] {
+        let downloaded = root.join("_actions/acme/gate").join(own_ref);
+        std::fs::create_dir_all(&downloaded).unwrap();
+        std::fs::copy(action.join("Cargo.toml"), downloaded.join("Cargo.toml")).unwrap();
+        let (found, _, err) = find_release(root, &downloaded, &path, &pin(outer_ref));
+        assert_eq!(found, expect, "gate@{own_ref} inside an action @{outer_ref}: {err}");
+    }
     let (_, outputs, _) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "github-hosted")]);
     assert!(outputs.contains("build-cache=true\n"), "{outputs}");
     let (_, outputs, err) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "self-hosted")]);
