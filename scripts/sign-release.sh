@@ -42,10 +42,14 @@ while read -r _ name; do
     */* | .*) die "SHA256SUMS names \`$name\`, not a file of $dist" ;;
   esac
   [ -f "$dist/$name" ] || die "SHA256SUMS lists $name, which is not in $dist"
-  minisign -S -W -s "$keys/gate.key" -m "$dist/$name" -x "$dist/$name.sig" \
+  # -H: prehashed (BLAKE2b-512 of the file, signed), what cargo-binstall
+  # takes; minisign before 0.10 signed small files the legacy way without
+  # it. On -V, -H refuses a legacy signature (minisign 0.10's release
+  # notes), so the check below is the one binstall makes.
+  minisign -S -H -W -s "$keys/gate.key" -m "$dist/$name" -x "$dist/$name.sig" \
     -t "gate $tag: $name" >/dev/null
-  minisign -V -p "$keys/gate.pub" -m "$dist/$name" -x "$dist/$name.sig" -q >/dev/null ||
-    die "the signature of $name does not verify"
+  minisign -V -H -p "$keys/gate.pub" -m "$dist/$name" -x "$dist/$name.sig" -q >/dev/null ||
+    die "the signature of $name does not verify as a prehashed one"
   signed=$((signed + 1))
 done <"$dist/SHA256SUMS"
 [ $signed -gt 0 ] || die "SHA256SUMS lists no archive"

@@ -37,8 +37,21 @@ fi
 status=0
 n=0
 seen=" "
+# At most this many gate ids commented per run. The artifacts come from the
+# measured run, whose workflow a fork's pull request can edit: without a
+# cap it could upload thousands of gate-* artifacts and have this job, with
+# the repository's token, post a comment for each and spend the
+# repository's API allowance (GitHub's REST rate limits are per token's
+# owner; content-creating requests have a secondary limit besides). A
+# matrix or shards of your own stay well under it.
+max=${GATE_MAX_COMMENTS:-20}
+[[ "$max" =~ ^[0-9]+$ ]] && [ "$max" -gt 0 ] || max=20
 for dir in "${dirs[@]}"; do
   dir="${dir%/}"
+  if [ "$n" -ge "$max" ]; then
+    echo "::error title=gate action::the measured run uploaded more than $max gate artifacts: only the first $max are commented (GATE_MAX_COMMENTS)"
+    status=2; break
+  fi
   # One short line, the action's id alphabet: the id goes into the comment's marker.
   id=$(head -c 128 "$dir/artifact-name" 2>/dev/null | head -n 1 | tr -d '[:space:]' || true)
   if ! [[ "$id" =~ ^gate-[A-Za-z0-9_.-]{1,100}$ ]]; then

@@ -26,7 +26,7 @@ out features "$features"
 # self-hosted runner no gate binary or build tree an earlier job (maybe a
 # fork's) left behind is run. The machine's own state is not emptied
 # (~/.cargo, ~/.rustup, whose pinned toolchain a build from source uses,
-# ~/.cache/pip): only an ephemeral runner starts clean (README.md#forks). A cached build comes back only through actions/cache (GitHub's
+# ~/.cache/pip): only an ephemeral runner starts clean (docs/github.md#forks). A cached build comes back only through actions/cache (GitHub's
 # cache service, whose entries a pull request cannot write for the default
 # branch) and is checked against its recorded hash before use (install.sh).
 # https://docs.github.com/en/actions/security-for-github-actions/security-guides/security-hardening-for-github-actions#hardening-for-self-hosted-runners
@@ -82,6 +82,14 @@ if [ "$features" = cuda ]; then suffix=-cuda; fi
 asset="gate-${tag}-${triple}${suffix}.tar.gz"
 base="${GITHUB_SERVER_URL:-https://github.com}/$repo/releases/download/$tag"
 tmp=$(mktemp -d)
+# Said as such: without curl the release is not looked for at all, which
+# is not the same as a release without this asset (GitHub's hosted images
+# have curl; a slim self-hosted or container image may not).
+if ! command -v curl >/dev/null 2>&1; then
+  echo "::warning title=gate action::curl is not installed on this runner, so the release $tag was not looked for: building gate from source"
+  echo "hint: install curl on the runner (apt-get install curl) to use the release binary"
+  exit 0
+fi
 if ! curl -fsSL --retry 3 -o "$tmp/$asset" "$base/$asset" || ! curl -fsSL --retry 3 -o "$tmp/SHA256SUMS" "$base/SHA256SUMS"; then
   note "no release asset $base/$asset: building from source"; exit 0
 fi
@@ -102,11 +110,22 @@ exe=$(find "$tmp" -type f -name gate -perm -u+x | head -1)
 # runner downloads such an action as a tarball, without .git). A pin
 # between releases then builds its own source, never the last release's
 # binary under newer scripts. A tag or branch ref keeps the release.
+# The ref comes from ACTION_PATH first: the runner downloads a remote
+# action into _actions/OWNER/REPO/REF, so the path is gate's own ref even
+# when gate is called from another composite action, where
+# github.action_ref is the outer action's; GitHub does not promise
+# github.action_ref inside a composite action at all (github/docs#25336).
+# ACTION_REF only where the path names no ref.
+path_ref=""
+case "$ACTION_PATH" in
+  */_actions/*/*/*) rest="${ACTION_PATH#*/_actions/}"; path_ref=$(echo "$rest" | cut -d/ -f3) ;;
+esac
+ref="${path_ref:-${ACTION_REF:-}}"
 own=""
 if git -C "$ACTION_PATH" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   own=$(git -C "$ACTION_PATH" rev-parse --short=12 HEAD 2>/dev/null || true)
-elif [[ "${ACTION_REF:-}" =~ ^[0-9a-f]{40}$ ]]; then
-  own="${ACTION_REF:0:12}"
+elif [[ "$ref" =~ ^[0-9a-f]{40}$ ]]; then
+  own="${ref:0:12}"
 fi
 # --version of a cuda build may not start without the CUDA libraries yet: read
 # the commit from the release's own note instead when it fails.

@@ -21,6 +21,24 @@
 set -euo pipefail
 fail() { echo "::error title=gate::$1"; [ -z "${2:-}" ] || echo "hint: $2"; exit 1; }
 status=0
+# A re-run of an older run's verdict (GitHub lets any job be re-run alone)
+# would replace the check of the same name with that run's results, though
+# a newer run for this head commit (a label added or removed since) judged
+# otherwise. `run_number` orders a workflow's runs: it "increments with
+# each new run" and "does not change if you re-run the workflow run"
+# (GitHub's contexts reference, github.run_number; the runs list gives it
+# per run). So a verdict whose run is not the newest for this head commit
+# refuses to decide.
+if [ "$EVENT" = pull_request ] && [ -n "${GITHUB_RUN_NUMBER:-}" ] && [[ "$HEAD_SHA" =~ ^[0-9a-f]{40}$ ]]; then
+  [[ "$GITHUB_RUN_NUMBER" =~ ^[0-9]+$ ]] || fail "GITHUB_RUN_NUMBER is not a number ($GITHUB_RUN_NUMBER)"
+  newer=$(gh api "repos/$GITHUB_REPOSITORY/actions/workflows/$WORKFLOW/runs?head_sha=$HEAD_SHA&event=pull_request&per_page=100" \
+    --jq "[.workflow_runs[] | select((.run_number // 0) > $GITHUB_RUN_NUMBER) | .run_number] | max // empty") ||
+    fail "cannot list this workflow's runs for $HEAD_SHA, so whether a newer run judged it is unknown" "the job needs \`permissions: { actions: read }\`"
+  if [ -n "$newer" ]; then
+    fail "run #$newer of this workflow is newer for $HEAD_SHA: this re-run of run #$GITHUB_RUN_NUMBER's verdict would replace its check with older results" \
+      "re-run the newest run (#$newer), or push a new commit"
+  fi
+fi
 for pair in $RESULTS; do
   job="${pair%%=*}"
   result="${pair#*=}"

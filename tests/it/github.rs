@@ -1127,6 +1127,64 @@ fn the_acknowledge_label_turns_a_regression_into_a_named_warning() {
     assert_no_token(&o, &out);
 }
 
+/// In a merge queue (#51): the run is a `merge_group` event, whose payload
+/// has no pull request; the queued one is named by the group's branch,
+/// `gh-readonly-queue/<base>/pr-<N>-<sha>` (`merge_group.head_ref`,
+/// GitHub's webhooks description). Its label is read there too, so an
+/// acknowledged regression does not fail again on the queued commit.
+#[test]
+fn a_merge_queue_run_reads_the_queued_pull_requests_label() {
+    let case = ack_case(35);
+    case.label_added(35);
+    let ev = case.tmp.path().join("merge-group.json");
+    let group = |head_ref: &str| {
+        json!({
+            "action": "checks_requested",
+            "merge_group": {
+                "head_sha": sha(0x9999),
+                "head_ref": head_ref,
+                "base_sha": sha(1),
+                "base_ref": "refs/heads/main",
+            },
+            "repository": { "full_name": REPO },
+        })
+    };
+    let run = |payload: &Value| {
+        std::fs::write(&ev, payload.to_string()).unwrap();
+        let out = case.tmp.path().join("out-queue");
+        let o = gate(Some(&case.fake), Some(&ev))
+            .env("GITHUB_EVENT_NAME", "merge_group")
+            .args(["check", "--budgets", MLP, "--baseline"])
+            .arg(&case.baseline)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        (o, report)
+    };
+    let (o, report) = run(&group(&format!(
+        "refs/heads/gh-readonly-queue/main/pr-35-{}",
+        sha(0xbeef)
+    )));
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    assert_eq!(status_of(&report, "params"), "acknowledged");
+    assert_eq!(
+        report["summary"]["acknowledgement"],
+        json!({ "label": LABEL, "by": "octocat", "at": ACK_AT })
+    );
+    // A group branch that names no pull request: the label is not
+    // confirmed, and the regression fails.
+    let (o, report) = run(&group("refs/heads/gh-readonly-queue/main/not-a-pr"));
+    assert_eq!(o.status.code(), Some(1), "{}", output_text(&o));
+    assert_eq!(status_of(&report, "params"), "regressed");
+    assert!(
+        output_text(&o).contains("in a merge queue: the merge group's branch"),
+        "{}",
+        output_text(&o)
+    );
+}
+
 #[test]
 fn without_the_label_a_regression_fails() {
     let case = ack_case(32);

@@ -56,4 +56,5 @@ mod timeline;
 mod token_never_leaks;
 mod transformers;
 mod workflow_commands;
+mod workflow_rehearsal;
 mod workflows;

@@ -870,13 +870,14 @@ fn binstall_finds_the_release_archive_and_the_binary_in_it() {
 /// writes a "signature" binding the key, the file's SHA-256 and the
 /// comment; `-V -p PUB -m FILE -x SIG` checks it. The real tool's flags, as
 /// its manual gives them; the cryptography is not what is rehearsed.
-const FAKE_MINISIGN: &str = r#"#!/usr/bin/env bash
+pub(crate) const FAKE_MINISIGN: &str = r#"#!/usr/bin/env bash
 set -eu
-mode= pub= key= file= sig= comment= nopass=
+mode= pub= key= file= sig= comment= nopass= prehash=
 while [ $# -gt 0 ]; do
   case $1 in
     -G|-S|-V) mode=$1 ;;
     -W) nopass=1 ;;
+    -H) prehash=1 ;;
     -p) pub=$2; shift ;;
     -s) key=$2; shift ;;
     -m) file=$2; shift ;;
@@ -893,9 +894,14 @@ case $mode in
       printf 'untrusted comment: minisign public key\nRWQ%s%s\n' "$id" "$(printf 'A%.0s' $(seq 1 21))" > "$pub"
       printf 'untrusted comment: minisign secret key\n%s\n' "$id" > "$key" ;;
   -S) [ -n "$nopass" ] || { echo "would prompt for a password" >&2; exit 3; }
-      printf '%s %s %s\n' "$(cat "$key" | tail -n1)" "$(sha256sum "$file" | cut -d' ' -f1)" "$comment" > "$sig" ;;
+      # The signature's algorithm: ED prehashed (-H, and minisign 0.10's
+      # default), Ed the legacy one minisign before 0.10 made for small files.
+      alg=Ed; [ -z "$prehash" ] || alg=ED
+      printf '%s %s %s %s\n' "$alg" "$(cat "$key" | tail -n1)" "$(sha256sum "$file" | cut -d' ' -f1)" "$comment" > "$sig" ;;
   -V) id=$(tail -n1 "$pub" | cut -c4-35)
-      [ "$(cut -d' ' -f1-2 "$sig")" = "$id $(sha256sum "$file" | cut -d' ' -f1)" ] ;;
+      # -H: a legacy signature is refused (minisign 0.10's release notes).
+      [ -z "$prehash" ] || [ "$(cut -d' ' -f1 "$sig")" = ED ] || { echo "legacy signature" >&2; exit 1; }
+      [ "$(cut -d' ' -f2-3 "$sig")" = "$id $(sha256sum "$file" | cut -d' ' -f1)" ] ;;
 esac
 "#;
 
@@ -948,6 +954,9 @@ fn a_release_is_signed_for_binstall_with_a_key_that_is_then_gone() {
     for a in archives {
         let sig = std::fs::read_to_string(dist.join(format!("{a}.sig"))).unwrap();
         assert!(sig.ends_with(&format!("gate v1.2.3: {a}\n")), "{sig}");
+        // Prehashed (`minisign -S -H`): cargo-binstall verifies with the
+        // minisign-verify crate and takes only prehashed signatures (#51).
+        assert!(sig.starts_with("ED "), "a legacy signature: {sig}");
     }
     let out = text(&o.stdout);
     let pubkey = out.strip_prefix("pubkey=").unwrap().trim_end().to_string();
@@ -1033,20 +1042,108 @@ fn the_release_workflow_signs_for_binstall_and_publishes_the_key() {
         create.contains("\"${sigs[@]}\"") && create.contains("/%/.sig"),
         "{create}"
     );
-    let crates = jobs["crates-io"]["steps"].as_vec().unwrap();
-    let crun = |needle: &str| {
-        crates
-            .iter()
-            .position(|s| s["run"].as_str().is_some_and(|r| r.contains(needle)))
-            .unwrap_or_else(|| panic!("no step runs {needle}"))
-    };
-    let key = crun("scripts/set-binstall-key.sh");
-    assert_eq!(
-        crates[key]["env"]["PUBKEY"].as_str(),
-        Some("${{ needs.release.outputs.binstall-pubkey }}")
+    // Both the job that builds the packages and the one that publishes
+    // them write the key before they pack.
+    for (job, last) in [
+        ("crates-package", "cargo package --workspace --locked --allow-dirty"),
+        ("crates-io", "scripts/publish.sh --no-verify --allow-dirty"),
+    ] {
+        let crates = jobs[job]["steps"].as_vec().unwrap();
+        let crun = |needle: &str| {
+            crates
+                .iter()
+                .position(|s| s["run"].as_str().is_some_and(|r| r.contains(needle)))
+                .unwrap_or_else(|| panic!("{job}: no step runs {needle}"))
+        };
+        let key = crun("scripts/set-binstall-key.sh");
+        assert_eq!(
+            crates[key]["env"]["PUBKEY"].as_str(),
+            Some("${{ needs.release.outputs.binstall-pubkey }}")
+        );
+        assert!(key < crun("cargo package --workspace --locked --allow-dirty"), "{job}");
+        assert!(key < crun(last), "{job}");
+    }
+}
+
+/// The publishable packages of the workspace: the root's and each crate's
+/// under crates/ (none sets `publish = false`).
+fn publishable_crates() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut manifests = vec![root.join("Cargo.toml")];
+    for e in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let m = e.path().join("Cargo.toml");
+        if m.is_file() {
+            manifests.push(m);
+        }
+    }
+    let mut names = Vec::new();
+    for m in manifests {
+        let doc: toml_edit::DocumentMut = std::fs::read_to_string(&m).unwrap().parse().unwrap();
+        if doc["package"].get("publish").and_then(|p| p.as_bool()) != Some(false) {
+            names.push(doc["package"]["name"].as_str().unwrap().to_string());
+        }
+    }
+    names
+}
+
+/// docs/release.md (#51): the number of crates is the workspace's, it
+/// states crates.io's pace for new crates (a first publish of all of them
+/// meets it), and the first publish by hand writes the binstall key into
+/// gate-cli's manifest before it packs, as the release's jobs do, so the
+/// first gate-cli on crates.io names the key its archives are signed with.
+#[test]
+fn the_release_docs_count_the_crates_give_cratesios_pace_and_key_the_first_publish() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = std::fs::read_to_string(root.join("docs/release.md")).unwrap();
+    let n = publishable_crates().len();
+    assert_eq!(n, 11, "{:?}", publishable_crates());
+    assert!(
+        docs.contains(&format!("the {n} crates")),
+        "docs/release.md names {n} crates"
     );
-    assert!(key < crun("cargo package --workspace --locked --allow-dirty"));
-    assert!(key < crun("scripts/publish.sh --no-verify --allow-dirty"));
+    for stale in ["ten crates", "all ten", "10 crates"] {
+        assert!(!docs.contains(stale), "docs/release.md still says `{stale}`");
+    }
+    assert!(docs.contains("crates.io takes 5 new crates at once from one account, then one every\n   10 minutes"));
+    assert!(docs.contains("https://crates.io/docs/rate-limits"));
+    let once = &docs[docs
+        .find("#### Once: the first publish")
+        .expect("the first publish by hand")..];
+    let once = &once[..once.find("\n#### ").unwrap_or(once.len())];
+    let key = once
+        .find("scripts/set-binstall-key.sh")
+        .expect("the first publish writes the binstall key");
+    let pack = once.find("cargo package --workspace").unwrap();
+    let publish = once.find("scripts/publish.sh --no-verify").unwrap();
+    assert!(key < pack && pack < publish, "{once}");
+}
+
+/// Release builds run on ubuntu-24.04 (ubuntu-22.04 is retired on
+/// 2027-04-17, with brownouts from 2027-03-23), and the glibc floor the
+/// docs state is that image's, 2.39.
+#[test]
+fn release_builds_run_on_ubuntu_24_04_and_the_docs_state_its_glibc() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(".github/workflows/gate-release.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    for (name, job) in doc["jobs"].as_hash().unwrap() {
+        let runs_on = &job["runs-on"];
+        if let Some(image) = runs_on.as_str() {
+            assert!(
+                image == "ubuntu-24.04" || image == "ubuntu-latest",
+                "{}: runs on {image}",
+                name.as_str().unwrap()
+            );
+        }
+    }
+    for job in ["build-cpu", "build-cuda", "package"] {
+        assert_eq!(doc["jobs"][job]["runs-on"].as_str(), Some("ubuntu-24.04"), "{job}");
+    }
+    for file in ["README.md", "docs/start.md", "docs/release.md"] {
+        let t = std::fs::read_to_string(root.join(file)).unwrap();
+        assert!(t.contains("glibc 2.39"), "{file} states the glibc floor");
+        assert!(!t.contains("glibc 2.35"), "{file} states the old floor");
+    }
 }
 
 /// scripts/set-binstall-key.sh appends `[package.metadata.binstall.signing]`:

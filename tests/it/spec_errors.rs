@@ -217,7 +217,7 @@ components:
         "empty_file",
         r#""#,
         r#"budgets.yaml:1:1: error: the spec is empty
-  hint: start with `version: 1`, then `device:` and `components:` (see the README's budgets.yaml reference)"#,
+  hint: start with `version: 1`, then `device:` and `components:` (see docs/budgets.md, the budgets.yaml reference)"#,
     ),
     (
         "ensemble_member_twice",

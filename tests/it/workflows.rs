@@ -155,6 +155,52 @@ fn trusted_branch(d: &str) -> bool {
         .any(|c| *c == bare(SAME_REPO) || *c == bare(MAINTAINER_LABEL))
 }
 
+/// `gate init`'s gate.yml (#51): the `pr` job, which every fork's pull
+/// request runs and which must never skip, suggests no self-hosted runner;
+/// the GPU gate is a job of its own, commented out, whose `if:` admits
+/// only trusted code (same repository and not Dependabot, or the
+/// maintainer's label for the exact head).
+#[test]
+fn the_init_template_keeps_self_hosted_runners_to_a_separate_guarded_gpu_job() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-cli/src/templates/gate.yml"))
+            .unwrap()
+            .replace("{{REPO}}", "acme/gate")
+            .replace("{{PIN}}", "v1.0.0")
+            .replace("{{REF}}", "v1.0.0")
+            .replace("{{BRANCH}}", "main");
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let pr_start = text.find("\n  pr:\n").expect("the pr job");
+    let pr_end = text[pr_start + 1..].find("\n  baseline:").unwrap() + pr_start + 1;
+    assert!(
+        !text[pr_start..pr_end].contains("self-hosted"),
+        "the pr job suggests a self-hosted runner:\n{}",
+        &text[pr_start..pr_end]
+    );
+    assert!(!self_hosted(&doc["jobs"]["pr"]));
+    // The GPU job, uncommented as a reader would.
+    let at = text.find("\n  # gpu:\n").expect("a commented GPU job") + 1;
+    let job: String = text[at..]
+        .lines()
+        .take_while(|l| l.starts_with("  #"))
+        .map(|l| format!("  {}\n", l[2..].strip_prefix("# ").unwrap_or(&l[3..])))
+        .collect();
+    let doc = YamlLoader::load_from_str(&format!("jobs:\n{job}")).unwrap().remove(0);
+    let gpu = &doc["jobs"]["gpu"];
+    assert!(self_hosted(gpu), "{job}");
+    assert_eq!(gpu["with"]["backend"].as_str(), Some("cuda"));
+    let cond = gpu["if"].as_str().expect("the GPU job has an if:");
+    for d in disjuncts(cond) {
+        assert!(trusted_branch(&d), "an open branch of the GPU job's if: {d}");
+        if d.contains(SAME_REPO) {
+            assert!(
+                d.contains("github.event.pull_request.user.login != 'dependabot[bot]'"),
+                "{d}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_self_hosted_job_never_runs_untrusted_fork_code() {
     let mut checked = 0;
@@ -880,7 +926,7 @@ fn granted(p: &Yaml) -> Vec<(String, String)> {
 /// GitHub refuses to start a called workflow's job that asks for more than
 /// its caller grants ("can be only downgraded"). The measuring job of the
 /// reusable workflow asks for its own read-only set: every caller of it
-/// that this repository ships (`gate init`'s template, the README's example)
+/// that this repository ships (`gate init`'s template, docs/github.md's example)
 /// grants at least that.
 #[test]
 fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
@@ -896,14 +942,14 @@ fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
         .replace("{{REPO}}", "acme/gate")
         .replace("{{REF}}", "v1.0.0")
         .replace("{{BRANCH}}", "main");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(root.join("docs/github.md")).unwrap();
     let example = readme
         .split("```yaml\n")
         .filter_map(|b| b.split("```").next())
         .find(|b| b.contains("gate-reusable.yml@") && b.contains("jobs:"))
-        .expect("the README's example")
+        .expect("the manual's example (docs/github.md)")
         .to_string();
-    for (what, text) in [("gate init's gate.yml", template), ("the README's example", example)] {
+    for (what, text) in [("gate init's gate.yml", template), ("the manual's example", example)] {
         let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
         let mut callers = 0;
         for (name, job) in doc["jobs"].as_hash().unwrap() {
@@ -1170,6 +1216,47 @@ fn the_pin_check_catches_tags_short_shas_and_missing_releases() {
             "w.yml:5: `actions/checkout@fbc6f3992d24b796d5a048ff273f7fcc4a7b6c09` has no `# vX.Y.Z` comment naming its release",
         ]
     );
+}
+
+/// Dependabot (#51): an action's new release is offered only after a
+/// cooldown, and Dependabot's pull requests, branches of this repository
+/// whose code nobody reviewed, never reach a self-hosted runner by the
+/// same-repository route of an `if:`.
+#[test]
+fn dependabot_waits_a_cooldown_and_its_pull_requests_take_the_forks_route() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(".github/dependabot.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    for u in doc["updates"].as_vec().unwrap() {
+        let days = u["cooldown"]["default-days"].as_i64();
+        assert!(
+            days.is_some_and(|d| (1..=90).contains(&d)),
+            "{:?}: cooldown {days:?}",
+            u["package-ecosystem"]
+        );
+    }
+    let mut checked = 0;
+    for w in workflows() {
+        if !runs_pr_code(&w) {
+            continue;
+        }
+        for (name, job) in jobs(&w) {
+            if !self_hosted(job) {
+                continue;
+            }
+            for d in disjuncts(job["if"].as_str().unwrap_or("")) {
+                if d.contains(SAME_REPO) {
+                    checked += 1;
+                    assert!(
+                        d.contains("github.event.pull_request.user.login != 'dependabot[bot]'"),
+                        "{}: job `{name}` admits Dependabot's pull requests by the same-repository route: {d}",
+                        w.file
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked >= 1, "gate-pr.yml's GPU job is checked");
 }
 
 #[test]
@@ -1523,8 +1610,10 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
         }
         v
     };
+    let push = |r: &str| json!({ "ref": r, "repository": { "default_branch": "main" } });
     for (event, payload) in [
-        ("push", json!({})),
+        ("push", push("refs/heads/main")),
+        ("push", push("refs/tags/v1.0.0")),
         ("workflow_dispatch", json!({})),
         ("pull_request", pr("acme/model", "synchronize", None)),
         (
@@ -1535,6 +1624,10 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
         let (code, out) = runner_hook(event, &payload);
         assert_eq!(code, Some(0), "{event} {payload}: {out}");
     }
+    // Dependabot's pull request, once a maintainer labels its reviewed head.
+    let mut labelled = pr("acme/model", "labeled", Some(&format!("gate-gpu@{head}")));
+    labelled["pull_request"]["user"] = json!({ "login": "dependabot[bot]" });
+    assert_eq!(runner_hook("pull_request", &labelled).0, Some(0));
     for (event, payload, says) in [
         (
             "pull_request",
@@ -1561,6 +1654,28 @@ fn the_runner_hook_refuses_a_forks_code_unless_the_label_names_its_head() {
             "the fork",
         ),
         ("merge_group", json!({}), "event 'merge_group'"),
+        // The merge queue's own push of a queued merge (#51).
+        (
+            "push",
+            push("refs/heads/gh-readonly-queue/main/pr-7-1111111111111111111111111111111111111111"),
+            "a push to 'refs/heads/gh-readonly-queue/main/pr-7-",
+        ),
+        (
+            "push",
+            push("refs/heads/dependabot/cargo/serde-1.0.1"),
+            "neither a tag nor the default branch (main)",
+        ),
+        ("push", json!({}), "neither a tag nor the default branch"),
+        // Dependabot's branch: of this repository, reviewed by nobody (#51).
+        (
+            "pull_request",
+            {
+                let mut v = pr("acme/model", "synchronize", None);
+                v["pull_request"]["user"] = json!({ "login": "dependabot[bot]" });
+                v
+            },
+            "Dependabot's branch in acme/model",
+        ),
         (
             "pull_request_target",
             pr("acme/model", "opened", None),
@@ -1627,6 +1742,50 @@ fn run_verdict(path: &Path, results: &str, event: &str, fork: bool) -> (Option<i
         .output()
         .unwrap();
     (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// A re-run of an older run's `verdict` alone (#51): it would replace the
+/// required check with that run's results although a newer run of the
+/// workflow for the same head commit judged since (a label added or
+/// removed). Runs are ordered by `run_number`, which a re-run keeps.
+#[test]
+fn a_re_run_of_an_older_verdict_never_replaces_a_newer_runs_check() {
+    let t = tempfile::tempdir().unwrap();
+    let runs = json!({ "total_count": 2, "workflow_runs": [
+        { "id": 31, "run_number": 12 },
+        { "id": 30, "run_number": 11 },
+    ] });
+    let bin = verdict_gh(t.path(), &runs, &[]);
+    let run = |number: &str| {
+        let o = std::process::Command::new("bash")
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/action/verdict.sh"))
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+            )
+            .env("RESULTS", "cpu=success gpu=success")
+            .env("LOOKUP", "gpu")
+            .env("EVENT", "pull_request")
+            .env("FORK", "false")
+            .env("HEAD_SHA", "1111111111111111111111111111111111111111")
+            .env("WORKFLOW", "gate-pr.yml")
+            .env("GITHUB_REPOSITORY", "acme/model")
+            .env("GITHUB_RUN_ID", "30")
+            .env("GITHUB_RUN_NUMBER", number)
+            .env("GH_TOKEN", "t")
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, out) = run("11");
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("run #12 of this workflow is newer for 1111111111111111111111111111111111111111"),
+        "{out}"
+    );
+    assert!(out.contains("hint: re-run the newest run (#12)"), "{out}");
+    let (code, out) = run("12");
+    assert_eq!(code, Some(0), "the newest run decides: {out}");
 }
 
 /// A label change starts a run on the same head commit whose check runs
@@ -1961,12 +2120,23 @@ fn crates_io_is_published_by_one_job_with_a_token_of_the_run_and_none_stored() {
 
     let s = steps(job);
     let at = |pred: &dyn Fn(&Yaml) -> bool| s.iter().position(|x| pred(x));
+    // Packed without compiling here; built and verified by `crates-package`.
     let packed = at(&|x| {
-        x["run"]
-            .as_str()
-            .is_some_and(|r| r.trim_start().starts_with("cargo package --workspace"))
+        x["run"].as_str().is_some_and(|r| {
+            r.trim_start()
+                .starts_with("cargo package --workspace --locked --allow-dirty --no-verify")
+        })
     })
-    .expect("every package is built before the first upload");
+    .expect("every package is packed before the first upload");
+    let (_, builder) = jobs(&w)
+        .into_iter()
+        .find(|(n, _)| n == "crates-package")
+        .expect("a job without id-token builds the packages");
+    assert!(needs(job).contains(&"crates-package".to_string()));
+    assert!(builder["permissions"]["id-token"].is_badvalue());
+    assert!(steps(builder)
+        .iter()
+        .any(|x| x["run"].as_str().map(str::trim) == Some("cargo package --workspace --locked --allow-dirty")));
     let auth = at(&|x| action_of(x) == Some("rust-lang/crates-io-auth-action")).expect("the token exchange");
     assert!(s[auth]["with"].is_badvalue(), "crates.io, the action's default `url`");
     let id = s[auth]["id"].as_str().expect("the exchange has an id");
@@ -1999,6 +2169,54 @@ fn crates_io_is_published_by_one_job_with_a_token_of_the_run_and_none_stored() {
             "docs/release.md tells the trusted publisher's `{setting}`"
         );
     }
+}
+
+/// Commands that compile, so run third-party build scripts and proc-macros.
+fn compiles(line: &str) -> bool {
+    let l = line.trim();
+    let cargo = |sub: &str| l.contains(&format!("cargo {sub}"));
+    [
+        "build", "test", "check", "run", "install", "clippy", "doc", "bench", "rustc",
+    ]
+    .iter()
+    .any(|sub| cargo(sub))
+        || ((cargo("package") || cargo("publish") || l.contains("scripts/publish.sh")) && !l.contains("--no-verify"))
+}
+
+/// A job that holds `id-token: write` compiles nothing (#51): the runner
+/// gives every step of such a job the variables to request the OIDC token
+/// (ACTIONS_ID_TOKEN_REQUEST_URL / _TOKEN; GitHub's "About security
+/// hardening with OpenID Connect"), so any dependency's build script run
+/// there could mint it and exchange it for a crates.io publish token.
+#[test]
+fn no_job_that_can_mint_an_oidc_token_compiles() {
+    let mut problems = Vec::new();
+    for w in workflows() {
+        for (name, job) in jobs(&w) {
+            if job["permissions"]["id-token"].as_str() != Some("write") {
+                continue;
+            }
+            for step in steps(job) {
+                for line in step["run"].as_str().unwrap_or("").lines() {
+                    if compiles(line) {
+                        problems.push(format!(
+                            "{}: job `{name}` holds id-token: write and runs `{}`",
+                            w.file,
+                            line.trim()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The check itself: the release workflow's former one-job publish.
+    assert!(compiles("cargo package --workspace --locked --allow-dirty"));
+    assert!(compiles("cargo build --release"));
+    assert!(!compiles(
+        "cargo package --workspace --locked --allow-dirty --no-verify"
+    ));
+    assert!(!compiles("scripts/publish.sh --no-verify --allow-dirty"));
 }
 
 /// A folder with `gate` (a stub that says its version) and, unless `gh` is
@@ -2673,6 +2891,41 @@ fn path_without_sha256sum(root: &Path, extra: &[&Path]) -> String {
     parts.join(":")
 }
 
+/// `command: publish` publishes a report another job measured, from an
+/// artifact any job of the run can replace: the action's first step
+/// refuses it without the measuring job's digest (#51), rather than
+/// publishing unchecked as an empty `report-sha256` once did.
+#[test]
+fn the_action_refuses_publish_without_the_measuring_jobs_digest() {
+    let script = action_step("Check the inputs");
+    let base = [
+        ("COMMAND", "publish"),
+        ("BACKEND", "cpu"),
+        ("COMMENT", "never"),
+        ("STRICT", "false"),
+        ("ID", "cpu"),
+        ("BUDGETS", "budgets.yaml"),
+        ("ARGS", ""),
+        ("BASELINE_BRANCH", ""),
+        ("PUBLISH", "auto"),
+        ("JOB_ID", "publish"),
+        ("MATRIX", "null"),
+    ];
+    let run = |sha: &str| {
+        let mut envs = base.to_vec();
+        envs.push(("REPORT_SHA256", sha));
+        run_action_script(&script, &envs)
+    };
+    for bad in ["", "abc", &"G".repeat(64)] {
+        let (code, _, stdout) = run(bad);
+        assert_eq!(code, Some(2), "report-sha256 `{bad}`: {stdout}");
+        assert!(stdout.contains("command: publish needs report-sha256"), "{stdout}");
+    }
+    let (code, outputs, stdout) = run(&"a".repeat(64));
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(outputs.contains("id=cpu\n"), "{outputs}");
+}
+
 /// The action's first step: Linux runners only, refused first with the fix
 /// (gate releases and tests Linux builds only); its default id hashes the
 /// job, the runner's OS/arch, the matrix and GATE_ID_CONTEXT (the reusable
@@ -2773,6 +3026,100 @@ fn find_release(root: &Path, action: &Path, path: &str, envs: &[(&str, &str)]) -
     )
 }
 
+/// The comment step posts at most GATE_MAX_COMMENTS (20) comments a run
+/// (#51): the artifacts come from a run whose workflow a fork can edit,
+/// and each one would be a comment posted with the repository's token.
+#[test]
+fn the_comment_step_posts_at_most_twenty_comments_a_run() {
+    let t = tempfile::tempdir().unwrap();
+    let bin = t.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = t.path().join("gate.log");
+    executable(
+        &bin.join("gate"),
+        &format!("#!/bin/sh\necho \"$*\" >> '{}'\n", log.display()),
+    );
+    let artifacts = t.path().join("artifacts");
+    for i in 0..25 {
+        let dir = artifacts.join(format!("gate-id{i:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("artifact-name"), format!("gate-id{i:02}\n")).unwrap();
+        std::fs::write(dir.join("comment-mode"), "always\n").unwrap();
+    }
+    let run = |extra: &[(&str, &str)]| {
+        let _ = std::fs::remove_file(&log);
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/comment.sh"))
+            .env(
+                "PATH",
+                format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+            )
+            .env("ARTIFACTS", &artifacts)
+            .env("EVENT", "pull_request")
+            .env_remove("GATE_MAX_COMMENTS")
+            .env_remove("CHECK_RUN");
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        let calls = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+        (o.status.code(), calls, String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, calls, stdout) = run(&[]);
+    assert_eq!((code, calls), (Some(2), 20), "{stdout}");
+    assert!(
+        stdout.contains("uploaded more than 20 gate artifacts: only the first 20 are commented"),
+        "{stdout}"
+    );
+    let (code, calls, stdout) = run(&[("GATE_MAX_COMMENTS", "30")]);
+    assert_eq!((code, calls), (Some(0), 25), "{stdout}");
+}
+
+/// find-release.sh without `curl` on the runner (#51): it says that curl is
+/// missing and builds from source, not that the release has no asset.
+#[test]
+fn a_runner_without_curl_is_told_so_not_that_there_is_no_release() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("nocurl");
+    std::fs::create_dir_all(&dir).unwrap();
+    for sys in ["/usr/bin", "/bin", "/usr/local/bin"] {
+        let Ok(entries) = std::fs::read_dir(sys) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name == "curl" || dir.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
+        }
+    }
+    let action = t.path().join("action");
+    std::fs::create_dir_all(&action).unwrap();
+    std::fs::write(action.join("Cargo.toml"), "[package]\nversion = \"1.2.3\"\n").unwrap();
+    let (found, outputs, _) = find_release(t.path(), &action, dir.to_str().unwrap(), &[]);
+    assert!(!found, "{outputs}");
+    let o = std::process::Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .env("PATH", &dir)
+        .env("ACTION_PATH", &action)
+        .env("RUNNER_TEMP", t.path())
+        .env("GITHUB_OUTPUT", t.path().join("out2"))
+        .env("COMMAND", "check")
+        .env("BACKEND", "cpu")
+        .env("VERSION", "")
+        .env("REPO", "acme/gate")
+        .env("RUNNER_OS_NAME", "Linux")
+        .env("RUNNER_ARCH_NAME", "X64")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("::warning title=gate action::curl is not installed on this runner, so the release v1.2.3 was not looked for"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nhint: install curl"), "{stdout}");
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("no release asset"));
+}
+
 /// find-release.sh: a `uses: OWNER/gate@<full SHA>` pin (downloaded without
 /// .git) uses the release binary only when the release is that commit, and
 /// builds its own source otherwise; a tag ref keeps the release. Only a
@@ -2853,6 +3200,18 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
         err.contains("release v9.8.7 is commit abcdef012345, this action is 123456789012: building from source"),
         "{err}"
     );
+    // gate called from another composite action (#51): github.action_ref is
+    // the outer action's, and GitHub does not promise it inside a composite
+    // action (github/docs#25336); the runner's download folder
+    // _actions/OWNER/REPO/REF is gate's own ref and decides.
+    let between = "1234567890123456789012345678901234567890";
+    for (own_ref, outer_ref, expect) in [(between, "v1.0.0", false), ("v9.8.7", between, true)] {
+        let downloaded = root.join("_actions/acme/gate").join(own_ref);
+        std::fs::create_dir_all(&downloaded).unwrap();
+        std::fs::copy(action.join("Cargo.toml"), downloaded.join("Cargo.toml")).unwrap();
+        let (found, _, err) = find_release(root, &downloaded, &path, &pin(outer_ref));
+        assert_eq!(found, expect, "gate@{own_ref} inside an action @{outer_ref}: {err}");
+    }
     let (_, outputs, _) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "github-hosted")]);
     assert!(outputs.contains("build-cache=true\n"), "{outputs}");
     let (_, outputs, err) = find_release(root, &action, &path, &[("RUNNER_ENVIRONMENT", "self-hosted")]);
@@ -2900,6 +3259,42 @@ fn the_action_restores_no_build_cache_on_a_self_hosted_runner() {
         );
     }
     assert_eq!(n, 2, "gate's build and the harness's");
+}
+
+/// The compiled GPU kernels (code the GPU runs) go through the Actions
+/// cache only on a GitHub-hosted runner (#51): the step that keys them runs
+/// only there, and the restore and the save run only when it gave a key.
+#[test]
+fn the_action_keeps_no_gpu_kernel_cache_on_a_self_hosted_runner() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
+    let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
+    let jit = steps
+        .iter()
+        .find(|s| s["id"].as_str() == Some("jit"))
+        .expect("the kernels' step");
+    assert!(
+        jit["if"]
+            .as_str()
+            .unwrap_or("")
+            .contains("runner.environment == 'github-hosted'"),
+        "{:?}",
+        jit["if"]
+    );
+    let mut n = 0;
+    for s in steps {
+        let uses = s["uses"].as_str().unwrap_or("");
+        if uses.starts_with("actions/cache/restore@") || uses.starts_with("actions/cache/save@") {
+            n += 1;
+            assert!(
+                s["if"].as_str().unwrap_or("").contains("steps.jit.outputs.key != ''"),
+                "{}: {:?}",
+                s["name"].as_str().unwrap_or("?"),
+                s["if"]
+            );
+        }
+    }
+    assert_eq!(n, 2, "the restore and the save of the kernels");
 }
 
 /// gate-reusable.yml's `publish` holds the caller's write token and
@@ -2986,13 +3381,13 @@ fn the_reusable_workflow_publishes_only_the_report_its_measuring_job_wrote() {
         .starts_with("baseline publish --from "));
 }
 
-/// The README's own-job example (the action in a job of one's own) is the
+/// The manual's own-job example (docs/github.md) (the action in a job of one's own) is the
 /// one adopters copy: it grants least privilege in a `permissions:` block
 /// and checks out with `persist-credentials: false`, so no later step finds
 /// the token in .git/config.
 #[test]
 fn the_readmes_own_job_example_is_least_privilege_and_keeps_no_credentials() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/github.md")).unwrap();
     let at = readme.find("**Without the reusable workflow.**").expect("the section");
     let block = readme[at..]
         .split("```yaml\n")
@@ -3109,7 +3504,11 @@ fn the_next_majors_take_every_input_gate_sets_and_refuse_no_checkout_of_gate_s()
 
     // Pinned to them, every file passes the Node 24 check.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<PathBuf> = vec![root.join("action.yml"), root.join("README.md")];
+    let mut files: Vec<PathBuf> = vec![
+        root.join("action.yml"),
+        root.join("README.md"),
+        root.join("docs/github.md"),
+    ];
     files.extend(
         workflows()
             .into_iter()

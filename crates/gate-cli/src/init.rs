@@ -677,7 +677,7 @@ fn print_next_steps(args: &InitArgs) {
         if args.gate_sha.is_none() {
             eprintln!(
                 "  pin: the workflows use gate by its tag `{}`; where actions must be pinned by commit SHA, \
-                 run `gate init --force --gate-sha SHA` with the tag's commit (README.md#pinning-by-commit-sha)",
+                 run `gate init --force --gate-sha SHA` with the tag's commit (docs/github.md#pinning-by-commit-sha)",
                 args.gate_ref
             );
         }

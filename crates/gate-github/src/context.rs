@@ -191,6 +191,57 @@ pub fn event_from_env_checked() -> Result<Event, crate::GithubError> {
     }
 }
 
+/// The pull request a merge queue's `merge_group` event was started for,
+/// from the group's branch: GitHub's webhooks description gives
+/// `merge_group.head_ref` as "the full ref of the merge group", and the
+/// merge queue names that branch `gh-readonly-queue/<base>/pr-<N>-<head
+/// SHA>` (docs.github.com, "Managing a merge queue": "the temporary branch
+/// ... gh-readonly-queue/{base_branch}"). The base may hold `/`, so the PR
+/// is the last segment. `Err` with the reason when the payload is a merge
+/// group whose branch names no pull request.
+pub fn queued_pull_request(json: &serde_json::Value) -> Result<u64, String> {
+    let head_ref = json
+        .pointer("/merge_group/head_ref")
+        .and_then(|v| v.as_str())
+        .ok_or("the merge_group payload has no merge_group.head_ref")?;
+    let branch = head_ref.strip_prefix("refs/heads/").unwrap_or(head_ref);
+    let last = branch
+        .strip_prefix("gh-readonly-queue/")
+        .and_then(|rest| rest.rsplit_once('/'))
+        .map(|(_, last)| last)
+        .ok_or_else(|| format!("the merge group's branch `{head_ref}` is not gh-readonly-queue/<base>/pr-<N>-<sha>"))?;
+    let pr = last
+        .strip_prefix("pr-")
+        .and_then(|rest| rest.split_once('-'))
+        .filter(|(n, sha)| {
+            !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit())
+                && !sha.is_empty()
+                && sha.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .and_then(|(n, _)| n.parse::<u64>().ok())
+        .filter(|n| *n > 0);
+    pr.ok_or_else(|| format!("the merge group's branch `{head_ref}` names no pull request (pr-<N>-<sha>)"))
+}
+
+/// Where `GITHUB_EVENT_NAME` is `merge_group`: the queued pull request
+/// ([`queued_pull_request`]), or why it cannot be told; `None` for any
+/// other event.
+pub fn queued_pull_request_from_env() -> Option<Result<u64, String>> {
+    if std::env::var("GITHUB_EVENT_NAME").ok()?.as_str() != "merge_group" {
+        return None;
+    }
+    let Some(path) = std::env::var_os("GITHUB_EVENT_PATH") else {
+        return Some(Err("GITHUB_EVENT_PATH is not set".into()));
+    };
+    let json = std::fs::read_to_string(&path)
+        .map_err(|e| format!("the event file cannot be read: {e}"))
+        .and_then(|t| {
+            serde_json::from_str::<serde_json::Value>(&t).map_err(|e| format!("the event file is not JSON: {e}"))
+        });
+    Some(json.and_then(|j| queued_pull_request(&j)))
+}
+
 pub fn read_event(path: &Path) -> Option<Event> {
     let text = std::fs::read_to_string(path).ok()?;
     let json: serde_json::Value = serde_json::from_str(&text).ok()?;
@@ -298,6 +349,31 @@ mod tests {
         assert!(check_branch("gate-baselines").is_ok());
         assert!(check_branch("a/../b").is_err());
         assert!(check_branch("x&ref=main").is_err());
+    }
+
+    #[test]
+    fn a_merge_groups_branch_names_the_queued_pull_request() {
+        let group = |head_ref: &str| serde_json::json!({ "action": "checks_requested", "merge_group": { "head_ref": head_ref } });
+        let sha = "ec26c3e57ca3a959ca5aad62de7213c562f8c821";
+        assert_eq!(
+            queued_pull_request(&group(&format!("refs/heads/gh-readonly-queue/main/pr-42-{sha}"))),
+            Ok(42)
+        );
+        // A base branch with a slash.
+        assert_eq!(
+            queued_pull_request(&group(&format!("refs/heads/gh-readonly-queue/release/1.x/pr-7-{sha}"))),
+            Ok(7)
+        );
+        for bad in [
+            "refs/heads/main".to_string(),
+            format!("refs/heads/gh-readonly-queue/main/pr--{sha}"),
+            format!("refs/heads/gh-readonly-queue/main/pr-x1-{sha}"),
+            "refs/heads/gh-readonly-queue/main/pr-3-".to_string(),
+            format!("refs/heads/gh-readonly-queue/pr-3-{sha}"),
+        ] {
+            assert!(queued_pull_request(&group(&bad)).is_err(), "{bad}");
+        }
+        assert!(queued_pull_request(&serde_json::json!({})).is_err());
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl GithubError {
                 (403, Call::WriteComment) | (404, Call::WriteComment) => {
                     "the token cannot write to the pull request: give the job `permissions: { pull-requests: write }`. \
                      Pull requests from forks always get a read-only token: measure under `pull_request`, upload the output \
-                     folder, and comment from a `workflow_run` workflow (see the README, \"GitHub Actions\")"
+                     folder, and comment from a `workflow_run` workflow (see docs/github.md)"
                         .into()
                 }
                 (403, Call::WriteBaseline) | (404, Call::WriteBaseline) => {

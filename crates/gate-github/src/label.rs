@@ -159,15 +159,23 @@ async fn permission(client: &Client, repo: &Repo, login: &str) -> Result<String,
 /// regressions, never a silent pass.
 pub fn from_env(label: &str) -> AckInput {
     let label = label.trim();
-    let Event::PullRequest(pr) = super::context::event_from_env() else {
-        return AckInput::NotAsked;
-    };
     if label.is_empty() {
         return AckInput::NotAsked;
     }
     let unverified = |reason: String| AckInput::Unverified {
         label: label.to_string(),
         reason,
+    };
+    // A pull request's run, or a merge queue's run for the queued pull
+    // request (its label is read there too, else an acknowledged
+    // regression fails again on the queued commit and never merges).
+    let number = match super::context::event_from_env() {
+        Event::PullRequest(pr) => pr.number,
+        _ => match super::context::queued_pull_request_from_env() {
+            Some(Ok(n)) => n,
+            Some(Err(reason)) => return unverified(format!("in a merge queue: {reason}")),
+            None => return AckInput::NotAsked,
+        },
     };
     let repo = match Repo::from_env() {
         Ok(r) => r,
@@ -182,7 +190,7 @@ pub fn from_env(label: &str) -> AckInput {
             Ok(c) => c,
             Err(e) => return unverified(e.to_string()),
         };
-        match find(&client, &repo, pr.number, label).await {
+        match find(&client, &repo, number, label).await {
             Ok(Finding::Confirmed(a)) => AckInput::Present(a),
             Ok(Finding::Absent) => AckInput::Absent { label: label.into() },
             Ok(Finding::Unconfirmed(reason)) => unverified(reason),

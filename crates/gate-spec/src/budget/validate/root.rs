@@ -43,7 +43,7 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
         cx.err(
             Pos { line: 1, col: 1 },
             "the spec is empty",
-            "start with `version: 1`, then `device:` and `components:` (see the README's budgets.yaml reference)",
+            "start with `version: 1`, then `device:` and `components:` (see docs/budgets.md, the budgets.yaml reference)",
         );
         return None;
     }
