@@ -24,6 +24,7 @@ fn schemas() -> Vec<(String, Value)> {
         ("history".to_string(), gate_contract::schema::history_schema()),
         ("shard".to_string(), gate_contract::schema::shard_schema()),
         ("events".to_string(), gate_contract::schema::events_schema()),
+        ("plan".to_string(), gate_contract::schema::plan_schema()),
     ];
     all.extend(
         gate_contract::schema::protocol_schemas()

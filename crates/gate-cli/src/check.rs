@@ -73,6 +73,12 @@ pub(crate) struct CheckArgs {
     /// schema/events.schema.json; logs stay on stderr).
     #[arg(long, value_enum, default_value_t = MessageFormat::Human, value_name = "FORMAT")]
     pub message_format: MessageFormat,
+    /// For each component that fails a size budget, find the measured fix
+    /// as `gate plan` does (its levers probed, the cheapest passing
+    /// configuration measured) and put it in the report, the table, the
+    /// comment and JUnit. Costs more profiles; the verdict is unchanged.
+    #[arg(long)]
+    pub plan: bool,
     #[command(flatten)]
     pub harness: super::harness::HarnessArgs,
 }
@@ -189,7 +195,16 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
         return Ok(exit);
     }
     emitter.log(where_the_time_went(&profiled, jobs, started.elapsed()));
-    let measured = gather(profiled, &selected, &loaded)?;
+    let plans = if args.plan {
+        plans_for_failing(&loaded, &selected, &profiled, backend)?
+    } else {
+        BTreeMap::new()
+    };
+    if let Some(exit) = stopped() {
+        return Ok(exit);
+    }
+    let mut measured = gather(profiled, &selected, &loaded)?;
+    measured.plans = plans;
     emitter.profiled();
 
     let infra = measured.infra.clone();
@@ -351,6 +366,51 @@ struct Measured {
     framework: gate_contract::protocol::FrameworkId,
     /// Its version when it is candle (the report's `candle_version`), else empty.
     candle: String,
+    /// `--plan`: the measured fixes, by component.
+    plans: BTreeMap<String, gate_contract::plan::Plan>,
+}
+
+/// `--plan`: a plan for each selected component (not a variant) whose
+/// measured figures fail one of its size budgets, from its own profile and
+/// its reference's.
+fn plans_for_failing(
+    loaded: &Loaded,
+    selected: &[&gate_spec::budget::Component],
+    profiled: &[gate_runner::Profiled],
+    backend: Backend,
+) -> Result<BTreeMap<String, gate_contract::plan::Plan>, CliError> {
+    let measurement = |name: &str| {
+        profiled
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.result.as_ref().ok())
+            .cloned()
+    };
+    let mut plans = BTreeMap::new();
+    for c in selected.iter().filter(|c| !c.name.contains('@') && c.generate.is_none()) {
+        let Some(m) = measurement(&c.name) else { continue };
+        let fails_size = c.budgets.iter().any(|b| {
+            b.metric.unit() == gate_spec::metric::Unit::Bytes
+                && b.limit.op.is_max()
+                && m.values.get(&b.metric).is_some_and(|v| !b.limit.op.holds(*v, b.limit.value))
+        });
+        if !fails_size || m.failure.as_ref().is_some_and(gate_runner::infrastructure_failure) {
+            continue;
+        }
+        eprintln!("{}: fails a size budget; planning its measured fix (--plan)", c.name);
+        let given = super::plan::Measured {
+            start: Some(m),
+            reference: c.reference.as_deref().and_then(measurement),
+        };
+        let options = super::plan::PlanOptions {
+            measure: 2,
+            all_levers: false,
+        };
+        let plan = super::plan::plan_component(loaded, c, backend, &options, given)?;
+        super::plan::print_plan(c, &plan);
+        plans.insert(c.name.clone(), plan);
+    }
+    Ok(plans)
 }
 
 /// Turns the profiles of the selected components into component reports.
@@ -366,6 +426,7 @@ fn gather(
         reserve: None,
         framework: loaded.framework(),
         candle: loaded.candle_version(),
+        plans: BTreeMap::new(),
     };
     for p in profiled {
         let Some(c) = selected.iter().find(|c| c.name == p.name) else {
@@ -428,6 +489,7 @@ fn write_outputs(
             out: &args.out,
             extra,
             emitter,
+            plans: measured.plans,
         },
         |report| {
             eprintln!(

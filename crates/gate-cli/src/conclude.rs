@@ -36,6 +36,8 @@ pub(super) struct Conclusion<'a> {
     pub extra: Vec<(&'static str, Vec<u8>)>,
     /// Where the run's events go (the table, or `--message-format json`).
     pub emitter: &'a super::emit::Emitter,
+    /// `check --plan`: the measured fixes, by component (report.json's `plans`).
+    pub plans: BTreeMap<String, gate_contract::plan::Plan>,
 }
 
 /// The one output path of `check` and `merge`: the verdict, then
@@ -60,7 +62,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         results: verdict.results,
         summary: verdict.summary,
         wall_seconds: c.wall_seconds,
-        plans: Default::default(),
+        plans: c.plans,
     });
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let junit = gate_render::junit::render(&report, time::OffsetDateTime::now_utc())

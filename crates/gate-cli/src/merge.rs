@@ -127,6 +127,8 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
             out: &args.out,
             extra,
             emitter: &emitter,
+            // Each shard planned its own components (`check --plan`).
+            plans: shards.iter().flat_map(|(_, r)| r.plans.clone()).collect(),
         },
         |_| {
             eprintln!(

@@ -18,7 +18,7 @@ pub const SCHEMA: u32 = 1;
 /// The workload knows which of its blocks can be recomputed and which of
 /// its settings exist; gate knows how to write each into the spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "lever", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Lever {
     /// `checkpoint: { chunk: N }`: the workload's checkpointable blocks
     /// (`blocks`, as its scopes name them) dropped after the forward and
@@ -73,7 +73,7 @@ impl Lever {
 
 /// One lever's setting in a candidate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "lever", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Setting {
     /// `checkpoint: { chunk: N }`, or `checkpoint: none` (`chunk` null).
     Checkpoint { chunk: Option<usize> },

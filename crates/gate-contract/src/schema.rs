@@ -529,6 +529,12 @@ pub fn shard_schema() -> Value {
     schema_for::<crate::shard::Record>("gate shard.json").expect("a shard's record can be traced")
 }
 
+/// The schema of plan.json (`gate plan`'s plan of one component).
+pub fn plan_schema() -> Value {
+    schema_for::<crate::plan::Plan>(&format!("gate plan.json, schema {}", crate::plan::SCHEMA))
+        .expect("a plan can be traced")
+}
+
 /// The schema of one line of `--message-format json` (a run's events).
 pub fn events_schema() -> Value {
     let title = format!(

@@ -349,7 +349,7 @@ fn case(report: &Report, r: &BudgetResult, name: &str, time: f64) -> Result<Stri
             x,
             "      <failure type=\"{}\" message=\"{}\"/>",
             r.status.name(),
-            attr(&failure_message(r))
+            attr(&with_fix(report, r, failure_message(r)))
         )?,
         Status::NotMeasured => writeln!(
             x,
@@ -613,5 +613,14 @@ mod tests {
         assert_eq!(n.unique("a.b".into()), "a.b");
         assert_eq!(n.unique("a.b".into()), "a.b#2");
         assert_eq!(n.unique("a.b".into()), "a.b#3");
+    }
+}
+
+/// A failing budget's message, with its component's measured fix where
+/// `gate check --plan` found one.
+fn with_fix(report: &Report, r: &BudgetResult, message: String) -> String {
+    match super::view::fix_words(report, r.component.as_str(), |t| format!("`{t}`")) {
+        Some(fix) if !r.component.is_ensemble() => format!("{message} — {fix}"),
+        _ => message,
     }
 }

@@ -160,6 +160,11 @@ fn next_step(out: &mut String, report: &Report) {
         .unwrap_or_default();
     let lever = super::view::lever_words(report, &step, code);
     let _ = writeln!(out, "\nnext step: {what}.{block} {lever}");
+    for name in report.plans.keys() {
+        if let Some(fix) = super::view::fix_words(report, name, code) {
+            let _ = writeln!(out, "{fix}");
+        }
+    }
 }
 
 /// A component's error, if any, and its blocks by activation memory kept for

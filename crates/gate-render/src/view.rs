@@ -469,3 +469,55 @@ mod tests {
         );
     }
 }
+
+/// A plan's figure as the renderers show it: bytes in the report's units,
+/// a ratio as `1.23x`.
+pub fn plan_figure_text(report: &Report, component: &str, metric: Metric, value: f64) -> String {
+    match metric.unit() {
+        Unit::Bytes => size_text(report, component, value),
+        _ if metric.ratio_of().is_some() => format!("{value:.2}x"),
+        unit => gate_spec::metric::format_value(unit, value),
+    }
+}
+
+/// A component's measured fix (`gate check --plan`, docs/plan.md), in the
+/// words every renderer shares; `code` quotes the spec's words and the
+/// command. `None` where no plan was made for it.
+pub fn fix_words(report: &Report, component: &str, code: impl Fn(&str) -> String) -> Option<String> {
+    let plan = report.plans.get(component)?;
+    if plan.start_passes() {
+        return None;
+    }
+    let measured = plan.candidates.iter().filter(|k| k.outcome.is_measured()).count();
+    Some(match plan.chosen() {
+        Some(k) => {
+            let settings: Vec<String> = k.settings.iter().map(|s| code(&s.yaml())).collect();
+            let figures: Vec<String> = k
+                .figures
+                .iter()
+                .filter_map(|(m, f)| {
+                    Some(format!(
+                        "{} {}",
+                        m.name(),
+                        plan_figure_text(report, component, *m, f.measured?)
+                    ))
+                })
+                .collect();
+            format!(
+                "Measured fix for {}: {} (measured: {}; the cheapest of {measured} measured, {} profiles). \
+                 Write it into the spec with {}.",
+                code(component),
+                settings.join(", "),
+                figures.join(", "),
+                plan.profiles,
+                code(&format!("gate plan {component} --apply"))
+            )
+        }
+        None => format!(
+            "No measured fix for {}: {} configurations of its levers predicted, {measured} measured, none passes \
+             every budget (plan.json; docs/plan.md).",
+            code(component),
+            plan.candidates.len()
+        ),
+    })
+}

@@ -110,7 +110,59 @@ pub(super) fn next_step(report: &Report) -> String {
         .map(|w| format!(" {w}"))
         .unwrap_or_default();
     let lever = view::lever_words(report, &step, code);
-    format!("**Next step:** {what}.{block} {lever}\n\n")
+    let mut out = format!("**Next step:** {what}.{block} {lever}\n\n");
+    for name in report.plans.keys() {
+        out.push_str(&plan_section(report, name));
+    }
+    out
+}
+
+/// A component's measured fix: one line, and the candidates the plan
+/// measured, predicted against measured, in a collapsed table.
+fn plan_section(report: &Report, name: &str) -> String {
+    let Some(fix) = view::fix_words(report, name, code) else {
+        return String::new();
+    };
+    let plan = &report.plans[name];
+    let mut out = format!("**{fix}**\n\n");
+    let measured: Vec<_> = plan.candidates.iter().filter(|k| k.outcome.is_measured()).collect();
+    if measured.is_empty() {
+        return out;
+    }
+    let _ = write!(
+        out,
+        "<details><summary>The plan for {}: {} probes, {} candidates measured, predicted against measured</summary>\n\n\
+         | configuration | figure | predicted | measured | error | outcome |\n|---|---|--:|--:|--:|---|\n",
+        code(name),
+        plan.probes.len(),
+        measured.len()
+    );
+    for k in measured {
+        let settings: Vec<String> = k.settings.iter().map(|s| code(&s.yaml())).collect();
+        let outcome = match k.outcome {
+            gate_contract::plan::Outcome::Pass => "passes".to_string(),
+            gate_contract::plan::Outcome::Fail => format!(
+                "fails {}",
+                k.fails.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+            ),
+            _ => "profile failed".to_string(),
+        };
+        for (i, (m, f)) in k.figures.iter().enumerate() {
+            let first = i == 0;
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                if first { settings.join(", ") } else { String::new() },
+                m.name(),
+                view::plan_figure_text(report, name, *m, f.predicted),
+                f.measured.map_or("—".into(), |v| view::plan_figure_text(report, name, *m, v)),
+                f.error().map_or(String::new(), |e| format!("{:+.1} %", e * 100.0)),
+                if first { outcome.as_str() } else { "" }
+            );
+        }
+    }
+    out.push_str("\n</details>\n\n");
+    out
 }
 
 const HEADER: &str = "| budget | limit | baseline | current | Δ | Δ % | used | headroom | status |\n\
