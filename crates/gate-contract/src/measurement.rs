@@ -251,7 +251,7 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
         Metric::Params => &[Phase::Build],
         Metric::Activations => &[Phase::Forward],
         Metric::Gradients => &[Phase::Backward],
-        Metric::Optimizer => &[Phase::Optimizer],
+        Metric::Optimizer | Metric::ModelState => &[Phase::Optimizer],
         Metric::TrainingPeak | Metric::DeviceUsed => &[Phase::TrainingStep],
         // The steady step is the first timed step; the rest run in `timing`.
         Metric::StepTime => &[Phase::TrainingStep, Phase::Timing],
@@ -264,6 +264,8 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
         Metric::InferencePeak => &[Phase::Inference],
         Metric::Growth => &[Phase::Timing, Phase::Inference],
         Metric::PrefillPeak => &[Phase::Prefill],
-        Metric::DecodePeak | Metric::KvCachePerToken | Metric::DecodeGrowth => &[Phase::Decode],
+        Metric::DecodePeak | Metric::KvCachePerToken | Metric::DecodeGrowth | Metric::KvCapacityTokens => {
+            &[Phase::Decode]
+        }
     }
 }

@@ -203,7 +203,11 @@ impl Lever {
             }
             Metric::Params | Metric::Gradients | Metric::Optimizer => Lever::SmallerModel,
             Metric::Growth | Metric::DecodeGrowth => Lever::Leak,
-            Metric::PrefillPeak | Metric::DecodePeak | Metric::KvCachePerToken => Lever::Cache,
+            Metric::PrefillPeak
+            | Metric::DecodePeak
+            | Metric::KvCachePerToken
+            | Metric::KvCapacityTokens
+            | Metric::ModelState => Lever::Cache,
             Metric::StepTime | Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio => Lever::Tradeoff,
         })
     }
