@@ -41,6 +41,8 @@ pub trait DynWorkload: fmt::Debug + Send + Sync {
     fn accumulation_steps(&self) -> usize;
     /// See [`Workload::checkpointed`].
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>>;
+    /// See [`Workload::generation_rows`].
+    fn generation_rows(&self) -> Option<usize>;
 }
 
 impl<W: Workload> DynWorkload for W {
@@ -86,6 +88,10 @@ impl<W: Workload> DynWorkload for W {
 
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
         Workload::checkpointed(self, chunk).map(|inner| Arc::new(Chunked { inner, chunk }) as Arc<dyn DynWorkload>)
+    }
+
+    fn generation_rows(&self) -> Option<usize> {
+        Workload::generation_rows(self)
     }
 }
 
@@ -152,6 +158,10 @@ impl<W: Workload> DynWorkload for Chunked<W> {
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
         DynWorkload::checkpointed(&self.inner, chunk)
     }
+
+    fn generation_rows(&self) -> Option<usize> {
+        Workload::generation_rows(&self.inner)
+    }
 }
 
 // The registry and the resolve step are gate-runner's, the same for every
@@ -163,6 +173,10 @@ impl gate_runner::harness::Resolvable for dyn DynWorkload {
 
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>> {
         DynWorkload::checkpointed(self, chunk)
+    }
+
+    fn generation_rows(&self) -> Option<usize> {
+        DynWorkload::generation_rows(self)
     }
 }
 
