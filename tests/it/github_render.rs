@@ -339,6 +339,56 @@ fn a_profile_that_failed_on_an_error_not_memory_says_to_fix_it_first() {
     assert!(said_model.contains("fix it first"), "{said_model}");
 }
 
+/// A model error after some figures were measured fails those budgets too:
+/// the next step names the row the error left without a figure and why,
+/// never a lever for the measured `params` (a smaller model, bf16).
+#[test]
+fn a_model_error_after_params_names_the_failed_row_never_a_smaller_model() {
+    let run = |budgets: &[&str]| {
+        let mut c = component("lm", &[("params", 0.1 * MIB)], &[]);
+        let why = "shape mismatch in broadcast_add, lhs: [2, 8, 32], rhs: [1, 8, 32]";
+        c["error"] = json!({ "kind": "failed", "phase": "forward", "reason": why, "failure_kind": "model" });
+        let results: Vec<Value> = budgets
+            .iter()
+            .enumerate()
+            .map(|(i, metric)| {
+                let measured = (*metric == "params").then_some(0.1 * MIB);
+                let mut r = result("lm", metric, "<", 16.0 * MIB, measured, None, "fail", 8 + i);
+                r["reason"] = json!(match measured {
+                    Some(_) => format!("measured, but the component then failed in phase forward: {why}"),
+                    None => format!("measurement failed in phase forward: {why}"),
+                });
+                r
+            })
+            .collect();
+        let rep = report(json!({
+            "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+            "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null, "results": results,
+            "summary": { "status": "fail", "passed": 0, "failed": budgets.len(), "regressed": 0, "not_measured": 0,
+                "warnings": [], "strict": false },
+            "baseline": null, "wall_seconds": 1.0,
+        }));
+        let table = gate_render::table::render(&rep, false);
+        table.lines().find(|l| l.starts_with("next step:")).unwrap_or_default().to_string()
+    };
+    let both = run(&["params", "activations"]);
+    assert!(
+        both.starts_with(
+            "next step: `lm.activations` has no figure: measurement failed in phase forward: shape mismatch"
+        ) && both.contains("fix it first"),
+        "{both}"
+    );
+    let params_only = run(&["params"]);
+    assert!(
+        params_only.starts_with("next step: `lm.params` is 0.1000 MiB, measured, but the component then failed in phase forward")
+            && params_only.contains("fix it first"),
+        "{params_only}"
+    );
+    for line in [&both, &params_only] {
+        assert!(!line.contains("bf16") && !line.contains("smaller config"), "{line}");
+    }
+}
+
 #[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();
