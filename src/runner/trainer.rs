@@ -144,10 +144,10 @@ impl<'w> Train for Trainer<'w> {
         Trainer::drop_optimizer(self)
     }
 
-    fn clear_state(&mut self) -> adapter::Result<()> {
+    fn clear_state(&mut self) -> adapter::Result<bool> {
         match &mut self.model {
             Some(model) => model.clear_state().map_err(err),
-            None => Ok(()),
+            None => Ok(false),
         }
     }
 

@@ -282,9 +282,9 @@ impl<M: LanguageModel> Model for LmModel<M> {
 
     /// The cache the default `forward` leaves full is the model's state,
     /// not the optimizer's: emptied here, it is measured as `model_state`.
-    fn clear_state(&mut self) -> Result<()> {
+    fn clear_state(&mut self) -> Result<bool> {
         self.model.get_mut().clear_cache();
-        Ok(())
+        Ok(true)
     }
 
     fn generator(&self) -> Result<Box<dyn Generator + '_>> {

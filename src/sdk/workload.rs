@@ -288,10 +288,11 @@ pub trait Model {
     /// weights (a KV cache its forward leaves full). gate calls it once,
     /// after the first optimizer step, and reports what it frees as
     /// `model_state` (never as `optimizer`); the next forward fills it again.
-    /// The default: nothing to empty. [`crate::Lm`] calls the model's
-    /// `clear_cache`.
-    fn clear_state(&mut self) -> Result<()> {
-        Ok(())
+    /// Return `true` where the model keeps such state; the default, `false`:
+    /// nothing to empty, and no `model_state` figure. [`crate::Lm`] calls
+    /// the model's `clear_cache`.
+    fn clear_state(&mut self) -> Result<bool> {
+        Ok(false)
     }
     /// The model's own generation loop over these (inference) weights, its
     /// cache empty: what a component with `generate:` runs. The default:

@@ -168,10 +168,10 @@ pub trait Train {
     /// neither a parameter nor a gradient (a KV cache its forward leaves
     /// full). The runner calls it once, after the first optimizer step:
     /// what it frees is `model_state`, never `optimizer`. The next forward
-    /// fills it again as it always does. The default: the model keeps
-    /// nothing it can empty.
-    fn clear_state(&mut self) -> Result<()> {
-        Ok(())
+    /// fills it again as it always does. `false`: the model keeps nothing
+    /// it can empty, and no `model_state` is reported (the default).
+    fn clear_state(&mut self) -> Result<bool> {
+        Ok(false)
     }
     /// Drops the training model (its parameters stay in the store), before
     /// the inference or generation model is built over the same weights:

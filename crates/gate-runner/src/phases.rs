@@ -376,12 +376,14 @@ impl<'a, S: Session> Profile<'a, S> {
         // its own figure: emptied here, and what that frees is
         // `model_state`; the rest above the pre-forward level is the
         // optimizer's state.
-        in_phase(Phase::Optimizer, trainer.clear_state())?;
+        let keeps_state = in_phase(Phase::Optimizer, trainer.clear_state())?;
         probe.sync();
         let cleared = probe.live();
-        self.m
-            .values
-            .insert(Metric::ModelState, after_update.saturating_sub(cleared) as f64);
+        if keeps_state {
+            self.m
+                .values
+                .insert(Metric::ModelState, after_update.saturating_sub(cleared) as f64);
+        }
         let optimizer = cleared
             .saturating_sub(fwd.live_before)
             .saturating_sub(coverage_bytes);
@@ -916,11 +918,11 @@ mod tests {
         fn drop_optimizer(&mut self) {
             self.optimizer = None;
         }
-        fn clear_state(&mut self) -> Result<()> {
+        fn clear_state(&mut self) -> Result<bool> {
             if let Some(m) = &self.model {
                 *m.cache.borrow_mut() = None;
             }
-            Ok(())
+            Ok(self.cache > 0)
         }
         fn drop_training_model(&mut self) {
             self.model = None;
@@ -978,6 +980,8 @@ mod tests {
         assert_eq!(m.values[&Metric::Params], PARAMS as f64);
         assert_eq!(m.values[&Metric::Optimizer], (2 * PARAMS) as f64);
         assert_eq!(m.values[&Metric::Activations], 256.0);
+        // A model that keeps nothing has no such figure.
+        assert!(!m.values.contains_key(&Metric::ModelState));
     }
 
     #[test]
