@@ -369,7 +369,11 @@ fn a_model_error_after_params_names_the_failed_row_never_a_smaller_model() {
             "baseline": null, "wall_seconds": 1.0,
         }));
         let table = gate_render::table::render(&rep, false);
-        table.lines().find(|l| l.starts_with("next step:")).unwrap_or_default().to_string()
+        table
+            .lines()
+            .find(|l| l.starts_with("next step:"))
+            .unwrap_or_default()
+            .to_string()
     };
     let both = run(&["params", "activations"]);
     assert!(
@@ -380,13 +384,54 @@ fn a_model_error_after_params_names_the_failed_row_never_a_smaller_model() {
     );
     let params_only = run(&["params"]);
     assert!(
-        params_only.starts_with("next step: `lm.params` is 0.1000 MiB, measured, but the component then failed in phase forward")
-            && params_only.contains("fix it first"),
+        params_only.starts_with(
+            "next step: `lm.params` is 0.1000 MiB, measured, but the component then failed in phase forward"
+        ) && params_only.contains("fix it first"),
         "{params_only}"
     );
     for line in [&both, &params_only] {
         assert!(!line.contains("bf16") && !line.contains("smaller config"), "{line}");
     }
+}
+
+/// A forward that frees bytes live before it began (a cache it replaced)
+/// adds less than its blocks keep: the table's own lines say why a share is
+/// over 100 % or below 0, rather than leaving a negative row unexplained.
+#[test]
+fn a_share_outside_0_to_100_is_explained_on_its_own_line() {
+    let mut c = component("lm", &[("activations", 1000.0)], &[]);
+    c["blocks"] = json!([
+        { "name": "block#0", "retained_bytes": 1500, "peak_bytes": 3000, "calls": 1, "share_percent": 150.0 },
+        { "name": "(unattributed)", "retained_bytes": -500, "peak_bytes": 0, "calls": 0, "share_percent": -50.0 },
+    ]);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "activations", "<", 16.0 * MIB, Some(1000.0), None, "pass", 8)],
+        "summary": { "status": "pass", "passed": 1, "failed": 0, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_default()
+    };
+    assert!(
+        line("block#0").ends_with(
+            "over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
+        ),
+        "{table}"
+    );
+    assert!(
+        line("(unattributed)").ends_with(
+            "below 0: the forward freed bytes live before it began (a cache or buffer it replaced), so its blocks \
+             keep more than it added"
+        ),
+        "{table}"
+    );
 }
 
 #[test]

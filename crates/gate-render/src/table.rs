@@ -205,7 +205,16 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
         let retained = bytes(b.retained_bytes);
         if b.name == super::view::UNATTRIBUTED {
             say_more(out);
-            let _ = writeln!(out, "  {:<28} {retained:>12}{share}", b.name);
+            // Below 0 the blocks keep more than the forward added: it freed
+            // bytes that were live before it began.
+            let why = match b.share_percent {
+                Some(s) if s < 0.0 => {
+                    "   below 0: the forward freed bytes live before it began (a cache or buffer it replaced), \
+                     so its blocks keep more than it added"
+                }
+                _ => "",
+            };
+            let _ = writeln!(out, "  {:<28} {retained:>12}{share}{why}", b.name);
         } else {
             // Against the baseline's block of the same name, when it moved.
             let moved = match b.growth_bytes().filter(|_| compared) {
@@ -213,9 +222,16 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
                 Some(g) if g < 0 => format!("   shrank {} since the baseline", bytes(-g)),
                 _ => String::new(),
             };
+            let why = match b.share_percent {
+                Some(s) if s > 100.0 => {
+                    "   over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
+                }
+                Some(s) if s < 0.0 => "   below 0: the block freed more, of what was live before it, than it keeps",
+                _ => "",
+            };
             let _ = writeln!(
                 out,
-                "  {:<28} {retained:>12}{share}   peak +{}{moved}",
+                "  {:<28} {retained:>12}{share}   peak +{}{moved}{why}",
                 b.name,
                 Bytes(b.peak_bytes)
             );

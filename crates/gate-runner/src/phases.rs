@@ -384,9 +384,7 @@ impl<'a, S: Session> Profile<'a, S> {
                 .values
                 .insert(Metric::ModelState, after_update.saturating_sub(cleared) as f64);
         }
-        let optimizer = cleared
-            .saturating_sub(fwd.live_before)
-            .saturating_sub(coverage_bytes);
+        let optimizer = cleared.saturating_sub(fwd.live_before).saturating_sub(coverage_bytes);
         self.m.values.insert(Metric::Optimizer, optimizer as f64);
         in_phase(Phase::Optimizer, trainer.after_step())?;
         Ok(peak)

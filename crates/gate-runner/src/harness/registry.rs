@@ -245,7 +245,10 @@ fn resolve_one<D: ?Sized + Resolvable>(
             })
             .collect::<Vec<_>>()
     })?;
-    if let Some(rows) = workload.generation_rows().filter(|&r| c.generate.is_some() && c.batch_size > r) {
+    if let Some(rows) = workload
+        .generation_rows()
+        .filter(|&r| c.generate.is_some() && c.batch_size > r)
+    {
         return Err(vec![(
             c.generate_pos,
             format!(
@@ -317,6 +320,10 @@ mod tests {
             "workload `one` of `lm` decodes 1 row at a time, and `batch_size` is 2: its cache would be measured \
              for 1 row and reported for 2 rows"
         );
-        assert!(d.hint.starts_with("set `batch_size: 1` on the generating component"), "{}", d.hint);
+        assert!(
+            d.hint.starts_with("set `batch_size: 1` on the generating component"),
+            "{}",
+            d.hint
+        );
     }
 }
