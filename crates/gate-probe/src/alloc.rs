@@ -188,8 +188,8 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // `realloc` keeps the alignment, so the bytes stay on one side.
         let old = layout.size() as u64;
         let new = new_size as u64;
-        // SAFETY: `p` is `System`'s block of `new_real` bytes, the tag in its first 8 when `header > 0`.
         let tag = if header > 0 {
+            // SAFETY: `p` is `System`'s block of `new_real` bytes, the tag in its first 8.
             unsafe { (p as *const u64).read() }
         } else {
             0
