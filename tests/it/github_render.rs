@@ -434,6 +434,39 @@ fn a_share_outside_0_to_100_is_explained_on_its_own_line() {
     );
 }
 
+/// A model whose every layer runs inside one span (`model`) shows that
+/// span's own blocks, one level deeper, in the table and the comment.
+#[test]
+fn a_single_top_level_block_shows_its_own_blocks_one_level_deeper() {
+    let mut c = component("lm", &[("activations", 1000.0)], &[]);
+    c["blocks"] = json!([
+        { "name": "model", "retained_bytes": 1000, "peak_bytes": 3000, "calls": 1, "share_percent": 100.0 },
+        { "name": "model.block#0", "retained_bytes": 600, "peak_bytes": 900, "calls": 1, "share_percent": null },
+        { "name": "model.block#1", "retained_bytes": 400, "peak_bytes": 800, "calls": 1, "share_percent": null },
+        { "name": "model.block#1.attn", "retained_bytes": 300, "peak_bytes": 500, "calls": 1, "share_percent": null },
+        { "name": "(unattributed)", "retained_bytes": 0, "peak_bytes": 0, "calls": 0, "share_percent": 0.0 },
+    ]);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "activations", "<", 100.0, Some(1000.0), None, "fail", 8)],
+        "summary": { "status": "fail", "passed": 0, "failed": 1, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    let md = markdown::render(&rep, None, markdown::COMMENT_LIMIT);
+    // (The comment writes `#` with a joiner after it, so GitHub links no issue.)
+    for text in [&table, &md] {
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("model.block") && !l.contains("x-axis"))
+            .collect();
+        assert_eq!(rows.len(), 2, "model.block#0 and model.block#1: {text}");
+        assert!(!text.contains("attn"), "one level deeper only: {text}");
+    }
+}
+
 #[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();

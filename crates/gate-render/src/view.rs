@@ -128,6 +128,17 @@ pub fn top_blocks(c: &ComponentReport, n: usize) -> Vec<&BlockReport> {
         .filter(|b| !b.name.contains('.') && b.name != UNATTRIBUTED)
         .take(n)
         .collect();
+    // A single top-level block (a model's `model` span around everything)
+    // says nothing by itself: its own blocks, one level deeper, follow it.
+    if let [only] = top[..] {
+        let prefix = format!("{}.", only.name);
+        top.extend(
+            c.blocks
+                .iter()
+                .filter(|b| b.name.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('.')))
+                .take(n),
+        );
+    }
     top.extend(c.blocks.iter().filter(|b| b.name == UNATTRIBUTED));
     top
 }
