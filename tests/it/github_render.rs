@@ -467,6 +467,38 @@ fn a_single_top_level_block_shows_its_own_blocks_one_level_deeper() {
     }
 }
 
+/// A generation's cache per token is the batch's: the table says it a row
+/// too, and how many tokens a row's cache fits on the card.
+#[test]
+fn a_generations_cache_is_said_per_batch_and_per_row_with_its_capacity() {
+    let mut c = component(
+        "lm",
+        &[
+            ("kv_cache_per_token", 2048.0),
+            ("kv_capacity_tokens", 40960.0),
+            ("prefill_peak", 1e6),
+        ],
+        &[],
+    );
+    c["batch_size"] = json!(2);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "kv_cache_per_token", "<", 4096.0, Some(2048.0), None, "pass", 8)],
+        "summary": { "status": "pass", "passed": 1, "failed": 0, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    assert!(
+        table.contains(
+            "lm: the cache grows 2.000 KiB a token for its 2 rows (1.000 KiB a row); a row's cache fits 40960 \
+             tokens on the card"
+        ),
+        "{table}"
+    );
+}
+
 #[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();

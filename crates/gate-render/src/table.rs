@@ -173,6 +173,7 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
         };
         let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
     }
+    generation_note(out, name, c);
     let top = super::view::top_blocks(c, TOP_BLOCKS);
     if top.is_empty() {
         return;
@@ -238,6 +239,33 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
         }
     }
     say_more(out);
+}
+
+/// A generating component's cache, per batch and per row, and how long a
+/// row's cache can grow on the card (`kv_capacity_tokens`).
+fn generation_note(out: &mut String, name: &str, c: &gate_contract::report::ComponentReport) {
+    use gate_spec::metric::{format_value, Metric, Unit};
+    let Some(per_token) = c.value(Metric::KvCachePerToken).filter(|v| *v > 0.0) else {
+        return;
+    };
+    let rows = c.batch_size.max(1);
+    let row = if rows > 1 {
+        format!(
+            " for its {rows} rows ({} a row)",
+            format_value(Unit::Bytes, per_token / rows as f64)
+        )
+    } else {
+        " for its one row".to_string()
+    };
+    let capacity = c
+        .value(Metric::KvCapacityTokens)
+        .map(|t| format!("; a row's cache fits {t:.0} tokens on the card"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\n{name}: the cache grows {} a token{row}{capacity}",
+        format_value(Unit::Bytes, per_token)
+    );
 }
 
 /// The ensemble's sum: its members, the reserve, the total and the headroom.
