@@ -499,6 +499,39 @@ fn a_generations_cache_is_said_per_batch_and_per_row_with_its_capacity() {
     );
 }
 
+/// A block upstream of a graph cut keeps only what still lives at the
+/// forward's end, and its line says what it held at its exit was freed.
+#[test]
+fn a_block_upstream_of_a_cut_says_so() {
+    let mut c = component("lm", &[("activations", 1100.0)], &[]);
+    c["blocks"] = json!([
+        { "name": "fused", "retained_bytes": 100, "peak_bytes": 200, "calls": 1, "share_percent": 9.1 },
+        { "name": "layer", "retained_bytes": 1000, "peak_bytes": 5000, "calls": 1, "share_percent": 90.9,
+          "at_exit_bytes": 5000 },
+        { "name": "(unattributed)", "retained_bytes": 0, "peak_bytes": 0, "calls": 0, "share_percent": 0.0 },
+    ]);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "activations", "<", 16.0 * MIB, Some(1100.0), None, "pass", 8)],
+        "summary": { "status": "pass", "passed": 1, "failed": 0, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_default()
+    };
+    assert!(
+        line("layer").ends_with("cut after it: 3.906 KiB it held at its exit was freed before the forward ended"),
+        "{table}"
+    );
+    assert!(!line("fused").contains("cut after it"), "{table}");
+}
+
 #[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();

@@ -34,6 +34,11 @@ pub struct BlockStat {
     /// Highest live bytes above the entry level during any one call.
     pub peak_bytes: u64,
     pub calls: u64,
+    /// Where `retained_bytes` is read at the span's end: what the block
+    /// still held at its exit, summed over calls. More than it keeps: an op
+    /// after it freed the difference (a graph cut downstream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_exit_bytes: Option<i64>,
 }
 
 /// The bytes of one measured span.
@@ -289,6 +294,7 @@ impl Drop for ScopeGuard {
                     retained_bytes: 0,
                     peak_bytes: 0,
                     calls: 0,
+                    at_exit_bytes: None,
                 });
                 entry.retained_bytes += retained;
                 entry.peak_bytes = entry.peak_bytes.max(above);
@@ -332,6 +338,7 @@ fn kept_at_end(blocks: &mut [BlockStat]) {
         .collect();
     for (b, k) in blocks.iter_mut().zip(kept) {
         if let Some(k) = k {
+            b.at_exit_bytes = Some(b.retained_bytes);
             b.retained_bytes = k;
         }
     }
@@ -478,7 +485,8 @@ mod tests {
                 name: "enc.grn".into(),
                 retained_bytes: 150,
                 peak_bytes: 100,
-                calls: 2
+                calls: 2,
+                at_exit_bytes: None,
             }
         );
         assert_eq!(get("dec").retained_bytes, 20);

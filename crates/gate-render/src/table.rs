@@ -223,12 +223,20 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
                 Some(g) if g < 0 => format!("   shrank {} since the baseline", bytes(-g)),
                 _ => String::new(),
             };
-            let why = match b.share_percent {
-                Some(s) if s > 100.0 => {
-                    "   over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
+            // A block whose bytes an op after it freed (at least a tenth of
+            // what it keeps) says so: the graph was cut downstream of it.
+            let why = match (b.freed_after_exit(), b.share_percent) {
+                (Some(d), _) if d * 10 > b.retained_bytes.max(0) => {
+                    format!("   cut after it: {} it held at its exit was freed before the forward ended", bytes(d))
                 }
-                Some(s) if s < 0.0 => "   below 0: the block freed more, of what was live before it, than it keeps",
-                _ => "",
+                (_, Some(s)) if s > 100.0 => {
+                    "   over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
+                        .to_string()
+                }
+                (_, Some(s)) if s < 0.0 => {
+                    "   below 0: the block freed more, of what was live before it, than it keeps".to_string()
+                }
+                _ => String::new(),
             };
             let _ = writeln!(
                 out,
