@@ -62,6 +62,28 @@ struct Frame {
     peak_seen: u64,
 }
 
+/// A block's figures while its span runs: [`BlockStat`]'s as they were
+/// before `at_exit_bytes`, so the recorder's own entries, which are live
+/// inside the measured span, keep their size and every figure its bytes.
+struct Entry {
+    name: String,
+    retained_bytes: i64,
+    peak_bytes: u64,
+    calls: u64,
+}
+
+impl Entry {
+    fn into_stat(self) -> BlockStat {
+        BlockStat {
+            name: self.name,
+            retained_bytes: self.retained_bytes,
+            peak_bytes: self.peak_bytes,
+            calls: self.calls,
+            at_exit_bytes: None,
+        }
+    }
+}
+
 /// Block paths given a tag slot in this span, by their hash: slot `i + 1`
 /// is `PATH_KEYS[i]`. Static, as are the slots put back at each frame's
 /// exit, so that tagging allocates nothing and leaves every figure's
@@ -78,7 +100,7 @@ const NONE: usize = usize::MAX;
 struct State {
     probe: Arc<dyn MemoryProbe>,
     stack: Vec<Frame>,
-    blocks: BTreeMap<String, BlockStat>,
+    blocks: BTreeMap<String, Entry>,
     record_blocks: bool,
     /// Open [`quiet`] guards: scopes under them track peaks but record nothing.
     quiet: u32,
@@ -151,7 +173,10 @@ impl Recorder {
         let (root_peak, mut blocks) = match st {
             Some(mut st) => {
                 let root = st.stack.first().map_or(0, |f| f.peak_seen);
-                let mut blocks = std::mem::take(&mut st.blocks).into_values().collect::<Vec<_>>();
+                let mut blocks = std::mem::take(&mut st.blocks)
+                    .into_values()
+                    .map(Entry::into_stat)
+                    .collect::<Vec<_>>();
                 if st.tagged {
                     crate::alloc::set_tag_slot(0);
                     kept_at_end(&mut blocks);
@@ -289,12 +314,11 @@ impl Drop for ScopeGuard {
             if st.record_blocks && st.quiet == 0 {
                 let retained = live as i64 - frame.live_at_entry as i64;
                 let above = peak.saturating_sub(frame.live_at_entry);
-                let entry = st.blocks.entry(frame.path.clone()).or_insert_with(|| BlockStat {
+                let entry = st.blocks.entry(frame.path.clone()).or_insert_with(|| Entry {
                     name: frame.path,
                     retained_bytes: 0,
                     peak_bytes: 0,
                     calls: 0,
-                    at_exit_bytes: None,
                 });
                 entry.retained_bytes += retained;
                 entry.peak_bytes = entry.peak_bytes.max(above);
