@@ -104,6 +104,11 @@ pub struct Measurement {
     pub unpruned_gradient_bytes: u64,
     /// Blocks of the grad-enabled forward pass, ranked by retained bytes.
     pub blocks: Vec<BlockStat>,
+    /// Where the blocks' kept bytes were read at the forward's end (the
+    /// CPU): what each held at its exit, by name. Above what it keeps, an
+    /// op after it freed the difference (a graph cut downstream).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub block_exit_bytes: BTreeMap<String, i64>,
     pub step_times_ms: Vec<f64>,
     /// Process memory outside the tensor allocator (CUDA context and workspaces), measured.
     pub context_reserve_bytes: Option<u64>,

@@ -373,7 +373,7 @@ impl ComponentReport {
                 share_percent: share(&b.name, b.retained_bytes),
                 baseline_retained_bytes: None,
                 baseline_peak_bytes: None,
-                at_exit_bytes: b.at_exit_bytes,
+                at_exit_bytes: None,
             })
             .collect();
         if let Some(a) = activations {
@@ -1457,7 +1457,6 @@ mod tests {
             retained_bytes,
             peak_bytes: 7,
             calls: 1,
-            at_exit_bytes: None,
         }
     }
 

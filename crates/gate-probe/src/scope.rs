@@ -12,7 +12,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -34,11 +34,6 @@ pub struct BlockStat {
     /// Highest live bytes above the entry level during any one call.
     pub peak_bytes: u64,
     pub calls: u64,
-    /// Where `retained_bytes` is read at the span's end: what the block
-    /// still held at its exit, summed over calls. More than it keeps: an op
-    /// after it freed the difference (a graph cut downstream).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at_exit_bytes: Option<i64>,
 }
 
 /// The bytes of one measured span.
@@ -62,28 +57,6 @@ struct Frame {
     peak_seen: u64,
 }
 
-/// A block's figures while its span runs: [`BlockStat`]'s as they were
-/// before `at_exit_bytes`, so the recorder's own entries, which are live
-/// inside the measured span, keep their size and every figure its bytes.
-struct Entry {
-    name: String,
-    retained_bytes: i64,
-    peak_bytes: u64,
-    calls: u64,
-}
-
-impl Entry {
-    fn into_stat(self) -> BlockStat {
-        BlockStat {
-            name: self.name,
-            retained_bytes: self.retained_bytes,
-            peak_bytes: self.peak_bytes,
-            calls: self.calls,
-            at_exit_bytes: None,
-        }
-    }
-}
-
 /// Block paths given a tag slot in this span, by their hash: slot `i + 1`
 /// is `PATH_KEYS[i]`. Static, as are the slots put back at each frame's
 /// exit, so that tagging allocates nothing and leaves every figure's
@@ -91,6 +64,10 @@ impl Entry {
 const PATHS_KEPT: usize = 1024;
 static PATH_KEYS: [AtomicU64; PATHS_KEPT] = [const { AtomicU64::new(0) }; PATHS_KEPT];
 static PATHS_USED: AtomicUsize = AtomicUsize::new(0);
+/// What each tagged block held at its exit, summed over calls (see
+/// [`exit_bytes`]); `NO_EXIT` where no figure was read.
+static EXIT_BYTES: [AtomicI64; PATHS_KEPT] = [const { AtomicI64::new(NO_EXIT) }; PATHS_KEPT];
+const NO_EXIT: i64 = i64::MIN;
 /// Frames deep whose outer slot is kept; deeper frames tag as their parent.
 const DEPTH_TAGGED: usize = 256;
 /// The tag slot current before the frame at each depth opened (`NONE`: it set none).
@@ -100,7 +77,7 @@ const NONE: usize = usize::MAX;
 struct State {
     probe: Arc<dyn MemoryProbe>,
     stack: Vec<Frame>,
-    blocks: BTreeMap<String, Entry>,
+    blocks: BTreeMap<String, BlockStat>,
     record_blocks: bool,
     /// Open [`quiet`] guards: scopes under them track peaks but record nothing.
     quiet: u32,
@@ -143,6 +120,9 @@ impl Recorder {
             for o in &OUTER_SLOT {
                 o.store(NONE, Relaxed);
             }
+            for e in &EXIT_BYTES {
+                e.store(NO_EXIT, Relaxed);
+            }
         }
         with_state(|s| {
             *s = Some(State {
@@ -173,10 +153,7 @@ impl Recorder {
         let (root_peak, mut blocks) = match st {
             Some(mut st) => {
                 let root = st.stack.first().map_or(0, |f| f.peak_seen);
-                let mut blocks = std::mem::take(&mut st.blocks)
-                    .into_values()
-                    .map(Entry::into_stat)
-                    .collect::<Vec<_>>();
+                let mut blocks = std::mem::take(&mut st.blocks).into_values().collect::<Vec<_>>();
                 if st.tagged {
                     crate::alloc::set_tag_slot(0);
                     kept_at_end(&mut blocks);
@@ -314,7 +291,7 @@ impl Drop for ScopeGuard {
             if st.record_blocks && st.quiet == 0 {
                 let retained = live as i64 - frame.live_at_entry as i64;
                 let above = peak.saturating_sub(frame.live_at_entry);
-                let entry = st.blocks.entry(frame.path.clone()).or_insert_with(|| Entry {
+                let entry = st.blocks.entry(frame.path.clone()).or_insert_with(|| BlockStat {
                     name: frame.path,
                     retained_bytes: 0,
                     peak_bytes: 0,
@@ -361,11 +338,23 @@ fn kept_at_end(blocks: &mut [BlockStat]) {
         })
         .collect();
     for (b, k) in blocks.iter_mut().zip(kept) {
-        if let Some(k) = k {
-            b.at_exit_bytes = Some(b.retained_bytes);
+        if let (Some(k), Some(s)) = (k, slot(&b.name)) {
+            EXIT_BYTES[s - 1].store(b.retained_bytes, Relaxed);
             b.retained_bytes = k;
         }
     }
+}
+
+/// What block `name` held at its exit (summed over its calls) in the last
+/// span whose kept bytes were read at its end (the forward): above its kept
+/// bytes, what an op after it freed (a graph cut downstream). `None` where
+/// no such span ran or the block was not in it. Kept outside [`BlockStat`]
+/// so that the figures' own bookkeeping, live in later phases, keeps its size.
+pub fn exit_bytes(name: &str) -> Option<i64> {
+    let used = PATHS_USED.load(Relaxed).min(PATHS_KEPT);
+    let key = path_key(name);
+    let i = PATH_KEYS[..used].iter().position(|p| p.load(Relaxed) == key)?;
+    Some(EXIT_BYTES[i].load(Relaxed)).filter(|&e| e != NO_EXIT)
 }
 
 /// The tag slot of block `path` in this span, given one if it has none
@@ -509,8 +498,7 @@ mod tests {
                 name: "enc.grn".into(),
                 retained_bytes: 150,
                 peak_bytes: 100,
-                calls: 2,
-                at_exit_bytes: None,
+                calls: 2
             }
         );
         assert_eq!(get("dec").retained_bytes, 20);

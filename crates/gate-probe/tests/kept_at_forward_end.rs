@@ -38,11 +38,8 @@ fn a_block_keeps_what_still_lives_of_what_it_made_when_the_forward_ends() {
     // At its exit `layer` held 5,000 B; at the forward's end, attn's 1,000.
     assert_eq!(get("layer").retained_bytes, 1_000);
     // It says what it held at its exit, the intermediate the cut freed included.
-    assert!(
-        get("layer").at_exit_bytes.is_some_and(|b| b >= 5_000),
-        "{:?}",
-        get("layer")
-    );
+    let at_exit = gate_probe::scope::exit_bytes("layer");
+    assert!(at_exit.is_some_and(|b| b >= 5_000), "{at_exit:?}");
     assert!(get("layer").peak_bytes >= 5_000, "its peak above entry is as before");
     drop(kept);
 

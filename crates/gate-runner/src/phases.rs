@@ -84,6 +84,13 @@ fn measure<S: Session>(
     }
     // Where the figures came from, as the probe settled it (failures included).
     m.memory_source = Some(recorder.probe().memory_source());
+    // What each block held at its exit, where its kept bytes were read at the
+    // forward's end: read now, so that their bookkeeping is in no figure.
+    m.block_exit_bytes = m
+        .blocks
+        .iter()
+        .filter_map(|b| Some((b.name.clone(), gate_probe::scope::exit_bytes(&b.name)?)))
+        .collect();
     m
 }
 
