@@ -414,3 +414,195 @@ mod on_cuda {
         );
     }
 }
+
+/// A language model through `gate::Lm` that keeps its KV cache inside, as
+/// candle-transformers' mistral and phi do: each layer's keys and values
+/// over every position so far, concatenated on each call. Its build also
+/// makes a table that is not a parameter (a rope table's place).
+#[derive(Debug, Clone, Deserialize)]
+struct KeepsCfg {
+    vocab_size: usize,
+    d: usize,
+    layers: usize,
+    /// Elements of the non-parameter table its build makes.
+    table: usize,
+    /// Whether the cache stays full after a forward (the default `forward`
+    /// of `LanguageModel`), or is emptied at its end.
+    keep_cache: bool,
+}
+
+struct Keeps {
+    embed: Embedding,
+    kv: Vec<(Linear, Linear)>,
+    head: Linear,
+    _table: Tensor,
+    cache: Vec<(Tensor, Tensor)>,
+    keep_cache: bool,
+}
+
+impl gate::LanguageModel for Keeps {
+    const KIND: &'static str = "keeps";
+    type Config = KeepsCfg;
+    fn vocab_size(c: &KeepsCfg) -> usize {
+        c.vocab_size
+    }
+    fn load(vb: VarBuilder, c: &KeepsCfg, ctx: &RunCtx) -> Result<Self> {
+        let kv = (0..c.layers)
+            .map(|i| {
+                let vb = vb.pp(format!("layer{i}"));
+                Ok((
+                    gate::candle_nn::linear_no_bias(c.d, c.d, vb.pp("k"))?,
+                    gate::candle_nn::linear_no_bias(c.d, c.d, vb.pp("v"))?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Keeps {
+            embed: gate::candle_nn::embedding(c.vocab_size, c.d, vb.pp("embed"))?,
+            kv,
+            head: gate::candle_nn::linear_no_bias(c.d, c.vocab_size, vb.pp("head"))?,
+            _table: Tensor::zeros(c.table.max(1), DType::F32, &ctx.device)?,
+            cache: Vec::new(),
+            keep_cache: c.keep_cache,
+        })
+    }
+    fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
+        self.clear_cache();
+        let logits = self.forward_cached(ids, 0)?;
+        if !self.keep_cache {
+            self.clear_cache();
+        }
+        Ok(logits)
+    }
+    fn forward_cached(&mut self, ids: &Tensor, offset: usize) -> Result<Tensor> {
+        let mut x = self.embed.forward(ids)?;
+        for (i, (wk, wv)) in self.kv.iter().enumerate() {
+            let (k, v) = (wk.forward(&x)?, wv.forward(&x)?);
+            x = (x + (&k * &v)?)?;
+            let (k, v) = match self.cache.get(i).filter(|_| offset > 0) {
+                Some((ck, cv)) => (Tensor::cat(&[ck, &k], 1)?, Tensor::cat(&[cv, &v], 1)?),
+                None => (k, v),
+            };
+            if i < self.cache.len() {
+                self.cache[i] = (k, v);
+            } else {
+                self.cache.push((k, v));
+            }
+        }
+        self.head.forward(&x)
+    }
+    fn clear_cache(&mut self) {
+        self.cache = Vec::new();
+    }
+    fn optimizer(vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+        use gate::candle_nn::Optimizer;
+        // The test's choice travels in a thread-local: `optimizer` has no config.
+        Ok(match OPTIMIZER.with(|o| o.get()) {
+            "sgd" => Some(Box::new(gate::candle_nn::SGD::new(vars, 0.01)?)),
+            _ => Some(Box::new(gate::candle_nn::AdamW::new_lr(vars, 3e-4)?)),
+        })
+    }
+}
+
+thread_local! {
+    static OPTIMIZER: std::cell::Cell<&'static str> = const { std::cell::Cell::new("adamw") };
+}
+
+const KEEPS: (usize, usize, usize) = (64, 32, 2); // vocab, d, layers
+const SEQ: usize = 8;
+
+fn keeps(table: usize, keep_cache: bool, optimizer: &'static str) -> gate::Lm<Keeps> {
+    OPTIMIZER.with(|o| o.set(optimizer));
+    let (vocab, d, layers) = KEEPS;
+    let model = serde_json::json!({
+        "vocab_size": vocab, "d": d, "layers": layers, "table": table,
+        "keep_cache": keep_cache,
+    });
+    <gate::Lm<Keeps> as Workload>::from_config(gate::LmConfig { seq_len: SEQ, model }).expect("the config reads")
+}
+
+fn keeps_trained(table: usize, keep_cache: bool, optimizer: &'static str) -> gate_contract::measurement::Measurement {
+    let timing = Timing {
+        warmup: 0,
+        steps: 2,
+        pairs: Some(0),
+    };
+    let (ctx, rec) = on_cpu(2);
+    let m = profile(&keeps(table, keep_cache, optimizer), &ctx, timing, &rec, &mut |_, _| {});
+    assert!(m.failure.is_none(), "{:?}", m.failure);
+    m
+}
+
+fn keeps_generating(table: usize, rows: usize) -> gate_contract::measurement::Measurement {
+    let (ctx, rec) = on_cpu(rows);
+    let generate = Generate { prefill: 8, decode: 8 };
+    let m = profile_generation(&keeps(table, true, "adamw"), &ctx, generate, &rec, &mut |_, _| {});
+    assert!(m.failure.is_none(), "{:?}", m.failure);
+    m
+}
+
+#[test]
+fn a_kv_cache_the_model_keeps_is_model_state_never_the_optimizers() {
+    let _alone = alone();
+    let (vocab, d, layers) = KEEPS;
+    let param_bytes = ((vocab * d + layers * 2 * d * d + d * vocab) * 4) as f64;
+    // K and V of every layer: 2 rows × SEQ positions × d, f32.
+    let cache = (layers * 2 * 2 * SEQ * d * 4) as f64;
+    for optimizer in ["sgd", "adamw"] {
+        let kept = keeps_trained(0, true, optimizer);
+        let emptied = keeps_trained(0, false, optimizer);
+        // The optimizer's state is the same to the byte whether or not the
+        // forward leaves its cache full.
+        assert_eq!(
+            kept.values[&Metric::Optimizer],
+            emptied.values[&Metric::Optimizer],
+            "{optimizer}"
+        );
+        assert_eq!(emptied.values[&Metric::ModelState], 0.0, "{optimizer}");
+        // The cache, and what of the forward's graph its keys and values
+        // keep alive (their inputs): never more than the forward kept.
+        let state = kept.values[&Metric::ModelState];
+        assert!(
+            state >= cache && state <= kept.values[&Metric::Activations],
+            "{optimizer}: {state} B of model state for {cache} B of cache"
+        );
+    }
+    // SGD keeps no tensors: its list of the 4 variables, boxed.
+    let sgd = keeps_trained(0, true, "sgd").values[&Metric::Optimizer];
+    assert!(sgd < 256.0, "{sgd}");
+    // AdamW: two moments of every parameter, give or take 8 tensors' bookkeeping.
+    let adamw = keeps_trained(0, true, "adamw").values[&Metric::Optimizer];
+    assert!(
+        (adamw - 2.0 * param_bytes).abs() < 8.0 * 512.0,
+        "{adamw} against {}",
+        2.0 * param_bytes
+    );
+}
+
+#[test]
+fn a_table_the_build_makes_moves_each_peak_by_its_own_bytes_once() {
+    let _alone = alone();
+    // 4 KiB more of table (1024 f32 elements), the same tensors otherwise.
+    let (small, large) = (1024, 2048);
+    let more = ((large - small) * 4) as f64;
+    let (a, b) = (keeps_trained(small, true, "adamw"), keeps_trained(large, true, "adamw"));
+    assert_eq!(
+        b.values[&Metric::InferencePeak] - a.values[&Metric::InferencePeak],
+        more
+    );
+    let (a, b) = (keeps_generating(small, 1), keeps_generating(large, 1));
+    for peak in [Metric::PrefillPeak, Metric::DecodePeak] {
+        assert_eq!(b.values[&peak] - a.values[&peak], more, "{peak}");
+    }
+}
+
+#[test]
+fn a_generation_decodes_the_batchs_rows_and_its_cache_per_token_is_the_batchs() {
+    let _alone = alone();
+    let (_, d, layers) = KEEPS;
+    // K and V rows of d f32 in every layer, for each row of the batch.
+    let per_row = (layers * 2 * d * 4) as f64;
+    let one = keeps_generating(0, 1);
+    let two = keeps_generating(0, 2);
+    assert_eq!(one.values[&Metric::KvCachePerToken], per_row);
+    assert_eq!(two.values[&Metric::KvCachePerToken], 2.0 * per_row);
+}

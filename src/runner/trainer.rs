@@ -144,6 +144,17 @@ impl<'w> Train for Trainer<'w> {
         Trainer::drop_optimizer(self)
     }
 
+    fn clear_state(&mut self) -> adapter::Result<bool> {
+        match &mut self.model {
+            Some(model) => model.clear_state().map_err(err),
+            None => Ok(false),
+        }
+    }
+
+    fn drop_training_model(&mut self) {
+        self.model = None;
+    }
+
     fn inference_model(&self) -> adapter::Result<Box<dyn Model>> {
         Trainer::inference_model(self).map_err(err)
     }
@@ -278,7 +289,7 @@ impl<'w> Params<'w> {
             store: self.store,
             lr: self.lr,
             frozen: self.frozen,
-            model,
+            model: Some(model),
             vars: OnceCell::new(),
             opt: None,
             steps: 0,
@@ -294,7 +305,10 @@ pub(crate) struct Trainer<'w> {
     store: ParamStore,
     lr: f64,
     frozen: Vec<String>,
-    model: Box<dyn Model>,
+    /// The training model; dropped (`drop_training_model`) before the
+    /// inference or generation model is built, so what it holds beside the
+    /// weights is not counted in their peaks.
+    model: Option<Box<dyn Model>>,
     /// The trainable variables, listed when first needed (see [`Trainer::list_vars`]).
     vars: OnceCell<Vec<Var>>,
     /// Made by the first [`Trainer::update`]: the workload's own, or AdamW.
@@ -317,7 +331,7 @@ impl<'w> Trainer<'w> {
     /// The forward of the next step, kept for its backward.
     pub(super) fn forward(&self, batch: &Batch) -> Result<Box<dyn TrainingForward + '_>> {
         let seed = self.ctx.seed ^ self.steps as u64;
-        self.model.forward_train(batch, &Step::train(seed))
+        self.model()?.forward_train(batch, &Step::train(seed))
     }
 
     /// Lists the trainable variables (once; later calls do nothing). The
@@ -377,7 +391,9 @@ impl<'w> Trainer<'w> {
     /// Ends a step: the model's own hook (a DQN syncs its target net), then
     /// the recast under mixed precision.
     pub(super) fn after_step(&mut self) -> Result<()> {
-        self.model.after_step(self.steps)?;
+        if let Some(model) = &mut self.model {
+            model.after_step(self.steps)?;
+        }
         self.recast()?;
         self.steps += 1;
         Ok(())
@@ -388,18 +404,27 @@ impl<'w> Trainer<'w> {
     /// updated masters (the old casts go when the new model replaces them,
     /// so both sets of casts are live for a moment). Nothing to do otherwise.
     fn recast(&mut self) -> Result<()> {
-        if self.store.master().is_some() {
+        if self.store.master().is_some() && self.model.is_some() {
             gate_probe::spans::new_build();
-            self.model = self
-                .workload
-                .build(self.store.builder(self.ctx.dtype, &self.ctx.device), self.ctx)?;
+            self.model = Some(
+                self.workload
+                    .build(self.store.builder(self.ctx.dtype, &self.ctx.device), self.ctx)?,
+            );
         }
         Ok(())
     }
 
     /// The loss on `batch` without dropout (`Model::eval_loss`).
     pub(super) fn eval_loss(&self, batch: &Batch) -> Result<Tensor> {
-        self.model.eval_loss(batch)
+        self.model()?.eval_loss(batch)
+    }
+
+    /// The training model, unless it was dropped for inference.
+    fn model(&self) -> Result<&dyn Model> {
+        match &self.model {
+            Some(model) => Ok(model.as_ref()),
+            None => candle_core::bail!("the training model was dropped for inference: no training step runs after it"),
+        }
     }
 
     /// Frees the optimizer state (inference needs none).

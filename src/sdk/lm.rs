@@ -216,7 +216,12 @@ impl<M: LanguageModel> Workload for Lm<M> {
 
     fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {
         let model = RefCell::new(M::load(vb, &self.model, ctx)?);
-        Ok(Box::new(LmModel(model, ctx.device.clone(), M::vocab_size(&self.model))))
+        Ok(Box::new(LmModel {
+            model,
+            device: ctx.device.clone(),
+            vocab: M::vocab_size(&self.model),
+            rows: ctx.batch_size,
+        }))
     }
 
     /// `seq_len + 1` token ids a row: the inputs, and each one's next token.
@@ -231,7 +236,13 @@ impl<M: LanguageModel> Workload for Lm<M> {
 
 /// The model behind a `RefCell`: `Model`'s calls take `&self`, a model's
 /// forward may take `&mut self`; gate never calls it re-entrantly.
-struct LmModel<M>(RefCell<M>, Device, usize);
+struct LmModel<M> {
+    model: RefCell<M>,
+    device: Device,
+    vocab: usize,
+    /// The component's batch: the rows a generation decodes.
+    rows: usize,
+}
 
 impl<M: LanguageModel> LmModel<M> {
     fn inputs(batch: &Batch) -> Result<Tensor> {
@@ -244,7 +255,7 @@ impl<M: LanguageModel> Model for LmModel<M> {
     fn loss(&self, batch: &Batch, _step: &Step) -> Result<Tensor> {
         let ids = &batch.tensors[0];
         let seq = ids.dim(1)? - 1;
-        let logits = self.0.borrow_mut().forward(&Self::inputs(batch)?)?;
+        let logits = self.model.borrow_mut().forward(&Self::inputs(batch)?)?;
         let vocab = logits.dim(D::Minus1)?;
         // The next token of each of the last `n` positions (every one, or the last).
         let n = match logits.rank() {
@@ -266,30 +277,41 @@ impl<M: LanguageModel> Model for LmModel<M> {
     }
 
     fn predict(&self, batch: &Batch) -> Result<Tensor> {
-        self.0.borrow_mut().forward(&Self::inputs(batch)?)
+        self.model.borrow_mut().forward(&Self::inputs(batch)?)
+    }
+
+    /// The cache the default `forward` leaves full is the model's state,
+    /// not the optimizer's: emptied here, it is measured as `model_state`.
+    fn clear_state(&mut self) -> Result<bool> {
+        self.model.get_mut().clear_cache();
+        Ok(true)
     }
 
     fn generator(&self) -> Result<Box<dyn Generator + '_>> {
-        let mut model = self.0.borrow_mut();
+        let mut model = self.model.borrow_mut();
         model.clear_cache();
         Ok(Box::new(Greedy {
             model,
-            device: self.1.clone(),
-            vocab: self.2,
+            device: self.device.clone(),
+            vocab: self.vocab,
+            rows: self.rows,
             offset: 0,
-            next: 0,
+            next: Vec::new(),
         }))
     }
 }
 
-/// Greedy decoding through the model's own cache: the prompt, then the
-/// most likely next token each step.
+/// Greedy decoding through the model's own cache, `rows` sequences at once
+/// (the component's batch): the prompts, then each row's most likely next
+/// token each step.
 struct Greedy<'a, M> {
     model: std::cell::RefMut<'a, M>,
     device: Device,
     vocab: usize,
+    rows: usize,
     offset: usize,
-    next: u32,
+    /// Each row's next token.
+    next: Vec<u32>,
 }
 
 impl<M: LanguageModel> Greedy<'_, M> {
@@ -297,10 +319,25 @@ impl<M: LanguageModel> Greedy<'_, M> {
         let n = ids.dim(1)?;
         let logits = self.model.forward_cached(&ids, self.offset)?;
         self.offset += n;
-        // The last position's logits, whatever the rank.
-        let last = logits.flatten_to(logits.rank().saturating_sub(2))?;
-        let last = last.get(last.dim(0)? - 1)?;
-        self.next = last.argmax(D::Minus1)?.to_scalar::<u32>()?;
+        // Each row's last position: `[rows, n, vocab]` or `[rows, vocab]`.
+        let last = match logits.rank() {
+            3 => logits.narrow(1, logits.dim(1)? - 1, 1)?.squeeze(1)?,
+            2 => logits,
+            _ => candle_core::bail!(
+                "{}'s cached forward returned logits of shape {:?}: gate::Lm takes [batch, n, vocab] or [batch, vocab]",
+                M::KIND,
+                logits.dims()
+            ),
+        };
+        if last.dim(0)? != self.rows {
+            candle_core::bail!(
+                "{}'s cached forward returned {} rows of logits for a batch of {}: gate::Lm decodes `batch_size` rows",
+                M::KIND,
+                last.dim(0)?,
+                self.rows
+            );
+        }
+        self.next = last.argmax(D::Minus1)?.to_vec1::<u32>()?;
         Ok(())
     }
 }
@@ -308,13 +345,15 @@ impl<M: LanguageModel> Greedy<'_, M> {
 impl<M: LanguageModel> Generator for Greedy<'_, M> {
     fn prefill(&mut self, tokens: usize) -> Result<()> {
         let mut rng = Rng::new(0x9e7);
-        let ids: Vec<u32> = (0..tokens).map(|_| rng.below(self.vocab as u64) as u32).collect();
-        let ids = Tensor::from_vec(ids, (1, tokens), &self.device)?;
+        let ids: Vec<u32> = (0..self.rows * tokens)
+            .map(|_| rng.below(self.vocab as u64) as u32)
+            .collect();
+        let ids = Tensor::from_vec(ids, (self.rows, tokens), &self.device)?;
         self.run(ids)
     }
 
     fn decode(&mut self) -> Result<()> {
-        let ids = Tensor::new(&[[self.next]], &self.device)?;
+        let ids = Tensor::from_vec(self.next.clone(), (self.rows, 1), &self.device)?;
         self.run(ids)
     }
 }

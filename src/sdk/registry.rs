@@ -44,6 +44,8 @@ pub trait DynWorkload: fmt::Debug + Send + Sync {
     fn checkpointed(&self, chunk: usize) -> Option<Arc<dyn DynWorkload>>;
     /// See [`Workload::levers`].
     fn levers(&self) -> Vec<Lever>;
+    /// See [`Workload::generation_rows`].
+    fn generation_rows(&self) -> Option<usize>;
 }
 
 impl<W: Workload> DynWorkload for W {
@@ -93,6 +95,10 @@ impl<W: Workload> DynWorkload for W {
 
     fn levers(&self) -> Vec<Lever> {
         Workload::levers(self)
+    }
+
+    fn generation_rows(&self) -> Option<usize> {
+        Workload::generation_rows(self)
     }
 }
 
@@ -163,6 +169,10 @@ impl<W: Workload> DynWorkload for Chunked<W> {
     fn levers(&self) -> Vec<Lever> {
         Workload::levers(&self.inner)
     }
+
+    fn generation_rows(&self) -> Option<usize> {
+        Workload::generation_rows(&self.inner)
+    }
 }
 
 // The registry and the resolve step are gate-runner's, the same for every
@@ -178,6 +188,10 @@ impl gate_runner::harness::Resolvable for dyn DynWorkload {
 
     fn levers(&self) -> Vec<Lever> {
         DynWorkload::levers(self)
+    }
+
+    fn generation_rows(&self) -> Option<usize> {
+        DynWorkload::generation_rows(self)
     }
 }
 

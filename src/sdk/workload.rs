@@ -244,6 +244,16 @@ pub trait Workload: fmt::Debug + Send + Sync + Sized + 'static {
         levers.push(Lever::bf16());
         levers
     }
+
+    /// The most rows [`Model::generator`]'s loop decodes at once. A
+    /// component with `generate:` runs `batch_size` rows (`ctx.batch_size`
+    /// at build), so a loop that makes one row whatever the batch says
+    /// `Some(1)`, and a spec asking it for more is refused by `gate
+    /// validate` instead of reporting one row's cache as the batch's. The
+    /// default, `None`: the loop decodes the whole batch.
+    fn generation_rows(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A training forward pass whose graph is held until [`TrainingForward::backward`]:
@@ -295,6 +305,16 @@ pub trait Model {
     /// Called after each optimizer step (e.g. to sync a target network).
     fn after_step(&mut self, _step: usize) -> Result<()> {
         Ok(())
+    }
+    /// Empties what the model keeps from one forward to the next beside its
+    /// weights (a KV cache its forward leaves full). gate calls it once,
+    /// after the first optimizer step, and reports what it frees as
+    /// `model_state` (never as `optimizer`); the next forward fills it again.
+    /// Return `true` where the model keeps such state; the default, `false`:
+    /// nothing to empty, and no `model_state` figure. [`crate::Lm`] calls
+    /// the model's `clear_cache`.
+    fn clear_state(&mut self) -> Result<bool> {
+        Ok(false)
     }
     /// The model's own generation loop over these (inference) weights, its
     /// cache empty: what a component with `generate:` runs. The default:

@@ -339,6 +339,199 @@ fn a_profile_that_failed_on_an_error_not_memory_says_to_fix_it_first() {
     assert!(said_model.contains("fix it first"), "{said_model}");
 }
 
+/// A model error after some figures were measured fails those budgets too:
+/// the next step names the row the error left without a figure and why,
+/// never a lever for the measured `params` (a smaller model, bf16).
+#[test]
+fn a_model_error_after_params_names_the_failed_row_never_a_smaller_model() {
+    let run = |budgets: &[&str]| {
+        let mut c = component("lm", &[("params", 0.1 * MIB)], &[]);
+        let why = "shape mismatch in broadcast_add, lhs: [2, 8, 32], rhs: [1, 8, 32]";
+        c["error"] = json!({ "kind": "failed", "phase": "forward", "reason": why, "failure_kind": "model" });
+        let results: Vec<Value> = budgets
+            .iter()
+            .enumerate()
+            .map(|(i, metric)| {
+                let measured = (*metric == "params").then_some(0.1 * MIB);
+                let mut r = result("lm", metric, "<", 16.0 * MIB, measured, None, "fail", 8 + i);
+                r["reason"] = json!(match measured {
+                    Some(_) => format!("measured, but the component then failed in phase forward: {why}"),
+                    None => format!("measurement failed in phase forward: {why}"),
+                });
+                r
+            })
+            .collect();
+        let rep = report(json!({
+            "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+            "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null, "results": results,
+            "summary": { "status": "fail", "passed": 0, "failed": budgets.len(), "regressed": 0, "not_measured": 0,
+                "warnings": [], "strict": false },
+            "baseline": null, "wall_seconds": 1.0,
+        }));
+        let table = gate_render::table::render(&rep, false);
+        table
+            .lines()
+            .find(|l| l.starts_with("next step:"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let both = run(&["params", "activations"]);
+    assert!(
+        both.starts_with(
+            "next step: `lm.activations` has no figure: measurement failed in phase forward: shape mismatch"
+        ) && both.contains("fix it first"),
+        "{both}"
+    );
+    let params_only = run(&["params"]);
+    assert!(
+        params_only.starts_with(
+            "next step: `lm.params` is 0.1000 MiB, measured, but the component then failed in phase forward"
+        ) && params_only.contains("fix it first"),
+        "{params_only}"
+    );
+    for line in [&both, &params_only] {
+        assert!(!line.contains("bf16") && !line.contains("smaller config"), "{line}");
+    }
+}
+
+/// A forward that frees bytes live before it began (a cache it replaced)
+/// adds less than its blocks keep: the table's own lines say why a share is
+/// over 100 % or below 0, rather than leaving a negative row unexplained.
+#[test]
+fn a_share_outside_0_to_100_is_explained_on_its_own_line() {
+    let mut c = component("lm", &[("activations", 1000.0)], &[]);
+    c["blocks"] = json!([
+        { "name": "block#0", "retained_bytes": 1500, "peak_bytes": 3000, "calls": 1, "share_percent": 150.0 },
+        { "name": "(unattributed)", "retained_bytes": -500, "peak_bytes": 0, "calls": 0, "share_percent": -50.0 },
+    ]);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "activations", "<", 16.0 * MIB, Some(1000.0), None, "pass", 8)],
+        "summary": { "status": "pass", "passed": 1, "failed": 0, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_default()
+    };
+    assert!(
+        line("block#0").ends_with(
+            "over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
+        ),
+        "{table}"
+    );
+    assert!(
+        line("(unattributed)").ends_with(
+            "below 0: the forward freed bytes live before it began (a cache or buffer it replaced), so its blocks \
+             keep more than it added"
+        ),
+        "{table}"
+    );
+}
+
+/// A model whose every layer runs inside one span (`model`) shows that
+/// span's own blocks, one level deeper, in the table and the comment.
+#[test]
+fn a_single_top_level_block_shows_its_own_blocks_one_level_deeper() {
+    let mut c = component("lm", &[("activations", 1000.0)], &[]);
+    c["blocks"] = json!([
+        { "name": "model", "retained_bytes": 1000, "peak_bytes": 3000, "calls": 1, "share_percent": 100.0 },
+        { "name": "model.block#0", "retained_bytes": 600, "peak_bytes": 900, "calls": 1, "share_percent": null },
+        { "name": "model.block#1", "retained_bytes": 400, "peak_bytes": 800, "calls": 1, "share_percent": null },
+        { "name": "model.block#1.attn", "retained_bytes": 300, "peak_bytes": 500, "calls": 1, "share_percent": null },
+        { "name": "(unattributed)", "retained_bytes": 0, "peak_bytes": 0, "calls": 0, "share_percent": 0.0 },
+    ]);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "activations", "<", 100.0, Some(1000.0), None, "fail", 8)],
+        "summary": { "status": "fail", "passed": 0, "failed": 1, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    let md = markdown::render(&rep, None, markdown::COMMENT_LIMIT);
+    // (The comment writes `#` with a joiner after it, so GitHub links no issue.)
+    for text in [&table, &md] {
+        let rows: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("model.block") && !l.contains("x-axis"))
+            .collect();
+        assert_eq!(rows.len(), 2, "model.block#0 and model.block#1: {text}");
+        assert!(!text.contains("attn"), "one level deeper only: {text}");
+    }
+}
+
+/// A generation's cache per token is the batch's: the table says it a row
+/// too, and how many tokens a row's cache fits on the card.
+#[test]
+fn a_generations_cache_is_said_per_batch_and_per_row_with_its_capacity() {
+    let mut c = component(
+        "lm",
+        &[
+            ("kv_cache_per_token", 2048.0),
+            ("kv_capacity_tokens", 40960.0),
+            ("prefill_peak", 1e6),
+        ],
+        &[],
+    );
+    c["batch_size"] = json!(2);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "kv_cache_per_token", "<", 4096.0, Some(2048.0), None, "pass", 8)],
+        "summary": { "status": "pass", "passed": 1, "failed": 0, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    assert!(
+        table.contains(
+            "lm: the cache grows 2.000 KiB a token for its 2 rows (1.000 KiB a row); a row's cache fits 40960 \
+             tokens on the card"
+        ),
+        "{table}"
+    );
+}
+
+/// A block upstream of a graph cut keeps only what still lives at the
+/// forward's end, and its line says what it held at its exit was freed.
+#[test]
+fn a_block_upstream_of_a_cut_says_so() {
+    let mut c = component("lm", &[("activations", 1100.0)], &[]);
+    c["blocks"] = json!([
+        { "name": "fused", "retained_bytes": 100, "peak_bytes": 200, "calls": 1, "share_percent": 9.1 },
+        { "name": "layer", "retained_bytes": 1000, "peak_bytes": 5000, "calls": 1, "share_percent": 90.9,
+          "at_exit_bytes": 5000 },
+        { "name": "(unattributed)", "retained_bytes": 0, "peak_bytes": 0, "calls": 0, "share_percent": 0.0 },
+    ]);
+    let rep = report(json!({
+        "schema": 1, "gate_version": "0.1.0", "commit": null, "spec": "budgets.yaml",
+        "testbed": testbed("AMD EPYC"), "components": { "lm": c }, "ensemble": null,
+        "results": [result("lm", "activations", "<", 16.0 * MIB, Some(1100.0), None, "pass", 8)],
+        "summary": { "status": "pass", "passed": 1, "failed": 0, "regressed": 0, "not_measured": 0,
+            "warnings": [], "strict": false },
+        "baseline": null, "wall_seconds": 1.0,
+    }));
+    let table = gate_render::table::render(&rep, false);
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_default()
+    };
+    assert!(
+        line("layer").ends_with("cut after it: 3.906 KiB it held at its exit was freed before the forward ended"),
+        "{table}"
+    );
+    assert!(!line("fused").contains("cut after it"), "{table}");
+}
+
 #[test]
 fn markdown_with_a_baseline_from_another_testbed() {
     let mut cur = current();

@@ -655,7 +655,7 @@ components:
         r#"budgets.yaml:10:7: error: `kv_cache_per_token` of `train` needs a generation: `train` has no `generate:`
   hint: add `generate: { prefill: 64, decode: 32 }` (the prompt's tokens, then the decode steps)
 budgets.yaml:16:7: error: `training_peak` of `gen` is not measured: `gen` generates (`generate:` at line 13) and runs no training
-  hint: budget it on a component without `generate:` (the same workload can be both); a generating component takes params, prefill_peak, decode_peak, kv_cache_per_token, decode_growth
+  hint: budget it on a component without `generate:` (the same workload can be both); a generating component takes params, prefill_peak, decode_peak, kv_cache_per_token, decode_growth, kv_capacity_tokens
 budgets.yaml:19:38: error: generate.decode must be at least 3, found 2
   hint: give at least 3 decode steps: the cache's growth is read from the second on, by halves"#,
     ),
@@ -807,7 +807,7 @@ components:
       activation: < 1 MiB
 "#,
         r#"budgets.yaml:10:7: error: unknown metric `activation` in the budgets of `m`
-  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss, loss_ratio, step_time_ratio, growth, prefill_peak, decode_peak, kv_cache_per_token, decode_growth"#,
+  hint: did you mean `activations`? metrics: params, activations, gradients, optimizer, training_peak, inference_peak, device_used, step_time, loss, loss_ratio, step_time_ratio, growth, prefill_peak, decode_peak, kv_cache_per_token, decode_growth, model_state, kv_capacity_tokens"#,
     ),
     (
         "unknown_size_unit",

@@ -109,6 +109,11 @@ pub struct Measurement {
     pub unpruned_gradient_bytes: u64,
     /// Blocks of the grad-enabled forward pass, ranked by retained bytes.
     pub blocks: Vec<BlockStat>,
+    /// Where the blocks' kept bytes were read at the forward's end (the
+    /// CPU): what each held at its exit, by name. Above what it keeps, an
+    /// op after it freed the difference (a graph cut downstream).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub block_exit_bytes: BTreeMap<String, i64>,
     pub step_times_ms: Vec<f64>,
     /// Process memory outside the tensor allocator (CUDA context and workspaces), measured.
     pub context_reserve_bytes: Option<u64>,
@@ -256,7 +261,7 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
         Metric::Params => &[Phase::Build],
         Metric::Activations => &[Phase::Forward],
         Metric::Gradients => &[Phase::Backward],
-        Metric::Optimizer => &[Phase::Optimizer],
+        Metric::Optimizer | Metric::ModelState => &[Phase::Optimizer],
         Metric::TrainingPeak | Metric::DeviceUsed => &[Phase::TrainingStep],
         // The steady step is the first timed step; the rest run in `timing`.
         Metric::StepTime => &[Phase::TrainingStep, Phase::Timing],
@@ -269,6 +274,8 @@ pub fn measured_in(metric: Metric) -> &'static [Phase] {
         Metric::InferencePeak => &[Phase::Inference],
         Metric::Growth => &[Phase::Timing, Phase::Inference],
         Metric::PrefillPeak => &[Phase::Prefill],
-        Metric::DecodePeak | Metric::KvCachePerToken | Metric::DecodeGrowth => &[Phase::Decode],
+        Metric::DecodePeak | Metric::KvCachePerToken | Metric::DecodeGrowth | Metric::KvCapacityTokens => {
+            &[Phase::Decode]
+        }
     }
 }

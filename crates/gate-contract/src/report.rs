@@ -203,9 +203,20 @@ pub struct BlockReport {
     /// The baseline's block's peak, compared as `baseline_retained_bytes` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline_peak_bytes: Option<u64>,
+    /// What the block held at its exit, where its kept bytes were read at
+    /// the forward's end (the CPU): above them, an op after the block freed
+    /// the difference (the graph was cut downstream of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_exit_bytes: Option<i64>,
 }
 
 impl BlockReport {
+    /// Bytes the block held at its exit that the forward freed before it
+    /// ended (a graph cut after it), when there are any.
+    pub fn freed_after_exit(&self) -> Option<i64> {
+        self.at_exit_bytes.map(|e| e - self.retained_bytes).filter(|&d| d > 0)
+    }
+
     /// Retained bytes gained since the baseline (negative: shrunk); `None`
     /// when not compared.
     pub fn growth_bytes(&self) -> Option<i64> {
@@ -388,6 +399,7 @@ impl ComponentReport {
                 share_percent: share(&b.name, b.retained_bytes),
                 baseline_retained_bytes: None,
                 baseline_peak_bytes: None,
+                at_exit_bytes: None,
             })
             .collect();
         if let Some(a) = activations {
@@ -405,6 +417,7 @@ impl ComponentReport {
                 share_percent: share(UNATTRIBUTED, rest),
                 baseline_retained_bytes: None,
                 baseline_peak_bytes: None,
+                at_exit_bytes: None,
             });
         }
         rows
@@ -1549,6 +1562,7 @@ mod tests {
             share_percent: share,
             baseline_retained_bytes: None,
             baseline_peak_bytes: None,
+            at_exit_bytes: None,
         }
     }
 

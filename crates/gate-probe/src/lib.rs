@@ -77,6 +77,13 @@ pub trait MemoryProbe: Send + Sync {
     fn reset_peak(&self);
     /// Waits for outstanding device work so the counters are current.
     fn sync(&self) {}
+    /// Whether the bytes each block made can be told apart from the rest
+    /// (the counting allocator's tags): a block's kept bytes are then what
+    /// still lives, of what it made, when its span ends, not what it held
+    /// as it exited. The default: no.
+    fn tags_blocks(&self) -> bool {
+        false
+    }
     /// What the device holds for this process (context included), if the probe can see it.
     fn device_used(&self) -> Option<u64> {
         None

@@ -12,6 +12,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -23,7 +24,12 @@ use super::MemoryProbe;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockStat {
     pub name: String,
-    /// Bytes still live at exit minus live at entry, summed over calls.
+    /// What backward keeps of it: where the probe tags each block's bytes
+    /// (the CPU's counting allocator), the bytes it and its nested blocks
+    /// made that still live when the span (the forward) ends, so what a
+    /// later op frees (a graph cut after it) is not claimed, and a nested
+    /// block never exceeds its parent; elsewhere the bytes still live at its
+    /// exit minus at its entry, summed over calls.
     pub retained_bytes: i64,
     /// Highest live bytes above the entry level during any one call.
     pub peak_bytes: u64,
@@ -51,6 +57,23 @@ struct Frame {
     peak_seen: u64,
 }
 
+/// Block paths given a tag slot in this span, by their hash: slot `i + 1`
+/// is `PATH_KEYS[i]`. Static, as are the slots put back at each frame's
+/// exit, so that tagging allocates nothing and leaves every figure's
+/// bookkeeping as it was.
+const PATHS_KEPT: usize = 1024;
+static PATH_KEYS: [AtomicU64; PATHS_KEPT] = [const { AtomicU64::new(0) }; PATHS_KEPT];
+static PATHS_USED: AtomicUsize = AtomicUsize::new(0);
+/// What each tagged block held at its exit, summed over calls (see
+/// [`exit_bytes`]); `NO_EXIT` where no figure was read.
+static EXIT_BYTES: [AtomicI64; PATHS_KEPT] = [const { AtomicI64::new(NO_EXIT) }; PATHS_KEPT];
+const NO_EXIT: i64 = i64::MIN;
+/// Frames deep whose outer slot is kept; deeper frames tag as their parent.
+const DEPTH_TAGGED: usize = 256;
+/// The tag slot current before the frame at each depth opened (`NONE`: it set none).
+static OUTER_SLOT: [AtomicUsize; DEPTH_TAGGED] = [const { AtomicUsize::new(NONE) }; DEPTH_TAGGED];
+const NONE: usize = usize::MAX;
+
 struct State {
     probe: Arc<dyn MemoryProbe>,
     stack: Vec<Frame>,
@@ -58,6 +81,8 @@ struct State {
     record_blocks: bool,
     /// Open [`quiet`] guards: scopes under them track peaks but record nothing.
     quiet: u32,
+    /// The probe tags each block's bytes (see [`PATH_KEYS`]).
+    tagged: bool,
 }
 
 thread_local! {
@@ -88,6 +113,17 @@ impl Recorder {
         self.probe.sync();
         // Set up the bookkeeping before reading the baseline, so the
         // recorder's own allocations stay out of the span.
+        let tagged = record_blocks && self.probe.tags_blocks();
+        if tagged {
+            crate::alloc::new_tag_generation();
+            PATHS_USED.store(0, Relaxed);
+            for o in &OUTER_SLOT {
+                o.store(NONE, Relaxed);
+            }
+            for e in &EXIT_BYTES {
+                e.store(NO_EXIT, Relaxed);
+            }
+        }
         with_state(|s| {
             *s = Some(State {
                 probe: self.probe.clone(),
@@ -95,6 +131,7 @@ impl Recorder {
                 blocks: BTreeMap::new(),
                 record_blocks,
                 quiet: 0,
+                tagged,
             })
         });
         self.probe.reset_peak();
@@ -116,7 +153,12 @@ impl Recorder {
         let (root_peak, mut blocks) = match st {
             Some(mut st) => {
                 let root = st.stack.first().map_or(0, |f| f.peak_seen);
-                (root, std::mem::take(&mut st.blocks).into_values().collect::<Vec<_>>())
+                let mut blocks = std::mem::take(&mut st.blocks).into_values().collect::<Vec<_>>();
+                if st.tagged {
+                    crate::alloc::set_tag_slot(0);
+                    kept_at_end(&mut blocks);
+                }
+                (root, blocks)
             }
             None => (0, Vec::new()),
         };
@@ -174,15 +216,28 @@ pub struct ScopeGuard {
 pub fn enter(name: &str) -> ScopeGuard {
     let active = with_state(|s| {
         let Some(st) = s.as_mut() else { return false };
+        // The scope's own bookkeeping (its path, which the report keeps)
+        // is no block's: untagged.
+        let tagging = st.tagged && st.record_blocks && st.quiet == 0 && st.stack.len() < DEPTH_TAGGED;
+        let outer = tagging.then(|| crate::alloc::set_tag_slot(0));
         st.probe.sync();
         let peak_now = st.probe.peak();
-        let Some(top) = st.stack.last_mut() else { return false };
+        let Some(top) = st.stack.last_mut() else {
+            if let Some(outer) = outer {
+                crate::alloc::set_tag_slot(outer);
+            }
+            return false;
+        };
         top.peak_seen = top.peak_seen.max(peak_now);
         let path = if top.path.is_empty() {
             name.to_string()
         } else {
             format!("{}.{name}", top.path)
         };
+        // What the block allocates from here is tagged with its slot (a
+        // quiet scope's goes to its enclosing block's).
+        let slot = if outer.is_some() { slot_of(&path) } else { 0 };
+        let depth = st.stack.len();
         st.probe.reset_peak();
         let live = st.probe.live();
         timeline::record_enter(&path, live, peak_now);
@@ -191,6 +246,10 @@ pub fn enter(name: &str) -> ScopeGuard {
             live_at_entry: live,
             peak_seen: 0,
         });
+        if let Some(outer) = outer {
+            OUTER_SLOT[depth].store(outer, Relaxed);
+            crate::alloc::set_tag_slot(slot);
+        }
         true
     });
     ScopeGuard { active }
@@ -209,6 +268,14 @@ impl Drop for ScopeGuard {
                 return;
             }
             let Some(frame) = st.stack.pop() else { return };
+            // The exit's bookkeeping (the block's entry in the report) is no block's.
+            let outer = OUTER_SLOT
+                .get(st.stack.len())
+                .map(|o| o.swap(NONE, Relaxed))
+                .filter(|&o| o != NONE);
+            if outer.is_some() {
+                crate::alloc::set_tag_slot(0);
+            }
             let peak_now = st.probe.peak();
             let peak = frame.peak_seen.max(peak_now);
             let live = st.probe.live();
@@ -234,8 +301,84 @@ impl Drop for ScopeGuard {
                 entry.peak_bytes = entry.peak_bytes.max(above);
                 entry.calls += 1;
             }
+            if let Some(outer) = outer {
+                crate::alloc::set_tag_slot(outer);
+            }
         });
     }
+}
+
+/// Each block's kept bytes at the span's end: what it and its nested
+/// blocks made (their tagged bytes) that is still live. A block past the
+/// tag slots keeps its exit figure.
+fn kept_at_end(blocks: &mut [BlockStat]) {
+    let used = PATHS_USED.load(Relaxed).min(PATHS_KEPT);
+    let slot = |name: &str| {
+        let key = path_key(name);
+        PATH_KEYS[..used]
+            .iter()
+            .position(|p| p.load(Relaxed) == key)
+            .map(|i| i + 1)
+    };
+    let kept: Vec<Option<i64>> = blocks
+        .iter()
+        .map(|b| {
+            slot(&b.name)?;
+            let nested = |c: &&BlockStat| {
+                c.name == b.name || (c.name.starts_with(b.name.as_str()) && c.name[b.name.len()..].starts_with('.'))
+            };
+            Some(
+                blocks
+                    .iter()
+                    .filter(nested)
+                    .filter_map(|c| slot(&c.name))
+                    .map(crate::alloc::tagged_live)
+                    .sum(),
+            )
+        })
+        .collect();
+    for (b, k) in blocks.iter_mut().zip(kept) {
+        if let (Some(k), Some(s)) = (k, slot(&b.name)) {
+            EXIT_BYTES[s - 1].store(b.retained_bytes, Relaxed);
+            b.retained_bytes = k;
+        }
+    }
+}
+
+/// What block `name` held at its exit (summed over its calls) in the last
+/// span whose kept bytes were read at its end (the forward): above its kept
+/// bytes, what an op after it freed (a graph cut downstream). `None` where
+/// no such span ran or the block was not in it. Kept outside [`BlockStat`]
+/// so that the figures' own bookkeeping, live in later phases, keeps its size.
+pub fn exit_bytes(name: &str) -> Option<i64> {
+    let used = PATHS_USED.load(Relaxed).min(PATHS_KEPT);
+    let key = path_key(name);
+    let i = PATH_KEYS[..used].iter().position(|p| p.load(Relaxed) == key)?;
+    Some(EXIT_BYTES[i].load(Relaxed)).filter(|&e| e != NO_EXIT)
+}
+
+/// The tag slot of block `path` in this span, given one if it has none
+/// (0: past the slots, untagged).
+fn slot_of(path: &str) -> usize {
+    let key = path_key(path);
+    let used = PATHS_USED.load(Relaxed).min(PATHS_KEPT);
+    if let Some(i) = PATH_KEYS[..used].iter().position(|p| p.load(Relaxed) == key) {
+        return i + 1;
+    }
+    if used < PATHS_KEPT && used + 1 < crate::alloc::TAG_SLOTS {
+        PATH_KEYS[used].store(key, Relaxed);
+        PATHS_USED.store(used + 1, Relaxed);
+        return used + 1;
+    }
+    0
+}
+
+/// A block path's key among the tag slots (hashing allocates nothing).
+fn path_key(path: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut h);
+    h.finish()
 }
 
 /// While a span is measured on this thread: `f` of the path of the

@@ -178,6 +178,7 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
         };
         let _ = writeln!(out, "\n{name}: {what}{phase}: {}", e.reason);
     }
+    generation_note(out, name, c);
     let top = super::view::top_blocks(c, TOP_BLOCKS);
     if top.is_empty() {
         return;
@@ -210,7 +211,16 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
         let retained = bytes(b.retained_bytes);
         if b.name == super::view::UNATTRIBUTED {
             say_more(out);
-            let _ = writeln!(out, "  {:<28} {retained:>12}{share}", b.name);
+            // Below 0 the blocks keep more than the forward added: it freed
+            // bytes that were live before it began.
+            let why = match b.share_percent {
+                Some(s) if s < 0.0 => {
+                    "   below 0: the forward freed bytes live before it began (a cache or buffer it replaced), \
+                     so its blocks keep more than it added"
+                }
+                _ => "",
+            };
+            let _ = writeln!(out, "  {:<28} {retained:>12}{share}{why}", b.name);
         } else {
             // Against the baseline's block of the same name, when it moved.
             let moved = match b.growth_bytes().filter(|_| compared) {
@@ -218,15 +228,57 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
                 Some(g) if g < 0 => format!("   shrank {} since the baseline", bytes(-g)),
                 _ => String::new(),
             };
+            // A block whose bytes an op after it freed (at least a tenth of
+            // what it keeps) says so: the graph was cut downstream of it.
+            let why = match (b.freed_after_exit(), b.share_percent) {
+                (Some(d), _) if d * 10 > b.retained_bytes.max(0) => {
+                    format!("   cut after it: {} it held at its exit was freed before the forward ended", bytes(d))
+                }
+                (_, Some(s)) if s > 100.0 => {
+                    "   over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
+                        .to_string()
+                }
+                (_, Some(s)) if s < 0.0 => {
+                    "   below 0: the block freed more, of what was live before it, than it keeps".to_string()
+                }
+                _ => String::new(),
+            };
             let _ = writeln!(
                 out,
-                "  {:<28} {retained:>12}{share}   peak +{}{moved}",
+                "  {:<28} {retained:>12}{share}   peak +{}{moved}{why}",
                 b.name,
                 Bytes(b.peak_bytes)
             );
         }
     }
     say_more(out);
+}
+
+/// A generating component's cache, per batch and per row, and how long a
+/// row's cache can grow on the card (`kv_capacity_tokens`).
+fn generation_note(out: &mut String, name: &str, c: &gate_contract::report::ComponentReport) {
+    use gate_spec::metric::{format_value, Metric, Unit};
+    let Some(per_token) = c.value(Metric::KvCachePerToken).filter(|v| *v > 0.0) else {
+        return;
+    };
+    let rows = c.batch_size.max(1);
+    let row = if rows > 1 {
+        format!(
+            " for its {rows} rows ({} a row)",
+            format_value(Unit::Bytes, per_token / rows as f64)
+        )
+    } else {
+        " for its one row".to_string()
+    };
+    let capacity = c
+        .value(Metric::KvCapacityTokens)
+        .map(|t| format!("; a row's cache fits {t:.0} tokens on the card"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "\n{name}: the cache grows {} a token{row}{capacity}",
+        format_value(Unit::Bytes, per_token)
+    );
 }
 
 /// The ensemble's sum: its members, the reserve, the total and the headroom.

@@ -128,6 +128,17 @@ pub fn top_blocks(c: &ComponentReport, n: usize) -> Vec<&BlockReport> {
         .filter(|b| !b.name.contains('.') && b.name != UNATTRIBUTED)
         .take(n)
         .collect();
+    // A single top-level block (a model's `model` span around everything)
+    // says nothing by itself: its own blocks, one level deeper, follow it.
+    if let [only] = top[..] {
+        let prefix = format!("{}.", only.name);
+        top.extend(
+            c.blocks
+                .iter()
+                .filter(|b| b.name.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('.')))
+                .take(n),
+        );
+    }
     top.extend(c.blocks.iter().filter(|b| b.name == UNATTRIBUTED));
     top
 }
@@ -203,7 +214,11 @@ impl Lever {
             }
             Metric::Params | Metric::Gradients | Metric::Optimizer => Lever::SmallerModel,
             Metric::Growth | Metric::DecodeGrowth => Lever::Leak,
-            Metric::PrefillPeak | Metric::DecodePeak | Metric::KvCachePerToken => Lever::Cache,
+            Metric::PrefillPeak
+            | Metric::DecodePeak
+            | Metric::KvCachePerToken
+            | Metric::KvCapacityTokens
+            | Metric::ModelState => Lever::Cache,
             Metric::StepTime | Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio => Lever::Tradeoff,
         })
     }
@@ -222,12 +237,24 @@ pub fn next_step(report: &Report) -> Option<NextStep<'_>> {
             first = growth.clone();
         }
     }
-    let failed_not_oom = first.measured.is_none()
-        && report
-            .components
-            .get(first.result.component.as_str())
-            .and_then(|c| c.error.as_ref())
-            .is_some_and(|e| e.kind == ErrorKind::Failed && !e.ran_out_of_memory());
+    // A component that stopped on an error (not memory) fails every
+    // budget, those measured before the error too: the step is the error,
+    // named on the row it left without a figure where there is one, never
+    // a lever for the figure that happens to rank first.
+    let failed_not_oom = report
+        .components
+        .get(first.result.component.as_str())
+        .and_then(|c| c.error.as_ref())
+        .is_some_and(|e| e.kind == ErrorKind::Failed && !e.ran_out_of_memory());
+    if failed_not_oom && first.measured.is_some() {
+        if let Some(unmeasured) = rows
+            .iter()
+            .filter(bad)
+            .find(|r| r.result.component == first.result.component && r.measured.is_none())
+        {
+            first = unmeasured.clone();
+        }
+    }
     let lever = if first.result.component.is_ensemble() {
         Lever::Ensemble
     } else if failed_not_oom {
@@ -290,6 +317,12 @@ pub fn what_words(step: &NextStep, code: impl Fn(&str) -> String, text: impl Fn(
             code(&step.row.name()),
             step.row.baseline.as_deref().unwrap_or("—"),
             gate_spec::units::trim_float(r.tolerance_percent)
+        ),
+        // Measured, then the component stopped on an error: the error is what failed it.
+        (Some(m), _) if step.lever == Lever::FixFailure => format!(
+            "{} is {m}, {}",
+            code(&step.row.name()),
+            text(r.reason.as_deref().unwrap_or("but the component then failed"))
         ),
         (Some(m), _) => format!("{} is {m} against {}", code(&step.row.name()), text(&step.row.limit)),
         (None, _) => format!(

@@ -50,7 +50,13 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         pool_reserved_peak_bytes: m.pool_reserved_peak_bytes,
         emulated_block_bytes: m.emulated_block_bytes,
         warmup_error: m.warmup_error.clone(),
-        blocks: ComponentReport::blocks_from(&m.blocks, activations),
+        blocks: ComponentReport::blocks_from(&m.blocks, activations)
+            .into_iter()
+            .map(|mut b| {
+                b.at_exit_bytes = m.block_exit_bytes.get(&b.name).copied();
+                b
+            })
+            .collect(),
         step_times_ms: m.step_times_ms.clone(),
         losses: m.losses.clone(),
         error: m.failure.as_ref().map(|f| ComponentError {

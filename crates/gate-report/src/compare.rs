@@ -470,6 +470,7 @@ mod block_tests {
                 share_percent: None,
                 baseline_retained_bytes: None,
                 baseline_peak_bytes: None,
+                at_exit_bytes: None,
             })
             .collect();
         c

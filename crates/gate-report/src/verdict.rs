@@ -904,6 +904,11 @@ fn summarize(
 fn not_measured_reason(metric: Metric) -> String {
     match metric {
         Metric::DeviceUsed => "device_used is measured on CUDA runs only".into(),
+        Metric::ModelState => "model_state was not measured: the model keeps no state it can empty (a KV cache \
+                               its forward leaves full; `Model::clear_state`, or `LanguageModel::clear_cache` \
+                               through gate::Lm, docs/sdk.md)"
+            .into(),
+        Metric::KvCapacityTokens => "kv_capacity_tokens was not measured: the decode steps grew no cache".into(),
         m => format!("{m} was not measured"),
     }
 }

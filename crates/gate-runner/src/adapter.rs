@@ -164,6 +164,22 @@ pub trait Train {
     fn eval_loss(&self, batch: &Self::Batch) -> Result<f64>;
     /// Frees the optimizer state.
     fn drop_optimizer(&mut self);
+    /// Empties what the model keeps from one forward to the next that is
+    /// neither a parameter nor a gradient (a KV cache its forward leaves
+    /// full). The runner calls it once, after the first optimizer step:
+    /// what it frees is `model_state`, never `optimizer`. The next forward
+    /// fills it again as it always does. `false`: the model keeps nothing
+    /// it can empty, and no `model_state` is reported (the default).
+    fn clear_state(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Drops the training model (its parameters stay in the store), before
+    /// the inference or generation model is built over the same weights:
+    /// what the training model holds beside its weights (rope tables,
+    /// masks, a cache) is then not counted again in the inference,
+    /// prefill and decode peaks. No training step runs after it. The
+    /// default: the adapter's inference model is the training model.
+    fn drop_training_model(&mut self) {}
     /// The inference model over the trained weights.
     fn inference_model(&self) -> Result<Self::Inference>;
     /// One inference call.

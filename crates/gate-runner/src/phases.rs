@@ -84,6 +84,13 @@ fn measure<S: Session>(
     }
     // Where the figures came from, as the probe settled it (failures included).
     m.memory_source = Some(recorder.probe().memory_source());
+    // What each block held at its exit, where its kept bytes were read at the
+    // forward's end: read now, so that their bookkeeping is in no figure.
+    m.block_exit_bytes = m
+        .blocks
+        .iter()
+        .filter_map(|b| Some((b.name.clone(), gate_probe::scope::exit_bytes(&b.name)?)))
+        .collect();
     m
 }
 
@@ -120,13 +127,16 @@ fn generation_run<S: Session>(p: &mut Profile<S>, generate: gate_spec::budget::G
         let settled = if trainer.is_ok() { probe.params_built() } else { Ok(()) };
         (trainer, settled)
     });
-    let trainer = in_phase(Phase::Build, trainer)?;
+    let mut trainer = in_phase(Phase::Build, trainer)?;
     settled.map_err(|e| (Phase::Build, source_error(e)))?;
     p.m.param_elems = trainer.param_elems();
     p.m.param_tensors = trainer.param_tensors();
     record_params(p.m, &trainer, span.retained());
 
     p.begin(Phase::Prefill)?;
+    // Only the generation model runs: the training model built with the
+    // parameters goes first, so its own tables are not counted twice.
+    trainer.drop_training_model();
     let infer = in_phase(Phase::Prefill, trainer.inference_model())?;
     let (made, span, blocks) = rec.span(true, || -> crate::adapter::Result<_> {
         let mut g = trainer.generation(&infer)?;
@@ -171,6 +181,33 @@ fn generation_run<S: Session>(p: &mut Profile<S>, generate: gate_spec::budget::G
     let excess = second - first * (counted - half) as f64 / half as f64;
     p.m.values.insert(Metric::DecodeGrowth, excess.max(0.0).round());
     Ok(())
+}
+
+/// `kv_capacity_tokens`: how long each of the component's rows can grow
+/// its KV cache on a card of `capacity` bytes holding back `reserve`. The
+/// higher of the prefill and decode peaks already holds the weights, one
+/// step's working memory and the cache of the `prefill + decode` tokens
+/// generated; each token more costs `kv_cache_per_token` (the whole
+/// batch's): `prefill + decode + ⌊(capacity − reserve − peak) / per_token⌋`,
+/// at least 0. `None` where the profile has no such figures or the cache
+/// never grew (nothing to divide by).
+pub fn kv_capacity_tokens(
+    m: &Measurement,
+    generate: gate_spec::budget::Generate,
+    capacity: u64,
+    reserve: u64,
+) -> Option<f64> {
+    let per_token = *m.values.get(&Metric::KvCachePerToken)?;
+    let peak = m
+        .values
+        .get(&Metric::PrefillPeak)?
+        .max(*m.values.get(&Metric::DecodePeak)?);
+    if per_token <= 0.0 {
+        return None;
+    }
+    let free = capacity as f64 - reserve as f64 - peak;
+    let held = (generate.prefill + generate.decode) as f64;
+    Some((held + (free / per_token).floor()).max(0.0))
 }
 
 type PhaseResult<T> = Result<T, (Phase, Error)>;
@@ -341,10 +378,20 @@ impl<'a, S: Session> Profile<'a, S> {
         let peak = peak.max(span.peak);
         drop(grads);
         probe.sync();
-        let optimizer = probe
-            .live()
-            .saturating_sub(fwd.live_before)
-            .saturating_sub(coverage_bytes);
+        let after_update = probe.live();
+        // What the model keeps from its forward (a KV cache left full) is
+        // its own figure: emptied here, and what that frees is
+        // `model_state`; the rest above the pre-forward level is the
+        // optimizer's state.
+        let keeps_state = in_phase(Phase::Optimizer, trainer.clear_state())?;
+        probe.sync();
+        let cleared = probe.live();
+        if keeps_state {
+            self.m
+                .values
+                .insert(Metric::ModelState, after_update.saturating_sub(cleared) as f64);
+        }
+        let optimizer = cleared.saturating_sub(fwd.live_before).saturating_sub(coverage_bytes);
         self.m.values.insert(Metric::Optimizer, optimizer as f64);
         in_phase(Phase::Optimizer, trainer.after_step())?;
         Ok(peak)
@@ -453,6 +500,9 @@ impl<'a, S: Session> Profile<'a, S> {
         let probe = rec.probe();
         self.begin(Phase::Inference)?;
         trainer.drop_optimizer();
+        // Inference runs without the training model beside it: what that
+        // holds beside the weights would otherwise count twice.
+        trainer.drop_training_model();
         let infer = in_phase(Phase::Inference, trainer.inference_model())?;
         let (pred, span, _) = self.rec.span_sampled(self.sampler, false, || {
             mark("inference");
@@ -781,6 +831,10 @@ mod tests {
         failing_builds: Cell<usize>,
         /// Models built so far.
         builds: Cell<usize>,
+        /// A table each model's build makes beside its parameters (a rope table).
+        table: u64,
+        /// A cache each forward leaves full, emptied by `clear_state`.
+        cache: u64,
     }
 
     struct Params<'s>(&'s Toy);
@@ -797,6 +851,12 @@ mod tests {
                 device: self.0.device.clone(),
                 _params: Buf::new(&self.0.device, PARAMS),
                 optimizer: None,
+                model: Some(Model {
+                    _table: Buf::new(&self.0.device, self.0.table),
+                    cache: None.into(),
+                }),
+                cache: self.0.cache,
+                table: self.0.table,
             })
         }
     }
@@ -805,13 +865,22 @@ mod tests {
         device: Arc<Device>,
         _params: Buf,
         optimizer: Option<Buf>,
+        /// The training model: its table and the cache its forward keeps.
+        model: Option<Model>,
+        cache: u64,
+        table: u64,
+    }
+
+    struct Model {
+        _table: Buf,
+        cache: std::cell::RefCell<Option<Buf>>,
     }
 
     impl Train for Trainer {
         type Batch = Buf;
         type Forward<'t> = Buf;
         type Grads = Buf;
-        type Inference = ();
+        type Inference = Buf;
         type Prediction = Buf;
         fn param_elems(&self) -> u64 {
             PARAMS / 4
@@ -822,6 +891,10 @@ mod tests {
         fn forward(&self, _: &Buf) -> Result<Buf> {
             if !self.device.workspace.swap(true, Ordering::SeqCst) {
                 std::mem::forget(Buf::new(&self.device, WORKSPACE));
+            }
+            if let Some(m) = &self.model {
+                *m.cache.borrow_mut() = None;
+                *m.cache.borrow_mut() = Some(Buf::new(&self.device, self.cache));
             }
             Ok(Buf::new(&self.device, 256))
         }
@@ -850,10 +923,20 @@ mod tests {
         fn drop_optimizer(&mut self) {
             self.optimizer = None;
         }
-        fn inference_model(&self) -> Result<()> {
-            Ok(())
+        fn clear_state(&mut self) -> Result<bool> {
+            if let Some(m) = &self.model {
+                *m.cache.borrow_mut() = None;
+            }
+            Ok(self.cache > 0)
         }
-        fn predict(&self, _: &(), _: &Buf) -> Result<Buf> {
+        fn drop_training_model(&mut self) {
+            self.model = None;
+        }
+        fn inference_model(&self) -> Result<Buf> {
+            // Its own table, as a second model built over the weights makes.
+            Ok(Buf::new(&self.device, self.table))
+        }
+        fn predict(&self, _: &Buf, _: &Buf) -> Result<Buf> {
             Ok(Buf::new(&self.device, 32))
         }
         fn leak(&self, _: &Buf) -> Result<()> {
@@ -883,6 +966,8 @@ mod tests {
             device,
             failing_builds: Cell::new(failing_builds),
             builds: Cell::new(0),
+            table: 0,
+            cache: 0,
         };
         let recorder = Recorder::new(probe.clone());
         let m = profile(&toy, None, Timing::default(), &recorder, &mut |_, _| {});
@@ -900,6 +985,8 @@ mod tests {
         assert_eq!(m.values[&Metric::Params], PARAMS as f64);
         assert_eq!(m.values[&Metric::Optimizer], (2 * PARAMS) as f64);
         assert_eq!(m.values[&Metric::Activations], 256.0);
+        // A model that keeps nothing has no such figure.
+        assert!(!m.values.contains_key(&Metric::ModelState));
     }
 
     #[test]
@@ -910,6 +997,8 @@ mod tests {
             device: device.clone(),
             failing_builds: Cell::new(0),
             builds: Cell::new(0),
+            table: 0,
+            cache: 0,
         };
         // The adapter's smaller warm-up (`Framework::warm_up_batch`) on the same device.
         let (measured, warm) = (toy(&device), toy(&device));
@@ -971,6 +1060,8 @@ mod tests {
             device: Arc::new(Device::default()),
             failing_builds: Cell::new(0),
             builds: Cell::new(0),
+            table: 0,
+            cache: 0,
         };
         let m = profile(
             &toy,
@@ -980,5 +1071,45 @@ mod tests {
             &mut |_, _| {},
         );
         assert_eq!(m.memory_source, Some(MemorySource::Allocator));
+    }
+
+    #[test]
+    fn a_cache_the_model_keeps_is_model_state_and_inference_counts_its_own_table_once() {
+        const TABLE: u64 = 512;
+        const CACHE: u64 = 768;
+        let device = Arc::new(Device::default());
+        let probe = Arc::new(NoPoolProbe::new(&device));
+        let toy = Toy {
+            device,
+            failing_builds: Cell::new(0),
+            builds: Cell::new(0),
+            table: TABLE,
+            cache: CACHE,
+        };
+        let m = profile(&toy, None, Timing::default(), &Recorder::new(probe), &mut |_, _| {});
+        assert_eq!(m.failure, None);
+        // The optimizer's two moments, not the cache the forward left full.
+        assert_eq!(m.values[&Metric::Optimizer], (2 * PARAMS) as f64);
+        assert_eq!(m.values[&Metric::ModelState], CACHE as f64);
+        // Parameters, the batch, the inference model's table and one
+        // prediction: the training model's table and cache are gone.
+        assert_eq!(m.values[&Metric::InferencePeak], (PARAMS + 64 + TABLE + 32) as f64);
+    }
+
+    #[test]
+    fn kv_capacity_is_the_tokens_held_and_those_the_free_bytes_take() {
+        let mut m = Measurement::default();
+        let generate = gate_spec::budget::Generate { prefill: 8, decode: 4 };
+        assert_eq!(kv_capacity_tokens(&m, generate, 1 << 20, 0), None);
+        m.values.insert(Metric::PrefillPeak, 10_000.0);
+        m.values.insert(Metric::DecodePeak, 12_000.0);
+        m.values.insert(Metric::KvCachePerToken, 1_024.0);
+        // 100,000 − 20,000 − 12,000 = 68,000 B free: 66 tokens more (66.4).
+        assert_eq!(kv_capacity_tokens(&m, generate, 100_000, 20_000), Some(12.0 + 66.0));
+        // Already past the card: fewer tokens than were generated, never below 0.
+        assert_eq!(kv_capacity_tokens(&m, generate, 30_000, 20_000), Some(12.0 - 2.0));
+        assert_eq!(kv_capacity_tokens(&m, generate, 10_000, 20_000), Some(0.0));
+        m.values.insert(Metric::KvCachePerToken, 0.0);
+        assert_eq!(kv_capacity_tokens(&m, generate, 100_000, 20_000), None);
     }
 }

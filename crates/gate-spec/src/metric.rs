@@ -37,6 +37,17 @@ pub enum Metric {
     /// than their first half: 0 for a cache that grows a constant amount a
     /// token (or none); a cache that keeps its old copies grows O(N²).
     DecodeGrowth,
+    /// What the model itself keeps once a training step is over that is
+    /// neither its parameters, their gradients nor the optimizer's state:
+    /// a KV cache its forward leaves full, buffers it fills as it runs.
+    /// Measured as what the model's `clear_state` frees after the first
+    /// step (0 for a model that keeps nothing or cannot clear it).
+    ModelState,
+    /// A generation component: tokens a row's KV cache can grow to on the
+    /// spec's device at the component's batch, after the reserve and the
+    /// higher of the prefill and decode peaks (weights included), the
+    /// cache growing `kv_cache_per_token` a token. A floor (`> 32768`).
+    KvCapacityTokens,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +66,7 @@ pub enum Unit {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 16] = [
+    pub const ALL: [Metric; 18] = [
         Metric::Params,
         Metric::Activations,
         Metric::Gradients,
@@ -72,6 +83,8 @@ impl Metric {
         Metric::DecodePeak,
         Metric::KvCachePerToken,
         Metric::DecodeGrowth,
+        Metric::ModelState,
+        Metric::KvCapacityTokens,
     ];
 
     /// Whether the figure comes from the training steps, so that a step
@@ -88,13 +101,15 @@ impl Metric {
             | Metric::Loss
             | Metric::LossRatio
             | Metric::StepTimeRatio
-            | Metric::Growth => true,
+            | Metric::Growth
+            | Metric::ModelState => true,
             Metric::Params
             | Metric::InferencePeak
             | Metric::PrefillPeak
             | Metric::DecodePeak
             | Metric::KvCachePerToken
-            | Metric::DecodeGrowth => false,
+            | Metric::DecodeGrowth
+            | Metric::KvCapacityTokens => false,
         }
     }
 
@@ -106,7 +121,8 @@ impl Metric {
             | Metric::PrefillPeak
             | Metric::DecodePeak
             | Metric::KvCachePerToken
-            | Metric::DecodeGrowth => true,
+            | Metric::DecodeGrowth
+            | Metric::KvCapacityTokens => true,
             Metric::Activations
             | Metric::Gradients
             | Metric::Optimizer
@@ -117,7 +133,8 @@ impl Metric {
             | Metric::Loss
             | Metric::LossRatio
             | Metric::StepTimeRatio
-            | Metric::Growth => false,
+            | Metric::Growth
+            | Metric::ModelState => false,
         }
     }
 
@@ -125,7 +142,11 @@ impl Metric {
     pub fn needs_generation(self) -> bool {
         matches!(
             self,
-            Metric::PrefillPeak | Metric::DecodePeak | Metric::KvCachePerToken | Metric::DecodeGrowth
+            Metric::PrefillPeak
+                | Metric::DecodePeak
+                | Metric::KvCachePerToken
+                | Metric::DecodeGrowth
+                | Metric::KvCapacityTokens
         )
     }
 
@@ -147,6 +168,8 @@ impl Metric {
             Metric::DecodePeak => "decode_peak",
             Metric::KvCachePerToken => "kv_cache_per_token",
             Metric::DecodeGrowth => "decode_growth",
+            Metric::ModelState => "model_state",
+            Metric::KvCapacityTokens => "kv_capacity_tokens",
         }
     }
 
@@ -157,7 +180,7 @@ impl Metric {
     pub fn unit(self) -> Unit {
         match self {
             Metric::StepTime => Unit::Ms,
-            Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio => Unit::One,
+            Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio | Metric::KvCapacityTokens => Unit::One,
             _ => Unit::Bytes,
         }
     }

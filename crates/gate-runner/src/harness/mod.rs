@@ -473,7 +473,18 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
     };
     let mut m = match component.generate {
         // Inference only: the model's own generation loop, no training.
-        Some(generate) => profile_generation(&session, generate, &recorder, &mut on_phase),
+        Some(generate) => {
+            let mut m = profile_generation(&session, generate, &recorder, &mut on_phase);
+            // The card's serving capacity: the spec's card, its reserve as
+            // measured where the probe can (CUDA), else as written.
+            let reserve = recorder.probe().context_bytes().unwrap_or(spec.device.reserve.0);
+            if m.failure.is_none() {
+                if let Some(t) = crate::phases::kv_capacity_tokens(&m, generate, spec.device.capacity.0, reserve) {
+                    m.values.insert(gate_spec::metric::Metric::KvCapacityTokens, t);
+                }
+            }
+            m
+        }
         None => {
             // The throwaway warm-up's own session, where the adapter says a
             // smaller batch sets up all its framework keeps (see `warm_up_batch`).

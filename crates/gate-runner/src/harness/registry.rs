@@ -26,6 +26,11 @@ pub trait Resolvable: fmt::Debug + Send + Sync {
     fn levers(&self) -> Vec<gate_contract::plan::Lever> {
         Vec::new()
     }
+    /// The most rows its generation loop decodes at once (`generate:` runs
+    /// the component's `batch_size` rows); `None`: any batch.
+    fn generation_rows(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// Reads one kind's `config:`.
@@ -201,6 +206,15 @@ pub fn resolve<D: ?Sized + Resolvable>(spec: &Spec, registry: &Registry<D>) -> R
 
 type Problem = (Pos, String, String);
 
+/// `1 row`, `2 rows`.
+fn rows_text(n: usize) -> String {
+    if n == 1 {
+        "1 row".into()
+    } else {
+        format!("{n} rows")
+    }
+}
+
 fn resolve_one<D: ?Sized + Resolvable>(
     c: &Component,
     registry: &Registry<D>,
@@ -236,6 +250,28 @@ fn resolve_one<D: ?Sized + Resolvable>(
             })
             .collect::<Vec<_>>()
     })?;
+    if let Some(rows) = workload
+        .generation_rows()
+        .filter(|&r| c.generate.is_some() && c.batch_size > r)
+    {
+        return Err(vec![(
+            c.generate_pos,
+            format!(
+                "workload `{}` of `{}` decodes {} at a time, and `batch_size` is {}: its cache would be \
+                 measured for {} and reported for {}",
+                c.kind,
+                c.name,
+                rows_text(rows),
+                c.batch_size,
+                rows_text(rows),
+                rows_text(c.batch_size)
+            ),
+            format!(
+                "set `batch_size: {rows}` on the generating component, or make its generation loop decode \
+                 `batch_size` rows (docs/sdk.md, \"Generation\")"
+            ),
+        )]);
+    }
     let Some(chunk) = c.checkpoint else {
         return Ok(workload);
     };
@@ -247,4 +283,52 @@ fn resolve_one<D: ?Sized + Resolvable>(
                 .to_string(),
         )]
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workload whose generation loop decodes one row.
+    #[derive(Debug)]
+    struct OneRow;
+
+    impl Resolvable for OneRow {
+        fn config(&self) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+        fn generation_rows(&self) -> Option<usize> {
+            Some(1)
+        }
+    }
+
+    fn resolved(batch_size: usize) -> Result<Workloads<OneRow>, Diagnostics> {
+        let text = format!(
+            "version: 1\ndevice: {{ name: card, capacity: 4 GiB, reserve: 300 MiB }}\ncomponents:\n  lm:\n    \
+             workload: one\n    batch_size: {batch_size}\n    generate: {{ prefill: 4, decode: 4 }}\n    \
+             budgets: {{ kv_cache_per_token: < 1 KiB }}\n"
+        );
+        let spec = gate_spec::budget::parse(std::path::Path::new("budgets.yaml"), &text).expect("the spec parses");
+        let mut registry = Registry::<OneRow>::default();
+        registry.add("one", |_| Ok(Arc::new(OneRow))).unwrap();
+        resolve(&spec, &registry)
+    }
+
+    #[test]
+    fn a_generation_of_more_rows_than_the_loop_decodes_is_refused_at_generate_with_why() {
+        assert!(resolved(1).is_ok());
+        let diags = resolved(2).expect_err("two rows on a one-row loop");
+        let d = &diags.0[0];
+        assert_eq!((d.pos.line, d.pos.col), (7, 5));
+        assert_eq!(
+            d.message,
+            "workload `one` of `lm` decodes 1 row at a time, and `batch_size` is 2: its cache would be measured \
+             for 1 row and reported for 2 rows"
+        );
+        assert!(
+            d.hint.starts_with("set `batch_size: 1` on the generating component"),
+            "{}",
+            d.hint
+        );
+    }
 }

@@ -149,6 +149,9 @@ pub struct Component {
     /// that runs the workload's generation loop (no training).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generate: Option<Generate>,
+    /// Where `generate:` is written (the component's name when it is not).
+    #[serde(default)]
+    pub generate_pos: Pos,
 }
 
 /// A generation: a prompt of `prefill` tokens, then `decode` steps of one

@@ -181,7 +181,8 @@ impl Settings {
                         b.metric, gpos.line
                     ),
                     "budget it on a component without `generate:` (the same workload can be both); a generating \
-                     component takes params, prefill_peak, decode_peak, kv_cache_per_token, decode_growth",
+                     component takes params, prefill_peak, decode_peak, kv_cache_per_token, decode_growth, \
+                     kv_capacity_tokens",
                 ),
                 None if b.metric.needs_generation() && !self.generate_written => cx.err(
                     at,
@@ -213,6 +214,7 @@ impl Settings {
             reference: None,
             master_dtype: self.master_dtype,
             spans: self.spans,
+            generate_pos: self.generate.map_or(self.checkpoint_pos, |(_, p)| p),
             generate: self.generate.map(|(g, _)| g),
         }
     }
