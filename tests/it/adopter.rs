@@ -119,6 +119,25 @@ fn the_adopters_model_is_measured_attributed_and_judged_like_a_built_in() {
     assert!(o.join("comment.md").is_file());
     assert!(text(&r.stdout).contains("forecaster"), "the table names it");
 
+    // The failing budget's measured fix, from the levers a team's harness
+    // offers without declaring any (the batch, bf16): a smaller batch that
+    // passes, measured, with its loss ratio shown, and the predicted bytes
+    // of what it measured within 10 % (#49).
+    let p = gate(t.path(), &["plan", "forecaster", "--out", o.to_str().unwrap()]);
+    let said = format!("stderr: {}\nstdout: {}", text(&p.stderr), text(&p.stdout));
+    assert_eq!(p.status.code(), Some(0), "{said}");
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(o.join("plan.json")).unwrap()).unwrap();
+    let chosen = &plan["candidates"][plan["chosen"].as_u64().expect("a measured fix") as usize];
+    assert_eq!(chosen["outcome"], "pass", "{chosen}");
+    assert!(chosen["figures"]["loss_ratio"]["predicted"].is_number(), "{chosen}");
+    for k in plan["candidates"].as_array().unwrap() {
+        for (m, f) in k["figures"].as_object().unwrap() {
+            if let (Some(p), Some(x), false) = (f["predicted"].as_f64(), f["measured"].as_f64(), m.ends_with("ratio")) {
+                assert!((x - p).abs() <= 0.10 * x, "{m}: predicted {p}, measured {x} in {k}");
+            }
+        }
+    }
+
     // `validate --build` goes through the harness too, and says it is fine;
     // with only budgets.yaml changed, nothing is compiled again (the
     // harness never reads it: the spec reaches it as a request).

@@ -42,6 +42,7 @@ mod links;
 mod merge_hostile;
 mod mermaid;
 mod packaging;
+mod plan;
 mod publish;
 mod ratio;
 mod readme;

@@ -489,6 +489,54 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
 /// item 4): its file's code lines (no blank or comment lines) and its line
 /// in the harness's `gate::main!`. llama and qwen2 here; the tests above
 /// run them.
+/// candle-transformers' llama through `gate::Lm`, over a tighter training
+/// peak: `gate plan` finds the fix among the levers an `Lm` model has
+/// without access to its code (the batch, bf16), measures it, shows its
+/// loss ratio, and its predicted bytes hold within 10 % (#49).
+#[test]
+fn a_language_model_through_lm_is_planned_with_the_levers_it_has() {
+    if !ready(
+        "a_language_model_through_lm_is_planned_with_the_levers_it_has",
+        &["transformers-0-11"],
+    ) {
+        return;
+    }
+    let t = fixture("transformers-0-11", "transformers-0-11-plan");
+    let spec = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
+    let tighter = spec.replacen("training_peak: < 64 MB    # 36.8 MB", "training_peak: < 30 MB", 1);
+    assert_ne!(
+        spec, tighter,
+        "the llama's training_peak budget is where the test expects it"
+    );
+    std::fs::write(t.path().join("plan.yaml"), tighter).unwrap();
+    let out = t.path().join("plan-out");
+    let o = crate::common::gate_for_adopter(
+        t.path(),
+        &[
+            "plan",
+            "llama",
+            "--budgets",
+            "plan.yaml",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let said = crate::common::output_text(&o);
+    assert_eq!(o.status.code(), Some(0), "{said}");
+    let plan: Value = serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
+    assert!(!plan["start_fails"].as_array().unwrap().is_empty(), "{plan}");
+    let chosen = &plan["candidates"][plan["chosen"].as_u64().expect("a measured fix") as usize];
+    assert_eq!(chosen["outcome"], "pass", "{chosen}");
+    assert!(chosen["figures"]["loss_ratio"]["predicted"].is_number(), "{chosen}");
+    for k in plan["candidates"].as_array().unwrap() {
+        for (m, f) in k["figures"].as_object().unwrap() {
+            if let (Some(p), Some(x), false) = (f["predicted"].as_f64(), f["measured"].as_f64(), m.ends_with("ratio")) {
+                assert!((x - p).abs() <= 0.10 * x, "{m}: predicted {p}, measured {x} in {k}");
+            }
+        }
+    }
+}
+
 #[test]
 fn each_model_through_lm_is_at_most_25_lines_of_the_teams_code() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adopters/transformers-0-11");

@@ -387,12 +387,17 @@ fn plans_for_failing(
             .cloned()
     };
     let mut plans = BTreeMap::new();
-    for c in selected.iter().filter(|c| !c.name.contains('@') && c.generate.is_none()) {
+    for c in selected
+        .iter()
+        .filter(|c| !c.name.contains('@') && c.generate.is_none())
+    {
         let Some(m) = measurement(&c.name) else { continue };
         let fails_size = c.budgets.iter().any(|b| {
             b.metric.unit() == gate_spec::metric::Unit::Bytes
                 && b.limit.op.is_max()
-                && m.values.get(&b.metric).is_some_and(|v| !b.limit.op.holds(*v, b.limit.value))
+                && m.values
+                    .get(&b.metric)
+                    .is_some_and(|v| !b.limit.op.holds(*v, b.limit.value))
         });
         if !fails_size || m.failure.as_ref().is_some_and(gate_runner::infrastructure_failure) {
             continue;

@@ -505,7 +505,11 @@ fn refinement(
     candidates: &[Candidate],
 ) -> Option<Vec<(usize, Setting)>> {
     let mut ranked: Vec<&Candidate> = candidates.iter().collect();
-    ranked.sort_by(|a, b| rank(a).partial_cmp(&rank(b)).unwrap_or(std::cmp::Ordering::Equal));
+    ranked.sort_by(|a, b| {
+        rank(a, c.batch_size)
+            .partial_cmp(&rank(b, c.batch_size))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
     for k in ranked {
         if k.outcome == Outcome::PredictedPass {
             return None;
@@ -541,15 +545,24 @@ fn refinement(
 }
 
 /// A candidate's place in the ranking, whatever its outcome: fewer levers
-/// that change the loss, then less predicted step time, then fewer levers.
-fn rank(k: &Candidate) -> (usize, f64, usize) {
+/// that change the loss, then less predicted time a sample (a smaller
+/// batch's step is shorter, and there are more of them), then fewer levers.
+fn rank(k: &Candidate, batch: usize) -> (usize, f64, usize) {
     let loss = k
         .settings
         .iter()
         .filter(|s| matches!(s, Setting::Batch { .. } | Setting::Dtype { .. }))
         .count();
-    let cost = k.figures.get(&Metric::StepTimeRatio).map_or(1.0, |f| f.predicted);
-    (loss, cost, k.settings.len())
+    let per_step = k.figures.get(&Metric::StepTimeRatio).map_or(1.0, |f| f.predicted);
+    let rows = k
+        .settings
+        .iter()
+        .find_map(|s| match s {
+            Setting::Batch { size } => Some(*size as f64 / batch as f64),
+            _ => None,
+        })
+        .unwrap_or(1.0);
+    (loss, per_step / rows, k.settings.len())
 }
 
 /// Starts profiles and counts them.
@@ -729,7 +742,7 @@ fn predict_all(
         }
         combos = next;
     }
-    let mut out: Vec<(Candidate, (f64, usize, usize))> = combos
+    let mut out: Vec<Candidate> = combos
         .into_iter()
         .filter(|k| !k.is_empty())
         .filter_map(|k| {
@@ -737,41 +750,32 @@ fn predict_all(
                 .iter()
                 .map(|(i, s)| effect_of(&options[*i], &effects[*i], s))
                 .collect();
-            let parts = parts?;
-            let figures = predict(c, start, &parts);
+            let figures = predict(c, start, &parts?);
             let predicted: BTreeMap<Metric, f64> = figures.iter().map(|(m, f)| (*m, f.predicted)).collect();
             let fails = failing(c, &predicted);
-            let loss_levers = k.iter().filter(|(i, _)| options[*i].lever.changes_loss()).count();
-            let cost = predicted.get(&Metric::StepTimeRatio).copied().unwrap_or(1.0);
-            Some((
-                Candidate {
-                    settings: k.into_iter().map(|(_, s)| s).collect(),
-                    figures,
-                    outcome: if fails.is_empty() {
-                        Outcome::PredictedPass
-                    } else {
-                        Outcome::PredictedFail
-                    },
-                    fails,
-                    error: None,
+            Some(Candidate {
+                settings: k.into_iter().map(|(_, s)| s).collect(),
+                figures,
+                outcome: if fails.is_empty() {
+                    Outcome::PredictedPass
+                } else {
+                    Outcome::PredictedFail
                 },
-                (cost, 0, loss_levers),
-            ))
-        })
-        .map(|(k, (cost, _, loss))| {
-            let n = k.settings.len();
-            (k, (cost, n, loss))
+                fails,
+                error: None,
+            })
         })
         .collect();
-    out.sort_by(|(a, ka), (b, kb)| {
-        let pass = |k: &Candidate| k.outcome != Outcome::PredictedPass;
-        pass(a)
-            .cmp(&pass(b))
-            .then(ka.2.cmp(&kb.2))
-            .then(ka.0.total_cmp(&kb.0))
-            .then(ka.1.cmp(&kb.1))
+    // Those predicted to pass first, each group cheapest first.
+    out.sort_by(|a, b| {
+        let fails = |k: &Candidate| k.outcome != Outcome::PredictedPass;
+        fails(a).cmp(&fails(b)).then(
+            rank(a, c.batch_size)
+                .partial_cmp(&rank(b, c.batch_size))
+                .unwrap_or(std::cmp::Ordering::Equal),
+        )
     });
-    out.into_iter().map(|(k, _)| k).collect()
+    out
 }
 
 /// A candidate's figures from the start's and its settings' effects.

@@ -155,7 +155,8 @@ fn plan_section(report: &Report, name: &str) -> String {
                 if first { settings.join(", ") } else { String::new() },
                 m.name(),
                 view::plan_figure_text(report, name, *m, f.predicted),
-                f.measured.map_or("—".into(), |v| view::plan_figure_text(report, name, *m, v)),
+                f.measured
+                    .map_or("—".into(), |v| view::plan_figure_text(report, name, *m, v)),
                 f.error().map_or(String::new(), |e| format!("{:+.1} %", e * 100.0)),
                 if first { outcome.as_str() } else { "" }
             );

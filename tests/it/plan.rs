@@ -1,0 +1,204 @@
+//! `gate plan` through the built binary: the repository's TFT from its
+//! plain model to a configuration that passes, every measured candidate's
+//! predicted bytes within 10 % of what was measured; `--apply` writing the
+//! chosen settings into a spec that still validates; `gate check --plan`
+//! putting the fix in report.json, the table and JUnit.
+
+use crate::common;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+fn plan_json(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("plan.json")).expect("plan.json written");
+    let plan: Value = serde_json::from_str(&text).unwrap();
+    // It reads back as the contract's type, and conforms to its schema.
+    serde_json::from_value::<gate_contract::plan::Plan>(plan.clone()).expect("plan.json is a Plan");
+    assert_eq!(crate::schema::conforms_to("plan", &plan), Vec::<String>::new());
+    plan
+}
+
+/// Every measured candidate's byte figures within `tolerance` of its prediction.
+fn assert_predictions_hold(plan: &Value, tolerance: f64) -> usize {
+    let mut measured = 0;
+    for k in plan["candidates"].as_array().unwrap() {
+        for (metric, f) in k["figures"].as_object().unwrap() {
+            let (Some(p), Some(m)) = (f["predicted"].as_f64(), f["measured"].as_f64()) else {
+                continue;
+            };
+            if metric.ends_with("_ratio") || metric == "step_time" {
+                continue;
+            }
+            measured += 1;
+            let error = (m - p).abs() / m;
+            assert!(
+                error <= tolerance,
+                "{metric} of {}: predicted {p}, measured {m} ({:.1} %)",
+                k["settings"],
+                error * 100.0
+            );
+        }
+    }
+    measured
+}
+
+#[test]
+fn the_tft_is_planned_from_its_plain_model_to_a_configuration_that_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::gate()
+        .args([
+            "plan",
+            "tft",
+            "--budgets",
+            "examples/plan-tft.yaml",
+            "--measure",
+            "1",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("fails training_peak as the spec has it"), "{text}");
+    assert!(text.contains("the cheapest configuration that passes"), "{text}");
+    let plan = plan_json(dir.path());
+    // The TFT's own levers were offered, and the batch (gate's own).
+    let levers: Vec<String> = plan["levers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_object().unwrap().keys().next().unwrap().clone())
+        .collect();
+    for lever in ["checkpoint", "config", "batch"] {
+        assert!(levers.iter().any(|l| l == lever), "{levers:?}");
+    }
+    // The start fails its peak by far: the plain model's 5.4 GB.
+    assert!(
+        plan["start"]["training_peak"].as_f64().unwrap() > 4000.0 * MIB,
+        "{plan}"
+    );
+    let chosen = &plan["candidates"][plan["chosen"].as_u64().expect("a configuration passes") as usize];
+    assert_eq!(chosen["outcome"], "pass");
+    let peak = chosen["figures"]["training_peak"]["measured"].as_f64().unwrap();
+    assert!(peak < 180.0 * MIB, "{chosen}");
+    let ratio = chosen["figures"]["step_time_ratio"]["measured"].as_f64().unwrap();
+    assert!(ratio < 2.0, "{chosen}");
+    // Both levers that keep the loss: recompute in chunks, AdamW in slices;
+    // nothing that changes what is trained.
+    let settings = chosen["settings"].to_string();
+    assert!(
+        settings.contains("checkpoint") && settings.contains("adamw_slice"),
+        "{settings}"
+    );
+    assert!(!settings.contains("batch") && !settings.contains("dtype"), "{settings}");
+    assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
+    // Predicted and measured side by side for what it ran.
+    assert!(text.contains("predicted") && text.contains("measured"), "{text}");
+}
+
+const MLP: &str = "version: 1
+device: { name: card, capacity: 4 GiB, reserve: 300 MiB }
+defaults: { dtype: f32, seed: 7 }
+components:
+  mlp:
+    workload: mlp # the small one
+    batch_size: 4096
+    config: { input_dim: 256, hidden_dim: 256, hidden_layers: 2, output_dim: 3 }
+    budgets:
+      training_peak: < 40 MiB
+";
+
+/// A model with no lever but the batch and the dtype (both change the
+/// loss): the plan says so, measures, and `--apply` writes the lines.
+#[test]
+fn a_plan_of_loss_changing_levers_shows_its_loss_and_apply_writes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("budgets.yaml");
+    std::fs::write(&spec, MLP).unwrap();
+    let out = common::gate()
+        .args(["plan", "mlp", "--apply", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let plan = plan_json(dir.path());
+    let chosen = &plan["candidates"][plan["chosen"].as_u64().expect("a configuration passes") as usize];
+    // A lever that changes the loss is shown with its loss ratio.
+    assert!(chosen["figures"]["loss_ratio"]["predicted"].is_number(), "{chosen}");
+    assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
+    // Written where a person would write it, the rest untouched.
+    let edited = std::fs::read_to_string(&spec).unwrap();
+    assert!(edited.contains("    workload: mlp # the small one\n"), "{edited}");
+    let settings = chosen["settings"].to_string();
+    if let Some(size) = chosen["settings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s["batch"]["size"].as_u64())
+    {
+        assert!(edited.contains(&format!("    batch_size: {size}\n")), "{edited}");
+    }
+    if settings.contains("dtype") {
+        assert!(edited.contains("    master_weights: f32\n"), "{edited}");
+    }
+    let valid = common::gate()
+        .args(["validate", "--budgets"])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(valid.status.code(), Some(0), "{}", common::output_text(&valid));
+    // Planned again, the spec passes as it is: nothing to plan.
+    let again = common::gate()
+        .args(["plan", "mlp", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = common::output_text(&again);
+    assert_eq!(again.status.code(), Some(0), "{text}");
+    assert!(text.contains("passes every budget as it is"), "{text}");
+}
+
+#[test]
+fn check_with_plan_names_the_measured_fix_in_the_report_the_table_and_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("budgets.yaml");
+    std::fs::write(&spec, MLP).unwrap();
+    let out = common::gate()
+        .args(["check", "--plan", "--baseline", "none", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    // The verdict is the spec's: the budget fails.
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("Measured fix for `mlp`"), "{text}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(crate::schema::conforms_to("report", &report), Vec::<String>::new());
+    let plan = &report["plans"]["mlp"];
+    assert!(plan["chosen"].is_u64(), "{plan}");
+    let junit = std::fs::read_to_string(dir.path().join("junit.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&junit).unwrap();
+    let failure = doc
+        .descendants()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("the failing budget");
+    let message = failure.attribute("message").unwrap();
+    assert!(message.contains("Measured fix for `mlp`"), "{message}");
+    // The comment: one line and the collapsed table.
+    let r: gate_contract::report::Report = serde_json::from_value(report).unwrap();
+    let comment = gate_render::markdown::render(&r, None, gate_render::markdown::COMMENT_LIMIT);
+    assert!(comment.contains("**Measured fix for `mlp`"), "{comment}");
+    assert!(comment.contains("<details><summary>The plan for `mlp`"), "{comment}");
+}
