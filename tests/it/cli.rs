@@ -679,7 +679,7 @@ fn shards_split_the_components_and_their_merge_decides_as_one_run() {
         serde_json::from_str(&std::fs::read_to_string(dir("s1").join("shard.json")).unwrap()).unwrap();
     assert_eq!(
         record,
-        serde_json::json!({"index": 1, "count": 2, "components": ["alpha", "charlie"]})
+        serde_json::json!({"index": 1, "count": 2, "components": ["alpha", "charlie"], "dealt_by": "name"})
     );
     // Each shard judges its own components; the ensemble needs all three.
     assert_eq!(s1.status.code(), Some(1), "charlie fails: {}", text(&s1.stderr));
@@ -746,6 +746,131 @@ fn shards_split_the_components_and_their_merge_decides_as_one_run() {
     let again = check(&dir("s1"), &[]);
     assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
     assert!(!dir("s1").join("shard.json").exists());
+}
+
+/// With a baseline, shards are dealt by its profile times, not round-robin
+/// by name; shard.json records the costs, and `gate merge` refuses shards
+/// dealt from different baselines when a component fell to two of them.
+#[test]
+fn shards_are_dealt_by_the_baselines_profile_times() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = sharded_spec(&t);
+    let spec = spec.to_str().unwrap();
+    let dir = |n: &str| t.path().join(n);
+    let check = |out: &str, baseline: &str, extra: &[&str]| {
+        let out = dir(out);
+        let mut args = vec![
+            "check",
+            "--budgets",
+            spec,
+            "--baseline",
+            baseline,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        gate(&args, &[])
+    };
+    let whole = check("whole", "none", &[]);
+    assert_eq!(whole.status.code(), Some(1), "{}", text(&whole.stderr));
+    // The run's own report as the baseline, its times set so that
+    // round-robin by name (alpha and charlie, then bravo) would give one
+    // shard 55 s and the other 5 s. Alpha's wait for a turn is not its cost.
+    let baseline = |name: &str, times: &[(&str, f64, f64)]| {
+        let mut r = report(&dir("whole"));
+        for (c, seconds, waited) in times {
+            r["components"][c]["profile_seconds"] = serde_json::json!(seconds);
+            r["components"][c]["turn_wait_seconds"] = serde_json::json!(waited);
+        }
+        let p = dir(name);
+        std::fs::write(&p, serde_json::to_string_pretty(&r).unwrap()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let b = baseline(
+        "baseline.json",
+        &[("alpha", 40.0, 10.0), ("bravo", 5.0, 0.0), ("charlie", 25.0, 0.0)],
+    );
+    let s1 = check("s1", &b, &["--shard", "1/2"]);
+    let s2 = check("s2", &b, &["--shard", "2/2"]);
+    let held = |d: &str| -> Vec<String> {
+        let r = report(&dir(d));
+        r["components"].as_object().unwrap().keys().cloned().collect()
+    };
+    // Longest first: alpha (30 s) to shard 1, charlie (25 s) to shard 2,
+    // bravo (5 s) to the lesser, shard 2: 30 s each.
+    assert_eq!(held("s1"), ["alpha"], "{}", text(&s1.stderr));
+    assert_eq!(held("s2"), ["bravo", "charlie"], "{}", text(&s2.stderr));
+    let record = |d: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir(d).join("shard.json")).unwrap()).unwrap()
+    };
+    assert_eq!(
+        record("s1"),
+        serde_json::json!({"index": 1, "count": 2, "components": ["alpha"], "dealt_by": "baseline",
+                           "costs": {"alpha": 30.0, "bravo": 5.0, "charlie": 25.0}})
+    );
+    assert!(
+        text(&s2.stderr).contains(
+            "shard 2/2: bravo, charlie\n\
+             shard 2/2: dealt by the baseline's profile times: 30.0 s here, 30.0 s the longest shard, 60.0 s in all\n"
+        ),
+        "{}",
+        text(&s2.stderr)
+    );
+    let merge = |dirs: &[&str]| {
+        let merged = dir("merged");
+        let mut args = vec!["merge".to_string()];
+        args.extend(dirs.iter().map(|d| dir(d).display().to_string()));
+        args.extend(["--out".to_string(), merged.display().to_string()]);
+        gate(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+    };
+    let m = merge(&["s1", "s2"]);
+    assert_eq!(m.status.code(), whole.status.code(), "{}", text(&m.stderr));
+    assert_eq!(verdicts(&report(&dir("merged"))), verdicts(&report(&dir("whole"))));
+    assert!(!text(&m.stderr).contains("dealt from different"), "{}", text(&m.stderr));
+
+    // Without a baseline, shard 1 is dealt by name (alpha, charlie): with
+    // the baseline's shard 2, charlie is in both, and the merge says why.
+    let n1 = check("n1", "none", &["--shard", "1/2"]);
+    assert_eq!(held("n1"), ["alpha", "charlie"], "{}", text(&n1.stderr));
+    assert_eq!(record("n1")["dealt_by"], "name");
+    let m = merge(&["n1", "s2"]);
+    assert_eq!(m.status.code(), Some(2), "{}", text(&m.stderr));
+    let said = text(&m.stderr);
+    assert!(
+        said.contains(&format!(
+            "error: shards dealt from different inputs: {} was dealt by the baseline's profile times, {} by name \
+             (no baseline times); `charlie` fell to both {} and {}",
+            dir("s2").display(),
+            dir("n1").display(),
+            dir("n1").display(),
+            dir("s2").display()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("hint: give every shard of the matrix the same baseline"),
+        "{said}"
+    );
+
+    // Another baseline that deals the same split: merged, with a warning.
+    let other = baseline(
+        "other.json",
+        &[("alpha", 30.0, 0.0), ("bravo", 5.0, 0.0), ("charlie", 20.0, 0.0)],
+    );
+    let o2 = check("o2", &other, &["--shard", "2/2"]);
+    assert_eq!(held("o2"), ["bravo", "charlie"], "{}", text(&o2.stderr));
+    let m = merge(&["s1", "o2"]);
+    assert_eq!(m.status.code(), whole.status.code(), "{}", text(&m.stderr));
+    assert!(
+        text(&m.stderr).contains(&format!(
+            "warning: shards dealt from different inputs: {} was dealt with `charlie` at 20.000 s, {} with it at \
+             25.000 s; merged, as no component fell to two shards",
+            dir("o2").display(),
+            dir("s1").display()
+        )),
+        "{}",
+        text(&m.stderr)
+    );
 }
 
 #[test]

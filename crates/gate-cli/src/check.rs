@@ -33,8 +33,9 @@ pub(crate) struct CheckArgs {
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run shard I of N: the components (with --only: the ones it selects),
-    /// sorted by name, dealt round-robin; `gate merge` of all N shards
-    /// decides as one run would.
+    /// dealt by their profile times in the baseline, longest first, each to
+    /// the shard with the least so far (without times: sorted by name,
+    /// round-robin); `gate merge` of all N shards decides as one run would.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
     /// Treat warnings (not measured, missing baseline, other testbed) as failures.
@@ -138,12 +139,14 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let spec = &loaded.spec;
     check_only_names(spec, &args)?;
-    let in_shard = shard.map(|s| shard_components(spec, &args.only, s));
+    // Read before the shard is dealt: its profile times are the deal's costs.
+    let (baseline, history_from) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    let in_shard = shard.map(|s| shard_components(spec, &args.only, s, baseline.report()));
     let chosen = |name: &str| {
         is_selected(&args.only, name)
             && in_shard
                 .as_ref()
-                .is_none_or(|(_, held)| held.iter().any(|h| h == super::shard::base(name)))
+                .is_none_or(|(record, _)| record.components.iter().any(|h| h == super::shard::base(name)))
     };
     let backend = loaded.backend(args.backend.into()).map_err(CliError::Infrastructure)?;
     // A budget this backend can never measure is refused before anything
@@ -154,7 +157,6 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
             return Err(refused.into());
         }
     }
-    let (baseline, history_from) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
     let stored = stored_reports(baseline.report(), history_from, args.history as usize);
     // On the card itself (not emulated), a ratio whose reference the
     // baseline shows too big for it is said before the profiles run.
@@ -168,8 +170,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     let _gpu_lock = gpu_lock(backend)?;
     // A component's variants (`NAME@VARIANT`) come with it.
     let selected: Vec<_> = spec.components.iter().filter(|c| chosen(&c.name)).collect();
-    if let Some((record, _)) = &in_shard {
-        log_shard(spec, record);
+    if let Some((record, costs)) = &in_shard {
+        log_shard(spec, record, costs, baseline.report().is_some());
     }
     let exe = loaded.profiler();
 
@@ -233,42 +235,80 @@ fn is_selected(only: &[String], name: &str) -> bool {
     only.is_empty() || only.iter().any(|o| o == name || o == base)
 }
 
-/// The shard's record for shard.json, and the components it holds (of
-/// those `--only` selects).
+/// The shard's record for shard.json (the components it holds, of those
+/// `--only` selects, dealt by their profile times in `baseline`), and the
+/// costs they were dealt by.
 fn shard_components(
     spec: &gate_spec::budget::Spec,
     only: &[String],
     shard: gate_contract::shard::Shard,
-) -> (gate_contract::shard::Record, Vec<String>) {
+    baseline: Option<&Report>,
+) -> (gate_contract::shard::Record, super::shard::Costs) {
     let names = spec
         .components
         .iter()
         .map(|c| c.name.as_str())
         .filter(|n| is_selected(only, n));
-    let held = super::shard::components(names, shard);
-    (
-        gate_contract::shard::Record {
-            shard,
-            components: held.clone(),
-            only: {
-                let mut only = only.to_vec();
-                only.sort();
-                only.dedup();
-                only
-            },
+    let costs = super::shard::costs(names, |n| super::shard::profile_time(baseline, n));
+    let held = super::shard::deal(&costs.of, shard.count).swap_remove(shard.index - 1);
+    let record = gate_contract::shard::Record {
+        shard,
+        components: held,
+        only: {
+            let mut only = only.to_vec();
+            only.sort();
+            only.dedup();
+            only
         },
-        held,
-    )
+        dealt_by: costs.dealt_by,
+        costs: costs.seconds(),
+    };
+    (record, costs)
 }
 
-/// Says what the shard holds, and what it cannot judge: an ensemble whose
-/// members lie partly in other shards (judged by `gate merge`).
-fn log_shard(spec: &gate_spec::budget::Spec, record: &gate_contract::shard::Record) {
+/// Says what the shard holds and what it was dealt by, and what it cannot
+/// judge: an ensemble whose members lie partly in other shards (judged by
+/// `gate merge`).
+fn log_shard(
+    spec: &gate_spec::budget::Spec,
+    record: &gate_contract::shard::Record,
+    costs: &super::shard::Costs,
+    with_baseline: bool,
+) {
+    use super::shard::seconds;
     let s = record.shard;
     if record.components.is_empty() {
         eprintln!("shard {s}: no component falls to this shard (fewer components than shards): it measures nothing");
     } else {
         eprintln!("shard {s}: {}", record.components.join(", "));
+    }
+    match record.dealt_by {
+        gate_contract::shard::DealtBy::Baseline => {
+            let totals = super::shard::totals(&costs.of, &super::shard::deal(&costs.of, s.count));
+            let longest = totals.iter().copied().max().unwrap_or(0);
+            eprintln!(
+                "shard {s}: dealt by the baseline's profile times: {:.1} s here, {:.1} s the longest shard, {:.1} s in all",
+                seconds(totals[s.index - 1]),
+                seconds(longest),
+                seconds(totals.iter().sum())
+            );
+            if !costs.estimated.is_empty() {
+                eprintln!(
+                    "note: shard {s}: the baseline has no profile time for {}: each counted at the median, {:.1} s",
+                    costs.estimated.join(", "),
+                    seconds(costs.median)
+                );
+            }
+        }
+        gate_contract::shard::DealtBy::Name if s.count > 1 => eprintln!(
+            "shard {s}: dealt by name, round-robin ({}): pass every shard the same baseline to deal by profile time",
+            if with_baseline {
+                "the baseline records no profile times"
+            } else {
+                "no baseline"
+            }
+        ),
+        gate_contract::shard::DealtBy::Name => {}
     }
     if let Some(e) = &spec.ensemble {
         let elsewhere: Vec<&str> = e

@@ -49,6 +49,7 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
     }
     super::shard::check_complete(&records)?;
     super::shard::check_one_selection(&records)?;
+    super::shard::check_one_deal(&records)?;
     let mut shards = Vec::new();
     for (d, (_, record)) in args.dirs.iter().zip(&records) {
         let report = read_report(d)?;

@@ -1,7 +1,10 @@
 //! `shard.json`: what a sharded `gate check --shard I/N` leaves beside its
 //! report, so that `gate merge` can tell a complete set of shards from one
-//! with a shard missing. Part of the contract (schema/shard.schema.json);
-//! how components are dealt to shards is the command line's.
+//! with a shard missing, and shards dealt alike from ones dealt from
+//! different inputs. Part of the contract (schema/shard.schema.json); how
+//! components are dealt to shards is the command line's.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -23,8 +26,21 @@ impl std::fmt::Display for Shard {
     }
 }
 
+/// What the components were dealt by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DealtBy {
+    /// Sorted by name, dealt round-robin: no baseline, or one that
+    /// recorded no profile times (and every shard.json from before costs).
+    #[default]
+    Name,
+    /// By each component's profile time in the baseline report, longest
+    /// first, each to the shard with the least so far.
+    Baseline,
+}
+
 /// What `shard.json` says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(from = "ShardJson", into = "ShardJson")]
 pub struct Record {
     /// The shard this folder is.
@@ -34,6 +50,20 @@ pub struct Record {
     /// The `--only` selection it was dealt from, sorted (empty: the whole
     /// spec): shards of different selections are not one split.
     pub only: Vec<String>,
+    /// What the components were dealt by: shards dealt from different
+    /// inputs (another baseline) may hold a component twice or not at all.
+    pub dealt_by: DealtBy,
+    /// Under [`DealtBy::Baseline`], the cost in seconds each component
+    /// (its variants' included) was dealt by, of the whole selection, not
+    /// only this shard's; empty when dealt by name.
+    pub costs: BTreeMap<String, f64>,
+}
+
+impl Record {
+    /// Whether two shards were dealt from the same inputs.
+    pub fn same_deal(&self, other: &Record) -> bool {
+        self.dealt_by == other.dealt_by && self.costs == other.costs
+    }
 }
 
 /// `shard.json` as written: the shard's two numbers beside the lists, as
@@ -46,6 +76,10 @@ struct ShardJson {
     components: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     only: Vec<String>,
+    #[serde(default)]
+    dealt_by: DealtBy,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    costs: BTreeMap<String, f64>,
 }
 
 impl From<ShardJson> for Record {
@@ -57,6 +91,8 @@ impl From<ShardJson> for Record {
             },
             components: f.components,
             only: f.only,
+            dealt_by: f.dealt_by,
+            costs: f.costs,
         }
     }
 }
@@ -68,6 +104,8 @@ impl From<Record> for ShardJson {
             count: r.shard.count,
             components: r.components,
             only: r.only,
+            dealt_by: r.dealt_by,
+            costs: r.costs,
         }
     }
 }
@@ -82,9 +120,28 @@ mod tests {
             shard: Shard { index: 2, count: 3 },
             components: vec!["tft".into()],
             only: Vec::new(),
+            dealt_by: DealtBy::Baseline,
+            costs: BTreeMap::from([("tft".into(), 30.5), ("mlp".into(), 2.0)]),
         };
         let text = serde_json::to_string(&r).unwrap();
-        assert_eq!(text, r#"{"index":2,"count":3,"components":["tft"]}"#);
+        assert_eq!(
+            text,
+            r#"{"index":2,"count":3,"components":["tft"],"dealt_by":"baseline","costs":{"mlp":2.0,"tft":30.5}}"#
+        );
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn a_record_from_before_costs_reads_as_dealt_by_name() {
+        let r: Record = serde_json::from_str(r#"{"index":1,"count":2,"components":["mlp"]}"#).unwrap();
+        assert_eq!(r.dealt_by, DealtBy::Name);
+        assert!(r.costs.is_empty());
+        let by_cost = Record {
+            dealt_by: DealtBy::Baseline,
+            costs: BTreeMap::from([("mlp".into(), 1.0)]),
+            ..r.clone()
+        };
+        assert!(!r.same_deal(&by_cost));
+        assert!(r.same_deal(&r.clone()));
     }
 }
