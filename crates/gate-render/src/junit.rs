@@ -559,6 +559,15 @@ fn escape(s: &str, attribute: bool) -> String {
     out
 }
 
+/// A failing budget's message, with its component's measured fix where
+/// `gate check --plan` found one.
+fn with_fix(report: &Report, r: &BudgetResult, message: String) -> String {
+    match super::view::fix_words(report, r.component.as_str(), |t| format!("`{t}`")) {
+        Some(fix) if !r.component.is_ensemble() => format!("{message} — {fix}"),
+        _ => message,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -613,14 +622,5 @@ mod tests {
         assert_eq!(n.unique("a.b".into()), "a.b");
         assert_eq!(n.unique("a.b".into()), "a.b#2");
         assert_eq!(n.unique("a.b".into()), "a.b#3");
-    }
-}
-
-/// A failing budget's message, with its component's measured fix where
-/// `gate check --plan` found one.
-fn with_fix(report: &Report, r: &BudgetResult, message: String) -> String {
-    match super::view::fix_words(report, r.component.as_str(), |t| format!("`{t}`")) {
-        Some(fix) if !r.component.is_ensemble() => format!("{message} — {fix}"),
-        _ => message,
     }
 }

@@ -480,29 +480,6 @@ pub fn variant_reference(report: &Report, base: &str, members: &[String]) -> Str
         .unwrap_or_else(|| base.to_string())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::Lever;
-    use gate_spec::metric::Metric;
-
-    #[test]
-    fn a_generations_memory_gets_the_cache_lever_not_a_tradeoff() {
-        for m in [Metric::PrefillPeak, Metric::DecodePeak, Metric::KvCachePerToken] {
-            assert_eq!(Lever::of(&m.into()), Some(Lever::Cache), "{m:?}");
-        }
-        assert_eq!(Lever::of(&Metric::DecodeGrowth.into()), Some(Lever::Leak));
-        assert_eq!(Lever::of(&Metric::StepTimeRatio.into()), Some(Lever::Tradeoff));
-        assert_eq!(
-            Lever::of(&gate_contract::report::MetricId::parse("total")),
-            Some(Lever::Ensemble)
-        );
-        assert_eq!(
-            Lever::of(&gate_contract::report::MetricId::parse("a_newer_gates_metric")),
-            None
-        );
-    }
-}
-
 /// A plan's figure as the renderers show it: bytes in the report's units,
 /// a ratio as `1.23x`.
 pub fn plan_figure_text(report: &Report, component: &str, metric: Metric, value: f64) -> String {
@@ -553,4 +530,27 @@ pub fn fix_words(report: &Report, component: &str, code: impl Fn(&str) -> String
             plan.candidates.len()
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lever;
+    use gate_spec::metric::Metric;
+
+    #[test]
+    fn a_generations_memory_gets_the_cache_lever_not_a_tradeoff() {
+        for m in [Metric::PrefillPeak, Metric::DecodePeak, Metric::KvCachePerToken] {
+            assert_eq!(Lever::of(&m.into()), Some(Lever::Cache), "{m:?}");
+        }
+        assert_eq!(Lever::of(&Metric::DecodeGrowth.into()), Some(Lever::Leak));
+        assert_eq!(Lever::of(&Metric::StepTimeRatio.into()), Some(Lever::Tradeoff));
+        assert_eq!(
+            Lever::of(&gate_contract::report::MetricId::parse("total")),
+            Some(Lever::Ensemble)
+        );
+        assert_eq!(
+            Lever::of(&gate_contract::report::MetricId::parse("a_newer_gates_metric")),
+            None
+        );
+    }
 }
