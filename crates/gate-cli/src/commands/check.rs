@@ -102,7 +102,7 @@ pub(super) fn run(args: CheckArgs, app: &App) -> Result<Exit, CliError> {
 fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<Exit, CliError> {
     let started = Instant::now();
     let shard = args.shard.as_deref().map(crate::pipeline::shard::parse).transpose()?;
-    // Ctrl-C / SIGTERM (handled from `cli::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
+    // Ctrl-C / SIGTERM (handled from `commands::run`): stop the profiles, write nothing, exit 130 (see `stopped`).
     let loaded = crate::pipeline::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let spec = &loaded.spec;
     check_only_names(spec, &args)?;

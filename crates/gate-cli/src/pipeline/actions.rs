@@ -10,7 +10,7 @@
 //! that carries a line break would otherwise start a command of its own.
 //!
 //! One rule for every line gate writes there, kept here:
-//! - **Inert text.** Whatever passes `print!`/`eprint!` (cli/output.rs)
+//! - **Inert text.** Whatever passes `print!`/`eprint!` (pipeline/output.rs)
 //!   goes through [`inert`]: a line the runner would parse as a command gets
 //!   a `\` that stops it. This holds wherever the text is printed and
 //!   whichever stream it is on, with no ordering to rely on.

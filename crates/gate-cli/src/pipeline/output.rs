@@ -3,7 +3,7 @@
 //! Everything the subcommands print (`print!`, `eprint!` and their `ln`
 //! forms below) or write here has the token redacted first (#15); what
 //! they print is also made inert as workflow commands in GitHub Actions
-//! (cli/actions.rs).
+//! (pipeline/actions.rs).
 //!
 //! The temp file is `.NAME.tmp.PID.RANDOM` (hidden, next to NAME, created
 //! exclusively). A run killed
@@ -122,7 +122,7 @@ pub(crate) fn stderr(args: std::fmt::Arguments) {
 
 /// What text is printed as on `stream` (locked by the caller): the token
 /// redacted and, in GitHub Actions, no line a workflow command
-/// (cli/actions.rs).
+/// (pipeline/actions.rs).
 fn shown(stream: Stream, text: &str) -> String {
     super::actions::inert_on(stream, &redacted(text))
 }
