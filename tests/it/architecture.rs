@@ -3,7 +3,9 @@
 //! top), the framework adapters are the only crates with a framework in
 //! their tree, the command line compiles none without its built-in models,
 //! and those models use nothing but the public SDK, exactly as an
-//! adopter's crate does.
+//! adopter's crate does. Inside the command line, the commands build on the
+//! pipeline and both on the app settings and errors, never the other way,
+//! and no command on another.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -102,6 +104,180 @@ fn every_module_imports_only_modules_below_it() {
                 Some(di) if di < mi => {}
                 Some(_) => wrong.push(format!("`{m}` imports `{d}`, which is above it ({})", files.join(", "))),
                 None => wrong.push(format!("`{m}` imports `{d}`, which is not in LAYERS")),
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// gate-cli's floors, lowest first (#52): `app`/`errors` (the settings
+/// every command shares, `CliError`), the `pipeline` wing (what the
+/// commands run on), the `commands` wing (the clap tree in commands/mod.rs,
+/// one file per subcommand); lib.rs is only the face over them.
+const CLI_FLOORS: &[&str] = &["app", "errors", "pipeline", "commands"];
+
+/// The module paths a gate-cli source file names through `crate::` or
+/// `super::` (`use` or inline, `{…}` groups expanded), made absolute from
+/// `module` (the file's own path: `["commands", "check"]`) and cut to two
+/// segments: `use super::{comment::read_report, Cli}` in commands/merge.rs
+/// gives `commands::comment` and `commands::Cli`. Comment lines are left
+/// out; a test module's `super::` is read as the file's (one floor up),
+/// which never names a command.
+fn cli_paths(code: &str, module: &[&str]) -> Vec<Vec<String>> {
+    fn ident(s: &str) -> String {
+        s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+    }
+    /// The paths `rest` starts with, up to `depth` segments.
+    fn tails(rest: &str, depth: usize) -> Vec<Vec<String>> {
+        let rest = rest.trim_start();
+        if let Some(group) = rest.strip_prefix('{') {
+            let (mut level, mut items, mut cur) = (0usize, Vec::new(), String::new());
+            for c in group.chars() {
+                match c {
+                    '}' if level == 0 => break,
+                    ',' if level == 0 => items.push(std::mem::take(&mut cur)),
+                    '{' => level += 1,
+                    '}' => level -= 1,
+                    _ => {}
+                }
+                if !(c == ',' && level == 0) {
+                    cur.push(c);
+                }
+            }
+            items.push(cur);
+            return items.iter().flat_map(|i| tails(i, depth)).collect();
+        }
+        let name = ident(rest);
+        if name.is_empty() {
+            return vec![Vec::new()]; // `*`
+        }
+        match rest[name.len()..].strip_prefix("::") {
+            Some(more) if depth > 1 => tails(more, depth - 1)
+                .into_iter()
+                .map(|t| std::iter::once(name.clone()).chain(t).collect())
+                .collect(),
+            _ => vec![vec![name]],
+        }
+    }
+    let code: String = code
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = Vec::new();
+    for anchor in ["crate::", "super::"] {
+        for (i, _) in code.match_indices(anchor) {
+            let before = code[..i].chars().last();
+            // `gate_crate::`, and the 2nd `super` of `super::super::` (read with the 1st).
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') || code[..i].ends_with("::") {
+                continue;
+            }
+            let mut rest = &code[i + anchor.len()..];
+            let base: Vec<String> = if anchor == "crate::" {
+                Vec::new()
+            } else {
+                let mut up = 1;
+                while let Some(r) = rest.strip_prefix("super::") {
+                    rest = r;
+                    up += 1;
+                }
+                module[..module.len().saturating_sub(up)]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            };
+            for t in tails(rest, 2) {
+                out.push(base.iter().cloned().chain(t).take(2).collect());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_path_reader_sees_a_command_importing_another() {
+    let merge = ["commands", "merge"];
+    let paths = cli_paths(
+        "use super::{comment::read_report, Cli};\nuse crate::pipeline::shard;",
+        &merge,
+    );
+    assert_eq!(
+        paths,
+        vec![
+            vec!["pipeline".to_string(), "shard".into()],
+            vec!["commands".into(), "comment".into()],
+            vec!["commands".into(), "Cli".into()],
+        ]
+    );
+    let harness = ["pipeline", "harness"];
+    assert_eq!(
+        cli_paths("let x = super::super::commands::check::run();", &harness),
+        vec![vec!["commands".to_string(), "check".into()]]
+    );
+    // A comment names what it likes; `gate_crate::` is another crate.
+    assert!(cli_paths("// see super::comment\nuse gate_crate::x;", &merge).is_empty());
+}
+
+/// gate-cli has a floor plan (#52): lib.rs declares only its floors, the
+/// commands and the pipeline are each a folder, no command imports another
+/// command, the pipeline imports no command, and `app`/`errors` import
+/// neither wing (commands → pipeline → app/errors).
+#[test]
+fn the_command_lines_commands_and_pipeline_import_only_downward() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-cli/src");
+    let mut wrong = Vec::new();
+    for want in ["lib.rs", "app.rs", "errors.rs", "commands/mod.rs", "pipeline/mod.rs"] {
+        if !src.join(want).is_file() {
+            wrong.push(format!("crates/gate-cli/src/{want} is missing"));
+        }
+    }
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let declared: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let floors: BTreeSet<&str> = CLI_FLOORS.iter().copied().collect();
+    if declared != floors {
+        wrong.push(format!(
+            "crates/gate-cli/src/lib.rs declares the modules {declared:?}: a face over the floors {floors:?} only"
+        ));
+    }
+    let commands: BTreeSet<String> = std::fs::read_dir(src.join("commands"))
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .filter(|n| n != "mod")
+        .collect();
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        let module: Vec<&str> = rel
+            .trim_end_matches(".rs")
+            .split('/')
+            .filter(|s| !["mod", "lib", "main"].contains(s))
+            .collect();
+        let Some(floor) = module.first().copied() else {
+            continue; // lib.rs, main.rs: the face
+        };
+        let text = std::fs::read_to_string(&f).unwrap();
+        for path in cli_paths(&text, &module) {
+            let to: Vec<&str> = path.iter().map(String::as_str).collect();
+            let bad = match (floor, to.as_slice()) {
+                ("commands", ["commands", other, ..]) => {
+                    module.len() == 2 && commands.contains(*other) && *other != module[1]
+                }
+                ("pipeline", ["commands", ..]) => true,
+                ("app" | "errors", ["commands" | "pipeline", ..]) => true,
+                _ => false,
+            };
+            if bad {
+                wrong.push(format!(
+                    "crates/gate-cli/src/{rel} imports `{}`: commands → pipeline → app/errors, and no command imports another",
+                    to.join("::")
+                ));
             }
         }
     }

@@ -32,7 +32,7 @@ fn sources() -> Vec<String> {
         files.extend(found);
     }
     // What `gate init` prints and writes besides the templates.
-    files.push("crates/gate-cli/src/init.rs".into());
+    files.push("crates/gate-cli/src/commands/init.rs".into());
     files
 }
 

@@ -10,7 +10,7 @@
 //! that carries a line break would otherwise start a command of its own.
 //!
 //! One rule for every line gate writes there, kept here:
-//! - **Inert text.** Whatever passes `print!`/`eprint!` (cli/output.rs)
+//! - **Inert text.** Whatever passes `print!`/`eprint!` (pipeline/output.rs)
 //!   goes through [`inert`]: a line the runner would parse as a command gets
 //!   a `\` that stops it. This holds wherever the text is printed and
 //!   whichever stream it is on, with no ordering to rely on.
@@ -39,7 +39,7 @@ use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 
 /// See the module docs.
-pub(super) const PANIC_ENV: &str = "GATE_INJECT_PANIC";
+pub(crate) const PANIC_ENV: &str = "GATE_INJECT_PANIC";
 
 /// The token of the guard open now, if one is.
 static GUARD: Mutex<Option<String>> = Mutex::new(None);
@@ -49,14 +49,14 @@ static STDOUT_LINE: Mutex<Line> = Mutex::new(Line::START);
 static STDERR_LINE: Mutex<Line> = Mutex::new(Line::START);
 
 /// Whether this process runs in GitHub Actions (read once).
-pub(super) fn active() -> bool {
+pub(crate) fn active() -> bool {
     static ACTIVE: OnceLock<bool> = OnceLock::new();
     *ACTIVE.get_or_init(gate_github::context::in_actions)
 }
 
 /// The stream a piece of text goes to.
 #[derive(Clone, Copy)]
-pub(super) enum Stream {
+pub(crate) enum Stream {
     Out,
     Err,
 }
@@ -72,7 +72,7 @@ impl Stream {
 
 /// What the part of a line already written means for the next piece.
 #[derive(Clone, Copy, PartialEq, Debug)]
-pub(super) struct Line {
+pub(crate) struct Line {
     /// Nothing but [`skipped`] characters so far (the runner's `TrimStart`
     /// would drop them) …
     blank: bool,
@@ -93,7 +93,7 @@ impl Line {
 /// `text` with every line that the runner would act on made inert: a `\`
 /// before the `::` that starts it, and `##\[` for each `##[`. Lines end at
 /// `\n` or `\r`, as the runner splits them. Other text is unchanged.
-pub(super) fn inert(text: &str) -> String {
+pub(crate) fn inert(text: &str) -> String {
     let mut line = Line::START;
     continue_line(&mut line, text)
 }
@@ -101,7 +101,7 @@ pub(super) fn inert(text: &str) -> String {
 /// Makes `text` inert when it goes to `stream` (in Actions), as the rest of
 /// the line already written there: a command split over two prints is
 /// stopped too. Call it with the stream locked, just before writing.
-pub(super) fn inert_on(stream: Stream, text: &str) -> String {
+pub(crate) fn inert_on(stream: Stream, text: &str) -> String {
     if !active() {
         return text.to_string();
     }
@@ -111,7 +111,7 @@ pub(super) fn inert_on(stream: Stream, text: &str) -> String {
 
 /// Records bytes written to `stream` as they are (a file's content, a guard
 /// line), for the next piece.
-pub(super) fn wrote(stream: Stream, bytes: &[u8]) {
+pub(crate) fn wrote(stream: Stream, bytes: &[u8]) {
     let mut line = stream.line().lock().unwrap_or_else(|e| e.into_inner());
     if bytes.is_empty() {
         return;
@@ -191,14 +191,14 @@ fn skipped(c: char) -> bool {
 }
 
 /// Whether `line` (one line) is something the runner would act on.
-pub(super) fn is_command(line: &str) -> bool {
+pub(crate) fn is_command(line: &str) -> bool {
     let body = line.trim_start_matches(skipped);
     body.strip_prefix("::").is_some_and(|rest| rest.contains("::")) || line.contains("##[")
 }
 
 /// Opens the guard (in Actions): `::stop-commands::TOKEN` on stdout. Closed
 /// by [`close`], which also runs at exit.
-pub(super) fn open() {
+pub(crate) fn open() {
     if !active() {
         return;
     }
@@ -221,7 +221,7 @@ pub(super) fn open() {
 }
 
 /// Closes the guard, if one is open: `::TOKEN::` on stdout.
-pub(super) fn close() {
+pub(crate) fn close() {
     let mut guard = GUARD.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(token) = guard.take() {
         write_stdout(&format!("::{token}::\n"));
@@ -237,7 +237,7 @@ const OWN: [&str; 5] = ["error", "warning", "notice", "group", "endgroup"];
 /// guard, which is opened again after them with a new token. A line that
 /// is not one of [`OWN`] (a `\r` in it, another command, no `::` start) is
 /// written inert.
-pub(super) fn commands(text: &str) {
+pub(crate) fn commands(text: &str) {
     if text.is_empty() {
         return;
     }
@@ -278,7 +278,7 @@ static ON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// command whose stdout is for a program (`--message-format json`). Call it
 /// before [`open`]. The runner reads stderr for commands as it reads stdout,
 /// and a child's output (which the guard is for) goes to stderr then too.
-pub(super) fn keep_stdout_for_data() {
+pub(crate) fn keep_stdout_for_data() {
     ON_STDERR.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 

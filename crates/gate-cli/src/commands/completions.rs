@@ -6,7 +6,8 @@ use std::io::Write;
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
-use super::{Cli, CliError};
+use super::Cli;
+use crate::errors::CliError;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
 
@@ -31,7 +32,7 @@ pub(super) fn run(args: CompletionsArgs) -> Result<Exit, CliError> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, "gate", &mut out);
-    super::output::stdout_bytes(&out).map_err(io_error)?;
+    crate::pipeline::output::stdout_bytes(&out).map_err(io_error)?;
     Ok(Exit::Pass)
 }
 
@@ -39,7 +40,7 @@ pub(super) fn run(args: CompletionsArgs) -> Result<Exit, CliError> {
 /// `man gate` documents every flag.
 pub(super) fn man(_args: ManArgs) -> Result<Exit, CliError> {
     let out = render_man().map_err(io_error)?;
-    super::output::stdout_bytes(&out).map_err(io_error)?;
+    crate::pipeline::output::stdout_bytes(&out).map_err(io_error)?;
     Ok(Exit::Pass)
 }
 

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use super::output::OutputSet;
-use super::CliError;
+use crate::errors::CliError;
 use gate_contract::report::{Report, SCHEMA};
 use gate_report::Reserve;
 use gate_runner::exit::Exit;
@@ -16,7 +16,7 @@ use gate_spec::hint::Problem;
 
 /// What `check` and `merge` hand to [`conclude`]: the measured components
 /// and everything the verdict and the outputs need.
-pub(super) struct Conclusion<'a> {
+pub(crate) struct Conclusion<'a> {
     pub spec: &'a gate_spec::budget::Spec,
     pub spec_path: String,
     pub commit: Option<String>,
@@ -43,7 +43,7 @@ pub(super) struct Conclusion<'a> {
 /// The one output path of `check` and `merge`: the verdict, then
 /// report.json, junit.xml and the GitHub files as one set, then the table
 /// on stdout. `None` when a signal arrived before writing began.
-pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
+pub(crate) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
     let mut components = c.components;
     gate_report::add_ratios(&mut components); // variants: loss and step-time ratios
     gate_report::compare_blocks(&mut components, c.baseline, &c.testbed); // which block grew
@@ -108,7 +108,7 @@ pub(super) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
 
 /// The per-process context reserve: on CUDA measured (the largest
 /// per-process context seen); on the CPU the spec's declared figure.
-pub(super) fn reserve(measured: Option<u64>, spec: &gate_spec::budget::Spec) -> Reserve {
+pub(crate) fn reserve(measured: Option<u64>, spec: &gate_spec::budget::Spec) -> Reserve {
     match measured {
         Some(bytes) => Reserve { bytes, measured: true },
         None => Reserve {
@@ -119,7 +119,7 @@ pub(super) fn reserve(measured: Option<u64>, spec: &gate_spec::budget::Spec) -> 
 }
 
 /// The exit code of a verdict.
-pub(super) fn verdict_exit(report: &Report) -> Exit {
+pub(crate) fn verdict_exit(report: &Report) -> Exit {
     if report.summary.passed_run() {
         Exit::Pass
     } else {
@@ -131,7 +131,7 @@ pub(super) fn verdict_exit(report: &Report) -> Exit {
 /// (for the diff when `gate comment` re-renders), pr.json (for the
 /// `workflow_run` comment job); in Actions also the step summary and the
 /// annotations (workflow commands, on stdout).
-pub(super) fn write_github_outputs(
+pub(crate) fn write_github_outputs(
     set: &mut OutputSet,
     report: &Report,
     baseline: Option<&Report>,
@@ -208,15 +208,15 @@ fn write_error(path: &std::path::Path, e: std::io::Error) -> CliError {
 }
 
 /// Locks `out` for this run's set of files (another run's set waits).
-pub(super) fn begin_set(out: &std::path::Path) -> Result<OutputSet, CliError> {
+pub(crate) fn begin_set(out: &std::path::Path) -> Result<OutputSet, CliError> {
     OutputSet::begin(out).map_err(|e| write_error(out, e))
 }
 
-pub(super) fn add(set: &mut OutputSet, name: &str, bytes: &[u8]) -> Result<(), CliError> {
+pub(crate) fn add(set: &mut OutputSet, name: &str, bytes: &[u8]) -> Result<(), CliError> {
     set.add(name, bytes).map_err(|e| write_error(&set.dir().join(name), e))
 }
 
-pub(super) fn commit_set(set: OutputSet) -> Result<(), CliError> {
+pub(crate) fn commit_set(set: OutputSet) -> Result<(), CliError> {
     let dir = set.dir().to_path_buf();
     set.commit().map_err(|e| write_error(&dir, e))
 }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::comment::read_report;
-use super::CliError;
+use crate::errors::CliError;
+use crate::pipeline::reports::read_report;
 use gate_github::store::{Published, Store, DEFAULT_BRANCH};
 use gate_github::{context, Client, Event, GithubError, Repo, Settings};
 use gate_runner::exit::Exit;
@@ -27,7 +27,7 @@ pub(crate) enum BaselineCommand {
 #[derive(Debug, Args)]
 pub(crate) struct PublishArgs {
     /// The output folder of `gate check` or `gate merge`.
-    #[arg(long, default_value = super::DEFAULT_OUT)]
+    #[arg(long, default_value = crate::app::DEFAULT_OUT)]
     pub from: PathBuf,
     /// The commit to store the report under (default: the run's own commit:
     /// a `workflow_run`'s head SHA, else GITHUB_SHA). Never the report's

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::CliError;
+use crate::errors::CliError;
 use gate_contract::measurement::Measurement;
 use gate_probe::Backend;
 use gate_runner::exit::Exit;
@@ -23,13 +23,13 @@ use gate_spec::metric::{format_value, Metric, Unit};
 pub(crate) struct FitArgs {
     /// The component to fit (a name in the spec, e.g. `tft` or `tft@plain`).
     pub component: String,
-    #[arg(long, default_value = super::DEFAULT_SPEC)]
+    #[arg(long, default_value = crate::app::DEFAULT_SPEC)]
     pub budgets: PathBuf,
     /// Fit only this metric's budget (default: every size budget of the component).
     #[arg(long)]
     pub metric: Option<String>,
-    #[arg(long, value_enum, default_value_t = super::BackendArg::Cpu)]
-    pub backend: super::BackendArg,
+    #[arg(long, value_enum, default_value_t = crate::app::BackendArg::Cpu)]
+    pub backend: crate::app::BackendArg,
     /// The two batch sizes measured for the slope (default: half the spec's batch, and the spec's).
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     pub probe: Option<Vec<usize>>,
@@ -37,7 +37,7 @@ pub(crate) struct FitArgs {
     #[arg(long, default_value_t = 4096)]
     pub max_batch: usize,
     #[command(flatten)]
-    pub harness: super::harness::HarnessArgs,
+    pub harness: crate::pipeline::harness::HarnessArgs,
 }
 
 /// A size budget's straight line: bytes = intercept + slope · batch.
@@ -134,8 +134,8 @@ fn failing<'a>(c: &'a Component, m: &Measurement) -> Vec<&'a Budget> {
         .collect()
 }
 
-pub(super) fn run(args: FitArgs, app: &super::App) -> Result<Exit, CliError> {
-    let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
+pub(super) fn run(args: FitArgs, app: &crate::app::App) -> Result<Exit, CliError> {
+    let loaded = crate::pipeline::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let exe = loaded.profiler().to_path_buf();
     let request = loaded.request().to_path_buf();
     let spec = &loaded.spec;

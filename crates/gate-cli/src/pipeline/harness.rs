@@ -15,7 +15,7 @@ use gate_contract::plan::Lever;
 use gate_contract::protocol::FrameworkId;
 use gate_runner::child::{spawn_helper, status_words, Tail};
 
-use super::{App, CliError};
+use crate::{app::App, errors::CliError};
 use gate_probe::Backend;
 use gate_runner::exit::Exit;
 use gate_spec::budget::{HarnessSpec, Spec, WorkloadCheck};
@@ -39,7 +39,7 @@ pub(crate) struct HarnessArgs {
 
 /// A spec ready to run: the harness that profiles its components, and the
 /// configs it resolved.
-pub(super) struct Loaded {
+pub(crate) struct Loaded {
     pub spec: Box<Spec>,
     source: Source,
     /// The request the harness reads (gate-runner's `harness::Request`):
@@ -98,20 +98,20 @@ impl Drop for Scratch {
 
 impl Loaded {
     /// The binary whose `profile` command measures a component.
-    pub(super) fn profiler(&self) -> &Path {
+    pub(crate) fn profiler(&self) -> &Path {
         &self.source.exe
     }
 
     /// The request file each `profile` reads (`--request`): the spec as
     /// this gate validated it, so the profiling binary parses no YAML.
-    pub(super) fn request(&self) -> &Path {
+    pub(crate) fn request(&self) -> &Path {
         &self.request.path
     }
 
     /// The backend the profiles run on. A harness is built with its `cuda`
     /// feature for `--backend cuda`, so this binary need not have it then;
     /// the built-ins run on what this binary has.
-    pub(super) fn backend(&self, requested: Backend) -> Result<Backend, gate_probe::BackendError> {
+    pub(crate) fn backend(&self, requested: Backend) -> Result<Backend, gate_probe::BackendError> {
         match (self.source.built_in, requested) {
             (false, Backend::Cuda) => Ok(Backend::Cuda),
             _ => gate_probe::resolve_backend(requested),
@@ -119,13 +119,13 @@ impl Loaded {
     }
 
     /// The framework the components run on, as their harness said.
-    pub(super) fn framework(&self) -> FrameworkId {
+    pub(crate) fn framework(&self) -> FrameworkId {
         self.source.framework.clone()
     }
 
     /// The candle the components run on (the report's `candle_version`);
     /// empty when they run on another framework.
-    pub(super) fn candle_version(&self) -> String {
+    pub(crate) fn candle_version(&self) -> String {
         let f = self.framework();
         if f.name == "candle" {
             f.version
@@ -135,18 +135,18 @@ impl Loaded {
     }
 
     /// The levers component `name`'s workload declared.
-    pub(super) fn levers(&self, name: &str) -> Vec<Lever> {
+    pub(crate) fn levers(&self, name: &str) -> Vec<Lever> {
         self.source.levers.get(name).cloned().unwrap_or_default()
     }
 
     /// A request file for `spec` (the loaded spec with components added,
     /// as `gate plan` runs its candidates): kept while the value lives.
-    pub(super) fn request_for(spec: &Spec) -> Result<impl AsRef<Path>, CliError> {
+    pub(crate) fn request_for(spec: &Spec) -> Result<impl AsRef<Path>, CliError> {
         write_request(spec)
     }
 
     /// Component `name`'s resolved config, as the report records it.
-    pub(super) fn config(&self, name: &str) -> Option<serde_json::Value> {
+    pub(crate) fn config(&self, name: &str) -> Option<serde_json::Value> {
         self.source.configs.get(name).cloned()
     }
 }
@@ -154,7 +154,7 @@ impl Loaded {
 /// Loads the spec at `path` and has its harness resolve the spec's
 /// workloads: the harness it names, built here (it knows kinds this binary
 /// does not), else this binary's built-in models.
-pub(super) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs) -> Result<Loaded, CliError> {
+pub(crate) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &HarnessArgs) -> Result<Loaded, CliError> {
     let spec = parse(path, app)?;
     refuse_unused_harness_bin(&spec, opts)?;
     let (source, request) = match &spec.harness {
@@ -241,7 +241,7 @@ fn own_exe() -> Result<PathBuf, CliError> {
 /// file, and the harness's fields when it names a harness. `true` when it
 /// does: its workloads' configs are then unchecked (only the built harness
 /// knows their kinds).
-pub(super) fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
+pub(crate) fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
     let spec = parse(path, app)?;
     refuse_unused_harness_bin(&spec, opts)?;
     if let Some(h) = &spec.harness {
@@ -656,7 +656,7 @@ fn build(
 /// crate's build finishing in between would hand this run that crate's
 /// harness (seen: two crates gated at once over one target folder). Every
 /// gate building there takes turns; `.ci/run`'s prebuilds take it too.
-pub(super) const HARNESS_BUILD_LOCK: &str = ".gate-harness-build.lock";
+pub(crate) const HARNESS_BUILD_LOCK: &str = ".gate-harness-build.lock";
 
 /// Takes the lock of `target_dir`'s harness builds, waiting for another
 /// gate's turn (said on stderr); `None` where the lock cannot be had (the
@@ -725,7 +725,7 @@ fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Opt
 /// cargo's last word). Its stdout when it succeeded; else what it said on
 /// stderr (empty when it could not start). `relay: false` keeps its stderr
 /// for the caller to show instead of passing it on.
-pub(super) fn cargo_metadata(
+pub(crate) fn cargo_metadata(
     manifest: &Path,
     extra: &[&str],
     relay: bool,

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 /// gate's SDK package: the one whose features pick the candle (its library is `gate`).
-pub(super) const SDK_PACKAGE: &str = "gate-sdk";
+pub(crate) const SDK_PACKAGE: &str = "gate-sdk";
 
 /// gate's candle features, each with the candle-core versions it serves.
 const ADAPTERS: &[(&str, &str)] = &[
@@ -22,7 +22,7 @@ const ADAPTERS: &[(&str, &str)] = &[
 ];
 
 /// The gate feature that serves candle-core `version`, if one does.
-pub(super) fn adapter_for(version: &str) -> Option<&'static str> {
+pub(crate) fn adapter_for(version: &str) -> Option<&'static str> {
     let mut parts = version.split(['.', '-', '+']).map(|p| p.parse::<u64>().ok());
     let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next().flatten());
     match (major, minor, patch) {
@@ -103,7 +103,7 @@ impl<'m> Resolve<'m> {
 }
 
 /// The candle-core version `package` depends on directly in this resolve.
-pub(super) fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
+pub(crate) fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
     let r = Resolve::new(metadata)?;
     r.candle_deps(r.node(package)?).into_iter().next()
 }
@@ -111,7 +111,7 @@ pub(super) fn crate_candle(metadata: &Value, package: &str) -> Option<String> {
 /// The candle-core gate's SDK resolved to, as a report names it: the
 /// version, and for a git or path source where it came from (a team on a
 /// git revision of candle sees that revision, not the minor).
-pub(super) fn gates_candle(metadata: &Value) -> Option<String> {
+pub(crate) fn gates_candle(metadata: &Value) -> Option<String> {
     let r = Resolve::new(metadata)?;
     let candle = r.candle_packages(r.node(SDK_PACKAGE)?).into_iter().next()?;
     let version = candle.version;
@@ -131,7 +131,7 @@ pub(super) fn gates_candle(metadata: &Value) -> Option<String> {
 
 /// A harness whose crates and gate are on different candles.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Mismatch {
+pub(crate) struct Mismatch {
     /// The crate that depends on its own candle-core, and that version.
     pub dependent: String,
     pub theirs: String,
@@ -143,7 +143,7 @@ pub(super) struct Mismatch {
 }
 
 impl Mismatch {
-    pub(super) fn message(&self, package: &str) -> String {
+    pub(crate) fn message(&self, package: &str) -> String {
         format!(
             "the harness `{package}` would link two candles: `{}` depends on candle-core {}, and gate is built \
              against candle-core {} (its feature `{}`); their tensor types do not match",
@@ -151,7 +151,7 @@ impl Mismatch {
         )
     }
 
-    pub(super) fn hint(&self) -> String {
+    pub(crate) fn hint(&self) -> String {
         match self.pick {
             Some(f) => format!(
                 "build gate against your candle: `gate-sdk = {{ ..., default-features = false, features = [\"{f}\"] }}` \
@@ -175,7 +175,7 @@ impl Mismatch {
 /// The first mismatch between gate's candle and a candle-core another
 /// crate of the resolve depends on directly; `None` when they agree, when
 /// gate is not in the graph, or when the metadata does not say.
-pub(super) fn mismatch(metadata: &Value) -> Option<Mismatch> {
+pub(crate) fn mismatch(metadata: &Value) -> Option<Mismatch> {
     let r = Resolve::new(metadata)?;
     let gate = r.nodes.iter().find(|n| {
         r.package(n).is_some_and(|(name, _)| name == SDK_PACKAGE)

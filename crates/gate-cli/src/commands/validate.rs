@@ -8,37 +8,37 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::App;
-use super::CliError;
+use crate::app::App;
+use crate::errors::CliError;
 use gate_probe::Backend;
 use gate_runner::exit::Exit;
 
 #[derive(Debug, Args)]
 pub(crate) struct ValidateArgs {
     /// The spec to check.
-    #[arg(long, default_value = super::DEFAULT_SPEC)]
+    #[arg(long, default_value = crate::app::DEFAULT_SPEC)]
     pub budgets: PathBuf,
     /// The backend `gate check` will run on: budgets it can never measure
     /// (`device_used` on the CPU) are then errors. Without it they are warnings.
     #[arg(long, value_enum)]
-    pub backend: Option<super::BackendArg>,
+    pub backend: Option<crate::app::BackendArg>,
     /// With a spec's `harness:`, build the harness (`cargo build`: the crate's
     /// build scripts run) and have it check the workloads' configs. Without
     /// it nothing is built or run, and those configs are left unchecked.
     #[arg(long)]
     pub build: bool,
     #[command(flatten)]
-    pub harness: super::harness::HarnessArgs,
+    pub harness: crate::pipeline::harness::HarnessArgs,
 }
 
 pub(super) fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
     let (spec, unchecked) = if args.build {
         (
-            *super::harness::load(&args.budgets, app, None, &args.harness)?.spec,
+            *crate::pipeline::harness::load(&args.budgets, app, None, &args.harness)?.spec,
             false,
         )
     } else {
-        super::harness::load_unbuilt(&args.budgets, app, &args.harness)?
+        crate::pipeline::harness::load_unbuilt(&args.budgets, app, &args.harness)?
     };
     // `auto` is what this build would pick; `cuda` is checked as written
     // even by a build without it (validate runs nothing).

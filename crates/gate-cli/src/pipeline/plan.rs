@@ -1,4 +1,5 @@
-//! `gate plan COMPONENT`: the measured fix for a component over budget.
+//! The planner behind `gate plan COMPONENT` and `check --plan`: the
+//! measured fix for a component over budget.
 //!
 //! 1. The component is measured as the spec has it (the start).
 //! 2. Each lever its workload declares (and the batch, gate's own) is
@@ -29,9 +30,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use clap::Args;
-
-use super::CliError;
+use crate::errors::CliError;
 use gate_contract::measurement::Measurement;
 use gate_contract::plan::{self, Candidate, Figure, Lever, Outcome, Plan, Probe, Setting};
 use gate_probe::timeline::Event;
@@ -43,31 +42,6 @@ use gate_spec::config::Node;
 use gate_spec::dtype::DType;
 use gate_spec::hint::Problem;
 use gate_spec::metric::{format_value, Metric, Unit};
-
-#[derive(Debug, Args)]
-pub(crate) struct PlanArgs {
-    /// The component to plan for (a name in the spec, e.g. `tft`).
-    pub component: String,
-    #[arg(long, default_value = super::DEFAULT_SPEC)]
-    pub budgets: PathBuf,
-    #[arg(long, value_enum, default_value_t = super::BackendArg::Cpu)]
-    pub backend: super::BackendArg,
-    /// How many candidates predicted to pass are measured, cheapest first.
-    #[arg(long, default_value_t = 3)]
-    pub measure: usize,
-    /// Also probe the levers that change the loss (batch, dtype) when the
-    /// others are predicted to suffice.
-    #[arg(long)]
-    pub all_levers: bool,
-    /// Write the chosen configuration into the spec.
-    #[arg(long)]
-    pub apply: bool,
-    /// Where plan.json is written.
-    #[arg(long, default_value = "target/gate")]
-    pub out: PathBuf,
-    #[command(flatten)]
-    pub harness: super::harness::HarnessArgs,
-}
 
 /// The phases of a training step whose peaks make the training peak.
 const STEP_PHASES: [&str; 3] = ["forward", "backward", "optimizer"];
@@ -234,67 +208,8 @@ impl Effect {
     }
 }
 
-pub(super) fn run(args: PlanArgs, app: &super::App) -> Result<Exit, CliError> {
-    let loaded = super::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
-    let spec: &Spec = &loaded.spec;
-    let c = spec.component(&args.component).cloned().ok_or_else(|| {
-        let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
-        CliError::Usage(
-            Problem::new(format!(
-                "no component `{}` in {}",
-                args.component,
-                args.budgets.display()
-            ))
-            .with_hint(format!("components: {}", names.join(", "))),
-        )
-    })?;
-    if c.generate.is_some() {
-        return Err(CliError::Usage(
-            Problem::new(format!(
-                "`{}` is a generation component: gate plan plans training steps",
-                c.name
-            ))
-            .with_hint("plan the component that trains the model, or change `generate:` by hand"),
-        ));
-    }
-    if c.budgets.is_empty() {
-        return Err(CliError::Usage(
-            Problem::new(format!("`{}` has no budgets: there is nothing to plan for", c.name))
-                .with_hint("add the budgets it must meet, e.g. `training_peak: < 180 MiB`"),
-        ));
-    }
-    if args.apply && c.name.contains('@') {
-        return Err(CliError::Usage(
-            Problem::new(format!("--apply writes a component, and `{}` is a variant", c.name))
-                .with_hint("plan the component itself, or write the plan's lines into the variant by hand"),
-        ));
-    }
-    let backend = loaded.backend(args.backend.into()).map_err(CliError::Infrastructure)?;
-    let opts = PlanOptions {
-        measure: args.measure,
-        all_levers: args.all_levers,
-    };
-    let plan = plan_component(&loaded, &c, backend, &opts, Measured::default())?;
-    print_plan(&c, &plan);
-    write_plan(&args.out, &plan)?;
-    if plan.start_passes() {
-        return Ok(Exit::Pass);
-    }
-    let Some(chosen) = plan.chosen else {
-        println!("\nno measured configuration passes every budget of `{}`", c.name);
-        return Ok(Exit::Fail);
-    };
-    if args.apply {
-        let settings = &plan.candidates[chosen].settings;
-        gate_spec::budget::edit::apply_settings(&args.budgets, &c.name, &edits_of(settings))
-            .map_err(CliError::Usage)?;
-        println!("\nwritten to {}", args.budgets.display());
-    }
-    Ok(Exit::Pass)
-}
-
 /// How a plan runs.
-pub(super) struct PlanOptions {
+pub(crate) struct PlanOptions {
     /// How many candidates predicted to pass are measured.
     pub measure: usize,
     /// Whether the levers that change the loss are probed from the start.
@@ -303,7 +218,7 @@ pub(super) struct PlanOptions {
 
 /// The plan for `c` (a component of `loaded`'s spec), from `start` (its
 /// measurement, when the caller has one) and the profiles it runs.
-pub(super) fn plan_component(
+pub(crate) fn plan_component(
     loaded: &super::harness::Loaded,
     c: &Component,
     backend: Backend,
@@ -483,7 +398,7 @@ pub(super) fn plan_component(
 
 /// What the caller measured already: the component, its reference.
 #[derive(Default)]
-pub(super) struct Measured {
+pub(crate) struct Measured {
     pub start: Option<Measurement>,
     pub reference: Option<Measurement>,
 }
@@ -893,7 +808,7 @@ fn apply(c: &Component, settings: &[Setting], name: &str, reference: Option<Stri
 }
 
 /// The spec edits of `settings`, in gate-spec's terms.
-fn edits_of(settings: &[Setting]) -> Vec<gate_spec::budget::edit::Edit> {
+pub(crate) fn edits_of(settings: &[Setting]) -> Vec<gate_spec::budget::edit::Edit> {
     use gate_spec::budget::edit::Edit;
     settings
         .iter()
@@ -918,7 +833,7 @@ fn show(metric: Metric, v: f64) -> String {
     }
 }
 
-pub(super) fn print_plan(c: &Component, plan: &Plan) {
+pub(crate) fn print_plan(c: &Component, plan: &Plan) {
     if plan.start_passes() {
         println!("{}: passes every budget as it is; nothing to plan", c.name);
         return;
@@ -982,7 +897,7 @@ fn outcome_words(k: &Candidate) -> String {
     }
 }
 
-fn write_plan(out: &Path, plan: &Plan) -> Result<(), CliError> {
+pub(crate) fn write_plan(out: &Path, plan: &Plan) -> Result<(), CliError> {
     let fail = |e: String| {
         CliError::Infrastructure(
             Problem::new(format!("cannot write {}: {e}", out.join("plan.json").display()))
@@ -994,6 +909,54 @@ fn write_plan(out: &Path, plan: &Plan) -> Result<(), CliError> {
     std::fs::write(out.join("plan.json"), json).map_err(|e| fail(e.to_string()))?;
     eprintln!("wrote {}", out.join("plan.json").display());
     Ok(())
+}
+
+/// `--plan`: a plan for each selected component (not a variant) whose
+/// measured figures fail one of its size budgets, from its own profile and
+/// its reference's.
+pub(crate) fn plans_for_failing(
+    loaded: &crate::pipeline::harness::Loaded,
+    selected: &[&gate_spec::budget::Component],
+    profiled: &[gate_runner::Profiled],
+    backend: Backend,
+) -> Result<BTreeMap<String, gate_contract::plan::Plan>, CliError> {
+    let measurement = |name: &str| {
+        profiled
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.result.as_ref().ok())
+            .cloned()
+    };
+    let mut plans = BTreeMap::new();
+    for c in selected
+        .iter()
+        .filter(|c| !c.name.contains('@') && c.generate.is_none())
+    {
+        let Some(m) = measurement(&c.name) else { continue };
+        let fails_size = c.budgets.iter().any(|b| {
+            b.metric.unit() == gate_spec::metric::Unit::Bytes
+                && b.limit.op.is_max()
+                && m.values
+                    .get(&b.metric)
+                    .is_some_and(|v| !b.limit.op.holds(*v, b.limit.value))
+        });
+        if !fails_size || m.failure.as_ref().is_some_and(gate_runner::infrastructure_failure) {
+            continue;
+        }
+        eprintln!("{}: fails a size budget; planning its measured fix (--plan)", c.name);
+        let given = Measured {
+            start: Some(m),
+            reference: c.reference.as_deref().and_then(measurement),
+        };
+        let options = PlanOptions {
+            measure: 2,
+            all_levers: false,
+        };
+        let plan = plan_component(loaded, c, backend, &options, given)?;
+        print_plan(c, &plan);
+        plans.insert(c.name.clone(), plan);
+    }
+    Ok(plans)
 }
 
 #[cfg(test)]

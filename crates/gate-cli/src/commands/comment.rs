@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::CliError;
+use crate::errors::CliError;
+use crate::pipeline::reports::{read_baseline, read_report, PR_JSON_BYTES};
 use gate_contract::report::{Acknowledgement, Report, Status, Warning, WarningKind};
 use gate_github::comment::{self, Upsert};
 use gate_github::label::Finding;
@@ -19,7 +20,7 @@ use gate_spec::hint::Problem;
 #[derive(Debug, Args)]
 pub(crate) struct CommentArgs {
     /// The output folder of `gate check` or `gate merge`.
-    #[arg(long, default_value = super::DEFAULT_OUT)]
+    #[arg(long, default_value = crate::app::DEFAULT_OUT)]
     pub from: PathBuf,
     /// The gate id: one comment per id on a pull request (default: the spec's file name).
     #[arg(long)]
@@ -81,41 +82,6 @@ fn author(args: &CommentArgs) -> Result<Option<String>, CliError> {
         .map(|a| comment::check_author(&a))
         .transpose()
         .map_err(CliError::github_usage)
-}
-
-/// The most bytes of `pr.json` read (it holds a number, a repository and a branch).
-pub(super) const PR_JSON_BYTES: u64 = 64 << 10;
-
-/// Reads DIR/report.json; a missing or bad one is bad input.
-pub(super) fn read_report(dir: &Path) -> Result<Report, CliError> {
-    let path = dir.join("report.json");
-    // Scrubbed: what is posted or published from it is public, and the
-    // folder may come from elsewhere (an artifact).
-    gate_report::baseline::load_found(&path)
-        .map(super::output::scrub)
-        .map_err(|e| {
-            CliError::Usage(
-                Problem::new(e.to_string().replacen("the baseline ", "", 1)).with_hint(format!(
-                    "run `gate check --out {}` first (or download the job's output folder there)",
-                    dir.display()
-                )),
-            )
-        })
-}
-
-/// DIR/baseline.json, when `gate check` had a baseline; unreadable is a warning.
-pub(super) fn read_baseline(dir: &Path) -> Option<Report> {
-    let path = dir.join("baseline.json");
-    if !path.exists() {
-        return None;
-    }
-    match gate_report::baseline::load_found(&path) {
-        Ok(r) => Some(super::output::scrub(r)),
-        Err(e) => {
-            eprintln!("warning: {e}; the comment has no diff");
-            None
-        }
-    }
 }
 
 fn github_error(e: GithubError, from: &Path) -> CliError {

@@ -5,7 +5,7 @@
 
 use clap::Args;
 
-use super::CliError;
+use crate::errors::CliError;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
 
@@ -25,7 +25,7 @@ struct GpuFinding {
 }
 
 pub(super) fn run(args: DoctorArgs) -> Result<Exit, CliError> {
-    println!("gate {}", super::LONG_VERSION.replace('\n', "\n  "));
+    println!("gate {}", crate::app::LONG_VERSION.replace('\n', "\n  "));
     println!();
     println!("machine");
     let cpu = cpu_summary();

@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::CliError;
+use crate::errors::CliError;
 use gate_spec::hint::Problem;
 
 use gate_contract::report::Report;
@@ -44,10 +44,10 @@ use gate_contract::shard::{DealtBy, Record, Shard};
 const MAX_BYTES: u64 = 1 << 20;
 
 /// The most shards (a matrix of GitHub Actions has at most 256 jobs).
-pub(super) const MAX_COUNT: usize = 256;
+pub(crate) const MAX_COUNT: usize = 256;
 
 /// Parses `I/N`, with `1 <= I <= N <= 256`.
-pub(super) fn parse(text: &str) -> Result<Shard, CliError> {
+pub(crate) fn parse(text: &str) -> Result<Shard, CliError> {
     let bad = |why: &str| {
         CliError::Usage(Problem::new(format!("--shard {text}: {why}")).with_hint(
             "write --shard I/N with 1 <= I <= N, e.g. --shard 2/3 for the second of three shards \
@@ -69,30 +69,30 @@ pub(super) fn parse(text: &str) -> Result<Shard, CliError> {
 }
 
 /// The component (not variant) a name belongs to: `tft@plain` → `tft`.
-pub(super) fn base(name: &str) -> &str {
+pub(crate) fn base(name: &str) -> &str {
     gate_spec::name::base_of(name)
 }
 
 /// A cost in whole milliseconds: sums and comparisons exact, so that every
 /// runner given the same baseline deals alike.
-pub(super) type Millis = u64;
+pub(crate) type Millis = u64;
 
 /// What each component of a split costs, and where that came from.
 #[derive(Debug, PartialEq)]
-pub(super) struct Costs {
-    pub(super) dealt_by: DealtBy,
+pub(crate) struct Costs {
+    pub(crate) dealt_by: DealtBy,
     /// Each component (its variants folded in) and its cost; all 1 when
     /// dealt by name.
-    pub(super) of: BTreeMap<String, Millis>,
+    pub(crate) of: BTreeMap<String, Millis>,
     /// The names (components or variants) the baseline has no time for,
     /// each counted at `median`.
-    pub(super) estimated: Vec<String>,
-    pub(super) median: Millis,
+    pub(crate) estimated: Vec<String>,
+    pub(crate) median: Millis,
 }
 
 impl Costs {
     /// The costs as `shard.json` records them, in seconds (none when dealt by name).
-    pub(super) fn seconds(&self) -> BTreeMap<String, f64> {
+    pub(crate) fn seconds(&self) -> BTreeMap<String, f64> {
         match self.dealt_by {
             DealtBy::Name => BTreeMap::new(),
             DealtBy::Baseline => self.of.iter().map(|(n, ms)| (n.clone(), seconds(*ms))).collect(),
@@ -100,21 +100,21 @@ impl Costs {
     }
 }
 
-pub(super) fn seconds(ms: Millis) -> f64 {
+pub(crate) fn seconds(ms: Millis) -> f64 {
     ms as f64 / 1000.0
 }
 
 /// A component's (or variant's) profile time in `baseline`, in seconds:
 /// the profile's own work, as a GPU profile's wait for its turn depends on
 /// what ran beside it, not on the component.
-pub(super) fn profile_time(baseline: Option<&Report>, name: &str) -> Option<f64> {
+pub(crate) fn profile_time(baseline: Option<&Report>, name: &str) -> Option<f64> {
     let c = baseline?.components.get(name)?;
     Some(c.profile_seconds? - c.turn_wait_seconds.max(0.0))
 }
 
 /// The costs of the components of `names` (components and variants): the
 /// profile `time` of each, else all equal (dealt by name) when none has one.
-pub(super) fn costs<'a>(names: impl IntoIterator<Item = &'a str>, time: impl Fn(&str) -> Option<f64>) -> Costs {
+pub(crate) fn costs<'a>(names: impl IntoIterator<Item = &'a str>, time: impl Fn(&str) -> Option<f64>) -> Costs {
     let mut names: Vec<&str> = names.into_iter().collect();
     names.sort_unstable();
     names.dedup();
@@ -160,7 +160,7 @@ pub(super) fn costs<'a>(names: impl IntoIterator<Item = &'a str>, time: impl Fn(
 /// Deals the components over `count` shards, longest first (ties by name),
 /// each to the shard with the least cost so far (ties to the lowest
 /// index). Shard I's components, sorted, are at index I - 1.
-pub(super) fn deal(costs: &BTreeMap<String, Millis>, count: usize) -> Vec<Vec<String>> {
+pub(crate) fn deal(costs: &BTreeMap<String, Millis>, count: usize) -> Vec<Vec<String>> {
     let mut order: Vec<(&String, Millis)> = costs.iter().map(|(n, c)| (n, *c)).collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
     let mut totals: Vec<Millis> = vec![0; count];
@@ -177,7 +177,7 @@ pub(super) fn deal(costs: &BTreeMap<String, Millis>, count: usize) -> Vec<Vec<St
 }
 
 /// Each shard's total cost under `deal`.
-pub(super) fn totals(costs: &BTreeMap<String, Millis>, shards: &[Vec<String>]) -> Vec<Millis> {
+pub(crate) fn totals(costs: &BTreeMap<String, Millis>, shards: &[Vec<String>]) -> Vec<Millis> {
     shards
         .iter()
         .map(|s| s.iter().map(|n| costs.get(n).copied().unwrap_or(0)).sum())
@@ -185,7 +185,7 @@ pub(super) fn totals(costs: &BTreeMap<String, Millis>, shards: &[Vec<String>]) -
 }
 
 /// Reads `dir/shard.json`: `None` when there is none (an unsharded run).
-pub(super) fn read(dir: &Path) -> Result<Option<Record>, CliError> {
+pub(crate) fn read(dir: &Path) -> Result<Option<Record>, CliError> {
     let path = dir.join(gate_contract::shard::FILE);
     if std::fs::symlink_metadata(&path).is_err() {
         return Ok(None);
@@ -208,7 +208,7 @@ pub(super) fn read(dir: &Path) -> Result<Option<Record>, CliError> {
 /// split, once each: a missing shard would leave its components "not
 /// measured" (only a warning without --strict) where an unsharded run
 /// measured them, so it is refused (exit 3: a shard's job did not deliver).
-pub(super) fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
+pub(crate) fn check_complete(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
     let sharded: Vec<(&str, &Record)> = records
         .iter()
         .filter_map(|(d, r)| r.as_ref().map(|r| (d.as_str(), r)))
@@ -265,7 +265,7 @@ pub(super) fn check_complete(records: &[(String, Option<Record>)]) -> Result<(),
 /// Refuses shards dealt from different `--only` selections: each holds its
 /// share of another set, so some components would be in no shard, others
 /// in two (issue #43 item 6).
-pub(super) fn check_one_selection(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
+pub(crate) fn check_one_selection(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
     let mut sharded = records.iter().filter_map(|(d, r)| r.as_ref().map(|r| (d, r)));
     let Some((first_dir, first)) = sharded.next() else {
         return Ok(());
@@ -295,7 +295,7 @@ pub(super) fn check_one_selection(records: &[(String, Option<Record>)]) -> Resul
 /// component fell to two shards; when each is still in one shard at most,
 /// merged with a warning (a component in none is refused afterwards, by
 /// name, as with any merge).
-pub(super) fn check_one_deal(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
+pub(crate) fn check_one_deal(records: &[(String, Option<Record>)]) -> Result<(), CliError> {
     let sharded: Vec<(&str, &Record)> = records
         .iter()
         .filter_map(|(d, r)| r.as_ref().map(|r| (d.as_str(), r)))
@@ -359,7 +359,7 @@ pub(super) fn check_one_deal(records: &[(String, Option<Record>)]) -> Result<(),
 /// claims that its report lacks (or holds unmeasured) would pass as "not
 /// measured", one its report holds unclaimed may be in another shard too
 /// (issue #43 item 6).
-pub(super) fn check_claims(
+pub(crate) fn check_claims(
     dir: &Path,
     record: &Record,
     report: &gate_contract::report::Report,
@@ -396,6 +396,104 @@ pub(super) fn check_claims(
         )));
     }
     Ok(())
+}
+
+/// Whether `--only` selects component `name`; a variant (`NAME@VARIANT`)
+/// comes with its component.
+pub(crate) fn is_selected(only: &[String], name: &str) -> bool {
+    let base = gate_spec::name::base_of(name);
+    only.is_empty() || only.iter().any(|o| o == name || o == base)
+}
+/// The shard's record for shard.json (the components it holds, of those
+/// `--only` selects, dealt by their profile times in `baseline`), and the
+/// costs they were dealt by.
+pub(crate) fn shard_components(
+    spec: &gate_spec::budget::Spec,
+    only: &[String],
+    shard: gate_contract::shard::Shard,
+    baseline: Option<&Report>,
+) -> (gate_contract::shard::Record, crate::pipeline::shard::Costs) {
+    let names = spec
+        .components
+        .iter()
+        .map(|c| c.name.as_str())
+        .filter(|n| is_selected(only, n));
+    let costs = crate::pipeline::shard::costs(names, |n| crate::pipeline::shard::profile_time(baseline, n));
+    let held = crate::pipeline::shard::deal(&costs.of, shard.count).swap_remove(shard.index - 1);
+    let record = gate_contract::shard::Record {
+        shard,
+        components: held,
+        only: {
+            let mut only = only.to_vec();
+            only.sort();
+            only.dedup();
+            only
+        },
+        dealt_by: costs.dealt_by,
+        costs: costs.seconds(),
+    };
+    (record, costs)
+}
+/// Says what the shard holds and what it was dealt by, and what it cannot
+/// judge: an ensemble whose members lie partly in other shards (judged by
+/// `gate merge`).
+pub(crate) fn log_shard(
+    spec: &gate_spec::budget::Spec,
+    record: &gate_contract::shard::Record,
+    costs: &crate::pipeline::shard::Costs,
+    with_baseline: bool,
+) {
+    use crate::pipeline::shard::seconds;
+    let s = record.shard;
+    if record.components.is_empty() {
+        eprintln!("shard {s}: no component falls to this shard (fewer components than shards): it measures nothing");
+    } else {
+        eprintln!("shard {s}: {}", record.components.join(", "));
+    }
+    match record.dealt_by {
+        gate_contract::shard::DealtBy::Baseline => {
+            let totals = crate::pipeline::shard::totals(&costs.of, &crate::pipeline::shard::deal(&costs.of, s.count));
+            let longest = totals.iter().copied().max().unwrap_or(0);
+            eprintln!(
+                "shard {s}: dealt by the baseline's profile times: {:.1} s here, {:.1} s the longest shard, {:.1} s in all",
+                seconds(totals[s.index - 1]),
+                seconds(longest),
+                seconds(totals.iter().sum())
+            );
+            if !costs.estimated.is_empty() {
+                eprintln!(
+                    "note: shard {s}: the baseline has no profile time for {}: each counted at the median, {:.1} s",
+                    costs.estimated.join(", "),
+                    seconds(costs.median)
+                );
+            }
+        }
+        gate_contract::shard::DealtBy::Name if s.count > 1 => eprintln!(
+            "shard {s}: dealt by name, round-robin ({}): pass every shard the same baseline to deal by profile time",
+            if with_baseline {
+                "the baseline records no profile times"
+            } else {
+                "no baseline"
+            }
+        ),
+        gate_contract::shard::DealtBy::Name => {}
+    }
+    if let Some(e) = &spec.ensemble {
+        let elsewhere: Vec<&str> = e
+            .members
+            .iter()
+            .map(|m| crate::pipeline::shard::base(m))
+            .filter(|m| !record.components.iter().any(|c| c == m))
+            .collect();
+        if !elsewhere.is_empty() {
+            eprintln!(
+                "note: shard {s}: the ensemble's members {} are in other shards: its budgets are not measured here \
+                 (a warning, a failure under --strict) and are judged by `gate merge` of all {} shards",
+                elsewhere.join(", "),
+                s.count
+            );
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! Everything the subcommands print (`print!`, `eprint!` and their `ln`
 //! forms below) or write here has the token redacted first (#15); what
 //! they print is also made inert as workflow commands in GitHub Actions
-//! (cli/actions.rs).
+//! (pipeline/actions.rs).
 //!
 //! The temp file is `.NAME.tmp.PID.RANDOM` (hidden, next to NAME, created
 //! exclusively). A run killed
@@ -26,34 +26,34 @@ use super::actions::Stream;
 /// not change the verdict, so what it no longer reads is dropped.
 macro_rules! print {
     ($($t:tt)*) => {
-        $crate::output::stdout(format_args!($($t)*))
+        $crate::pipeline::output::stdout(format_args!($($t)*))
     };
 }
 
 /// `println!` for the subcommands: see `print!`.
 macro_rules! println {
     () => {
-        $crate::output::stdout(format_args!("\n"))
+        $crate::pipeline::output::stdout(format_args!("\n"))
     };
     ($($t:tt)*) => {
-        $crate::output::stdout(format_args!("{}\n", format_args!($($t)*)))
+        $crate::pipeline::output::stdout(format_args!("{}\n", format_args!($($t)*)))
     };
 }
 
 /// `eprint!` for the subcommands: std's, with the token redacted.
 macro_rules! eprint {
     ($($t:tt)*) => {
-        $crate::output::stderr(format_args!($($t)*))
+        $crate::pipeline::output::stderr(format_args!($($t)*))
     };
 }
 
 /// `eprintln!` for the subcommands: see `eprint!`.
 macro_rules! eprintln {
     () => {
-        $crate::output::stderr(format_args!("\n"))
+        $crate::pipeline::output::stderr(format_args!("\n"))
     };
     ($($t:tt)*) => {
-        $crate::output::stderr(format_args!("{}\n", format_args!($($t)*)))
+        $crate::pipeline::output::stderr(format_args!("{}\n", format_args!($($t)*)))
     };
 }
 
@@ -67,7 +67,7 @@ fn secret() -> Option<&'static str> {
 }
 
 /// `text` with the token replaced by `***`.
-pub(super) fn redacted(text: &str) -> String {
+pub(crate) fn redacted(text: &str) -> String {
     gate_github::client::redact(text, secret())
 }
 
@@ -76,7 +76,7 @@ pub(super) fn redacted(text: &str) -> String {
 /// event. Done before rendering, because renderers escape and shorten text
 /// (`ghs\_…` in Markdown, a 12-character commit), after which `redacted`
 /// could no longer recognise it.
-pub(super) fn scrub<T: serde::Serialize + serde::de::DeserializeOwned>(value: T) -> T {
+pub(crate) fn scrub<T: serde::Serialize + serde::de::DeserializeOwned>(value: T) -> T {
     let Some(token) = secret() else { return value };
     match serde_json::to_string(&value) {
         Ok(json) if json.contains(token) => serde_json::from_str(&redacted(&json)).unwrap_or(value),
@@ -107,14 +107,14 @@ fn redact_bytes<'a>(bytes: &'a [u8], secret: Option<&str>) -> std::borrow::Cow<'
 
 /// Writes to stdout; a closed or broken pipe (or any other write error) is
 /// ignored: data on stdout is for a reader, and the exit code is the verdict.
-pub(super) fn stdout(args: std::fmt::Arguments) {
+pub(crate) fn stdout(args: std::fmt::Arguments) {
     let mut out = std::io::stdout().lock();
     let text = shown(Stream::Out, &args.to_string());
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// Writes to stderr, like `stdout`.
-pub(super) fn stderr(args: std::fmt::Arguments) {
+pub(crate) fn stderr(args: std::fmt::Arguments) {
     let mut err = std::io::stderr().lock();
     let text = shown(Stream::Err, &args.to_string());
     let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
@@ -122,13 +122,13 @@ pub(super) fn stderr(args: std::fmt::Arguments) {
 
 /// What text is printed as on `stream` (locked by the caller): the token
 /// redacted and, in GitHub Actions, no line a workflow command
-/// (cli/actions.rs).
+/// (pipeline/actions.rs).
 fn shown(stream: Stream, text: &str) -> String {
     super::actions::inert_on(stream, &redacted(text))
 }
 
 /// Writes bytes to stdout; a reader that closed the pipe is not an error.
-pub(super) fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
     let bytes = redact_bytes(bytes, secret());
     let mut out = std::io::stdout().lock();
     super::actions::wrote(Stream::Out, &bytes);
@@ -144,15 +144,15 @@ pub(super) fn stdout_bytes(bytes: &[u8]) -> std::io::Result<()> {
 /// out in pieces that never split the token (what could be its start is
 /// kept for the next piece). The rest goes out on `flush` or drop.
 #[derive(Default)]
-pub(super) struct Relay {
+pub(crate) struct Relay {
     buf: Vec<u8>,
 }
 
 /// The longest piece of a child's stderr line held back before it is shown.
-pub(super) const RELAY_LINE_MAX: usize = 64 * 1024;
+pub(crate) const RELAY_LINE_MAX: usize = 64 * 1024;
 
 impl Relay {
-    pub(super) fn new() -> Relay {
+    pub(crate) fn new() -> Relay {
         Relay { buf: Vec::new() }
     }
 
@@ -194,9 +194,9 @@ impl Drop for Relay {
     }
 }
 
-pub(super) const WRITE_KILL_ENV: &str = "GATE_INJECT_WRITE_KILL";
+pub(crate) const WRITE_KILL_ENV: &str = "GATE_INJECT_WRITE_KILL";
 
-pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = parent(path);
     std::fs::create_dir_all(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
@@ -218,7 +218,7 @@ pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// other, never interleaved: the folder ends with one run's whole set.
 /// A SIGKILL between two renames (a few microseconds) is the one case
 /// that can leave a mix; each file is still whole.
-pub(super) struct OutputSet {
+pub(crate) struct OutputSet {
     dir: PathBuf,
     _lock: std::fs::File,
     staged: Vec<(String, tempfile::TempPath)>,
@@ -227,7 +227,7 @@ pub(super) struct OutputSet {
 
 impl OutputSet {
     /// Creates `dir` if needed and waits for any other run writing there.
-    pub(super) fn begin(dir: &Path) -> std::io::Result<OutputSet> {
+    pub(crate) fn begin(dir: &Path) -> std::io::Result<OutputSet> {
         std::fs::create_dir_all(dir)?;
         let lock = std::fs::File::open(dir)?;
         // std's lock is flock(2) on unix: released when the file closes.
@@ -253,25 +253,25 @@ impl OutputSet {
         })
     }
 
-    pub(super) fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// Writes NAME's new content to its temp file (not yet in place).
-    pub(super) fn add(&mut self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    pub(crate) fn add(&mut self, name: &str, bytes: &[u8]) -> std::io::Result<()> {
         let tmp = stage(&self.dir, name, bytes)?;
         self.staged.push((name.to_string(), tmp));
         Ok(())
     }
 
     /// NAME is not part of the new set: removed when the set is put in place.
-    pub(super) fn remove(&mut self, name: &str) {
+    pub(crate) fn remove(&mut self, name: &str) {
         self.removed.push(name.to_string());
     }
 
     /// Puts every staged file in place. Dropped without this, the temp
     /// files are deleted and the old set stays as it was.
-    pub(super) fn commit(mut self) -> std::io::Result<()> {
+    pub(crate) fn commit(mut self) -> std::io::Result<()> {
         for (name, tmp) in std::mem::take(&mut self.staged) {
             let name: String = name;
             tmp.persist(self.dir.join(&name)).map_err(|e| e.error)?;
@@ -331,7 +331,7 @@ fn sync_dir(dir: &Path) {
 /// atomically: the old content and the new part go to a temp file that
 /// replaces the file, so a killed run leaves it as it was or with the whole
 /// part added. Where no temp file can be made next to it, a single append.
-pub(super) fn append_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn append_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut all = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::CliError;
+use crate::errors::CliError;
 use gate_contract::report::Report;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::minors::SDK_PACKAGE;
-use super::CliError;
+use crate::errors::CliError;
+use crate::pipeline::minors::SDK_PACKAGE;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
 
-pub(super) const BUDGETS: &str = include_str!("templates/budgets.yaml");
-const WORKFLOW: &str = include_str!("templates/gate.yml");
-const COMMENT_WORKFLOW: &str = include_str!("templates/gate-comment.yml");
+pub(super) const BUDGETS: &str = include_str!("../templates/budgets.yaml");
+const WORKFLOW: &str = include_str!("../templates/gate.yml");
+const COMMENT_WORKFLOW: &str = include_str!("../templates/gate-comment.yml");
 
 #[derive(Debug, Args)]
 pub(crate) struct InitArgs {
@@ -154,10 +154,10 @@ fn candle_feature(manifest: &Path, text: &str) -> Result<Option<&'static str>, C
     };
     // Bounded, its errors shown (#54): a held lock or a broken manifest is
     // said, not waited on forever or swallowed.
-    let resolved = match super::harness::cargo_metadata(manifest, &["--locked", "--offline"], false)? {
+    let resolved = match crate::pipeline::harness::cargo_metadata(manifest, &["--locked", "--offline"], false)? {
         Ok(o) => serde_json::from_slice::<serde_json::Value>(&o)
             .ok()
-            .and_then(|m| super::minors::crate_candle(&m, &package)),
+            .and_then(|m| crate::pipeline::minors::crate_candle(&m, &package)),
         // A crate without candle of its own has nothing to resolve: what
         // cargo said does not matter.
         Err(_) if candle_requirement(text).is_none() => None,
@@ -178,7 +178,7 @@ fn candle_feature(manifest: &Path, text: &str) -> Result<Option<&'static str>, C
     let Some(version) = resolved.or_else(|| candle_requirement(text)) else {
         return Ok(None);
     };
-    Ok(super::minors::adapter_for(&version))
+    Ok(crate::pipeline::minors::adapter_for(&version))
 }
 
 /// The version in the manifest's `candle-core` requirement, operators
@@ -382,7 +382,7 @@ fn full_sha(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-pub(super) fn run(args: InitArgs, app: &super::App<'_>) -> Result<Exit, CliError> {
+pub(super) fn run(args: InitArgs, app: &crate::app::App<'_>) -> Result<Exit, CliError> {
     let source = GateSource::parse(&args.gate_repo);
     check_names(&args, &source)?;
     // The starter spec without `--harness` measures the built-in `mlp`,
@@ -396,7 +396,7 @@ pub(super) fn run(args: InitArgs, app: &super::App<'_>) -> Result<Exit, CliError
             .with_hint("pass `--harness` to gate your own crate's models, or use a gate with the built-ins"),
         ));
     }
-    let mut files: Vec<(PathBuf, String)> = vec![(out_path(&args, super::DEFAULT_SPEC), BUDGETS.to_string())];
+    let mut files: Vec<(PathBuf, String)> = vec![(out_path(&args, crate::app::DEFAULT_SPEC), BUDGETS.to_string())];
     let mut manifest_edit = None;
     if args.harness {
         let (harness_file, edit) = harness(&args, &source, &mut files[0].1)?;
@@ -652,7 +652,7 @@ fn write_files(files: &[(PathBuf, String)], force: bool) -> Result<(), CliError>
 
 /// What to do next, on stderr.
 fn print_next_steps(args: &InitArgs) {
-    let budgets = out_path(args, super::DEFAULT_SPEC);
+    let budgets = out_path(args, crate::app::DEFAULT_SPEC);
     eprintln!("next:");
     if args.harness {
         // The harness's first build compiles candle (minutes); later ones, seconds.

@@ -16,7 +16,7 @@ use gate_contract::report::Report;
 
 /// How a run writes its events on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub(super) enum MessageFormat {
+pub(crate) enum MessageFormat {
     /// For a person: progress on stderr, the results' table on stdout.
     #[default]
     Human,
@@ -26,14 +26,14 @@ pub(super) enum MessageFormat {
 }
 
 /// Where a run's events go (shared by the profiles' worker threads).
-pub(super) struct Emitter {
+pub(crate) struct Emitter {
     format: MessageFormat,
     bar: ProgressBar,
 }
 
 impl Emitter {
     /// An emitter in `format` for a run of `profiles` profiles (0: no progress bar).
-    pub(super) fn new(format: MessageFormat, profiles: u64) -> Self {
+    pub(crate) fn new(format: MessageFormat, profiles: u64) -> Self {
         let bar = if format == MessageFormat::Json || profiles == 0 || !std::io::stderr().is_terminal() {
             ProgressBar::hidden()
         } else {
@@ -49,7 +49,7 @@ impl Emitter {
     }
 
     /// A log line, on stderr (above the progress bar when one is drawn).
-    pub(super) fn log(&self, line: String) {
+    pub(crate) fn log(&self, line: String) {
         if self.bar.is_hidden() {
             eprintln!("{line}");
         } else {
@@ -58,7 +58,7 @@ impl Emitter {
     }
 
     /// One event of the run.
-    pub(super) fn emit(&self, event: &Event) {
+    pub(crate) fn emit(&self, event: &Event) {
         match self.format {
             MessageFormat::Json => {
                 // Redacted as the human output is (#54): a failure's reason
@@ -105,14 +105,14 @@ impl Emitter {
     }
 
     /// The profiles are done: the progress bar goes.
-    pub(super) fn profiled(&self) {
+    pub(crate) fn profiled(&self) {
         self.bar.finish_and_clear();
     }
 
     /// The run's outputs are written from `report` (at `report_path`): a
     /// person gets the table on stdout; a program each budget's event, then
     /// `run_finished`.
-    pub(super) fn concluded(&self, report: &Report, report_path: &std::path::Path) {
+    pub(crate) fn concluded(&self, report: &Report, report_path: &std::path::Path) {
         match self.format {
             MessageFormat::Human => {
                 // anstream decides: a terminal, and neither NO_COLOR nor TERM=dumb (CLICOLOR_FORCE forces it).

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::comment::{read_baseline, read_report};
-use super::conclude::{conclude, reserve, verdict_exit, Conclusion};
-use super::emit::{Emitter, MessageFormat};
-use super::CliError;
+use crate::errors::CliError;
+use crate::pipeline::conclude::{conclude, reserve, verdict_exit, Conclusion};
+use crate::pipeline::emit::{Emitter, MessageFormat};
+use crate::pipeline::reports::{read_baseline, read_report};
 use gate_report::baseline::Outcome;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
@@ -21,7 +21,7 @@ pub(crate) struct MergeArgs {
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Folder for the merged report.json, junit.xml and comment.md.
-    #[arg(long, default_value = super::DEFAULT_OUT)]
+    #[arg(long, default_value = crate::app::DEFAULT_OUT)]
     pub out: PathBuf,
     /// The spec (default: the one the shards name).
     #[arg(long)]
@@ -45,16 +45,16 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
     // verdict would not be the unsharded run's.
     let mut records = Vec::new();
     for d in &args.dirs {
-        records.push((d.display().to_string(), super::shard::read(d)?));
+        records.push((d.display().to_string(), crate::pipeline::shard::read(d)?));
     }
-    super::shard::check_complete(&records)?;
-    super::shard::check_one_selection(&records)?;
-    super::shard::check_one_deal(&records)?;
+    crate::pipeline::shard::check_complete(&records)?;
+    crate::pipeline::shard::check_one_selection(&records)?;
+    crate::pipeline::shard::check_one_deal(&records)?;
     let mut shards = Vec::new();
     for (d, (_, record)) in args.dirs.iter().zip(&records) {
         let report = read_report(d)?;
         if let Some(record) = record {
-            super::shard::check_claims(d, record, &report)?;
+            crate::pipeline::shard::check_claims(d, record, &report)?;
         }
         shards.push((d.join("report.json").display().to_string(), report));
     }
@@ -101,7 +101,7 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
     // A shard's pr.json tells the comment job which pull request this is.
     let mut extra = Vec::new();
     if let Some(pr) = args.dirs.iter().map(|d| d.join("pr.json")).find(|p| p.exists()) {
-        if let Ok(text) = gate_report::input::read_regular(&pr, super::comment::PR_JSON_BYTES) {
+        if let Ok(text) = gate_report::input::read_regular(&pr, crate::pipeline::reports::PR_JSON_BYTES) {
             extra.push(("pr.json", text.into_bytes()));
         }
     }

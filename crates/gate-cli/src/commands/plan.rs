@@ -1,0 +1,96 @@
+//! `gate plan COMPONENT`: the measured fix for a component over budget
+//! (the planner itself, its probes and cost model: `pipeline::plan`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::errors::CliError;
+use crate::pipeline::plan::{edits_of, plan_component, print_plan, write_plan, Measured, PlanOptions};
+use gate_runner::exit::Exit;
+use gate_spec::budget::Spec;
+use gate_spec::hint::Problem;
+
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// The component to plan for (a name in the spec, e.g. `tft`).
+    pub component: String,
+    #[arg(long, default_value = crate::app::DEFAULT_SPEC)]
+    pub budgets: PathBuf,
+    #[arg(long, value_enum, default_value_t = crate::app::BackendArg::Cpu)]
+    pub backend: crate::app::BackendArg,
+    /// How many candidates predicted to pass are measured, cheapest first.
+    #[arg(long, default_value_t = 3)]
+    pub measure: usize,
+    /// Also probe the levers that change the loss (batch, dtype) when the
+    /// others are predicted to suffice.
+    #[arg(long)]
+    pub all_levers: bool,
+    /// Write the chosen configuration into the spec.
+    #[arg(long)]
+    pub apply: bool,
+    /// Where plan.json is written.
+    #[arg(long, default_value = "target/gate")]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub harness: crate::pipeline::harness::HarnessArgs,
+}
+
+pub(super) fn run(args: PlanArgs, app: &crate::app::App) -> Result<Exit, CliError> {
+    let loaded = crate::pipeline::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
+    let spec: &Spec = &loaded.spec;
+    let c = spec.component(&args.component).cloned().ok_or_else(|| {
+        let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
+        CliError::Usage(
+            Problem::new(format!(
+                "no component `{}` in {}",
+                args.component,
+                args.budgets.display()
+            ))
+            .with_hint(format!("components: {}", names.join(", "))),
+        )
+    })?;
+    if c.generate.is_some() {
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "`{}` is a generation component: gate plan plans training steps",
+                c.name
+            ))
+            .with_hint("plan the component that trains the model, or change `generate:` by hand"),
+        ));
+    }
+    if c.budgets.is_empty() {
+        return Err(CliError::Usage(
+            Problem::new(format!("`{}` has no budgets: there is nothing to plan for", c.name))
+                .with_hint("add the budgets it must meet, e.g. `training_peak: < 180 MiB`"),
+        ));
+    }
+    if args.apply && c.name.contains('@') {
+        return Err(CliError::Usage(
+            Problem::new(format!("--apply writes a component, and `{}` is a variant", c.name))
+                .with_hint("plan the component itself, or write the plan's lines into the variant by hand"),
+        ));
+    }
+    let backend = loaded.backend(args.backend.into()).map_err(CliError::Infrastructure)?;
+    let opts = PlanOptions {
+        measure: args.measure,
+        all_levers: args.all_levers,
+    };
+    let plan = plan_component(&loaded, &c, backend, &opts, Measured::default())?;
+    print_plan(&c, &plan);
+    write_plan(&args.out, &plan)?;
+    if plan.start_passes() {
+        return Ok(Exit::Pass);
+    }
+    let Some(chosen) = plan.chosen else {
+        println!("\nno measured configuration passes every budget of `{}`", c.name);
+        return Ok(Exit::Fail);
+    };
+    if args.apply {
+        let settings = &plan.candidates[chosen].settings;
+        gate_spec::budget::edit::apply_settings(&args.budgets, &c.name, &edits_of(settings))
+            .map_err(CliError::Usage)?;
+        println!("\nwritten to {}", args.budgets.display());
+    }
+    Ok(Exit::Pass)
+}

@@ -1,0 +1,20 @@
+//! The pipeline wing: what the commands run on. Loading a spec and its
+//! harness, the run around the profiles, concluding and emitting the
+//! verdict, the output set and gate's own printing (redacted, inert in
+//! GitHub Actions), shards, the planner, reading reports and baselines.
+//! It builds on the app settings and errors, never on a command
+//! (tests/it/architecture.rs holds that).
+
+// First, so its `print!`/`println!` (which survive a closed stdout) are the
+// ones every module below uses.
+#[macro_use]
+pub(crate) mod output;
+pub(crate) mod actions;
+pub(crate) mod conclude;
+pub(crate) mod emit;
+pub(crate) mod harness;
+pub(crate) mod minors;
+pub(crate) mod plan;
+pub(crate) mod reports;
+pub(crate) mod run;
+pub(crate) mod shard;

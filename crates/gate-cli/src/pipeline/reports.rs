@@ -1,0 +1,108 @@
+//! Reading what a run wrote and what it compares with: an output folder's
+//! report.json, baseline.json and pr.json (`comment`, `merge`, `baseline
+//! publish`), and the baseline and stored reports `check` resolves before
+//! its profiles run.
+
+use std::path::Path;
+
+use crate::errors::CliError;
+use gate_contract::report::Report;
+use gate_spec::hint::Problem;
+
+/// The most bytes of `pr.json` read (it holds a number, a repository and a branch).
+pub(crate) const PR_JSON_BYTES: u64 = 64 << 10;
+
+/// Reads DIR/report.json; a missing or bad one is bad input.
+pub(crate) fn read_report(dir: &Path) -> Result<Report, CliError> {
+    let path = dir.join("report.json");
+    // Scrubbed: what is posted or published from it is public, and the
+    // folder may come from elsewhere (an artifact).
+    gate_report::baseline::load_found(&path)
+        .map(crate::pipeline::output::scrub)
+        .map_err(|e| {
+            CliError::Usage(
+                Problem::new(e.to_string().replacen("the baseline ", "", 1)).with_hint(format!(
+                    "run `gate check --out {}` first (or download the job's output folder there)",
+                    dir.display()
+                )),
+            )
+        })
+}
+
+/// DIR/baseline.json, when `gate check` had a baseline; unreadable is a warning.
+pub(crate) fn read_baseline(dir: &Path) -> Option<Report> {
+    let path = dir.join("baseline.json");
+    if !path.exists() {
+        return None;
+    }
+    match gate_report::baseline::load_found(&path) {
+        Ok(r) => Some(crate::pipeline::output::scrub(r)),
+        Err(e) => {
+            eprintln!("warning: {e}; the comment has no diff");
+            None
+        }
+    }
+}
+
+/// `--baseline FILE|auto|none`: a bad FILE is bad input (exit 2); under
+/// `auto` every problem is a missing baseline with its reason, never a
+/// crash. With it, for a pull request, where its history can be read.
+pub(crate) fn resolve_baseline(
+    arg: &str,
+    branch: &str,
+) -> Result<(gate_report::baseline::Outcome, Option<gate_github::HistorySource>), CliError> {
+    use gate_report::baseline::Outcome;
+    match arg {
+        "none" => Ok((
+            Outcome::Missing {
+                reason: "--baseline none".into(),
+            },
+            None,
+        )),
+        "auto" => {
+            let auto = gate_github::auto_baseline(gate_github::AutoInputs::from_env(
+                branch,
+                gate_github::store::DEFAULT_DEPTH,
+            ));
+            for n in &auto.notes {
+                eprintln!("{n}");
+            }
+            Ok((auto.outcome, auto.history))
+        }
+        file => {
+            let path = std::path::Path::new(file);
+            let r = gate_report::baseline::load_file(path).map_err(|e| {
+                CliError::Usage(
+                    Problem::new(e.to_string())
+                        .with_hint("pass a report.json written by `gate check`, `auto`, or `none`"),
+                )
+            })?;
+            Ok((
+                Outcome::Found {
+                    report: Box::new(r),
+                    source: file.to_string(),
+                },
+                None,
+            ))
+        }
+    }
+}
+
+/// The stored reports for the history, newest first, when asked: the
+/// baseline, then up to `count - 1` older ones read from the store.
+pub(crate) fn stored_reports(
+    baseline: Option<&Report>,
+    from: Option<gate_github::HistorySource>,
+    count: usize,
+) -> impl FnOnce() -> Vec<Report> {
+    let first = baseline.filter(|_| count > 0).cloned();
+    move || {
+        let mut all: Vec<Report> = first.into_iter().collect();
+        if let (Some(from), false) = (from, all.is_empty()) {
+            let (older, notes) = gate_github::history(from, count - 1);
+            notes.iter().for_each(|n| eprintln!("warning: {n}"));
+            all.extend(older);
+        }
+        all
+    }
+}
