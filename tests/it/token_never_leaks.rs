@@ -334,6 +334,13 @@ fn every_subcommand_in_every_situation_keeps_the_token_to_itself() {
     sb.run("doctor", cmd(&[&"doctor"]), &[], 0);
     covered.insert("fit");
     sb.run("fit", cmd(&[&"fit", &"mlp", &"--budgets", &spec]), &[], 0);
+    covered.insert("plan");
+    sb.run(
+        "plan",
+        cmd(&[&"plan", &"mlp", &"--budgets", &spec, &"--out", &sb.out("plan")]),
+        &[],
+        0,
+    );
     covered.insert("init");
     sb.run(
         "init",
