@@ -877,8 +877,8 @@ pub(crate) fn print_plan(c: &Component, plan: &Plan) {
     if let Some(i) = plan.chosen {
         let k = &plan.candidates[i];
         println!(
-            "\nthe cheapest configuration that passes (least step-time cost, then least change): in {}, component `{}`:",
-            "the spec", c.name
+            "\nthe cheapest configuration that passes (least step-time cost, then least change), for component `{}`:",
+            c.name
         );
         for s in &k.settings {
             println!("  + {}", s.yaml());
