@@ -21,8 +21,10 @@ fn plan_json(dir: &Path) -> Value {
     plan
 }
 
-/// Every measured candidate's byte figures within `tolerance` of its prediction.
-fn assert_predictions_hold(plan: &Value, tolerance: f64) -> usize {
+/// Every measured candidate's byte figures within `tolerance` of its
+/// prediction; how many were measured. The adopter fixtures' plans are
+/// held to it too.
+pub(crate) fn assert_predictions_hold(plan: &Value, tolerance: f64) -> usize {
     let mut measured = 0;
     for k in plan["candidates"].as_array().unwrap() {
         for (metric, f) in k["figures"].as_object().unwrap() {

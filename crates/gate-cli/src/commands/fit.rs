@@ -138,18 +138,7 @@ pub(super) fn run(args: FitArgs, app: &crate::app::App) -> Result<Exit, CliError
     let loaded = crate::pipeline::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let exe = loaded.profiler().to_path_buf();
     let request = loaded.request().to_path_buf();
-    let spec = &loaded.spec;
-    let c = spec.component(&args.component).ok_or_else(|| {
-        let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
-        CliError::Usage(
-            Problem::new(format!(
-                "no component `{}` in {}",
-                args.component,
-                args.budgets.display()
-            ))
-            .with_hint(format!("components: {}", names.join(", "))),
-        )
-    })?;
+    let c = loaded.component_named(&args.component)?;
     let metric = match &args.metric {
         None => None,
         Some(name) => Some(Metric::parse(name).ok_or_else(|| usage(format!("unknown metric `{name}`")))?),

@@ -8,7 +8,6 @@ use clap::Args;
 use crate::errors::CliError;
 use crate::pipeline::plan::{edits_of, plan_component, print_plan, write_plan, Measured, PlanOptions};
 use gate_runner::exit::Exit;
-use gate_spec::budget::Spec;
 use gate_spec::hint::Problem;
 
 #[derive(Debug, Args)]
@@ -38,18 +37,7 @@ pub(crate) struct PlanArgs {
 
 pub(super) fn run(args: PlanArgs, app: &crate::app::App) -> Result<Exit, CliError> {
     let loaded = crate::pipeline::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
-    let spec: &Spec = &loaded.spec;
-    let c = spec.component(&args.component).cloned().ok_or_else(|| {
-        let names: Vec<&str> = spec.components.iter().map(|c| c.name.as_str()).collect();
-        CliError::Usage(
-            Problem::new(format!(
-                "no component `{}` in {}",
-                args.component,
-                args.budgets.display()
-            ))
-            .with_hint(format!("components: {}", names.join(", "))),
-        )
-    })?;
+    let c = loaded.component_named(&args.component)?.clone();
     if c.generate.is_some() {
         return Err(CliError::Usage(
             Problem::new(format!(

@@ -134,6 +134,18 @@ impl Loaded {
         }
     }
 
+    /// Component `name` of the spec (a variant as `NAME@VARIANT`), or a
+    /// usage error naming the spec's components.
+    pub(crate) fn component_named(&self, name: &str) -> Result<&gate_spec::budget::Component, CliError> {
+        self.spec.component(name).ok_or_else(|| {
+            let names: Vec<&str> = self.spec.components.iter().map(|c| c.name.as_str()).collect();
+            CliError::Usage(
+                Problem::new(format!("no component `{name}` in {}", self.spec.path.display()))
+                    .with_hint(format!("components: {}", names.join(", "))),
+            )
+        })
+    }
+
     /// The levers component `name`'s workload declared.
     pub(crate) fn levers(&self, name: &str) -> Vec<Lever> {
         self.source.levers.get(name).cloned().unwrap_or_default()
