@@ -421,8 +421,8 @@ fn refinement(
 ) -> Option<Vec<(usize, Setting)>> {
     let mut ranked: Vec<&Candidate> = candidates.iter().collect();
     ranked.sort_by(|a, b| {
-        rank(a, c.batch_size)
-            .partial_cmp(&rank(b, c.batch_size))
+        rank(a, c.batch_size, options)
+            .partial_cmp(&rank(b, c.batch_size, options))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     for k in ranked {
@@ -462,11 +462,13 @@ fn refinement(
 /// A candidate's place in the ranking, whatever its outcome: fewer levers
 /// that change the loss, then less predicted time a sample (a smaller
 /// batch's step is shorter, and there are more of them), then fewer levers.
-fn rank(k: &Candidate, batch: usize) -> (usize, f64, usize) {
+fn rank(k: &Candidate, batch: usize, options: &[Options]) -> (usize, f64, usize) {
+    // As its lever says: a config key a workload marks `changes_loss` counts
+    // as the batch and the dtype do.
     let loss = k
         .settings
         .iter()
-        .filter(|s| matches!(s, Setting::Batch { .. } | Setting::Dtype { .. }))
+        .filter(|s| options.iter().any(|o| o.others.contains(s) && o.lever.changes_loss()))
         .count();
     let per_step = k.figures.get(&Metric::StepTimeRatio).map_or(1.0, |f| f.predicted);
     let rows = k
@@ -685,8 +687,8 @@ fn predict_all(
     out.sort_by(|a, b| {
         let fails = |k: &Candidate| k.outcome != Outcome::PredictedPass;
         fails(a).cmp(&fails(b)).then(
-            rank(a, c.batch_size)
-                .partial_cmp(&rank(b, c.batch_size))
+            rank(a, c.batch_size, options)
+                .partial_cmp(&rank(b, c.batch_size, options))
                 .unwrap_or(std::cmp::Ordering::Equal),
         )
     });
