@@ -15,7 +15,7 @@ use gate_spec::config::{self, Node, Pos};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Batch, Generator, Model, OptimizerStep, ParamCount, Problems, Rng, RunCtx, Step, Workload};
+use super::{Batch, Generator, Lever, Model, OptimizerStep, ParamCount, Problems, Rng, RunCtx, Step, Workload};
 
 /// A language model as its crate ships it, gated through [`Lm`]: how it
 /// loads, and its forward over a whole sequence ([`LanguageModel::forward`])
@@ -212,6 +212,22 @@ impl<M: LanguageModel> Workload for Lm<M> {
 
     fn frozen_parameters(&self) -> Vec<String> {
         M::frozen_parameters(&self.model)
+    }
+
+    /// What a language model's team can change without touching its code
+    /// (docs/plan.md): the sequence length and bf16 with f32 masters; gate
+    /// adds the batch.
+    fn levers(&self) -> Vec<Lever> {
+        let seq = self.config.seq_len;
+        let mut levers = vec![Lever::bf16()];
+        let lengths: Vec<usize> = [seq / 2, seq / 4].into_iter().filter(|&n| n >= 1 && n != seq).collect();
+        if !lengths.is_empty() {
+            levers.push(Lever::Sequence {
+                key: "seq_len".into(),
+                lengths,
+            });
+        }
+        levers
     }
 
     fn build(&self, vb: VarBuilder, ctx: &RunCtx) -> Result<Box<dyn Model>> {

@@ -204,3 +204,142 @@ fn check_with_plan_names_the_measured_fix_in_the_report_the_table_and_junit() {
     assert!(comment.contains("**Measured fix for `mlp`"), "{comment}");
     assert!(comment.contains("<details><summary>The plan for `mlp`"), "{comment}");
 }
+
+fn sweep_json(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("sweep.json")).expect("sweep.json written");
+    let sweep: Value = serde_json::from_str(&text).unwrap();
+    serde_json::from_value::<gate_contract::sweep::Sweep>(sweep.clone()).expect("sweep.json is a Sweep");
+    assert_eq!(crate::schema::conforms_to("sweep", &sweep), Vec::<String>::new());
+    sweep
+}
+
+/// "Will it fit?" for the repository's TFT (budgets.yaml: chunk 64, AdamW
+/// in slices) over batch × encoder length, from four exact profiles at the
+/// grid's smallest corner, and one predicted point measured again: its
+/// bytes within 10 % of the prediction.
+#[test]
+fn a_sweep_of_the_tft_answers_a_batch_by_sequence_grid_and_publishes_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::gate()
+        .args([
+            "plan",
+            "tft",
+            "--sweep",
+            "--batches",
+            "4,8,16,32",
+            "--seq-lens",
+            "15,30,60",
+            "--dtypes",
+            "f32",
+            "--capacity",
+            "256MiB",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = sweep_json(dir.path());
+    assert_eq!(s["profiles"], 5, "four corners and one re-measured point");
+    let points = s["points"].as_array().unwrap();
+    assert_eq!(points.len(), 12, "4 batches × 3 lengths");
+    let source = |p: &Value| p["source"].as_str().unwrap().to_string();
+    let measured: Vec<(u64, u64)> = points
+        .iter()
+        .filter(|p| source(p) == "measured")
+        .map(|p| (p["batch"].as_u64().unwrap(), p["seq_len"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(measured, vec![(4, 15), (4, 30), (8, 15), (8, 30)]);
+    // A predicted figure says so: no measured value beside it.
+    for p in points.iter().filter(|p| source(p) == "predicted") {
+        for (name, f) in p["figures"].as_object().unwrap() {
+            assert!(
+                f.get("measured").is_none(),
+                "{name} of a predicted point has a measured value"
+            );
+        }
+    }
+    let again: Vec<&Value> = points.iter().filter(|p| source(p) == "remeasured").collect();
+    assert_eq!(again.len(), 1);
+    let f = &again[0]["figures"];
+    for name in ["training_peak", "activations", "inference_peak"] {
+        let (p, m) = (
+            f[name]["predicted"].as_f64().unwrap(),
+            f[name]["measured"].as_f64().unwrap(),
+        );
+        assert!((m - p).abs() / m <= 0.10, "{name}: predicted {p}, measured {m}");
+    }
+    // Each phase's peak and the selection network's kept bytes are fitted too.
+    let fits = s["fits"].as_object().unwrap();
+    assert!(
+        fits.contains_key("phase.backward") && fits.contains_key("block.encoder_vsn"),
+        "{fits:?}"
+    );
+    assert!(fits["block.encoder_vsn"]["per_token"].as_f64().unwrap() > 0.0);
+    // The person's view: the grid, the marks, and an answer per capacity.
+    assert!(stdout.contains("training peak, f32"), "{stdout}");
+    assert!(stdout.contains("sequence_length 60"), "{stdout}");
+    assert!(stdout.contains("256MiB — "), "{stdout}");
+    assert!(stdout.contains("re-measured batch "), "{stdout}");
+    // The card fits each re-measured decision the way the figures say.
+    let cap = s["capacities"][1]["usable_bytes"].as_f64().unwrap();
+    for p in points {
+        let tp = &p["figures"]["training_peak"];
+        let v = tp["measured"].as_f64().unwrap_or(tp["predicted"].as_f64().unwrap());
+        assert_eq!(p["fits"][1].as_bool().unwrap(), v <= cap, "{p}");
+    }
+}
+
+#[test]
+fn a_sweep_refuses_a_sequence_axis_its_workload_does_not_declare() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("budgets.yaml");
+    std::fs::write(&spec, MLP).unwrap();
+    let out = common::gate()
+        .args(["plan", "mlp", "--sweep", "--seq-lens", "8,16", "--budgets"])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("declares no sequence length") && err.contains("hint:"),
+        "{err}"
+    );
+}
+
+/// `gate fit` from the spec's batch: the proportional guess is the second
+/// profile, and where the line through the two agrees, the answer.
+#[test]
+fn fit_finds_the_largest_batch_in_fewer_profiles_than_two_probes_and_a_confirmation() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("budgets.yaml");
+    std::fs::write(&spec, MLP).unwrap();
+    let out = common::gate()
+        .args(["fit", "mlp", "--budgets"])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profiles: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_suffix(" full profiles")?.parse().ok())
+        .expect("the count is printed");
+    assert!(profiles <= 2, "{profiles} profiles:\n{stdout}");
+    assert!(
+        stdout.contains("the largest batch that passes every budget is "),
+        "{stdout}"
+    );
+}

@@ -25,6 +25,7 @@ fn schemas() -> Vec<(String, Value)> {
         ("shard".to_string(), gate_contract::schema::shard_schema()),
         ("events".to_string(), gate_contract::schema::events_schema()),
         ("plan".to_string(), gate_contract::schema::plan_schema()),
+        ("sweep".to_string(), gate_contract::schema::sweep_schema()),
     ];
     all.extend(
         gate_contract::schema::protocol_schemas()

@@ -35,4 +35,5 @@ pub mod protocol;
 pub mod report;
 pub mod schema;
 pub mod shard;
+pub mod sweep;
 pub mod timing;

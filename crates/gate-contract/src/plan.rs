@@ -41,6 +41,15 @@ pub enum Lever {
     /// `dtype:` lower, with `master_weights: f32` (parameters, gradients and
     /// optimizer state stay f32). Changes the loss (rounding).
     Dtype { dtypes: Vec<DType> },
+    /// The sequence length, a key of the workload's `config:` (`seq_len`),
+    /// and the lengths worth trying. Changes the loss (what a row sees);
+    /// `gate plan --sweep` makes it an axis of its grid.
+    Sequence { key: String, lengths: Vec<usize> },
+    /// Gradient accumulation, a key of the workload's `config:`: the batch
+    /// split into this many micro-batches run one after another, their
+    /// gradients summed before one optimizer step (`batch_size` divided,
+    /// the key set). The rows a step trains on stay the same.
+    Accumulation { key: String, steps: Vec<usize> },
 }
 
 impl Lever {
@@ -58,15 +67,16 @@ impl Lever {
             Lever::Config { key, .. } => format!("config.{key}"),
             Lever::Batch { .. } => "batch_size".into(),
             Lever::Dtype { .. } => "dtype".into(),
+            Lever::Sequence { key, .. } | Lever::Accumulation { key, .. } => format!("config.{key}"),
         }
     }
 
     /// Whether a setting other than the spec's changes the loss.
     pub fn changes_loss(&self) -> bool {
         match self {
-            Lever::Checkpoint { .. } => false,
+            Lever::Checkpoint { .. } | Lever::Accumulation { .. } => false,
             Lever::Config { changes_loss, .. } => *changes_loss,
-            Lever::Batch { .. } | Lever::Dtype { .. } => true,
+            Lever::Batch { .. } | Lever::Dtype { .. } | Lever::Sequence { .. } => true,
         }
     }
 }
@@ -83,6 +93,9 @@ pub enum Setting {
     Batch { size: usize },
     /// `dtype: D` (with `master_weights: f32` when lower than f32).
     Dtype { dtype: DType },
+    /// `batch_size: B / steps` and `config: { KEY: steps }`: the same rows
+    /// a step, in `steps` micro-batches.
+    Accumulation { key: String, steps: usize, batch: usize },
 }
 
 impl Setting {
@@ -95,6 +108,7 @@ impl Setting {
             Setting::Batch { size } => format!("batch_size: {size}"),
             Setting::Dtype { dtype } if *dtype == DType::F32 => "dtype: f32".into(),
             Setting::Dtype { dtype } => format!("dtype: {dtype}, master_weights: f32"),
+            Setting::Accumulation { key, steps, batch } => format!("batch_size: {batch}, config: {{ {key}: {steps} }}"),
         }
     }
 }

@@ -535,6 +535,12 @@ pub fn plan_schema() -> Value {
         .expect("a plan can be traced")
 }
 
+/// The schema of sweep.json (`gate plan --sweep`'s grid of one component).
+pub fn sweep_schema() -> Value {
+    schema_for::<crate::sweep::Sweep>(&format!("gate sweep.json, schema {}", crate::sweep::SCHEMA))
+        .expect("a sweep can be traced")
+}
+
 /// The schema of one line of `--message-format json` (a run's events).
 pub fn events_schema() -> Value {
     let title = format!(

@@ -110,8 +110,8 @@ impl Workload for Tft {
 
     /// The TFT's levers (docs/levers.md): the encoder variable-selection
     /// network recomputed in chunks of positions (a position is one row's
-    /// time step: batch × sequence length of them), AdamW in slices, and
-    /// bf16 compute with f32 masters.
+    /// time step: batch × sequence length of them), AdamW in slices,
+    /// bf16 compute with f32 masters, and the encoder's length.
     fn levers(&self) -> Vec<Lever> {
         vec![
             Lever::Checkpoint {
@@ -127,6 +127,12 @@ impl Workload for Tft {
                 changes_loss: false,
             },
             Lever::bf16(),
+            // Positions are batch × sequence: the encoder's length moves the
+            // selection network's kept bytes as the batch does.
+            Lever::Sequence {
+                key: "sequence_length".into(),
+                lengths: [self.cfg.sequence_length / 2].into_iter().filter(|&n| n >= 1).collect(),
+            },
         ]
     }
 

@@ -1,10 +1,16 @@
 //! `gate fit COMPONENT [--metric M]`: the largest batch size at which the
-//! component passes every budget. Two batch sizes are measured (each in its
-//! own child process, as `gate check` does), each size budget's metric is
-//! fitted as a straight line in the batch size (activations and peaks grow
-//! linearly with it), the largest batch under every limit is predicted, and
-//! the prediction is confirmed by measuring it (stepping down while a budget
-//! still fails). Prints the batch and the predicted vs measured bytes.
+//! component passes every budget. The spec's batch is measured (in its own
+//! child process, as `gate check` does); what a step keeps whatever its
+//! batch (parameters, gradients, optimizer and model state) is set apart
+//! and the rest taken as proportional to the rows, which points at a
+//! second batch, measured too. Each size budget's metric is then a straight
+//! line through the two (activations and peaks grow linearly with the
+//! batch, as `gate plan --sweep` fits them), the largest batch under every
+//! limit is predicted, and confirmed by measuring it where it is not one of
+//! the two already; where it fails, the line is drawn again through the
+//! nearest measured batches. Most fits take two or three full profiles
+//! (three at least before: two probes and a confirmation); the count is
+//! printed. Prints the batch and the predicted vs measured bytes.
 
 use std::path::PathBuf;
 
@@ -145,18 +151,39 @@ pub(super) fn run(args: FitArgs, app: &crate::app::App) -> Result<Exit, CliError
     };
     let fitted = size_budgets(c, metric)?;
     let backend = gate_probe::resolve_backend(args.backend.into()).map_err(CliError::Infrastructure)?;
-    let (b1, b2) = match args.probe.as_deref() {
-        Some([a, b]) if a != b && *a > 0 && *b > 0 => (*a.min(b), *a.max(b)),
+    let mut profiles = Profiles::new(&exe, c, &request, backend);
+    let points: Vec<(usize, Measurement)> = match args.probe.as_deref() {
+        Some([a, b]) if a != b && *a > 0 && *b > 0 => {
+            let (b1, b2) = (*a.min(b), *a.max(b));
+            vec![(b1, profiles.measure(b1)?), (b2, profiles.measure(b2)?)]
+        }
         Some(_) => return Err(usage("--probe takes two different batch sizes of at least 1".into())),
-        None if c.batch_size >= 2 => (c.batch_size / 2, c.batch_size),
-        None => (1, 2),
+        None => {
+            // The spec's batch, then the batch its figures point at: what
+            // a step keeps whatever the batch (parameters, gradients,
+            // optimizer state, the model's state) stays, the rest scales
+            // with the rows. The second profile is both a point of the
+            // line and, most often, the answer.
+            let b0 = c.batch_size.max(1);
+            let m0 = profiles.measure(b0)?;
+            failed_probe(b0, &m0)?;
+            let guess = proportional_guess(&fitted, &m0, b0, args.max_batch);
+            let b1 = if guess == b0 { (b0 / 2).max(1) } else { guess.max(1) };
+            if b1 == b0 {
+                return Err(usage(format!(
+                    "`{}` has a batch of 1: there is no second batch size to fit through",
+                    c.name
+                )));
+            }
+            vec![(b0, m0), (b1, profiles.measure(b1)?)]
+        }
     };
-    let lines = fit_lines(&exe, c, &request, backend, (b1, b2), &fitted)?;
-    let predicted = lines
-        .iter()
-        .map(|(b, l)| l.largest_batch(b, args.max_batch))
-        .min()
-        .unwrap_or(0);
+    for (b, m) in &points {
+        failed_probe(*b, m)?;
+    }
+    let lines = fit_lines(&points, &fitted)?;
+    let predicted = largest(&lines, args.max_batch);
+    let (b1, b2) = (points[0].0, points[1].0);
     println!("{}: fitted at batch {b1} and {b2} ({})", c.name, backend.name());
     for (b, l) in &lines {
         println!(
@@ -171,9 +198,76 @@ pub(super) fn run(args: FitArgs, app: &crate::app::App) -> Result<Exit, CliError
     }
     if predicted == 0 {
         println!("no batch size passes every size budget of `{}`", c.name);
+        println!("{} full profiles", profiles.count);
         return Ok(Exit::Fail);
     }
-    confirm(&exe, c, &request, backend, &lines, predicted)
+    let exit = confirm(&mut profiles, &lines, predicted, points, args.max_batch)?;
+    println!("{} full profiles", profiles.count);
+    Ok(exit)
+}
+
+/// The largest batch every line allows.
+fn largest(lines: &[(&Budget, Line)], max: usize) -> usize {
+    lines.iter().map(|(b, l)| l.largest_batch(b, max)).min().unwrap_or(0)
+}
+
+/// The batch the first profile points at: each budget's figure split into
+/// what a step keeps whatever its batch (parameters, gradients, optimizer
+/// state and the model's state, where the figure holds them) and the rest,
+/// taken as proportional to the rows.
+fn proportional_guess(fitted: &[&Budget], m: &Measurement, batch: usize, max: usize) -> usize {
+    let fixed: f64 = [Metric::Params, Metric::Gradients, Metric::Optimizer, Metric::ModelState]
+        .iter()
+        .filter_map(|k| m.values.get(k))
+        .sum();
+    fitted
+        .iter()
+        .filter_map(|b| {
+            let v = *m.values.get(&b.metric)?;
+            let intercept = if v > fixed { fixed } else { 0.0 };
+            Some(Line::through(0, intercept, batch, v).largest_batch(b, max))
+        })
+        .min()
+        .unwrap_or(batch)
+}
+
+/// Full profiles of one component at any batch, counted.
+struct Profiles<'a> {
+    exe: &'a std::path::Path,
+    c: &'a Component,
+    request: &'a std::path::Path,
+    backend: Backend,
+    count: usize,
+}
+
+impl<'a> Profiles<'a> {
+    fn new(exe: &'a std::path::Path, c: &'a Component, request: &'a std::path::Path, backend: Backend) -> Self {
+        Profiles {
+            exe,
+            c,
+            request,
+            backend,
+            count: 0,
+        }
+    }
+
+    fn measure(&mut self, batch: usize) -> Result<Measurement, CliError> {
+        self.count += 1;
+        measure(self.exe, self.c, self.request, self.backend, batch)
+    }
+}
+
+fn failed_probe(batch: usize, m: &Measurement) -> Result<(), CliError> {
+    match &m.failure {
+        Some(f) => Err(CliError::Infrastructure(
+            Problem::new(format!(
+                "the profile at batch {batch} failed in phase {}: {}",
+                f.phase, f.reason
+            ))
+            .with_hint("pick smaller probe batches with --probe A,B"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Bytes as the fit prints them.
@@ -202,28 +296,11 @@ fn size_budgets(c: &Component, metric: Option<Metric>) -> Result<Vec<&Budget>, C
     Ok(fitted)
 }
 
-/// Measures the two probe batches and fits each budget's line through them.
-fn fit_lines<'a>(
-    exe: &std::path::Path,
-    c: &Component,
-    request: &std::path::Path,
-    backend: Backend,
-    (b1, b2): (usize, usize),
-    fitted: &[&'a Budget],
-) -> Result<Vec<(&'a Budget, Line)>, CliError> {
-    let m1 = measure(exe, c, request, backend, b1)?;
-    let m2 = measure(exe, c, request, backend, b2)?;
-    for (b, m) in [(b1, &m1), (b2, &m2)] {
-        if let Some(f) = &m.failure {
-            return Err(CliError::Infrastructure(
-                Problem::new(format!(
-                    "the profile at batch {b} failed in phase {}: {}",
-                    f.phase, f.reason
-                ))
-                .with_hint("pick smaller probe batches with --probe A,B"),
-            ));
-        }
-    }
+/// Each budget's line through the first two points.
+fn fit_lines<'a>(points: &[(usize, Measurement)], fitted: &[&'a Budget]) -> Result<Vec<(&'a Budget, Line)>, CliError> {
+    let [(b1, m1), (b2, m2), ..] = points else {
+        return Ok(Vec::new());
+    };
     let mut lines = Vec::new();
     for b in fitted {
         let (Some(v1), Some(v2)) = (m1.values.get(&b.metric), m2.values.get(&b.metric)) else {
@@ -232,26 +309,36 @@ fn fit_lines<'a>(
                 b.metric
             ))));
         };
-        lines.push((*b, Line::through(b1, *v1, b2, *v2)));
+        lines.push((*b, Line::through(*b1, *v1, *b2, *v2)));
     }
     Ok(lines)
 }
 
-/// Confirms the prediction by measuring it; steps down while a budget still fails.
+/// Confirms the prediction by measuring it (a batch already measured is
+/// not measured again). Where it still fails, or passes with room the
+/// line did not see, the line is drawn again through the two measured
+/// batches nearest the prediction and the batch predicted again.
 fn confirm(
-    exe: &std::path::Path,
-    c: &Component,
-    request: &std::path::Path,
-    backend: Backend,
-    lines: &[(&Budget, Line)],
+    profiles: &mut Profiles,
+    first_lines: &[(&Budget, Line)],
     predicted: usize,
+    mut points: Vec<(usize, Measurement)>,
+    max_batch: usize,
 ) -> Result<Exit, CliError> {
+    let c = profiles.c;
+    let mut lines: Vec<(&Budget, Line)> = first_lines.to_vec();
     let mut batch = predicted;
+    let mut best: Option<usize> = None;
     for _ in 0..6 {
-        let m = measure(exe, c, request, backend, batch)?;
-        let fails = failing(c, &m);
+        if !points.iter().any(|(b, _)| *b == batch) {
+            let m = profiles.measure(batch)?;
+            failed_probe(batch, &m)?;
+            points.push((batch, m));
+        }
+        let m = &points.iter().find(|(b, _)| *b == batch).expect("measured above").1;
+        let fails = failing(c, m);
         println!("\nbatch {batch}: predicted vs measured");
-        for (b, l) in lines {
+        for (b, l) in &lines {
             let measured = m.values.get(&b.metric).map_or("—".to_string(), |v| show(*v));
             println!(
                 "  {:<16} predicted {:>12}  measured {:>12}  limit {} {}",
@@ -263,21 +350,48 @@ fn confirm(
             );
         }
         if fails.is_empty() {
-            println!(
-                "\n{}: the largest batch that passes every budget is {batch} (predicted {predicted})",
-                c.name
-            );
-            return Ok(Exit::Pass);
+            best = best.max(Some(batch));
+        } else {
+            let names: Vec<&str> = fails.iter().map(|b| b.metric.name()).collect();
+            println!("  fails: {}", names.join(", "));
         }
-        let names: Vec<&str> = fails.iter().map(|b| b.metric.name()).collect();
-        println!("  fails: {}", names.join(", "));
-        if batch == 1 {
+        // The two measured batches nearest this one: the line there.
+        let mut near: Vec<&(usize, Measurement)> = points.iter().collect();
+        near.sort_by_key(|(b, _)| b.abs_diff(batch));
+        let pair = [(near[0].0, near[0].1.clone()), (near[1].0, near[1].1.clone())];
+        lines = fit_lines(&pair, &lines.iter().map(|(b, _)| *b).collect::<Vec<_>>())?;
+        let next = largest(&lines, max_batch);
+        let next = match best {
+            // Passed here: done unless the line says a larger one passes too
+            // and that one has not been measured and failed.
+            Some(b)
+                if b == batch
+                    && (next <= batch || points.iter().any(|(p, m)| *p == next && !failing(c, m).is_empty())) =>
+            {
+                break
+            }
+            _ if fails.is_empty() => next,
+            // Failed here: below this batch, whatever the line says.
+            _ => next.min(batch.saturating_sub(1)),
+        };
+        if next == 0 || next == batch {
             break;
         }
-        batch = batch.saturating_sub((batch / 20).max(1)).max(1);
+        batch = next;
     }
-    println!("\n{}: no passing batch confirmed", c.name);
-    Ok(Exit::Fail)
+    match best {
+        Some(b) => {
+            println!(
+                "\n{}: the largest batch that passes every budget is {b} (predicted {predicted})",
+                c.name
+            );
+            Ok(Exit::Pass)
+        }
+        None => {
+            println!("\n{}: no passing batch confirmed", c.name);
+            Ok(Exit::Fail)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,10 @@ use clap::Args;
 
 use crate::errors::CliError;
 use crate::pipeline::plan::{edits_of, plan_component, print_plan, write_plan, Measured, PlanOptions};
+use crate::pipeline::sweep::{print_sweep, sweep_component, write_sweep, SweepOptions};
 use gate_runner::exit::Exit;
+use gate_spec::budget::Component;
+use gate_spec::dtype::DType;
 use gate_spec::hint::Problem;
 
 #[derive(Debug, Args)]
@@ -28,9 +31,26 @@ pub(crate) struct PlanArgs {
     /// Write the chosen configuration into the spec.
     #[arg(long)]
     pub apply: bool,
-    /// Where plan.json is written.
+    /// Where plan.json (sweep.json with --sweep) is written.
     #[arg(long, default_value = "target/gate")]
     pub out: PathBuf,
+    /// "Will it fit?": fit the component's memory against batch size,
+    /// sequence length and dtype from a few exact profiles, and answer a
+    /// grid for the spec's card and each --capacity (no plan is made).
+    #[arg(long)]
+    pub sweep: bool,
+    /// The sweep's batch sizes (default: a quarter of the spec's to four times it).
+    #[arg(long, value_delimiter = ',', value_name = "B,B,…", requires = "sweep")]
+    pub batches: Option<Vec<usize>>,
+    /// The sweep's sequence lengths (default: the workload's, the spec's, twice the spec's).
+    #[arg(long, value_delimiter = ',', value_name = "S,S,…", requires = "sweep")]
+    pub seq_lens: Option<Vec<usize>>,
+    /// The sweep's dtypes (default: the spec's and those the workload offers).
+    #[arg(long, value_delimiter = ',', value_name = "D,D,…", requires = "sweep")]
+    pub dtypes: Option<Vec<String>>,
+    /// A memory to answer for beside the spec's card (`24GiB`); repeatable.
+    #[arg(long, value_delimiter = ',', value_name = "SIZE", requires = "sweep")]
+    pub capacity: Vec<String>,
     #[command(flatten)]
     pub harness: crate::pipeline::harness::HarnessArgs,
 }
@@ -38,6 +58,9 @@ pub(crate) struct PlanArgs {
 pub(super) fn run(args: PlanArgs, app: &crate::app::App) -> Result<Exit, CliError> {
     let loaded = crate::pipeline::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let c = loaded.component_named(&args.component)?.clone();
+    if args.sweep {
+        return sweep(&args, &loaded, &c);
+    }
     if c.generate.is_some() {
         return Err(CliError::Usage(
             Problem::new(format!(
@@ -80,5 +103,54 @@ pub(super) fn run(args: PlanArgs, app: &crate::app::App) -> Result<Exit, CliErro
             .map_err(CliError::Usage)?;
         println!("\nwritten to {}", args.budgets.display());
     }
+    Ok(Exit::Pass)
+}
+
+/// `gate plan COMPONENT --sweep`.
+fn sweep(args: &PlanArgs, loaded: &crate::pipeline::harness::Loaded, c: &Component) -> Result<Exit, CliError> {
+    let dtypes = match &args.dtypes {
+        None => None,
+        Some(names) => Some(
+            names
+                .iter()
+                .map(|n| {
+                    DType::from_name(n).ok_or_else(|| {
+                        CliError::Usage(
+                            Problem::new(format!("--dtypes: `{n}` is not a dtype")).with_hint("write f32, f16 or bf16"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    let capacities = args
+        .capacity
+        .iter()
+        .map(|text| match gate_spec::units::parse_size(text) {
+            Ok(b) => Ok((text.clone(), b.0 as f64)),
+            Err(e) => Err(CliError::Usage(
+                Problem::new(format!("--capacity `{text}`: {}", e.message)).with_hint(e.hint),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if c.generate.is_some() {
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "`{}` is a generation component: the sweep fits training steps",
+                c.name
+            ))
+            .with_hint("sweep the component that trains the model"),
+        ));
+    }
+    let backend = loaded.backend(args.backend.into()).map_err(CliError::Infrastructure)?;
+    let opts = SweepOptions {
+        batches: args.batches.clone(),
+        seq_lens: args.seq_lens.clone(),
+        dtypes,
+        capacities,
+    };
+    let s = sweep_component(loaded, c, backend, &opts)?;
+    print_sweep(&s);
+    write_sweep(&args.out, &s)?;
     Ok(Exit::Pass)
 }

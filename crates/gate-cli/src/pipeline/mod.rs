@@ -1,7 +1,7 @@
 //! The pipeline wing: what the commands run on. Loading a spec and its
 //! harness, the run around the profiles, concluding and emitting the
 //! verdict, the output set and gate's own printing (redacted, inert in
-//! GitHub Actions), shards, the planner, reading reports and baselines.
+//! GitHub Actions), shards, the planner and its sweep, reading reports and baselines.
 //! It builds on the app settings and errors, never on a command
 //! (tests/it/architecture.rs holds that).
 
@@ -18,3 +18,4 @@ pub(crate) mod plan;
 pub(crate) mod reports;
 pub(crate) mod run;
 pub(crate) mod shard;
+pub(crate) mod sweep;

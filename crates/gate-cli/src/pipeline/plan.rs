@@ -98,7 +98,7 @@ impl Figures {
 /// scopes of `blocks` and outside them: a sample's peak is the highest
 /// since the sample before, so it belongs to where the step was before the
 /// sample's own event.
-fn phase_peaks(t: &Timeline, blocks: &[String]) -> BTreeMap<Part, f64> {
+pub(super) fn phase_peaks(t: &Timeline, blocks: &[String]) -> BTreeMap<Part, f64> {
     let mut peaks = BTreeMap::new();
     let mut current: Option<&'static str> = None;
     let mut open: Vec<&str> = Vec::new();
@@ -237,11 +237,7 @@ pub(crate) fn plan_component(
         })
         .flatten()
         .collect();
-    let mut runner = Runner {
-        exe: loaded.profiler().to_path_buf(),
-        backend,
-        profiles: 0,
-    };
+    let mut runner = Runner::new(loaded.profiler(), backend);
     // The ratio budgets compare with the component's reference; on the
     // CPU (no interleaved pairs) its own profile's step time and loss.
     let has_ratio = c.budgets.iter().any(|b| b.metric.ratio_of().is_some());
@@ -483,14 +479,22 @@ fn rank(k: &Candidate, batch: usize, options: &[Options]) -> (usize, f64, usize)
 }
 
 /// Starts profiles and counts them.
-struct Runner {
+pub(super) struct Runner {
     exe: PathBuf,
     backend: Backend,
-    profiles: usize,
+    pub(super) profiles: usize,
 }
 
 impl Runner {
-    fn measure(&mut self, request: &Path, name: &str, what: &str) -> Result<Measurement, CliError> {
+    pub(super) fn new(exe: &Path, backend: Backend) -> Runner {
+        Runner {
+            exe: exe.to_path_buf(),
+            backend,
+            profiles: 0,
+        }
+    }
+
+    pub(super) fn measure(&mut self, request: &Path, name: &str, what: &str) -> Result<Measurement, CliError> {
         let args = ChildArgs {
             extra: vec!["--backend".into(), self.backend.name().into()],
             ..Default::default()
@@ -573,6 +577,40 @@ fn options_of(c: &Component, config: &serde_json::Value, mut levers: Vec<Lever>)
                         .map(|&dtype| Setting::Dtype { dtype })
                         .collect(),
                 ),
+                Lever::Sequence { key, lengths } => {
+                    let now = config.get(key).cloned().unwrap_or(serde_json::Value::Null);
+                    let setting = |value: serde_json::Value| Setting::Config {
+                        key: key.clone(),
+                        value,
+                    };
+                    (
+                        setting(now.clone()),
+                        lengths
+                            .iter()
+                            .map(|&n| serde_json::Value::from(n))
+                            .filter(|v| *v != now)
+                            .map(setting)
+                            .collect(),
+                    )
+                }
+                Lever::Accumulation { key, steps } => {
+                    // The rows a step trains on stay the spec's: batch × steps.
+                    let now = config.get(key).and_then(serde_json::Value::as_u64).unwrap_or(1).max(1) as usize;
+                    let rows = c.batch_size * now;
+                    let setting = |steps: usize| Setting::Accumulation {
+                        key: key.clone(),
+                        steps,
+                        batch: rows / steps,
+                    };
+                    (
+                        setting(now),
+                        steps
+                            .iter()
+                            .filter(|&&k| k != now && k >= 1 && rows % k == 0)
+                            .map(|&k| setting(k))
+                            .collect(),
+                    )
+                }
             };
             (!others.is_empty()).then_some(Options { lever, current, others })
         })
@@ -662,6 +700,12 @@ fn predict_all(
     let mut out: Vec<Candidate> = combos
         .into_iter()
         .filter(|k| !k.is_empty())
+        // Both set the batch: accumulation keeps the rows a step, the batch
+        // lever changes them.
+        .filter(|k| {
+            !(k.iter().any(|(_, s)| matches!(s, Setting::Batch { .. }))
+                && k.iter().any(|(_, s)| matches!(s, Setting::Accumulation { .. })))
+        })
         .filter_map(|k| {
             let parts: Option<Vec<Effect>> = k
                 .iter()
@@ -775,14 +819,14 @@ fn yaml_of(settings: &[Setting]) -> String {
 }
 
 /// `spec` with `extra` components added after its own.
-fn with_components(spec: &Spec, extra: Vec<Component>) -> Spec {
+pub(super) fn with_components(spec: &Spec, extra: Vec<Component>) -> Spec {
     let mut s = spec.clone();
     s.components.extend(extra);
     s
 }
 
 /// `c` with `settings` applied, named `name`, its ratios against `reference`.
-fn apply(c: &Component, settings: &[Setting], name: &str, reference: Option<String>) -> Component {
+pub(super) fn apply(c: &Component, settings: &[Setting], name: &str, reference: Option<String>) -> Component {
     let mut k = c.clone();
     k.name = name.to_string();
     k.reference = reference;
@@ -794,6 +838,11 @@ fn apply(c: &Component, settings: &[Setting], name: &str, reference: Option<Stri
                 k.config = k.config.overlaid(&over);
             }
             Setting::Batch { size } => k.batch_size = *size,
+            Setting::Accumulation { key, steps, batch } => {
+                k.batch_size = *batch;
+                let over = Node::from_json(&serde_json::json!({ key.as_str(): steps }), k.config.pos);
+                k.config = k.config.overlaid(&over);
+            }
             Setting::Dtype { dtype } => {
                 k.dtype = *dtype;
                 if *dtype != DType::F32 && k.master_dtype.is_none() {
@@ -818,6 +867,10 @@ pub(crate) fn edits_of(settings: &[Setting]) -> Vec<gate_spec::budget::edit::Edi
             Setting::Checkpoint { chunk } => vec![Edit::Checkpoint(*chunk)],
             Setting::Config { key, value } => vec![Edit::Config(key.clone(), value.to_string())],
             Setting::Batch { size } => vec![Edit::Key("batch_size".into(), size.to_string())],
+            Setting::Accumulation { key, steps, batch } => vec![
+                Edit::Key("batch_size".into(), batch.to_string()),
+                Edit::Config(key.clone(), steps.to_string()),
+            ],
             Setting::Dtype { dtype } if *dtype == DType::F32 => vec![Edit::Key("dtype".into(), dtype.to_string())],
             Setting::Dtype { dtype } => vec![
                 Edit::Key("dtype".into(), dtype.to_string()),

@@ -1,0 +1,611 @@
+//! `gate plan COMPONENT --sweep`: "will it fit?" over a grid of batch
+//! sizes × sequence lengths × dtypes, from a few exact profiles.
+//!
+//! Every byte figure of a training step grows with the rows and the
+//! positions it holds: a constant part (parameters, gradients, optimizer
+//! state, what does not depend on the input), a part per row, a part per
+//! position that all rows share (a rotary table, a causal mask), and a part
+//! per token (activations, batch × sequence). So each quantity — every
+//! byte metric, each step phase's peak, each block's kept bytes — is fitted
+//! as `constant + per_row·B + per_position·S + per_token·B·S` through four
+//! profiles at the two smallest batches × the two smallest lengths, where
+//! it is exact. A lower dtype is measured at two of those corners and its
+//! figures predicted as a straight line in the spec dtype's. The training
+//! peak is predicted as the highest of its phases' fitted peaks (plus what
+//! lies outside the samples), so a peak that moves from the optimizer to
+//! the backward as the batch grows is still followed.
+//!
+//! The fit is checked every run: one predicted point (the largest the
+//! first capacity is predicted to hold) is measured, and its error is
+//! printed and written beside it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::errors::CliError;
+use gate_contract::measurement::Measurement;
+use gate_contract::plan::{Figure, Lever, Setting};
+use gate_contract::sweep::{self, Capacity, DtypeScale, Fit, Point, SeqAxis, Source, Sweep};
+use gate_probe::Backend;
+use gate_spec::budget::Component;
+use gate_spec::dtype::DType;
+use gate_spec::hint::Problem;
+use gate_spec::metric::{format_value, Unit};
+
+use super::plan::{apply, phase_peaks, with_components, Runner};
+
+/// What the caller asked of the grid (`None`: the defaults below).
+#[derive(Debug, Default)]
+pub(crate) struct SweepOptions {
+    pub batches: Option<Vec<usize>>,
+    pub seq_lens: Option<Vec<usize>>,
+    pub dtypes: Option<Vec<DType>>,
+    /// Capacities asked for beside the spec's card, as written and in bytes.
+    pub capacities: Vec<(String, f64)>,
+}
+
+/// What lies outside the phases' samples: the training peak less the
+/// highest phase peak, fitted as any other quantity.
+const OUTSIDE: &str = "outside_phases";
+
+/// One grid coordinate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct At {
+    dtype_rank: usize,
+    batch: usize,
+    seq: Option<usize>,
+}
+
+fn usage(message: String, hint: &str) -> CliError {
+    CliError::Usage(Problem::new(message).with_hint(hint))
+}
+
+/// Sorted, without duplicates or zeros.
+fn axis(mut v: Vec<usize>) -> Vec<usize> {
+    v.retain(|&n| n >= 1);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The sweep of `c` (a component of `loaded`'s spec).
+pub(crate) fn sweep_component(
+    loaded: &super::harness::Loaded,
+    c: &Component,
+    backend: Backend,
+    opts: &SweepOptions,
+) -> Result<Sweep, CliError> {
+    let config = loaded.config(&c.name).unwrap_or(serde_json::Value::Null);
+    let levers = loaded.levers(&c.name);
+    let b0 = c.batch_size.max(1);
+    let batches = axis(
+        opts.batches
+            .clone()
+            .unwrap_or_else(|| vec![b0 / 4, b0 / 2, b0, b0 * 2, b0 * 4]),
+    );
+    if batches.len() < 2 {
+        return Err(usage(
+            "a sweep needs two batch sizes at least".into(),
+            "give them with --batches, e.g. --batches 8,16,32",
+        ));
+    }
+    let seq = levers.iter().find_map(|l| match l {
+        Lever::Sequence { key, lengths } => Some((key.clone(), lengths.clone())),
+        _ => None,
+    });
+    let seq = match (seq, &opts.seq_lens) {
+        (None, Some(_)) => {
+            return Err(usage(
+                format!("`{}`'s workload declares no sequence length", c.name),
+                "sweep the batch and the dtype alone (leave out --seq-lens), or declare a \
+                 `Lever::Sequence` in the workload's `levers`",
+            ))
+        }
+        (None, None) => None,
+        (Some((key, declared)), asked) => {
+            let now = config.get(&key).and_then(serde_json::Value::as_u64).map(|n| n as usize);
+            let lengths = axis(match asked {
+                Some(v) => v.clone(),
+                None => declared.into_iter().chain(now).chain(now.map(|n| n * 2)).collect(),
+            });
+            if lengths.len() < 2 {
+                return Err(usage(
+                    "a sweep needs two sequence lengths at least".into(),
+                    "give them with --seq-lens, e.g. --seq-lens 30,60,120",
+                ));
+            }
+            Some(SeqAxis { key, lengths })
+        }
+    };
+    let declared_dtypes = levers.iter().find_map(|l| match l {
+        Lever::Dtype { dtypes } => Some(dtypes.clone()),
+        _ => None,
+    });
+    // The spec's dtype first: the fit is made there.
+    let mut dtypes = vec![c.dtype];
+    for d in opts.dtypes.clone().or(declared_dtypes).unwrap_or_default() {
+        if !dtypes.contains(&d) {
+            dtypes.push(d);
+        }
+    }
+
+    let mut runner = Runner::new(loaded.profiler(), backend);
+    let at_setting = |at: &At| -> Vec<Setting> {
+        let mut s = vec![Setting::Batch { size: at.batch }];
+        if let (Some(axis), Some(n)) = (&seq, at.seq) {
+            s.push(Setting::Config {
+                key: axis.key.clone(),
+                value: n.into(),
+            });
+        }
+        if dtypes[at.dtype_rank] != c.dtype {
+            s.push(Setting::Dtype {
+                dtype: dtypes[at.dtype_rank],
+            });
+        }
+        s
+    };
+    let describe = |at: &At| -> String {
+        let mut s = format!("batch {}", at.batch);
+        if let (Some(axis), Some(n)) = (&seq, at.seq) {
+            s += &format!(" × {} {n}", axis.key);
+        }
+        s + &format!(" ({})", dtypes[at.dtype_rank])
+    };
+    let measure_all = |runner: &mut Runner, points: &[At]| -> Result<Vec<BTreeMap<String, f64>>, CliError> {
+        let name = |k: usize| format!("{}@sweep-{}", c.name, runner.profiles + k);
+        let names: Vec<String> = (0..points.len()).map(name).collect();
+        let spec = with_components(
+            &loaded.spec,
+            points
+                .iter()
+                .zip(&names)
+                .map(|(at, n)| apply(c, &at_setting(at), n, None))
+                .collect(),
+        );
+        let request = super::harness::Loaded::request_for(&spec)?;
+        let mut out = Vec::new();
+        for (at, n) in points.iter().zip(&names) {
+            eprintln!("{}: profiling {}", c.name, describe(at));
+            let m = runner.measure(request.as_ref(), n, &describe(at))?;
+            if let Some(f) = &m.failure {
+                return Err(CliError::Infrastructure(
+                    Problem::new(format!(
+                        "the profile at {} failed in phase {}: {}",
+                        describe(at),
+                        f.phase,
+                        f.reason
+                    ))
+                    .with_hint("a sweep fits from exact points: give smaller --batches or --seq-lens"),
+                ));
+            }
+            out.push(quantities(&m));
+        }
+        Ok(out)
+    };
+
+    // The exact points: the two smallest batches × the two smallest lengths.
+    let (b1, b2) = (batches[0], batches[1]);
+    let lens: Vec<Option<usize>> = match &seq {
+        Some(a) => vec![Some(a.lengths[0]), Some(a.lengths[1])],
+        None => vec![None],
+    };
+    let corner = |batch, seq| At {
+        dtype_rank: 0,
+        batch,
+        seq,
+    };
+    let mut base: Vec<At> = Vec::new();
+    for &s in &lens {
+        base.push(corner(b1, s));
+        base.push(corner(b2, s));
+    }
+    let base_q = measure_all(&mut runner, &base)?;
+    let fits = fit_all(&base, &base_q);
+    let mut measured: BTreeMap<At, BTreeMap<String, f64>> = base.iter().copied().zip(base_q).collect();
+
+    // A lower dtype: two corners, its figures a line in the spec dtype's.
+    let mut scales: BTreeMap<String, BTreeMap<String, DtypeScale>> = BTreeMap::new();
+    for rank in 1..dtypes.len() {
+        let pair = [
+            At {
+                dtype_rank: rank,
+                ..base[0]
+            },
+            At {
+                dtype_rank: rank,
+                ..base[base.len() - 1]
+            },
+        ];
+        let q = measure_all(&mut runner, &pair)?;
+        let mut per = BTreeMap::new();
+        for (name, f) in &fits {
+            let (Some(w1), Some(w2)) = (q[0].get(name), q[1].get(name)) else {
+                continue;
+            };
+            let (u1, u2) = (f.at(pair[0]), f.at(pair[1]));
+            let scale = if (u2 - u1).abs() > f64::EPSILON {
+                (w2 - w1) / (u2 - u1)
+            } else {
+                1.0
+            };
+            per.insert(
+                name.clone(),
+                DtypeScale {
+                    constant: w1 - scale * u1,
+                    scale,
+                },
+            );
+        }
+        scales.insert(dtypes[rank].to_string(), per);
+        measured.extend(pair.into_iter().zip(q));
+    }
+
+    let capacities = capacities(loaded, &opts.capacities);
+    let predict = |at: &At| -> BTreeMap<String, f64> {
+        let scale = (at.dtype_rank > 0).then(|| &scales[dtypes[at.dtype_rank].as_str()]);
+        let mut out: BTreeMap<String, f64> = fits
+            .iter()
+            .filter_map(|(name, f)| {
+                let v = f.at(*at);
+                match scale {
+                    None => Some((name.clone(), v)),
+                    Some(s) => s.get(name).map(|d| (name.clone(), d.constant + d.scale * v)),
+                }
+            })
+            .collect();
+        // The step's peak is its highest phase's: each phase fitted alone.
+        let phases: Vec<f64> = out
+            .iter()
+            .filter(|(k, _)| k.starts_with("phase."))
+            .map(|(_, v)| *v)
+            .collect();
+        if let (Some(top), Some(outside)) = (phases.into_iter().reduce(f64::max), out.get(OUTSIDE).copied()) {
+            out.insert(sweep::TRAINING_PEAK.into(), top + outside);
+        }
+        out
+    };
+
+    let mut grid: Vec<At> = Vec::new();
+    let grid_lens: Vec<Option<usize>> = match &seq {
+        Some(a) => a.lengths.iter().map(|&n| Some(n)).collect(),
+        None => vec![None],
+    };
+    for rank in 0..dtypes.len() {
+        for &batch in &batches {
+            for &s in &grid_lens {
+                grid.push(At {
+                    dtype_rank: rank,
+                    batch,
+                    seq: s,
+                });
+            }
+        }
+    }
+    // One predicted point measured again: the largest the first capacity is
+    // predicted to hold (the answer a team acts on), else the smallest.
+    let fits_first = |v: f64| capacities.first().is_none_or(|cap| v <= cap.usable_bytes);
+    let predicted_peak = |at: &At| predict(at).get(sweep::TRAINING_PEAK).copied().unwrap_or(f64::INFINITY);
+    let unmeasured: Vec<At> = grid.iter().copied().filter(|a| !measured.contains_key(a)).collect();
+    let check = unmeasured
+        .iter()
+        .filter(|a| fits_first(predicted_peak(a)))
+        .max_by(|a, b| predicted_peak(a).total_cmp(&predicted_peak(b)))
+        .or_else(|| {
+            unmeasured
+                .iter()
+                .min_by(|a, b| predicted_peak(a).total_cmp(&predicted_peak(b)))
+        })
+        .copied();
+    if let Some(at) = check {
+        let q = measure_all(&mut runner, &[at])?;
+        measured.extend([(at, q.into_iter().next().unwrap_or_default())]);
+    }
+
+    let points = grid
+        .iter()
+        .chain(measured.keys().filter(|a| !grid.contains(a)))
+        .map(|at| {
+            let predicted = predict(at);
+            let exact = measured.get(at);
+            let source = match (exact, Some(*at) == check) {
+                (None, _) => Source::Predicted,
+                (Some(_), true) => Source::Remeasured,
+                (Some(_), false) => Source::Measured,
+            };
+            let mut names: Vec<&String> = predicted.keys().collect();
+            if let Some(e) = exact {
+                names.extend(e.keys());
+            }
+            names.sort();
+            names.dedup();
+            let figures: BTreeMap<String, Figure> = names
+                .into_iter()
+                .filter(|n| n.as_str() != OUTSIDE)
+                .map(|n| {
+                    let m = exact.and_then(|e| e.get(n)).copied();
+                    let p = predicted.get(n).copied().or(m).unwrap_or(0.0);
+                    (
+                        n.clone(),
+                        Figure {
+                            predicted: p,
+                            measured: m,
+                        },
+                    )
+                })
+                .collect();
+            let mut point = Point {
+                batch: at.batch,
+                seq_len: at.seq,
+                dtype: dtypes[at.dtype_rank],
+                source,
+                figures,
+                fits: Vec::new(),
+            };
+            let peak = point.training_peak().unwrap_or(f64::INFINITY);
+            point.fits = capacities.iter().map(|cap| peak <= cap.usable_bytes).collect();
+            point
+        })
+        .collect();
+    Ok(Sweep {
+        schema: sweep::SCHEMA,
+        component: c.name.clone(),
+        backend: backend.name().into(),
+        batches,
+        seq,
+        dtypes,
+        capacities,
+        points,
+        fits: fits.into_iter().filter(|(n, _)| n != OUTSIDE).collect(),
+        dtype_scales: scales,
+        profiles: runner.profiles,
+    })
+}
+
+/// The card of the spec and those asked for, each less the spec's
+/// per-process reserve (the context a process costs beside its tensors).
+fn capacities(loaded: &super::harness::Loaded, asked: &[(String, f64)]) -> Vec<Capacity> {
+    let device = &loaded.spec.device;
+    let reserve = device.reserve.0 as f64;
+    let mut out = vec![Capacity {
+        name: format!("card ({}, {})", device.name, device.capacity),
+        usable_bytes: device.capacity.0 as f64 - reserve,
+    }];
+    out.extend(asked.iter().map(|(name, bytes)| Capacity {
+        name: name.clone(),
+        usable_bytes: bytes - reserve,
+    }));
+    out
+}
+
+/// Every quantity a profile gives the fit: its byte metrics, each phase's
+/// peak, each block's kept bytes, and what lies outside the phases.
+fn quantities(m: &Measurement) -> BTreeMap<String, f64> {
+    let mut q: BTreeMap<String, f64> = m
+        .values
+        .iter()
+        .filter(|(metric, _)| metric.unit() == Unit::Bytes)
+        .map(|(metric, v)| (metric.name().to_string(), *v))
+        .collect();
+    if let Some(t) = &m.timeline {
+        let mut highest: f64 = 0.0;
+        for ((phase, _), v) in phase_peaks(t, &[]) {
+            let e = q.entry(format!("phase.{phase}")).or_insert(0.0);
+            *e = e.max(v);
+            highest = highest.max(v);
+        }
+        if let Some(tp) = m.values.get(&gate_spec::metric::Metric::TrainingPeak) {
+            q.insert(OUTSIDE.into(), tp - highest);
+        }
+    }
+    for b in &m.blocks {
+        q.insert(format!("block.{}", b.name), b.retained_bytes as f64);
+    }
+    q
+}
+
+impl FitAt for Fit {
+    fn at(&self, at: At) -> f64 {
+        let (b, s) = (at.batch as f64, at.seq.unwrap_or(1) as f64);
+        self.constant + self.per_row * b + self.per_position * s + self.per_token * b * s
+    }
+}
+
+trait FitAt {
+    fn at(&self, at: At) -> f64;
+}
+
+/// Each quantity every base point has, fitted through them: exact at the
+/// four corners (two with no sequence axis).
+fn fit_all(points: &[At], q: &[BTreeMap<String, f64>]) -> BTreeMap<String, Fit> {
+    let mut out = BTreeMap::new();
+    let Some(first) = q.first() else {
+        return out;
+    };
+    for name in first.keys() {
+        let v: Option<Vec<f64>> = q.iter().map(|m| m.get(name).copied()).collect();
+        let Some(v) = v else { continue };
+        out.insert(name.clone(), fit(points, &v));
+    }
+    out
+}
+
+/// The fit through two points in the batch (`points` `[b1, b2]`), or four
+/// (`[(b1,s1), (b2,s1), (b1,s2), (b2,s2)]`).
+fn fit(points: &[At], v: &[f64]) -> Fit {
+    let line = |i: usize| {
+        let (x1, x2) = (points[i].batch as f64, points[i + 1].batch as f64);
+        let slope = (v[i + 1] - v[i]) / (x2 - x1);
+        (v[i] - slope * x1, slope)
+    };
+    let (p1, q1) = line(0);
+    if points.len() < 4 {
+        return Fit {
+            constant: p1,
+            per_row: q1,
+            per_position: 0.0,
+            per_token: 0.0,
+        };
+    }
+    let (p2, q2) = line(2);
+    let (s1, s2) = (points[0].seq.unwrap_or(1) as f64, points[2].seq.unwrap_or(1) as f64);
+    let per_position = (p2 - p1) / (s2 - s1);
+    let per_token = (q2 - q1) / (s2 - s1);
+    Fit {
+        constant: p1 - per_position * s1,
+        per_row: q1 - per_token * s1,
+        per_position,
+        per_token,
+    }
+}
+
+/// The grid as a person reads it: the training peak, batch by sequence
+/// length for each dtype, each cell marked measured or predicted; then,
+/// per capacity, the largest batch it holds at each length; then the
+/// re-measured point's error.
+pub(crate) fn print_sweep(s: &Sweep) {
+    let bytes = |v: f64| format_value(Unit::Bytes, v);
+    let key = s.seq.as_ref().map(|a| a.key.as_str());
+    println!(
+        "{}: will it fit? ({}; {} profiles; m: measured, r: predicted then measured, else predicted)",
+        s.component, s.backend, s.profiles
+    );
+    let lens: Vec<Option<usize>> = match &s.seq {
+        Some(a) => a.lengths.iter().map(|&n| Some(n)).collect(),
+        None => vec![None],
+    };
+    for &dtype in &s.dtypes {
+        println!("\ntraining peak, {dtype}");
+        let mut header = format!("{:>8}", "batch");
+        for l in &lens {
+            header += &match (key, l) {
+                (Some(k), Some(n)) => format!("{:>18}", format!("{k} {n}")),
+                _ => format!("{:>18}", ""),
+            };
+        }
+        println!("{header}");
+        for &b in &s.batches {
+            let mut row = format!("{b:>8}");
+            for l in &lens {
+                let cell = s
+                    .points
+                    .iter()
+                    .find(|p| p.batch == b && p.seq_len == *l && p.dtype == dtype)
+                    .and_then(|p| {
+                        let mark = match p.source {
+                            Source::Measured => " m",
+                            Source::Remeasured => " r",
+                            Source::Predicted => "  ",
+                        };
+                        Some(format!("{}{mark}", bytes(p.training_peak()?)))
+                    })
+                    .unwrap_or_else(|| "—".into());
+                row += &format!("{cell:>18}");
+            }
+            println!("{row}");
+        }
+    }
+    for (i, cap) in s.capacities.iter().enumerate() {
+        println!("\n{} — {} usable:", cap.name, bytes(cap.usable_bytes));
+        for &dtype in &s.dtypes {
+            for l in &lens {
+                let largest = s
+                    .points
+                    .iter()
+                    .filter(|p| p.dtype == dtype && p.seq_len == *l && p.fits.get(i) == Some(&true))
+                    .map(|p| p.batch)
+                    .max();
+                let at = match (key, l) {
+                    (Some(k), Some(n)) => format!("{dtype}, {k} {n}"),
+                    _ => dtype.to_string(),
+                };
+                match largest {
+                    Some(b) => println!("  {at}: batch {b} fits"),
+                    None => println!("  {at}: no batch of the grid fits"),
+                }
+            }
+        }
+    }
+    if let Some(p) = s.remeasured() {
+        let at = match (key, p.seq_len) {
+            (Some(k), Some(n)) => format!("batch {} × {k} {n} ({})", p.batch, p.dtype),
+            _ => format!("batch {} ({})", p.batch, p.dtype),
+        };
+        println!("\nre-measured {at}, the fit's error there:");
+        for name in [sweep::TRAINING_PEAK, "inference_peak", "activations"] {
+            if let Some(f) = p.figures.get(name) {
+                if let (Some(m), Some(e)) = (f.measured, f.error()) {
+                    println!(
+                        "  {name:<16} predicted {:>12}  measured {:>12}  error {:+.1} %",
+                        bytes(f.predicted),
+                        bytes(m),
+                        -e * 100.0
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Writes `sweep.json` under `out`.
+pub(crate) fn write_sweep(out: &Path, s: &Sweep) -> Result<(), CliError> {
+    std::fs::create_dir_all(out)
+        .and_then(|_| {
+            let text = serde_json::to_string_pretty(s).map_err(std::io::Error::other)?;
+            std::fs::write(out.join("sweep.json"), text + "\n")
+        })
+        .map_err(|e| {
+            CliError::Infrastructure(Problem::new(format!(
+                "cannot write {}: {e}",
+                out.join("sweep.json").display()
+            )))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(batch: usize, seq: usize) -> At {
+        At {
+            dtype_rank: 0,
+            batch,
+            seq: Some(seq),
+        }
+    }
+
+    #[test]
+    fn a_bilinear_quantity_is_recovered_from_four_corners() {
+        // 1 MiB fixed, 1 KiB a row, 4 KiB a position, 64 B a token.
+        let truth = |b: usize, s: usize| 1048576.0 + 1024.0 * b as f64 + 4096.0 * s as f64 + 64.0 * (b * s) as f64;
+        let corners = [at(8, 30), at(16, 30), at(8, 60), at(16, 60)];
+        let v: Vec<f64> = corners.iter().map(|a| truth(a.batch, a.seq.unwrap())).collect();
+        let f = fit(&corners, &v);
+        assert_eq!(
+            (f.constant, f.per_row, f.per_position, f.per_token),
+            (1048576.0, 1024.0, 4096.0, 64.0)
+        );
+        assert_eq!(f.at(at(128, 240)), truth(128, 240));
+    }
+
+    #[test]
+    fn with_no_sequence_axis_the_fit_is_a_line_in_the_batch() {
+        let pts = [
+            At {
+                dtype_rank: 0,
+                batch: 4,
+                seq: None,
+            },
+            At {
+                dtype_rank: 0,
+                batch: 8,
+                seq: None,
+            },
+        ];
+        let f = fit(&pts, &[500.0, 900.0]);
+        assert_eq!(
+            (f.constant, f.per_row, f.per_position, f.per_token),
+            (100.0, 100.0, 0.0, 0.0)
+        );
+    }
+}
