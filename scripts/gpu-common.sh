@@ -17,5 +17,8 @@ G=$(realpath .device/gate)
 step() {
   local name=$1; shift
   if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return; fi
-  local t0=$SECONDS; "$@" > "$OUT/$name.log" 2>&1; echo "$name: exit $? in $((SECONDS - t0)) s"
+  local t0=$SECONDS; "$@" > "$OUT/$name.log" 2>&1; echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/steps.txt"
+  # What is done so far, in one archive: a call cut off at its limit still
+  # brings back every finished step (the device returns few files).
+  if [ -n "${PACK:-}" ]; then tar -czf "$PACK.tmp" -C "$OUT" --exclude="*.svg" . && mv "$PACK.tmp" "$PACK"; fi
 }
