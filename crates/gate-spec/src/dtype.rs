@@ -5,7 +5,9 @@
 use std::fmt;
 
 /// A floating-point dtype of the spec's `dtype:` and `master_weights:`.
+/// In JSON (plan.json, sweep.json) by the spec's own names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum DType {
     /// 32-bit IEEE float (`f32`).
     F32,

@@ -155,6 +155,9 @@ struct Effect {
     time: f64,
     /// Loss factor.
     loss: f64,
+    /// For a lever that changes the rows a step holds (the batch, the
+    /// sequence length, micro-batches): the rows' ratio to the start's.
+    rows: Option<f64>,
 }
 
 impl Effect {
@@ -164,6 +167,7 @@ impl Effect {
             bytes: BTreeMap::new(),
             time: 1.0,
             loss: 1.0,
+            rows: None,
         }
     }
 
@@ -189,6 +193,7 @@ impl Effect {
             bytes,
             time: factor(Metric::StepTime),
             loss: factor(Metric::Loss),
+            rows: None,
         }
     }
 
@@ -204,6 +209,7 @@ impl Effect {
             bytes: mix(&a.bytes, &b.bytes, w),
             time: a.time + (b.time - a.time) * time_w,
             loss: a.loss + (b.loss - a.loss) * w,
+            rows: None,
         }
     }
 }
@@ -306,7 +312,9 @@ pub(crate) fn plan_component(
             });
             if error.is_none() {
                 let key = effects[i].len();
-                effects[i].insert(key, (setting, Effect::between(&start, &f)));
+                let mut e = Effect::between(&start, &f);
+                e.rows = rows_ratio(&options[i], &setting, c.batch_size);
+                effects[i].insert(key, (setting, e));
             }
         }
         Ok(())
@@ -672,7 +680,65 @@ fn effect_of(o: &Options, probed: &BTreeMap<usize, (Setting, Effect)>, setting: 
         Lever::Checkpoint { .. } => (1.0 / x - 1.0 / lower.0) / (1.0 / upper.0 - 1.0 / lower.0),
         _ => w,
     };
-    Some(Effect::lerp(&lower.1, &upper.1, w, time_w))
+    let mut e = Effect::lerp(&lower.1, &upper.1, w, time_w);
+    e.rows = rows_ratio(o, setting, 0).or(e.rows);
+    Some(e)
+}
+
+/// The rows a step holds under `setting` over the start's, for a lever that
+/// changes them (`batch`: the batch of the start): the batch, the
+/// sequence length, micro-batches. `None` for any other lever.
+fn rows_ratio(o: &Options, setting: &Setting, batch: usize) -> Option<f64> {
+    let start_batch = match (&o.current, batch) {
+        (Setting::Batch { size }, _) => *size,
+        (Setting::Accumulation { batch, .. }, _) => *batch,
+        (_, b) => b,
+    };
+    match (&o.lever, setting) {
+        (Lever::Batch { .. }, Setting::Batch { size }) if start_batch > 0 => Some(*size as f64 / start_batch as f64),
+        (Lever::Accumulation { .. }, Setting::Accumulation { batch, .. }) if start_batch > 0 => {
+            Some(*batch as f64 / start_batch as f64)
+        }
+        (Lever::Sequence { .. }, Setting::Config { value, .. }) => {
+            let Setting::Config { value: now, .. } = &o.current else {
+                return None;
+            };
+            let (n, now) = (value.as_f64()?, now.as_f64()?);
+            (now > 0.0).then(|| n / now)
+        }
+        _ => None,
+    }
+}
+
+/// A figure `start` moved by `effects`' differences `delta`: added, except
+/// where every lever that moves it changes only the rows a step holds.
+/// Then it is a part that stays (`fixed`, read from each such probe: with
+/// rows ρ, a figure s → q has fixed part (q − ρ·s)/(1 − ρ)) and a part that
+/// scales with the rows, so two of them multiply (half the batch at half
+/// the length is a quarter of the rows, not the two halvings added).
+fn moved(start: f64, effects: &[Effect], delta: impl Fn(&Effect) -> f64) -> f64 {
+    let added: f64 = effects.iter().map(&delta).sum();
+    let others_move = effects
+        .iter()
+        .filter(|e| e.rows.is_none())
+        .any(|e| delta(e).abs() > 0.01 * start.abs().max(1.0));
+    let scaling: Vec<(f64, f64)> = effects
+        .iter()
+        .filter_map(|e| Some((e.rows?, delta(e))))
+        .filter(|(rho, _)| (rho - 1.0).abs() > f64::EPSILON)
+        .collect();
+    if others_move || scaling.len() < 2 {
+        return added;
+    }
+    let fixed = scaling
+        .iter()
+        .map(|(rho, d)| ((start + d) - rho * start) / (1.0 - rho))
+        .sum::<f64>()
+        / scaling.len() as f64;
+    let fixed = fixed.clamp(0.0, start.max(0.0));
+    let rows: f64 = scaling.iter().map(|(rho, _)| rho).product();
+    let others: f64 = effects.iter().filter(|e| e.rows.is_none()).map(&delta).sum();
+    fixed + (start - fixed) * rows + others - start
 }
 
 /// Every combination of settings (the spec's own excluded), predicted and
@@ -744,7 +810,8 @@ fn predict(c: &Component, start: &Figures, parts: &[Effect]) -> BTreeMap<Metric,
     let mut values = start.values.clone();
     for (metric, v) in values.iter_mut() {
         if metric.unit() == Unit::Bytes {
-            *v = (*v + parts.iter().filter_map(|e| e.bytes.get(metric)).sum::<f64>()).max(0.0);
+            let m = *metric;
+            *v = (*v + moved(*v, parts, |e| e.bytes.get(&m).copied().unwrap_or(0.0))).max(0.0);
         }
     }
     // The training peak: the highest of the step's phases, each moved by
@@ -753,7 +820,7 @@ fn predict(c: &Component, start: &Figures, parts: &[Effect]) -> BTreeMap<Metric,
         let highest = self::parts()
             .map(|p| {
                 let base = start.phase_peaks.get(&p).copied().unwrap_or(0.0);
-                base + parts.iter().filter_map(|e| e.phases.get(&p)).sum::<f64>()
+                base + moved(base, parts, |e| e.phases.get(&p).copied().unwrap_or(0.0))
             })
             .fold(0.0, f64::max);
         values.insert(Metric::TrainingPeak, start.offset + highest);
@@ -1025,6 +1092,28 @@ mod tests {
             time,
             loss: 1.0,
         }
+    }
+
+    #[test]
+    fn two_levers_of_the_rows_multiply_where_they_alone_move_a_figure() {
+        // 100 fixed + 5,300 that scales with the rows; half the batch and
+        // half the length each measured alone at 2,750.
+        let rows = |rho: f64| Effect {
+            rows: Some(rho),
+            ..Effect::none()
+        };
+        let start = 5400.0;
+        let both = [rows(0.5), rows(0.5)];
+        let d = moved(start, &both, |_| 2750.0 - start);
+        assert_eq!(start + d, 100.0 + 5300.0 * 0.25);
+        // A lever that is not of the rows moving the figure: added, as before.
+        let mut checkpoint = Effect::none();
+        checkpoint.bytes.insert(Metric::TrainingPeak, -5000.0);
+        let three = [rows(0.5), rows(0.5), checkpoint];
+        let d = moved(start, &three, |e| {
+            e.bytes.get(&Metric::TrainingPeak).copied().unwrap_or(2750.0 - start)
+        });
+        assert_eq!(d, -5000.0 - 2.0 * 2650.0);
     }
 
     #[test]

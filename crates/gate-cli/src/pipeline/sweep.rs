@@ -48,6 +48,12 @@ pub(crate) struct SweepOptions {
 /// highest phase peak, fitted as any other quantity.
 const OUTSIDE: &str = "outside_phases";
 
+/// A step phase's peak inside or outside the checkpointable blocks' scopes
+/// (`part.backward.inside`): within one phase, a recomputed block's fixed
+/// working memory and the rest's activations peak at different moments,
+/// and the larger at the probes need not be the larger on the grid.
+const PART: &str = "part.";
+
 /// One grid coordinate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct At {
@@ -129,6 +135,14 @@ pub(crate) fn sweep_component(
         }
     }
 
+    let blocks: Vec<String> = levers
+        .iter()
+        .filter_map(|l| match l {
+            Lever::Checkpoint { blocks, .. } => Some(blocks.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
     let mut runner = Runner::new(loaded.profiler(), backend);
     let at_setting = |at: &At| -> Vec<Setting> {
         let mut s = vec![Setting::Batch { size: at.batch }];
@@ -179,7 +193,7 @@ pub(crate) fn sweep_component(
                     .with_hint("a sweep fits from exact points: give smaller --batches or --seq-lens"),
                 ));
             }
-            out.push(quantities(&m));
+            out.push(quantities(&m, &blocks));
         }
         Ok(out)
     };
@@ -254,10 +268,10 @@ pub(crate) fn sweep_component(
                 }
             })
             .collect();
-        // The step's peak is its highest phase's: each phase fitted alone.
+        // The step's peak is its highest part's: each fitted alone.
         let phases: Vec<f64> = out
             .iter()
-            .filter(|(k, _)| k.starts_with("phase."))
+            .filter(|(k, _)| k.starts_with(PART))
             .map(|(_, v)| *v)
             .collect();
         if let (Some(top), Some(outside)) = (phases.into_iter().reduce(f64::max), out.get(OUTSIDE).copied()) {
@@ -321,7 +335,7 @@ pub(crate) fn sweep_component(
             names.dedup();
             let figures: BTreeMap<String, Figure> = names
                 .into_iter()
-                .filter(|n| n.as_str() != OUTSIDE)
+                .filter(|n| n.as_str() != OUTSIDE && !n.starts_with(PART))
                 .map(|n| {
                     let m = exact.and_then(|e| e.get(n)).copied();
                     let p = predicted.get(n).copied().or(m).unwrap_or(0.0);
@@ -379,8 +393,10 @@ fn capacities(loaded: &super::harness::Loaded, asked: &[(String, f64)]) -> Vec<C
 }
 
 /// Every quantity a profile gives the fit: its byte metrics, each phase's
-/// peak, each block's kept bytes, and what lies outside the phases.
-fn quantities(m: &Measurement) -> BTreeMap<String, f64> {
+/// peak (and its parts inside and outside the checkpointable `blocks`,
+/// which the training peak is predicted from), each block's kept bytes,
+/// and what lies outside the phases.
+fn quantities(m: &Measurement, blocks: &[String]) -> BTreeMap<String, f64> {
     let mut q: BTreeMap<String, f64> = m
         .values
         .iter()
@@ -389,9 +405,11 @@ fn quantities(m: &Measurement) -> BTreeMap<String, f64> {
         .collect();
     if let Some(t) = &m.timeline {
         let mut highest: f64 = 0.0;
-        for ((phase, _), v) in phase_peaks(t, &[]) {
+        for ((phase, inside), v) in phase_peaks(t, blocks) {
             let e = q.entry(format!("phase.{phase}")).or_insert(0.0);
             *e = e.max(v);
+            let side = if inside { "inside" } else { "outside" };
+            q.insert(format!("{PART}{phase}.{side}"), v);
             highest = highest.max(v);
         }
         if let Some(tp) = m.values.get(&gate_spec::metric::Metric::TrainingPeak) {
@@ -479,8 +497,8 @@ pub(crate) fn print_sweep(s: &Sweep) {
         let mut header = format!("{:>8}", "batch");
         for l in &lens {
             header += &match (key, l) {
-                (Some(k), Some(n)) => format!("{:>18}", format!("{k} {n}")),
-                _ => format!("{:>18}", ""),
+                (Some(k), Some(n)) => format!("  {:>18}", format!("{k} {n}")),
+                _ => format!("  {:>18}", ""),
             };
         }
         println!("{header}");
@@ -500,7 +518,7 @@ pub(crate) fn print_sweep(s: &Sweep) {
                         Some(format!("{}{mark}", bytes(p.training_peak()?)))
                     })
                     .unwrap_or_else(|| "—".into());
-                row += &format!("{cell:>18}");
+                row += &format!("  {cell:>18}");
             }
             println!("{row}");
         }
