@@ -317,32 +317,73 @@ fn a_sweep_refuses_a_sequence_axis_its_workload_does_not_declare() {
     );
 }
 
-/// `gate fit` from the spec's batch: the proportional guess is the second
-/// profile, and where the line through the two agrees, the answer.
+/// `gate fit` after `gate check`: the check's report.json measured the
+/// spec's batch already, the proportional guess is the first profile and
+/// the line through the two is confirmed by the second; before, a fit ran
+/// two probes and a confirmation at least. A spec changed since the check
+/// is measured again.
 #[test]
-fn fit_finds_the_largest_batch_in_fewer_profiles_than_two_probes_and_a_confirmation() {
+fn fit_after_a_check_finds_the_largest_batch_in_two_profiles() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("budgets.yaml");
     std::fs::write(&spec, MLP).unwrap();
-    let out = common::gate()
-        .args(["fit", "mlp", "--budgets"])
+    let out_dir = dir.path().join("out");
+    let check = common::gate()
+        .args(["check", "--baseline", "none", "--budgets"])
         .arg(&spec)
+        .arg("--out")
+        .arg(&out_dir)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
+        check.status.code(),
+        Some(1),
+        "batch 4096 is over 40 MiB: {}",
+        common::output_text(&check)
     );
-    let profiles: usize = stdout
-        .lines()
-        .find_map(|l| l.strip_suffix(" full profiles")?.parse().ok())
-        .expect("the count is printed");
+    let fit = |spec: &Path| {
+        let out = common::gate()
+            .args(["fit", "mlp", "--budgets"])
+            .arg(spec)
+            .arg("--from")
+            .arg(&out_dir)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let profiles: usize = stdout
+            .lines()
+            .find_map(|l| l.strip_suffix(" full profiles")?.parse().ok())
+            .expect("the count is printed");
+        (profiles, stdout)
+    };
+    let (profiles, stdout) = fit(&spec);
+    assert!(stdout.contains("mlp: batch 4096 as "), "{stdout}");
     assert!(profiles <= 2, "{profiles} profiles:\n{stdout}");
+    let largest: usize = stdout
+        .lines()
+        .find_map(|l| {
+            l.split("the largest batch that passes every budget is ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .expect("a batch is confirmed");
+    // Another config: the report is not this component's any more.
+    let changed = dir.path().join("changed.yaml");
+    std::fs::write(&changed, MLP.replace("output_dim: 3", "output_dim: 4")).unwrap();
+    let (_, stdout) = fit(&changed);
+    assert!(!stdout.contains(" as "), "{stdout}");
     assert!(
         stdout.contains("the largest batch that passes every budget is "),
         "{stdout}"
     );
+    assert!(largest > 2048 && largest < 4096, "{largest}");
 }

@@ -1,6 +1,7 @@
 //! `gate fit COMPONENT [--metric M]`: the largest batch size at which the
 //! component passes every budget. The spec's batch is measured (in its own
-//! child process, as `gate check` does); what a step keeps whatever its
+//! child process, as `gate check` does), or read from the check's
+//! report.json when it measured this very component; what a step keeps whatever its
 //! batch (parameters, gradients, optimizer and model state) is set apart
 //! and the rest taken as proportional to the rows, which points at a
 //! second batch, measured too. Each size budget's metric is then a straight
@@ -42,6 +43,11 @@ pub(crate) struct FitArgs {
     /// Never predict beyond this batch size.
     #[arg(long, default_value_t = 4096)]
     pub max_batch: usize,
+    /// A `gate check` output folder whose report.json measured this very
+    /// component (same fingerprint, same backend): its figures are the
+    /// spec's batch's, one profile fewer.
+    #[arg(long, default_value = "target/gate")]
+    pub from: PathBuf,
     #[command(flatten)]
     pub harness: crate::pipeline::harness::HarnessArgs,
 }
@@ -165,7 +171,18 @@ pub(super) fn run(args: FitArgs, app: &crate::app::App) -> Result<Exit, CliError
             // with the rows. The second profile is both a point of the
             // line and, most often, the answer.
             let b0 = c.batch_size.max(1);
-            let m0 = profiles.measure(b0)?;
+            let config = loaded.config(&c.name).unwrap_or(serde_json::Value::Null);
+            let m0 = match measured_before(&args.from, c, config, backend) {
+                Some(m) => {
+                    println!(
+                        "{}: batch {b0} as {} measured it (same component, same backend)",
+                        c.name,
+                        args.from.join("report.json").display()
+                    );
+                    m
+                }
+                None => profiles.measure(b0)?,
+            };
             failed_probe(b0, &m0)?;
             let guess = proportional_guess(&fitted, &m0, b0, args.max_batch);
             let b1 = if guess == b0 { (b0 / 2).max(1) } else { guess.max(1) };
@@ -204,6 +221,35 @@ pub(super) fn run(args: FitArgs, app: &crate::app::App) -> Result<Exit, CliError
     let exit = confirm(&mut profiles, &lines, predicted, points, args.max_batch)?;
     println!("{} full profiles", profiles.count);
     Ok(exit)
+}
+
+/// The figures a check's report.json in `dir` holds for `c` as the spec
+/// has it now: the same fingerprint (workload, dtype, batch, config) on the
+/// same backend, measured without error. Anything else: `None`, measured
+/// again.
+fn measured_before(
+    dir: &std::path::Path,
+    c: &Component,
+    config: serde_json::Value,
+    backend: Backend,
+) -> Option<Measurement> {
+    let path = dir.join("report.json");
+    if !path.is_file() {
+        return None;
+    }
+    let report = gate_report::baseline::load_found(&path).ok()?;
+    if report.testbed.backend != backend.name() {
+        return None;
+    }
+    let stored = report.components.get(&c.name)?;
+    let now = gate_report::component_report(c, config, &Measurement::default());
+    if stored.fingerprint != now.fingerprint || stored.error.is_some() {
+        return None;
+    }
+    Some(Measurement {
+        values: stored.metrics.iter().map(|(m, v)| (*m, v.value)).collect(),
+        ..Measurement::default()
+    })
 }
 
 /// The largest batch every line allows.

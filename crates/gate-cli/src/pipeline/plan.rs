@@ -614,7 +614,7 @@ fn options_of(c: &Component, config: &serde_json::Value, mut levers: Vec<Lever>)
                         setting(now),
                         steps
                             .iter()
-                            .filter(|&&k| k != now && k >= 1 && rows % k == 0)
+                            .filter(|&&k| k != now && k >= 1 && rows.is_multiple_of(k))
                             .map(|&k| setting(k))
                             .collect(),
                     )
@@ -1091,6 +1091,7 @@ mod tests {
             bytes: BTreeMap::new(),
             time,
             loss: 1.0,
+            rows: None,
         }
     }
 

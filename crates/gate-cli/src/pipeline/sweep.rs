@@ -220,7 +220,7 @@ pub(crate) fn sweep_component(
 
     // A lower dtype: two corners, its figures a line in the spec dtype's.
     let mut scales: BTreeMap<String, BTreeMap<String, DtypeScale>> = BTreeMap::new();
-    for rank in 1..dtypes.len() {
+    for (rank, dtype) in dtypes.iter().enumerate().skip(1) {
         let pair = [
             At {
                 dtype_rank: rank,
@@ -251,7 +251,7 @@ pub(crate) fn sweep_component(
                 },
             );
         }
-        scales.insert(dtypes[rank].to_string(), per);
+        scales.insert(dtype.to_string(), per);
         measured.extend(pair.into_iter().zip(q));
     }
 
