@@ -52,7 +52,7 @@ pub(super) fn ratio_budgets(c: &gate_spec::budget::Component) -> impl Iterator<I
 }
 
 /// Adds each variant's ratio metrics (`loss_ratio`, `step_time_ratio`,
-/// against its reference) to its metrics. Pure; [`decide`] computes the
+/// against its reference) to its metrics. Pure; [`decide`](super::decide) computes the
 /// same values on its own, so calling this only changes what is shown.
 pub(super) fn add_ratios(components: &mut BTreeMap<String, ComponentReport>) {
     let ratios: Vec<(String, Metric, f64)> = components
