@@ -638,6 +638,9 @@ fn every_child_is_made_by_the_one_command_builder() {
         1,
         "start children with gate_runner::child::command: {found:#?}"
     );
-    assert!(found[0].starts_with("crates/gate-runner/src/child.rs:"), "{found:#?}");
+    assert!(
+        found[0].starts_with("crates/gate-runner/src/child/command.rs:"),
+        "{found:#?}"
+    );
     assert!(found[0].ends_with("let mut cmd = Command::new(program);"), "{found:#?}");
 }

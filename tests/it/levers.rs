@@ -7,7 +7,7 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gate_contract::report::{MetricValue, Report, Status, Testbed};
+use gate_contract::report::{MetricValue, Status, Testbed};
 use gate_render::{junit, markdown, table};
 use gate_report::Reserve;
 use gate_spec::metric::Metric;
@@ -90,8 +90,7 @@ fn the_spec_expands_variants_with_their_settings() {
 #[test]
 fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
     let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
-    let mut components = reports(&spec);
-    gate_report::add_ratios(&mut components);
+    let components = reports(&spec);
     let reserve = Reserve {
         bytes: 0,
         measured: false,
@@ -99,15 +98,22 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
     let none = gate_report::baseline::Outcome::Missing {
         reason: "--baseline none".into(),
     };
-    let v = gate_report::decide(
-        &spec,
-        &components,
-        &none,
-        &gate_contract::report::Testbed::default(),
+    // The one entry the command line calls: the ratios added, then judged.
+    let mut report = gate_report::conclude(gate_report::Inputs {
+        spec: &spec,
+        spec_path: "budgets.yaml".into(),
+        commit: None,
+        gate_version: "test".into(),
+        components,
+        baseline: &none,
+        testbed: Testbed::default(),
         reserve,
-        false,
-    );
-    let statuses: Vec<(&str, &str, Status)> = v
+        strict: false,
+        ack: Default::default(),
+        wall_seconds: 0.0,
+        plans: Default::default(),
+    });
+    let statuses: Vec<(&str, &str, Status)> = report
         .results
         .iter()
         .map(|r| (r.component.as_str(), r.metric.as_str(), r.status))
@@ -122,27 +128,12 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
     );
     // Only the missing baseline's warning: this test is about the variants.
     assert_eq!(
-        v.summary.warnings,
+        report.summary.warnings,
         ["no baseline (--baseline none): regressions are not checked"]
     );
-    let mut v = v;
-    v.summary.warnings.clear();
-    let step_ratio = v.results[2].measured.unwrap();
+    report.summary.warnings.clear();
+    let step_ratio = report.results[2].measured.unwrap();
     assert!((step_ratio - 6200.0 / 13900.0).abs() < 1e-12);
-    let report = Report {
-        schema: gate_contract::report::SCHEMA,
-        gate_version: "test".into(),
-        commit: None,
-        spec: "budgets.yaml".into(),
-        testbed: Testbed::default(),
-        components,
-        ensemble: v.ensemble,
-        results: v.results,
-        summary: v.summary,
-        baseline: None,
-        wall_seconds: 0.0,
-        plans: Default::default(),
-    };
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["components"]["tft"]["reference"], "tft@plain");
     assert!(json["components"]["tft@plain"].get("reference").is_none());

@@ -15,6 +15,5 @@ mod verdict;
 pub use assemble::{component_report, not_measured_report, testbed};
 pub use compare::compare_blocks;
 pub use verdict::{
-    acknowledge, add_ratios, decide, decide_acknowledged, ratios_beyond_card, Reserve, Verdict, PARAMS_AGREEMENT,
-    PARAMS_AGREEMENT_FLOOR,
+    conclude, decide, ratios_beyond_card, Inputs, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR,
 };

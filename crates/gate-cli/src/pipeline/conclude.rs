@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::output::OutputSet;
 use crate::errors::CliError;
-use gate_contract::report::{Report, SCHEMA};
+use gate_contract::report::Report;
 use gate_report::Reserve;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
@@ -44,26 +44,21 @@ pub(crate) struct Conclusion<'a> {
 /// report.json, junit.xml and the GitHub files as one set, then the table
 /// on stdout. `None` when a signal arrived before writing began.
 pub(crate) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
-    let mut components = c.components;
-    gate_report::add_ratios(&mut components); // variants: loss and step-time ratios
-    gate_report::compare_blocks(&mut components, c.baseline, &c.testbed); // which block grew
-    let verdict =
-        gate_report::decide_acknowledged(c.spec, &components, c.baseline, &c.testbed, c.reserve, c.strict, &c.ack);
     // The token never reaches an output, whatever text carried it (#15).
-    let report = super::output::scrub(Report {
-        schema: SCHEMA,
-        gate_version: env!("CARGO_PKG_VERSION").into(),
+    let report = super::output::scrub(gate_report::conclude(gate_report::Inputs {
+        spec: c.spec,
+        spec_path: c.spec_path,
         commit: c.commit,
-        spec: c.spec_path,
-        baseline: gate_report::baseline::info(c.baseline, &c.testbed),
+        gate_version: env!("CARGO_PKG_VERSION").into(),
+        components: c.components,
+        baseline: c.baseline,
         testbed: c.testbed,
-        components,
-        ensemble: verdict.ensemble,
-        results: verdict.results,
-        summary: verdict.summary,
+        reserve: c.reserve,
+        strict: c.strict,
+        ack: c.ack,
         wall_seconds: c.wall_seconds,
         plans: c.plans,
-    });
+    }));
     let json = serde_json::to_string_pretty(&report).expect("the report serializes");
     let junit = gate_render::junit::render(&report, time::OffsetDateTime::now_utc())
         .map_err(|e| CliError::Infrastructure(Problem::new(format!("cannot render JUnit XML: {e}"))))?;

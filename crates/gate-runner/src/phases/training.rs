@@ -1,256 +1,23 @@
-//! One component's profile, in process: build, batch, forward, backward,
-//! optimizer, a steady training step, timing, inference. The training
-//! itself is the adapter's ([`Session`], [`Train`]); this file measures it: each phase's bytes
-//! come from the probe through a [`Recorder`] span, with the timeline's
-//! marks and the injected faults (`fault`) in between. A failing phase
-//! stops the profile; figures measured before it are kept.
+//! A training component's phases in order: the warm-up and the baseline,
+//! the build, the first and the steady step, the timed steps and
+//! inference. Each helper measures one or a few phases; the trainer and
+//! batch live across all of them, as the figures assume.
 
 use std::time::Instant;
 
-use crate::adapter::{Error, Session, Train, Unbuilt};
-use crate::fault;
-use crate::timing_lock::Turn;
-use gate_contract::measurement::{Failure, Measurement, Phase};
-use gate_contract::timing::{median, MIN_PAIRS, PAIR_SECONDS};
-use gate_probe::{mark, Recorder, Sampler};
+use gate_contract::measurement::{Measurement, Phase};
+use gate_contract::timing::median;
+use gate_probe::mark;
 use gate_spec::metric::Metric;
 
-pub use gate_spec::budget::Timing;
-
-/// Profiles `workload`, reporting each phase and the figures so far to
-/// `on_phase` before the phase starts (the child process forwards these, so
-/// a crash can be placed and earlier figures survive it). The throwaway
-/// warm-up runs on `warm` when given (the same workload at the batch its
-/// adapter's `Framework::warm_up_batch` chose), else on `session`.
-pub fn profile<S: Session>(
-    session: &S,
-    warm: Option<&S>,
-    timing: Timing,
-    recorder: &Recorder,
-    on_phase: &mut dyn FnMut(Phase, &Measurement),
-) -> Measurement {
-    measure(session, recorder, on_phase, true, |p| run(p, warm, timing))
-}
-
-/// A generation component's profile (`generate: { prefill, decode }`): no
-/// training. A throwaway generation first (kernels' buffers, the tables of
-/// whatever the model keeps once), then the build (`params`), the prefill
-/// (`prefill_peak`) and the decode steps, one at a time: `decode_peak`, the
-/// bytes the cache grew by per token (`kv_cache_per_token`) and how much
-/// more the second half of the steps grew it than the first
-/// (`decode_growth`: 0 for a cache that grows the same each token).
-pub fn profile_generation<S: Session>(
-    session: &S,
-    generate: gate_spec::budget::Generate,
-    recorder: &Recorder,
-    on_phase: &mut dyn FnMut(Phase, &Measurement),
-) -> Measurement {
-    measure(session, recorder, on_phase, false, |p| generation_run(p, generate))
-}
-
-/// Runs `phases` over a fresh measurement, then records where they
-/// stopped, if they did, and where the figures came from; with `timeline`,
-/// the memory timeline sampled along the way.
-fn measure<S: Session>(
-    session: &S,
-    recorder: &Recorder,
-    on_phase: &mut dyn FnMut(Phase, &Measurement),
-    timeline: bool,
-    phases: impl FnOnce(&mut Profile<S>) -> PhaseResult<()>,
-) -> Measurement {
-    let mut m = Measurement::default();
-    // Made (with all its room) before the baseline is read, so its own
-    // bytes are part of the baseline and never of a figure.
-    let mut sampler = Sampler::new();
-    let mut p = Profile {
-        session,
-        rec: recorder,
-        on_phase,
-        sampler: &mut sampler,
-        m: &mut m,
-    };
-    if let Err((phase, err)) = phases(&mut p) {
-        m.failure = Some(Failure {
-            phase,
-            kind: err.kind(),
-            reason: first_line(&err.to_string()),
-        });
-        // Each phase's span reset the peak as it began: this is the failing phase's.
-        m.failure_peak_bytes = Some(recorder.probe().peak());
-    }
-    if timeline {
-        // Also after a failure: the samples up to it show where the memory went.
-        m.timeline = sampler.finish(recorder.probe().backend());
-    }
-    // Where the figures came from, as the probe settled it (failures included).
-    m.memory_source = Some(recorder.probe().memory_source());
-    // What each block held at its exit, where its kept bytes were read at the
-    // forward's end: read now, so that their bookkeeping is in no figure.
-    m.block_exit_bytes = m
-        .blocks
-        .iter()
-        .filter_map(|b| Some((b.name.clone(), gate_probe::scope::exit_bytes(&b.name)?)))
-        .collect();
-    m
-}
-
-/// The generation phases in order (see [`profile_generation`]).
-fn generation_run<S: Session>(p: &mut Profile<S>, generate: gate_spec::budget::Generate) -> PhaseResult<()> {
-    let (prefill, decode) = (generate.prefill, generate.decode);
-    p.begin(Phase::Warmup)?;
-    let warmed = (|| -> PhaseResult<()> {
-        let w = Phase::Warmup;
-        let trainer = in_phase(w, p.session.trainer())?;
-        let infer = in_phase(w, trainer.inference_model())?;
-        let mut g = in_phase(w, trainer.generation(&infer))?;
-        in_phase(w, g.prefill(prefill))?;
-        in_phase(w, g.decode())?;
-        Ok(())
-    })();
-    if let Err((_, e)) = warmed {
-        p.m.warmup_error = Some(first_line(&e.to_string()));
-    } else {
-        p.settle_source(Phase::Warmup)?;
-    }
-    let rec = p.rec;
-    let probe = rec.probe();
-    probe.sync();
-    let base = probe.live();
-    let analytic = p.session.analytic();
-    p.m.analytic_params_bytes = analytic.param_bytes;
-    p.m.frozen_elems = analytic.frozen_elems;
-
-    p.begin(Phase::Build)?;
-    let params = p.session.params();
-    let ((trainer, settled), span, _) = rec.span(false, || {
-        let trainer = params.build();
-        let settled = if trainer.is_ok() { probe.params_built() } else { Ok(()) };
-        (trainer, settled)
-    });
-    let mut trainer = in_phase(Phase::Build, trainer)?;
-    settled.map_err(|e| (Phase::Build, source_error(e)))?;
-    p.m.param_elems = trainer.param_elems();
-    p.m.param_tensors = trainer.param_tensors();
-    record_params(p.m, &trainer, span.retained());
-
-    p.begin(Phase::Prefill)?;
-    // Only the generation model runs: the training model built with the
-    // parameters goes first, so its own tables are not counted twice.
-    trainer.drop_training_model();
-    let infer = in_phase(Phase::Prefill, trainer.inference_model())?;
-    let (made, span, blocks) = rec.span(true, || -> crate::adapter::Result<_> {
-        let mut g = trainer.generation(&infer)?;
-        g.prefill(prefill)?;
-        Ok(g)
-    });
-    let mut g = in_phase(Phase::Prefill, made)?;
-    p.m.values
-        .insert(Metric::PrefillPeak, span.peak.saturating_sub(base) as f64);
-    p.m.blocks = blocks;
-
-    p.begin(Phase::Decode)?;
-    // The cache's growth is read from the second step on: the first also
-    // replaces what the prefill made (its tensors' own bookkeeping differs
-    // from a decode step's by a few bytes).
-    let counted = decode - 1;
-    let half = counted / 2;
-    let (mut start, mut at_half, mut peak) = (0u64, 0u64, 0u64);
-    for i in 0..decode {
-        let (stepped, span, _) = rec.span(false, || g.decode());
-        in_phase(Phase::Decode, stepped)?;
-        peak = peak.max(span.peak);
-        // Read outside the span: its own bookkeeping is live inside it.
-        probe.sync();
-        let live = probe.live();
-        if i == 0 {
-            start = live;
-        }
-        if i == half {
-            at_half = live;
-        }
-    }
-    probe.sync();
-    let end = probe.live();
-    p.m.values.insert(Metric::DecodePeak, peak.saturating_sub(base) as f64);
-    let grown = end as f64 - start as f64;
-    p.m.values
-        .insert(Metric::KvCachePerToken, (grown / counted as f64).max(0.0));
-    // The second half's growth against the first's, scaled to as many steps.
-    let first = at_half as f64 - start as f64;
-    let second = end as f64 - at_half as f64;
-    let excess = second - first * (counted - half) as f64 / half as f64;
-    p.m.values.insert(Metric::DecodeGrowth, excess.max(0.0).round());
-    Ok(())
-}
-
-/// `kv_capacity_tokens`: how long each of the component's rows can grow
-/// its KV cache on a card of `capacity` bytes holding back `reserve`. The
-/// higher of the prefill and decode peaks already holds the weights, one
-/// step's working memory and the cache of the `prefill + decode` tokens
-/// generated; each token more costs `kv_cache_per_token` (the whole
-/// batch's): `prefill + decode + ⌊(capacity − reserve − peak) / per_token⌋`,
-/// at least 0. `None` where the profile has no such figures or the cache
-/// never grew (nothing to divide by).
-pub fn kv_capacity_tokens(
-    m: &Measurement,
-    generate: gate_spec::budget::Generate,
-    capacity: u64,
-    reserve: u64,
-) -> Option<f64> {
-    let per_token = *m.values.get(&Metric::KvCachePerToken)?;
-    let peak = m
-        .values
-        .get(&Metric::PrefillPeak)?
-        .max(*m.values.get(&Metric::DecodePeak)?);
-    if per_token <= 0.0 {
-        return None;
-    }
-    let free = capacity as f64 - reserve as f64 - peak;
-    let held = (generate.prefill + generate.decode) as f64;
-    Some((held + (free / per_token).floor()).max(0.0))
-}
-
-type PhaseResult<T> = Result<T, (Phase, Error)>;
-
-/// Tags a failure with the phase it happened in.
-fn in_phase<T>(phase: Phase, r: crate::adapter::Result<T>) -> PhaseResult<T> {
-    r.map_err(|e| (phase, e))
-}
-
-/// A loss that must be a finite number.
-fn finite_loss(phase: Phase, loss: crate::adapter::Result<f64>) -> PhaseResult<f64> {
-    let v = fault::loss(in_phase(phase, loss)?); // an injected `nan`/`inf` (tests only)
-    if !v.is_finite() {
-        return Err((phase, Error::msg(format!("the loss is {v}, not a finite number"))));
-    }
-    Ok(v)
-}
-
-/// One whole training step, its loss checked before backward; the marks
-/// place its parts on the timeline (no-ops unless the step is sampled).
-fn train_step<T: Train>(trainer: &mut T, batch: &T::Batch, phase: Phase) -> PhaseResult<f64> {
-    let fwd = in_phase(phase, trainer.forward(batch))?;
-    let value = finite_loss(phase, trainer.loss_value(&fwd))?;
-    mark("backward");
-    let grads = in_phase(phase, trainer.gradients(fwd, batch))?;
-    mark("optimizer");
-    in_phase(phase, trainer.update(&grads))?;
-    Ok(value)
-}
-
-/// What every phase uses: the component, the recorder, and where the
-/// figures go.
-struct Profile<'a, S: Session> {
-    session: &'a S,
-    rec: &'a Recorder,
-    on_phase: &'a mut dyn FnMut(Phase, &Measurement),
-    sampler: &'a mut Sampler,
-    m: &'a mut Measurement,
-}
+use super::{finite_loss, first_line, in_phase, profile_steps, source_error, train_step, PhaseResult, Profile, Timing};
+use crate::adapter::{Session, Train, Unbuilt};
+use crate::fault;
+use crate::timing_lock::Turn;
 
 /// The phases in order. Each helper measures one or a few phases; the
 /// trainer and batch live here, across all of them, as the figures assume.
-fn run<S: Session>(p: &mut Profile<S>, warm: Option<&S>, timing: Timing) -> PhaseResult<()> {
+pub(super) fn run<S: Session>(p: &mut Profile<S>, warm: Option<&S>, timing: Timing) -> PhaseResult<()> {
     let base = p.warm_up(warm)?;
     let (mut trainer, batch) = p.build()?;
     let first_peak = p.first_step(&mut trainer, &batch)?;
@@ -261,7 +28,7 @@ fn run<S: Session>(p: &mut Profile<S>, warm: Option<&S>, timing: Timing) -> Phas
 
 impl<'a, S: Session> Profile<'a, S> {
     /// Announces `phase` with the figures so far and applies any injected fault (see `fault`).
-    fn begin(&mut self, phase: Phase) -> PhaseResult<()> {
+    pub(super) fn begin(&mut self, phase: Phase) -> PhaseResult<()> {
         (self.on_phase)(phase, self.m);
         in_phase(phase, fault::inject(phase))
     }
@@ -301,7 +68,7 @@ impl<'a, S: Session> Profile<'a, S> {
     /// Tells the probe the parameters are built (see
     /// [`MemoryProbe::params_built`](gate_probe::MemoryProbe::params_built));
     /// the source it settles on is recorded when the profile ends.
-    fn settle_source(&mut self, phase: Phase) -> PhaseResult<()> {
+    pub(super) fn settle_source(&mut self, phase: Phase) -> PhaseResult<()> {
         self.rec.probe().params_built().map_err(|e| (phase, source_error(e)))
     }
 
@@ -541,7 +308,7 @@ fn record_time(m: &mut Measurement, extra_warmup: usize, i: usize, ms: f64) {
 
 /// `params`: the record's tensor bytes where the adapter counts them (the
 /// live bytes the build left kept beside them), else those live bytes.
-fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained: i64) {
+pub(super) fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained: i64) {
     let live = retained.max(0) as u64;
     let params = match trainer.param_bytes() {
         Some(bytes) => {
@@ -556,14 +323,6 @@ fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained: i64) {
 /// Inference calls after the first whose growth is measured.
 const INFERENCE_GROWTH_CALLS: usize = 2;
 
-/// A probe that cannot measure where the model's bytes are, as the phase's error.
-fn source_error(e: gate_probe::BackendError) -> Error {
-    match e.hint() {
-        Some(h) => Error::msg(format!("{} (hint: {h})", e.message)),
-        None => Error::msg(e.message),
-    }
-}
-
 /// A throwaway training step and inference call (see [`Profile::warm_up`]).
 fn throwaway_run<S: Session>(session: &S) -> PhaseResult<()> {
     let w = Phase::Warmup;
@@ -573,149 +332,6 @@ fn throwaway_run<S: Session>(session: &S) -> PhaseResult<()> {
     let infer = in_phase(w, trainer.inference_model())?;
     drop(in_phase(w, trainer.predict(&infer, &batch))?);
     Ok(())
-}
-
-/// One workload set up to train, with its batch, for the `ratio` phase.
-struct Paired<T: Train> {
-    trainer: T,
-    batch: T::Batch,
-    /// Training steps taken so far.
-    steps: usize,
-}
-
-impl<T: Train> Paired<T> {
-    fn new<'s, S: Session<Trainer<'s> = T>>(session: &'s S) -> PhaseResult<Self> {
-        let trainer = in_phase(Phase::Ratio, session.trainer())?;
-        let batch = in_phase(Phase::Ratio, trainer.batch())?;
-        Ok(Paired {
-            trainer,
-            batch,
-            steps: 0,
-        })
-    }
-
-    /// One training step, its wall time in ms (after `sync`, which waits for the device).
-    fn step(&mut self, sync: &dyn Fn()) -> PhaseResult<f64> {
-        let t = Instant::now();
-        train_step(&mut self.trainer, &self.batch, Phase::Ratio)?;
-        sync();
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        in_phase(Phase::Ratio, self.trainer.after_step())?;
-        self.steps += 1;
-        Ok(ms)
-    }
-
-    /// The loss without dropout once exactly `target` steps are taken (the
-    /// profile's final loss is taken after as many), into `slot`.
-    fn loss_at(&self, target: Option<usize>, slot: &mut Option<f64>) -> PhaseResult<()> {
-        if slot.is_none() && target == Some(self.steps) {
-            *slot = Some(finite_loss(Phase::Ratio, self.trainer.eval_loss(&self.batch))?);
-        }
-        Ok(())
-    }
-}
-
-/// The training steps a profile takes before its final loss: the first
-/// step, the steady step, then the rest of `timing`'s warm-up and timed
-/// steps (see `Profile::timed_steps`).
-pub fn profile_steps(timing: Timing) -> usize {
-    2 + (timing.warmup.saturating_sub(1) + timing.steps).saturating_sub(1)
-}
-
-/// What the `ratio` phase is asked to measure.
-#[derive(Debug, Clone, Copy)]
-pub struct RatioPlan {
-    /// Untimed steps of each before the pairs (at least one).
-    pub warmup: usize,
-    /// Interleaved pairs to time (0: none).
-    pub pairs: usize,
-    /// The variant's and the reference's timing, when their losses after
-    /// their profiles' steps are asked for too (see [`profile_steps`]).
-    pub losses: Option<(Timing, Timing)>,
-}
-
-/// What the `ratio` phase measured.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RatioRun {
-    /// Variant ms over reference ms, one per interleaved pair.
-    pub step_time_ratios: Vec<f64>,
-    /// The variant's and the reference's loss, when asked for.
-    pub losses: Option<(f64, f64)>,
-}
-
-/// Times `variant` against `reference` in this one process: each is built
-/// and trained `plan.warmup` steps (at least one), then their steps
-/// alternate for up to `plan.pairs` pairs, and each pair gives one ratio,
-/// variant ms over reference ms. Whatever drifts over the run (clocks, heat,
-/// other load on the machine) moves both steps of a pair alike and cancels
-/// in its ratio; which of the two goes first alternates (AB, BA, AB, ...)
-/// so that going second (warm caches, a busy allocator) favours neither.
-/// With `plan.losses`, each side's loss is also taken once it has trained
-/// as many steps as its profile does (between pairs, never inside a timed
-/// step; stepping on, untimed, if the pairs stop short). No bytes are
-/// measured here: the byte profiles ran before, each in its own process.
-/// `Err` is the failing step's message.
-pub fn ratio_run<A: Session, B: Session>(
-    variant: &A,
-    reference: &B,
-    plan: RatioPlan,
-    sync: &dyn Fn(),
-) -> Result<RatioRun, String> {
-    let run = || -> PhaseResult<RatioRun> {
-        let mut a = Paired::new(variant)?;
-        let mut b = Paired::new(reference)?;
-        let (ta, tb) = match plan.losses {
-            Some((va, rb)) => (Some(profile_steps(va)), Some(profile_steps(rb))),
-            None => (None, None),
-        };
-        let (mut la, mut lb) = (None, None);
-        for _ in 0..plan.warmup.max(1) {
-            a.step(sync)?;
-            b.step(sync)?;
-            a.loss_at(ta, &mut la)?;
-            b.loss_at(tb, &mut lb)?;
-        }
-        let mut ratios = Vec::with_capacity(plan.pairs);
-        if plan.pairs > 0 {
-            let turn = crate::timing_lock::acquire();
-            let started = Instant::now();
-            for i in 0..plan.pairs {
-                if i >= MIN_PAIRS && started.elapsed().as_secs_f64() > PAIR_SECONDS {
-                    break;
-                }
-                let (va, vb) = if i % 2 == 0 {
-                    let va = a.step(sync)?;
-                    (va, b.step(sync)?)
-                } else {
-                    let vb = b.step(sync)?;
-                    (a.step(sync)?, vb)
-                };
-                ratios.push(va / vb);
-                a.loss_at(ta, &mut la)?;
-                b.loss_at(tb, &mut lb)?;
-            }
-            drop(turn);
-        }
-        // The pairs may stop before a side reached its profile's step count.
-        while ta.is_some_and(|t| a.steps < t) {
-            a.step(sync)?;
-            a.loss_at(ta, &mut la)?;
-        }
-        while tb.is_some_and(|t| b.steps < t) {
-            b.step(sync)?;
-            b.loss_at(tb, &mut lb)?;
-        }
-        Ok(RatioRun {
-            step_time_ratios: ratios,
-            losses: la.zip(lb),
-        })
-    };
-    run().map_err(|(_, e)| first_line(&e.to_string()))
-}
-
-/// The error's first line: candle appends a backtrace when one was captured.
-fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or("").trim().to_string()
 }
 
 #[cfg(test)]
@@ -728,8 +344,10 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
 
+    use super::super::profile;
     use super::*;
-    use crate::adapter::{Analytic, Result};
+    use crate::adapter::{Analytic, Error, Result};
+    use gate_probe::Recorder;
     use gate_probe::{BackendError, MemoryProbe, MemorySource};
 
     const PARAMS: u64 = 4096;
@@ -1094,22 +712,5 @@ mod tests {
         // Parameters, the batch, the inference model's table and one
         // prediction: the training model's table and cache are gone.
         assert_eq!(m.values[&Metric::InferencePeak], (PARAMS + 64 + TABLE + 32) as f64);
-    }
-
-    #[test]
-    fn kv_capacity_is_the_tokens_held_and_those_the_free_bytes_take() {
-        let mut m = Measurement::default();
-        let generate = gate_spec::budget::Generate { prefill: 8, decode: 4 };
-        assert_eq!(kv_capacity_tokens(&m, generate, 1 << 20, 0), None);
-        m.values.insert(Metric::PrefillPeak, 10_000.0);
-        m.values.insert(Metric::DecodePeak, 12_000.0);
-        m.values.insert(Metric::KvCachePerToken, 1_024.0);
-        // 100,000 − 20,000 − 12,000 = 68,000 B free: 66 tokens more (66.4).
-        assert_eq!(kv_capacity_tokens(&m, generate, 100_000, 20_000), Some(12.0 + 66.0));
-        // Already past the card: fewer tokens than were generated, never below 0.
-        assert_eq!(kv_capacity_tokens(&m, generate, 30_000, 20_000), Some(12.0 - 2.0));
-        assert_eq!(kv_capacity_tokens(&m, generate, 10_000, 20_000), Some(0.0));
-        m.values.insert(Metric::KvCachePerToken, 0.0);
-        assert_eq!(kv_capacity_tokens(&m, generate, 100_000, 20_000), None);
     }
 }
