@@ -597,11 +597,17 @@ fn untrained_text(name: &str, c: &gate_contract::measurement::GradientCoverage) 
         .likely_cause
         .as_deref()
         .unwrap_or("an op without a backward on their path");
+    // The adapter names its own way to declare a frozen parameter; a
+    // report written before it did names none.
+    let declare = c
+        .declare_frozen
+        .as_deref()
+        .map_or_else(|| "in its workload".to_string(), |how| format!("with {how}"));
     format!(
         "{name}: {}{} of {} parameter tensors ({} of {}) got no gradient ({names}), so its training figures \
          measure a step that trains only the rest. Likely cause: {no_backward}, a `detach`, or parameters \
          the loss never reaches; hint: docs/sdk.md §8 says what to do, and a parameter frozen on purpose is \
-         declared with `Workload::frozen_parameters`",
+         declared {declare}",
         UNTRAINED_LEAD,
         c.without_gradient,
         c.tensors,
@@ -1357,6 +1363,8 @@ ensemble:
             missing: (0..8).map(|i| format!("layers.{i}.w")).collect(),
             frozen: 0,
             likely_cause: Some("the framework's own words".into()),
+            declare_frozen: Some("`Framework::freeze`".into()),
+            ..Default::default()
         });
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
         assert_eq!(v.summary.status, RunStatus::Pass, "a warning, not a failure");
@@ -1377,6 +1385,14 @@ ensemble:
         assert!(
             w[0].text
                 .contains("Likely cause: the framework's own words, a `detach`"),
+            "{}",
+            w[0].text
+        );
+        // The hint names the adapter's own way to declare a frozen
+        // parameter, not one framework's for every framework.
+        assert!(
+            w[0].text
+                .ends_with("a parameter frozen on purpose is declared with `Framework::freeze`"),
             "{}",
             w[0].text
         );

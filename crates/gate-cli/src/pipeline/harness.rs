@@ -173,7 +173,7 @@ pub(crate) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
         Some(h) => {
             let (built, resolved_candle, build_lock) = match &opts.harness_bin {
                 Some(bin) => (prebuilt(bin)?, None, None),
-                None => build(&manifest(&spec, h, opts)?, h, backend)?,
+                None => build(&spec, &manifest(&spec, h, opts)?, h, backend)?,
             };
             let (exe, copy) = private_copy(&built)?;
             // Copied: another build may now write the shared path.
@@ -252,12 +252,30 @@ fn own_exe() -> Result<PathBuf, CliError> {
 /// The spec at `path` checked without building or running anything: the
 /// file, and the harness's fields when it names a harness. `true` when it
 /// does: its workloads' configs are then unchecked (only the built harness
-/// knows their kinds).
-pub(crate) fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
+/// knows their kinds). Where the spec asks for a backend or a dtype beyond
+/// the defaults, what the harness's adapter says it runs is read from
+/// `cargo metadata` (offline; it builds nothing), and refused there.
+pub(crate) fn load_unbuilt(
+    path: &Path,
+    app: &App,
+    backend: Option<Backend>,
+    opts: &HarnessArgs,
+) -> Result<(Spec, bool), CliError> {
     let spec = parse(path, app)?;
     refuse_unused_harness_bin(&spec, opts)?;
     if let Some(h) = &spec.harness {
-        manifest(&spec, h, opts)?;
+        let manifest = manifest(&spec, h, opts)?;
+        let beyond_defaults =
+            backend == Some(Backend::Cuda) || spec.components.iter().any(|c| c.dtype != gate_spec::dtype::DType::F32);
+        if beyond_defaults {
+            // Quiet where cargo cannot answer offline: `--build` and
+            // `check` read it again before they build.
+            if let Ok(Ok(stdout)) = cargo_metadata(&manifest, &["--offline"], false) {
+                if let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) {
+                    super::adapters::refuse(&spec, backend, &super::adapters::limits(&metadata, &h.package))?;
+                }
+            }
+        }
         return Ok((spec, true));
     }
     gate_spec::budget::check_workloads(&spec, builtins(&spec, app)?)?;
@@ -606,11 +624,14 @@ fn repository_root(dir: &Path) -> PathBuf {
 /// build folder's harness lock (see [`lock_harness_builds`]), to be held
 /// until the binary is copied.
 fn build(
+    spec: &Spec,
     manifest: &Path,
     h: &HarnessSpec,
     backend: Option<Backend>,
 ) -> Result<(PathBuf, Option<String>, Option<std::fs::File>), CliError> {
-    let (candle, target_dir) = check_candle(manifest, h)?;
+    let (candle, target_dir, limits) = check_candle(manifest, h)?;
+    // What the adapter cannot run is refused before cargo builds anything.
+    super::adapters::refuse(spec, backend, &limits)?;
     let lock = target_dir.as_deref().and_then(lock_harness_builds);
     let mut features = h.features.clone();
     if backend == Some(Backend::Cuda) && !features.iter().any(|f| f == "cuda") {
@@ -716,17 +737,22 @@ fn lock_harness_builds(target_dir: &Path) -> Option<std::fs::File> {
 /// that follows reports that itself. Else gives the candle-core gate's SDK
 /// resolved to, exactly (a git revision's commit included), which the
 /// harness itself knows only by its minor.
-fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Option<PathBuf>), CliError> {
+#[allow(clippy::type_complexity)]
+fn check_candle(
+    manifest: &Path,
+    h: &HarnessSpec,
+) -> Result<(Option<String>, Option<PathBuf>, Vec<super::adapters::Limits>), CliError> {
     let Ok(stdout) = cargo_metadata(manifest, &[], true)? else {
-        return Ok((None, None));
+        return Ok((None, None, Vec::new()));
     };
     let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
-        return Ok((None, None));
+        return Ok((None, None, Vec::new()));
     };
     let target_dir = metadata["target_directory"].as_str().map(PathBuf::from);
+    let limits = super::adapters::limits(&metadata, &h.package);
     match super::minors::mismatch(&metadata) {
         Some(m) => Err(CliError::Usage(Problem::new(m.message(&h.package)).with_hint(m.hint()))),
-        None => Ok((super::minors::gates_candle(&metadata), target_dir)),
+        None => Ok((super::minors::gates_candle(&metadata), target_dir, limits)),
     }
 }
 
