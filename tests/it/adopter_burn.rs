@@ -297,6 +297,21 @@ fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_e
         return;
     }
     let t = fixture("burn-0-22");
+    // A first run is the baseline: `--strict` fails on having none.
+    let base = t.path().join("bn-base");
+    let r = common::gate_for_adopter(
+        t.path(),
+        &[
+            "check",
+            "--only",
+            "bn_cnn",
+            "--baseline",
+            "none",
+            "--out",
+            base.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
     let out = t.path().join("strict");
     let r = common::gate_for_adopter(
         t.path(),
@@ -306,7 +321,7 @@ fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_e
             "bn_cnn",
             "--strict",
             "--baseline",
-            "none",
+            base.join("report.json").to_str().unwrap(),
             "--out",
             out.to_str().unwrap(),
         ],
