@@ -426,3 +426,41 @@ fn what_burn_cannot_run_is_refused_before_anything_is_built() {
     );
     assert!(stderr.contains("hint: remove `dtype:` from `classifier`"), "{stderr}");
 }
+
+/// A `frozen_modules` entry that names nothing of the built model fails
+/// the component's build, naming the entry and the tensors there are
+/// (a typo would otherwise train what the team meant to freeze).
+#[test]
+fn a_frozen_module_the_model_does_not_have_fails_the_build_with_the_tensors_there_are() {
+    if !ready("a_frozen_module_the_model_does_not_have_fails_the_build_with_the_tensors_there_are") {
+        return;
+    }
+    let t = fixture("burn-0-22");
+    let lib = t.path().join("src/lib.rs");
+    let code = std::fs::read_to_string(&lib).unwrap();
+    let typo = code.replace(r#"vec!["stem".into()]"#, r#"vec!["stems".into()]"#);
+    assert_ne!(code, typo, "the fixture freezes `stem`");
+    std::fs::write(&lib, typo).unwrap();
+    let out = t.path().join("typo");
+    let r = common::gate_for_adopter(
+        t.path(),
+        &[
+            "check",
+            "--only",
+            "bn_cnn",
+            "--baseline",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    // Restored for the next run of this copy.
+    std::fs::write(&lib, code).unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
+    let rep = report(&out);
+    let error = rep["components"]["bn_cnn"]["error"].to_string();
+    assert!(
+        error.contains("frozen_modules names a module that the built model does not have: stems; its tensors are: stem.weight, stem.bias, stem_norm.gamma"),
+        "{error}"
+    );
+}
