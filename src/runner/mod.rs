@@ -160,6 +160,8 @@ mod coverage_tests {
         assert_eq!((c.without_gradient, c.without_gradient_bytes), (3, 24 * 4));
         assert_eq!(c.missing, ["w1.weight", "w1.bias", "norm.alpha"]);
         assert_eq!(c.frozen, 0);
+        // The warning's hint names candle's own way to declare a frozen parameter.
+        assert_eq!(c.declare_frozen.as_deref(), Some("`Workload::frozen_parameters`"));
         // `gradients` is the gradient store: w2's weight and bias, in f32.
         assert_eq!(m.values[&gate_spec::metric::Metric::Gradients], 5.0 * 4.0);
     }

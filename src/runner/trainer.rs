@@ -179,6 +179,7 @@ impl<'w> Train for Trainer<'w> {
         // bytes, counted with the optimizer's (and subtracted there).
         if !c.is_complete() {
             c.likely_cause = Some(NO_BACKWARD.into());
+            c.declare_frozen = Some("`Workload::frozen_parameters`".into());
         }
         Some(c)
     }

@@ -158,10 +158,11 @@ fn a_burn_crate_is_gated_with_exact_params_and_blocks_that_add_up() {
         (elems * 4) as f64,
         "one f32 gradient a parameter"
     );
-    let optimizer = metric(c, "optimizer");
-    assert!(
-        optimizer >= (2 * elems * 4) as f64,
-        "AdamW keeps two moments: {optimizer}"
+    // The state's own tensors, as burn records them: two f32 moments a parameter.
+    assert_eq!(
+        metric(c, "optimizer"),
+        (2 * elems * 4) as f64,
+        "AdamW keeps two moments"
     );
     assert_eq!(metric(c, "growth"), 0.0, "{}", c["metrics"]);
     assert!(metric(c, "training_peak") > metric(c, "activations"));
@@ -268,4 +269,198 @@ fn closed_form_wider() -> u64 {
     let (i, ch, k, n) = (3u64, 16u64, 3u64, 10u64);
     let conv = |a: u64, b: u64| a * b * k * k + b;
     conv(i, ch) + conv(ch, 3 * ch) + 3 * ch * n + n
+}
+
+/// `bn_classifier`'s closed form, written out again from the fixture's
+/// src/lib.rs: (trained, frozen, running statistics) elements. A frozen
+/// stem conv(in→stem) with its BatchNorm trained (γ, β), a trained
+/// conv(stem→width) and BatchNorm, a linear head; each BatchNorm keeps a
+/// running mean and variance a channel.
+fn bn_closed_form(in_channels: u64, stem: u64, width: u64, kernel: u64, classes: u64) -> (u64, u64, u64) {
+    let conv = |i: u64, o: u64| i * o * kernel * kernel + o;
+    (
+        2 * stem + conv(stem, width) + 2 * width + width * classes + classes,
+        conv(in_channels, stem),
+        2 * stem + 2 * width,
+    )
+}
+
+/// A BatchNorm CNN whose stem the team froze on purpose, declared with
+/// `BurnWorkload::frozen_modules` (issue #50): BatchNorm's running
+/// statistics are buffers and the stem is frozen, so nothing is warned and
+/// `--strict` passes; the stem keeps no gradient and no optimizer state;
+/// AMSGrad's state is three tensors a trained parameter, Adam's two,
+/// SGD's none, to the byte.
+#[test]
+fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_exact() {
+    if !ready("a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_exact") {
+        return;
+    }
+    let t = fixture("burn-0-22");
+    // A first run is the baseline: `--strict` fails on having none.
+    let base = t.path().join("bn-base");
+    let r = common::gate_for_adopter(
+        t.path(),
+        &[
+            "check",
+            "--only",
+            "bn_cnn",
+            "--baseline",
+            "none",
+            "--out",
+            base.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
+    let out = t.path().join("strict");
+    let r = common::gate_for_adopter(
+        t.path(),
+        &[
+            "check",
+            "--only",
+            "bn_cnn",
+            "--strict",
+            "--baseline",
+            base.join("report.json").to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stderr = text(&r.stderr);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {}",
+        text(&r.stdout)
+    );
+    let rep = report(&out);
+    let warnings = rep["warnings"].to_string();
+    assert!(!warnings.contains("does not train"), "{warnings}");
+    assert!(!warnings.contains("disagree"), "{warnings}");
+
+    let (trained, frozen, running) = bn_closed_form(3, 8, 16, 3, 10);
+    assert_eq!((trained, frozen, running), (1_386, 224, 48));
+    for (name, moments) in [("bn_cnn", 3), ("bn_cnn@adam", 2), ("bn_cnn@sgd", 0)] {
+        let c = &rep["components"][name];
+        assert!(c["error"].is_null(), "{name}: {c}");
+        // params: the record, running statistics and the frozen stem included.
+        let elems = trained + frozen + running;
+        assert_eq!(c["param_count"].as_u64(), Some(elems), "{name}: {c}");
+        assert_eq!(metric(c, "params"), (elems * 4) as f64, "{name}");
+        // The frozen stem keeps no gradient; the running statistics have none.
+        assert_eq!(metric(c, "gradients"), (trained * 4) as f64, "{name}");
+        assert_eq!(
+            metric(c, "optimizer"),
+            (moments * trained * 4) as f64,
+            "{name}: {moments} f32 tensors a trained parameter"
+        );
+        let coverage = &c["gradient_coverage"];
+        assert_eq!(coverage["without_gradient"], 0, "{name}: {coverage}");
+        // stem_norm's γ and β, conv's weight and bias, norm's γ and β, head's weight and bias.
+        assert_eq!(coverage["tensors"], 8, "{name}: {coverage}");
+        assert_eq!(coverage["bytes"], trained * 4, "{name}: {coverage}");
+        assert_eq!(coverage["frozen"], 2, "{name}: the stem's weight and bias");
+        assert_eq!(
+            coverage["buffers"], 4,
+            "{name}: two BatchNorms' running mean and variance"
+        );
+    }
+}
+
+/// `--backend cuda` on a burn spec is refused before cargo builds anything
+/// (gate-burn's Cargo.toml says it runs on the CPU only), by `check` and by
+/// `validate`; a `dtype:` burn does not build is refused by `validate`,
+/// at the component's line (issue #50).
+#[test]
+fn what_burn_cannot_run_is_refused_before_anything_is_built() {
+    if !ready("what_burn_cannot_run_is_refused_before_anything_is_built") {
+        return;
+    }
+    let t = fixture("burn-0-22");
+    let out = t.path().join("cuda");
+    let r = common::gate_for_adopter(
+        t.path(),
+        &[
+            "check",
+            "--backend",
+            "cuda",
+            "--baseline",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stderr = text(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("building the harness"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: --backend cuda: the harness's framework adapter `gate-burn` runs on cpu only (its Cargo.toml's \
+             `[package.metadata.gate] backends`), so nothing was built"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: run with `--backend cpu`"), "{stderr}");
+    let r = common::gate_for_adopter(t.path(), &["validate", "--backend", "cuda"]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r.stderr));
+    assert!(text(&r.stderr).contains("runs on cpu only"), "{}", text(&r.stderr));
+
+    // The same spec with `dtype: bf16` on its classifier.
+    let spec = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
+    let bf16 = spec.replace(
+        "    workload: conv_classifier\n",
+        "    workload: conv_classifier\n    dtype: bf16\n",
+    );
+    assert_ne!(spec, bf16);
+    std::fs::write(t.path().join("bf16.yaml"), bf16).unwrap();
+    let r = common::gate_for_adopter(t.path(), &["validate", "--budgets", "bf16.yaml"]);
+    let stderr = text(&r.stderr);
+    std::fs::remove_file(t.path().join("bf16.yaml")).unwrap();
+    assert_eq!(r.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "bf16.yaml:13: component `classifier` asks for `dtype: bf16`, and the harness's framework adapter \
+             `gate-burn` builds models in f32 only"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("hint: remove `dtype:` from `classifier`"), "{stderr}");
+}
+
+/// A `frozen_modules` entry that names nothing of the built model fails
+/// the component's build, naming the entry and the tensors there are
+/// (a typo would otherwise train what the team meant to freeze).
+#[test]
+fn a_frozen_module_the_model_does_not_have_fails_the_build_with_the_tensors_there_are() {
+    if !ready("a_frozen_module_the_model_does_not_have_fails_the_build_with_the_tensors_there_are") {
+        return;
+    }
+    let t = fixture("burn-0-22");
+    let lib = t.path().join("src/lib.rs");
+    let code = std::fs::read_to_string(&lib).unwrap();
+    let typo = code.replace(r#"vec!["stem".into()]"#, r#"vec!["stems".into()]"#);
+    assert_ne!(code, typo, "the fixture freezes `stem`");
+    std::fs::write(&lib, typo).unwrap();
+    let out = t.path().join("typo");
+    let r = common::gate_for_adopter(
+        t.path(),
+        &[
+            "check",
+            "--only",
+            "bn_cnn",
+            "--baseline",
+            "none",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    // Restored for the next run of this copy.
+    std::fs::write(&lib, code).unwrap();
+    assert_eq!(r.status.code(), Some(1), "{}", text(&r.stderr));
+    let rep = report(&out);
+    let error = rep["components"]["bn_cnn"]["error"].to_string();
+    assert!(
+        error.contains("frozen_modules names a module that the built model does not have: stems; its tensors are: stem.weight, stem.bias, stem_norm.gamma"),
+        "{error}"
+    );
 }

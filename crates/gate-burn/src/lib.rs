@@ -109,6 +109,23 @@ pub trait BurnWorkload: fmt::Debug + Send + Sync + Sized + 'static {
     fn learning_rate(&self) -> f64 {
         1e-3
     }
+    /// Modules kept frozen on purpose (a pretrained backbone, a fixed
+    /// embedding): each entry a module's path as burn's `ModuleVisitor`
+    /// names it, fields joined by `.` (`backbone`, `blocks.0.attention`),
+    /// or one parameter's (`head.weight`). gate sets them `no_grad` once the
+    /// model is built, so burn keeps no gradient and the optimizer makes no
+    /// state for them, and a step that leaves them without a gradient is
+    /// not flagged: they are counted as frozen beside `params`. An entry
+    /// that names nothing of the built model fails the build, with the
+    /// paths there are. The default: none.
+    ///
+    /// Running statistics (BatchNorm's `running_mean` and `running_var`,
+    /// burn's `RunningState`) and parameters the model already set
+    /// `no_grad` are never trained by burn's optimizers: they are counted
+    /// as buffers without being named here.
+    fn frozen_modules(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A harness binary's workloads: [`main!`] builds one; by hand,

@@ -9,7 +9,7 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Gradients, Tensor};
 use gate_runner::adapter::{self, Analytic, Session, Train, Unbuilt};
@@ -24,9 +24,18 @@ pub trait DynBurn: std::fmt::Debug + Send + Sync {
     fn describe(&self) -> serde_json::Value;
     /// The closed-form parameter elements.
     fn param_elems(&self) -> u64;
+    /// The modules the workload declares frozen ([`BurnWorkload::frozen_modules`]).
+    fn frozen_modules(&self) -> Vec<String>;
     /// A trainer: the model built on `device` (an autodiff device), the
-    /// batch made on `plain`.
-    fn trainer<'w>(&'w self, device: &Device, plain: &Device, ctx: RunCtx) -> Box<dyn DynTrainer + 'w>;
+    /// modules `frozen` names set `no_grad`, the batch made on `plain`.
+    /// An entry of `frozen` that names nothing of the model is an error.
+    fn trainer<'w>(
+        &'w self,
+        device: &Device,
+        plain: &Device,
+        ctx: RunCtx,
+        frozen: Vec<String>,
+    ) -> Result<Box<dyn DynTrainer + 'w>, String>;
 }
 
 /// Reads `node` as a `W` workload (the registry's reader).
@@ -44,6 +53,12 @@ impl Resolvable for dyn DynBurn {
     fn config(&self) -> serde_json::Value {
         self.describe()
     }
+
+    // burn builds in its default float, f32: another `dtype:` is refused
+    // when the spec is resolved, not at run time.
+    fn dtypes(&self) -> Option<&'static [gate_spec::dtype::DType]> {
+        Some(&[gate_spec::dtype::DType::F32])
+    }
 }
 
 impl<W: BurnWorkload> DynBurn for Workload<W> {
@@ -55,22 +70,121 @@ impl<W: BurnWorkload> DynBurn for Workload<W> {
         self.0.param_count().elems
     }
 
-    fn trainer<'w>(&'w self, device: &Device, plain: &Device, ctx: RunCtx) -> Box<dyn DynTrainer + 'w> {
-        let model = self.0.build(device);
+    fn frozen_modules(&self) -> Vec<String> {
+        self.0.frozen_modules()
+    }
+
+    fn trainer<'w>(
+        &'w self,
+        device: &Device,
+        plain: &Device,
+        ctx: RunCtx,
+        frozen: Vec<String>,
+    ) -> Result<Box<dyn DynTrainer + 'w>, String> {
+        let model = freeze(self.0.build(device), &frozen)?;
         // burn makes parameters lazily: each is made here, in the build,
         // not by whichever phase first reads it.
         let record = Record::of(&model);
-        Box::new(Trainer {
+        Ok(Box::new(Trainer {
             workload: &self.0,
             plain: plain.clone(),
             ctx,
             model: Some(model),
             record,
+            frozen,
             optimizer: None,
             batch: RefCell::new(None),
             leaked: RefCell::new(Vec::new()),
-        })
+        }))
     }
+}
+
+/// Whether the tensor at `path` lies in a module `frozen` names (or is the
+/// parameter it names).
+fn is_frozen(frozen: &[String], path: &str) -> bool {
+    frozen.iter().any(|f| under(f, path))
+}
+
+/// Whether `path` is `module` itself or lies inside it.
+fn under(module: &str, path: &str) -> bool {
+    path.strip_prefix(module)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+}
+
+/// The paths of a model's float tensors, as burn's visitor names them.
+fn paths<M: Module>(model: &M) -> Vec<String> {
+    struct Paths {
+        path: Vec<String>,
+        all: Vec<String>,
+    }
+    impl ModuleVisitor for Paths {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn visit_float<const D: usize>(&mut self, _param: &Param<Tensor<D>>) {
+            self.all.push(self.path.join("."));
+        }
+    }
+    let mut p = Paths {
+        path: Vec::new(),
+        all: Vec::new(),
+    };
+    model.visit(&mut p);
+    p.all
+}
+
+/// `model` with the parameters in the modules `frozen` names set
+/// `no_grad`: burn's autodiff keeps no gradient for them and its
+/// optimizers make no state. An entry that names no tensor of the model
+/// is refused, with the paths there are.
+fn freeze<M: Module>(model: M, frozen: &[String]) -> Result<M, String> {
+    if frozen.is_empty() {
+        return Ok(model);
+    }
+    let all = paths(&model);
+    let unknown: Vec<&str> = frozen
+        .iter()
+        .filter(|f| !all.iter().any(|p| under(f, p)))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        const SHOWN: usize = 12;
+        let mut shown = all.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        if all.len() > SHOWN {
+            shown.push_str(&format!(" and {} more", all.len() - SHOWN));
+        }
+        return Err(format!(
+            "frozen_modules names {} that the built model does not have: {}; its tensors are: {shown}",
+            if unknown.len() == 1 { "a module" } else { "modules" },
+            unknown.join(", ")
+        ));
+    }
+    struct Freeze<'f> {
+        frozen: &'f [String],
+        path: Vec<String>,
+    }
+    impl ModuleMapper for Freeze<'_> {
+        fn enter_module(&mut self, name: &str, _container_type: &str) {
+            self.path.push(name.to_string());
+        }
+        fn exit_module(&mut self, _name: &str, _container_type: &str) {
+            self.path.pop();
+        }
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            if is_frozen(self.frozen, &self.path.join(".")) {
+                param.set_require_grad(false)
+            } else {
+                param
+            }
+        }
+    }
+    Ok(model.map(&mut Freeze {
+        frozen,
+        path: Vec::new(),
+    }))
 }
 
 /// What the record of a built model holds: its parameter tensors.
@@ -115,6 +229,8 @@ pub trait DynTrainer {
     fn gradients_params(&self, grads: Gradients) -> GradientsParams;
     /// Which parameters have a gradient in `grads`, and the gradient tensors' bytes.
     fn gradient_stats(&self, grads: &GradientsParams) -> (gate_contract::measurement::GradientCoverage, u64);
+    /// The bytes of the optimizer's state tensors (`None` before the first step).
+    fn optimizer_bytes(&self) -> Option<u64>;
     /// One optimizer step (the first makes the optimizer).
     fn step(&mut self, grads: GradientsParams) -> adapter::Result<()>;
     /// Frees the optimizer and its state.
@@ -134,6 +250,8 @@ struct Trainer<'w, W: BurnWorkload> {
     /// `None` only while a step moves it through the optimizer.
     model: Option<W::Model>,
     record: Record,
+    /// The modules declared frozen (set `no_grad` at the build).
+    frozen: Vec<String>,
     optimizer: Option<ModuleOptimizer>,
     batch: RefCell<Option<W::Batch>>,
     leaked: RefCell<Vec<W::Batch>>,
@@ -216,6 +334,7 @@ impl<W: BurnWorkload> DynTrainer for Trainer<'_, W> {
     fn gradient_stats(&self, grads: &GradientsParams) -> (gate_contract::measurement::GradientCoverage, u64) {
         struct Stats<'g> {
             grads: &'g GradientsParams,
+            frozen: &'g [String],
             c: gate_contract::measurement::GradientCoverage,
             with_gradient_bytes: u64,
             /// The module path down to the parameter being visited.
@@ -230,23 +349,41 @@ impl<W: BurnWorkload> DynTrainer for Trainer<'_, W> {
             }
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
                 let bytes = |t: &Tensor<D>| (t.shape().num_elements() * t.dtype().size()) as u64;
-                let own = bytes(&param.val());
+                // Every gradient the store holds is in the figure, whatever
+                // the tensor is.
+                let gradient = self.grads.get::<D>(param.id);
+                if let Some(g) = &gradient {
+                    self.with_gradient_bytes += bytes(g);
+                }
+                // Declared frozen: set `no_grad` at the build, trained by nothing.
+                if !self.frozen.is_empty() && is_frozen(self.frozen, &self.path.join(".")) {
+                    self.c.frozen += 1;
+                    return;
+                }
+                let value = param.val();
+                // burn's own flag: a tensor its autodiff tracks no gradient
+                // for (a `RunningState` such as BatchNorm's running
+                // statistics, a parameter set `no_grad`) is never trained
+                // by its optimizers, and no gradient is missing.
+                if !value.is_require_grad() {
+                    self.c.buffers += 1;
+                    return;
+                }
+                let own = bytes(&value);
                 self.c.tensors += 1;
                 self.c.bytes += own;
-                match self.grads.get::<D>(param.id) {
-                    Some(g) => self.with_gradient_bytes += bytes(&g),
-                    None => {
-                        self.c.without_gradient += 1;
-                        self.c.without_gradient_bytes += own;
-                        if self.c.missing.len() < gate_contract::measurement::GradientCoverage::NAMES_KEPT {
-                            self.c.missing.push(self.path.join("."));
-                        }
+                if gradient.is_none() {
+                    self.c.without_gradient += 1;
+                    self.c.without_gradient_bytes += own;
+                    if self.c.missing.len() < gate_contract::measurement::GradientCoverage::NAMES_KEPT {
+                        self.c.missing.push(self.path.join("."));
                     }
                 }
             }
         }
         let mut s = Stats {
             grads,
+            frozen: &self.frozen,
             c: gate_contract::measurement::GradientCoverage::default(),
             with_gradient_bytes: 0,
             path: Vec::new(),
@@ -254,7 +391,26 @@ impl<W: BurnWorkload> DynTrainer for Trainer<'_, W> {
         if let Some(m) = &self.model {
             m.visit(&mut s);
         }
+        // Said only where something is missing, as candle's adapter does.
+        if !s.c.is_complete() {
+            s.c.declare_frozen = Some("`BurnWorkload::frozen_modules`".into());
+        }
         (s.c, s.with_gradient_bytes)
+    }
+
+    fn optimizer_bytes(&self) -> Option<u64> {
+        // The state as burn records it: every tensor of it, whole. At the
+        // first step AMSGrad's running maximum is the second moment itself
+        // (one buffer, two tensors); it parts from it at a later step,
+        // where the live bytes after the first step would miss it.
+        let optimizer = self.optimizer.as_ref()?;
+        let tensors = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let bytes = optimizer.to_record().into_bytes().ok()?;
+            burn_pack::Reader::from_bytes(bytes).ok()?.into_tensors().ok()
+        }))
+        .ok()
+        .flatten()?;
+        Some(tensors.iter().map(|t| t.byte_len() as u64).sum())
     }
 
     fn step(&mut self, grads: GradientsParams) -> adapter::Result<()> {
@@ -307,6 +463,8 @@ pub struct BurnSession<'a> {
 /// A session's parameter store before the build: the device, seeded.
 pub struct Params<'a> {
     session: &'a BurnSession<'a>,
+    /// [`BurnWorkload::frozen_modules`], read outside the build's span.
+    frozen: Vec<String>,
 }
 
 impl<'a> Session for BurnSession<'a> {
@@ -330,7 +488,10 @@ impl<'a> Session for BurnSession<'a> {
     fn params(&self) -> Params<'_> {
         // Seeded here, outside the build's span: the same seed, the same weights.
         self.plain.seed(self.ctx.seed);
-        Params { session: self }
+        Params {
+            session: self,
+            frozen: self.workload.frozen_modules(),
+        }
     }
 }
 
@@ -340,7 +501,8 @@ impl<'a> Unbuilt for Params<'a> {
     fn build(self) -> adapter::Result<BurnTrainer<'a>> {
         let s = self.session;
         crate::framework::check_dtype(s.dtype).map_err(adapter::Error::msg)?;
-        let inner = caught(|| s.workload.trainer(&s.device, &s.plain, s.ctx))?;
+        let frozen = self.frozen;
+        let inner = caught(|| s.workload.trainer(&s.device, &s.plain, s.ctx, frozen))?.map_err(adapter::Error::msg)?;
         Ok(BurnTrainer { inner })
     }
 }
@@ -441,6 +603,10 @@ impl Train for BurnTrainer<'_> {
     fn gradient_bytes(&self, grads: &Grads) -> Option<u64> {
         let params = grads.params.borrow();
         params.as_ref().map(|g| self.inner.gradient_stats(g).1)
+    }
+
+    fn optimizer_bytes(&self) -> Option<u64> {
+        self.inner.optimizer_bytes()
     }
 
     fn gradient_coverage(&self, grads: &Grads) -> Option<gate_contract::measurement::GradientCoverage> {

@@ -227,11 +227,26 @@ pub struct GradientCoverage {
     /// trained nor counted above.
     #[serde(default)]
     pub frozen: u64,
+    /// Tensors the model keeps in its record that no optimizer trains, by
+    /// the framework's own flag (running statistics such as BatchNorm's,
+    /// parameters the model set not to require a gradient): neither
+    /// trained nor counted above, and never warned about.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub buffers: u64,
+    /// How a parameter frozen on purpose is declared, in the adapter's own
+    /// API (`Workload::frozen_parameters`), named by the warning's hint:
+    /// the verdict names no framework.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declare_frozen: Option<String>,
     /// The framework's own words for the likely cause (which of its ops
     /// have no backward), from its adapter: the runner and the verdict
     /// name no framework.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likely_cause: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl GradientCoverage {

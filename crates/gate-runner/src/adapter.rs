@@ -198,6 +198,17 @@ pub trait Train {
     fn gradient_bytes(&self, _grads: &Self::Grads) -> Option<u64> {
         None
     }
+    /// The optimizer state's own bytes: the bytes of every state tensor the
+    /// optimizer holds, as a complete state holds them (`None`: the adapter
+    /// cannot count them, and the runner reports the live bytes the first
+    /// step left above the pre-forward level). It is asked once, after the
+    /// first step's figures are read. A state whose tensors share a buffer
+    /// at the first step and part at a later one (AMSGrad's running
+    /// maximum starts as the second moment itself) is counted whole here,
+    /// where the live bytes would miss it.
+    fn optimizer_bytes(&self) -> Option<u64> {
+        None
+    }
     /// Which trainable parameters `grads` (pruned) has a gradient for
     /// (`None`: the adapter cannot tell).
     fn gradient_coverage(&self, _grads: &Self::Grads) -> Option<gate_contract::measurement::GradientCoverage> {

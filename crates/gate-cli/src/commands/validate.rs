@@ -32,13 +32,17 @@ pub(crate) struct ValidateArgs {
 }
 
 pub(super) fn run(args: ValidateArgs, app: &App) -> Result<Exit, CliError> {
+    let backend = args.backend.map(Backend::from);
     let (spec, unchecked) = if args.build {
+        // A backend or dtype the harness's adapter cannot run is refused
+        // before anything is built.
+        crate::pipeline::harness::load_unbuilt(&args.budgets, app, backend, &args.harness)?;
         (
             *crate::pipeline::harness::load(&args.budgets, app, None, &args.harness)?.spec,
             false,
         )
     } else {
-        crate::pipeline::harness::load_unbuilt(&args.budgets, app, &args.harness)?
+        crate::pipeline::harness::load_unbuilt(&args.budgets, app, backend, &args.harness)?
     };
     // `auto` is what this build would pick; `cuda` is checked as written
     // even by a build without it (validate runs nothing).

@@ -10,6 +10,7 @@
 #[macro_use]
 pub(crate) mod output;
 pub(crate) mod actions;
+pub(crate) mod adapters;
 pub(crate) mod conclude;
 pub(crate) mod emit;
 pub(crate) mod harness;

@@ -312,6 +312,8 @@ mod tests {
             missing: (0..8).map(|i| format!("layers.{i}.w")).collect(),
             frozen: 0,
             likely_cause: Some("the framework's own words".into()),
+            declare_frozen: Some("`Framework::freeze`".into()),
+            ..Default::default()
         });
         let v = decide(&spec(), &c, &no_baseline(), &Testbed::default(), RESERVE, false);
         assert_eq!(v.summary.status, RunStatus::Pass, "a warning, not a failure");
@@ -332,6 +334,14 @@ mod tests {
         assert!(
             w[0].text
                 .contains("Likely cause: the framework's own words, a `detach`"),
+            "{}",
+            w[0].text
+        );
+        // The hint names the adapter's own way to declare a frozen
+        // parameter, not one framework's for every framework.
+        assert!(
+            w[0].text
+                .ends_with("a parameter frozen on purpose is declared with `Framework::freeze`"),
             "{}",
             w[0].text
         );

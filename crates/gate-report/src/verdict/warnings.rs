@@ -158,11 +158,17 @@ fn untrained_text(name: &str, c: &gate_contract::measurement::GradientCoverage) 
         .likely_cause
         .as_deref()
         .unwrap_or("an op without a backward on their path");
+    // The adapter names its own way to declare a frozen parameter; a
+    // report written before it did names none.
+    let declare = c
+        .declare_frozen
+        .as_deref()
+        .map_or_else(|| "in its workload".to_string(), |how| format!("with {how}"));
     format!(
         "{name}: {}{} of {} parameter tensors ({} of {}) got no gradient ({names}), so its training figures \
          measure a step that trains only the rest. Likely cause: {no_backward}, a `detach`, or parameters \
          the loss never reaches; hint: docs/sdk.md §8 says what to do, and a parameter frozen on purpose is \
-         declared with `Workload::frozen_parameters`",
+         declared {declare}",
         UNTRAINED_LEAD,
         c.without_gradient,
         c.tensors,

@@ -31,6 +31,12 @@ pub trait Resolvable: fmt::Debug + Send + Sync {
     fn generation_rows(&self) -> Option<usize> {
         None
     }
+    /// The dtypes its adapter builds a model in (the spec's `dtype:`);
+    /// `None`: every dtype the spec accepts. Another is refused when the
+    /// spec is resolved (`gate validate --build`), not at run time.
+    fn dtypes(&self) -> Option<&'static [gate_spec::dtype::DType]> {
+        None
+    }
 }
 
 /// Reads one kind's `config:`.
@@ -272,6 +278,24 @@ fn resolve_one<D: ?Sized + Resolvable>(
             ),
         )]);
     }
+    if let Some(dtypes) = workload.dtypes().filter(|d| !d.contains(&c.dtype)) {
+        let names: Vec<&str> = dtypes.iter().map(|d| d.as_str()).collect();
+        return Err(vec![(
+            c.kind_pos,
+            format!(
+                "workload `{}` of `{}` is built in {} only, and the component asks for `dtype: {}`: \
+                 its adapter cannot run it",
+                c.kind,
+                c.name,
+                names.join(" or "),
+                c.dtype.as_str()
+            ),
+            format!(
+                "remove `dtype:` from `{}` (and from `defaults:` if it comes from there), or set `dtype: {}`",
+                c.name, names[0]
+            ),
+        )]);
+    }
     let Some(chunk) = c.checkpoint else {
         return Ok(workload);
     };
@@ -329,6 +353,47 @@ mod tests {
             d.hint.starts_with("set `batch_size: 1` on the generating component"),
             "{}",
             d.hint
+        );
+    }
+
+    /// A workload whose adapter builds in f32 only.
+    #[derive(Debug)]
+    struct F32Only;
+
+    impl Resolvable for F32Only {
+        fn config(&self) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+        fn dtypes(&self) -> Option<&'static [gate_spec::dtype::DType]> {
+            Some(&[gate_spec::dtype::DType::F32])
+        }
+    }
+
+    #[test]
+    fn a_dtype_the_adapter_cannot_build_is_refused_at_resolve_with_what_to_do() {
+        let resolve_with = |dtype: &str| {
+            let text = format!(
+                "version: 1\ndevice: {{ name: card, capacity: 4 GiB, reserve: 300 MiB }}\ncomponents:\n  cnn:\n    \
+                 workload: f32only\n    batch_size: 2\n{dtype}    budgets: {{ params: < 1 MiB }}\n"
+            );
+            let spec = gate_spec::budget::parse(std::path::Path::new("budgets.yaml"), &text).expect("the spec parses");
+            let mut registry = Registry::<F32Only>::default();
+            registry.add("f32only", |_| Ok(Arc::new(F32Only))).unwrap();
+            resolve(&spec, &registry)
+        };
+        assert!(resolve_with("").is_ok(), "f32, the default");
+        assert!(resolve_with("    dtype: f32\n").is_ok());
+        let diags = resolve_with("    dtype: bf16\n").expect_err("bf16 on an f32-only adapter");
+        let d = &diags.0[0];
+        assert_eq!((d.pos.line, d.pos.col), (5, 15), "at `workload:`'s value");
+        assert_eq!(
+            d.message,
+            "workload `f32only` of `cnn` is built in f32 only, and the component asks for `dtype: bf16`: its \
+             adapter cannot run it"
+        );
+        assert_eq!(
+            d.hint,
+            "remove `dtype:` from `cnn` (and from `defaults:` if it comes from there), or set `dtype: f32`"
         );
     }
 }

@@ -80,11 +80,14 @@ fn repository_root(dir: &Path) -> PathBuf {
 /// build folder's harness lock (see [`lock_harness_builds`]), to be held
 /// until the binary is copied.
 pub(super) fn build(
+    spec: &Spec,
     manifest: &Path,
     h: &HarnessSpec,
     backend: Option<Backend>,
 ) -> Result<(PathBuf, Option<String>, Option<std::fs::File>), CliError> {
-    let (candle, target_dir) = check_candle(manifest, h)?;
+    let (candle, target_dir, limits) = check_candle(manifest, h)?;
+    // What the adapter cannot run is refused before cargo builds anything.
+    crate::pipeline::adapters::refuse(spec, backend, &limits)?;
     let lock = target_dir.as_deref().and_then(lock_harness_builds);
     let mut features = h.features.clone();
     if backend == Some(Backend::Cuda) && !features.iter().any(|f| f == "cuda") {
@@ -190,17 +193,22 @@ fn lock_harness_builds(target_dir: &Path) -> Option<std::fs::File> {
 /// that follows reports that itself. Else gives the candle-core gate's SDK
 /// resolved to, exactly (a git revision's commit included), which the
 /// harness itself knows only by its minor.
-fn check_candle(manifest: &Path, h: &HarnessSpec) -> Result<(Option<String>, Option<PathBuf>), CliError> {
+#[allow(clippy::type_complexity)]
+fn check_candle(
+    manifest: &Path,
+    h: &HarnessSpec,
+) -> Result<(Option<String>, Option<PathBuf>, Vec<crate::pipeline::adapters::Limits>), CliError> {
     let Ok(stdout) = cargo_metadata(manifest, &[], true)? else {
-        return Ok((None, None));
+        return Ok((None, None, Vec::new()));
     };
     let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
-        return Ok((None, None));
+        return Ok((None, None, Vec::new()));
     };
     let target_dir = metadata["target_directory"].as_str().map(PathBuf::from);
+    let limits = crate::pipeline::adapters::limits(&metadata, &h.package);
     match crate::pipeline::minors::mismatch(&metadata) {
         Some(m) => Err(CliError::Usage(Problem::new(m.message(&h.package)).with_hint(m.hint()))),
-        None => Ok((crate::pipeline::minors::gates_candle(&metadata), target_dir)),
+        None => Ok((crate::pipeline::minors::gates_candle(&metadata), target_dir, limits)),
     }
 }
 

@@ -178,7 +178,7 @@ pub(crate) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
         Some(h) => {
             let (built, resolved_candle, build_lock) = match &opts.harness_bin {
                 Some(bin) => (prebuilt(bin)?, None, None),
-                None => build(&manifest(&spec, h, opts)?, h, backend)?,
+                None => build(&spec, &manifest(&spec, h, opts)?, h, backend)?,
             };
             let (exe, copy) = private_copy(&built)?;
             // Copied: another build may now write the shared path.
@@ -257,12 +257,30 @@ fn own_exe() -> Result<PathBuf, CliError> {
 /// The spec at `path` checked without building or running anything: the
 /// file, and the harness's fields when it names a harness. `true` when it
 /// does: its workloads' configs are then unchecked (only the built harness
-/// knows their kinds).
-pub(crate) fn load_unbuilt(path: &Path, app: &App, opts: &HarnessArgs) -> Result<(Spec, bool), CliError> {
+/// knows their kinds). Where the spec asks for a backend or a dtype beyond
+/// the defaults, what the harness's adapter says it runs is read from
+/// `cargo metadata` (offline; it builds nothing), and refused there.
+pub(crate) fn load_unbuilt(
+    path: &Path,
+    app: &App,
+    backend: Option<Backend>,
+    opts: &HarnessArgs,
+) -> Result<(Spec, bool), CliError> {
     let spec = parse(path, app)?;
     refuse_unused_harness_bin(&spec, opts)?;
     if let Some(h) = &spec.harness {
-        manifest(&spec, h, opts)?;
+        let manifest = manifest(&spec, h, opts)?;
+        let beyond_defaults =
+            backend == Some(Backend::Cuda) || spec.components.iter().any(|c| c.dtype != gate_spec::dtype::DType::F32);
+        if beyond_defaults {
+            // Quiet where cargo cannot answer offline: `--build` and
+            // `check` read it again before they build.
+            if let Ok(Ok(stdout)) = cargo::cargo_metadata(&manifest, &["--offline"], false) {
+                if let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) {
+                    super::adapters::refuse(&spec, backend, &super::adapters::limits(&metadata, &h.package))?;
+                }
+            }
+        }
         return Ok((spec, true));
     }
     gate_spec::budget::check_workloads(&spec, builtins(&spec, app)?)?;
