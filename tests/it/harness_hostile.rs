@@ -388,7 +388,7 @@ fn gate_fit_on_a_crashing_profile_is_exit_3_not_a_batch_too_large() {
     let stderr = text(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{stderr}");
     assert!(
-        stderr.contains("error: the profile of `rogue` at batch 16 failed in phase setup: the profile crashed: killed by SIGSEGV (11)"),
+        stderr.contains("error: the profile of `rogue` at batch 32 failed in phase setup: the profile crashed: killed by SIGSEGV (11)"),
         "{stderr}"
     );
 }
