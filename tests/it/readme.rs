@@ -46,7 +46,7 @@ fn the_readme_keeps_the_two_set_up_commands_and_their_measured_time() {
         "the run's measured time"
     );
     assert!(
-        section.contains("took 1,070 s cold on 2 cores"),
+        section.contains("took 2,048 s cold on 2 cores"),
         "the test suite's measured time"
     );
 }
