@@ -300,7 +300,7 @@ fn a_sweep_of_the_tft_answers_a_batch_by_sequence_grid_and_publishes_its_error()
 }
 
 #[test]
-fn a_sweep_refuses_a_sequence_axis_its_workload_does_not_declare() {
+fn a_sweep_refuses_a_sequence_axis_its_workload_does_not_declare_and_a_capacity_under_the_reserve() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("budgets.yaml");
     std::fs::write(&spec, MLP).unwrap();
@@ -313,6 +313,18 @@ fn a_sweep_refuses_a_sequence_axis_its_workload_does_not_declare() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("declares no sequence length") && err.contains("hint:"),
+        "{err}"
+    );
+    // A capacity the spec's 300 MiB reserve would leave nothing of.
+    let out = common::gate()
+        .args(["plan", "mlp", "--sweep", "--capacity", "256MiB", "--budgets"])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--capacity `256MiB` is no larger than the spec's per-process reserve") && err.contains("hint:"),
         "{err}"
     );
 }

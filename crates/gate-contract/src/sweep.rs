@@ -93,6 +93,15 @@ pub struct DtypeScale {
     pub scale: f64,
 }
 
+impl Fit {
+    /// The fitted bytes at `batch` rows of `seq` positions (`None`: a
+    /// workload with no sequence axis).
+    pub fn at(&self, batch: usize, seq: Option<usize>) -> f64 {
+        let (b, s) = (batch as f64, seq.unwrap_or(1) as f64);
+        self.constant + self.per_row * b + self.per_position * s + self.per_token * b * s
+    }
+}
+
 /// `gate plan --sweep`'s answer for one component (sweep.json).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {

@@ -133,6 +133,17 @@ fn sweep(args: &PlanArgs, loaded: &crate::pipeline::harness::Loaded, c: &Compone
             )),
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Each capacity is answered less the spec's per-process reserve: one no
+    // larger than it could hold nothing.
+    let reserve = loaded.spec.device.reserve;
+    if let Some((text, _)) = capacities.iter().find(|(_, bytes)| *bytes <= reserve.0 as f64) {
+        return Err(CliError::Usage(
+            Problem::new(format!(
+                "--capacity `{text}` is no larger than the spec's per-process reserve ({reserve})"
+            ))
+            .with_hint("give the card's whole memory; the reserve (`device: reserve:`) is taken from it"),
+        ));
+    }
     if c.generate.is_some() {
         return Err(CliError::Usage(
             Problem::new(format!(

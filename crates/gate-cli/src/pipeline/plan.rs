@@ -313,7 +313,7 @@ pub(crate) fn plan_component(
             if error.is_none() {
                 let key = effects[i].len();
                 let mut e = Effect::between(&start, &f);
-                e.rows = rows_ratio(&options[i], &setting, c.batch_size);
+                e.rows = rows_ratio(&options[i], &setting);
                 effects[i].insert(key, (setting, e));
             }
         }
@@ -681,30 +681,24 @@ fn effect_of(o: &Options, probed: &BTreeMap<usize, (Setting, Effect)>, setting: 
         _ => w,
     };
     let mut e = Effect::lerp(&lower.1, &upper.1, w, time_w);
-    e.rows = rows_ratio(o, setting, 0).or(e.rows);
+    e.rows = rows_ratio(o, setting).or(e.rows);
     Some(e)
 }
 
-/// The rows a step holds under `setting` over the start's, for a lever that
-/// changes them (`batch`: the batch of the start): the batch, the
+/// The rows a step holds under `setting` over the start's (its lever's
+/// current setting), for a lever that changes them: the batch, the
 /// sequence length, micro-batches. `None` for any other lever.
-fn rows_ratio(o: &Options, setting: &Setting, batch: usize) -> Option<f64> {
-    let start_batch = match (&o.current, batch) {
-        (Setting::Batch { size }, _) => *size,
-        (Setting::Accumulation { batch, .. }, _) => *batch,
-        (_, b) => b,
-    };
-    match (&o.lever, setting) {
-        (Lever::Batch { .. }, Setting::Batch { size }) if start_batch > 0 => Some(*size as f64 / start_batch as f64),
-        (Lever::Accumulation { .. }, Setting::Accumulation { batch, .. }) if start_batch > 0 => {
-            Some(*batch as f64 / start_batch as f64)
+fn rows_ratio(o: &Options, setting: &Setting) -> Option<f64> {
+    let ratio = |now: f64, then: f64| (now > 0.0).then(|| then / now);
+    match (&o.lever, &o.current, setting) {
+        (Lever::Batch { .. }, Setting::Batch { size: now }, Setting::Batch { size }) => {
+            ratio(*now as f64, *size as f64)
         }
-        (Lever::Sequence { .. }, Setting::Config { value, .. }) => {
-            let Setting::Config { value: now, .. } = &o.current else {
-                return None;
-            };
-            let (n, now) = (value.as_f64()?, now.as_f64()?);
-            (now > 0.0).then(|| n / now)
+        (Lever::Accumulation { .. }, Setting::Accumulation { batch: now, .. }, Setting::Accumulation { batch, .. }) => {
+            ratio(*now as f64, *batch as f64)
+        }
+        (Lever::Sequence { .. }, Setting::Config { value: now, .. }, Setting::Config { value, .. }) => {
+            ratio(now.as_f64()?, value.as_f64()?)
         }
         _ => None,
     }
@@ -1020,16 +1014,22 @@ fn outcome_words(k: &Candidate) -> String {
 }
 
 pub(crate) fn write_plan(out: &Path, plan: &Plan) -> Result<(), CliError> {
+    write_json(out, "plan.json", plan)
+}
+
+/// Writes `value` as `out/name` (the folder made first), and says so.
+pub(super) fn write_json(out: &Path, name: &str, value: &impl serde::Serialize) -> Result<(), CliError> {
+    let path = out.join(name);
     let fail = |e: String| {
         CliError::Infrastructure(
-            Problem::new(format!("cannot write {}: {e}", out.join("plan.json").display()))
+            Problem::new(format!("cannot write {}: {e}", path.display()))
                 .with_hint("pass a writable folder with --out"),
         )
     };
     std::fs::create_dir_all(out).map_err(|e| fail(e.to_string()))?;
-    let json = serde_json::to_string_pretty(plan).map_err(|e| fail(e.to_string()))?;
-    std::fs::write(out.join("plan.json"), json).map_err(|e| fail(e.to_string()))?;
-    eprintln!("wrote {}", out.join("plan.json").display());
+    let json = serde_json::to_string_pretty(value).map_err(|e| fail(e.to_string()))?;
+    std::fs::write(&path, json).map_err(|e| fail(e.to_string()))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 

@@ -159,12 +159,13 @@ pub(crate) fn sweep_component(
         }
         s
     };
-    let describe = |at: &At| -> String {
-        let mut s = format!("batch {}", at.batch);
-        if let (Some(axis), Some(n)) = (&seq, at.seq) {
-            s += &format!(" × {} {n}", axis.key);
-        }
-        s + &format!(" ({})", dtypes[at.dtype_rank])
+    let describe = |at: &At| {
+        point_words(
+            at.batch,
+            seq.as_ref().map(|a| a.key.as_str()),
+            at.seq,
+            dtypes[at.dtype_rank],
+        )
     };
     let measure_all = |runner: &mut Runner, points: &[At]| -> Result<Vec<BTreeMap<String, f64>>, CliError> {
         let name = |k: usize| format!("{}@sweep-{}", c.name, runner.profiles + k);
@@ -237,7 +238,7 @@ pub(crate) fn sweep_component(
             let (Some(w1), Some(w2)) = (q[0].get(name), q[1].get(name)) else {
                 continue;
             };
-            let (u1, u2) = (f.at(pair[0]), f.at(pair[1]));
+            let (u1, u2) = (f.at(pair[0].batch, pair[0].seq), f.at(pair[1].batch, pair[1].seq));
             let scale = if (u2 - u1).abs() > f64::EPSILON {
                 (w2 - w1) / (u2 - u1)
             } else {
@@ -261,7 +262,7 @@ pub(crate) fn sweep_component(
         let mut out: BTreeMap<String, f64> = fits
             .iter()
             .filter_map(|(name, f)| {
-                let v = f.at(*at);
+                let v = f.at(at.batch, at.seq);
                 match scale {
                     None => Some((name.clone(), v)),
                     Some(s) => s.get(name).map(|d| (name.clone(), d.constant + d.scale * v)),
@@ -422,17 +423,6 @@ fn quantities(m: &Measurement, blocks: &[String]) -> BTreeMap<String, f64> {
     q
 }
 
-impl FitAt for Fit {
-    fn at(&self, at: At) -> f64 {
-        let (b, s) = (at.batch as f64, at.seq.unwrap_or(1) as f64);
-        self.constant + self.per_row * b + self.per_position * s + self.per_token * b * s
-    }
-}
-
-trait FitAt {
-    fn at(&self, at: At) -> f64;
-}
-
 /// Each quantity every base point has, fitted through them: exact at the
 /// four corners (two with no sequence axis).
 fn fit_all(points: &[At], q: &[BTreeMap<String, f64>]) -> BTreeMap<String, Fit> {
@@ -474,6 +464,14 @@ fn fit(points: &[At], v: &[f64]) -> Fit {
         per_row: q1 - per_token * s1,
         per_position,
         per_token,
+    }
+}
+
+/// A grid point in words: `batch 64 × sequence_length 120 (f32)`.
+fn point_words(batch: usize, key: Option<&str>, seq: Option<usize>, dtype: DType) -> String {
+    match (key, seq) {
+        (Some(k), Some(n)) => format!("batch {batch} × {k} {n} ({dtype})"),
+        _ => format!("batch {batch} ({dtype})"),
     }
 }
 
@@ -545,11 +543,10 @@ pub(crate) fn print_sweep(s: &Sweep) {
         }
     }
     if let Some(p) = s.remeasured() {
-        let at = match (key, p.seq_len) {
-            (Some(k), Some(n)) => format!("batch {} × {k} {n} ({})", p.batch, p.dtype),
-            _ => format!("batch {} ({})", p.batch, p.dtype),
-        };
-        println!("\nre-measured {at}, the fit's error there:");
+        println!(
+            "\nre-measured {}, the fit's error there:",
+            point_words(p.batch, key, p.seq_len, p.dtype)
+        );
         for name in [sweep::TRAINING_PEAK, "inference_peak", "activations"] {
             if let Some(f) = p.figures.get(name) {
                 if let (Some(m), Some(e)) = (f.measured, f.error()) {
@@ -567,17 +564,7 @@ pub(crate) fn print_sweep(s: &Sweep) {
 
 /// Writes `sweep.json` under `out`.
 pub(crate) fn write_sweep(out: &Path, s: &Sweep) -> Result<(), CliError> {
-    std::fs::create_dir_all(out)
-        .and_then(|_| {
-            let text = serde_json::to_string_pretty(s).map_err(std::io::Error::other)?;
-            std::fs::write(out.join("sweep.json"), text + "\n")
-        })
-        .map_err(|e| {
-            CliError::Infrastructure(Problem::new(format!(
-                "cannot write {}: {e}",
-                out.join("sweep.json").display()
-            )))
-        })
+    super::plan::write_json(out, "sweep.json", s)
 }
 
 #[cfg(test)]
@@ -603,7 +590,7 @@ mod tests {
             (f.constant, f.per_row, f.per_position, f.per_token),
             (1048576.0, 1024.0, 4096.0, 64.0)
         );
-        assert_eq!(f.at(at(128, 240)), truth(128, 240));
+        assert_eq!(f.at(128, Some(240)), truth(128, 240));
     }
 
     #[test]
