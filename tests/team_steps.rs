@@ -515,7 +515,12 @@ fn keeps(table: usize, keep_cache: bool, optimizer: &'static str) -> gate::Lm<Ke
         "vocab_size": vocab, "d": d, "layers": layers, "table": table,
         "keep_cache": keep_cache,
     });
-    <gate::Lm<Keeps> as Workload>::from_config(gate::LmConfig { seq_len: SEQ, model }).expect("the config reads")
+    <gate::Lm<Keeps> as Workload>::from_config(gate::LmConfig {
+        seq_len: SEQ,
+        model,
+        ..Default::default()
+    })
+    .expect("the config reads")
 }
 
 fn keeps_trained(table: usize, keep_cache: bool, optimizer: &'static str) -> gate_contract::measurement::Measurement {

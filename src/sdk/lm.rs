@@ -10,7 +10,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use candle_core::{DType, Device, Result, Tensor, Var, D};
-use candle_nn::VarBuilder;
+use candle_nn::{Optimizer as _, VarBuilder};
 use gate_spec::config::{self, Node, Pos};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -104,8 +104,14 @@ pub trait LanguageModel: Sized + 'static {
     }
 }
 
-/// `config:` of an [`Lm`] component: the sequence to train on and the
-/// model's own config, as the model's `config.json` writes it.
+/// `config:` of an [`Lm`] component: the sequence to train on, the model's
+/// own config as the model's `config.json` writes it, and how gate trains
+/// it (the optimizer, AdamW's slice, gradient accumulation): the settings a
+/// team can change without touching the model's code, and so the levers
+/// `gate plan` offers it (docs/plan.md).
+///
+/// Build one with `..LmConfig::default()` for the keys you do not set: the
+/// struct gains keys as gate learns to turn more of them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LmConfig {
@@ -114,6 +120,41 @@ pub struct LmConfig {
     /// The model's config, recorded as written and read into
     /// [`LanguageModel::Config`].
     pub model: serde_json::Value,
+    /// The optimizer gate trains with; unset: the model's own
+    /// ([`LanguageModel::optimizer`]) where it names one, else gate's AdamW.
+    /// Set, it replaces the model's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<LmOptimizer>,
+    /// gate's AdamW updates each parameter this many elements at a time
+    /// ([`crate::optim::SlicedAdamW`], the same arithmetic to the bit); 0,
+    /// the default: whole tensors, as candle-nn's AdamW.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub adamw_slice: usize,
+    /// Gradient accumulation: each step runs this many micro-batches of
+    /// `batch_size` rows, their gradients summed before one update (1, the
+    /// default: none).
+    #[serde(skip_serializing_if = "is_one")]
+    pub accumulation: usize,
+}
+
+/// The optimizers gate can train an [`Lm`] with, by the name the spec gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LmOptimizer {
+    /// gate's AdamW ([`crate::optim::adamw_params`]): two moments a
+    /// parameter, `optimizer` = 2 × params.
+    AdamW,
+    /// candle-nn's SGD, no momentum: no state, `optimizer` = 0. Trains
+    /// differently, so `gate plan` shows its loss ratio.
+    Sgd,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl Default for LmConfig {
@@ -121,6 +162,9 @@ impl Default for LmConfig {
         LmConfig {
             seq_len: 64,
             model: serde_json::Value::Object(Default::default()),
+            optimizer: None,
+            adamw_slice: 0,
+            accumulation: 1,
         }
     }
 }
@@ -179,6 +223,17 @@ impl<M: LanguageModel> Workload for Lm<M> {
     fn from_config(config: LmConfig) -> std::result::Result<Self, Problems> {
         let mut p = Problems::new();
         p.positive("seq_len", config.seq_len);
+        p.positive("accumulation", config.accumulation);
+        if config.adamw_slice > 0 && config.optimizer.is_none() && !matches!(M::optimizer(Vec::new()), Ok(None)) {
+            p.error(
+                "adamw_slice",
+                format!(
+                    "`adamw_slice` slices gate's AdamW, and {} trains with its own optimizer",
+                    M::KIND
+                ),
+                "set `optimizer: adamw` to train with gate's AdamW, or remove `adamw_slice`",
+            );
+        }
         match read_model::<M::Config>(&config.model, &mut p) {
             Some(model) => {
                 if M::vocab_size(&model) == 0 {
@@ -207,7 +262,17 @@ impl<M: LanguageModel> Workload for Lm<M> {
     }
 
     fn optimizer(&self, vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
-        M::optimizer(vars)
+        let lr = self.learning_rate();
+        match self.config.optimizer {
+            Some(LmOptimizer::Sgd) => Ok(Some(Box::new(candle_nn::SGD::new(vars, lr)?))),
+            Some(LmOptimizer::AdamW) => self.adamw(vars, lr),
+            None if self.trains_with_gates_adamw() => self.adamw(vars, lr),
+            None => M::optimizer(vars),
+        }
+    }
+
+    fn accumulation_steps(&self) -> usize {
+        self.config.accumulation
     }
 
     fn frozen_parameters(&self) -> Vec<String> {
@@ -215,11 +280,37 @@ impl<M: LanguageModel> Workload for Lm<M> {
     }
 
     /// What a language model's team can change without touching its code
-    /// (docs/plan.md): the sequence length and bf16 with f32 masters; gate
-    /// adds the batch.
+    /// (docs/plan.md): AdamW in slices and gradient accumulation (the loss
+    /// stays), then SGD for AdamW, bf16 with f32 masters and the sequence
+    /// length (each shown with its loss ratio); gate adds the batch. A
+    /// model that trains with its own optimizer gets no optimizer lever:
+    /// gate cannot say what its state is.
     fn levers(&self) -> Vec<Lever> {
         let seq = self.config.seq_len;
-        let mut levers = vec![Lever::bf16()];
+        let mut levers = Vec::new();
+        if self.trains_with_gates_adamw() {
+            levers.push(Lever::Config {
+                key: "adamw_slice".into(),
+                values: vec![crate::optim::SlicedAdamW::DEFAULT_SLICE.into()],
+                about: "gate's AdamW updates each parameter this many elements at a time, the same \
+                        arithmetic; its temporaries are the slice's, not the largest parameter's"
+                    .into(),
+                changes_loss: false,
+            });
+        }
+        levers.push(Lever::Accumulation {
+            key: "accumulation".into(),
+            steps: vec![2, 4],
+        });
+        if self.trains_with_gates_adamw() {
+            levers.push(Lever::Config {
+                key: "optimizer".into(),
+                values: vec!["sgd".into()],
+                about: "SGD instead of AdamW: no optimizer state (AdamW keeps two moments a parameter)".into(),
+                changes_loss: true,
+            });
+        }
+        levers.push(Lever::bf16());
         let lengths: Vec<usize> = [seq / 2, seq / 4].into_iter().filter(|&n| n >= 1 && n != seq).collect();
         if !lengths.is_empty() {
             levers.push(Lever::Sequence {
@@ -247,6 +338,31 @@ impl<M: LanguageModel> Workload for Lm<M> {
         let mut rng = Rng::new(seed);
         let ids: Vec<u32> = (0..rows * len).map(|_| rng.below(vocab) as u32).collect();
         Ok(Batch::new(vec![Tensor::from_vec(ids, (rows, len), &ctx.device)?]))
+    }
+}
+
+impl<M: LanguageModel> Lm<M> {
+    /// gate's AdamW, whole or in `adamw_slice`s.
+    fn adamw(&self, vars: Vec<Var>, lr: f64) -> Result<Option<Box<dyn OptimizerStep>>> {
+        let params = crate::optim::adamw_params(lr);
+        Ok(match self.config.adamw_slice {
+            0 => None,
+            slice => Some(Box::new(
+                crate::optim::SlicedAdamW::new(vars, params)?.with_slice(slice),
+            )),
+        })
+    }
+
+    /// Whether a step updates with gate's AdamW: the spec asks for it, or
+    /// leaves the choice to a model that names no optimizer of its own
+    /// (asked with no variables: a model's optimizer that cannot be made
+    /// so counts as its own).
+    fn trains_with_gates_adamw(&self) -> bool {
+        match self.config.optimizer {
+            Some(LmOptimizer::AdamW) => true,
+            Some(LmOptimizer::Sgd) => false,
+            None => matches!(M::optimizer(Vec::new()), Ok(None)),
+        }
     }
 }
 
@@ -410,7 +526,178 @@ mod tests {
     }
 
     fn lm(model: serde_json::Value) -> std::result::Result<Lm<Tiny>, Problems> {
-        Lm::from_config(LmConfig { seq_len: 6, model })
+        Lm::from_config(LmConfig {
+            seq_len: 6,
+            model,
+            ..LmConfig::default()
+        })
+    }
+
+    /// Tiny with the team's own optimizer (candle-nn's SGD).
+    struct TinyOwnSgd(Tiny);
+
+    impl LanguageModel for TinyOwnSgd {
+        const KIND: &'static str = "tiny_own_sgd";
+        type Config = TinyConfig;
+        fn vocab_size(c: &TinyConfig) -> usize {
+            c.vocab_size
+        }
+        fn load(vb: VarBuilder, c: &TinyConfig, ctx: &RunCtx) -> Result<Self> {
+            Ok(TinyOwnSgd(Tiny::load(vb, c, ctx)?))
+        }
+        fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
+            self.0.forward(ids)
+        }
+        fn optimizer(vars: Vec<Var>) -> Result<Option<Box<dyn OptimizerStep>>> {
+            Ok(Some(Box::new(candle_nn::SGD::new(vars, 0.1)?)))
+        }
+    }
+
+    fn tiny_with(keys: serde_json::Value) -> std::result::Result<Lm<Tiny>, Problems> {
+        let mut config = serde_json::json!({ "seq_len": 6, "model": { "vocab_size": 11, "hidden_size": 4 } });
+        config
+            .as_object_mut()
+            .unwrap()
+            .extend(keys.as_object().unwrap().clone());
+        Lm::from_config(serde_json::from_value(config).unwrap())
+    }
+
+    fn lever_names(levers: &[Lever]) -> Vec<String> {
+        levers.iter().map(Lever::name).collect()
+    }
+
+    #[test]
+    fn a_model_on_gates_adamw_offers_slices_accumulation_sgd_bf16_and_length() {
+        let w = tiny_with(serde_json::json!({})).unwrap();
+        assert_eq!(
+            lever_names(&w.levers()),
+            [
+                "config.adamw_slice",
+                "config.accumulation",
+                "config.optimizer",
+                "dtype",
+                "config.seq_len"
+            ]
+        );
+        let changes_loss: Vec<bool> = w.levers().iter().map(Lever::changes_loss).collect();
+        assert_eq!(changes_loss, [false, false, true, true, true]);
+        // Once on SGD there is no AdamW to slice, nor to leave.
+        let sgd = tiny_with(serde_json::json!({ "optimizer": "sgd" })).unwrap();
+        assert_eq!(
+            lever_names(&sgd.levers()),
+            ["config.accumulation", "dtype", "config.seq_len"]
+        );
+    }
+
+    #[test]
+    fn a_model_with_its_own_optimizer_gets_no_optimizer_lever_and_no_slice() {
+        let model = serde_json::json!({ "vocab_size": 11, "hidden_size": 4 });
+        let own = Lm::<TinyOwnSgd>::from_config(LmConfig {
+            seq_len: 6,
+            model: model.clone(),
+            ..LmConfig::default()
+        })
+        .unwrap();
+        assert_eq!(
+            lever_names(&own.levers()),
+            ["config.accumulation", "dtype", "config.seq_len"]
+        );
+        let sliced = Lm::<TinyOwnSgd>::from_config(LmConfig {
+            seq_len: 6,
+            model: model.clone(),
+            adamw_slice: 1024,
+            ..LmConfig::default()
+        })
+        .unwrap_err();
+        let issue = &sliced.issues()[0];
+        assert_eq!(issue.key.as_deref(), Some("adamw_slice"));
+        assert_eq!(
+            issue.message,
+            "`adamw_slice` slices gate's AdamW, and tiny_own_sgd trains with its own optimizer"
+        );
+        // Asked for by name, gate's AdamW replaces the model's own and slices.
+        let gates = Lm::<TinyOwnSgd>::from_config(LmConfig {
+            seq_len: 6,
+            model,
+            adamw_slice: 1024,
+            optimizer: Some(LmOptimizer::AdamW),
+            ..LmConfig::default()
+        })
+        .unwrap();
+        assert_eq!(
+            lever_names(&gates.levers())[..2],
+            ["config.adamw_slice", "config.accumulation"]
+        );
+    }
+
+    #[test]
+    fn accumulation_must_be_at_least_one_and_defaults_are_not_recorded() {
+        let zero = tiny_with(serde_json::json!({ "accumulation": 0 })).unwrap_err();
+        assert_eq!(zero.issues()[0].key.as_deref(), Some("accumulation"));
+        let w = tiny_with(serde_json::json!({ "accumulation": 4 })).unwrap();
+        assert_eq!(w.accumulation_steps(), 4);
+        // A spec that sets none of the training keys records the config it
+        // recorded before they existed: its fingerprint, and so its
+        // baselines, stay.
+        let recorded = serde_json::to_value(tiny_with(serde_json::json!({})).unwrap().config()).unwrap();
+        let keys: Vec<&String> = recorded.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["model", "seq_len"]);
+        let set = serde_json::to_value(
+            tiny_with(serde_json::json!({ "optimizer": "sgd", "adamw_slice": 8, "accumulation": 2 }))
+                .unwrap()
+                .config(),
+        )
+        .unwrap();
+        assert_eq!(set["optimizer"], "sgd");
+        assert_eq!(set["adamw_slice"], 8);
+        assert_eq!(set["accumulation"], 2);
+    }
+
+    #[test]
+    fn an_optimizer_gate_does_not_have_is_a_spec_error_at_its_key() {
+        let node = Node::from_json(
+            &serde_json::json!({ "seq_len": 6, "optimizer": "adam" }),
+            Pos::default(),
+        );
+        let issues = config::read::<LmConfig>(&node, None).unwrap_err();
+        assert_eq!(issues[0].key.as_deref(), Some("optimizer"), "{issues:?}");
+        let said = format!("{} {}", issues[0].message, issues[0].hint);
+        assert!(said.contains("adamw") && said.contains("sgd"), "{said}");
+    }
+
+    #[test]
+    fn sgd_updates_by_the_gradient_alone_and_sliced_adamw_is_adamw() -> Result<()> {
+        let ctx = RunCtx::cpu(1);
+        let var = || Var::from_vec(vec![1f32, 2., 3.], 3, &ctx.device);
+        let grads_of =
+            |v: &Var| -> Result<candle_core::backprop::GradStore> { v.as_tensor().sqr()?.sum_all()?.backward() };
+        // SGD: w − lr · 2w at the workload's learning rate (1e-3).
+        let w = var()?;
+        let mut sgd = tiny_with(serde_json::json!({ "optimizer": "sgd" }))
+            .unwrap()
+            .optimizer(vec![w.clone()])?
+            .expect("SGD is gate's to make");
+        sgd.step(&grads_of(&w)?)?;
+        let want: Vec<f32> = [1f32, 2., 3.].iter().map(|x| x - 1e-3 * 2. * x).collect();
+        assert_eq!(w.as_tensor().to_vec1::<f32>()?, want);
+        // Unset: the runner's own AdamW (None); sliced: gate's SlicedAdamW,
+        // candle-nn's AdamW to the bit.
+        assert!(tiny_with(serde_json::json!({}))
+            .unwrap()
+            .optimizer(vec![var()?])?
+            .is_none());
+        let (a, b) = (var()?, var()?);
+        let mut whole = candle_nn::AdamW::new(vec![a.clone()], crate::optim::adamw_params(1e-3))?;
+        let mut sliced = tiny_with(serde_json::json!({ "adamw_slice": 2 }))
+            .unwrap()
+            .optimizer(vec![b.clone()])?
+            .expect("sliced AdamW");
+        for _ in 0..3 {
+            candle_nn::Optimizer::step(&mut whole, &grads_of(&a)?)?;
+            sliced.step(&grads_of(&b)?)?;
+        }
+        assert_eq!(a.as_tensor().to_vec1::<f32>()?, b.as_tensor().to_vec1::<f32>()?);
+        Ok(())
     }
 
     #[test]

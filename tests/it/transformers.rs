@@ -512,14 +512,13 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
     );
 }
 
-/// A model through `gate::Lm` is at most 25 lines of the team's code (#38
-/// item 4): its file's code lines (no blank or comment lines) and its line
-/// in the harness's `gate::main!`. llama and qwen2 here; the tests above
-/// run them.
 /// candle-transformers' llama through `gate::Lm`, over a tighter training
-/// peak: `gate plan` finds the fix among the levers an `Lm` model has
-/// without access to its code (the batch, bf16), measures it, shows its
-/// loss ratio, and its predicted bytes hold within 10 % (#49).
+/// peak and an optimizer-state budget AdamW cannot meet (its two moments are
+/// 2 × the 3.95 MB of parameters): `gate plan` finds the fix among the
+/// levers an `Lm` model has without access to its code (SGD for AdamW, the
+/// batch, bf16, ...), measures it, shows its loss ratio, and its predicted
+/// bytes hold within 10 % (#49). `--apply` writes `optimizer: sgd` into the
+/// component's `config:`, and the written spec passes `gate check`.
 #[test]
 fn a_language_model_through_lm_is_planned_with_the_levers_it_has() {
     if !ready(
@@ -530,12 +529,16 @@ fn a_language_model_through_lm_is_planned_with_the_levers_it_has() {
     }
     let t = fixture("transformers-0-11", "transformers-0-11-plan");
     let spec = std::fs::read_to_string(t.path().join("budgets.yaml")).unwrap();
-    let tighter = spec.replacen("training_peak: < 64 MB    # 36.8 MB", "training_peak: < 30 MB", 1);
+    let tighter = spec.replacen(
+        "training_peak: < 64 MB    # 36.8 MB",
+        "training_peak: < 30 MB\n      optimizer: < 1 MB",
+        1,
+    );
     assert_ne!(
         spec, tighter,
         "the llama's training_peak budget is where the test expects it"
     );
-    std::fs::write(t.path().join("plan.yaml"), tighter).unwrap();
+    std::fs::write(t.path().join("plan.yaml"), &tighter).unwrap();
     let out = t.path().join("plan-out");
     let o = crate::common::gate_for_adopter(
         t.path(),
@@ -546,18 +549,59 @@ fn a_language_model_through_lm_is_planned_with_the_levers_it_has() {
             "plan.yaml",
             "--out",
             out.to_str().unwrap(),
+            "--apply",
         ],
     );
     let said = crate::common::output_text(&o);
     assert_eq!(o.status.code(), Some(0), "{said}");
     let plan: Value = serde_json::from_str(&std::fs::read_to_string(out.join("plan.json")).unwrap()).unwrap();
-    assert!(!plan["start_fails"].as_array().unwrap().is_empty(), "{plan}");
+    let fails: Vec<&str> = plan["start_fails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(fails.contains(&"optimizer"), "{plan}");
     let chosen = &plan["candidates"][plan["chosen"].as_u64().expect("a measured fix") as usize];
     assert_eq!(chosen["outcome"], "pass", "{chosen}");
+    assert!(
+        chosen["settings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["config"] == serde_json::json!({"key": "optimizer", "value": "sgd"})),
+        "only SGD has no optimizer state: {chosen}"
+    );
     assert!(chosen["figures"]["loss_ratio"]["predicted"].is_number(), "{chosen}");
+    assert!(
+        chosen["figures"]["optimizer"]["measured"].as_f64().unwrap() < 1e6,
+        "{chosen}"
+    );
     assert!(crate::plan::assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
+    // What --apply wrote is what a team would write, and it passes.
+    let applied = std::fs::read_to_string(t.path().join("plan.yaml")).unwrap();
+    assert!(applied.contains("optimizer: sgd"), "{applied}");
+    let (o, rep) = gate_in(
+        &t,
+        &[
+            "check",
+            "--budgets",
+            "plan.yaml",
+            "--only",
+            "llama",
+            "--baseline",
+            "none",
+        ],
+        "applied-out",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    assert_eq!(status(&rep, "llama", "optimizer"), "pass");
 }
 
+/// A model through `gate::Lm` is at most 25 lines of the team's code (#38
+/// item 4): its file's code lines (no blank or comment lines) and its line
+/// in the harness's `gate::main!`. llama and qwen2 here; the tests above
+/// run them.
 #[test]
 fn each_model_through_lm_is_at_most_25_lines_of_the_teams_code() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adopters/transformers-0-11");

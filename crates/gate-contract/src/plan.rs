@@ -104,12 +104,31 @@ impl Setting {
         match self {
             Setting::Checkpoint { chunk: Some(n) } => format!("checkpoint: {{ chunk: {n} }}"),
             Setting::Checkpoint { chunk: None } => "checkpoint: none".into(),
-            Setting::Config { key, value } => format!("config: {{ {key}: {value} }}"),
+            Setting::Config { key, value } => format!("config: {{ {key}: {} }}", yaml_scalar(value)),
             Setting::Batch { size } => format!("batch_size: {size}"),
             Setting::Dtype { dtype } if *dtype == DType::F32 => "dtype: f32".into(),
             Setting::Dtype { dtype } => format!("dtype: {dtype}, master_weights: f32"),
             Setting::Accumulation { key, steps, batch } => format!("batch_size: {batch}, config: {{ {key}: {steps} }}"),
         }
+    }
+}
+
+/// A config value as a team writes it in YAML: a word plain (`sgd`), any
+/// other text quoted (JSON's quoting is YAML's), numbers and the rest as
+/// JSON writes them.
+pub fn yaml_scalar(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s)
+            if s.starts_with(|c: char| c.is_ascii_alphabetic())
+                && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                && !matches!(
+                    s.to_ascii_lowercase().as_str(),
+                    "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "y" | "n"
+                ) =>
+        {
+            s.clone()
+        }
+        other => other.to_string(),
     }
 }
 
@@ -224,4 +243,27 @@ pub struct Plan {
     pub chosen: Option<usize>,
     /// How many full profiles the plan ran.
     pub profiles: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_setting_is_written_as_a_team_writes_yaml() {
+        let yaml = |value: serde_json::Value| {
+            Setting::Config {
+                key: "optimizer".into(),
+                value,
+            }
+            .yaml()
+        };
+        assert_eq!(yaml("sgd".into()), "config: { optimizer: sgd }");
+        assert_eq!(yaml(262_144.into()), "config: { optimizer: 262144 }");
+        // Words YAML would read as something else, and other text, quoted.
+        assert_eq!(yaml("no".into()), "config: { optimizer: \"no\" }");
+        assert_eq!(yaml("a b: c".into()), "config: { optimizer: \"a b: c\" }");
+        assert_eq!(yaml("1e3".into()), "config: { optimizer: \"1e3\" }");
+        assert_eq!(yaml(serde_json::Value::Null), "config: { optimizer: null }");
+    }
 }

@@ -547,6 +547,7 @@ pub(crate) fn print_sweep(s: &Sweep) {
             "\nre-measured {}, the fit's error there:",
             point_words(p.batch, key, p.seq_len, p.dtype)
         );
+        let mut worst = 0f64;
         for name in [sweep::TRAINING_PEAK, "inference_peak", "activations"] {
             if let Some(f) = p.figures.get(name) {
                 if let (Some(m), Some(e)) = (f.measured, f.error()) {
@@ -556,11 +557,33 @@ pub(crate) fn print_sweep(s: &Sweep) {
                         bytes(m),
                         -e * 100.0
                     );
+                    if name != "activations" {
+                        worst = worst.max(e.abs());
+                    }
                 }
             }
         }
+        // Memory is bilinear in batch × length only once a step holds more
+        // positions than its fixed costs (a checkpoint chunk, a kernel's
+        // workspace): a grid below that fits badly, and its own
+        // re-measured point is the only thing that can tell.
+        if worst > MISS {
+            eprintln!(
+                "warning: the fit misses its re-measured point by {:.1} %: the grid's predicted figures are not to \
+                 be trusted near it",
+                worst * 100.0
+            );
+            eprintln!(
+                "hint: fit from points nearer those you ask about (`--batches`, `--seq-lens` with larger smallest \
+                 values), or measure the point itself with `gate check`"
+            );
+        }
     }
 }
+
+/// The re-measured point's largest peak error above which the sweep says
+/// its grid cannot be trusted.
+const MISS: f64 = 0.10;
 
 /// Writes `sweep.json` under `out`.
 pub(crate) fn write_sweep(out: &Path, s: &Sweep) -> Result<(), CliError> {

@@ -41,6 +41,7 @@ fn llama_trains_only_its_lm_head() -> candle_core::Result<()> {
             "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
             "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
         }),
+        ..LmConfig::default()
     };
     let llama = Lm::<LlamaLm>::from_config(config).expect("a valid config");
     assert_eq!(coverage_of(llama, 2)?, (39, vec!["lm_head.weight".to_string()]));

@@ -1,0 +1,520 @@
+//! The cost model: a lever's probed effect on each phase's peak, every
+//! byte figure, the step time and the loss, and a candidate's figures
+//! predicted from its levers' effects.
+
+use std::collections::BTreeMap;
+
+use gate_contract::measurement::Measurement;
+use gate_contract::plan::{Candidate, Figure, Lever, Outcome, Setting};
+use gate_probe::timeline::Event;
+use gate_probe::Timeline;
+use gate_spec::budget::{Budget, Component};
+use gate_spec::metric::{Metric, Unit};
+
+use super::rank;
+
+/// The phases of a training step whose peaks make the training peak.
+pub(super) const STEP_PHASES: [&str; 3] = ["forward", "backward", "optimizer"];
+
+/// A part of a step: a phase, inside the checkpointable blocks' scopes
+/// (their forward, their recompute) or outside them.
+pub(super) type Part = (&'static str, bool);
+
+/// What one profile gave the cost model.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Figures {
+    pub(super) values: BTreeMap<Metric, f64>,
+    /// Each part's peak above the timeline's base.
+    pub(super) phase_peaks: BTreeMap<Part, f64>,
+    /// training_peak − the highest phase peak (what lies outside the samples).
+    pub(super) offset: f64,
+}
+
+impl Figures {
+    /// `m`'s figures, its ratios against `reference` (the component the
+    /// ratio budgets compare with) where it ran no interleaved pairs, the
+    /// timeline split at `blocks`.
+    pub(super) fn of(m: &Measurement, reference: Option<&Figures>, blocks: &[String]) -> Figures {
+        let mut values = m.values.clone();
+        // As `gate check` takes them: the interleaved pairs (a GPU), else
+        // the two profiles' medians.
+        let of_reference = |metric: Metric| {
+            let mine = values.get(&metric)?;
+            let theirs = reference?.values.get(&metric).filter(|v| **v > 0.0)?;
+            Some(mine / theirs)
+        };
+        let time_ratio = match m.step_time_ratios.is_empty() {
+            false => Some(gate_contract::timing::median(&m.step_time_ratios)),
+            true => of_reference(Metric::StepTime),
+        };
+        let loss_ratio = match m.ratio_losses.filter(|(_, r)| *r != 0.0) {
+            Some((variant, reference)) => Some(variant / reference),
+            None => of_reference(Metric::Loss),
+        };
+        values.extend(time_ratio.map(|r| (Metric::StepTimeRatio, r)));
+        values.extend(loss_ratio.map(|r| (Metric::LossRatio, r)));
+        let phase_peaks = m.timeline.as_ref().map(|t| phase_peaks(t, blocks)).unwrap_or_default();
+        let highest = phase_peaks.values().copied().fold(0.0, f64::max);
+        let offset = values.get(&Metric::TrainingPeak).map_or(0.0, |tp| tp - highest);
+        Figures {
+            values,
+            phase_peaks,
+            offset,
+        }
+    }
+}
+
+/// The highest live bytes in each step phase of a timeline, inside the
+/// scopes of `blocks` and outside them: a sample's peak is the highest
+/// since the sample before, so it belongs to where the step was before the
+/// sample's own event.
+pub(in crate::pipeline) fn phase_peaks(t: &Timeline, blocks: &[String]) -> BTreeMap<Part, f64> {
+    let mut peaks = BTreeMap::new();
+    let mut current: Option<&'static str> = None;
+    let mut open: Vec<&str> = Vec::new();
+    let in_block = |path: &str| {
+        path.split('.').any(|seg| {
+            blocks
+                .iter()
+                .any(|b| seg == b || seg.strip_prefix(b.as_str()).is_some_and(|r| r.starts_with(' ')))
+        })
+    };
+    for s in &t.samples {
+        if let Some(p) = current {
+            let inside = open.iter().any(|path| in_block(path));
+            let e = peaks.entry((p, inside)).or_insert(0.0f64);
+            *e = e.max(s.peak as f64);
+        }
+        match &s.event {
+            Event::Phase(name) => current = STEP_PHASES.iter().copied().find(|p| p == name),
+            Event::Enter(path) => open.push(path),
+            Event::Exit(path) => {
+                if let Some(i) = open.iter().rposition(|p| p == path) {
+                    open.remove(i);
+                }
+            }
+            Event::End => {
+                current = None;
+                open.clear();
+            }
+        }
+    }
+    peaks
+}
+
+/// Every part of a step.
+pub(super) fn parts() -> impl Iterator<Item = Part> {
+    STEP_PHASES.iter().flat_map(|p| [(*p, false), (*p, true)])
+}
+
+/// One lever's options: the spec's own setting first, then the others.
+pub(super) struct Options {
+    pub(super) lever: Lever,
+    pub(super) current: Setting,
+    pub(super) others: Vec<Setting>,
+}
+
+/// A probed setting's effect, relative to the start.
+#[derive(Debug, Clone)]
+pub(super) struct Effect {
+    /// Difference of each part's peak (a part the profile did not see counts 0).
+    pub(super) phases: BTreeMap<Part, f64>,
+    /// Difference of each byte figure.
+    pub(super) bytes: BTreeMap<Metric, f64>,
+    /// Step time factor.
+    pub(super) time: f64,
+    /// Loss factor.
+    pub(super) loss: f64,
+    /// For a lever that changes the rows a step holds (the batch, the
+    /// sequence length, micro-batches): the rows' ratio to the start's.
+    pub(super) rows: Option<f64>,
+}
+
+impl Effect {
+    pub(super) fn none() -> Effect {
+        Effect {
+            phases: BTreeMap::new(),
+            bytes: BTreeMap::new(),
+            time: 1.0,
+            loss: 1.0,
+            rows: None,
+        }
+    }
+
+    pub(super) fn between(start: &Figures, probe: &Figures) -> Effect {
+        let phases = parts()
+            .map(|p| {
+                let of = |f: &Figures| f.phase_peaks.get(&p).copied().unwrap_or(0.0);
+                (p, of(probe) - of(start))
+            })
+            .collect();
+        let bytes = probe
+            .values
+            .iter()
+            .filter(|(m, _)| m.unit() == Unit::Bytes)
+            .filter_map(|(m, v)| Some((*m, v - start.values.get(m)?)))
+            .collect();
+        let factor = |m: Metric| match (probe.values.get(&m), start.values.get(&m)) {
+            (Some(p), Some(s)) if *s > 0.0 => p / s,
+            _ => 1.0,
+        };
+        Effect {
+            phases,
+            bytes,
+            time: factor(Metric::StepTime),
+            loss: factor(Metric::Loss),
+            rows: None,
+        }
+    }
+
+    /// `a + (b − a)·w` for every part.
+    pub(super) fn lerp(a: &Effect, b: &Effect, w: f64, time_w: f64) -> Effect {
+        fn mix<K: Ord + Copy>(x: &BTreeMap<K, f64>, y: &BTreeMap<K, f64>, w: f64) -> BTreeMap<K, f64> {
+            x.iter()
+                .filter_map(|(k, xv)| Some((*k, xv + (y.get(k)? - xv) * w)))
+                .collect()
+        }
+        Effect {
+            phases: mix(&a.phases, &b.phases, w),
+            bytes: mix(&a.bytes, &b.bytes, w),
+            time: a.time + (b.time - a.time) * time_w,
+            loss: a.loss + (b.loss - a.loss) * w,
+            rows: None,
+        }
+    }
+}
+
+/// Each lever's options for `c`: its setting in the spec, and the others
+/// the lever offers. The batch is gate's own lever, offered for every
+/// component with a batch of 2 or more.
+pub(super) fn options_of(c: &Component, config: &serde_json::Value, mut levers: Vec<Lever>) -> Vec<Options> {
+    if c.batch_size >= 2 && !levers.iter().any(|l| matches!(l, Lever::Batch { .. })) {
+        let sizes = [c.batch_size / 2, c.batch_size / 4]
+            .into_iter()
+            .filter(|&b| b >= 1)
+            .collect();
+        levers.push(Lever::Batch { sizes });
+    }
+    levers
+        .into_iter()
+        .filter_map(|lever| {
+            let (current, others): (Setting, Vec<Setting>) = match &lever {
+                Lever::Checkpoint { chunks, .. } => (
+                    Setting::Checkpoint { chunk: c.checkpoint },
+                    chunks
+                        .iter()
+                        .filter(|&&n| Some(n) != c.checkpoint && n > 0)
+                        .map(|&n| Setting::Checkpoint { chunk: Some(n) })
+                        .collect(),
+                ),
+                Lever::Config { key, values, .. } => {
+                    let now = config.get(key).cloned().unwrap_or(serde_json::Value::Null);
+                    (
+                        Setting::Config {
+                            key: key.clone(),
+                            value: now.clone(),
+                        },
+                        values
+                            .iter()
+                            .filter(|v| **v != now)
+                            .map(|v| Setting::Config {
+                                key: key.clone(),
+                                value: v.clone(),
+                            })
+                            .collect(),
+                    )
+                }
+                Lever::Batch { sizes } => (
+                    Setting::Batch { size: c.batch_size },
+                    sizes
+                        .iter()
+                        .filter(|&&b| b != c.batch_size && b >= 1)
+                        .map(|&size| Setting::Batch { size })
+                        .collect(),
+                ),
+                Lever::Dtype { dtypes } => (
+                    Setting::Dtype { dtype: c.dtype },
+                    dtypes
+                        .iter()
+                        .filter(|&&d| d != c.dtype)
+                        .map(|&dtype| Setting::Dtype { dtype })
+                        .collect(),
+                ),
+                Lever::Sequence { key, lengths } => {
+                    let now = config.get(key).cloned().unwrap_or(serde_json::Value::Null);
+                    let setting = |value: serde_json::Value| Setting::Config {
+                        key: key.clone(),
+                        value,
+                    };
+                    (
+                        setting(now.clone()),
+                        lengths
+                            .iter()
+                            .map(|&n| serde_json::Value::from(n))
+                            .filter(|v| *v != now)
+                            .map(setting)
+                            .collect(),
+                    )
+                }
+                Lever::Accumulation { key, steps } => {
+                    // The rows a step trains on stay the spec's: batch × steps.
+                    let now = config.get(key).and_then(serde_json::Value::as_u64).unwrap_or(1).max(1) as usize;
+                    let rows = c.batch_size * now;
+                    let setting = |steps: usize| Setting::Accumulation {
+                        key: key.clone(),
+                        steps,
+                        batch: rows / steps,
+                    };
+                    (
+                        setting(now),
+                        steps
+                            .iter()
+                            .filter(|&&k| k != now && k >= 1 && rows.is_multiple_of(k))
+                            .map(|&k| setting(k))
+                            .collect(),
+                    )
+                }
+            };
+            (!others.is_empty()).then_some(Options { lever, current, others })
+        })
+        .collect()
+}
+
+/// The settings a lever is probed at: the two ends of its range where it
+/// has one (a chunk, a batch), else each.
+pub(super) fn probe_settings(o: &Options) -> Vec<Setting> {
+    match o.lever {
+        Lever::Checkpoint { .. } | Lever::Batch { .. } if o.others.len() > 2 => {
+            let mut ends = o.others.clone();
+            ends.sort_by(|a, b| scalar(a).total_cmp(&scalar(b)));
+            vec![ends[0].clone(), ends[ends.len() - 1].clone()]
+        }
+        _ => o.others.clone(),
+    }
+}
+
+/// A setting's position on its lever's axis (chunk or batch), for interpolation.
+pub(super) fn scalar(s: &Setting) -> f64 {
+    match s {
+        Setting::Checkpoint { chunk: Some(n) } => *n as f64,
+        Setting::Checkpoint { chunk: None } => f64::INFINITY,
+        Setting::Batch { size } => *size as f64,
+        _ => 0.0,
+    }
+}
+
+/// The effect of `setting` on the start: probed, or interpolated between
+/// the probed settings around it (and the start, where it lies between).
+/// `None`: nothing to predict it from.
+pub(super) fn effect_of(o: &Options, probed: &BTreeMap<usize, (Setting, Effect)>, setting: &Setting) -> Option<Effect> {
+    if *setting == o.current {
+        return Some(Effect::none());
+    }
+    if let Some((_, e)) = probed.values().find(|(s, _)| s == setting) {
+        return Some(e.clone());
+    }
+    if !matches!(o.lever, Lever::Checkpoint { .. } | Lever::Batch { .. }) {
+        return None;
+    }
+    // Points on the axis: the probes, and the start where it is on it.
+    let mut points: Vec<(f64, Effect)> = probed.values().map(|(s, e)| (scalar(s), e.clone())).collect();
+    let here = scalar(&o.current);
+    if here.is_finite() {
+        points.push((here, Effect::none()));
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let x = scalar(setting);
+    let lower = points.iter().rev().find(|(p, _)| *p <= x)?;
+    let upper = points.iter().find(|(p, _)| *p >= x)?;
+    if upper.0 == lower.0 {
+        return Some(lower.1.clone());
+    }
+    let w = (x - lower.0) / (upper.0 - lower.0);
+    // A chunk's time is in its number of chunks (1/chunk); a batch's in its rows.
+    let time_w = match o.lever {
+        Lever::Checkpoint { .. } => (1.0 / x - 1.0 / lower.0) / (1.0 / upper.0 - 1.0 / lower.0),
+        _ => w,
+    };
+    let mut e = Effect::lerp(&lower.1, &upper.1, w, time_w);
+    e.rows = rows_ratio(o, setting).or(e.rows);
+    Some(e)
+}
+
+/// The rows a step holds under `setting` over the start's (its lever's
+/// current setting), for a lever that changes them: the batch, the
+/// sequence length, micro-batches. `None` for any other lever.
+pub(super) fn rows_ratio(o: &Options, setting: &Setting) -> Option<f64> {
+    let ratio = |now: f64, then: f64| (now > 0.0).then(|| then / now);
+    match (&o.lever, &o.current, setting) {
+        (Lever::Batch { .. }, Setting::Batch { size: now }, Setting::Batch { size }) => {
+            ratio(*now as f64, *size as f64)
+        }
+        (Lever::Accumulation { .. }, Setting::Accumulation { batch: now, .. }, Setting::Accumulation { batch, .. }) => {
+            ratio(*now as f64, *batch as f64)
+        }
+        (Lever::Sequence { .. }, Setting::Config { value: now, .. }, Setting::Config { value, .. }) => {
+            ratio(now.as_f64()?, value.as_f64()?)
+        }
+        _ => None,
+    }
+}
+
+/// A figure `start` moved by `effects`' differences `delta`: added, except
+/// where every lever that moves it changes only the rows a step holds.
+/// Then it is a part that stays (`fixed`, read from each such probe: with
+/// rows ρ, a figure s → q has fixed part (q − ρ·s)/(1 − ρ)) and a part that
+/// scales with the rows, so two of them multiply (half the batch at half
+/// the length is a quarter of the rows, not the two halvings added).
+pub(super) fn moved(start: f64, effects: &[Effect], delta: impl Fn(&Effect) -> f64) -> f64 {
+    let added: f64 = effects.iter().map(&delta).sum();
+    let others_move = effects
+        .iter()
+        .filter(|e| e.rows.is_none())
+        .any(|e| delta(e).abs() > 0.01 * start.abs().max(1.0));
+    let scaling: Vec<(f64, f64)> = effects
+        .iter()
+        .filter_map(|e| Some((e.rows?, delta(e))))
+        .filter(|(rho, _)| (rho - 1.0).abs() > f64::EPSILON)
+        .collect();
+    if others_move || scaling.len() < 2 {
+        return added;
+    }
+    let fixed = scaling
+        .iter()
+        .map(|(rho, d)| ((start + d) - rho * start) / (1.0 - rho))
+        .sum::<f64>()
+        / scaling.len() as f64;
+    let fixed = fixed.clamp(0.0, start.max(0.0));
+    let rows: f64 = scaling.iter().map(|(rho, _)| rho).product();
+    let others: f64 = effects.iter().filter(|e| e.rows.is_none()).map(&delta).sum();
+    fixed + (start - fixed) * rows + others - start
+}
+
+/// Every combination of settings (the spec's own excluded), predicted and
+/// ranked.
+pub(super) fn predict_all(
+    c: &Component,
+    options: &[Options],
+    effects: &[BTreeMap<usize, (Setting, Effect)>],
+    start: &Figures,
+) -> Vec<Candidate> {
+    let mut combos: Vec<Vec<(usize, Setting)>> = vec![Vec::new()];
+    for (i, o) in options.iter().enumerate() {
+        let mut next = Vec::new();
+        for combo in &combos {
+            for s in std::iter::once(&o.current).chain(&o.others) {
+                let mut k = combo.clone();
+                if *s != o.current {
+                    k.push((i, s.clone()));
+                }
+                next.push(k);
+            }
+        }
+        combos = next;
+    }
+    let mut out: Vec<Candidate> = combos
+        .into_iter()
+        .filter(|k| !k.is_empty())
+        // Both set the batch: accumulation keeps the rows a step, the batch
+        // lever changes them.
+        .filter(|k| {
+            !(k.iter().any(|(_, s)| matches!(s, Setting::Batch { .. }))
+                && k.iter().any(|(_, s)| matches!(s, Setting::Accumulation { .. })))
+        })
+        .filter_map(|k| {
+            let parts: Option<Vec<Effect>> = k
+                .iter()
+                .map(|(i, s)| effect_of(&options[*i], &effects[*i], s))
+                .collect();
+            let figures = predict(c, start, &parts?);
+            let predicted: BTreeMap<Metric, f64> = figures.iter().map(|(m, f)| (*m, f.predicted)).collect();
+            let fails = failing(c, &predicted);
+            Some(Candidate {
+                settings: k.into_iter().map(|(_, s)| s).collect(),
+                figures,
+                outcome: if fails.is_empty() {
+                    Outcome::PredictedPass
+                } else {
+                    Outcome::PredictedFail
+                },
+                fails,
+                error: None,
+            })
+        })
+        .collect();
+    // Those predicted to pass first, each group cheapest first.
+    out.sort_by(|a, b| {
+        let fails = |k: &Candidate| k.outcome != Outcome::PredictedPass;
+        fails(a).cmp(&fails(b)).then(
+            rank(a, c.batch_size, options)
+                .partial_cmp(&rank(b, c.batch_size, options))
+                .unwrap_or(std::cmp::Ordering::Equal),
+        )
+    });
+    out
+}
+
+/// A candidate's figures from the start's and its settings' effects.
+pub(super) fn predict(c: &Component, start: &Figures, parts: &[Effect]) -> BTreeMap<Metric, Figure> {
+    let mut values = start.values.clone();
+    for (metric, v) in values.iter_mut() {
+        if metric.unit() == Unit::Bytes {
+            let m = *metric;
+            *v = (*v + moved(*v, parts, |e| e.bytes.get(&m).copied().unwrap_or(0.0))).max(0.0);
+        }
+    }
+    // The training peak: the highest of the step's phases, each moved by
+    // every lever.
+    if !start.phase_peaks.is_empty() {
+        let highest = self::parts()
+            .map(|p| {
+                let base = start.phase_peaks.get(&p).copied().unwrap_or(0.0);
+                base + moved(base, parts, |e| e.phases.get(&p).copied().unwrap_or(0.0))
+            })
+            .fold(0.0, f64::max);
+        values.insert(Metric::TrainingPeak, start.offset + highest);
+    }
+    let time: f64 = parts.iter().map(|e| e.time).product();
+    let loss: f64 = parts.iter().map(|e| e.loss).product();
+    if let Some(t) = values.get_mut(&Metric::StepTime) {
+        *t *= time;
+    }
+    if let Some(l) = values.get_mut(&Metric::Loss) {
+        *l *= loss;
+    }
+    // Ratios against the start's reference (the start itself when it has none).
+    let start_ratio = start.values.get(&Metric::StepTimeRatio).copied().unwrap_or(1.0);
+    values.insert(Metric::StepTimeRatio, start_ratio * time);
+    let start_loss = start.values.get(&Metric::LossRatio).copied().unwrap_or(1.0);
+    values.insert(Metric::LossRatio, start_loss * loss);
+    let mut shown: Vec<Metric> = c.budgets.iter().map(|b| b.metric).collect();
+    shown.extend([Metric::TrainingPeak, Metric::StepTimeRatio]);
+    if parts.iter().any(|e| e.loss != 1.0) {
+        shown.push(Metric::LossRatio);
+    }
+    shown
+        .into_iter()
+        .filter_map(|m| {
+            Some((
+                m,
+                Figure {
+                    predicted: *values.get(&m)?,
+                    measured: None,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The budgets of `c` that `values` fail (a figure absent is not judged).
+pub(super) fn failing(c: &Component, values: &BTreeMap<Metric, f64>) -> Vec<Metric> {
+    c.budgets
+        .iter()
+        .filter(|b: &&Budget| {
+            values
+                .get(&b.metric)
+                .is_some_and(|v| !b.limit.op.holds(*v, b.limit.value))
+        })
+        .map(|b| b.metric)
+        .collect()
+}

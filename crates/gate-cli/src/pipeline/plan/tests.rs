@@ -1,0 +1,151 @@
+use super::*;
+use gate_probe::timeline::Event;
+use gate_probe::Timeline;
+
+fn effect(phases: &[(&'static str, bool, f64)], time: f64) -> Effect {
+    Effect {
+        phases: phases.iter().map(|(p, i, v)| ((*p, *i), *v)).collect(),
+        bytes: BTreeMap::new(),
+        time,
+        loss: 1.0,
+        rows: None,
+    }
+}
+
+#[test]
+fn two_levers_of_the_rows_multiply_where_they_alone_move_a_figure() {
+    // 100 fixed + 5,300 that scales with the rows; half the batch and
+    // half the length each measured alone at 2,750.
+    let rows = |rho: f64| Effect {
+        rows: Some(rho),
+        ..Effect::none()
+    };
+    let start = 5400.0;
+    let both = [rows(0.5), rows(0.5)];
+    let d = moved(start, &both, |_| 2750.0 - start);
+    assert_eq!(start + d, 100.0 + 5300.0 * 0.25);
+    // A lever that is not of the rows moving the figure: added, as before.
+    let mut checkpoint = Effect::none();
+    checkpoint.bytes.insert(Metric::TrainingPeak, -5000.0);
+    let three = [rows(0.5), rows(0.5), checkpoint];
+    let d = moved(start, &three, |e| {
+        e.bytes.get(&Metric::TrainingPeak).copied().unwrap_or(2750.0 - start)
+    });
+    assert_eq!(d, -5000.0 - 2.0 * 2650.0);
+}
+
+#[test]
+fn levers_on_different_phases_compose_where_the_peak_moves() {
+    // The start: its peak in backward (1000), optimizer 300.
+    let start = Figures {
+        values: [(Metric::TrainingPeak, 1000.0)].into_iter().collect(),
+        phase_peaks: [
+            (("forward", false), 600.0),
+            (("backward", false), 1000.0),
+            (("optimizer", false), 300.0),
+        ]
+        .into_iter()
+        .collect(),
+        offset: 0.0,
+    };
+    let c = component_with(&[(Metric::TrainingPeak, 250.0)]);
+    // Checkpointing takes backward outside the block to 200 and puts
+    // its recompute (inside the block) at 180; the peak is then the
+    // optimizer's 300. Slicing takes the optimizer to 150.
+    let ckpt = effect(
+        &[
+            ("forward", false, -500.0),
+            ("backward", false, -800.0),
+            ("backward", true, 180.0),
+        ],
+        1.5,
+    );
+    let slice = effect(&[("optimizer", false, -150.0)], 1.0);
+    let alone = predict(&c, &start, std::slice::from_ref(&ckpt));
+    assert_eq!(alone[&Metric::TrainingPeak].predicted, 300.0);
+    let both = predict(&c, &start, &[ckpt, slice]);
+    assert_eq!(both[&Metric::TrainingPeak].predicted, 200.0);
+    assert_eq!(both[&Metric::StepTimeRatio].predicted, 1.5);
+}
+
+#[test]
+fn a_chunk_between_two_probes_is_interpolated_in_bytes_and_in_chunks() {
+    let o = Options {
+        lever: Lever::Checkpoint {
+            blocks: vec![],
+            chunks: vec![32, 64, 128],
+        },
+        current: Setting::Checkpoint { chunk: None },
+        others: [32, 64, 128].map(|n| Setting::Checkpoint { chunk: Some(n) }).to_vec(),
+    };
+    let probed: BTreeMap<usize, (Setting, Effect)> = [
+        (
+            0,
+            (
+                Setting::Checkpoint { chunk: Some(32) },
+                effect(&[("backward", true, 300.0)], 2.0),
+            ),
+        ),
+        (
+            1,
+            (
+                Setting::Checkpoint { chunk: Some(128) },
+                effect(&[("backward", true, 600.0)], 1.25),
+            ),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let e = effect_of(&o, &probed, &Setting::Checkpoint { chunk: Some(64) }).unwrap();
+    // Bytes: a third of the way from 32 to 128.
+    assert_eq!(e.phases[&("backward", true)], 400.0);
+    // Time: 1/64 lies 2/3 of the way from 1/32 to 1/128.
+    assert!((e.time - 1.5).abs() < 1e-12, "{}", e.time);
+    assert_eq!(probe_settings(&o).len(), 2);
+}
+
+#[test]
+fn a_sample_peak_belongs_to_where_the_step_was_before_its_event() {
+    use gate_probe::timeline::Sample;
+    let s = |peak, event| Sample {
+        t_us: 0,
+        live: 0,
+        peak,
+        event,
+    };
+    let t = Timeline {
+        source: "cpu".into(),
+        base_bytes: 0,
+        samples: vec![
+            s(0, Event::Phase("forward".into())),
+            s(50, Event::Enter("tft.encoder_vsn".into())),
+            s(60, Event::Exit("tft.encoder_vsn".into())),
+            s(70, Event::Phase("backward".into())),
+            s(80, Event::Enter("encoder_vsn (recompute)".into())),
+            s(95, Event::Exit("encoder_vsn (recompute)".into())),
+            s(90, Event::Phase("optimizer".into())),
+            s(40, Event::End),
+        ],
+        dropped: 0,
+        peak: None,
+    };
+    let p = phase_peaks(&t, &["encoder_vsn".to_string()]);
+    assert_eq!(p[&("forward", false)], 70.0);
+    assert_eq!(p[&("forward", true)], 60.0);
+    assert_eq!(p[&("backward", false)], 90.0);
+    assert_eq!(p[&("backward", true)], 95.0);
+    assert_eq!(p[&("optimizer", false)], 40.0);
+    // No blocks: nothing inside.
+    assert!(phase_peaks(&t, &[]).keys().all(|(_, inside)| !inside));
+}
+
+fn component_with(budgets: &[(Metric, f64)]) -> Component {
+    let yaml = "version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets:\n      training_peak: < 1 GB\n";
+    let spec = gate_spec::budget::parse_bytes(Path::new("b.yaml"), yaml.as_bytes()).unwrap();
+    let mut c = spec.components[0].clone();
+    for (b, (m, v)) in c.budgets.iter_mut().zip(budgets) {
+        b.metric = *m;
+        b.limit.value = *v;
+    }
+    c
+}
