@@ -854,6 +854,7 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             let items: Vec<Value> = s
                 .files
                 .iter()
+                .filter(|(path, _)| path.starts_with("reports/"))
                 .map(|(path, (text, blob))| {
                     let mut e = answer("content-directory-entry");
                     e["name"] = json!(path.rsplit('/').next().unwrap());
@@ -865,8 +866,9 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 .collect();
             (200, Value::Array(items))
         }
-        ("GET", ["contents", "reports", file]) => {
-            let path = format!("reports/{file}");
+        // A commit's report, or an anchor's (`anchors/v1.4.0.json`).
+        ("GET", ["contents", dir @ ("reports" | "anchors"), file]) => {
+            let path = format!("{dir}/{file}");
             match s.files.get(&path) {
                 Some((text, blob)) if s.branch_exists => {
                     let mut v = answer("content-file");
@@ -881,8 +883,8 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
                 _ => (404, json!({"message": "Not Found"})),
             }
         }
-        ("PUT", ["contents", "reports", file]) => {
-            let path = format!("reports/{file}");
+        ("PUT", ["contents", dir @ ("reports" | "anchors"), file]) => {
+            let path = format!("{dir}/{file}");
             if !s.branch_exists {
                 return (404, json!({"message": "Branch not found"}));
             }

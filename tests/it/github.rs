@@ -2365,3 +2365,76 @@ fn a_check_run_summary_of_multibyte_text_is_cut_to_githubs_bytes() {
     assert!(summary.len() <= 65_535, "{} bytes", summary.len());
     assert!(summary.ends_with('…'));
 }
+
+/// An anchor (#51 item 4): `gate baseline publish --anchor v1.4.0` stores
+/// the report as `anchors/v1.4.0.json` beside the commit's; `gate check
+/// --anchor auto` reads the spec's `anchor:` from there and judges every
+/// `drift:` since it; a name the store lacks is a warning saying how to
+/// store it.
+#[test]
+fn an_anchor_published_by_name_is_what_check_measures_drift_since() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    check_mlp(&out);
+    let commit = sha(0xa0);
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &commit, "--anchor", "v1.4.0", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
+    let anchor: Value = serde_json::from_str(&fake.file("anchors/v1.4.0.json").expect("stored")).unwrap();
+    assert_eq!(anchor["commit"], json!(commit));
+    assert!(fake.file(&format!("reports/{commit}.json")).is_some());
+    // A name that is no tag is refused before anything is written.
+    let o = gate(Some(&fake), None)
+        .args(["baseline", "publish", "--sha", &commit, "--anchor", "../main", "--from"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", output_text(&o));
+
+    let spec = |name: &str| {
+        let p = tmp.path().join(format!("{name}.yaml"));
+        let text = std::fs::read_to_string(root().join(MLP)).unwrap().replacen(
+            "version: 1\n",
+            &format!("version: 1\nanchor: {name}\n"),
+            1,
+        );
+        std::fs::write(&p, text.replacen("defaults:\n", "defaults:\n  drift: 6%\n", 1)).unwrap();
+        p
+    };
+    let check = |spec: &Path| {
+        let out = tmp.path().join("checked");
+        let o = gate(Some(&fake), None)
+            .args(["check", "--baseline", "none", "--anchor", "auto", "--budgets"])
+            .arg(spec)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+        (o, report)
+    };
+    let (o, report) = check(&spec("v1.4.0"));
+    let params = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "params")
+        .unwrap()
+        .clone();
+    assert_eq!(params["drift"]["anchor"], "v1.4.0", "{}", output_text(&o));
+    assert_eq!(params["drift"]["anchor_commit"], json!(commit));
+    assert_eq!(params["drift"]["exceeded"], false);
+    let (_, report) = check(&spec("v9"));
+    let warnings = report["summary"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.contains(&json!(
+            "no drift judged: no anchor `v9` (the baseline store (branch `gate-baselines`) has no `anchors/v9.json`: \
+             run `gate baseline publish --anchor v9` where v9 was built)"
+        )),
+        "{warnings:?}"
+    );
+}

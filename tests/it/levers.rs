@@ -106,6 +106,7 @@ fn ratio_budgets_are_judged_and_every_renderer_shows_the_variants() {
         gate_version: "test".into(),
         components,
         baseline: &none,
+        anchor: None,
         testbed: Testbed::default(),
         reserve,
         strict: false,

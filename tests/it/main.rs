@@ -25,6 +25,7 @@ mod attribution;
 mod broken_pipe;
 mod cli;
 mod cpu_independence;
+mod drift;
 mod encoding;
 mod ensemble;
 mod faults;

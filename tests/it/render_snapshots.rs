@@ -92,6 +92,7 @@ fn timed_with_a_variant() -> Report {
             baseline_limit: None,
             interval: None,
             untrained: false,
+            drift: None,
         };
     use gate_spec::metric::Unit;
     let at = r.results.iter().position(|x| x.component != "tft").unwrap();

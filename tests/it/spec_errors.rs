@@ -6,6 +6,20 @@ use std::path::Path;
 /// (name, spec text, exact error text)
 const CASES: &[(&str, &str, &str)] = &[
     (
+        "drift_without_an_anchor_has_nothing_to_measure_since",
+        r#"version: 1
+device: { name: card, capacity: 4 GiB }
+components:
+  m:
+    workload: mlp
+    drift: 10%
+    budgets:
+      params: < 1 MiB
+"#,
+        r#"budgets.yaml:6:12: error: `drift` needs an anchor: the spec has no `anchor:`
+  hint: add `anchor: v1.4.0` at the top level: a release tag, or a baseline stored with `gate baseline publish --anchor NAME`; drift is the growth since that report"#,
+    ),
+    (
         "ratio_budget_without_variants_can_never_be_measured",
         r#"version: 1
 device:
@@ -774,7 +788,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:9:5: error: unknown key `budget` in component `m`
-  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, timing, budgets, checkpoint, variants, reference, master_weights, spans, generate"#,
+  hint: did you mean `budgets`? component `m` takes: workload, config, batch_size, dtype, seed, tolerance, drift, timing, budgets, checkpoint, variants, reference, master_weights, spans, generate"#,
     ),
     (
         "unknown_dtype",
@@ -840,7 +854,7 @@ components:
 devices: {}
 "#,
         r#"budgets.yaml:11:1: error: unknown key `devices` in the spec
-  hint: did you mean `device`? the spec takes: version, device, defaults, components, ensemble, harness"#,
+  hint: did you mean `device`? the spec takes: version, device, defaults, components, ensemble, harness, anchor"#,
     ),
     (
         "unknown_workload",

@@ -242,6 +242,48 @@ async fn read_store(
     }
 }
 
+/// The spec's anchor under `--anchor auto`: the report stored as
+/// `anchors/NAME.json` on the store's branch. Every problem is a missing
+/// anchor with its reason (a warning: no drift is judged), never a crash.
+pub fn auto_anchor(name: &str, branch: &str) -> Outcome {
+    let missing = |reason: String| Outcome::Missing { reason };
+    let Ok(repo) = Repo::from_env() else {
+        return missing("not in GitHub Actions (GITHUB_REPOSITORY is not set); pass --anchor FILE".into());
+    };
+    let settings = Settings::from_env();
+    if settings.token.is_none() {
+        return missing("GITHUB_TOKEN is not set: cannot read the baseline store".into());
+    }
+    let branch = match context::check_branch(branch) {
+        Ok(b) => b,
+        Err(e) => return missing(e.to_string()),
+    };
+    block_on(async move {
+        let client = match Client::new(settings) {
+            Ok(c) => c,
+            Err(e) => return missing(e.to_string()),
+        };
+        let store = store::Store {
+            client: &client,
+            repo: &repo,
+            branch,
+        };
+        let file = store::Store::anchor_path(name);
+        match store.get_anchor(name).await {
+            Ok(Some(report)) => Outcome::Found {
+                report: Box::new(report),
+                source: format!("anchor {name}"),
+            },
+            Ok(None) => missing(format!(
+                "the baseline store (branch `{}`) has no `{file}`: run `gate baseline publish --anchor {name}` \
+                 where {name} was built",
+                store.branch
+            )),
+            Err(e) => missing(format!("cannot read the baseline store: {e}")),
+        }
+    })
+}
+
 fn missing(reason: &str) -> AutoBaseline {
     AutoBaseline {
         outcome: Outcome::Missing { reason: reason.into() },

@@ -224,14 +224,16 @@ impl Store<'_> {
         })
     }
 
-    /// The stored file for `sha`: its text and blob sha.
-    async fn get_file(&self, sha: &str) -> Result<Option<(String, String)>, GithubError> {
-        let path = format!(
-            "/repos/{}/contents/{}?ref={}",
-            self.repo,
-            Self::file_path(sha),
-            self.branch
-        );
+    /// The file of a named report, an anchor (`anchors/v1.4.0.json`): a
+    /// release tag or a name `gate baseline publish --anchor` stored it
+    /// under, which the spec's `drift:` budgets are measured since.
+    pub fn anchor_path(name: &str) -> String {
+        format!("anchors/{name}.json")
+    }
+
+    /// The stored file at `file` (a path on the store's branch): its text and blob sha.
+    async fn get_path(&self, file: &str) -> Result<Option<(String, String)>, GithubError> {
+        let path = format!("/repos/{}/contents/{file}?ref={}", self.repo, self.branch);
         let Some(entry) = self.client.get_opt::<FileEntry>(Call::ReadBaseline, &path).await? else {
             return Ok(None);
         };
@@ -254,13 +256,22 @@ impl Store<'_> {
 
     /// The stored report of `sha`, if any.
     pub async fn get(&self, sha: &str) -> Result<Option<Report>, GithubError> {
-        match self.get_file(sha).await? {
+        self.get_report(&Self::file_path(sha)).await
+    }
+
+    /// The anchor stored under `name`, if any (see [`Store::anchor_path`]).
+    pub async fn get_anchor(&self, name: &str) -> Result<Option<Report>, GithubError> {
+        self.get_report(&Self::anchor_path(name)).await
+    }
+
+    async fn get_report(&self, file: &str) -> Result<Option<Report>, GithubError> {
+        match self.get_path(file).await? {
             None => Ok(None),
-            Some((text, _)) => gate_report::baseline::parse(&text, &Self::file_path(sha))
+            Some((text, _)) => gate_report::baseline::parse(&text, file)
                 .map(Some)
                 .map_err(|e| GithubError::Decode {
                     method: Method::Get.name().into(),
-                    path: Self::file_path(sha),
+                    path: file.to_string(),
                     reason: e.to_string(),
                 }),
         }
@@ -402,19 +413,31 @@ impl Store<'_> {
 
     /// Stores `report_json` as the report of `sha`, retrying on concurrent updates.
     pub async fn publish(&self, sha: &str, report_json: &str) -> Result<Published, GithubError> {
+        self.publish_at(&Self::file_path(sha), &format!("gate: baseline for {sha}"), report_json)
+            .await
+    }
+
+    /// Stores `report_json` as the anchor `name` (a release tag, or a name
+    /// the team pins), which replaces an anchor of that name.
+    pub async fn publish_anchor(&self, name: &str, report_json: &str) -> Result<Published, GithubError> {
+        self.publish_at(&Self::anchor_path(name), &format!("gate: anchor {name}"), report_json)
+            .await
+    }
+
+    async fn publish_at(&self, file: &str, message: &str, report_json: &str) -> Result<Published, GithubError> {
         self.ensure_branch().await?;
-        let file = Self::file_path(sha);
+        let file = file.to_string();
         let path = format!("/repos/{}/contents/{file}", self.repo);
         let content = base64::engine::general_purpose::STANDARD.encode(report_json.as_bytes());
         for attempt in 1..=PUBLISH_ATTEMPTS {
-            let existing = self.get_file(sha).await?;
+            let existing = self.get_path(&file).await?;
             if let Some((text, _)) = &existing {
                 if text.trim() == report_json.trim() {
                     return Ok(Published::Unchanged { path: file });
                 }
             }
             let mut body = serde_json::json!({
-                "message": format!("gate: baseline for {sha}"),
+                "message": message,
                 "content": content,
                 "branch": self.branch,
             });

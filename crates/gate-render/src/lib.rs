@@ -141,9 +141,35 @@ pub fn acknowledged_by(a: &Acknowledgement) -> String {
     format!("acknowledged by @{} via `{}` at {}", a.by, a.label, a.at)
 }
 
+/// A row's drift since the spec's anchor, as every renderer words it:
+/// `+8.0 % since anchor v1.4.0 (300.0 MB), drift at most 6%`. `None`
+/// for a row with no drift judged.
+pub fn drift_text(r: &BudgetResult) -> Option<String> {
+    let d = r.drift.as_ref()?;
+    let since = match r.measured.and_then(|v| d.percent(v)) {
+        Some(p) => format!("{p:+.1} %"),
+        None => "—".into(),
+    };
+    Some(format!(
+        "{since} since anchor {} ({}), drift at most {}%",
+        d.anchor,
+        value_text(r, d.anchor_value),
+        gate_spec::units::trim_float(d.max_percent)
+    ))
+}
+
+/// Whether the verdict found the row past its drift since the anchor (a
+/// fact it recorded; read, not judged).
+pub fn drifted(r: &BudgetResult) -> bool {
+    r.drift.as_ref().is_some_and(|d| d.exceeded)
+}
+
 /// A failing budget's one-line message, e.g. `2952.0 MiB > 200.0 MiB budget (14.8x)`.
 pub fn failure_message(r: &BudgetResult) -> String {
     match r.measured {
+        Some(v) if matches!(r.status, Status::Regressed | Status::Acknowledged) && drifted(r) => {
+            format!("{} grew {}", value_text(r, v), drift_text(r).unwrap_or_default())
+        }
         Some(v) if matches!(r.status, Status::Regressed | Status::Acknowledged) => format!(
             "{} grew from {} (baseline) by more than the {}% tolerance",
             value_text(r, v),

@@ -55,6 +55,11 @@ fn render_as(report: &Report, color: bool, compared: bool) -> String {
     for change in &report.summary.budget_changes {
         let _ = writeln!(out, "\nbudget changed: {change}");
     }
+    for r in &report.results {
+        if let Some(d) = super::drift_text(r) {
+            let _ = writeln!(out, "\n{}.{}: {d}", r.component, r.metric);
+        }
+    }
     for n in &report.summary.notes {
         let _ = writeln!(out, "\nnote: {n}");
     }
@@ -110,6 +115,9 @@ fn results_table(out: &mut String, report: &Report, color: bool, with_baseline: 
         }
         if r.untrained {
             status.push_str(" (step does not train)");
+        }
+        if super::drifted(r) {
+            status.push_str(" (drift since anchor)");
         }
         cells.push(status);
         rows.push(cells);

@@ -312,6 +312,11 @@ pub fn peak_grown_most(c: &ComponentReport) -> Option<&BlockReport> {
 pub fn what_words(step: &NextStep, code: impl Fn(&str) -> String, text: impl Fn(&str) -> String) -> String {
     let r = step.row.result;
     match (&step.row.measured, r.status) {
+        (Some(m), Status::Regressed) if crate::drifted(r) => format!(
+            "{} grew to {m}: {}",
+            code(&step.row.name()),
+            text(&crate::drift_text(r).unwrap_or_default())
+        ),
         (Some(m), Status::Regressed) => format!(
             "{} grew to {m} from {} (more than its {}% tolerance)",
             code(&step.row.name()),

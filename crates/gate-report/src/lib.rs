@@ -15,5 +15,6 @@ mod verdict;
 pub use assemble::{component_report, not_measured_report, testbed};
 pub use compare::compare_blocks;
 pub use verdict::{
-    conclude, decide, ratios_beyond_card, Inputs, Reserve, Verdict, PARAMS_AGREEMENT, PARAMS_AGREEMENT_FLOOR,
+    conclude, decide, decide_anchored, ratios_beyond_card, Inputs, Reserve, Verdict, PARAMS_AGREEMENT,
+    PARAMS_AGREEMENT_FLOOR,
 };

@@ -40,6 +40,11 @@ pub(crate) struct PublishArgs {
     /// OWNER/NAME (default: GITHUB_REPOSITORY).
     #[arg(long)]
     pub repo: Option<String>,
+    /// Also store the report as the anchor NAME (`anchors/NAME.json`, e.g.
+    /// the release tag `$GITHUB_REF_NAME`): the report a spec's `anchor:
+    /// NAME` measures its `drift:` budgets since. Replaces an anchor of that name.
+    #[arg(long, value_name = "NAME")]
+    pub anchor: Option<String>,
 }
 
 pub(super) fn run(args: BaselineArgs) -> Result<Exit, CliError> {
@@ -70,6 +75,12 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
         )
     })?;
     let sha = context::check_sha(&sha).map_err(CliError::github_usage)?;
+    if let Some(name) = args.anchor.as_deref().filter(|n| !gate_spec::budget::is_anchor_name(n)) {
+        return Err(CliError::Usage(
+            Problem::new(format!("`{name}` is not a release tag or a baseline's name"))
+                .with_hint("pass --anchor a name of letters, digits, `.`, `_`, `-` and `+`, such as `v1.4.0`"),
+        ));
+    }
     // The stored report names the commit it is stored under: a report that
     // claims another (measured elsewhere, or forged by the runner that made
     // it) would carry that claim into every later baseline.
@@ -105,13 +116,27 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
             repo: &repo,
             branch: branch.clone(),
         };
-        store.publish(&sha, &json).await
+        let published = store.publish(&sha, &json).await?;
+        let anchored = match &args.anchor {
+            Some(name) => Some(store.publish_anchor(name, &json).await?),
+            None => None,
+        };
+        Ok::<_, GithubError>((published, anchored))
     })?;
+    let (result, anchored) = result;
     let (what, path) = match result {
         Published::Created { path } => ("stored", path),
         Published::Updated { path } => ("replaced", path),
         Published::Unchanged { path } => ("already stored", path),
     };
     eprintln!("gate baseline publish: {what} {path} on branch {branch} of {repo}");
+    if let Some(a) = anchored {
+        let (what, path) = match a {
+            Published::Created { path } => ("stored", path),
+            Published::Updated { path } => ("replaced", path),
+            Published::Unchanged { path } => ("already stored", path),
+        };
+        eprintln!("gate baseline publish: {what} {path} on branch {branch} of {repo}");
+    }
     Ok(Exit::Pass)
 }

@@ -12,7 +12,7 @@ use crate::errors::CliError;
 use crate::pipeline::conclude::verdict_exit;
 use crate::pipeline::emit::{Emitter, MessageFormat};
 use crate::pipeline::plan::plans_for_failing;
-use crate::pipeline::reports::{resolve_baseline, stored_reports};
+use crate::pipeline::reports::{resolve_anchor, resolve_baseline, stored_reports};
 use crate::pipeline::run::{
     child_args, gather, gpu_lock, progress_event, remove_previous_outputs, stopped, where_the_time_went, write_outputs,
     OutputArgs,
@@ -53,6 +53,11 @@ pub(crate) struct CheckArgs {
     /// What to compare with: a report FILE, `auto` (the baseline store, in GitHub Actions), or `none`.
     #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
     pub baseline: String,
+    /// What the spec's `drift:` budgets are measured since: a report FILE,
+    /// `auto` (the spec's `anchor:` in the baseline store, `anchors/NAME.json`),
+    /// or `none`. Read only when the spec has an `anchor:`.
+    #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
+    pub anchor: String,
     /// Profiles run side by side (default: one per core on the CPU, one on a GPU).
     /// Bytes are the same whatever the number; on a GPU, timed steps take turns (on the CPU each has its core).
     #[arg(long, short = 'j', value_name = "N")]
@@ -108,6 +113,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     check_only_names(spec, &args)?;
     // Read before the shard is dealt: its profile times are the deal's costs.
     let (baseline, history_from) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
+    let anchor = resolve_anchor(&args.anchor, spec, &args.baseline_branch)?;
     let in_shard = shard.map(|s| shard_components(spec, &args.only, s, baseline.report()));
     let chosen = |name: &str| {
         is_selected(&args.only, name)
@@ -193,6 +199,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
         out: &args.out,
         strict: args.strict,
         acknowledge_label: &args.acknowledge_label,
+        anchor: anchor.as_ref(),
     };
     let Some(report) = write_outputs(&placed, spec, measured, baseline, stored, started, extra, &emitter)? else {
         return Ok(stopped().unwrap_or(Exit::Interrupted));

@@ -10,7 +10,7 @@ use clap::Args;
 use crate::errors::CliError;
 use crate::pipeline::conclude::{conclude, reserve, verdict_exit, Conclusion};
 use crate::pipeline::emit::{Emitter, MessageFormat};
-use crate::pipeline::reports::{read_baseline, read_report};
+use crate::pipeline::reports::{read_baseline, read_found, read_report};
 use gate_report::baseline::Outcome;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
@@ -97,6 +97,7 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
     let strict = args.strict || merged.strict;
     let components = every_component(&spec, &merged, &budgets, &records)?;
     let baseline = shards_baseline(&args.dirs);
+    let anchor = spec.anchor.as_ref().map(|a| shards_anchor(&args.dirs, &a.name));
     let reserve = reserve(merged.measured_reserve, &spec);
     // A shard's pr.json tells the comment job which pull request this is.
     let mut extra = Vec::new();
@@ -119,6 +120,7 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
             commit: merged.commit.clone(),
             components,
             baseline: &baseline,
+            anchor: anchor.as_ref(),
             testbed: merged.testbed.clone(),
             reserve,
             strict,
@@ -271,6 +273,19 @@ fn check_settings(
         }
     }
     Ok(())
+}
+
+/// The first shard's anchor.json: the anchor each shard looked up.
+fn shards_anchor(dirs: &[PathBuf], name: &str) -> Outcome {
+    dirs.iter()
+        .find_map(|d| read_found(d, "anchor.json", "no drift is judged from it"))
+        .map(|r| Outcome::Found {
+            source: format!("anchor {name}"),
+            report: Box::new(r),
+        })
+        .unwrap_or(Outcome::Missing {
+            reason: "no shard had its anchor.json".into(),
+        })
 }
 
 /// The first shard's baseline.json, named by its commit.

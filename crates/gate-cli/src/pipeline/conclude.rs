@@ -22,6 +22,9 @@ pub(crate) struct Conclusion<'a> {
     pub commit: Option<String>,
     pub components: BTreeMap<String, gate_contract::report::ComponentReport>,
     pub baseline: &'a gate_report::baseline::Outcome,
+    /// The spec's anchor as it was looked up (`None`: the spec has none);
+    /// written as anchor.json beside baseline.json, for `gate merge`.
+    pub anchor: Option<&'a gate_report::baseline::Outcome>,
     pub testbed: gate_contract::report::Testbed,
     pub reserve: Reserve,
     pub strict: bool,
@@ -52,6 +55,7 @@ pub(crate) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         gate_version: env!("CARGO_PKG_VERSION").into(),
         components: c.components,
         baseline: c.baseline,
+        anchor: c.anchor,
         testbed: c.testbed,
         reserve: c.reserve,
         strict: c.strict,
@@ -93,6 +97,16 @@ pub(crate) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> 
         add(&mut set, "history.json", text.as_bytes())?;
     }
     write_github_outputs(&mut set, &report, c.baseline.report(), &history.series)?;
+    match c.anchor.and_then(|a| a.report()) {
+        Some(a) => add(
+            &mut set,
+            "anchor.json",
+            serde_json::to_string_pretty(a)
+                .expect("the report serializes")
+                .as_bytes(),
+        )?,
+        None => set.remove("anchor.json"),
+    }
     write_timelines(&mut set, &report)?;
     commit_set(set)?;
 

@@ -31,14 +31,20 @@ pub(crate) fn read_report(dir: &Path) -> Result<Report, CliError> {
 
 /// DIR/baseline.json, when `gate check` had a baseline; unreadable is a warning.
 pub(crate) fn read_baseline(dir: &Path) -> Option<Report> {
-    let path = dir.join("baseline.json");
+    read_found(dir, "baseline.json", "the comment has no diff")
+}
+
+/// DIR/NAME (baseline.json, anchor.json), when `gate check` wrote it;
+/// unreadable is a warning.
+pub(crate) fn read_found(dir: &Path, name: &str, then: &str) -> Option<Report> {
+    let path = dir.join(name);
     if !path.exists() {
         return None;
     }
     match gate_report::baseline::load_found(&path) {
         Ok(r) => Some(crate::pipeline::output::scrub(r)),
         Err(e) => {
-            eprintln!("warning: {e}; the comment has no diff");
+            eprintln!("warning: {e}; {then}");
             None
         }
     }
@@ -86,6 +92,39 @@ pub(crate) fn resolve_baseline(
             ))
         }
     }
+}
+
+/// `--anchor FILE|auto|none` for a spec with an `anchor:` (`None` for one
+/// without: nothing is measured since an anchor). A bad FILE is bad input
+/// (exit 2); under `auto` every problem is a missing anchor with its reason.
+pub(crate) fn resolve_anchor(
+    arg: &str,
+    spec: &gate_spec::budget::Spec,
+    branch: &str,
+) -> Result<Option<gate_report::baseline::Outcome>, CliError> {
+    use gate_report::baseline::Outcome;
+    let Some(anchor) = &spec.anchor else {
+        return Ok(None);
+    };
+    Ok(Some(match arg {
+        "none" => Outcome::Missing {
+            reason: "--anchor none".into(),
+        },
+        "auto" => gate_github::auto_anchor(&anchor.name, branch),
+        file => {
+            let r = gate_report::baseline::load_file(std::path::Path::new(file)).map_err(|e| {
+                CliError::Usage(
+                    Problem::new(e.to_string().replacen("the baseline ", "the anchor ", 1)).with_hint(
+                        "pass the report.json of the anchor's run (`gate check` at the tag), `auto`, or `none`",
+                    ),
+                )
+            })?;
+            Outcome::Found {
+                report: Box::new(r),
+                source: file.to_string(),
+            }
+        }
+    }))
 }
 
 /// The stored reports for the history, newest first, when asked: the

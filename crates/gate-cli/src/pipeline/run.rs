@@ -165,6 +165,8 @@ pub(crate) struct OutputArgs<'a> {
     pub strict: bool,
     /// `--acknowledge-label`.
     pub acknowledge_label: &'a str,
+    /// The spec's anchor as `--anchor` found it; `None`: the spec has none.
+    pub anchor: Option<&'a gate_report::baseline::Outcome>,
 }
 
 /// Decides and writes the outputs of `check` (see [`conclude`]); `None`
@@ -191,6 +193,7 @@ pub(crate) fn write_outputs(
             commit: current_commit(),
             components: measured.components,
             baseline: &baseline,
+            anchor: args.anchor,
             testbed,
             reserve,
             strict: args.strict,

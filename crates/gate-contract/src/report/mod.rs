@@ -23,11 +23,11 @@ pub use component::{
     BlockReport, ComponentError, ComponentReport, EnsembleReport, ErrorKind, MetricValue, PhaseTime, RatioLosses,
     ReserveSource, UNATTRIBUTED,
 };
-pub use result::{BudgetResult, Interval, Status};
+pub use result::{BudgetResult, Drift, Interval, Status};
 pub use subject::{MetricId, Subject};
 pub use summary::{
     AckInput, Acknowledgement, BudgetChange, BudgetChangeFact, BudgetChangeKind, Limit, Note, NoteKind, RunStatus,
-    Summary,
+    Summary, TighterBudget, TIGHTEN_AFTER,
 };
 use warning::reads_as_acknowledgement;
 pub use warning::{Warning, WarningKind, CACHE_NEVER_GREW_LEAD, UNTRAINED_LEAD};

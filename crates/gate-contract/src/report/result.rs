@@ -127,6 +127,37 @@ pub struct BudgetResult {
     /// a gradient: it describes a smaller model than was built.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untrained: bool,
+    /// A size with a `drift:` budget: its figure at the spec's anchor and
+    /// how far it may grow since (a figure cannot creep past it by a
+    /// tolerance's worth per pull request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Drift>,
+}
+
+/// A budget's growth since the spec's `anchor:` (a release tag or a named
+/// baseline), against its `drift:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drift {
+    /// The anchor's name, as the spec writes it (`v1.4.0`).
+    pub anchor: String,
+    /// The commit the anchor's report measured, where it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor_commit: Option<String>,
+    /// The figure at the anchor, in the result's unit.
+    pub anchor_value: f64,
+    /// The most the figure may grow since the anchor, in percent.
+    pub max_percent: f64,
+    /// The figure grew past `max_percent` since the anchor: the row is
+    /// `regressed` on it (whatever its growth over the baseline).
+    pub exceeded: bool,
+}
+
+impl Drift {
+    /// The growth since the anchor, in percent of the anchor's figure
+    /// (`None` when the anchor measured nothing).
+    pub fn percent(&self, measured: f64) -> Option<f64> {
+        (self.anchor_value > 0.0).then(|| (measured - self.anchor_value) / self.anchor_value * 100.0)
+    }
 }
 
 impl BudgetResult {

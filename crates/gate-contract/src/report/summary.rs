@@ -97,6 +97,10 @@ pub enum NoteKind {
     /// `loss_ratio` compares losses from the ratio steps: the reference's
     /// own profile gave none.
     LossFromRatioSteps,
+    /// A size fell past [`TIGHTEN_AFTER`] percent below its baseline: a
+    /// tighter budget is proposed (the note's `proposal`), so the room the
+    /// improvement made is not spent unseen. Never a pass or a fail.
+    TighterBudget,
     /// Anything else (and every note of a report from before notes were typed).
     #[serde(other)]
     Other,
@@ -104,7 +108,7 @@ pub enum NoteKind {
 
 /// One note of the run: the sentence shown, with what it is about and the
 /// components (or variants) it names (none: the whole run).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Note {
     /// The components it concerns.
@@ -113,6 +117,27 @@ pub struct Note {
     pub kind: NoteKind,
     /// The whole sentence, as shown.
     pub text: String,
+    /// [`NoteKind::TighterBudget`]: the budget proposed, typed.
+    pub proposal: Option<TighterBudget>,
+}
+
+/// How far below its baseline (in percent) a size must fall before a
+/// tighter budget is proposed: past the noise of a tolerance, where the
+/// room it made is worth a decision.
+pub const TIGHTEN_AFTER: f64 = 10.0;
+
+/// A tighter budget proposed for a size that improved: the figure, its
+/// baseline, the budget as it is and as proposed (the figure plus the
+/// component's tolerance, rounded up in the unit the limit is written in).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TighterBudget {
+    pub component: Subject,
+    pub metric: MetricId,
+    pub unit: Unit,
+    pub measured: f64,
+    pub baseline: f64,
+    pub limit: Limit,
+    pub proposed: Limit,
 }
 
 impl Note {
@@ -122,6 +147,17 @@ impl Note {
             components,
             kind,
             text: text.into(),
+            proposal: None,
+        }
+    }
+
+    /// The note proposing `proposal`, about its component.
+    pub fn tighter(proposal: TighterBudget, text: impl Into<String>) -> Self {
+        Note {
+            components: vec![proposal.component.as_str().to_string()],
+            kind: NoteKind::TighterBudget,
+            text: text.into(),
+            proposal: Some(proposal),
         }
     }
 }
@@ -206,6 +242,8 @@ impl std::fmt::Display for BudgetChange {
 struct NoteTag {
     components: Vec<String>,
     kind: NoteKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    proposal: Option<TighterBudget>,
 }
 
 /// A label on the pull request that accepts its regressions against the
@@ -321,6 +359,7 @@ impl From<Summary> for SummaryFile {
                 .map(|n| NoteTag {
                     components: n.components.clone(),
                     kind: n.kind,
+                    proposal: n.proposal.clone(),
                 })
                 .collect(),
             notes: s.notes.into_iter().map(|n| n.text).collect(),
@@ -384,7 +423,10 @@ impl From<SummaryFile> for Summary {
                     .notes
                     .into_iter()
                     .zip(f.note_kinds)
-                    .map(|(text, tag)| Note::new(tag.components, tag.kind, text))
+                    .map(|(text, tag)| Note {
+                        proposal: tag.proposal,
+                        ..Note::new(tag.components, tag.kind, text)
+                    })
                     .collect(),
                 false => f
                     .notes

@@ -37,6 +37,9 @@ pub enum WarningKind {
     /// A generation's decode steps grew no memory: no cache, or one made
     /// whole in the prefill.
     CacheNeverGrew,
+    /// The spec's `anchor:` was not found or is from another testbed: no
+    /// `drift:` budget is judged.
+    NoAnchor,
     /// Anything else (and whatever an older report says that is none of the above).
     #[serde(other)]
     Other,

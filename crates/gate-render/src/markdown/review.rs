@@ -9,7 +9,7 @@ use super::escape::{code, escape_max};
 use super::sections::baseline_phrase;
 use super::Links;
 use crate::view::{self, Rank, Row};
-use gate_contract::report::{Report, Status};
+use gate_contract::report::{Note, NoteKind, Report, Status};
 use gate_spec::units::Bytes;
 
 /// At most this many warnings are listed one by one.
@@ -85,7 +85,11 @@ pub(super) fn head(report: &Report, links: &Links) -> String {
         out.push('\n');
     }
     // How a figure was measured, when not the usual way: facts, never failures.
-    let notes = &report.summary.notes;
+    let (tighter, notes): (Vec<&Note>, Vec<&Note>) = report
+        .summary
+        .notes
+        .iter()
+        .partition(|n| n.kind == NoteKind::TighterBudget);
     if !notes.is_empty() {
         let _ = writeln!(out, "> [!NOTE]\n> how some figures were measured:");
         for line in notes.iter().take(MAX_WARNINGS) {
@@ -93,6 +97,17 @@ pub(super) fn head(report: &Report, links: &Links) -> String {
         }
         if notes.len() > MAX_WARNINGS {
             let _ = writeln!(out, "> - … and {} more", notes.len() - MAX_WARNINGS);
+        }
+        out.push('\n');
+    }
+    // Proposals, decided by nobody here: the team tightens the spec or not.
+    if !tighter.is_empty() {
+        let _ = writeln!(out, "> [!TIP]\n> budgets with room to tighten:");
+        for line in tighter.iter().take(MAX_WARNINGS) {
+            let _ = writeln!(out, "> - {}", escape_max(line.text.as_str(), 300));
+        }
+        if tighter.len() > MAX_WARNINGS {
+            let _ = writeln!(out, "> - … and {} more", tighter.len() - MAX_WARNINGS);
         }
         out.push('\n');
     }
@@ -233,6 +248,11 @@ fn status_cell(report: &Report, r: &Row) -> String {
         Status::Pass if r.improved => "✅ pass, improved".to_string(),
         Status::Pass => "✅ pass".into(),
         Status::Fail => "❌ **fail**".into(),
+        Status::Regressed if crate::drifted(res) => format!(
+            "📈 **regressed** (> {}% since {})",
+            gate_spec::units::trim_float(res.drift.as_ref().map_or(0.0, |d| d.max_percent)),
+            code(res.drift.as_ref().map_or("", |d| d.anchor.as_str()))
+        ),
         Status::Regressed => format!(
             "📈 **regressed** (> {}%)",
             gate_spec::units::trim_float(res.tolerance_percent)

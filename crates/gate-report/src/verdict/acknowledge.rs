@@ -118,7 +118,7 @@ mod tests {
     }
 
     fn with_ack(run: &BTreeMap<String, ComponentReport>, found: &Outcome, ack: &AckInput, strict: bool) -> Verdict {
-        decide_acknowledged(&spec(), run, found, &Testbed::default(), RESERVE, strict, ack)
+        decide_acknowledged(&spec(), run, found, None, &Testbed::default(), RESERVE, strict, ack)
     }
 
     #[test]

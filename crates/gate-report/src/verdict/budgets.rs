@@ -64,6 +64,7 @@ pub(super) fn judge_component_budget(
         baseline_limit: None,
         interval,
         untrained: untrained.is_some(),
+        drift: None,
     }
 }
 

@@ -120,6 +120,7 @@ fn judge_ensemble_budget(
         baseline_limit: None,
         interval: None,
         untrained: false,
+        drift: None,
     }
 }
 

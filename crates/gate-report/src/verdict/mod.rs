@@ -19,6 +19,7 @@ use gate_contract::report::*;
 
 mod acknowledge;
 mod budgets;
+mod drift;
 mod ensemble;
 #[cfg(test)]
 mod fixtures;
@@ -62,6 +63,9 @@ pub struct Inputs<'a> {
     pub gate_version: String,
     pub components: BTreeMap<String, ComponentReport>,
     pub baseline: &'a Outcome,
+    /// The spec's `anchor:` as it was looked up; `None`: not looked up
+    /// (said as a warning when the spec has a `drift:`).
+    pub anchor: Option<&'a Outcome>,
     pub testbed: Testbed,
     pub reserve: Reserve,
     pub strict: bool,
@@ -83,6 +87,7 @@ pub fn conclude(inputs: Inputs<'_>) -> Report {
         gate_version,
         mut components,
         baseline,
+        anchor,
         testbed,
         reserve,
         strict,
@@ -94,7 +99,7 @@ pub fn conclude(inputs: Inputs<'_>) -> Report {
     // these in each variant's metrics.
     ratios::add_ratios(&mut components);
     crate::compare::compare_blocks(&mut components, baseline, &testbed);
-    let verdict = decide_acknowledged(spec, &components, baseline, &testbed, reserve, strict, &ack);
+    let verdict = decide_acknowledged(spec, &components, baseline, anchor, &testbed, reserve, strict, &ack);
     let baseline = crate::baseline::info(baseline, &testbed);
     Report {
         schema: SCHEMA,
@@ -125,15 +130,49 @@ pub fn decide(
     reserve: Reserve,
     strict: bool,
 ) -> Verdict {
-    decide_acknowledged(spec, components, outcome, testbed, reserve, strict, &AckInput::NotAsked)
+    decide_acknowledged(
+        spec,
+        components,
+        outcome,
+        None,
+        testbed,
+        reserve,
+        strict,
+        &AckInput::NotAsked,
+    )
+}
+
+/// [`decide`] with the spec's anchor as it was looked up: each size with a
+/// `drift:` is also judged on its growth since the anchor's figure. Pure.
+pub fn decide_anchored(
+    spec: &Spec,
+    components: &BTreeMap<String, ComponentReport>,
+    outcome: &Outcome,
+    anchor: &Outcome,
+    testbed: &Testbed,
+    reserve: Reserve,
+    strict: bool,
+) -> Verdict {
+    decide_acknowledged(
+        spec,
+        components,
+        outcome,
+        Some(anchor),
+        testbed,
+        reserve,
+        strict,
+        &AckInput::NotAsked,
+    )
 }
 
 /// [`decide`], told whether the pull request carries the acknowledge label:
 /// see [`acknowledge::acknowledge`]. Pure.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn decide_acknowledged(
     spec: &Spec,
     components: &BTreeMap<String, ComponentReport>,
     outcome: &Outcome,
+    anchor: Option<&Outcome>,
     testbed: &Testbed,
     reserve: Reserve,
     strict: bool,
@@ -145,12 +184,16 @@ pub(crate) fn decide_acknowledged(
     let mut results = Vec::new();
     // The baseline's own warning (missing, another testbed) comes first.
     let mut warnings: Vec<Warning> = crate::baseline::warning(outcome, testbed).into_iter().collect();
+    let anchor = drift::anchor(spec, anchor, testbed, &mut warnings);
     for c in &spec.components {
         if let Some(report) = components.get(&c.name) {
             warnings.extend(warnings::component_warnings(&c.name, report, components));
             let base = comparable.and_then(|b| b.components.get(&c.name));
+            let at_anchor = anchor.as_ref().and_then(|a| a.of(&c.name));
             for b in &c.budgets {
-                results.push(budgets::judge_component_budget(spec, c, b, report, components, base));
+                let mut row = budgets::judge_component_budget(spec, c, b, report, components, base);
+                drift::judge(c, b, &mut row, at_anchor.as_ref());
+                results.push(row);
             }
         }
     }
@@ -168,6 +211,7 @@ pub(crate) fn decide_acknowledged(
     let mut summary = judging::summarize(&results, warnings, budget_changes, strict);
     summary.acknowledgement = acknowledgement;
     summary.notes = notes::notes(spec, testbed, components);
+    summary.notes.extend(drift::tighter_notes(spec, &results));
     Verdict {
         summary,
         results,

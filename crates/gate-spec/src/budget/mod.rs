@@ -217,4 +217,74 @@ ensemble:
             "budgets.yaml:12:26: error: `bad` in `a`\n  hint: remove it"
         );
     }
+
+    use crate::units::Percent;
+
+    const DRIFTING: &str = "version: 1
+anchor: v1.4.0
+device: { name: card, capacity: 4 GiB }
+defaults: { drift: 10% }
+components:
+  a:
+    workload: net
+    budgets: { training_peak: < 1 GiB }
+  b:
+    workload: net
+    drift: 2.5%
+    budgets: { params: < 1 MiB }
+";
+
+    #[test]
+    fn a_drift_is_read_with_its_anchor_and_a_component_may_write_its_own() {
+        let spec = parse(Path::new("budgets.yaml"), DRIFTING).unwrap();
+        assert_eq!(
+            spec.anchor,
+            Some(AnchorName {
+                name: "v1.4.0".into(),
+                line: 2,
+                col: 9
+            })
+        );
+        let drift: Vec<_> = spec.components.iter().map(|c| c.drift).collect();
+        assert_eq!(drift, [Some(Percent(10.0)), Some(Percent(2.5))]);
+        // Without either, nothing is judged since an anchor.
+        let plain = parse(
+            Path::new("budgets.yaml"),
+            &DRIFTING
+                .replace("anchor: v1.4.0\n", "")
+                .replace("defaults: { drift: 10% }\n", "")
+                .replace("    drift: 2.5%\n", ""),
+        )
+        .unwrap();
+        assert_eq!(plain.anchor, None);
+        assert!(plain.components.iter().all(|c| c.drift.is_none()));
+    }
+
+    #[test]
+    fn a_drift_without_an_anchor_an_anchor_without_a_drift_and_a_bad_name_are_errors() {
+        let err = |text: &str| parse(Path::new("budgets.yaml"), text).unwrap_err().to_string();
+        assert_eq!(
+            err(&DRIFTING.replace("anchor: v1.4.0\n", "")),
+            "budgets.yaml:3:20: error: `drift` needs an anchor: the spec has no `anchor:`\n  \
+             hint: add `anchor: v1.4.0` at the top level: a release tag, or a baseline stored with `gate baseline \
+             publish --anchor NAME`; drift is the growth since that report"
+        );
+        assert_eq!(
+            err(&DRIFTING
+                .replace("defaults: { drift: 10% }\n", "")
+                .replace("    drift: 2.5%\n", "")),
+            "budgets.yaml:2:1: error: `anchor` `v1.4.0` judges nothing: no component has a `drift:`\n  \
+             hint: add `drift: 10%` under `defaults:` (or a component): the most a size may grow since the anchor"
+        );
+        assert_eq!(
+            err(&DRIFTING.replace("v1.4.0", "../main")),
+            "budgets.yaml:2:9: error: `anchor` `../main` is not a release tag or a baseline's name\n  \
+             hint: write a release tag such as `v1.4.0`, or a name of letters, digits, `.`, `_`, `-` and `+` \
+             (at most 100, not starting with `.`)"
+        );
+        assert_eq!(
+            err(&DRIFTING.replace("2.5%", "2.5")),
+            "budgets.yaml:11:12: error: drift: `2.5` is not a percentage\n  hint: write a percentage such as `5%`"
+        );
+    }
 }

@@ -127,6 +127,11 @@ pub struct Component {
     pub dtype: DType,
     pub seed: u64,
     pub tolerance: Percent,
+    /// `drift: 10%`: the most a size may grow since the spec's `anchor`
+    /// (a release tag or a named baseline), however the growth was split
+    /// between pull requests each within `tolerance`. `None`: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<Percent>,
     pub timing: Timing,
     pub budgets: Vec<Budget>,
     /// `checkpoint: { chunk: N }`: the workload's position-wise blocks are
@@ -224,10 +229,38 @@ pub struct Spec {
     pub version: u32,
     pub device: DeviceSpec,
     pub default_tolerance: Percent,
+    /// `anchor: v1.4.0`: the pinned report every `drift:` is measured
+    /// since: a release tag or a baseline stored under a name (`gate
+    /// baseline publish --anchor NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<AnchorName>,
     pub components: Vec<Component>,
     pub ensemble: Option<Ensemble>,
     /// `harness:`: the adopter's binary that knows the spec's workloads.
     pub harness: Option<HarnessSpec>,
+}
+
+/// The name of the report `drift:` budgets are measured since, with where
+/// the spec writes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AnchorName {
+    pub name: String,
+    pub line: usize,
+    pub col: usize,
+}
+
+/// Whether `name` may name an anchor: a release tag or a stored baseline's
+/// name, which becomes a file name in the baseline store (`anchors/NAME.json`):
+/// letters, digits, `.`, `_`, `-` and `+`, not starting with `.` and
+/// without `..`, at most 100 characters.
+pub fn is_anchor_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && !name.contains("..")
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+'))
 }
 
 /// `harness:` in the spec: how to build the binary (made with `gate::main!`

@@ -8,6 +8,8 @@ use crate::config::Pos;
 pub(super) struct Ctx {
     file: String,
     pub(super) diags: Vec<Diagnostic>,
+    /// Where the first `drift:` is written: a spec with one needs an `anchor:`.
+    pub(super) drift_at: Option<Pos>,
 }
 
 impl Ctx {
@@ -15,6 +17,7 @@ impl Ctx {
         Ctx {
             file,
             diags: Vec::new(),
+            drift_at: None,
         }
     }
 

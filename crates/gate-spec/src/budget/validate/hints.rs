@@ -5,10 +5,18 @@ use super::context::Ctx;
 use crate::budget::tree::Node;
 use crate::config::Pos;
 
-pub(super) const TOP_KEYS: &[&str] = &["version", "device", "defaults", "components", "ensemble", "harness"];
+pub(super) const TOP_KEYS: &[&str] = &[
+    "version",
+    "device",
+    "defaults",
+    "components",
+    "ensemble",
+    "harness",
+    "anchor",
+];
 pub(super) const HARNESS_KEYS: &[&str] = &["package", "bin", "features", "manifest"];
 pub(super) const DEVICE_KEYS: &[&str] = &["name", "capacity", "reserve", "emulate"];
-pub(super) const DEFAULT_KEYS: &[&str] = &["dtype", "batch_size", "tolerance", "seed", "timing"];
+pub(super) const DEFAULT_KEYS: &[&str] = &["dtype", "batch_size", "tolerance", "drift", "seed", "timing"];
 pub(super) const COMPONENT_KEYS: &[&str] = &[
     "workload",
     "config",
@@ -16,6 +24,7 @@ pub(super) const COMPONENT_KEYS: &[&str] = &[
     "dtype",
     "seed",
     "tolerance",
+    "drift",
     "timing",
     "budgets",
     "checkpoint",

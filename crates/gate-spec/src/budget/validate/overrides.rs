@@ -19,6 +19,8 @@ pub(super) struct Defaults {
     pub(super) dtype: DType,
     pub(super) batch_size: usize,
     pub(super) tolerance: Percent,
+    /// `drift:` and where it was written (the spec then needs an `anchor:`).
+    pub(super) drift: Option<(Percent, Pos)>,
     pub(super) seed: u64,
     pub(super) timing: Timing,
 }
@@ -29,6 +31,7 @@ impl Default for Defaults {
             dtype: DType::F32,
             batch_size: 32,
             tolerance: Percent(5.0),
+            drift: None,
             seed: 42,
             timing: Timing::default(),
         }
@@ -45,6 +48,12 @@ impl Defaults {
                 self.batch_size = cx.positive_int(value, "batch_size").unwrap_or(self.batch_size as u64) as usize
             }
             "tolerance" => self.tolerance = cx.percent(value, "tolerance").unwrap_or(self.tolerance),
+            "drift" => {
+                if let Some(p) = cx.percent(value, "drift") {
+                    self.drift = Some((p, value.pos()));
+                    cx.drift_at.get_or_insert(value.pos());
+                }
+            }
             "seed" => self.seed = cx.non_negative_int(value, "seed").unwrap_or(self.seed),
             "timing" => self.timing = cx.timing(value, self.timing),
             _ => return false,
@@ -207,6 +216,7 @@ impl Settings {
             dtype: d.dtype,
             seed: d.seed,
             tolerance: d.tolerance,
+            drift: d.drift.map(|(p, _)| p),
             timing: d.timing,
             budgets: self.budgets,
             checkpoint: self.checkpoint,

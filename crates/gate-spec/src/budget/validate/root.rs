@@ -12,7 +12,7 @@ use super::harness::validate_harness;
 use super::hints::TOP_KEYS;
 use super::overrides::{defaults, Defaults};
 use crate::budget::tree::{Node, YamlIssue};
-use crate::budget::{measurable, Component, Diagnostics, Spec, WorkloadCheck};
+use crate::budget::{is_anchor_name, measurable, AnchorName, Component, Diagnostics, Spec, WorkloadCheck};
 use crate::config::Pos;
 
 /// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
@@ -62,6 +62,7 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
     let defaults = defaults(cx, top);
     let components = components(cx, root, top, &defaults);
     let ensemble = find(top, "ensemble").and_then(|n| validate_ensemble(cx, n, top));
+    let anchor = anchor(cx, top);
     let harness = match find(top, "harness") {
         None => Some(None),
         Some(n) => validate_harness(cx, n).map(Some),
@@ -77,10 +78,58 @@ fn validate_root(cx: &mut Ctx, path: &Path, root: &Node, check: Option<&dyn Work
         version: version?,
         device: device?,
         default_tolerance: defaults.tolerance,
+        anchor: anchor?,
         components,
         ensemble,
         harness: harness?,
     })
+}
+
+/// `anchor: v1.4.0`, checked against the `drift:` budgets it serves: a
+/// drift with nothing to measure it since, or an anchor no drift reads, is
+/// a spec that does not do what its author meant. `None`: a problem was
+/// reported.
+fn anchor(cx: &mut Ctx, top: &[(String, Pos, Node)]) -> Option<Option<AnchorName>> {
+    let written = top.iter().find(|(k, _, _)| k == "anchor");
+    let anchor = match written {
+        None => None,
+        Some((_, kpos, node)) => {
+            let name = cx.text(node, "anchor")?.trim();
+            if !is_anchor_name(name) {
+                cx.err(
+                    node.pos(),
+                    format!("`anchor` `{name}` is not a release tag or a baseline's name"),
+                    "write a release tag such as `v1.4.0`, or a name of letters, digits, `.`, `_`, `-` and `+` \
+                     (at most 100, not starting with `.`)",
+                );
+                return None;
+            }
+            if cx.drift_at.is_none() {
+                cx.err(
+                    *kpos,
+                    format!("`anchor` `{name}` judges nothing: no component has a `drift:`"),
+                    "add `drift: 10%` under `defaults:` (or a component): the most a size may grow since the anchor",
+                );
+                return None;
+            }
+            let p = node.pos();
+            Some(AnchorName {
+                name: name.to_string(),
+                line: p.line,
+                col: p.col,
+            })
+        }
+    };
+    if let (None, None, Some(at)) = (written, &anchor, cx.drift_at) {
+        cx.err(
+            at,
+            "`drift` needs an anchor: the spec has no `anchor:`",
+            "add `anchor: v1.4.0` at the top level: a release tag, or a baseline stored with \
+             `gate baseline publish --anchor NAME`; drift is the growth since that report",
+        );
+        return None;
+    }
+    Some(anchor)
 }
 
 /// `version: 1`, the only one this gate reads.
