@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use crate::errors::CliError;
-use crate::pipeline::minors::SDK_PACKAGE;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
 
@@ -97,6 +96,14 @@ impl GateSource {
     }
 }
 
+/// gate's SDK on candle, the adapter `gate init --harness` sets a crate up
+/// with (its library is `gate`).
+const SDK_PACKAGE: &str = "gate-sdk";
+
+/// The crate whose version is candle's, as the SDK's
+/// `[package.metadata.gate] framework-crate` says.
+const CANDLE_CRATE: &str = "candle-core";
+
 /// The package of gate's built-in models (a harness on candle 0.11 may register them).
 const BUILTINS_PACKAGE: &str = "gate-builtins";
 
@@ -148,7 +155,7 @@ impl GateSource {
 /// the candle-core it depends on (resolved in its Cargo.lock when there is
 /// one, else its requirement), or `None` when it has no candle of its own
 /// (gate's default, candle 0.11 with the built-in models).
-fn candle_feature(manifest: &Path, text: &str) -> Result<Option<&'static str>, CliError> {
+fn candle_feature(manifest: &Path, text: &str) -> Result<Option<String>, CliError> {
     let Ok(package) = package_name(manifest, text) else {
         return Ok(None);
     };
@@ -157,7 +164,7 @@ fn candle_feature(manifest: &Path, text: &str) -> Result<Option<&'static str>, C
     let resolved = match crate::pipeline::harness::cargo_metadata(manifest, &["--locked", "--offline"], false)? {
         Ok(o) => serde_json::from_slice::<serde_json::Value>(&o)
             .ok()
-            .and_then(|m| crate::pipeline::minors::crate_candle(&m, &package)),
+            .and_then(|m| crate::pipeline::versions::crate_version(&m, &package, CANDLE_CRATE)),
         // A crate without candle of its own has nothing to resolve: what
         // cargo said does not matter.
         Err(_) if candle_requirement(text).is_none() => None,
@@ -178,7 +185,24 @@ fn candle_feature(manifest: &Path, text: &str) -> Result<Option<&'static str>, C
     let Some(version) = resolved.or_else(|| candle_requirement(text)) else {
         return Ok(None);
     };
-    Ok(crate::pipeline::minors::adapter_for(&version))
+    Ok(sdk_feature(&version))
+}
+
+/// The SDK's feature for candle-core `version`, by the SDK's naming of its
+/// features (`candle-MAJOR-MINOR`; 0.9.0 and 0.9.1 have `candle-0-9-1`,
+/// as 0.9.2 added API they lack), so that a new minor of the SDK needs no
+/// line here; `None` below 0.9, which the SDK never served. The SDK's
+/// `[package.metadata.gate] versions` is the word on what it serves: a
+/// crate it does not serve is told so, by that list, at its first `gate
+/// check` (crates/gate-cli/src/pipeline/versions.rs).
+fn sdk_feature(version: &str) -> Option<String> {
+    let mut parts = version.split(['.', '-', '+']).map(|p| p.parse::<u64>().ok());
+    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next().flatten());
+    match (major, minor, patch) {
+        (0, 0..=8, _) => None,
+        (0, 9, Some(0 | 1)) => Some("candle-0-9-1".into()),
+        (major, minor, _) => Some(format!("candle-{major}-{minor}")),
+    }
 }
 
 /// The version in the manifest's `candle-core` requirement, operators
@@ -569,15 +593,16 @@ fn harness(
         other => other.clone(),
     };
     let candle = candle_feature(&manifest, &text)?;
-    if let Some(f) = candle {
+    if let Some(f) = &candle {
         eprintln!("{} is on candle `{f}`: gate's adapter for it", manifest.display());
     }
-    let (edited, added, builtins) = with_harness_deps(&text, &source, &args.gate_ref, candle).map_err(|e| {
-        CliError::Usage(
-            Problem::new(format!("--harness: cannot edit {}: {e}", manifest.display()))
-                .with_hint("add the lines by hand (docs/sdk.md, step 1)"),
-        )
-    })?;
+    let (edited, added, builtins) =
+        with_harness_deps(&text, &source, &args.gate_ref, candle.as_deref()).map_err(|e| {
+            CliError::Usage(
+                Problem::new(format!("--harness: cannot edit {}: {e}", manifest.display()))
+                    .with_hint("add the lines by hand (docs/sdk.md, step 1)"),
+            )
+        })?;
     *budgets = with_harness_line(budgets, &package)
         // The harness knows the kinds its `gate::main!` registers, not every built-in.
         .replace(
@@ -721,6 +746,42 @@ mod tests {
     fn the_package_name_is_quoted_in_yaml() {
         let b = with_harness_line("version: 1\n", "null");
         assert!(b.contains(r#"harness: { package: "null", bin: gate-harness }"#), "{b}");
+    }
+
+    #[test]
+    fn each_candle_version_gets_the_sdk_feature_of_its_name() {
+        assert_eq!(sdk_feature("0.9.1").as_deref(), Some("candle-0-9-1"));
+        assert_eq!(sdk_feature("0.9.0").as_deref(), Some("candle-0-9-1"));
+        assert_eq!(sdk_feature("0.9.2").as_deref(), Some("candle-0-9"));
+        assert_eq!(sdk_feature("0.9.2-alpha.1").as_deref(), Some("candle-0-9"));
+        assert_eq!(sdk_feature("0.10.2").as_deref(), Some("candle-0-10"));
+        assert_eq!(sdk_feature("0.11.1").as_deref(), Some("candle-0-11"));
+        assert_eq!(sdk_feature("0.12.0").as_deref(), Some("candle-0-12"));
+        assert_eq!(sdk_feature("0.8.4"), None);
+        assert_eq!(sdk_feature("x"), None);
+    }
+
+    /// Every feature the SDK's naming gives for a version the SDK declares
+    /// it serves is a feature of the SDK.
+    #[test]
+    fn the_sdk_features_named_are_the_sdks_own() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+        let doc: toml_edit::DocumentMut = std::fs::read_to_string(root).unwrap().parse().unwrap();
+        let versions = doc["package"]["metadata"]["gate"]["versions"].as_array().unwrap();
+        for entry in versions {
+            let entry = entry.as_inline_table().unwrap();
+            let feature = entry.get("feature").and_then(|f| f.as_str()).unwrap();
+            for served in entry.get("serves").and_then(|s| s.as_array()).unwrap() {
+                let served = served.as_str().unwrap();
+                let version = if served.matches('.').count() == 1 {
+                    format!("{served}.99")
+                } else {
+                    served.to_string()
+                };
+                assert_eq!(sdk_feature(&version).as_deref(), Some(feature), "{served}");
+                assert!(doc["features"].get(feature).is_some(), "{feature}");
+            }
+        }
     }
 
     #[test]

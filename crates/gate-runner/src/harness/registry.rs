@@ -1,7 +1,7 @@
 //! The workload kinds a harness knows and a spec's components resolved
 //! against them, for any framework: a kind is a name and a reader of its
-//! `config:`; a framework adapter registers its own workload type `D` (the
-//! candle SDK's `dyn DynWorkload`, gate-burn's). Problems are spec errors
+//! `config:`; a framework adapter registers its own workload type `D` (a
+//! trait object of its own workload trait, say). Problems are spec errors
 //! with their positions, like any other (exit 2): an unknown kind, a wrong
 //! config value, a checkpoint the workload cannot take.
 
