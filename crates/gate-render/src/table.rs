@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use gate_contract::report::{Report, Status};
 use gate_spec::units::Bytes;
+use gate_spec::metric::VariantTable;
 
 use super::measured_text;
 
@@ -373,25 +374,14 @@ pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
     groups
 }
 
-/// The metrics shown side by side for variants.
-pub const VARIANT_METRICS: [gate_spec::metric::Metric; 7] = {
-    use gate_spec::metric::Metric::*;
-    [
-        TrainingPeak,
-        Activations,
-        InferencePeak,
-        StepTime,
-        Loss,
-        LossRatio,
-        StepTimeRatio,
-    ]
-};
+/// The metrics shown side by side for variants: those whose facts give
+/// them a column of the training table, in its order.
+pub const VARIANT_METRICS: [gate_spec::metric::Metric; VariantTable::Training.width()] =
+    VariantTable::Training.metrics();
 
 /// The metrics shown side by side for variants that generate (`generate:`).
-pub const GENERATION_VARIANT_METRICS: [gate_spec::metric::Metric; 4] = {
-    use gate_spec::metric::Metric::*;
-    [PrefillPeak, DecodePeak, KvCachePerToken, DecodeGrowth]
-};
+pub const GENERATION_VARIANT_METRICS: [gate_spec::metric::Metric; VariantTable::Generating.width()] =
+    VariantTable::Generating.metrics();
 
 /// The metrics to show side by side for `members`: a generation's when
 /// they generate (no training figure to show), else training's.
