@@ -5,8 +5,8 @@
 use std::fmt::Write;
 
 use gate_contract::report::{Report, Status};
-use gate_spec::units::Bytes;
 use gate_spec::metric::VariantTable;
+use gate_spec::units::Bytes;
 
 use super::measured_text;
 

@@ -103,7 +103,9 @@ impl Metric {
             Metric::Gradients => Facts::new("gradients", Bytes, Training, SmallerModel),
             Metric::Optimizer => Facts::new("optimizer", Bytes, Training, SmallerModel),
             Metric::TrainingPeak => Facts::new("training_peak", Bytes, Training, Checkpoint).column(TrainingTable, 0),
-            Metric::InferencePeak => Facts::new("inference_peak", Bytes, Inference, Checkpoint).column(TrainingTable, 2),
+            Metric::InferencePeak => {
+                Facts::new("inference_peak", Bytes, Inference, Checkpoint).column(TrainingTable, 2)
+            }
             Metric::DeviceUsed => Facts::new("device_used", Bytes, Training, Checkpoint),
             Metric::StepTime => Facts::new("step_time", Ms, Training, Tradeoff).column(TrainingTable, 3),
             Metric::Loss => Facts::new("loss", One, Training, Tradeoff).column(TrainingTable, 4),
@@ -280,7 +282,10 @@ impl VariantTable {
         while i < Metric::ALL.len() {
             if let Some((t, at)) = Metric::ALL[i].facts().column {
                 if t as u8 == self as u8 {
-                    assert!(at < N && !filled[at], "two metrics in one column, or a column past the table");
+                    assert!(
+                        at < N && !filled[at],
+                        "two metrics in one column, or a column past the table"
+                    );
                     out[at] = Metric::ALL[i];
                     filled[at] = true;
                 }
@@ -400,7 +405,11 @@ mod tests {
         for m in Metric::ALL {
             let f = m.facts();
             if let Some(of) = f.ratio_of {
-                assert_eq!((f.unit, of.ratio_of(), of.facts().phase), (Unit::One, None, f.phase), "{m}");
+                assert_eq!(
+                    (f.unit, of.ratio_of(), of.facts().phase),
+                    (Unit::One, None, f.phase),
+                    "{m}"
+                );
             }
             match f.column {
                 Some((VariantTable::Generating, _)) => assert!(m.needs_generation(), "{m}"),
