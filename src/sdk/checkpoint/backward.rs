@@ -72,7 +72,7 @@ impl Checkpointed {
 
     /// The parts the block is recomputed in: each chunk's index and rows,
     /// or a whole block's one part (all of it, not narrowed).
-    fn parts(&self) -> Result<Vec<(usize, Option<(usize, usize)>)>> {
+    fn parts(&self) -> Result<Vec<Part>> {
         let n = self.output.dim(0)?;
         Ok(match self.chunk {
             Some(chunk) => chunks(n, chunk)
@@ -170,6 +170,10 @@ impl Checkpointed {
         Ok(())
     }
 }
+
+/// A part of a recompute: its chunk's index, and its rows (start, count),
+/// or `None` for all of them.
+type Part = (usize, Option<(usize, usize)>);
 
 /// One backward's state across its parts.
 struct Pass<'a> {

@@ -221,23 +221,28 @@ fn rows_text(n: usize) -> String {
     }
 }
 
+/// A kind the registry does not know, with the kinds it knows and where a
+/// workload of the team's own gets registered.
+fn unknown_kind(c: &Component, known: &[&str], has_harness: bool) -> Problem {
+    let mut hint = gate_spec::hint::suggest(&c.kind, known, "known workloads");
+    if has_harness {
+        hint.push_str("; a workload of your crate is registered in its harness's `gate::main!(...)` line");
+    } else {
+        hint.push_str(
+            "; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` \
+             to the spec (docs/sdk.md)",
+        );
+    }
+    (c.kind_pos, format!("unknown workload `{}`", c.kind), hint)
+}
+
 fn resolve_one<D: ?Sized + Resolvable>(
     c: &Component,
     registry: &Registry<D>,
     has_harness: bool,
 ) -> Result<Arc<D>, Vec<Problem>> {
     let Some(read) = registry.read(&c.kind, &c.config) else {
-        let known = registry.names();
-        let mut hint = gate_spec::hint::suggest(&c.kind, &known, "known workloads");
-        if has_harness {
-            hint.push_str("; a workload of your crate is registered in its harness's `gate::main!(...)` line");
-        } else {
-            hint.push_str(
-                "; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` \
-                 to the spec (docs/sdk.md)",
-            );
-        }
-        return Err(vec![(c.kind_pos, format!("unknown workload `{}`", c.kind), hint)]);
+        return Err(vec![unknown_kind(c, &registry.names(), has_harness)]);
     };
     let whose = if gate_spec::name::is_variant(&c.name) {
         format!("variant `{}`", c.name)
