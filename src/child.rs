@@ -43,7 +43,7 @@ impl gate_runner::harness::Framework for Candle<'_> {
         }
     }
 
-    fn candle_version(&self) -> Option<String> {
+    fn legacy_version(&self) -> Option<String> {
         Some(crate::runner::CANDLE_VERSION.into())
     }
 

@@ -32,7 +32,8 @@ fn sources() -> Vec<String> {
         files.extend(found);
     }
     // What `gate init` prints and writes besides the templates.
-    files.push("crates/gate-cli/src/commands/init.rs".into());
+    files.push("crates/gate-cli/src/commands/init/mod.rs".into());
+    files.push("crates/gate-cli/src/commands/init/harness.rs".into());
     files
 }
 

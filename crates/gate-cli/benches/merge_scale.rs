@@ -48,7 +48,7 @@ fn report(spec: &Path, names: &[String], grown: i64) -> serde_json::Value {
         "schema": 1, "gate_version": "0", "commit": "1111111111111111111111111111111111111111",
         "spec": spec.display().to_string(),
         "testbed": {"backend": "cpu", "device_name": "cpu", "capacity_bytes": 4u64 << 30, "gated_device": "card",
-            "device_total_bytes": null, "driver": null, "cuda": null, "candle_version": "0", "os": "linux", "arch": "x86_64"},
+            "device_total_bytes": null, "driver": null, "cuda": null, "os": "linux", "arch": "x86_64"},
         "components": components, "ensemble": null, "results": [],
         "summary": {"status": "pass", "passed": 0, "failed": 0, "regressed": 0, "not_measured": 0, "warnings": [], "strict": false},
         "baseline": null, "wall_seconds": 1.0

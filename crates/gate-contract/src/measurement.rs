@@ -105,7 +105,7 @@ pub struct Measurement {
     /// Bytes of the synthetic batch (kept on the device during the whole profile).
     pub batch_bytes: u64,
     /// The gradient store straight after `backward()`, before the runner keeps
-    /// only the parameters' gradients (the difference is candle's extra).
+    /// only the parameters' gradients (the difference is the framework's extra).
     pub unpruned_gradient_bytes: u64,
     /// Blocks of the grad-enabled forward pass, ranked by retained bytes.
     pub blocks: Vec<BlockStat>,

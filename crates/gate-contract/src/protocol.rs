@@ -27,7 +27,7 @@ pub const PROTOCOL_HINT: &str = "build the harness against the same gate release
 /// framework or version are not compared.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrameworkId {
-    /// `candle`, `burn`.
+    /// The framework's name, as its adapter says it.
     pub name: String,
     /// The release the harness was built against (`0.11.1`, `0.22.1`).
     pub version: String,
@@ -38,7 +38,27 @@ impl FrameworkId {
     pub fn is_unknown(&self) -> bool {
         self.name.is_empty() && self.version.is_empty()
     }
+
+    /// The framework of a harness or a report from before [`FrameworkId`],
+    /// which gave only [`FIRST_FRAMEWORK`]'s version (its legacy field);
+    /// unknown when that is empty too.
+    pub fn first(legacy_version: &str) -> FrameworkId {
+        if legacy_version.is_empty() {
+            return FrameworkId::default();
+        }
+        FrameworkId {
+            name: FIRST_FRAMEWORK.into(),
+            version: legacy_version.into(),
+        }
+    }
 }
+
+/// The one framework of the first harnesses of protocol 2 and of the
+/// reports before [`FrameworkId`]: they carried its version alone, under a
+/// field named after it, which the answer and the testbed keep (its
+/// harnesses still write it, and the fingerprints of its stored baselines
+/// hold it). The only framework the contract names, as wire history.
+pub const FIRST_FRAMEWORK: &str = "candle";
 
 /// A harness's answer to `__resolve`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -50,14 +70,23 @@ pub struct ResolveAnswer {
     /// The framework the harness runs its models on.
     pub framework: FrameworkId,
     /// The same version under the field the first gates of protocol 2
-    /// read; only a candle harness writes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub candle_version: Option<String>,
+    /// read; only a harness of [`FIRST_FRAMEWORK`] writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "candle_version")]
+    pub legacy_version: Option<String>,
     /// Each component's levers, as its workload declares them (`gate
     /// plan`); absent from a harness built before levers existed, which
     /// then offers none but the batch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub levers: BTreeMap<String, Vec<Lever>>,
+}
+
+/// Of any `__resolve` answer, however old (one of the first harnesses'
+/// has no `framework`), its legacy field alone.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct LegacyAnswer {
+    /// [`ResolveAnswer::legacy_version`].
+    #[serde(default, rename = "candle_version")]
+    pub legacy_version: Option<String>,
 }
 
 /// What the installed `gate` asks of a harness: the validated spec, each

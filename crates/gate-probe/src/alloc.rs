@@ -13,7 +13,7 @@ static PEAK: AtomicU64 = AtomicU64::new(0);
 static SCRATCH: AtomicU64 = AtomicU64::new(0);
 
 /// Allocations aligned to this many bytes or more are compute scratch, not
-/// tensors: candle's CPU matmul (the `gemm` crate) packs its operands into
+/// tensors: a framework's CPU matmul (the `gemm` crate) packs its operands into
 /// buffers aligned to a cache line pair (128 B on x86-64 and aarch64), and
 /// sizes them from the CPU's cache sizes (`/sys/devices/system/cpu/*/cache`).
 /// Counting them would make a report depend on which CPU ran it; tensors,

@@ -2,14 +2,14 @@
 //! installs [`install`] as the process's subscriber before the model is
 //! built; each span the model then enters becomes a scope ([`enter`]), so
 //! it is a block with a scope's accounting: nested by span, kept after the
-//! forward, peak above entry. candle-transformers' models open TRACE spans
+//! forward, peak above entry. A transformers crate's models open TRACE spans
 //! named `model`, `block`, `attn`, `mlp` ... created once per layer when the
 //! model is built, so a layer is told apart by the order its span was
 //! created in within its model's build: `block#0` … `block#3` (or by an
 //! index field the span carries, `layer_idx = 3`). The adapter calls
 //! [`new_build`] before each build, so a second model built from the same
 //! weights (the inference model beside the trained one) numbers its layers
-//! from 0 again. Leaf spans (`linear`, `rms-norm`: candle-transformers'
+//! from 0 again. Leaf spans (`linear`, `rms-norm`: the transformers crate's
 //! `with_tracing` wrappers) are rolled into their parent unless asked for.
 //! A span that is the only one of its name under its parent block needs no
 //! number (`block#2.mlp`); which are is learnt from the spans entered so far,
@@ -45,7 +45,7 @@ pub const NAMES_KEPT: usize = 256;
 /// Spans open at once on a thread without growing its stack.
 const DEPTH_KEPT: usize = 256;
 
-/// The spans candle-transformers wraps single layers in (its
+/// The spans a transformers crate wraps single layers in (its
 /// `with_tracing` module): rolled into the enclosing block by default.
 pub const LEAF_SPANS: &[&str] = &[
     "linear",
@@ -505,7 +505,7 @@ mod tests {
         }
     }
 
-    /// A model as candle-transformers writes one: spans made when built,
+    /// A model as a transformers crate writes one: spans made when built,
     /// entered on each forward.
     struct Block {
         span: tracing::Span,

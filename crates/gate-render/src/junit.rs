@@ -47,33 +47,11 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
         }
     }
 
-    let ensemble: Vec<String> = report
-        .results
-        .iter()
-        .filter(|r| r.component.is_ensemble())
-        .map(|r| {
-            case(
-                report,
-                r,
-                &names.unique(format!("{}.{}", Subject::ENSEMBLE, r.metric)),
-                0.0,
-            )
-        })
-        .collect::<Result<_, _>>()?;
     let ensemble_warnings = warnings_of.remove(Subject::ENSEMBLE).unwrap_or_default();
-    if ensemble.is_empty() {
-        run_wide.extend(ensemble_warnings);
-    } else {
-        suites.push(suite(
-            Subject::ENSEMBLE,
-            &stamp,
-            0.0,
-            &[],
-            &cases_summary(report.results.iter().filter(|r| r.component.is_ensemble())),
-            &ensemble,
-            "",
-            &ensemble_warnings,
-        )?);
+    match ensemble_suite(report, &stamp, &mut names, &ensemble_warnings)? {
+        Some(s) => suites.push(s),
+        // No ensemble budget: its warnings are said run-wide.
+        None => run_wide.extend(ensemble_warnings),
     }
     // Warnings about a component no suite shows (not in this report).
     run_wide.extend(warnings_of.into_values().flatten());
@@ -104,6 +82,33 @@ pub fn render(report: &Report, timestamp: OffsetDateTime) -> Result<String, std:
     }
     xml.push_str("</testsuites>\n");
     Ok(xml)
+}
+
+/// The ensemble's suite, one case per ensemble budget; `None` without one.
+fn ensemble_suite(
+    report: &Report,
+    stamp: &str,
+    names: &mut Names,
+    warnings: &[&str],
+) -> Result<Option<String>, std::fmt::Error> {
+    let cases: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| r.component.is_ensemble())
+        .map(|r| {
+            case(
+                report,
+                r,
+                &names.unique(format!("{}.{}", Subject::ENSEMBLE, r.metric)),
+                0.0,
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    if cases.is_empty() {
+        return Ok(None);
+    }
+    let counts = cases_summary(report.results.iter().filter(|r| r.component.is_ensemble()));
+    suite(Subject::ENSEMBLE, stamp, 0.0, &[], &counts, &cases, "", warnings).map(Some)
 }
 
 /// Each base component with its variants (`NAME@VARIANT`), base first.

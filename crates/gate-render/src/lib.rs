@@ -231,7 +231,7 @@ mod tests {
     /// every output: the terminal, JUnit and the PR comment.
     #[test]
     fn the_memory_source_note_is_in_every_output() {
-        let note = "`tft`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process";
+        let note = "`tft`: tensor bytes not from the CUDA pool on fw 0.9.2: figures are NVML per process";
         let mut s = summary("pass", false, &[], 0);
         s.notes = vec![gate_contract::report::Note::new(
             vec!["tft".into()],

@@ -5,6 +5,7 @@
 use std::fmt::Write;
 
 use gate_contract::report::{Report, Status};
+use gate_spec::metric::VariantTable;
 use gate_spec::units::Bytes;
 
 use super::measured_text;
@@ -230,27 +231,7 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
             };
             let _ = writeln!(out, "  {:<28} {retained:>12}{share}{why}", b.name);
         } else {
-            // Against the baseline's block of the same name, when it moved.
-            let moved = match b.growth_bytes().filter(|_| compared) {
-                Some(g) if g > 0 => format!("   grew {} since the baseline", bytes(g)),
-                Some(g) if g < 0 => format!("   shrank {} since the baseline", bytes(-g)),
-                _ => String::new(),
-            };
-            // A block whose bytes an op after it freed (at least a tenth of
-            // what it keeps) says so: the graph was cut downstream of it.
-            let why = match (b.freed_after_exit(), b.share_percent) {
-                (Some(d), _) if d * 10 > b.retained_bytes.max(0) => {
-                    format!("   cut after it: {} it held at its exit was freed before the forward ended", bytes(d))
-                }
-                (_, Some(s)) if s > 100.0 => {
-                    "   over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
-                        .to_string()
-                }
-                (_, Some(s)) if s < 0.0 => {
-                    "   below 0: the block freed more, of what was live before it, than it keeps".to_string()
-                }
-                _ => String::new(),
-            };
+            let (moved, why) = block_remarks(b, compared);
             let _ = writeln!(
                 out,
                 "  {:<28} {retained:>12}{share}   peak +{}{moved}{why}",
@@ -260,6 +241,36 @@ fn component_notes(out: &mut String, name: &str, c: &gate_contract::report::Comp
         }
     }
     say_more(out);
+}
+
+/// What a block's row adds after its figures: how it moved against the
+/// baseline's block of the same name, and why its share reads as it does.
+fn block_remarks(b: &gate_contract::report::BlockReport, compared: bool) -> (String, String) {
+    let bytes = |v: i64| gate_spec::metric::format_value(gate_spec::metric::Unit::Bytes, v as f64);
+    let moved = match b.growth_bytes().filter(|_| compared) {
+        Some(g) if g > 0 => format!("   grew {} since the baseline", bytes(g)),
+        Some(g) if g < 0 => format!("   shrank {} since the baseline", bytes(-g)),
+        _ => String::new(),
+    };
+    // A block whose bytes an op after it freed (at least a tenth of
+    // what it keeps) says so: the graph was cut downstream of it.
+    let why = match (b.freed_after_exit(), b.share_percent) {
+        (Some(d), _) if d * 10 > b.retained_bytes.max(0) => {
+            format!(
+                "   cut after it: {} it held at its exit was freed before the forward ended",
+                bytes(d)
+            )
+        }
+        (_, Some(s)) if s > 100.0 => {
+            "   over 100 %: the forward freed bytes live before it began, so it added less than this block keeps"
+                .to_string()
+        }
+        (_, Some(s)) if s < 0.0 => {
+            "   below 0: the block freed more, of what was live before it, than it keeps".to_string()
+        }
+        _ => String::new(),
+    };
+    (moved, why)
 }
 
 /// A generating component's cache, per batch and per row, and how long a
@@ -381,25 +392,14 @@ pub fn variant_groups(report: &Report) -> Vec<(String, Vec<String>)> {
     groups
 }
 
-/// The metrics shown side by side for variants.
-pub const VARIANT_METRICS: [gate_spec::metric::Metric; 7] = {
-    use gate_spec::metric::Metric::*;
-    [
-        TrainingPeak,
-        Activations,
-        InferencePeak,
-        StepTime,
-        Loss,
-        LossRatio,
-        StepTimeRatio,
-    ]
-};
+/// The metrics shown side by side for variants: those whose facts give
+/// them a column of the training table, in its order.
+pub const VARIANT_METRICS: [gate_spec::metric::Metric; VariantTable::Training.width()] =
+    VariantTable::Training.metrics();
 
 /// The metrics shown side by side for variants that generate (`generate:`).
-pub const GENERATION_VARIANT_METRICS: [gate_spec::metric::Metric; 4] = {
-    use gate_spec::metric::Metric::*;
-    [PrefillPeak, DecodePeak, KvCachePerToken, DecodeGrowth]
-};
+pub const GENERATION_VARIANT_METRICS: [gate_spec::metric::Metric; VariantTable::Generating.width()] =
+    VariantTable::Generating.metrics();
 
 /// The metrics to show side by side for `members`: a generation's when
 /// they generate (no training figure to show), else training's.

@@ -3,7 +3,7 @@
 //! step live here; pass/fail was decided by the verdict and is only read.
 
 use gate_contract::report::{BlockReport, BudgetResult, ComponentReport, ErrorKind, MetricId, Report, Status};
-use gate_spec::metric::{Metric, Unit};
+use gate_spec::metric::{Metric, Remedy, Unit};
 
 pub use gate_contract::report::UNATTRIBUTED;
 
@@ -199,27 +199,21 @@ pub enum Lever {
 }
 
 impl Lever {
-    /// Every metric, with no catch-all: a new metric does not compile
-    /// until it is given its lever. `None` for a metric this gate does not
-    /// know (a newer gate's report): no step is named for it.
+    /// A metric's remedy, as its facts declare it (gate-spec's
+    /// `Metric::facts`). `None` for a metric this gate does not know (a
+    /// newer gate's report): no step is named for it.
     fn of(metric: &MetricId) -> Option<Lever> {
         let metric = match metric {
             MetricId::Component(m) => *m,
             MetricId::Ensemble(_) => return Some(Lever::Ensemble),
             MetricId::Unknown(_) => return None,
         };
-        Some(match metric {
-            Metric::Activations | Metric::TrainingPeak | Metric::InferencePeak | Metric::DeviceUsed => {
-                Lever::Checkpoint
-            }
-            Metric::Params | Metric::Gradients | Metric::Optimizer => Lever::SmallerModel,
-            Metric::Growth | Metric::DecodeGrowth => Lever::Leak,
-            Metric::PrefillPeak
-            | Metric::DecodePeak
-            | Metric::KvCachePerToken
-            | Metric::KvCapacityTokens
-            | Metric::ModelState => Lever::Cache,
-            Metric::StepTime | Metric::Loss | Metric::LossRatio | Metric::StepTimeRatio => Lever::Tradeoff,
+        Some(match metric.remedy() {
+            Remedy::Checkpoint => Lever::Checkpoint,
+            Remedy::SmallerModel => Lever::SmallerModel,
+            Remedy::Leak => Lever::Leak,
+            Remedy::Cache => Lever::Cache,
+            Remedy::Tradeoff => Lever::Tradeoff,
         })
     }
 }

@@ -144,12 +144,13 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
 }
 
 /// The testbed of a run on `device`, whose models ran on `framework`
-/// (`candle_version`: its version when that is candle, else empty).
+/// (`legacy_version`: its version under the testbed's legacy field, when
+/// its harness gave one, else empty).
 pub fn testbed(
     device: &DeviceInfo,
     spec: &gate_spec::budget::Spec,
     framework: &gate_contract::protocol::FrameworkId,
-    candle_version: &str,
+    legacy_version: &str,
 ) -> Testbed {
     Testbed {
         backend: device.backend.clone(),
@@ -159,7 +160,7 @@ pub fn testbed(
         device_total_bytes: device.total_bytes,
         driver: device.driver.clone(),
         cuda: device.cuda.clone(),
-        candle_version: candle_version.into(),
+        legacy_version: legacy_version.into(),
         framework: framework.clone(),
         os: std::env::consts::OS.into(),
         arch: std::env::consts::ARCH.into(),

@@ -10,8 +10,8 @@
 //! - `kill`: the profile SIGKILLs itself (as the kernel's OOM killer would);
 //! - `oom`: an allocation the process cannot get (the allocator aborts);
 //! - `error`: an error from the framework;
-//! - `cuda`: a CUDA driver error (`CUDA_ERROR_ILLEGAL_ADDRESS`), as candle's
-//!   cudarc words it, of the device's kind;
+//! - `cuda`: a CUDA driver error (`CUDA_ERROR_ILLEGAL_ADDRESS`), as a
+//!   framework's cudarc words it, of the device's kind;
 //! - `cuda_panic`: a panic whose message is that CUDA driver error (a
 //!   framework that unwraps cudarc's result); its adapter says its kind;
 //! - `cuda_oom`: the device runs out of memory (`CUDA_ERROR_OUT_OF_MEMORY`),
@@ -40,8 +40,8 @@ static POISON: AtomicU8 = AtomicU8::new(0);
 /// Whether each step keeps a tensor alive (`leak`).
 static LEAKING: AtomicBool = AtomicBool::new(false);
 
-/// A CUDA driver error, worded as cudarc's `DriverError` is (candle passes
-/// it through), of the kind an adapter gives it.
+/// A CUDA driver error, worded as cudarc's `DriverError` is (a framework
+/// on cudarc passes it through), of the kind an adapter gives it.
 fn driver_error(kind: gate_contract::measurement::FailureKind, code: &str, text: &str) -> Error {
     Error::of_kind(kind, format!("DriverError({code}, {text:?})"))
 }

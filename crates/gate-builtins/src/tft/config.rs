@@ -154,9 +154,15 @@ impl TftConfig {
                 "each head gets hidden_dim / num_heads features; pick a divisor such as 1, 2 or 4",
             );
         }
-        // Tensors no machine can hold are spec errors, not failed builds
-        // (#28 item 16): a network per input variable, the layers, the
-        // attention over the whole window, the quantile outputs.
+        cfg.refuse_what_no_machine_holds(&mut p);
+        p.finish(cfg)
+    }
+
+    /// Tensors no machine can hold are spec errors, not failed builds
+    /// (#28 item 16): a network per input variable, the layers, the
+    /// attention over the whole window, the quantile outputs.
+    fn refuse_what_no_machine_holds(&self, p: &mut Problems) {
+        let cfg = self;
         let (h, t) = (
             cfg.hidden_dim,
             cfg.sequence_length.saturating_add(cfg.prediction_horizon),
@@ -189,7 +195,6 @@ impl TftConfig {
                 ("num_quantiles", cfg.num_quantiles),
             ],
         );
-        p.finish(cfg)
     }
 
     /// The keys that give this config.

@@ -28,7 +28,7 @@ use gate_runner::exit::Exit;
     name = "gate",
     version,
     long_version = LONG_VERSION,
-    about = "Stops GPU-memory regressions in candle and burn models before they merge"
+    about = "Stops GPU-memory regressions in ML models before they merge"
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]

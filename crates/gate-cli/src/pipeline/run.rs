@@ -107,8 +107,9 @@ pub(crate) struct Measured {
     reserve: Option<u64>,
     /// The framework the profiles ran on (the harness's, when the spec has one).
     framework: gate_contract::protocol::FrameworkId,
-    /// Its version when it is candle (the report's `candle_version`), else empty.
-    candle: String,
+    /// Its version under the testbed's legacy field (see
+    /// [`Loaded::legacy_version`]), else empty.
+    legacy_version: String,
     /// `--plan`: the measured fixes, by component.
     pub(crate) plans: BTreeMap<String, gate_contract::plan::Plan>,
 }
@@ -125,7 +126,7 @@ pub(crate) fn gather(
         infra: None,
         reserve: None,
         framework: loaded.framework(),
-        candle: loaded.candle_version(),
+        legacy_version: loaded.legacy_version(),
         plans: BTreeMap::new(),
     };
     for p in profiled {
@@ -185,7 +186,7 @@ pub(crate) fn write_outputs(
 ) -> Result<Option<Report>, CliError> {
     let device = measured.device.unwrap_or_else(gate_probe::cpu_device_info);
     let reserve = reserve(measured.reserve, spec);
-    let testbed = gate_report::testbed(&device, spec, &measured.framework, &measured.candle);
+    let testbed = gate_report::testbed(&device, spec, &measured.framework, &measured.legacy_version);
     conclude(
         Conclusion {
             spec,

@@ -167,7 +167,7 @@ pub struct ComponentReport {
     pub param_tensors: u64,
     pub batch_bytes: u64,
     /// The gradient store right after `backward()`, before only the parameters'
-    /// gradients are kept: candle's extra gradients for untracked operands.
+    /// gradients are kept: a framework's extra gradients for untracked operands.
     #[serde(default)]
     pub unpruned_gradient_bytes: u64,
     /// CUDA runs: process memory outside the pool (context, kernels, workspaces).
@@ -256,7 +256,7 @@ pub struct ComponentReport {
     pub gradient_live_bytes: Option<u64>,
     /// The live bytes the build left, where `metrics.params` is the
     /// parameters' own tensor bytes as the framework's adapter counted them
-    /// (burn's record); absent where `params` is these live bytes (candle).
+    /// (from the model's saved record); absent where `params` is these live bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param_live_bytes: Option<u64>,
     /// The `tracing` spans the model entered, by name.

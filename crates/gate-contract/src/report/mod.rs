@@ -53,13 +53,15 @@ pub struct Testbed {
     pub device_total_bytes: Option<u64>,
     pub driver: Option<String>,
     pub cuda: Option<String>,
-    /// The candle the models ran on; empty for another framework. Kept
-    /// beside `framework` so stored reports and the fingerprints of their
-    /// baselines read as before.
-    #[serde(default)]
-    pub candle_version: String,
+    /// The version of [`FIRST_FRAMEWORK`](crate::protocol::FIRST_FRAMEWORK)
+    /// the models ran on, under its field of before `framework`; empty for
+    /// another framework. Kept beside `framework` so stored reports and the
+    /// fingerprints of their baselines read as before.
+    #[serde(default, rename = "candle_version")]
+    pub legacy_version: String,
     /// The framework and its version the models ran on (reports stored
-    /// before it have none: their `candle_version` says it).
+    /// before it have none: their legacy version says it, see
+    /// [`Testbed::framework_id`]).
     // Unknown in a stored report is left out when it is written again, so
     // a report reads back as it was.
     #[serde(default, skip_serializing_if = "crate::protocol::FrameworkId::is_unknown")]
@@ -83,13 +85,13 @@ impl Testbed {
             self.capacity_bytes,
             self.driver.as_deref().unwrap_or(""),
             self.cuda.as_deref().unwrap_or(""),
-            self.candle_version,
+            self.legacy_version,
             self.arch
         );
-        // Another framework than candle (no `candle_version`): its name and
-        // version, so its figures meet only its own. A candle run's key is
-        // the one its stored baselines were fingerprinted with.
-        if self.candle_version.is_empty() && !self.framework.name.is_empty() {
+        // Another framework than the first (no legacy version): its name
+        // and version, so its figures meet only its own. A run of the first
+        // framework keeps the key its stored baselines were fingerprinted with.
+        if self.legacy_version.is_empty() && !self.framework.name.is_empty() {
             key.push_str(&format!("|{}|{}", self.framework.name, self.framework.version));
         }
         format!("{:016x}", fnv1a(&key))
@@ -97,6 +99,17 @@ impl Testbed {
 }
 
 impl Testbed {
+    /// The framework the models ran on: `framework`, or for a report stored
+    /// before it, the first framework at its legacy version (unknown when
+    /// that is empty too).
+    pub fn framework_id(&self) -> crate::protocol::FrameworkId {
+        if self.framework.name.is_empty() {
+            crate::protocol::FrameworkId::first(&self.legacy_version)
+        } else {
+            self.framework.clone()
+        }
+    }
+
     /// The device as far as it changes the figures. On the CPU the model
     /// name does not: GitHub's hosted runners hand out AMD EPYC or Intel
     /// Xeon at random, and the counting allocator's bytes do not depend on
@@ -154,31 +167,40 @@ mod tests {
             "arch": "x86_64"}"#;
         let old: Testbed = serde_json::from_str(stored).unwrap();
         assert_eq!(old.framework, crate::protocol::FrameworkId::default());
-        let now = Testbed {
-            framework: crate::protocol::FrameworkId {
-                name: "candle".into(),
+        // Its framework is the first one, at the version it kept.
+        assert_eq!(
+            old.framework_id(),
+            crate::protocol::FrameworkId {
+                name: crate::protocol::FIRST_FRAMEWORK.into(),
                 version: "0.11.1".into(),
-            },
+            }
+        );
+        let now = Testbed {
+            framework: old.framework_id(),
             ..old.clone()
         };
         assert_eq!(old.fingerprint(), now.fingerprint());
         // Another framework meets only its own figures.
-        let burn = |version: &str| Testbed {
-            candle_version: String::new(),
+        let other = |version: &str| Testbed {
+            legacy_version: String::new(),
             framework: crate::protocol::FrameworkId {
-                name: "burn".into(),
+                name: "other".into(),
                 version: version.into(),
             },
             ..old.clone()
         };
-        assert_ne!(burn("0.22.1").fingerprint(), old.fingerprint());
-        assert_ne!(burn("0.22.1").fingerprint(), burn("0.23.0").fingerprint());
-        // A report without `candle_version` (a burn run's) loads too.
-        let json = serde_json::to_value(burn("0.22.1")).unwrap();
+        assert_ne!(other("0.22.1").fingerprint(), old.fingerprint());
+        assert_ne!(other("0.22.1").fingerprint(), other("0.23.0").fingerprint());
+        assert_eq!(other("0.22.1").framework_id(), other("0.22.1").framework);
+        // A report without the legacy field (another framework's run) loads too.
+        let json = serde_json::to_value(other("0.22.1")).unwrap();
         let mut obj = json.as_object().unwrap().clone();
-        obj.remove("candle_version");
+        assert!(
+            obj.remove("candle_version").is_some(),
+            "report.json keeps its field name"
+        );
         let back: Testbed = serde_json::from_value(obj.into()).unwrap();
-        assert_eq!(back, burn("0.22.1"));
+        assert_eq!(back, other("0.22.1"));
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The CUDA probe, framework-free: it talks to the CUDA driver and NVML
-//! themselves, loaded at run time (`dl`), so it serves any candle minor
-//! (each ships its own cudarc) and a `cuda` build compiles without the
+//! themselves, loaded at run time (`dl`), so it serves any framework
+//! version (each ships its own cudarc) and a `cuda` build compiles without the
 //! toolkit.
 //!
-//! cudarc (candle's CUDA layer, 0.16 to 0.19 at least) allocates tensors
+//! cudarc (a framework's CUDA layer, 0.16 to 0.19 at least) allocates tensors
 //! with `cuMemAllocAsync` from the device's default memory pool in the
 //! device's primary context. The probe retains that same primary context,
 //! so the pool's USED_MEM_CURRENT and (resettable) USED_MEM_HIGH are exact
@@ -80,7 +80,7 @@ fn unusable(ordinal: usize, e: BackendError) -> BackendError {
 }
 
 impl CudaProbe {
-    /// Opens GPU `ordinal`: its primary context (the one candle's cudarc
+    /// Opens GPU `ordinal`: its primary context (the one a framework's cudarc
     /// uses), its default pool, and NVML. A machine without the driver gets
     /// an error with a hint, never a panic.
     pub fn open(ordinal: usize) -> Result<(Self, DeviceInfo), BackendError> {
@@ -306,8 +306,8 @@ impl CudaProbe {
 impl Drop for CudaProbe {
     fn drop(&mut self) {
         self.free_blocker();
-        // SAFETY: pairs with the retain in `open`; other holders (candle's
-        // cudarc) keep their own retain, so the context lives on for them.
+        // SAFETY: pairs with the retain in `open`; other holders (the
+        // framework's cudarc) keep their own retain, so the context lives on for them.
         unsafe {
             let _ = (self.driver.cuDevicePrimaryCtxRelease)(self.device);
         }
@@ -348,7 +348,7 @@ impl MemoryProbe for CudaProbe {
     fn sync(&self) {
         let _ = self.bind();
         // SAFETY: no arguments; waits for every stream of the bound context,
-        // candle's among them (it runs in the same primary context).
+        // the framework's among them (it runs in the same primary context).
         unsafe {
             let _ = (self.driver.cuCtxSynchronize)();
         }
@@ -437,7 +437,7 @@ mod tests {
     }
 
     /// `cuMemAllocAsync`/`cuMemFreeAsync` on the legacy default stream, as
-    /// cudarc allocates candle's tensors (from the default pool), and
+    /// cudarc allocates a framework's tensors (from the default pool), and
     /// `cuStreamSynchronize`: taken here, for the GPU tests only.
     struct Async {
         alloc: unsafe extern "C" fn(*mut CuDevicePtr, usize, *mut c_void) -> c_int,

@@ -36,7 +36,7 @@ pub use ratios::ratios_beyond_card;
 pub const PARAMS_AGREEMENT: f64 = 0.01;
 pub const PARAMS_AGREEMENT_FLOOR: u64 = 64 * 1024;
 /// Bytes of bookkeeping allowed per parameter tensor on top of that (the
-/// team TFT of tests/adopters/candle-0-9-1: 2,790 tensors, ~427 B each).
+/// team TFT of the oldest adopter fixture: 2,790 tensors, ~427 B each).
 pub(crate) const PARAMS_BOOKKEEPING_PER_TENSOR: u64 = 512;
 
 /// The context reserve used for the ensemble and where it came from.

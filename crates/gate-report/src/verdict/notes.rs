@@ -74,12 +74,13 @@ fn memory_notes(testbed: &Testbed, components: &BTreeMap<String, ComponentReport
     if coarse.is_empty() {
         return Vec::new();
     }
-    // The harness's own framework and version; a report from before that
-    // neutral field has only `candle_version`.
-    let framework = match (&testbed.framework, testbed.candle_version.as_str()) {
-        (f, _) if !f.name.is_empty() => format!("{} {}", f.name, f.version),
-        (_, "") => "this framework".to_string(),
-        (_, v) => format!("candle {v}"),
+    // The harness's own framework and version (a report from before that
+    // field: the first framework at its legacy version).
+    let f = testbed.framework_id();
+    let framework = if f.name.is_empty() {
+        "this framework".to_string()
+    } else {
+        format!("{} {}", f.name, f.version)
     };
     let quoted: Vec<String> = coarse.iter().map(|n| format!("`{n}`")).collect();
     let text = format!(
@@ -167,15 +168,16 @@ mod tests {
     }
 
     #[test]
-    fn figures_not_from_the_cuda_pool_are_noted_with_the_candle_never_silent() {
+    fn figures_not_from_the_cuda_pool_are_noted_with_the_framework_never_silent() {
         let spec = gate_spec::budget::parse(Path::new("budgets.yaml"), SPEC).unwrap();
         let mut reports: BTreeMap<String, ComponentReport> = spec
             .components
             .iter()
             .map(|c| (c.name.clone(), report(c, 0.5, 10.0)))
             .collect();
+        // A report of before `framework`: its legacy version names the framework.
         let testbed = Testbed {
-            candle_version: "0.9.2".into(),
+            legacy_version: "0.9.2".into(),
             ..Testbed::default()
         };
         let reserve = Reserve {
@@ -198,9 +200,12 @@ mod tests {
             [Note::new(
                 vec!["t".into(), "t@half".into()],
                 NoteKind::NotFromPool,
-                "`t`, `t@half`: tensor bytes not from the CUDA pool on candle 0.9.2: figures are NVML per process \
-              (what it holds beyond its CUDA context as first made, library workspaces and loaded kernels \
-              included; peaks sampled at scope boundaries)"
+                format!(
+                    "`t`, `t@half`: tensor bytes not from the CUDA pool on {} 0.9.2: figures are NVML per process \
+                     (what it holds beyond its CUDA context as first made, library workspaces and loaded kernels \
+                     included; peaks sampled at scope boundaries)",
+                    gate_contract::protocol::FIRST_FRAMEWORK
+                )
             )]
         );
         // A fact of the run, not a warning: the figures are judged as measured.

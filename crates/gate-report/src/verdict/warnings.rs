@@ -127,7 +127,7 @@ pub(super) fn component_warnings(
     }
     if let (Some(p), true) = (report.value(Metric::Params), report.analytic_params_bytes > 0) {
         let a = report.analytic_params_bytes as f64;
-        // Each tensor's bookkeeping (candle: ~430 B a tensor) is live too: a
+        // Each tensor's bookkeeping (~430 B a tensor on the CPU adapters) is live too: a
         // model of thousands of small tensors is not wrong by its count.
         let bookkeeping = (report.param_tensors * PARAMS_BOOKKEEPING_PER_TENSOR) as f64;
         let allowed = (a * PARAMS_AGREEMENT).max(PARAMS_AGREEMENT_FLOOR as f64) + bookkeeping;

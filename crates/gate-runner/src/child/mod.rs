@@ -40,7 +40,7 @@ pub const PANIC_LINE: &str = "gate: the profile panicked: ";
 
 /// The line after [`PANIC_LINE`] that says the panic's kind as the
 /// framework's adapter judged it (`model`, `out_of_memory`, `device`): a
-/// candle or cudarc error that panics instead of returning is still the
+/// framework or cudarc error that panics instead of returning is still the
 /// adapter's to tell, and the parent takes the kind from here, not from
 /// the message's words.
 pub const PANIC_KIND_LINE: &str = "gate: the panic's kind: ";

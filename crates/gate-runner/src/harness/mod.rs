@@ -1,7 +1,7 @@
 //! The harness side of the protocol with the installed `gate`, for any
 //! framework: what a harness binary answers (the stock `gate`, for its
-//! built-in workloads, is one too). A framework adapter (the candle SDK,
-//! gate-burn) implements [`Framework`] and calls [`serve`]; the requests,
+//! built-in workloads, is one too). A framework adapter implements
+//! [`Framework`] and calls [`serve`]; the requests,
 //! the arguments, the answers, the events and their messages are this
 //! file's, the same for every framework.
 //!
@@ -14,8 +14,8 @@
 //! - `HARNESS __resolve --request FILE`: the spec's workloads checked and
 //!   resolved by this binary's registry: one JSON line on stdout
 //!   ([`ResolveAnswer`]: `{"protocol": 3, "configs": {COMPONENT: CONFIG},
-//!   "framework": {"name": N, "version": V}}`, plus `candle_version` from a
-//!   candle harness); or the spec's errors on stderr, the line
+//!   "framework": {"name": N, "version": V}}`, plus the legacy version field
+//!   from a harness of the first framework); or the spec's errors on stderr, the line
 //!   `{"protocol": 3}` on stdout and exit 2. A request of another protocol:
 //!   the line `{"protocol": 3}`, the error on stderr, exit 3.
 //! - `HARNESS profile --request FILE --component NAME [--backend cpu|cuda|auto]
@@ -147,9 +147,11 @@ pub trait Framework {
     /// The framework and the version this harness runs its models on.
     fn id(&self) -> FrameworkId;
 
-    /// The version under `candle_version` in the `__resolve` answer (see
-    /// [`ResolveAnswer::candle_version`]); `None` for any other framework.
-    fn candle_version(&self) -> Option<String> {
+    /// The version the `__resolve` answer also gives under its legacy
+    /// field (see [`ResolveAnswer::legacy_version`]): only the first
+    /// framework's harnesses ([`gate_contract::protocol::FIRST_FRAMEWORK`])
+    /// write it; `None` for any other.
+    fn legacy_version(&self) -> Option<String> {
         None
     }
 
@@ -157,8 +159,8 @@ pub trait Framework {
     fn registry(&self) -> &Registry<Self::Workload>;
 
     /// The kind of a panic raised inside the framework or the model, from
-    /// its message (a framework that panics on a device error, as candle
-    /// does through an `unwrap` on cudarc's result, says so here). The
+    /// its message (a framework that panics on a device error, through an
+    /// `unwrap` on cudarc's result say, says so here). The
     /// default: the model's.
     fn panic_kind(_message: &str) -> FailureKind
     where
@@ -388,7 +390,7 @@ fn run_resolve<F: Framework>(path: &Path, framework: &F, identity: Identity) -> 
         configs,
         levers,
         framework: framework.id(),
-        candle_version: framework.candle_version(),
+        legacy_version: framework.legacy_version(),
     };
     let line = serde_json::to_string(&answer)
         .map_err(|e| ChildError::infrastructure(Problem::new(format!("cannot write the answer: {e}"))))?;
@@ -692,21 +694,21 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_names_its_framework_and_only_candle_says_candle_version() {
+    fn an_answer_names_its_framework_and_only_the_first_framework_says_its_legacy_version() {
         let answer = ResolveAnswer {
             protocol: PROTOCOL,
             configs: Default::default(),
             framework: FrameworkId {
-                name: "burn".into(),
+                name: "other".into(),
                 version: "0.22.1".into(),
             },
-            candle_version: None,
+            legacy_version: None,
             levers: Default::default(),
         };
         let line = serde_json::to_string(&answer).unwrap();
         assert_eq!(
             line,
-            r#"{"protocol":3,"configs":{},"framework":{"name":"burn","version":"0.22.1"}}"#
+            r#"{"protocol":3,"configs":{},"framework":{"name":"other","version":"0.22.1"}}"#
         );
     }
 }

@@ -1,7 +1,7 @@
 //! The workload kinds a harness knows and a spec's components resolved
 //! against them, for any framework: a kind is a name and a reader of its
-//! `config:`; a framework adapter registers its own workload type `D` (the
-//! candle SDK's `dyn DynWorkload`, gate-burn's). Problems are spec errors
+//! `config:`; a framework adapter registers its own workload type `D` (a
+//! trait object of its own workload trait, say). Problems are spec errors
 //! with their positions, like any other (exit 2): an unknown kind, a wrong
 //! config value, a checkpoint the workload cannot take.
 
@@ -221,23 +221,28 @@ fn rows_text(n: usize) -> String {
     }
 }
 
+/// A kind the registry does not know, with the kinds it knows and where a
+/// workload of the team's own gets registered.
+fn unknown_kind(c: &Component, known: &[&str], has_harness: bool) -> Problem {
+    let mut hint = gate_spec::hint::suggest(&c.kind, known, "known workloads");
+    if has_harness {
+        hint.push_str("; a workload of your crate is registered in its harness's `gate::main!(...)` line");
+    } else {
+        hint.push_str(
+            "; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` \
+             to the spec (docs/sdk.md)",
+        );
+    }
+    (c.kind_pos, format!("unknown workload `{}`", c.kind), hint)
+}
+
 fn resolve_one<D: ?Sized + Resolvable>(
     c: &Component,
     registry: &Registry<D>,
     has_harness: bool,
 ) -> Result<Arc<D>, Vec<Problem>> {
     let Some(read) = registry.read(&c.kind, &c.config) else {
-        let known = registry.names();
-        let mut hint = gate_spec::hint::suggest(&c.kind, &known, "known workloads");
-        if has_harness {
-            hint.push_str("; a workload of your crate is registered in its harness's `gate::main!(...)` line");
-        } else {
-            hint.push_str(
-                "; a model of your own crate is measured by its harness: add `harness: { package: NAME, bin: NAME }` \
-                 to the spec (docs/sdk.md)",
-            );
-        }
-        return Err(vec![(c.kind_pos, format!("unknown workload `{}`", c.kind), hint)]);
+        return Err(vec![unknown_kind(c, &registry.names(), has_harness)]);
     };
     let whose = if gate_spec::name::is_variant(&c.name) {
         format!("variant `{}`", c.name)

@@ -138,7 +138,7 @@ pub fn profile_steps(timing: Timing) -> usize {
     2 + (timing.warmup.saturating_sub(1) + timing.steps).saturating_sub(1)
 }
 
-/// The error's first line: candle appends a backtrace when one was captured.
+/// The error's first line: a framework may append a backtrace when one was captured.
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").trim().to_string()
 }

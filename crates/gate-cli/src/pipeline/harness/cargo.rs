@@ -76,7 +76,8 @@ fn repository_root(dir: &Path) -> PathBuf {
 
 /// `cargo build --release` of the harness (incremental: a second build with
 /// nothing changed costs a second); returns the binary's path, when
-/// `cargo metadata` said, the exact candle the build resolved, and the
+/// `cargo metadata` said, the framework of the harness's adapter and its
+/// exact version as the build resolved it, and the
 /// build folder's harness lock (see [`lock_harness_builds`]), to be held
 /// until the binary is copied.
 pub(super) fn build(
@@ -84,8 +85,15 @@ pub(super) fn build(
     manifest: &Path,
     h: &HarnessSpec,
     backend: Option<Backend>,
-) -> Result<(PathBuf, Option<String>, Option<std::fs::File>), CliError> {
-    let (candle, target_dir, limits) = check_candle(manifest, h)?;
+) -> Result<
+    (
+        PathBuf,
+        Option<gate_contract::protocol::FrameworkId>,
+        Option<std::fs::File>,
+    ),
+    CliError,
+> {
+    let (framework, target_dir, limits) = check_versions(manifest, h)?;
     // What the adapter cannot run is refused before cargo builds anything.
     crate::pipeline::adapters::refuse(spec, backend, &limits)?;
     let lock = target_dir.as_deref().and_then(lock_harness_builds);
@@ -136,7 +144,7 @@ pub(super) fn build(
                 .with_hint("check that `bin:` names a binary target, not a library or an example"),
         )
     })?;
-    Ok((exe, candle, lock))
+    Ok((exe, framework, lock))
 }
 
 /// The lock file in a build folder that gate holds from a harness's build
@@ -188,16 +196,24 @@ fn lock_harness_builds(target_dir: &Path) -> Option<std::fs::File> {
     Some(file)
 }
 
-/// Says, before cargo's errors, when the harness would link two candles
-/// (see `minors`). Quiet when `cargo metadata` cannot answer: the build
-/// that follows reports that itself. Else gives the candle-core gate's SDK
-/// resolved to, exactly (a git revision's commit included), which the
-/// harness itself knows only by its minor.
+/// Says, before cargo's errors, when the harness would link two versions
+/// of its framework (see `versions`, read from what the adapter declares).
+/// Quiet when `cargo metadata` cannot answer: the build that follows
+/// reports that itself. Else gives the framework gate's adapter resolved
+/// to, its version exactly (a git revision's commit included), which the
+/// harness itself may know only by its minor.
 #[allow(clippy::type_complexity)]
-fn check_candle(
+fn check_versions(
     manifest: &Path,
     h: &HarnessSpec,
-) -> Result<(Option<String>, Option<PathBuf>, Vec<crate::pipeline::adapters::Limits>), CliError> {
+) -> Result<
+    (
+        Option<gate_contract::protocol::FrameworkId>,
+        Option<PathBuf>,
+        Vec<crate::pipeline::adapters::Limits>,
+    ),
+    CliError,
+> {
     let Ok(stdout) = cargo_metadata(manifest, &[], true)? else {
         return Ok((None, None, Vec::new()));
     };
@@ -206,9 +222,13 @@ fn check_candle(
     };
     let target_dir = metadata["target_directory"].as_str().map(PathBuf::from);
     let limits = crate::pipeline::adapters::limits(&metadata, &h.package);
-    match crate::pipeline::minors::mismatch(&metadata) {
+    match crate::pipeline::versions::mismatch(&metadata) {
         Some(m) => Err(CliError::Usage(Problem::new(m.message(&h.package)).with_hint(m.hint()))),
-        None => Ok((crate::pipeline::minors::gates_candle(&metadata), target_dir, limits)),
+        None => Ok((
+            crate::pipeline::versions::resolved_framework(&metadata),
+            target_dir,
+            limits,
+        )),
     }
 }
 

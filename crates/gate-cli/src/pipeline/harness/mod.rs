@@ -128,11 +128,12 @@ impl Loaded {
         self.source.framework.clone()
     }
 
-    /// The candle the components run on (the report's `candle_version`);
-    /// empty when they run on another framework.
-    pub(crate) fn candle_version(&self) -> String {
+    /// The version the report keeps under the testbed's legacy field: the
+    /// framework's, when it is the first framework (whose stored baselines
+    /// were fingerprinted with it); empty for any other.
+    pub(crate) fn legacy_version(&self) -> String {
         let f = self.framework();
-        if f.name == "candle" {
+        if f.name == gate_contract::protocol::FIRST_FRAMEWORK {
             f.version
         } else {
             String::new()
@@ -176,7 +177,7 @@ pub(crate) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
     refuse_unused_harness_bin(&spec, opts)?;
     let (source, request) = match &spec.harness {
         Some(h) => {
-            let (built, resolved_candle, build_lock) = match &opts.harness_bin {
+            let (built, resolved_framework, build_lock) = match &opts.harness_bin {
                 Some(bin) => (prebuilt(bin)?, None, None),
                 None => build(&spec, &manifest(&spec, h, opts)?, h, backend)?,
             };
@@ -191,8 +192,8 @@ pub(crate) fn load(path: &Path, app: &App, backend: Option<Backend>, opts: &Harn
                 levers,
             } = resolve(&exe, &spec, &who, &h.bin, &request.path)?;
             // The build's resolve is exact where the harness knows its minor only.
-            if let Some(exact) = resolved_candle.filter(|_| framework.name == "candle") {
-                framework.version = exact;
+            if let Some(exact) = resolved_framework.filter(|f| f.name == framework.name) {
+                framework.version = exact.version;
             }
             (
                 Source {

@@ -169,18 +169,15 @@ fn accepted(
 }
 
 /// The harness's framework. `framework` is newer than protocol 2's first
-/// harnesses, which say only `candle_version`.
+/// harnesses, which say only the first framework's version (the answer's
+/// legacy field).
 fn framework_of(answer: &serde_json::Value) -> Option<FrameworkId> {
-    match (
-        serde_json::from_value::<FrameworkId>(answer["framework"].clone()),
-        answer["candle_version"].as_str(),
-    ) {
-        (Ok(f), _) if !f.name.is_empty() => Some(f),
-        (_, Some(candle)) => Some(FrameworkId {
-            name: "candle".into(),
-            version: candle.to_string(),
-        }),
-        _ => None,
+    match serde_json::from_value::<FrameworkId>(answer["framework"].clone()) {
+        Ok(f) if !f.name.is_empty() => Some(f),
+        _ => serde_json::from_value::<gate_contract::protocol::LegacyAnswer>(answer.clone())
+            .ok()?
+            .legacy_version
+            .map(|v| FrameworkId::first(&v)),
     }
 }
 

@@ -189,9 +189,11 @@ impl Settings {
                         "`{}` of `{name}` is not measured: `{name}` generates (`generate:` at line {}) and runs no training",
                         b.metric, gpos.line
                     ),
-                    "budget it on a component without `generate:` (the same workload can be both); a generating \
-                     component takes params, prefill_peak, decode_peak, kv_cache_per_token, decode_growth, \
-                     kv_capacity_tokens",
+                    format!(
+                        "budget it on a component without `generate:` (the same workload can be both); a generating \
+                         component takes {}",
+                        Metric::generating_names()
+                    ),
                 ),
                 None if b.metric.needs_generation() && !self.generate_written => cx.err(
                     at,

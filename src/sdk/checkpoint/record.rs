@@ -1,0 +1,145 @@
+//! What the process knows of checkpointed blocks: the output leaves of
+//! those alive, in forward order (a block's backward keeps the later ones'
+//! gradients and is refused before theirs), and the blocks a measured
+//! training forward checkpointed, which the report lists.
+
+use candle_core::{Result, Var};
+
+use super::Checkpointed;
+use crate::sdk::nn::Step;
+
+/// A checkpointed block's output leaf, while its [`Checkpointed`] lives,
+/// and whether its backward has run. Another block's backward must keep
+/// these leaves' gradients: the model's backward left them there, and a
+/// later block's recompute adds to an earlier one's (the earlier block's
+/// output is its input).
+pub(super) struct LiveLeaf {
+    pub(super) order: u64,
+    /// The thread that ran its forward: blocks of models trained side by
+    /// side on other threads are neither waited for nor kept.
+    pub(super) thread: std::thread::ThreadId,
+    pub(super) leaf: Var,
+    pub(super) done: bool,
+}
+
+/// Every living checkpointed block's leaf, in forward order. Process-wide,
+/// so a block dropped on another thread than its forward's still leaves.
+static LIVE: std::sync::Mutex<Vec<LiveLeaf>> = std::sync::Mutex::new(Vec::new());
+pub(super) static NEXT_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub(super) fn live() -> std::sync::MutexGuard<'static, Vec<LiveLeaf>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A checkpointed block's name and chunk, as the record keeps it. Aligned
+/// as compute scratch (`gate_probe::alloc::SCRATCH_ALIGN`), so the record's
+/// memory, taken while a block's scope is measured, is no part of the
+/// block's bytes; a name is cut at [`SeenBlock::NAME`] bytes.
+#[repr(align(128))]
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct SeenBlock {
+    name: [u8; SeenBlock::NAME],
+    len: u8,
+    chunk: Option<usize>,
+}
+
+impl SeenBlock {
+    const NAME: usize = 96;
+
+    fn new(path: &str, unscoped_index: usize, chunk: Option<usize>) -> Self {
+        use std::io::Write;
+        let mut name = [0u8; SeenBlock::NAME];
+        let len = if path.is_empty() {
+            let mut w = &mut name[..];
+            let _ = write!(w, "(no scope) #{unscoped_index}");
+            SeenBlock::NAME - w.len()
+        } else {
+            let mut end = path.len().min(SeenBlock::NAME);
+            while !path.is_char_boundary(end) {
+                end -= 1;
+            }
+            name[..end].copy_from_slice(&path.as_bytes()[..end]);
+            end
+        };
+        SeenBlock {
+            name,
+            len: len as u8,
+            chunk,
+        }
+    }
+
+    fn name(&self) -> String {
+        String::from_utf8_lossy(&self.name[..self.len as usize]).into_owned()
+    }
+}
+
+/// Every block checkpointed in a measured training forward in this
+/// process, once each: what the report says the model checkpointed (the
+/// SDK saw it, whatever the config calls it).
+static SEEN: std::sync::Mutex<Vec<SeenBlock>> = std::sync::Mutex::new(Vec::new());
+
+/// The blocks checkpointed in measured training forwards since the last
+/// call, by scope path (`block0`) and chunk (`None`: whole), sorted; the
+/// record is emptied.
+pub(crate) fn take_checkpointed() -> Vec<(String, Option<usize>)> {
+    let seen = std::mem::take(&mut *SEEN.lock().unwrap_or_else(|e| e.into_inner()));
+    let mut out: Vec<(String, Option<usize>)> = seen.iter().map(|b| (b.name(), b.chunk)).collect();
+    out.sort();
+    out
+}
+
+/// Notes a block checkpointed now, if a training step is being measured,
+/// and returns its name's place in the record.
+pub(super) fn note_checkpointed(chunk: Option<usize>, step: &Step) -> Option<u16> {
+    if !step.is_train() {
+        return None;
+    }
+    let thread = std::thread::current().id();
+    let unscoped_index = live().iter().filter(|l| l.thread == thread).count();
+    // None: not measured (warm-up, or no recorder).
+    let block = gate_probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk))?;
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    let at = match seen.iter().position(|b| *b == block) {
+        Some(at) => at,
+        None => {
+            seen.push(block);
+            seen.len() - 1
+        }
+    };
+    u16::try_from(at).ok()
+}
+
+/// The name recorded at `at` by [`note_checkpointed`].
+pub(super) fn seen_name(at: u16) -> Option<String> {
+    let seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    seen.get(usize::from(at)).map(SeenBlock::name)
+}
+
+impl Checkpointed {
+    /// Marks this block's backward as run, after checking that every block
+    /// that ran forward after it (and so may read its output) ran backward
+    /// first. Returns the other living blocks' leaves, whose gradients stay.
+    pub(super) fn begin_backward(&self) -> Result<Vec<Var>> {
+        let mut live = live();
+        let thread = std::thread::current().id();
+        let mine = |l: &&mut LiveLeaf| l.thread == thread || l.order == self.order;
+        if let Some(later) = live.iter_mut().filter(mine).find(|l| l.order > self.order && !l.done) {
+            let (later, mine) = (later.order - self.order, self.order);
+            candle_core::bail!(
+                "checkpointed blocks must run backward in the reverse order of their forwards: \
+                 block #{mine} ran backward before the block that ran forward {later} after it; \
+                 call `Checkpointed::backward` on the later block first, or give all of them to \
+                 `checkpoint::backward_all`"
+            );
+        }
+        let mut kept = Vec::new();
+        for l in live.iter_mut().filter(mine) {
+            if l.order == self.order {
+                l.done = true;
+            } else {
+                kept.push(l.leaf.clone());
+            }
+        }
+        Ok(kept)
+    }
+}
