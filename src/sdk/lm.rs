@@ -126,7 +126,7 @@ pub struct LmConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub optimizer: Option<LmOptimizer>,
     /// gate's AdamW updates each parameter this many elements at a time
-    /// ([`crate::optim::SlicedAdamW`], the same arithmetic to the bit); 0,
+    /// ([`super::optim::SlicedAdamW`], the same arithmetic to the bit); 0,
     /// the default: whole tensors, as candle-nn's AdamW.
     #[serde(skip_serializing_if = "is_zero")]
     pub adamw_slice: usize,
@@ -141,7 +141,7 @@ pub struct LmConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LmOptimizer {
-    /// gate's AdamW ([`crate::optim::adamw_params`]): two moments a
+    /// gate's AdamW ([`super::optim::adamw_params`]): two moments a
     /// parameter, `optimizer` = 2 × params.
     AdamW,
     /// candle-nn's SGD, no momentum: no state, `optimizer` = 0. Trains
@@ -291,7 +291,7 @@ impl<M: LanguageModel> Workload for Lm<M> {
         if self.trains_with_gates_adamw() {
             levers.push(Lever::Config {
                 key: "adamw_slice".into(),
-                values: vec![crate::optim::SlicedAdamW::DEFAULT_SLICE.into()],
+                values: vec![super::optim::SlicedAdamW::DEFAULT_SLICE.into()],
                 about: "gate's AdamW updates each parameter this many elements at a time, the same \
                         arithmetic; its temporaries are the slice's, not the largest parameter's"
                     .into(),
@@ -344,11 +344,11 @@ impl<M: LanguageModel> Workload for Lm<M> {
 impl<M: LanguageModel> Lm<M> {
     /// gate's AdamW, whole or in `adamw_slice`s.
     fn adamw(&self, vars: Vec<Var>, lr: f64) -> Result<Option<Box<dyn OptimizerStep>>> {
-        let params = crate::optim::adamw_params(lr);
+        let params = super::optim::adamw_params(lr);
         Ok(match self.config.adamw_slice {
             0 => None,
             slice => Some(Box::new(
-                crate::optim::SlicedAdamW::new(vars, params)?.with_slice(slice),
+                super::optim::SlicedAdamW::new(vars, params)?.with_slice(slice),
             )),
         })
     }
@@ -687,7 +687,7 @@ mod tests {
             .optimizer(vec![var()?])?
             .is_none());
         let (a, b) = (var()?, var()?);
-        let mut whole = candle_nn::AdamW::new(vec![a.clone()], crate::optim::adamw_params(1e-3))?;
+        let mut whole = candle_nn::AdamW::new(vec![a.clone()], crate::sdk::optim::adamw_params(1e-3))?;
         let mut sliced = tiny_with(serde_json::json!({ "adamw_slice": 2 }))
             .unwrap()
             .optimizer(vec![b.clone()])?
