@@ -20,8 +20,8 @@ use crate::timing_lock::Turn;
 pub(super) fn run<S: Session>(p: &mut Profile<S>, warm: Option<&S>, timing: Timing) -> PhaseResult<()> {
     let base = p.warm_up(warm)?;
     let (mut trainer, batch) = p.build()?;
-    let (first_peak, missing) = p.first_step(&mut trainer, &batch)?;
-    let first_peak = p.complete_state(&mut trainer, &batch, missing, first_peak)?;
+    let (first_peak, counted) = p.first_step(&mut trainer, &batch)?;
+    let first_peak = p.complete_state(&mut trainer, &batch, counted, first_peak)?;
     let turn = p.steady_step(&mut trainer, &batch, timing, base, first_peak)?;
     p.timed_steps(&mut trainer, &batch, timing, turn)?;
     p.inference(&mut trainer, &batch, base)
@@ -103,9 +103,9 @@ impl<'a, S: Session> Profile<'a, S> {
     /// Forward, backward and the first optimizer step, each measured on its
     /// own; gradients count from the live bytes before the forward, the
     /// optimizer's state from what its step left. Returns the higher of
-    /// backward's and the optimizer's peaks, and the bytes of state the
-    /// live bytes do not hold yet (see [`Profile::complete_state`]).
-    fn first_step<T: Train>(&mut self, trainer: &mut T, batch: &T::Batch) -> PhaseResult<(u64, u64)> {
+    /// backward's and the optimizer's peaks, and whether the adapter
+    /// counts the optimizer's state itself (see [`Profile::complete_state`]).
+    fn first_step<T: Train>(&mut self, trainer: &mut T, batch: &T::Batch) -> PhaseResult<(u64, bool)> {
         let rec = self.rec;
         let probe = rec.probe();
         // Forward with gradients: what stays live is what backward will need.
@@ -173,40 +173,41 @@ impl<'a, S: Session> Profile<'a, S> {
                 .values
                 .insert(Metric::ModelState, after_update.saturating_sub(cleared) as f64);
         }
-        let live_state = made.saturating_sub(bookkeeping);
         // The state's own tensors where the adapter counts them: read after
         // the live bytes, so what counting them allocates is in no figure.
         let counted = trainer.optimizer_bytes();
-        let optimizer = counted.unwrap_or(live_state);
+        let optimizer = counted.unwrap_or(made.saturating_sub(bookkeeping));
         self.m.values.insert(Metric::Optimizer, optimizer as f64);
         in_phase(Phase::Optimizer, trainer.after_step())?;
-        // A state whose tensors share a buffer at the first step (AMSGrad's
-        // running maximum) holds less than it counts: what the live bytes
-        // still miss.
-        let missing = counted.map_or(0, |c| c.saturating_sub(live_state));
-        Ok((peak, missing))
+        // A state the adapter counts whole may not be whole in memory yet
+        // (AMSGrad's running maximum shares the second moment's buffer at
+        // the first step): see `complete_state`.
+        Ok((peak, counted.is_some()))
     }
 
-    /// Further steps while the optimizer's state is not yet whole (its
-    /// tensors part from a shared buffer at a later step: AMSGrad's running
-    /// maximum), at most [`MAX_STATE_STEPS`]: each one's peak counts in
-    /// `training_peak`, so the steady step and the peak are read once the
-    /// state is complete, and its parting is no `growth`. None for a state
-    /// whole after the first step (candle's, any optimizer the adapter
-    /// does not count).
+    /// Where the adapter counts the optimizer's state whole (its tensors
+    /// may share a buffer at the first step and part at a later one:
+    /// burn's AMSGrad keeps its running maximum in the second moment's
+    /// buffer until its second step), further steps until one leaves the
+    /// live bytes no higher than it found them, at most
+    /// [`MAX_STATE_STEPS`]: their peaks count in `training_peak`, so the
+    /// peak is read with the state whole (burn's is in the backward, the
+    /// step after the parting), and the parting is no `growth`. None where
+    /// the live bytes are the figure (candle): its state is whole after
+    /// its first step.
     fn complete_state<T: Train>(
         &mut self,
         trainer: &mut T,
         batch: &T::Batch,
-        mut missing: u64,
+        counted: bool,
         mut peak: u64,
     ) -> PhaseResult<u64> {
+        if !counted {
+            return Ok(peak);
+        }
         let probe = self.rec.probe();
         let phase = Phase::TrainingStep;
         for _ in 0..MAX_STATE_STEPS {
-            if missing == 0 {
-                break;
-            }
             probe.sync();
             let before = probe.live();
             let (loss, span, _) = self.rec.span(false, || train_step(trainer, batch, phase));
@@ -214,7 +215,9 @@ impl<'a, S: Session> Profile<'a, S> {
             in_phase(phase, trainer.after_step())?;
             peak = peak.max(span.peak);
             probe.sync();
-            missing = missing.saturating_sub(probe.live().saturating_sub(before));
+            if probe.live() <= before {
+                break;
+            }
         }
         Ok(peak)
     }
@@ -375,8 +378,9 @@ pub(super) fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained
     m.values.insert(Metric::Params, params as f64);
 }
 
-/// Steps after the first that may complete an optimizer's state (AMSGrad's
-/// running maximum parts from the second moment by burn's third step).
+/// Steps after the first that may complete an optimizer's state (burn's
+/// AMSGrad: its running maximum parts from the second moment at the
+/// second step, and the third step's backward holds all three).
 const MAX_STATE_STEPS: usize = 3;
 
 /// Inference calls after the first whose growth is measured.
@@ -515,7 +519,7 @@ mod tests {
         /// The optimizer state as the adapter counts it (`optimizer_bytes`).
         counted: Option<u64>,
         /// AMSGrad's running maximum: a third buffer of the parameters'
-        /// size that parts from the second moment at the third step.
+        /// size that parts from the second moment at the second step.
         amsgrad: bool,
         /// What the optimizer keeps beside its state's data (its list of
         /// the variables); made again over stand-ins by
@@ -609,7 +613,7 @@ mod tests {
                 self.optimizer = Some(Buf::new(&self.device, 2 * PARAMS + self.books));
             }
             self.updates += 1;
-            if self.amsgrad && self.updates == 3 {
+            if self.amsgrad && self.updates == 2 {
                 self.maximum = Some(Buf::new(&self.device, PARAMS));
             }
             Ok(())
@@ -880,7 +884,7 @@ mod tests {
         m
     }
 
-    /// AMSGrad's third buffer parts from the second moment at the third
+    /// AMSGrad's third buffer parts from the second moment at the second
     /// step: the training peak is read once it exists (one buffer of the
     /// parameters' size above the same model's with Adam), and its parting
     /// is not `growth`.
