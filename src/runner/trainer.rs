@@ -184,6 +184,20 @@ impl<'w> Train for Trainer<'w> {
         Some(c)
     }
 
+    fn stand_in_optimizer<'t>(
+        &'t self,
+        grads: &'t GradStore,
+        elements: usize,
+    ) -> adapter::Result<Option<Box<dyn adapter::StandInOptimizer + 't>>> {
+        // On CUDA the pool counts the device's buffers alone: the state's
+        // data already.
+        if !self.ctx.device.is_cpu() {
+            return Ok(None);
+        }
+        let stand_in = Trainer::stand_in_optimizer(self, grads, elements).map_err(err)?;
+        Ok(Some(Box::new(stand_in)))
+    }
+
     fn generation<'g>(&'g self, model: &'g Box<dyn Model>) -> adapter::Result<Box<dyn adapter::Generation + 'g>> {
         let g = model.generator().map_err(err)?;
         Ok(Box::new(CandleGeneration(g)))
@@ -210,6 +224,25 @@ impl Optimizer {
             Optimizer::Gate(adamw) => candle_nn::optim::Optimizer::step(adamw, grads),
             Optimizer::Own(own) => own.step(grads),
         }
+    }
+}
+
+/// The trainer's optimizer made again over stand-ins of its variables
+/// (`Train::stand_in_optimizer`): the stand-ins and their gradients are
+/// made first, the optimizer in `make`.
+pub(crate) struct StandInOptimizer<'t, 'w> {
+    trainer: &'t Trainer<'w>,
+    vars: Vec<Var>,
+    grads: GradStore,
+    made: Option<Optimizer>,
+}
+
+impl adapter::StandInOptimizer for StandInOptimizer<'_, '_> {
+    fn make(&mut self) -> adapter::Result<()> {
+        let mut opt = self.trainer.new_optimizer(&self.vars).map_err(err)?;
+        opt.step(&self.grads).map_err(err)?;
+        self.made = Some(opt);
+        Ok(())
     }
 }
 
@@ -377,16 +410,52 @@ impl<'w> Trainer<'w> {
         if let Some(opt) = &mut self.opt {
             return opt.step(grads);
         }
-        let mut opt = match self.workload.optimizer(self.list_vars().to_vec())? {
-            Some(own) => Optimizer::Own(own),
-            None => {
-                let params = crate::sdk::optim::adamw_params(self.lr);
-                Optimizer::Gate(AdamW::new(self.list_vars().to_vec(), params)?)
-            }
-        };
+        let mut opt = self.new_optimizer(self.list_vars())?;
         opt.step(grads)?;
         self.opt = Some(opt);
         Ok(())
+    }
+
+    /// The workload's own optimizer over `vars`, or AdamW.
+    fn new_optimizer(&self, vars: &[Var]) -> Result<Optimizer> {
+        Ok(match self.workload.optimizer(vars.to_vec())? {
+            Some(own) => Optimizer::Own(own),
+            None => {
+                let params = crate::sdk::optim::adamw_params(self.lr);
+                Optimizer::Gate(AdamW::new(vars.to_vec(), params)?)
+            }
+        })
+    }
+
+    /// Stand-ins of the trainable variables, each of its dtype and rank
+    /// with `elements` elements along its first axis (a rank-0 variable
+    /// keeps its one), and a gradient of each stand-in whose variable
+    /// `grads` has one for: the same optimizer over them keeps its
+    /// bookkeeping (its list of the variables, each state tensor's header
+    /// and layout) and its state of that many elements. Not empty: candle
+    /// gives an empty tensor's arithmetic back as the tensor itself, which
+    /// a `Var` cannot be set to.
+    pub(super) fn stand_in_optimizer(&self, grads: &GradStore, elements: usize) -> Result<StandInOptimizer<'_, 'w>> {
+        let shape = |rank: usize| (0..rank).map(|d| if d == 0 { elements } else { 1 }).collect::<Vec<_>>();
+        let vars = self
+            .list_vars()
+            .iter()
+            .map(|v| Var::zeros(shape(v.rank()), v.dtype(), v.device()))
+            .collect::<Result<Vec<_>>>()?;
+        // A backward through the stand-ins gives each its gradient.
+        let mut sum = Tensor::zeros((), DType::F32, &self.ctx.device)?;
+        for (stand_in, var) in vars.iter().zip(self.list_vars()) {
+            if grads.get(var.as_tensor()).is_some() {
+                sum = (sum + stand_in.as_tensor().sum_all()?.to_dtype(DType::F32)?)?;
+            }
+        }
+        let grads = sum.backward()?;
+        Ok(StandInOptimizer {
+            trainer: self,
+            vars,
+            grads,
+            made: None,
+        })
     }
 
     /// Ends a step: the model's own hook (a DQN syncs its target net), then

@@ -50,8 +50,13 @@ pub trait LanguageModel: Sized + 'static {
     /// does not have is a spec error at its line.
     type Config: DeserializeOwned + fmt::Debug + Clone + Send + Sync + 'static;
 
-    /// Token ids are drawn from `0..vocab_size`.
-    fn vocab_size(config: &Self::Config) -> usize;
+    /// Token ids are drawn from `0..vocab_size`. The default, 0: the
+    /// spec's `model.vocab_size` (the key a config.json writes it under),
+    /// for a config type that keeps the field to itself (phi's, stable_lm's
+    /// `pub(crate)` fields): leave it out.
+    fn vocab_size(_config: &Self::Config) -> usize {
+        0
+    }
 
     /// Builds the model from `vb` (every weight from it, as candle-nn's
     /// layers take them).
@@ -176,6 +181,9 @@ impl Default for LmConfig {
 pub struct Lm<M: LanguageModel> {
     config: LmConfig,
     model: M::Config,
+    /// Token ids are drawn from `0..vocab`: [`LanguageModel::vocab_size`],
+    /// else the spec's `model.vocab_size`.
+    vocab: usize,
     _model: PhantomData<fn() -> M>,
 }
 
@@ -216,6 +224,11 @@ fn read_model<C: DeserializeOwned>(model: &serde_json::Value, problems: &mut Pro
     }
 }
 
+/// The spec's `model.vocab_size`, as written (a whole number).
+fn spec_vocab(model: &serde_json::Value) -> Option<usize> {
+    model.get("vocab_size")?.as_u64().and_then(|v| usize::try_from(v).ok())
+}
+
 impl<M: LanguageModel> Workload for Lm<M> {
     const KIND: &'static str = M::KIND;
     type Config = LmConfig;
@@ -236,16 +249,28 @@ impl<M: LanguageModel> Workload for Lm<M> {
         }
         match read_model::<M::Config>(&config.model, &mut p) {
             Some(model) => {
-                if M::vocab_size(&model) == 0 {
-                    p.error(
-                        "model",
+                let vocab = match M::vocab_size(&model) {
+                    0 => spec_vocab(&config.model),
+                    given => Some(given),
+                };
+                match vocab {
+                    Some(0) => p.error(
+                        "model.vocab_size",
                         "the model's vocabulary is empty",
                         "give it a `vocab_size` of at least 1",
-                    );
+                    ),
+                    None => p.error(
+                        "model",
+                        "`model` has no `vocab_size`, which gate draws the token ids from",
+                        "write the vocabulary's size under `model:` (`vocab_size: N`, as its config.json has \
+                         it), or give `LanguageModel::vocab_size`",
+                    ),
+                    Some(_) => {}
                 }
                 p.finish(Lm {
                     config,
                     model,
+                    vocab: vocab.unwrap_or(0),
                     _model: PhantomData,
                 })
             }
@@ -326,7 +351,7 @@ impl<M: LanguageModel> Workload for Lm<M> {
         Ok(Box::new(LmModel {
             model,
             device: ctx.device.clone(),
-            vocab: M::vocab_size(&self.model),
+            vocab: self.vocab,
             rows: ctx.batch_size,
         }))
     }
@@ -334,7 +359,7 @@ impl<M: LanguageModel> Workload for Lm<M> {
     /// `seq_len + 1` token ids a row: the inputs, and each one's next token.
     fn batch(&self, ctx: &RunCtx, seed: u64) -> Result<Batch> {
         let (rows, len) = (ctx.batch_size, self.config.seq_len + 1);
-        let vocab = M::vocab_size(&self.model) as u64;
+        let vocab = self.vocab as u64;
         let mut rng = Rng::new(seed);
         let ids: Vec<u32> = (0..rows * len).map(|_| rng.below(vocab) as u32).collect();
         Ok(Batch::new(vec![Tensor::from_vec(ids, (rows, len), &ctx.device)?]))
@@ -742,6 +767,54 @@ mod tests {
             let want: &[usize] = if last_only { &[3, 11] } else { &[3, 6, 11] };
             assert_eq!(model.predict(&batch)?.dims(), want);
         }
+        Ok(())
+    }
+
+    /// A config type whose `vocab_size` the impl does not read out (phi's
+    /// and stable_lm's fields are `pub(crate)`).
+    #[derive(Debug, Clone, Deserialize)]
+    struct HiddenConfig {
+        #[serde(default)]
+        vocab_size: usize,
+        hidden_size: usize,
+    }
+
+    struct Hidden(Embedding, candle_nn::Linear);
+
+    impl LanguageModel for Hidden {
+        const KIND: &'static str = "hidden";
+        type Config = HiddenConfig;
+        // Its own crate builds from the field; the impl cannot name it.
+        fn load(vb: VarBuilder, c: &HiddenConfig, _: &RunCtx) -> Result<Self> {
+            let embed = candle_nn::embedding(c.vocab_size, c.hidden_size, vb.pp("embed"))?;
+            let head = candle_nn::linear(c.hidden_size, c.vocab_size, vb.pp("head"))?;
+            Ok(Hidden(embed, head))
+        }
+        fn forward(&mut self, ids: &Tensor) -> Result<Tensor> {
+            self.1.forward(&self.0.forward(ids)?)
+        }
+    }
+
+    #[test]
+    fn a_model_that_hides_its_vocabulary_is_read_from_the_specs_model_key() -> Result<()> {
+        let config = |model| LmConfig { seq_len: 6, model };
+        let w = Lm::<Hidden>::from_config(config(serde_json::json!({ "vocab_size": 11, "hidden_size": 4 }))).unwrap();
+        let ctx = RunCtx::cpu(3);
+        let batch = w.batch(&ctx, 5)?;
+        let ids = batch.tensors[0].flatten_all()?.to_vec1::<u32>()?;
+        assert!(ids.iter().all(|&id| id < 11), "{ids:?}");
+        let model = w.build(VarBuilder::zeros(DType::F32, &ctx.device), &ctx)?;
+        let loss = model.loss(&batch, &Step::eval())?.to_scalar::<f32>()?;
+        assert!((loss - (11f32).ln()).abs() < 1e-5, "{loss}");
+        // Neither the impl nor the spec gives it: said at `model`, with both ways.
+        let missing = Lm::<Hidden>::from_config(config(serde_json::json!({ "hidden_size": 4 }))).unwrap_err();
+        let issue = &missing.issues()[0];
+        assert_eq!(issue.key.as_deref(), Some("model"));
+        assert_eq!(
+            issue.message,
+            "`model` has no `vocab_size`, which gate draws the token ids from"
+        );
+        assert!(issue.hint.contains("LanguageModel::vocab_size"), "{}", issue.hint);
         Ok(())
     }
 }

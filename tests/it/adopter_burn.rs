@@ -290,7 +290,7 @@ fn bn_closed_form(in_channels: u64, stem: u64, width: u64, kernel: u64, classes:
 /// statistics are buffers and the stem is frozen, so nothing is warned and
 /// `--strict` passes; the stem keeps no gradient and no optimizer state;
 /// AMSGrad's state is three tensors a trained parameter, Adam's two,
-/// SGD's none, to the byte.
+/// SGD's none, to the byte, and AMSGrad's training peak holds its three.
 #[test]
 fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_exact() {
     if !ready("a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_exact") {
@@ -364,7 +364,20 @@ fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_e
             coverage["buffers"], 4,
             "{name}: two BatchNorms' running mean and variance"
         );
+        // The state's parting (AMSGrad's) is no growth.
+        assert_eq!(metric(c, "growth"), 0.0, "{name}");
     }
+    // AMSGrad's peak is read with its third buffer live: its running
+    // maximum parts from the second moment at the second step, and the
+    // peak (in the backward) is the next step's. At least one trained
+    // parameter's bytes above Adam's (#50 item 1).
+    let peak = |name: &str| metric(&rep["components"][name], "training_peak");
+    assert!(
+        peak("bn_cnn") - peak("bn_cnn@adam") >= (trained * 4) as f64,
+        "AMSGrad {} B against Adam {} B",
+        peak("bn_cnn"),
+        peak("bn_cnn@adam")
+    );
 }
 
 /// `--backend cuda` on a burn spec is refused before cargo builds anything

@@ -498,6 +498,21 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
         "{names:?}"
     );
     assert!(!names.iter().any(|n| n.starts_with("block")), "{names:?}");
+    // The cut graph with the layers' own spans as blocks (#50 item 4): at
+    // least 4 named blocks, and no share of `activations` below -5 % (the
+    // blocks upstream of the final norm's cut keep nothing; nested blocks
+    // never exceed their parent, and nothing balances through a negative
+    // `(unattributed)`).
+    std::fs::write(&spec, only("block, attn, mlp")).unwrap();
+    let (_, rep) = gate_in(&t, &["check", "--only", "llama", "--baseline", "none"], "layers");
+    let blocks = rep["components"]["llama"]["blocks"].as_array().unwrap();
+    let named = blocks.iter().filter(|b| b["name"] != "(unattributed)").count();
+    assert!(named >= 4, "{blocks:?}");
+    for b in blocks {
+        if let Some(share) = b["share_percent"].as_f64() {
+            assert!(share >= -5.0, "{b}");
+        }
+    }
     std::fs::write(&spec, only("mlp, nope")).unwrap();
     let (o, rep) = gate_in(&t, &["check", "--only", "llama", "--baseline", "none"], "unseen");
     std::fs::write(&spec, &original).unwrap();
@@ -614,13 +629,21 @@ fn each_model_through_lm_is_at_most_25_lines_of_the_teams_code() {
             .map(String::from)
             .collect::<Vec<_>>()
     };
-    for (file, ty) in [("src/llama.rs", "llama::LlamaLm"), ("src/qwen2.rs", "qwen2::Qwen2Lm")] {
+    for (file, tys) in [
+        ("src/llama.rs", &["llama::LlamaLm"][..]),
+        ("src/qwen2.rs", &["qwen2::Qwen2Lm"]),
+        // Two workloads (AdamW and SGD) of one model: both registrations count.
+        ("src/mistral.rs", &["mistral::MistralLm", "mistral::MistralSgd"]),
+    ] {
         let model = code(file);
         let registered = code("src/bin/gate-harness.rs")
             .into_iter()
-            .filter(|l| l.contains(&format!("gate::Lm<transformers_team::{ty}>")))
+            .filter(|l| {
+                tys.iter()
+                    .any(|ty| l.contains(&format!("gate::Lm<transformers_team::{ty}>")))
+            })
             .count();
-        assert_eq!(registered, 1, "the harness registers {ty} through gate::Lm");
+        assert_eq!(registered, tys.len(), "the harness registers {tys:?} through gate::Lm");
         let lines = model.len() + registered;
         assert!(lines <= 25, "{file}: {lines} lines:\n{}", model.join("\n"));
         // No serde mirror of the model's config: the spec writes candle-transformers' own.
@@ -663,4 +686,135 @@ fn qwen2_with_its_cache_inside_is_gated_through_lm_and_nothing_grows() {
         "{g}"
     );
     assert_eq!(g["decode_growth"]["value"].as_f64(), Some(0.0), "{g}");
+}
+
+/// The mistral components' model: `budgets.yaml`'s config.
+const MISTRAL_PARAMS: u64 = {
+    let (v, h, i, kv) = (1000, 128, 256, 2 * 32);
+    // Embedding; per layer q and o (h·h), k and v (h·kv), the gated MLP
+    // and two norms; the final norm and the untied LM head.
+    v * h + 2 * (2 * h * h + 2 * h * kv + 3 * h * i + 2 * h) + h + h * v
+};
+
+/// candle-transformers' mistral through `gate::Lm`, keeping its KV cache
+/// inside (#50, "Done when"): the cache its training forward leaves full
+/// is `model_state`, the same under either optimizer, and `optimizer` is
+/// the state alone, to the byte: gate's AdamW two moments of every
+/// parameter, candle-nn's SGD (the team's, through
+/// `LanguageModel::optimizer`) none. Generating, the cache grows by its
+/// closed form a token a row, twice that at batch 2, and
+/// `kv_capacity_tokens` is its arithmetic from the report's own figures.
+#[test]
+fn mistral_keeps_its_cache_as_model_state_and_its_optimizer_is_its_closed_form_to_the_byte() {
+    let test = "mistral_keeps_its_cache_as_model_state_and_its_optimizer_is_its_closed_form_to_the_byte";
+    if !ready(test, &["transformers-0-11"]) {
+        return;
+    }
+    let t = fixture("transformers-0-11", "transformers-0-11-mistral");
+    let (o, rep) = gate_in(
+        &t,
+        &[
+            "check",
+            "--only",
+            "mistral,mistral_sgd,mistral_gen,mistral_gen@b2",
+            "--baseline",
+            "none",
+        ],
+        "out",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    let value = |c: &str, m: &str| {
+        rep["components"][c]["metrics"][m]["value"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{c}.{m}: {}", rep["components"][c]["metrics"]))
+    };
+    for c in ["mistral", "mistral_sgd"] {
+        assert_eq!(
+            rep["components"][c]["param_count"].as_u64(),
+            Some(MISTRAL_PARAMS),
+            "{c}"
+        );
+        // Only the LM head trains (the final RMS norm has no backward).
+        assert_eq!(value(c, "gradients"), (128 * 1000 * 4) as f64, "{c}");
+        // K and V of 4 rows x 2 kv heads x 32 positions x 32 f32, in each
+        // of 2 layers, and what of the forward's graph they keep.
+        assert!(value(c, "model_state") >= (2 * 2 * 4 * 2 * 32 * 32 * 4) as f64, "{c}");
+        for metric in ["params", "optimizer", "model_state"] {
+            assert_eq!(status(&rep, c, metric), "pass", "{c}.{metric}");
+        }
+    }
+    assert_eq!(value("mistral", "optimizer"), (2 * MISTRAL_PARAMS * 4) as f64);
+    assert_eq!(value("mistral_sgd", "optimizer"), 0.0);
+    assert_eq!(value("mistral", "model_state"), value("mistral_sgd", "model_state"));
+
+    // K and V of 2 kv heads x 32 f32 in each of 2 layers, a token a row.
+    let (capacity, reserve) = (4u64 << 30, 300u64 << 20);
+    for (c, rows) in [("mistral_gen", 1), ("mistral_gen@b2", 2)] {
+        let per_token = value(c, "kv_cache_per_token");
+        assert_eq!(per_token, (rows * 2 * 2 * 2 * 32 * 4) as f64, "{c}");
+        assert_eq!(value(c, "decode_growth"), 0.0, "{c}");
+        assert_eq!(rep["components"][c]["batch_size"].as_u64(), Some(rows), "{c}");
+        // The card's 4 GiB less the spec's 300 MiB reserve (a CPU run has
+        // no context to measure) and the higher peak, in tokens of cache,
+        // beside the 16 + 8 the peaks already hold.
+        let peak = value(c, "prefill_peak").max(value(c, "decode_peak"));
+        let free = (capacity - reserve) as f64 - peak;
+        assert_eq!(
+            value(c, "kv_capacity_tokens"),
+            (16 + 8) as f64 + (free / per_token).floor(),
+            "{c}"
+        );
+        assert_eq!(status(&rep, c, "kv_capacity_tokens"), "pass", "{c}");
+    }
+}
+
+/// A change that grows mistral's rotary tables (a longer
+/// `max_position_embeddings`: sin and cos, each positions x 16 f32) moves
+/// the inference, prefill and decode peaks each by the tables' bytes,
+/// once, against a baseline report of the unchanged fixture (#50 item 2:
+/// the training model is gone when the inference or generation model is
+/// built beside the same weights).
+#[test]
+fn a_grown_rope_table_moves_each_peak_by_its_own_bytes_once() {
+    if !ready(
+        "a_grown_rope_table_moves_each_peak_by_its_own_bytes_once",
+        &["transformers-0-11"],
+    ) {
+        return;
+    }
+    let t = fixture("transformers-0-11", "transformers-0-11-rope");
+    let spec = t.path().join("budgets.yaml");
+    let original = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adopters/transformers-0-11/budgets.yaml"),
+    )
+    .unwrap();
+    std::fs::write(&spec, &original).unwrap();
+    let only = ["check", "--only", "mistral,mistral_gen", "--baseline"];
+    let (o, base) = gate_in(&t, &[&only[..], &["none"]].concat(), "base");
+    assert_eq!(o.status.code(), Some(0), "{}", crate::common::output_text(&o));
+    // Every mistral component's positions: 256 → 4,096.
+    let at = original.find("\n  mistral:\n").unwrap();
+    let longer = format!(
+        "{}{}",
+        &original[..at],
+        original[at..].replace("max_position_embeddings: 256", "max_position_embeddings: 4096")
+    );
+    std::fs::write(&spec, longer).unwrap();
+    let baseline = t.path().join("base/report.json");
+    let (o, now) = gate_in(&t, &[&only[..], &[baseline.to_str().unwrap()]].concat(), "new");
+    std::fs::write(&spec, &original).unwrap();
+    let said = crate::common::output_text(&o);
+    let table = ((4096 - 256) * 2 * 16 * 4) as f64;
+    let moved = |c: &str, m: &str| {
+        let v = |r: &Value| {
+            r["components"][c]["metrics"][m]["value"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{c}.{m}: {said}"))
+        };
+        v(&now) - v(&base)
+    };
+    assert_eq!(moved("mistral", "params"), table);
+    assert_eq!(moved("mistral", "inference_peak"), table);
+    assert_eq!(moved("mistral_gen", "prefill_peak"), table);
+    assert_eq!(moved("mistral_gen", "decode_peak"), table);
 }

@@ -73,6 +73,15 @@ pub trait Generation {
     fn decode(&mut self) -> Result<()>;
 }
 
+/// An optimizer over stand-ins of the trained variables (see
+/// [`Train::stand_in_optimizer`]): the stand-ins and their gradients are
+/// made beforehand, outside the runner's span; `make` builds the optimizer
+/// over them and steps it once, keeping it.
+pub trait StandInOptimizer {
+    /// Builds the optimizer over the stand-ins and steps it once.
+    fn make(&mut self) -> Result<()>;
+}
+
 /// What an adapter's steps return.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -208,6 +217,24 @@ pub trait Train {
     /// where the live bytes would miss it.
     fn optimizer_bytes(&self) -> Option<u64> {
         None
+    }
+    /// The same optimizer over stand-ins of the trained variables, each of
+    /// its dtype and rank with `elements` elements, with a gradient for
+    /// each variable `grads` has one for; made and stepped once by
+    /// [`StandInOptimizer::make`] inside a span of the runner's. Made with
+    /// 1 and with 2 elements, what it keeps tells the optimizer's own
+    /// bookkeeping (its list of the variables, each state tensor's header:
+    /// `2 × kept(1) − kept(2)`) from its state's data; the runner
+    /// subtracts that bookkeeping from what the first step left, so
+    /// `optimizer` is the state's data alone, to the byte, where the probe
+    /// counts every heap byte (the CPU). `None` (the default): the probe
+    /// counts the data alone already, or the adapter cannot make one.
+    fn stand_in_optimizer<'t>(
+        &'t self,
+        _grads: &'t Self::Grads,
+        _elements: usize,
+    ) -> Result<Option<Box<dyn StandInOptimizer + 't>>> {
+        Ok(None)
     }
     /// Which trainable parameters `grads` (pruned) has a gradient for
     /// (`None`: the adapter cannot tell).

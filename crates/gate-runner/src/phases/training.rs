@@ -20,7 +20,8 @@ use crate::timing_lock::Turn;
 pub(super) fn run<S: Session>(p: &mut Profile<S>, warm: Option<&S>, timing: Timing) -> PhaseResult<()> {
     let base = p.warm_up(warm)?;
     let (mut trainer, batch) = p.build()?;
-    let first_peak = p.first_step(&mut trainer, &batch)?;
+    let (first_peak, counted) = p.first_step(&mut trainer, &batch)?;
+    let first_peak = p.complete_state(&mut trainer, &batch, counted, first_peak)?;
     let turn = p.steady_step(&mut trainer, &batch, timing, base, first_peak)?;
     p.timed_steps(&mut trainer, &batch, timing, turn)?;
     p.inference(&mut trainer, &batch, base)
@@ -100,9 +101,11 @@ impl<'a, S: Session> Profile<'a, S> {
     }
 
     /// Forward, backward and the first optimizer step, each measured on its
-    /// own; gradients and optimizer state count from the live bytes before
-    /// the forward. Returns the higher of backward's and the optimizer's peaks.
-    fn first_step<T: Train>(&mut self, trainer: &mut T, batch: &T::Batch) -> PhaseResult<u64> {
+    /// own; gradients count from the live bytes before the forward, the
+    /// optimizer's state from what its step left. Returns the higher of
+    /// backward's and the optimizer's peaks, and whether the adapter
+    /// counts the optimizer's state itself (see [`Profile::complete_state`]).
+    fn first_step<T: Train>(&mut self, trainer: &mut T, batch: &T::Batch) -> PhaseResult<(u64, bool)> {
         let rec = self.rec;
         let probe = rec.probe();
         // Forward with gradients: what stays live is what backward will need.
@@ -132,24 +135,36 @@ impl<'a, S: Session> Profile<'a, S> {
         // The gradient store's bytes where the adapter can count them.
         let gradients = trainer.gradient_bytes(&grads).unwrap_or(live_gradients);
         self.m.values.insert(Metric::Gradients, gradients as f64);
-        // Which parameters this step trains. The names it keeps are the
-        // runner's bytes, not the optimizer's: subtracted from its figure.
-        let before_coverage = probe.live();
+        // Which parameters this step trains.
         self.m.gradient_coverage = trainer.gradient_coverage(&grads);
-        let coverage_bytes = probe.live().saturating_sub(before_coverage);
 
-        // AdamW is made in the span: its state is allocated by its first step.
+        // AdamW is made in the span: its state is allocated by its first
+        // step. What the span leaves is the optimizer, and nothing of the
+        // runner's own (its list of the variables, the figures, the blocks).
         self.begin(Phase::Optimizer)?;
         let (updated, span, _) = self.rec.span(false, || trainer.update(&grads));
         in_phase(Phase::Optimizer, updated)?;
         let peak = peak.max(span.peak);
+        let made = span.retained().max(0) as u64;
+        // Less the optimizer's own bookkeeping (its list of the variables,
+        // each state tensor's header), where the probe counts every heap
+        // byte: what the same optimizer keeps over stand-ins of 1 and of 2
+        // elements a variable, extrapolated to none.
+        let mut kept = [0u64; 2];
+        for (elements, kept) in (1..).zip(kept.iter_mut()) {
+            let Some(mut stand_in) = in_phase(Phase::Optimizer, trainer.stand_in_optimizer(&grads, elements))? else {
+                break;
+            };
+            let (made, span, _) = self.rec.span(false, || stand_in.make());
+            in_phase(Phase::Optimizer, made)?;
+            *kept = span.retained().max(0) as u64;
+        }
+        let bookkeeping = (2 * kept[0]).saturating_sub(kept[1]);
         drop(grads);
         probe.sync();
         let after_update = probe.live();
         // What the model keeps from its forward (a KV cache left full) is
-        // its own figure: emptied here, and what that frees is
-        // `model_state`; the rest above the pre-forward level is the
-        // optimizer's state.
+        // its own figure: emptied here, what that frees is `model_state`.
         let keeps_state = in_phase(Phase::Optimizer, trainer.clear_state())?;
         probe.sync();
         let cleared = probe.live();
@@ -158,12 +173,52 @@ impl<'a, S: Session> Profile<'a, S> {
                 .values
                 .insert(Metric::ModelState, after_update.saturating_sub(cleared) as f64);
         }
-        let optimizer = cleared.saturating_sub(fwd.live_before).saturating_sub(coverage_bytes);
         // The state's own tensors where the adapter counts them: read after
         // the live bytes, so what counting them allocates is in no figure.
-        let optimizer = trainer.optimizer_bytes().unwrap_or(optimizer);
+        let counted = trainer.optimizer_bytes();
+        let optimizer = counted.unwrap_or(made.saturating_sub(bookkeeping));
         self.m.values.insert(Metric::Optimizer, optimizer as f64);
         in_phase(Phase::Optimizer, trainer.after_step())?;
+        // A state the adapter counts whole may not be whole in memory yet
+        // (AMSGrad's running maximum shares the second moment's buffer at
+        // the first step): see `complete_state`.
+        Ok((peak, counted.is_some()))
+    }
+
+    /// Where the adapter counts the optimizer's state whole (its tensors
+    /// may share a buffer at the first step and part at a later one:
+    /// burn's AMSGrad keeps its running maximum in the second moment's
+    /// buffer until its second step), further steps until one leaves the
+    /// live bytes no higher than it found them, at most
+    /// [`MAX_STATE_STEPS`]: their peaks count in `training_peak`, so the
+    /// peak is read with the state whole (burn's is in the backward, the
+    /// step after the parting), and the parting is no `growth`. None where
+    /// the live bytes are the figure (candle): its state is whole after
+    /// its first step.
+    fn complete_state<T: Train>(
+        &mut self,
+        trainer: &mut T,
+        batch: &T::Batch,
+        counted: bool,
+        mut peak: u64,
+    ) -> PhaseResult<u64> {
+        if !counted {
+            return Ok(peak);
+        }
+        let probe = self.rec.probe();
+        let phase = Phase::TrainingStep;
+        for _ in 0..MAX_STATE_STEPS {
+            probe.sync();
+            let before = probe.live();
+            let (loss, span, _) = self.rec.span(false, || train_step(trainer, batch, phase));
+            self.m.losses.push(loss?);
+            in_phase(phase, trainer.after_step())?;
+            peak = peak.max(span.peak);
+            probe.sync();
+            if probe.live() <= before {
+                break;
+            }
+        }
         Ok(peak)
     }
 
@@ -323,6 +378,11 @@ pub(super) fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained
     m.values.insert(Metric::Params, params as f64);
 }
 
+/// Steps after the first that may complete an optimizer's state (burn's
+/// AMSGrad: its running maximum parts from the second moment at the
+/// second step, and the third step's backward holds all three).
+const MAX_STATE_STEPS: usize = 3;
+
 /// Inference calls after the first whose growth is measured.
 const INFERENCE_GROWTH_CALLS: usize = 2;
 
@@ -349,7 +409,7 @@ mod tests {
 
     use super::super::profile;
     use super::*;
-    use crate::adapter::{Analytic, Error, Result};
+    use crate::adapter::{Analytic, Error, Result, StandInOptimizer};
     use gate_probe::Recorder;
     use gate_probe::{BackendError, MemoryProbe, MemorySource};
 
@@ -458,6 +518,13 @@ mod tests {
         cache: u64,
         /// The optimizer state as the adapter counts it (`optimizer_bytes`).
         counted: Option<u64>,
+        /// AMSGrad's running maximum: a third buffer of the parameters'
+        /// size that parts from the second moment at the second step.
+        amsgrad: bool,
+        /// What the optimizer keeps beside its state's data (its list of
+        /// the variables); made again over stand-ins by
+        /// `stand_in_optimizer` where it is not 0.
+        books: u64,
     }
 
     struct Params<'s>(&'s Toy);
@@ -481,6 +548,10 @@ mod tests {
                 cache: self.0.cache,
                 table: self.0.table,
                 counted: self.0.counted,
+                amsgrad: self.0.amsgrad,
+                books: self.0.books,
+                updates: 0,
+                maximum: None,
             })
         }
     }
@@ -494,6 +565,10 @@ mod tests {
         cache: u64,
         table: u64,
         counted: Option<u64>,
+        amsgrad: bool,
+        books: u64,
+        updates: usize,
+        maximum: Option<Buf>,
     }
 
     struct Model {
@@ -535,7 +610,11 @@ mod tests {
         }
         fn update(&mut self, _: &Buf) -> Result<()> {
             if self.optimizer.is_none() {
-                self.optimizer = Some(Buf::new(&self.device, 2 * PARAMS));
+                self.optimizer = Some(Buf::new(&self.device, 2 * PARAMS + self.books));
+            }
+            self.updates += 1;
+            if self.amsgrad && self.updates == 2 {
+                self.maximum = Some(Buf::new(&self.device, PARAMS));
             }
             Ok(())
         }
@@ -547,6 +626,7 @@ mod tests {
         }
         fn drop_optimizer(&mut self) {
             self.optimizer = None;
+            self.maximum = None;
         }
         fn optimizer_bytes(&self) -> Option<u64> {
             self.counted
@@ -560,6 +640,19 @@ mod tests {
         fn drop_training_model(&mut self) {
             self.model = None;
         }
+        fn stand_in_optimizer<'t>(
+            &'t self,
+            _: &'t Buf,
+            elements: usize,
+        ) -> Result<Option<Box<dyn StandInOptimizer + 't>>> {
+            Ok((self.books > 0).then(|| {
+                Box::new(StandIn {
+                    device: self.device.clone(),
+                    bytes: self.books + 2 * 4 * elements as u64,
+                    made: None,
+                }) as Box<dyn StandInOptimizer>
+            }))
+        }
         fn inference_model(&self) -> Result<Buf> {
             // Its own table, as a second model built over the weights makes.
             Ok(Buf::new(&self.device, self.table))
@@ -568,6 +661,21 @@ mod tests {
             Ok(Buf::new(&self.device, 32))
         }
         fn leak(&self, _: &Buf) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The toy optimizer over stand-ins: its bookkeeping, and two moments
+    /// of the stand-ins' f32 elements.
+    struct StandIn {
+        device: Arc<Device>,
+        bytes: u64,
+        made: Option<Buf>,
+    }
+
+    impl StandInOptimizer for StandIn {
+        fn make(&mut self) -> Result<()> {
+            self.made = Some(Buf::new(&self.device, self.bytes));
             Ok(())
         }
     }
@@ -597,6 +705,8 @@ mod tests {
             table: 0,
             cache: 0,
             counted: None,
+            amsgrad: false,
+            books: 0,
         };
         let recorder = Recorder::new(probe.clone());
         let m = profile(&toy, None, Timing::default(), &recorder, &mut |_, _| {});
@@ -629,6 +739,8 @@ mod tests {
             table: 0,
             cache: 0,
             counted: None,
+            amsgrad: false,
+            books: 0,
         };
         // The adapter's smaller warm-up (`Framework::warm_up_batch`) on the same device.
         let (measured, warm) = (toy(&device), toy(&device));
@@ -693,6 +805,8 @@ mod tests {
             table: 0,
             cache: 0,
             counted: None,
+            amsgrad: false,
+            books: 0,
         };
         let m = profile(
             &toy,
@@ -717,6 +831,8 @@ mod tests {
             table: TABLE,
             cache: CACHE,
             counted: None,
+            amsgrad: false,
+            books: 0,
         };
         let m = profile(&toy, None, Timing::default(), &Recorder::new(probe), &mut |_, _| {});
         assert_eq!(m.failure, None);
@@ -742,9 +858,57 @@ mod tests {
             table: 0,
             cache: 0,
             counted: Some(3 * PARAMS),
+            amsgrad: false,
+            books: 0,
         };
         let m = profile(&toy, None, Timing::default(), &Recorder::new(probe), &mut |_, _| {});
         assert_eq!(m.failure, None);
         assert_eq!(m.values[&Metric::Optimizer], (3 * PARAMS) as f64);
+    }
+
+    fn toy_with(amsgrad: bool, counted: Option<u64>, books: u64) -> Measurement {
+        let device = Arc::new(Device::default());
+        let probe = Arc::new(NoPoolProbe::new(&device));
+        let toy = Toy {
+            device,
+            failing_builds: Cell::new(0),
+            builds: Cell::new(0),
+            table: 0,
+            cache: 0,
+            counted,
+            amsgrad,
+            books,
+        };
+        let m = profile(&toy, None, Timing::default(), &Recorder::new(probe), &mut |_, _| {});
+        assert_eq!(m.failure, None);
+        m
+    }
+
+    /// AMSGrad's third buffer parts from the second moment at the second
+    /// step: the training peak is read once it exists (one buffer of the
+    /// parameters' size above the same model's with Adam), and its parting
+    /// is not `growth`.
+    #[test]
+    fn the_training_peak_is_read_once_the_optimizer_state_is_complete() {
+        let adam = toy_with(false, None, 0);
+        let amsgrad = toy_with(true, Some(3 * PARAMS), 0);
+        assert_eq!(amsgrad.values[&Metric::Optimizer], (3 * PARAMS) as f64);
+        assert_eq!(
+            amsgrad.values[&Metric::TrainingPeak] - adam.values[&Metric::TrainingPeak],
+            PARAMS as f64
+        );
+        assert_eq!(amsgrad.values[&Metric::Growth], 0.0);
+        // The steps that completed it are trained and their losses kept.
+        assert_eq!(amsgrad.losses.len(), adam.losses.len() + 2);
+    }
+
+    /// What the optimizer keeps beside its state's data (its list of the
+    /// variables, each state tensor's header) is told from what the same
+    /// optimizer keeps over stand-ins of 1 and 2 elements: subtracted,
+    /// `optimizer` is the data to the byte.
+    #[test]
+    fn the_optimizers_own_bookkeeping_is_not_its_state() {
+        let m = toy_with(false, None, 40);
+        assert_eq!(m.values[&Metric::Optimizer], (2 * PARAMS) as f64);
     }
 }

@@ -1,9 +1,10 @@
 //! The team's language models: candle-transformers' own llama, BERT with
-//! its masked-LM head, T5 (encoder-decoder with its LM head) and mamba,
-//! built unmodified from gate's `VarBuilder` at small configs with random
-//! weights, each a gate workload. A module per model holds all of its glue:
-//! a config the spec can write, the closed-form parameter count, `build`,
-//! seeded token batches, and a cross-entropy over the model's LM logits.
+//! its masked-LM head, T5 (encoder-decoder with its LM head), mamba, qwen2
+//! and mistral, built unmodified from gate's `VarBuilder` at small configs
+//! with random weights, each a gate workload. A module per model holds all
+//! of its glue: a config the spec can write, the closed-form parameter
+//! count, `build`, seeded token batches, and a cross-entropy over the
+//! model's LM logits.
 
 use candle_core::{Device, Result, Tensor};
 use gate::Rng;
@@ -12,6 +13,7 @@ pub mod bert;
 pub mod llama;
 pub mod llama_gen;
 pub mod mamba;
+pub mod mistral;
 pub mod qwen2;
 pub mod t5;
 

@@ -7,5 +7,7 @@ gate::main!(
     transformers_team::bert::BertMlm,
     transformers_team::t5::T5Lm,
     transformers_team::mamba::MambaLm,
-    gate::Lm<transformers_team::qwen2::Qwen2Lm>
+    gate::Lm<transformers_team::qwen2::Qwen2Lm>,
+    gate::Lm<transformers_team::mistral::MistralLm>,
+    gate::Lm<transformers_team::mistral::MistralSgd>
 );
