@@ -6,7 +6,7 @@
 //! optimizer), whose state is 2 × and 0 × the parameters' bytes.
 
 use candle_core::{Result, Tensor, Var};
-use candle_nn::VarBuilder;
+use candle_nn::{Optimizer as _, VarBuilder};
 use candle_transformers::models::mistral::{Config, Model};
 
 pub struct MistralLm<const SGD: bool = false>(Model);
