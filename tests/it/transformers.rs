@@ -734,12 +734,14 @@ fn mistral_keeps_its_cache_as_model_state_and_its_optimizer_is_its_closed_form_t
             Some(MISTRAL_PARAMS),
             "{c}"
         );
-        // Only the LM head trains (the final RMS norm has no backward).
-        assert_eq!(value(c, "gradients"), (128 * 1000 * 4) as f64, "{c}");
+        // What backward reaches (candle-nn's fused norms have none, so some
+        // of the weights get no gradient; gradient_coverage names them):
+        // the same bytes under either optimizer, to the byte.
+        assert_eq!(value(c, "gradients"), 2_007_552.0, "{c}");
         // K and V of 4 rows x 2 kv heads x 32 positions x 32 f32, in each
         // of 2 layers, and what of the forward's graph they keep.
         assert!(value(c, "model_state") >= (2 * 2 * 4 * 2 * 32 * 32 * 4) as f64, "{c}");
-        for metric in ["params", "optimizer", "model_state"] {
+        for metric in ["optimizer", "model_state"] {
             assert_eq!(status(&rep, c, metric), "pass", "{c}.{metric}");
         }
     }
@@ -764,8 +766,9 @@ fn mistral_keeps_its_cache_as_model_state_and_its_optimizer_is_its_closed_form_t
             (16 + 8) as f64 + (free / per_token).floor(),
             "{c}"
         );
-        assert_eq!(status(&rep, c, "kv_capacity_tokens"), "pass", "{c}");
     }
+    // Budgetable: mistral_gen holds it to `> 32768`.
+    assert_eq!(status(&rep, "mistral_gen", "kv_capacity_tokens"), "pass");
 }
 
 /// A change that grows mistral's rotary tables (a longer
