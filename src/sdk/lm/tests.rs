@@ -277,7 +277,11 @@ impl LanguageModel for Hidden {
 
 #[test]
 fn a_model_that_hides_its_vocabulary_is_read_from_the_specs_model_key() -> Result<()> {
-    let config = |model| LmConfig { seq_len: 6, model };
+    let config = |model| LmConfig {
+        seq_len: 6,
+        model,
+        ..LmConfig::default()
+    };
     let w = Lm::<Hidden>::from_config(config(serde_json::json!({ "vocab_size": 11, "hidden_size": 4 }))).unwrap();
     let ctx = RunCtx::cpu(3);
     let batch = w.batch(&ctx, 5)?;
