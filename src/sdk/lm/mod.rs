@@ -313,7 +313,8 @@ impl<M: LanguageModel> Workload for Lm<M> {
     fn levers(&self) -> Vec<Lever> {
         let seq = self.config.seq_len;
         let mut levers = Vec::new();
-        if self.trains_with_gates_adamw() {
+        let gates_adamw = self.trains_with_gates_adamw();
+        if gates_adamw {
             levers.push(Lever::Config {
                 key: "adamw_slice".into(),
                 values: vec![super::optim::SlicedAdamW::DEFAULT_SLICE.into()],
@@ -327,7 +328,7 @@ impl<M: LanguageModel> Workload for Lm<M> {
             key: "accumulation".into(),
             steps: vec![2, 4],
         });
-        if self.trains_with_gates_adamw() {
+        if gates_adamw {
             levers.push(Lever::Config {
                 key: "optimizer".into(),
                 values: vec!["sgd".into()],

@@ -444,20 +444,7 @@ fn a_cache_the_model_keeps_is_model_state_and_inference_counts_its_own_table_onc
 /// after the first step say two moments, the state holds three.
 #[test]
 fn the_optimizer_state_the_adapter_counts_is_the_figure_not_the_first_steps_live_bytes() {
-    let device = Arc::new(Device::default());
-    let probe = Arc::new(NoPoolProbe::new(&device));
-    let toy = Toy {
-        device,
-        failing_builds: Cell::new(0),
-        builds: Cell::new(0),
-        table: 0,
-        cache: 0,
-        counted: Some(3 * PARAMS),
-        amsgrad: false,
-        books: 0,
-    };
-    let m = profile(&toy, None, Timing::default(), &Recorder::new(probe), &mut |_, _| {});
-    assert_eq!(m.failure, None);
+    let m = toy_with(false, Some(3 * PARAMS), 0);
     assert_eq!(m.values[&Metric::Optimizer], (3 * PARAMS) as f64);
 }
 
