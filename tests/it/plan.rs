@@ -110,6 +110,18 @@ fn the_tft_is_planned_from_its_plain_model_to_a_configuration_that_passes() {
     assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
     // Predicted and measured side by side for what it ran.
     assert!(text.contains("predicted") && text.contains("measured"), "{text}");
+    // The checkpointable block's forward time in the plain step, measured:
+    // what a recompute runs again.
+    let floor = &plan["recompute_floor"];
+    let forward = floor["forward_ms"]["encoder_vsn"]
+        .as_f64()
+        .expect("encoder_vsn's forward time");
+    let step = floor["step_ms"].as_f64().unwrap();
+    assert!(forward > 0.0 && forward < step, "{floor}");
+    assert!(
+        text.contains("forward time of its checkpointable blocks: encoder_vsn"),
+        "{text}"
+    );
 }
 
 const MLP: &str = "version: 1

@@ -243,6 +243,37 @@ pub struct Plan {
     pub chosen: Option<usize>,
     /// How many full profiles the plan ran.
     pub profiles: usize,
+    /// What recomputing the checkpointable blocks costs at least, from the
+    /// start's own step; absent where the workload declares no blocks or
+    /// the start's timeline has none of their scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompute_floor: Option<RecomputeFloor>,
+}
+
+/// What recomputing the checkpointable blocks costs in step time before
+/// any chunk's own overhead: their forward runs once more. On a GPU the
+/// least a checkpoint costs (its kernels run again); on the CPU a smaller
+/// working set can make the checkpointed step faster, so there it is only
+/// the recompute's share. Read from the start's memory timeline: each
+/// block's scope's time in the forward phase, against the sampled step's
+/// time on the same clock.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecomputeFloor {
+    /// Each checkpointable block's forward time in ms, all its calls.
+    pub forward_ms: BTreeMap<String, f64>,
+    /// The sampled training step's time in ms (forward to the optimizer's end).
+    pub step_ms: f64,
+}
+
+impl RecomputeFloor {
+    /// `1 + Σ forward / step`: the step-time factor of recomputing every
+    /// block once.
+    pub fn factor(&self) -> f64 {
+        match self.step_ms > 0.0 {
+            true => 1.0 + self.forward_ms.values().sum::<f64>() / self.step_ms,
+            false => 1.0,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,12 @@
 //! the optimizer's), so levers that act on different phases compose
 //! where the peak moves between phases; a setting between two probed ones
 //! is interpolated (bytes linear in the chunk, time linear in the number of
-//! chunks). Other byte figures add the probes' differences; times and
+//! chunks). Recomputing a block runs its forward again: the blocks'
+//! forward time in the start's step (read from its memory timeline) is
+//! reported with the plan, and on a GPU, where it is the least any chunk
+//! costs, a checkpoint it alone puts over a `step_time_ratio` budget is
+//! not probed (on the CPU a checkpointed step can be the faster one).
+//! Other byte figures add the probes' differences; times and
 //! losses multiply their ratios. Levers that change the loss (batch,
 //! dtype) are probed only when no other combination is predicted to pass,
 //! or with `--all-levers`.
@@ -116,6 +121,7 @@ pub(crate) fn plan_component(
         candidates: Vec::new(),
         chosen: None,
         profiles: 0,
+        recompute_floor: start_m.timeline.as_ref().and_then(|t| recompute_floor(t, &blocks)),
     };
     if plan.start_passes() {
         plan.profiles = runner.profiles;
@@ -159,10 +165,29 @@ pub(crate) fn plan_component(
         }
         Ok(())
     };
+    // On a GPU, from a start that recomputes nothing, the blocks' forward
+    // time is what any chunk costs at least (their kernels run again):
+    // past a step-time ceiling already, the checkpoint is not probed. Not
+    // on the CPU, where the smaller working set can make a checkpointed
+    // step faster than the plain one (the TFT's: 0.93-0.95x).
+    let floor_fails = match (&plan.recompute_floor, c.checkpoint) {
+        (Some(floor), None) if backend == Backend::Cuda => {
+            let start_ratio = start.values.get(&Metric::StepTimeRatio).copied().unwrap_or(1.0);
+            floor_fails_time(c, start_ratio, floor)
+        }
+        _ => None,
+    };
+    if let Some(least) = floor_fails {
+        eprintln!(
+            "{}: not probing the checkpoint: recomputing its blocks costs at least {least:.2}x the step (their forward time), over its step_time_ratio budget",
+            c.name
+        );
+    }
     for loss_round in [false, true] {
         let todo: Vec<(usize, Setting)> = options
             .iter()
             .enumerate()
+            .filter(|(_, o)| floor_fails.is_none() || !matches!(o.lever, Lever::Checkpoint { .. }))
             .filter(|(_, o)| match opts.all_levers {
                 true => !loss_round,
                 false => o.lever.changes_loss() == loss_round,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use gate_contract::measurement::Measurement;
-use gate_contract::plan::{Candidate, Figure, Lever, Outcome, Setting};
+use gate_contract::plan::{Candidate, Figure, Lever, Outcome, RecomputeFloor, Setting};
 use gate_probe::timeline::Event;
 use gate_probe::Timeline;
 use gate_spec::budget::{Budget, Component};
@@ -100,6 +100,61 @@ pub(in crate::pipeline) fn phase_peaks(t: &Timeline, blocks: &[String]) -> BTree
         }
     }
     peaks
+}
+
+/// Each checkpointable block's forward time in the timeline's sampled
+/// training step (its top-level scope, entered and left in the forward
+/// phase, all its calls), against that step's time: what recomputing them
+/// costs at least. `None` where no block's scope is in the step.
+pub(in crate::pipeline) fn recompute_floor(t: &Timeline, blocks: &[String]) -> Option<RecomputeFloor> {
+    // A block's own scope, under whatever scopes the workload opens around it.
+    let block_of = |path: &str| {
+        let last = path.rsplit('.').next().unwrap_or(path);
+        blocks.iter().any(|b| b == last).then(|| last.to_string())
+    };
+    let mut forward_us: BTreeMap<String, u64> = BTreeMap::new();
+    let mut entered: Vec<(&str, u64)> = Vec::new();
+    let (mut phase, mut started) = (None::<&str>, None::<u64>);
+    for s in &t.samples {
+        match &s.event {
+            Event::Phase(name) => {
+                phase = Some(name);
+                if name == "forward" && started.is_none() {
+                    started = Some(s.t_us);
+                }
+            }
+            Event::Enter(path) if phase == Some("forward") && block_of(path).is_some() => entered.push((path, s.t_us)),
+            Event::Exit(path) => {
+                if let Some(i) = entered.iter().rposition(|(p, _)| p == path) {
+                    let (path, since) = entered.remove(i);
+                    let block = block_of(path).unwrap_or_default();
+                    *forward_us.entry(block).or_default() += s.t_us.saturating_sub(since);
+                }
+            }
+            Event::Enter(_) => {}
+            // The training step's end: the inference call after it is another span.
+            Event::End => {
+                let step_us = s.t_us.saturating_sub(started?);
+                return (!forward_us.is_empty() && step_us > 0).then(|| RecomputeFloor {
+                    forward_ms: forward_us.into_iter().map(|(b, us)| (b, us as f64 / 1e3)).collect(),
+                    step_ms: step_us as f64 / 1e3,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// Whether the floor alone already fails a `step_time_ratio` ceiling of
+/// `c` from a start at `start_ratio`: then no chunk of a checkpoint can
+/// pass, and its probes are not run.
+pub(super) fn floor_fails_time(c: &Component, start_ratio: f64, floor: &RecomputeFloor) -> Option<f64> {
+    let least = start_ratio * floor.factor();
+    c.budgets
+        .iter()
+        .filter(|b| b.metric == Metric::StepTimeRatio && b.limit.op.is_max())
+        .any(|b| !b.limit.op.holds(least, b.limit.value))
+        .then_some(least)
 }
 
 /// Every part of a step.

@@ -43,6 +43,19 @@ pub(crate) fn print_plan(c: &Component, plan: &Plan) {
         names(&plan.start_fails),
         shown_values(&plan.start, &plan.start_fails)
     );
+    if let Some(floor) = &plan.recompute_floor {
+        let blocks: Vec<String> = floor
+            .forward_ms
+            .iter()
+            .map(|(b, ms)| format!("{b} {}", format_value(Unit::Ms, *ms)))
+            .collect();
+        println!(
+            "  forward time of its checkpointable blocks: {} of a {} step (a recompute runs it again: {:.2}x the step before any chunk's own cost)",
+            blocks.join(", "),
+            format_value(Unit::Ms, floor.step_ms),
+            floor.factor()
+        );
+    }
     let measured: Vec<&Candidate> = plan.candidates.iter().filter(|k| k.outcome.is_measured()).collect();
     let predicted_pass = plan
         .candidates

@@ -139,6 +139,62 @@ fn a_sample_peak_belongs_to_where_the_step_was_before_its_event() {
     assert!(phase_peaks(&t, &[]).keys().all(|(_, inside)| !inside));
 }
 
+#[test]
+fn the_recompute_floor_is_each_blocks_forward_time_in_the_sampled_step() {
+    use gate_probe::timeline::Sample;
+    let s = |t_us, event| Sample {
+        t_us,
+        live: 0,
+        peak: 0,
+        event,
+    };
+    let t = Timeline {
+        source: "cpu".into(),
+        base_bytes: 0,
+        samples: vec![
+            s(1_000, Event::Phase("forward".into())),
+            // Under a scope of the workload's own, twice (two calls).
+            s(2_000, Event::Enter("tft.encoder_vsn".into())),
+            s(2_500, Event::Enter("tft.encoder_vsn.grn".into())),
+            s(3_000, Event::Exit("tft.encoder_vsn.grn".into())),
+            s(6_000, Event::Exit("tft.encoder_vsn".into())),
+            s(7_000, Event::Enter("tft.encoder_vsn".into())),
+            s(8_000, Event::Exit("tft.encoder_vsn".into())),
+            s(8_000, Event::Enter("lstm".into())),
+            s(9_000, Event::Exit("lstm".into())),
+            s(10_000, Event::Phase("backward".into())),
+            // The recompute in backward is no forward time.
+            s(11_000, Event::Enter("encoder_vsn (recompute)".into())),
+            s(15_000, Event::Exit("encoder_vsn (recompute)".into())),
+            s(20_000, Event::Phase("optimizer".into())),
+            s(21_000, Event::End),
+            // The inference call is another span.
+            s(0, Event::Phase("inference".into())),
+            s(100, Event::Enter("tft.encoder_vsn".into())),
+            s(900, Event::Exit("tft.encoder_vsn".into())),
+            s(1_000, Event::End),
+        ],
+        dropped: 0,
+        peak: None,
+    };
+    let floor = recompute_floor(&t, &["encoder_vsn".to_string()]).unwrap();
+    assert_eq!(
+        floor.forward_ms,
+        [("encoder_vsn".to_string(), 5.0)].into_iter().collect()
+    );
+    assert_eq!(floor.step_ms, 20.0);
+    assert_eq!(floor.factor(), 1.25);
+    assert!(recompute_floor(&t, &["decoder_vsn".to_string()]).is_none());
+
+    // A step-time ceiling the floor alone passes leaves the checkpoint to
+    // its probes; one it fails rules every chunk out.
+    let c = component_with(&[(Metric::StepTimeRatio, 1.3)]);
+    assert_eq!(floor_fails_time(&c, 1.0, &floor), None);
+    assert_eq!(floor_fails_time(&c, 1.1, &floor), Some(1.1 * 1.25));
+    let no_ceiling = component_with(&[(Metric::TrainingPeak, 1e6)]);
+    assert_eq!(floor_fails_time(&no_ceiling, 3.0, &floor), None);
+}
+
 fn component_with(budgets: &[(Metric, f64)]) -> Component {
     let yaml = "version: 1\ndevice: { name: card, capacity: 4 GiB, reserve: 300 MiB }\ncomponents:\n  m:\n    workload: mlp\n    budgets:\n      training_peak: < 1 GB\n";
     let spec = gate_spec::budget::parse_bytes(Path::new("b.yaml"), yaml.as_bytes()).unwrap();
