@@ -100,7 +100,7 @@ pub fn card_of(testbed: &Testbed) -> String {
         .into_iter()
         .enumerate()
         // The CPU's device is its backend's name again.
-        .filter(|(i, p)| !p.is_empty() && !(*i == 1 && *p == testbed.backend))
+        .filter(|(i, p)| !p.is_empty() && (*i != 1 || *p != testbed.backend))
         .map(|(_, p)| p)
         .collect();
     let mut card = String::new();

@@ -41,7 +41,7 @@ pub(crate) struct PublishArgs {
     /// OWNER/NAME (default: GITHUB_REPOSITORY).
     #[arg(long)]
     pub repo: Option<String>,
-    /// Also store the report as the anchor NAME (`anchors/NAME.json`, e.g.
+    /// Also store the report as the anchor NAME of its card (`anchors/CARD/NAME.json`, e.g.
     /// the release tag `$GITHUB_REF_NAME`): the report a spec's `anchor:
     /// NAME` measures its `drift:` budgets since. Replaces an anchor of that name.
     #[arg(long, value_name = "NAME")]

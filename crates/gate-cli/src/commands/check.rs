@@ -54,7 +54,8 @@ pub(crate) struct CheckArgs {
     #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
     pub baseline: String,
     /// What the spec's `drift:` budgets are measured since: a report FILE,
-    /// `auto` (the spec's `anchor:` in the baseline store, `anchors/NAME.json`),
+    /// `auto` (the spec's `anchor:` in the baseline store, `anchors/CARD/NAME.json`:
+    /// this run's card's),
     /// or `none`. Read only when the spec has an `anchor:`.
     #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
     pub anchor: String,
