@@ -337,3 +337,122 @@ fn where_only_another_cards_report_is_stored_the_run_says_so_and_compares_no_byt
     }
     assert!(log.contains(&format!("warning: {OTHER_TESTBED}")), "{log}");
 }
+
+/// A regressed budget's history (the comment's) is the compared card's:
+/// its folder's older reports, then one stored before cards, never another
+/// card's. Each card's nearest report costs one read, and the anchors one
+/// read of their folder and one a card.
+#[test]
+fn the_history_of_a_regression_is_the_compared_cards_and_each_card_costs_one_read() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (spec, cpu) = seed(&fake, tmp.path());
+    let (_, h100) = as_h100(&cpu, tmp.path());
+    let chain: Vec<String> = (0..8).map(|i| sha(0xf00 + i)).collect();
+    fake.add_chain(&chain);
+    // Stored CPU figures 20 % below this run's: it regresses against them.
+    let at = |report: &Value, commit: &str| {
+        let mut r = report.clone();
+        r["commit"] = json!(commit);
+        let params = &mut r["components"]["mlp"]["metrics"]["params"]["value"];
+        *params = json!((params.as_f64().unwrap() * 0.8).round());
+        r.to_string()
+    };
+    let (cpu_card, h100_card) = (cpu_card(), h100_card());
+    fake.store_file(&format!("reports/{}.json", chain[6]), &at(&cpu, &chain[6]));
+    for i in [3, 5] {
+        fake.store_file(&format!("reports/{cpu_card}/{}.json", chain[i]), &at(&cpu, &chain[i]));
+    }
+    for i in [2, 4] {
+        fake.store_file(&format!("reports/{h100_card}/{}.json", chain[i]), &at(&h100, &chain[i]));
+    }
+    fake.store_file(&format!("anchors/{cpu_card}/v1.4.0.json"), &at(&cpu, &chain[5]));
+    fake.store_file(&format!("anchors/{h100_card}/v1.4.0.json"), &at(&h100, &chain[4]));
+
+    let (o, pr) = check_pr(&fake, tmp.path(), &spec, &chain);
+    let log = output_text(&o);
+    assert_eq!(o.status.code(), Some(1), "{log}");
+    assert_eq!(pr["baseline"]["commit"], json!(chain[3]), "{log}");
+    assert_eq!(result(&pr, "params")["status"], "regressed", "{log}");
+    let history = json_at(&tmp.path().join("pr/history.json"));
+    let params = history["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "params")
+        .expect("params' history");
+    let commits: Vec<Value> = params["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["commit"].clone())
+        .collect();
+    assert_eq!(
+        commits,
+        vec![json!(chain[6]), json!(chain[5]), json!(chain[3]), Value::Null],
+        "oldest first: {params}"
+    );
+    // The walk: the H100's report at chain[2], the CPU's at chain[3], the
+    // one of before cards at chain[6] (the CPU's again: left); the
+    // history: chain[5], then chain[6] read again.
+    let reads: Vec<String> = fake
+        .log()
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("/contents/reports/"))
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(reads.len(), 5, "{reads:#?}");
+    assert_eq!(fake.count("GET", "/contents/anchors?"), 1, "{:#?}", fake.log());
+    assert_eq!(fake.count("GET", "/contents/anchors/"), 2, "{:#?}", fake.log());
+}
+
+/// A store too large for one listing (GitHub's `truncated`) learns its
+/// cards from the `reports/` folder and probes each a commit; a store
+/// branch whose name has a `/` lists `reports/` and each card's folder
+/// through the contents API. Either way the run gets its own card's.
+#[test]
+fn a_truncated_listing_and_a_slashed_branch_find_each_cards_report() {
+    let fake = Fake::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (spec, cpu) = seed(&fake, tmp.path());
+    let (_, mut h100) = as_h100(&cpu, tmp.path());
+    let chain: Vec<String> = (0..6).map(|i| sha(0xa00 + i)).collect();
+    fake.add_chain(&chain);
+    h100["commit"] = json!(chain[2]);
+    fake.store_file(&format!("reports/{}/{}.json", h100_card(), chain[2]), &h100.to_string());
+    let mut own = cpu.clone();
+    own["commit"] = json!(chain[3]);
+    fake.store_file(&format!("reports/{}/{}.json", cpu_card(), chain[3]), &own.to_string());
+    fake.state.lock().unwrap().tree_truncated = true;
+    let (o, pr) = check_pr(&fake, tmp.path(), &spec, &chain);
+    assert_eq!(pr["baseline"]["commit"], json!(chain[3]), "{}", output_text(&o));
+    assert_eq!(pr["baseline"]["comparable"], json!(true));
+    assert_eq!(fake.count("GET", "/contents/reports?ref=gate-baselines"), 1);
+
+    fake.state.lock().unwrap().tree_truncated = false;
+    let before = fake.count("GET", "/git/trees/");
+    let out = tmp.path().join("slashed");
+    let event = tmp.path().join("event.json");
+    let o = gate(&fake, Some(&event))
+        .args([
+            "check",
+            "--jobs",
+            "1",
+            "--baseline-branch",
+            "gate/baselines",
+            "--budgets",
+        ])
+        .arg(&spec)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", output_text(&o));
+    assert_eq!(fake.count("GET", "/git/trees/"), before);
+    assert_eq!(
+        fake.count("GET", &format!("/contents/reports/{}?ref=gate/baselines", cpu_card())),
+        1
+    );
+    let pr = json_at(&out.join("report.json"));
+    assert_eq!(pr["baseline"]["commit"], json!(chain[3]), "{}", output_text(&o));
+}

@@ -310,16 +310,19 @@ impl Store<'_> {
         self.client.get_opt::<Vec<FileEntry>>(Call::ReadBaseline, &path).await
     }
 
-    /// The cards' folders under `dir` (`reports`, `anchors`), through the contents API.
-    async fn card_folders(&self, dir: &str) -> Result<Vec<String>, GithubError> {
-        Ok(self
+    /// The cards' folders under `dir` (`reports`, `anchors`), through the
+    /// contents API, and the names of the files straight under it.
+    async fn card_folders(&self, dir: &str) -> Result<(Vec<String>, Vec<String>), GithubError> {
+        let (folders, files): (Vec<FileEntry>, Vec<FileEntry>) = self
             .folder(dir)
             .await?
             .unwrap_or_default()
             .into_iter()
-            .filter(|e| e.kind == "dir" && is_card(&e.name))
-            .map(|e| e.name)
-            .collect())
+            .partition(|e| e.kind == "dir");
+        Ok((
+            folders.into_iter().map(|e| e.name).filter(|n| is_card(n)).collect(),
+            files.into_iter().map(|e| e.name).collect(),
+        ))
     }
 
     /// Every stored report in one request: the branch's whole tree
@@ -359,7 +362,7 @@ impl Store<'_> {
                 Err(e) => return Err(e),
                 Ok(Tree { truncated: true, .. }) => {
                     return Ok(Listing::TooMany {
-                        cards: self.card_folders("reports").await?,
+                        cards: self.card_folders("reports").await?.0,
                     })
                 }
                 Ok(Tree { tree, .. }) => tree
@@ -419,15 +422,24 @@ impl Store<'_> {
     /// The anchor stored under `name` for each card that has one (and in
     /// the layout of before cards, `anchors/NAME.json`, with the card its
     /// testbed names), cards' folders first: a request for the `anchors/`
-    /// folder, then one per card.
+    /// folder, then one per card (and one for the file of before cards
+    /// where the folder lists it).
     pub async fn get_anchors(&self, name: &str) -> Result<Vec<(String, Report)>, GithubError> {
         let mut out = Vec::new();
-        for card in self.card_folders("anchors").await? {
+        let (cards, files) = self.card_folders("anchors").await?;
+        for card in cards {
             if let Some(r) = self.get_report(&Self::anchor_path(name, &card)).await? {
                 out.push((card, r));
             }
         }
-        if let Some(r) = self.get_report(&Place::BeforeCards.file("anchors", name)).await? {
+        let before_cards = Place::BeforeCards.file("anchors", name);
+        if !files
+            .iter()
+            .any(|f| before_cards.strip_prefix("anchors/") == Some(f.as_str()))
+        {
+            return Ok(out);
+        }
+        if let Some(r) = self.get_report(&before_cards).await? {
             let card = card_of(&r.testbed);
             if !out.iter().any(|(c, _)| *c == card) {
                 out.push((card, r));
