@@ -195,11 +195,7 @@ impl Candidates {
             .or_else(|| self.nearest())
     }
 
-    /// How many reports were found (one per card).
-    pub fn len(&self) -> usize {
-        self.found.len()
-    }
-
+    /// Whether no report was found.
     pub fn is_empty(&self) -> bool {
         self.found.is_empty()
     }
