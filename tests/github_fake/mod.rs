@@ -827,8 +827,19 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             };
             let recursive = q.contains_key("recursive");
             let mut items = vec![entry("README.md", "blob", &hex_sha("readme"), Some(90))];
-            if !s.files.is_empty() {
-                items.push(entry("reports", "tree", &hex_sha("reports"), None));
+            // Each folder a file is in (`reports`, `reports/<card>`, `anchors`):
+            // the top ones, or with `recursive` all of them.
+            let folders: std::collections::BTreeSet<String> = s
+                .files
+                .keys()
+                .flat_map(|p| {
+                    let parts: Vec<&str> = p.split('/').collect();
+                    (1..parts.len()).map(move |n| parts[..n].join("/")).collect::<Vec<_>>()
+                })
+                .filter(|f| recursive || !f.contains('/'))
+                .collect();
+            for f in &folders {
+                items.push(entry(f, "tree", &hex_sha(f), None));
             }
             if recursive {
                 items.extend(
@@ -847,44 +858,68 @@ fn route(method: &str, path: &str, body: &str, state: &Arc<Mutex<State>>) -> (u1
             v["truncated"] = json!(s.tree_truncated);
             (200, v)
         }
-        ("GET", ["contents", "reports"]) => {
-            if !s.branch_exists || s.files.is_empty() {
+        // A file (a commit's report, a card's, an anchor's), or a folder's
+        // listing as GitHub gives it: its files and, as `dir` entries, its
+        // folders (`reports/` holds a folder per card).
+        ("GET", ["contents", dir @ ("reports" | "anchors"), rest @ ..]) => {
+            let path = std::iter::once(*dir)
+                .chain(rest.iter().copied())
+                .collect::<Vec<_>>()
+                .join("/");
+            let file = path.rsplit('/').next().unwrap().to_string();
+            if !s.branch_exists {
                 return (404, json!({"message": "Not Found"}));
             }
-            let items: Vec<Value> = s
-                .files
-                .iter()
-                .filter(|(path, _)| path.starts_with("reports/"))
-                .map(|(path, (text, blob))| {
-                    let mut e = answer("content-directory-entry");
-                    e["name"] = json!(path.rsplit('/').next().unwrap());
-                    e["path"] = json!(path);
-                    e["sha"] = json!(blob);
-                    e["size"] = json!(text.len());
-                    e
-                })
-                .collect();
+            if let Some((text, blob)) = s.files.get(&path) {
+                let mut v = answer("content-file");
+                v["name"] = json!(file);
+                v["path"] = json!(path);
+                v["sha"] = json!(blob);
+                v["size"] = json!(text.len());
+                v["encoding"] = json!("base64");
+                v["content"] = json!(base64::engine::general_purpose::STANDARD.encode(text.as_bytes()));
+                return (200, v);
+            }
+            let under = format!("{path}/");
+            let mut items: Vec<Value> = Vec::new();
+            let mut folders = std::collections::BTreeSet::new();
+            for (p, (text, blob)) in s.files.iter().filter(|(p, _)| p.starts_with(&under)) {
+                let rel = &p[under.len()..];
+                match rel.split_once('/') {
+                    Some((folder, _)) => {
+                        folders.insert(folder.to_string());
+                    }
+                    None => {
+                        let mut e = answer("content-directory-entry");
+                        e["name"] = json!(rel);
+                        e["path"] = json!(p);
+                        e["sha"] = json!(blob);
+                        e["size"] = json!(text.len());
+                        items.push(e);
+                    }
+                }
+            }
+            for folder in folders {
+                let mut e = answer("content-directory-entry");
+                e["type"] = json!("dir");
+                e["name"] = json!(folder);
+                e["path"] = json!(format!("{under}{folder}"));
+                e["sha"] = json!(hex_sha(&folder));
+                e["size"] = json!(0);
+                e["download_url"] = Value::Null;
+                items.push(e);
+            }
+            if items.is_empty() {
+                return (404, json!({"message": "Not Found"}));
+            }
             (200, Value::Array(items))
         }
-        // A commit's report, or an anchor's (`anchors/v1.4.0.json`).
-        ("GET", ["contents", dir @ ("reports" | "anchors"), file]) => {
-            let path = format!("{dir}/{file}");
-            match s.files.get(&path) {
-                Some((text, blob)) if s.branch_exists => {
-                    let mut v = answer("content-file");
-                    v["name"] = json!(file);
-                    v["path"] = json!(path);
-                    v["sha"] = json!(blob);
-                    v["size"] = json!(text.len());
-                    v["encoding"] = json!("base64");
-                    v["content"] = json!(base64::engine::general_purpose::STANDARD.encode(text.as_bytes()));
-                    (200, v)
-                }
-                _ => (404, json!({"message": "Not Found"})),
-            }
-        }
-        ("PUT", ["contents", dir @ ("reports" | "anchors"), file]) => {
-            let path = format!("{dir}/{file}");
+        ("PUT", ["contents", dir @ ("reports" | "anchors"), rest @ .., file]) => {
+            let path = std::iter::once(*dir)
+                .chain(rest.iter().copied())
+                .chain([*file])
+                .collect::<Vec<_>>()
+                .join("/");
             if !s.branch_exists {
                 return (404, json!({"message": "Branch not found"}));
             }

@@ -84,6 +84,11 @@ fn sha(n: u32) -> String {
     format!("{n:040x}")
 }
 
+/// The store's folder of this machine's CPU reports.
+fn cpu_card() -> String {
+    format!("cpu-{}", std::env::consts::ARCH)
+}
+
 fn edit_report(dir: &Path, f: impl FnOnce(&mut Value)) {
     let p = dir.join("report.json");
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
@@ -704,7 +709,10 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(fake.state.lock().unwrap().branch_exists);
-    let stored = fake.file(&format!("reports/{commit}.json")).expect("stored");
+    // In the card's folder (this run's: the CPU), beside any other card's.
+    let stored = fake
+        .file(&format!("reports/{}/{commit}.json", cpu_card()))
+        .expect("stored");
     // Stored as written, but for the commit: the one it is stored under,
     // never the one the report claims (the checkout's HEAD here).
     let stored: Value = serde_json::from_str(&stored).unwrap();
@@ -747,7 +755,10 @@ fn publish_creates_the_store_then_retries_on_a_concurrent_update() {
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert!(output_text(&o).contains("replaced"), "{}", output_text(&o));
     assert_eq!(fake.count("PUT", "/contents/"), 3);
-    assert!(fake.file(&format!("reports/{commit}.json")).unwrap().contains("99.0"));
+    assert!(fake
+        .file(&format!("reports/{}/{commit}.json", cpu_card()))
+        .unwrap()
+        .contains("99.0"));
     assert_no_token(&o, &out);
 
     // Forbidden: the fix is `contents: write`.
@@ -2034,7 +2045,9 @@ fn publish_outlasts_seven_concurrent_writers() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
     assert_eq!(fake.count("PUT", "/contents/"), 8);
-    assert!(fake.file(&format!("reports/{}.json", sha(0x900))).is_some());
+    assert!(fake
+        .file(&format!("reports/{}/{}.json", cpu_card(), sha(0x900)))
+        .is_some());
 }
 
 /// A ruleset that restricts creating branches refuses the store's first
@@ -2367,7 +2380,7 @@ fn a_check_run_summary_of_multibyte_text_is_cut_to_githubs_bytes() {
 }
 
 /// An anchor (#51 item 4): `gate baseline publish --anchor v1.4.0` stores
-/// the report as `anchors/v1.4.0.json` beside the commit's; `gate check
+/// the report as `anchors/<card>/v1.4.0.json` beside the commit's; `gate check
 /// --anchor auto` reads the spec's `anchor:` from there and judges every
 /// `drift:` since it; a name the store lacks is a warning saying how to
 /// store it.
@@ -2384,9 +2397,14 @@ fn an_anchor_published_by_name_is_what_check_measures_drift_since() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", output_text(&o));
-    let anchor: Value = serde_json::from_str(&fake.file("anchors/v1.4.0.json").expect("stored")).unwrap();
+    let anchor: Value = serde_json::from_str(
+        &fake
+            .file(&format!("anchors/{}/v1.4.0.json", cpu_card()))
+            .expect("stored"),
+    )
+    .unwrap();
     assert_eq!(anchor["commit"], json!(commit));
-    assert!(fake.file(&format!("reports/{commit}.json")).is_some());
+    assert!(fake.file(&format!("reports/{}/{commit}.json", cpu_card())).is_some());
     // A name that is no tag is refused before anything is written.
     let o = gate(Some(&fake), None)
         .args(["baseline", "publish", "--sha", &commit, "--anchor", "../main", "--from"])
@@ -2432,8 +2450,8 @@ fn an_anchor_published_by_name_is_what_check_measures_drift_since() {
     let warnings = report["summary"]["warnings"].as_array().unwrap();
     assert!(
         warnings.contains(&json!(
-            "no drift judged: no anchor `v9` (the baseline store (branch `gate-baselines`) has no `anchors/v9.json`: \
-             run `gate baseline publish --anchor v9` where v9 was built)"
+            "no drift judged: no anchor `v9` (the baseline store (branch `gate-baselines`) has no \
+             `anchors/CARD/v9.json`: run `gate baseline publish --anchor v9` where v9 was built)"
         )),
         "{warnings:?}"
     );

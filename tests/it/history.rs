@@ -129,3 +129,73 @@ fn a_folder_of_reports_and_a_misspelt_metric() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("did you mean `training_peak`?"));
 }
+
+/// A store of several cards (#51 item 4): `gate history` reads one card's
+/// folder, where a commit has none the report stored before cards
+/// (`reports/<sha>.json`), and asks which card where there are several.
+#[test]
+fn a_store_of_several_cards_shows_the_card_asked_for() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = t.path();
+    git(repo, &["init", "-q", "-b", "main"]);
+    let mut stored = Vec::new();
+    for hidden in [128, 160, 192] {
+        std::fs::write(repo.join("model.txt"), hidden.to_string()).unwrap();
+        git(repo, &["add", "model.txt"]);
+        git(repo, &["commit", "-q", "-m", &format!("width {hidden}")]);
+        let sha = git(repo, &["rev-parse", "HEAD"]);
+        stored.push((sha.clone(), with_commit(&report(repo, hidden), &sha)));
+    }
+    let cpu = format!("cpu-{}", std::env::consts::ARCH);
+    let h100 = format!("cuda-nvidia-h100-80gb-hbm3-{}", std::env::consts::ARCH);
+    git(repo, &["checkout", "-q", "--orphan", "gate-baselines"]);
+    git(repo, &["rm", "-q", "-rf", "--cached", "."]);
+    for dir in [format!("reports/{cpu}"), format!("reports/{h100}")] {
+        std::fs::create_dir_all(repo.join(dir)).unwrap();
+    }
+    for (i, (sha, r)) in stored.iter().enumerate() {
+        // The first CPU report as a gate of before cards stored it.
+        let cpu_file = match i {
+            0 => format!("reports/{sha}.json"),
+            _ => format!("reports/{cpu}/{sha}.json"),
+        };
+        std::fs::write(repo.join(cpu_file), r).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(r).unwrap();
+        v["testbed"]["backend"] = "cuda".into();
+        v["testbed"]["device_name"] = "NVIDIA H100 80GB HBM3".into();
+        let peak = &mut v["components"]["mlp"]["metrics"]["training_peak"]["value"];
+        *peak = (peak.as_f64().unwrap() * 3.0).into();
+        std::fs::write(repo.join(format!("reports/{h100}/{sha}.json")), v.to_string()).unwrap();
+    }
+    git(repo, &["add", "reports"]);
+    git(repo, &["commit", "-q", "-m", "baselines"]);
+    git(repo, &["checkout", "-q", "-f", "main"]);
+
+    let o = gate(repo, &["history", "mlp.training_peak", "--branch", "main"]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("holds several cards' reports"), "{e}");
+    assert!(
+        e.contains(&format!("hint: pass --card with one of: {h100}, {cpu}"))
+            || e.contains(&format!("hint: pass --card with one of: {cpu}, {h100}")),
+        "{e}"
+    );
+
+    let shown = |card: &str| {
+        let o = gate(
+            repo,
+            &["history", "mlp.training_peak", "--branch", "main", "--card", card],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", common::output_text(&o));
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let values: Vec<f64> = table_values(&stdout).iter().map(|v| v.parse().unwrap()).collect();
+        assert_eq!(values.len(), 3, "{stdout}");
+        values
+    };
+    let (on_cpu, on_h100) = (shown(&cpu), shown(&h100));
+    for (c, h) in on_cpu.iter().zip(&on_h100) {
+        assert!((h / c - 3.0).abs() < 0.01, "{on_cpu:?} {on_h100:?}");
+    }
+    let o = gate(repo, &["history", "mlp.training_peak", "--card", "cuda-a100"]);
+    assert_eq!(o.status.code(), Some(2), "{}", common::output_text(&o));
+}

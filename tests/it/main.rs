@@ -23,6 +23,7 @@ mod architecture;
 mod atomic;
 mod attribution;
 mod broken_pipe;
+mod cards;
 mod cli;
 mod cpu_independence;
 mod drift;

@@ -361,7 +361,7 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
         "refs/heads/main",
     );
     // The report's `commit` is whatever the measuring runner wrote: a forged
-    // one must not choose which reports/<sha>.json is written. The step
+    // one must not choose which reports/<card>/<sha>.json is written. The step
     // stores under `SHA` (github.sha: this run's commit).
     let publish_step = |out: &Path| {
         hosted.run(
@@ -381,7 +381,12 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     r["commit"] = json!(c0);
     std::fs::write(forged.join("report.json"), r.to_string()).unwrap();
     let publish = publish_step(&forged);
-    assert!(fake.file(&format!("reports/{c0}.json")).is_none(), "{}", publish.log);
+    let card = format!("cpu-{}", std::env::consts::ARCH);
+    assert!(
+        fake.file(&format!("reports/{card}/{c0}.json")).is_none(),
+        "{}",
+        publish.log
+    );
     // The real artifact, downloaded by `name:`: straight into the path.
     let downloaded = hosted.path("gate-out");
     download_named(&out_main, &downloaded);
@@ -389,7 +394,7 @@ fn a_pull_requests_life_from_a_fork_to_main_and_the_next_pr() {
     assert_eq!(publish.code, Some(0), "{}", publish.log);
     let stored: Value = serde_json::from_str(
         &fake
-            .file(&format!("reports/{c1}.json"))
+            .file(&format!("reports/{card}/{c1}.json"))
             .expect("the baseline is stored"),
     )
     .unwrap();

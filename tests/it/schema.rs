@@ -1,5 +1,5 @@
 //! The contract's JSON Schemas (#39 item 3): report.json's (also what the
-//! baseline store holds, `reports/SHA.json`), history.json's, shard.json's
+//! baseline store holds, `reports/CARD/SHA.json`), history.json's, shard.json's
 //! (a sharded check's record for `gate merge`), the events of
 //! `--message-format json`, and the harness
 //! protocol's two answers (`__resolve`'s line, `profile`'s event lines),

@@ -4,7 +4,7 @@
 //! checked-in copies; gate's tests hold every file gate writes to them).
 //!
 //! - [`report`]: report.json ([`report::SCHEMA`]), which the baseline store
-//!   also keeps (`reports/SHA.json`), with its warnings, identities and
+//!   also keeps (`reports/CARD/SHA.json`), with its warnings, identities and
 //!   statuses as types.
 //! - [`history`]: history.json ([`history::SCHEMA`]), a budget's figure
 //!   over the stored reports.

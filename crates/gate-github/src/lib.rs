@@ -19,7 +19,7 @@ pub use context::{Event, PullRequest, Repo};
 pub use error::{Call, GithubError};
 pub use store::Known;
 
-use gate_report::baseline::Outcome;
+use gate_report::baseline::{Candidates, Outcome};
 
 /// Where this crate's notes and warnings for the log go: stderr, or the
 /// writer the command line sets with [`set_log`] (gate's own, which in
@@ -40,9 +40,10 @@ pub(crate) fn log(line: std::fmt::Arguments) {
     }
 }
 
-/// Where `--baseline auto` starts looking, and what it found.
+/// Where `--baseline auto` starts looking, and what it found: the nearest
+/// report of each card the store holds, the run's own chosen once measured.
 pub struct AutoBaseline {
-    pub outcome: Outcome,
+    pub outcome: Candidates,
     /// Notes for the log (stderr): where the walk started, what failed.
     pub notes: Vec<String>,
     /// For a pull request whose baseline was found: where the comment's
@@ -51,21 +52,37 @@ pub struct AutoBaseline {
     pub history: Option<HistorySource>,
 }
 
-/// What [`history`] needs: the store, the baseline's commit, and what the
-/// baseline's walk already learnt (the listing, the first parents), so it
-/// asks GitHub only for the rest.
+/// What [`history`] needs: the store, each card's baseline commit, and what
+/// the baseline's walk already learnt (the listing, the first parents), so
+/// it asks GitHub only for the rest.
 pub struct HistorySource {
     settings: Settings,
     repo: Repo,
     branch: String,
-    baseline: String,
+    /// (card, commit) of each card's baseline, nearest first.
+    baselines: Vec<(String, String)>,
     known: store::Known,
 }
 
-/// The stored reports older than the baseline, nearest first, at most
-/// `max` within [`store::HISTORY_DEPTH`] first-parent commits, and notes
-/// for the log. A network failure is a note: the history is shorter.
-pub fn history(from: HistorySource, max: usize) -> (Vec<gate_contract::report::Report>, Vec<String>) {
+/// The stored reports of the card of `baseline` (the one the run was
+/// compared with) older than it, nearest first, at most `max` within
+/// [`store::HISTORY_DEPTH`] first-parent commits, and notes for the log. A
+/// network failure is a note: the history is shorter.
+pub fn history(
+    from: HistorySource,
+    baseline: &gate_contract::report::Report,
+    max: usize,
+) -> (Vec<gate_contract::report::Report>, Vec<String>) {
+    let card = store::card_of(&baseline.testbed);
+    let Some((card, sha)) = from
+        .baselines
+        .iter()
+        .find(|(c, _)| *c == card)
+        .or(from.baselines.first())
+        .cloned()
+    else {
+        return (Vec::new(), Vec::new());
+    };
     if max == 0 {
         return (Vec::new(), Vec::new());
     }
@@ -85,7 +102,7 @@ pub fn history(from: HistorySource, max: usize) -> (Vec<gate_contract::report::R
             repo: &from.repo,
             branch: from.branch,
         };
-        match store.older(&from.baseline, store::HISTORY_DEPTH, max, &mut known).await {
+        match store.older(&sha, &card, store::HISTORY_DEPTH, max, &mut known).await {
             Ok(older) => (older.into_iter().map(|(_, r)| r).collect(), Vec::new()),
             Err(e) => (
                 Vec::new(),
@@ -203,29 +220,40 @@ async fn read_store(
 ) -> AutoBaseline {
     let mut known = store::Known::default();
     match store.find_nearest(start, skip_start, inputs.depth, &mut known).await {
-        Ok(store::Found::Report { sha, report, steps }) => {
-            notes.push(format!(
-                "baseline: the report of {sha}, {steps} first-parent steps from {start}"
-            ));
+        Ok(store::Found::Reports(found)) => {
+            for f in &found {
+                let card = match f.place {
+                    store::Place::Card(_) => format!(" on {}", f.card),
+                    store::Place::BeforeCards => String::new(),
+                };
+                notes.push(format!(
+                    "baseline: the report of {}{card}, {} first-parent steps from {start}",
+                    f.sha, f.steps
+                ));
+            }
+            if found.len() > 1 {
+                notes.push("baseline: the store holds several cards; this run is compared with its own card's".into());
+            }
             // Only a pull request's comment shows the history.
             let history = matches!(inputs.event, Event::PullRequest(_)).then(|| HistorySource {
                 settings: inputs.settings.clone(),
                 repo: store.repo.clone(),
                 branch: store.branch.clone(),
-                baseline: sha.clone(),
+                baselines: found.iter().map(|f| (f.card.clone(), f.sha.clone())).collect(),
                 known,
             });
+            let found = found
+                .into_iter()
+                .map(|f| (f.report, format!("commit {}", f.sha)))
+                .collect();
             AutoBaseline {
-                outcome: Outcome::Found {
-                    report,
-                    source: format!("commit {sha}"),
-                },
+                outcome: Candidates::new(found, ""),
                 notes,
                 history,
             }
         }
         Ok(store::Found::Missing { reason }) => AutoBaseline {
-            outcome: Outcome::Missing { reason },
+            outcome: Outcome::Missing { reason }.into(),
             notes,
             history: None,
         },
@@ -234,7 +262,8 @@ async fn read_store(
             AutoBaseline {
                 outcome: Outcome::Missing {
                     reason: format!("cannot read the baseline store: {e}"),
-                },
+                }
+                .into(),
                 notes,
                 history: None,
             }
@@ -242,11 +271,13 @@ async fn read_store(
     }
 }
 
-/// The spec's anchor under `--anchor auto`: the report stored as
-/// `anchors/NAME.json` on the store's branch. Every problem is a missing
-/// anchor with its reason (a warning: no drift is judged), never a crash.
-pub fn auto_anchor(name: &str, branch: &str) -> Outcome {
-    let missing = |reason: String| Outcome::Missing { reason };
+/// The spec's anchor under `--anchor auto`: the report each card stored as
+/// `anchors/CARD/NAME.json` on the store's branch (or, stored before cards,
+/// `anchors/NAME.json`); the run's card's is chosen once measured. Every
+/// problem is a missing anchor with its reason (a warning: no drift is
+/// judged), never a crash.
+pub fn auto_anchor(name: &str, branch: &str) -> Candidates {
+    let missing = |reason: String| Candidates::from(Outcome::Missing { reason });
     let Ok(repo) = Repo::from_env() else {
         return missing("not in GitHub Actions (GITHUB_REPOSITORY is not set); pass --anchor FILE".into());
     };
@@ -268,17 +299,19 @@ pub fn auto_anchor(name: &str, branch: &str) -> Outcome {
             repo: &repo,
             branch,
         };
-        let file = store::Store::anchor_path(name);
-        match store.get_anchor(name).await {
-            Ok(Some(report)) => Outcome::Found {
-                report: Box::new(report),
-                source: format!("anchor {name}"),
-            },
-            Ok(None) => missing(format!(
-                "the baseline store (branch `{}`) has no `{file}`: run `gate baseline publish --anchor {name}` \
-                 where {name} was built",
+        match store.get_anchors(name).await {
+            Ok(found) if found.is_empty() => missing(format!(
+                "the baseline store (branch `{}`) has no `anchors/CARD/{name}.json`: run `gate baseline publish \
+                 --anchor {name}` where {name} was built",
                 store.branch
             )),
+            Ok(found) => Candidates::new(
+                found
+                    .into_iter()
+                    .map(|(_, report)| (Box::new(report), format!("anchor {name}")))
+                    .collect(),
+                "",
+            ),
             Err(e) => missing(format!("cannot read the baseline store: {e}")),
         }
     })
@@ -286,7 +319,7 @@ pub fn auto_anchor(name: &str, branch: &str) -> Outcome {
 
 fn missing(reason: &str) -> AutoBaseline {
     AutoBaseline {
-        outcome: Outcome::Missing { reason: reason.into() },
+        outcome: Outcome::Missing { reason: reason.into() }.into(),
         notes: Vec::new(),
         history: None,
     }

@@ -1,10 +1,13 @@
 //! The baseline store: reports kept in the repository itself, one JSON per
-//! commit (`reports/<sha>.json`) on a dedicated orphan branch, listed in one
-//! request through the git trees API, read and written through the contents
-//! API. Writes carry the blob sha, so a concurrent update is a 409/422 that
-//! is re-read and retried, after a randomised wait.
+//! commit and card (`reports/<card>/<sha>.json`, see [`card_of`]) on a
+//! dedicated orphan branch, listed in one request through the git trees
+//! API, read and written through the contents API. Several cards' baselines
+//! live side by side; a store written before cards (`reports/<sha>.json`,
+//! one card per branch) is read as before. Writes carry the blob sha, so a
+//! concurrent update is a 409/422 that is re-read and retried, after a
+//! randomised wait.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use base64::Engine;
 use serde::Deserialize;
@@ -13,6 +16,10 @@ use super::client::{Client, Method};
 use super::context::Repo;
 use super::error::{Call, GithubError};
 use gate_contract::report::Report;
+
+mod layout;
+use layout::is_card;
+pub use layout::{card_of, stored_at, Place};
 
 pub const DEFAULT_BRANCH: &str = "gate-baselines";
 /// First-parent steps walked at most when looking for a baseline.
@@ -42,6 +49,9 @@ pub struct Store<'a> {
 struct FileEntry {
     name: String,
     sha: String,
+    /// `file` or `dir` in a folder's listing.
+    #[serde(default, rename = "type")]
+    kind: String,
     #[serde(default)]
     content: Option<String>,
     #[serde(default)]
@@ -87,9 +97,36 @@ struct TreeEntry {
 enum Listing {
     /// No branch or no report on it yet.
     Empty,
-    Known(HashSet<String>),
-    /// The listing was cut short (GitHub's limit): probe commit by commit.
-    TooMany,
+    /// Each stored commit's places.
+    Known(HashMap<String, BTreeSet<Place>>),
+    /// The listing was cut short (GitHub's limit): probe commit by commit,
+    /// the layout of before cards and these cards' folders.
+    TooMany { cards: Vec<String> },
+}
+
+impl Listing {
+    fn cards(&self) -> BTreeSet<String> {
+        match self {
+            Listing::Empty => BTreeSet::new(),
+            Listing::Known(map) => map
+                .values()
+                .flatten()
+                .filter_map(|p| match p {
+                    Place::Card(c) => Some(c.clone()),
+                    Place::BeforeCards => None,
+                })
+                .collect(),
+            Listing::TooMany { cards } => cards.iter().cloned().collect(),
+        }
+    }
+
+    fn has_before_cards(&self) -> bool {
+        match self {
+            Listing::Empty => false,
+            Listing::Known(map) => map.values().any(|p| p.contains(&Place::BeforeCards)),
+            Listing::TooMany { .. } => true,
+        }
+    }
 }
 
 /// What a run has learnt of the store and of the commit history: the
@@ -101,14 +138,23 @@ pub struct Known {
     parents: FirstParents,
 }
 
-/// The nearest stored ancestor, or why there is none.
+/// A stored report found by a walk.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub sha: String,
+    /// Its card: its folder's, or for a report stored before cards, [`card_of`] its testbed.
+    pub card: String,
+    pub place: Place,
+    pub report: Box<Report>,
+    /// First-parent steps from where the walk started.
+    pub steps: usize,
+}
+
+/// The nearest stored ancestor of each card, or why there is none.
 #[derive(Debug, Clone)]
 pub enum Found {
-    Report {
-        sha: String,
-        report: Box<Report>,
-        steps: usize,
-    },
+    /// Nearest first, one per card.
+    Reports(Vec<Stored>),
     Missing {
         reason: String,
     },
@@ -169,8 +215,9 @@ impl FirstParents {
 }
 
 impl Store<'_> {
-    pub fn file_path(sha: &str) -> String {
-        format!("reports/{sha}.json")
+    /// The file of `sha`'s report measured on `card` (see [`card_of`]).
+    pub fn file_path(sha: &str, card: &str) -> String {
+        Place::Card(card.into()).file("reports", sha)
     }
 
     /// The store's listing, asked of GitHub once per run.
@@ -183,52 +230,92 @@ impl Store<'_> {
         Ok(l)
     }
 
+    /// A folder of the store through the contents API (at most 1,000
+    /// entries an answer): `None` when there is no such folder.
+    async fn folder(&self, dir: &str) -> Result<Option<Vec<FileEntry>>, GithubError> {
+        let path = format!("/repos/{}/contents/{dir}?ref={}", self.repo, self.branch);
+        self.client.get_opt::<Vec<FileEntry>>(Call::ReadBaseline, &path).await
+    }
+
+    /// The cards' folders under `dir` (`reports`, `anchors`), through the
+    /// contents API, and the names of the files straight under it.
+    async fn card_folders(&self, dir: &str) -> Result<(Vec<String>, Vec<String>), GithubError> {
+        let (folders, files): (Vec<FileEntry>, Vec<FileEntry>) = self
+            .folder(dir)
+            .await?
+            .unwrap_or_default()
+            .into_iter()
+            .partition(|e| e.kind == "dir");
+        Ok((
+            folders.into_iter().map(|e| e.name).filter(|n| is_card(n)).collect(),
+            files.into_iter().map(|e| e.name).collect(),
+        ))
+    }
+
     /// Every stored report in one request: the branch's whole tree
     /// (docs.github.com, "Get a tree": `tree_sha` is "the SHA1 value or ref
     /// (branch or tag) name of the tree"; `recursive` lists subtrees;
     /// `truncated` past 100,000 entries or 7 MB). The contents API it
     /// replaces lists at most 1,000 files. A branch name with `/` would be
     /// read as more path segments, so such a store is listed through the
-    /// contents API, as before.
+    /// contents API, as before: `reports/`, then each card's folder in it.
     async fn list(&self) -> Result<Listing, GithubError> {
-        let names: Vec<String> = if self.branch.contains('/') {
-            let path = format!("/repos/{}/contents/reports?ref={}", self.repo, self.branch);
-            match self.client.get_opt::<Vec<FileEntry>>(Call::ReadBaseline, &path).await? {
-                None => return Ok(Listing::Empty),
-                Some(e) if e.len() >= 1000 => return Ok(Listing::TooMany),
-                Some(e) => e.into_iter().map(|f| f.name).collect(),
+        let paths: Vec<String> = if self.branch.contains('/') {
+            let Some(top) = self.folder("reports").await? else {
+                return Ok(Listing::Empty);
+            };
+            let cards: Vec<String> = top
+                .iter()
+                .filter(|e| e.kind == "dir" && is_card(&e.name))
+                .map(|e| e.name.clone())
+                .collect();
+            if top.len() >= 1000 {
+                return Ok(Listing::TooMany { cards });
             }
+            let mut paths: Vec<String> = top.into_iter().filter(|e| e.kind != "dir").map(|e| e.name).collect();
+            for card in &cards {
+                let entries = self.folder(&format!("reports/{card}")).await?.unwrap_or_default();
+                if entries.len() >= 1000 {
+                    return Ok(Listing::TooMany { cards });
+                }
+                paths.extend(entries.into_iter().map(|e| format!("{card}/{}", e.name)));
+            }
+            paths
         } else {
             let path = format!("/repos/{}/git/trees/{}?recursive=1", self.repo, self.branch);
             match self.client.get(Call::ReadBaseline, &path).await {
                 // No such branch; 409: the repository has no commit at all.
                 Err(e) if matches!(e.status(), Some(404 | 409)) => return Ok(Listing::Empty),
                 Err(e) => return Err(e),
-                Ok(Tree { truncated: true, .. }) => return Ok(Listing::TooMany),
+                Ok(Tree { truncated: true, .. }) => {
+                    return Ok(Listing::TooMany {
+                        cards: self.card_folders("reports").await?.0,
+                    })
+                }
                 Ok(Tree { tree, .. }) => tree
                     .into_iter()
                     .filter(|e| e.kind == "blob")
                     .filter_map(|e| e.path.strip_prefix("reports/").map(str::to_string))
-                    .filter(|name| !name.contains('/'))
                     .collect(),
             }
         };
-        let set: HashSet<String> = names
-            .iter()
-            .filter_map(|n| n.strip_suffix(".json").map(|s| s.to_ascii_lowercase()))
-            .collect();
-        Ok(if set.is_empty() {
+        let mut map: HashMap<String, BTreeSet<Place>> = HashMap::new();
+        for (sha, place) in paths.iter().filter_map(|p| stored_at(p)) {
+            map.entry(sha).or_default().insert(place);
+        }
+        Ok(if map.is_empty() {
             Listing::Empty
         } else {
-            Listing::Known(set)
+            Listing::Known(map)
         })
     }
 
-    /// The file of a named report, an anchor (`anchors/v1.4.0.json`): a
-    /// release tag or a name `gate baseline publish --anchor` stored it
-    /// under, which the spec's `drift:` budgets are measured since.
-    pub fn anchor_path(name: &str) -> String {
-        format!("anchors/{name}.json")
+    /// The file of a named report on `card`, an anchor
+    /// (`anchors/cpu-x86_64/v1.4.0.json`): a release tag or a name `gate
+    /// baseline publish --anchor` stored it under, which the spec's
+    /// `drift:` budgets are measured since.
+    pub fn anchor_path(name: &str, card: &str) -> String {
+        Place::Card(card.into()).file("anchors", name)
     }
 
     /// The stored file at `file` (a path on the store's branch): its text and blob sha.
@@ -254,14 +341,38 @@ impl Store<'_> {
         Ok(Some((text, entry.sha)))
     }
 
-    /// The stored report of `sha`, if any.
-    pub async fn get(&self, sha: &str) -> Result<Option<Report>, GithubError> {
-        self.get_report(&Self::file_path(sha)).await
+    /// The report of `sha` stored at `place`, if any.
+    pub async fn get(&self, sha: &str, place: &Place) -> Result<Option<Report>, GithubError> {
+        self.get_report(&place.file("reports", sha)).await
     }
 
-    /// The anchor stored under `name`, if any (see [`Store::anchor_path`]).
-    pub async fn get_anchor(&self, name: &str) -> Result<Option<Report>, GithubError> {
-        self.get_report(&Self::anchor_path(name)).await
+    /// The anchor stored under `name` for each card that has one (and in
+    /// the layout of before cards, `anchors/NAME.json`, with the card its
+    /// testbed names), cards' folders first: a request for the `anchors/`
+    /// folder, then one per card (and one for the file of before cards
+    /// where the folder lists it).
+    pub async fn get_anchors(&self, name: &str) -> Result<Vec<(String, Report)>, GithubError> {
+        let mut out = Vec::new();
+        let (cards, files) = self.card_folders("anchors").await?;
+        for card in cards {
+            if let Some(r) = self.get_report(&Self::anchor_path(name, &card)).await? {
+                out.push((card, r));
+            }
+        }
+        let before_cards = Place::BeforeCards.file("anchors", name);
+        if !files
+            .iter()
+            .any(|f| before_cards.strip_prefix("anchors/") == Some(f.as_str()))
+        {
+            return Ok(out);
+        }
+        if let Some(r) = self.get_report(&before_cards).await? {
+            let card = card_of(&r.testbed);
+            if !out.iter().any(|(c, _)| *c == card) {
+                out.push((card, r));
+            }
+        }
+        Ok(out)
     }
 
     async fn get_report(&self, file: &str) -> Result<Option<Report>, GithubError> {
@@ -277,8 +388,12 @@ impl Store<'_> {
         }
     }
 
-    /// Walks first parents from `start` (itself included unless `skip_start`)
-    /// up to `depth` commits and returns the nearest stored report.
+    /// Walks first parents from `start` (itself included unless
+    /// `skip_start`) up to `depth` commits and returns the nearest stored
+    /// report of each card the store holds, nearest first. The walk ends
+    /// once every card's folder has given its nearest and the nearest report
+    /// stored before cards (that layout held one card a branch: its nearest
+    /// says which, and is kept where that card has no nearer one) is read.
     pub async fn find_nearest(
         &self,
         start: &str,
@@ -295,6 +410,9 @@ impl Store<'_> {
                 ),
             });
         }
+        let cards = listing.cards();
+        let mut before_cards_open = listing.has_before_cards();
+        let mut found: Vec<Stored> = Vec::new();
         let mut cur = Some(start.to_ascii_lowercase());
         let mut steps = 0usize;
         while let Some(sha) = cur.clone() {
@@ -302,22 +420,27 @@ impl Store<'_> {
                 break;
             }
             if !(skip_start && steps == 0) {
-                let stored = match &listing {
-                    Listing::Known(set) => set.contains(&sha),
-                    _ => true,
+                let places: Vec<Place> = match &listing {
+                    Listing::Known(map) => map.get(&sha).map(|p| p.iter().cloned().collect()).unwrap_or_default(),
+                    _ => std::iter::once(Place::BeforeCards)
+                        .chain(cards.iter().map(|c| Place::Card(c.clone())))
+                        .collect(),
                 };
-                if stored {
-                    if let Some(report) = self.get(&sha).await? {
-                        return Ok(Found::Report {
-                            sha,
-                            report: Box::new(report),
-                            steps,
-                        });
-                    }
+                self.read_at(&sha, steps, places, &mut found, &mut before_cards_open)
+                    .await?;
+                let every_card = cards.iter().all(|c| found.iter().any(|f| f.card == *c));
+                // Unlisted, a report stored before cards would be a probe a
+                // commit: it is looked for only until every card is found.
+                let probing = matches!(listing, Listing::TooMany { .. });
+                if !found.is_empty() && every_card && (probing || !before_cards_open) {
+                    break;
                 }
             }
             cur = known.parents.of(self, &sha).await?;
             steps += 1;
+        }
+        if !found.is_empty() {
+            return Ok(Found::Reports(found));
         }
         Ok(Found::Missing {
             reason: format!(
@@ -329,21 +452,65 @@ impl Store<'_> {
         })
     }
 
-    /// The stored reports of `sha`'s first-parent ancestors (`sha` itself
-    /// excluded), nearest first: at most `max`, within `depth` commits. A
+    /// Reads the reports of `sha` at `places` that a card found nearer does
+    /// not make moot into `found`; the first read stored before cards closes that layout.
+    async fn read_at(
+        &self,
+        sha: &str,
+        steps: usize,
+        places: Vec<Place>,
+        found: &mut Vec<Stored>,
+        before_cards_open: &mut bool,
+    ) -> Result<(), GithubError> {
+        for place in places {
+            let wanted = match &place {
+                Place::BeforeCards => *before_cards_open,
+                Place::Card(c) => !found.iter().any(|f| f.card == *c),
+            };
+            if !wanted {
+                continue;
+            }
+            let Some(report) = self.get(sha, &place).await? else {
+                continue;
+            };
+            let card = match &place {
+                Place::Card(c) => c.clone(),
+                Place::BeforeCards => {
+                    *before_cards_open = false;
+                    card_of(&report.testbed)
+                }
+            };
+            if !found.iter().any(|f| f.card == card) {
+                found.push(Stored {
+                    sha: sha.to_string(),
+                    card,
+                    place,
+                    report: Box::new(report),
+                    steps,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored reports of `card` for `sha`'s first-parent ancestors
+    /// (`sha` itself excluded), nearest first: at most `max`, within `depth`
+    /// commits. Where the card has no file, a report stored before cards is
+    /// read instead (the history's series leaves another testbed's out). A
     /// stored file that is not a report is skipped (said on stderr).
     pub async fn older(
         &self,
         sha: &str,
+        card: &str,
         depth: usize,
         max: usize,
         known: &mut Known,
     ) -> Result<Vec<(String, Report)>, GithubError> {
-        let stored_set = match self.listing(known).await? {
-            Listing::Empty => return Ok(Vec::new()),
-            Listing::Known(set) => Some(set),
-            Listing::TooMany => None,
-        };
+        let listing = self.listing(known).await?;
+        if let Listing::Empty = listing {
+            return Ok(Vec::new());
+        }
+        let own = Place::Card(card.into());
         let mut out = Vec::new();
         let mut probes = 0usize;
         let mut cur = Some(sha.to_ascii_lowercase());
@@ -352,15 +519,33 @@ impl Store<'_> {
             if steps > depth || out.len() >= max {
                 break;
             }
-            let stored = stored_set.as_ref().is_none_or(|k| k.contains(&s));
-            // Unlisted, every commit is a probe: at most twice the reports asked.
-            if steps > 0 && stored && probes < 2 * max {
-                probes += 1;
-                match self.get(&s).await {
-                    Ok(Some(r)) => out.push((s.clone(), r)),
-                    Ok(None) => {}
-                    Err(e @ GithubError::Decode { .. }) => crate::log(format_args!("warning: history: skipping {e}")),
-                    Err(e) => return Err(e),
+            // Unlisted, every commit is a probe of both places: at most twice the reports asked.
+            let places: Vec<&Place> = match &listing {
+                Listing::Known(map) => map
+                    .get(&s)
+                    .and_then(|p| [&own, &Place::BeforeCards].into_iter().find(|x| p.contains(x)))
+                    .into_iter()
+                    .collect(),
+                _ => vec![&own, &Place::BeforeCards],
+            };
+            if steps > 0 {
+                for place in places {
+                    if probes >= 2 * max {
+                        break;
+                    }
+                    probes += 1;
+                    match self.get(&s, place).await {
+                        Ok(Some(r)) => {
+                            out.push((s.clone(), r));
+                            break;
+                        }
+                        Ok(None) => {}
+                        Err(e @ GithubError::Decode { .. }) => {
+                            crate::log(format_args!("warning: history: skipping {e}"));
+                            break;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
             }
             cur = known.parents.of(self, &s).await?;
@@ -368,7 +553,6 @@ impl Store<'_> {
         }
         Ok(out)
     }
-
     /// Creates the store branch (an orphan with a README) if it is missing.
     async fn ensure_branch(&self) -> Result<(), GithubError> {
         let path = format!("/repos/{}/git/ref/heads/{}", self.repo, self.branch);
@@ -411,17 +595,26 @@ impl Store<'_> {
         }
     }
 
-    /// Stores `report_json` as the report of `sha`, retrying on concurrent updates.
-    pub async fn publish(&self, sha: &str, report_json: &str) -> Result<Published, GithubError> {
-        self.publish_at(&Self::file_path(sha), &format!("gate: baseline for {sha}"), report_json)
-            .await
+    /// Stores `report_json` as the report of `sha` on `card`, retrying on
+    /// concurrent updates. Another card's report of `sha` stays beside it.
+    pub async fn publish(&self, sha: &str, card: &str, report_json: &str) -> Result<Published, GithubError> {
+        self.publish_at(
+            &Self::file_path(sha, card),
+            &format!("gate: baseline for {sha} on {card}"),
+            report_json,
+        )
+        .await
     }
 
-    /// Stores `report_json` as the anchor `name` (a release tag, or a name
-    /// the team pins), which replaces an anchor of that name.
-    pub async fn publish_anchor(&self, name: &str, report_json: &str) -> Result<Published, GithubError> {
-        self.publish_at(&Self::anchor_path(name), &format!("gate: anchor {name}"), report_json)
-            .await
+    /// Stores `report_json` as the anchor `name` of `card` (a release tag,
+    /// or a name the team pins), which replaces that card's anchor of that name.
+    pub async fn publish_anchor(&self, name: &str, card: &str, report_json: &str) -> Result<Published, GithubError> {
+        self.publish_at(
+            &Self::anchor_path(name, card),
+            &format!("gate: anchor {name} on {card}"),
+            report_json,
+        )
+        .await
     }
 
     async fn publish_at(&self, file: &str, message: &str, report_json: &str) -> Result<Published, GithubError> {
@@ -472,6 +665,7 @@ impl Store<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
     use std::time::Duration;
 
     #[test]

@@ -144,6 +144,83 @@ impl Outcome {
     }
 }
 
+/// What `--baseline` (or `--anchor`) found before the run's card is known:
+/// a store that keeps several cards' reports side by side gives the nearest
+/// of each, and which one the run is compared with is decided once its
+/// testbed is measured ([`Candidates::for_testbed`]).
+#[derive(Debug, Clone)]
+pub struct Candidates {
+    /// Nearest first, each with its source; empty when none was found.
+    found: Vec<(Box<Report>, String)>,
+    /// Why none was found, when `found` is empty.
+    missing: String,
+}
+
+impl From<Outcome> for Candidates {
+    fn from(outcome: Outcome) -> Candidates {
+        match outcome {
+            Outcome::Found { report, source } => Candidates {
+                found: vec![(report, source)],
+                missing: String::new(),
+            },
+            Outcome::Missing { reason } => Candidates {
+                found: Vec::new(),
+                missing: reason,
+            },
+        }
+    }
+}
+
+impl Candidates {
+    /// Reports found (nearest first, with their sources), or why there is none.
+    pub fn new(found: Vec<(Box<Report>, String)>, missing: impl Into<String>) -> Candidates {
+        Candidates {
+            found,
+            missing: missing.into(),
+        }
+    }
+
+    /// The nearest report, whatever its card: what is read before the
+    /// profiles run and the card is known (a shard's profile times).
+    pub fn nearest(&self) -> Option<&Report> {
+        self.found.first().map(|(r, _)| r.as_ref())
+    }
+
+    /// The nearest report measured on `backend` (`cuda`), else the nearest.
+    pub fn nearest_on(&self, backend: &str) -> Option<&Report> {
+        self.found
+            .iter()
+            .map(|(r, _)| r.as_ref())
+            .find(|r| r.testbed.backend == backend)
+            .or_else(|| self.nearest())
+    }
+
+    /// Whether no report was found.
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+
+    /// The report a run on `testbed` is compared with: one comparable with
+    /// it; else one of its card with another driver or framework; else the
+    /// nearest. One that is not comparable is then said to be another
+    /// testbed's ([`warning`]) and never compared, as a lone baseline
+    /// from another card always was.
+    pub fn for_testbed(self, testbed: &Testbed) -> Outcome {
+        let same_card =
+            |b: &Testbed| b.backend == testbed.backend && b.comparable_device() == testbed.comparable_device();
+        let at = self
+            .found
+            .iter()
+            .position(|(r, _)| testbed.comparable(&r.testbed))
+            .or_else(|| self.found.iter().position(|(r, _)| same_card(&r.testbed)))
+            .unwrap_or(0);
+        match self.found.into_iter().nth(at) {
+            Some((report, source)) => Outcome::Found { report, source },
+            None => Outcome::Missing { reason: self.missing },
+        }
+    }
+}
+
 /// The report's `baseline` field for an outcome.
 pub fn info(outcome: &Outcome, current: &Testbed) -> Option<BaselineInfo> {
     match outcome {
@@ -211,6 +288,47 @@ mod tests {
             format!("the baseline b.json has -5 for `{name}.{metric}`; sizes and times are never negative")
         );
         assert!(parse(&fixture().to_string(), "b.json").is_ok());
+    }
+
+    /// The fixture's report as measured on `device` (`cpu`: the CPU).
+    fn on(device: &str) -> Box<Report> {
+        let mut r: Report = serde_json::from_value(fixture()).unwrap();
+        r.testbed.backend = if device == "cpu" { "cpu" } else { "cuda" }.into();
+        r.testbed.device_name = device.into();
+        r.commit = Some(device.into());
+        Box::new(r)
+    }
+
+    #[test]
+    fn each_card_is_compared_with_its_own_cards_report_and_another_card_is_said() {
+        let found =
+            |devices: &[&str]| Candidates::new(devices.iter().map(|d| (on(d), format!("commit {d}"))).collect(), "");
+        let both = found(&["NVIDIA H100", "cpu"]);
+        // Before the card is known: the nearest, or the backend's.
+        assert_eq!(both.nearest().unwrap().testbed.device_name, "NVIDIA H100");
+        assert_eq!(both.nearest_on("cpu").unwrap().testbed.device_name, "cpu");
+        // Once it is: each run its own card's, whichever is nearer.
+        for device in ["NVIDIA H100", "cpu"] {
+            let run = on(device).testbed;
+            let chosen = both.clone().for_testbed(&run);
+            assert_eq!(chosen.report().unwrap().commit.as_deref(), Some(device));
+            assert!(warning(&chosen, &run).is_none());
+        }
+        // Only another card's: kept, and said as another testbed's (never compared).
+        let run = on("NVIDIA A100").testbed;
+        let chosen = found(&["NVIDIA H100", "cpu"]).for_testbed(&run);
+        assert_eq!(chosen.report().unwrap().testbed.device_name, "NVIDIA H100");
+        assert_eq!(warning(&chosen, &run).unwrap().kind, WarningKind::DifferentTestbed);
+        assert!(!info(&chosen, &run).unwrap().comparable);
+        // Its own card under another driver before another card.
+        let mut newer_driver = on("NVIDIA A100");
+        newer_driver.testbed.driver = Some("590".into());
+        let chosen =
+            Candidates::new(vec![(on("NVIDIA H100"), "h".into()), (newer_driver, "a".into())], "").for_testbed(&run);
+        assert_eq!(chosen.report().unwrap().testbed.device_name, "NVIDIA A100");
+        // None found: why.
+        let none = Candidates::new(Vec::new(), "the store is empty");
+        assert!(matches!(none.for_testbed(&run), Outcome::Missing { reason } if reason == "the store is empty"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `gate baseline publish`: stores this run's report as the baseline of its
-//! commit in the repository's baseline store (run on the default branch).
+//! commit in the repository's baseline store (run on the default branch),
+//! in its card's folder, beside other cards' reports of the same commit.
 
 use std::path::PathBuf;
 
@@ -40,7 +41,7 @@ pub(crate) struct PublishArgs {
     /// OWNER/NAME (default: GITHUB_REPOSITORY).
     #[arg(long)]
     pub repo: Option<String>,
-    /// Also store the report as the anchor NAME (`anchors/NAME.json`, e.g.
+    /// Also store the report as the anchor NAME of its card (`anchors/CARD/NAME.json`, e.g.
     /// the release tag `$GITHUB_REF_NAME`): the report a spec's `anchor:
     /// NAME` measures its `drift:` budgets since. Replaces an anchor of that name.
     #[arg(long, value_name = "NAME")]
@@ -116,9 +117,11 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
             repo: &repo,
             branch: branch.clone(),
         };
-        let published = store.publish(&sha, &json).await?;
+        // Each card's reports in its own folder: one store holds several cards' side by side.
+        let card = gate_github::store::card_of(&report.testbed);
+        let published = store.publish(&sha, &card, &json).await?;
         let anchored = match &args.anchor {
-            Some(name) => Some(store.publish_anchor(name, &json).await?),
+            Some(name) => Some(store.publish_anchor(name, &card, &json).await?),
             None => None,
         };
         Ok::<_, GithubError>((published, anchored))

@@ -54,7 +54,8 @@ pub(crate) struct CheckArgs {
     #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
     pub baseline: String,
     /// What the spec's `drift:` budgets are measured since: a report FILE,
-    /// `auto` (the spec's `anchor:` in the baseline store, `anchors/NAME.json`),
+    /// `auto` (the spec's `anchor:` in the baseline store, `anchors/CARD/NAME.json`:
+    /// this run's card's),
     /// or `none`. Read only when the spec has an `anchor:`.
     #[arg(long, default_value = "auto", value_name = "FILE|auto|none")]
     pub anchor: String,
@@ -111,10 +112,12 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     let loaded = crate::pipeline::harness::load(&args.budgets, app, Some(args.backend.into()), &args.harness)?;
     let spec = &loaded.spec;
     check_only_names(spec, &args)?;
-    // Read before the shard is dealt: its profile times are the deal's costs.
+    // Read before the shard is dealt: its profile times are the deal's
+    // costs. The nearest report deals, whatever its card (the run's card is
+    // known once it has measured; every shard deals alike from the same store).
     let (baseline, history_from) = resolve_baseline(&args.baseline, &args.baseline_branch)?;
     let anchor = resolve_anchor(&args.anchor, spec, &args.baseline_branch)?;
-    let in_shard = shard.map(|s| shard_components(spec, &args.only, s, baseline.report()));
+    let in_shard = shard.map(|s| shard_components(spec, &args.only, s, baseline.nearest()));
     let chosen = |name: &str| {
         is_selected(&args.only, name)
             && in_shard.as_ref().is_none_or(|(record, _)| {
@@ -133,11 +136,15 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
             return Err(refused.into());
         }
     }
-    let stored = stored_reports(baseline.report(), history_from, args.history as usize);
+    let stored = stored_reports(history_from, args.history as usize);
     // On the card itself (not emulated), a ratio whose reference the
-    // baseline shows too big for it is said before the profiles run.
-    if let (Backend::Cuda, false, Some(b)) = (backend, args.emulate_capacity || spec.device.emulate, baseline.report())
-    {
+    // baseline (a GPU's, where the store has one) shows too big for it is
+    // said before the profiles run.
+    if let (Backend::Cuda, false, Some(b)) = (
+        backend,
+        args.emulate_capacity || spec.device.emulate,
+        baseline.nearest_on(Backend::Cuda.name()),
+    ) {
         for line in gate_report::ratios_beyond_card(spec, b) {
             eprintln!("warning: {line}");
         }
@@ -147,7 +154,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     // A component's variants (`NAME@VARIANT`) come with it.
     let selected: Vec<_> = spec.components.iter().filter(|c| chosen(&c.name)).collect();
     if let Some((record, costs)) = &in_shard {
-        log_shard(spec, record, costs, baseline.report().is_some());
+        log_shard(spec, record, costs, !baseline.is_empty());
     }
     let exe = loaded.profiler();
 

@@ -1,8 +1,9 @@
 //! `gate history METRIC`: one metric over the stored baselines, oldest
 //! first, with its budget, so a budget that drifts up by small steps (none
 //! of which fails a pull request) is seen. Reads a folder of report.json
-//! files, or the local baseline branch (`reports/<sha>.json`, as `gate
-//! baseline publish` stores them) in the commit order of a branch.
+//! files, or the local baseline branch (`reports/<card>/<sha>.json`, as
+//! `gate baseline publish` stores them, or `reports/<sha>.json` as it did
+//! before cards) in the commit order of a branch.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,10 @@ pub(crate) struct HistoryArgs {
     /// The local baseline branch to read (fetch it first: `git fetch origin gate-baselines:gate-baselines`).
     #[arg(long, default_value = gate_github::store::DEFAULT_BRANCH)]
     pub store: String,
+    /// The card whose reports to read from a store that holds several
+    /// (its folder under `reports/`, e.g. `cuda-nvidia-h100-80gb-hbm3-x86_64`).
+    #[arg(long, value_name = "CARD", conflicts_with = "reports")]
+    pub card: Option<String>,
     /// The branch whose commits order the history.
     #[arg(long, default_value = "HEAD")]
     pub branch: String,
@@ -62,7 +67,7 @@ pub(super) fn run(args: HistoryArgs) -> Result<Exit, CliError> {
     let order = commit_order(&args.branch);
     let mut reports = match &args.reports {
         Some(dir) => from_folder(dir)?,
-        None => from_store(&args.store, &order)?,
+        None => from_store(&args.store, args.card.as_deref(), &order)?,
     };
     // Oldest first: by the commits' places on the branch when git knows
     // every one of them, else in the order found (file times).
@@ -207,25 +212,66 @@ fn from_folder(dir: &Path) -> Result<Vec<(Report, usize)>, CliError> {
     Ok(out)
 }
 
-/// The reports stored on the local baseline branch for the commits in `order`.
-fn from_store(store: &str, order: &[String]) -> Result<Vec<(Report, usize)>, CliError> {
-    let listing = git(&["ls-tree", "--name-only", &format!("{store}:reports")]).ok_or_else(|| {
-        CliError::Usage(
-            Problem::new(format!("no local branch `{store}` with reports/ (the baseline store)")).with_hint(format!(
-                "fetch it: `git fetch origin {store}:{store}`, or pass `--reports DIR`"
-            )),
-        )
-    })?;
-    let stored: Vec<&str> = listing.lines().filter_map(|l| l.strip_suffix(".json")).collect();
+/// The reports of one card stored on the local baseline branch for the
+/// commits in `order`: the card's folder, else (a store written before
+/// cards) the file straight under `reports/`.
+fn from_store(store: &str, card: Option<&str>, order: &[String]) -> Result<Vec<(Report, usize)>, CliError> {
+    use gate_github::store::Place;
+    let listing = git(&["ls-tree", "-r", "--name-only", store, "reports/"])
+        .filter(|l| !l.trim().is_empty())
+        .ok_or_else(|| {
+            CliError::Usage(
+                Problem::new(format!("no local branch `{store}` with reports/ (the baseline store)")).with_hint(
+                    format!("fetch it: `git fetch origin {store}:{store}`, or pass `--reports DIR`"),
+                ),
+            )
+        })?;
+    let stored: Vec<(String, Place)> = listing
+        .lines()
+        .filter_map(|l| l.strip_prefix("reports/"))
+        .filter_map(gate_github::store::stored_at)
+        .collect();
+    let cards: std::collections::BTreeSet<&str> = stored
+        .iter()
+        .filter_map(|(_, p)| match p {
+            Place::Card(c) => Some(c.as_str()),
+            Place::BeforeCards => None,
+        })
+        .collect();
+    let listed = || cards.iter().copied().collect::<Vec<_>>().join(", ");
+    let card = match (card, cards.len()) {
+        (Some(c), _) if cards.contains(c) => Some(c.to_string()),
+        (Some(c), _) => {
+            return Err(CliError::Usage(
+                Problem::new(format!("the store `{store}` holds no reports of card `{c}`"))
+                    .with_hint(format!("its cards: {}", listed())),
+            ))
+        }
+        (None, 0) => None,
+        (None, 1) => cards.first().map(|c| c.to_string()),
+        (None, _) => {
+            return Err(CliError::Usage(
+                Problem::new(format!("the store `{store}` holds several cards' reports"))
+                    .with_hint(format!("pass --card with one of: {}", listed())),
+            ))
+        }
+    };
+    let own = card.map(Place::Card);
     let mut out = Vec::new();
-    for (i, sha) in order.iter().enumerate().filter(|(_, s)| stored.contains(&s.as_str())) {
-        let Some(text) = git(&["show", &format!("{store}:reports/{sha}.json")]) else {
+    for (i, sha) in order.iter().enumerate() {
+        let at = |p: &Place| stored.iter().any(|(s, q)| s == sha && q == p);
+        let file = match &own {
+            Some(p @ Place::Card(c)) if at(p) => format!("reports/{c}/{sha}.json"),
+            _ if at(&Place::BeforeCards) => format!("reports/{sha}.json"),
+            _ => continue,
+        };
+        let Some(text) = git(&["show", &format!("{store}:{file}")]) else {
             continue;
         };
         // The one reader of reports (its limits, its checks), as everywhere.
-        match gate_report::baseline::parse(&text, &format!("reports/{sha}.json on {store}")) {
+        match gate_report::baseline::parse(&text, &format!("{file} on {store}")) {
             Ok(r) => out.push((r, order.len() - i)),
-            Err(e) => eprintln!("warning: skipping reports/{sha}.json on {store}: {e}"),
+            Err(e) => eprintln!("warning: skipping {file} on {store}: {e}"),
         }
     }
     Ok(out)

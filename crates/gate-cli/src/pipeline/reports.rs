@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::errors::CliError;
 use gate_contract::report::Report;
+use gate_report::baseline::Candidates;
 use gate_spec::hint::Problem;
 
 /// The most bytes of `pr.json` read (it holds a number, a repository and a branch).
@@ -52,17 +53,20 @@ pub(crate) fn read_found(dir: &Path, name: &str, then: &str) -> Option<Report> {
 
 /// `--baseline FILE|auto|none`: a bad FILE is bad input (exit 2); under
 /// `auto` every problem is a missing baseline with its reason, never a
-/// crash. With it, for a pull request, where its history can be read.
+/// crash, and a store of several cards gives each card's nearest report
+/// (the run's own is chosen once it has measured). With it, for a pull
+/// request, where its history can be read.
 pub(crate) fn resolve_baseline(
     arg: &str,
     branch: &str,
-) -> Result<(gate_report::baseline::Outcome, Option<gate_github::HistorySource>), CliError> {
+) -> Result<(Candidates, Option<gate_github::HistorySource>), CliError> {
     use gate_report::baseline::Outcome;
     match arg {
         "none" => Ok((
             Outcome::Missing {
                 reason: "--baseline none".into(),
-            },
+            }
+            .into(),
             None,
         )),
         "auto" => {
@@ -87,7 +91,8 @@ pub(crate) fn resolve_baseline(
                 Outcome::Found {
                     report: Box::new(r),
                     source: file.to_string(),
-                },
+                }
+                .into(),
                 None,
             ))
         }
@@ -96,12 +101,13 @@ pub(crate) fn resolve_baseline(
 
 /// `--anchor FILE|auto|none` for a spec with an `anchor:` (`None` for one
 /// without: nothing is measured since an anchor). A bad FILE is bad input
-/// (exit 2); under `auto` every problem is a missing anchor with its reason.
+/// (exit 2); under `auto` every problem is a missing anchor with its
+/// reason, and each card's anchor is found (the run's own chosen once measured).
 pub(crate) fn resolve_anchor(
     arg: &str,
     spec: &gate_spec::budget::Spec,
     branch: &str,
-) -> Result<Option<gate_report::baseline::Outcome>, CliError> {
+) -> Result<Option<Candidates>, CliError> {
     use gate_report::baseline::Outcome;
     let Some(anchor) = &spec.anchor else {
         return Ok(None);
@@ -109,7 +115,8 @@ pub(crate) fn resolve_anchor(
     Ok(Some(match arg {
         "none" => Outcome::Missing {
             reason: "--anchor none".into(),
-        },
+        }
+        .into(),
         "auto" => gate_github::auto_anchor(&anchor.name, branch),
         file => {
             let r = gate_report::baseline::load_file(std::path::Path::new(file)).map_err(|e| {
@@ -123,22 +130,22 @@ pub(crate) fn resolve_anchor(
                 report: Box::new(r),
                 source: file.to_string(),
             }
+            .into()
         }
     }))
 }
 
 /// The stored reports for the history, newest first, when asked: the
-/// baseline, then up to `count - 1` older ones read from the store.
+/// baseline the run was compared with, then up to `count - 1` older ones
+/// of its card read from the store.
 pub(crate) fn stored_reports(
-    baseline: Option<&Report>,
     from: Option<gate_github::HistorySource>,
     count: usize,
-) -> impl FnOnce() -> Vec<Report> {
-    let first = baseline.filter(|_| count > 0).cloned();
-    move || {
-        let mut all: Vec<Report> = first.into_iter().collect();
-        if let (Some(from), false) = (from, all.is_empty()) {
-            let (older, notes) = gate_github::history(from, count - 1);
+) -> impl FnOnce(Option<&Report>) -> Vec<Report> {
+    move |baseline| {
+        let mut all: Vec<Report> = baseline.filter(|_| count > 0).cloned().into_iter().collect();
+        if let (Some(from), Some(first)) = (from, all.first()) {
+            let (older, notes) = gate_github::history(from, first, count - 1);
             notes.iter().for_each(|n| eprintln!("warning: {n}"));
             all.extend(older);
         }

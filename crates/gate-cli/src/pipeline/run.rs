@@ -166,20 +166,22 @@ pub(crate) struct OutputArgs<'a> {
     pub strict: bool,
     /// `--acknowledge-label`.
     pub acknowledge_label: &'a str,
-    /// The spec's anchor as `--anchor` found it; `None`: the spec has none.
-    pub anchor: Option<&'a gate_report::baseline::Outcome>,
+    /// The spec's anchor as `--anchor` found it (each card's); `None`: the spec has none.
+    pub anchor: Option<&'a gate_report::baseline::Candidates>,
 }
 
 /// Decides and writes the outputs of `check` (see [`conclude`]); `None`
-/// when a signal arrived before writing began.
+/// when a signal arrived before writing began. The run's card is known
+/// here, once measured: of the baselines (and anchors) found for several
+/// cards, its own card's is the one compared with.
 // Each argument comes from another step of `check`; they meet only here.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_outputs(
     args: &OutputArgs<'_>,
     spec: &gate_spec::budget::Spec,
     measured: Measured,
-    baseline: gate_report::baseline::Outcome,
-    stored: impl FnOnce() -> Vec<Report>,
+    baseline: gate_report::baseline::Candidates,
+    stored: impl FnOnce(Option<&Report>) -> Vec<Report>,
     started: Instant,
     extra: Vec<(&'static str, Vec<u8>)>,
     emitter: &Emitter,
@@ -187,6 +189,9 @@ pub(crate) fn write_outputs(
     let device = measured.device.unwrap_or_else(gate_probe::cpu_device_info);
     let reserve = reserve(measured.reserve, spec);
     let testbed = gate_report::testbed(&device, spec, &measured.framework, &measured.legacy_version);
+    let baseline = baseline.for_testbed(&testbed);
+    let anchor = args.anchor.cloned().map(|a| a.for_testbed(&testbed));
+    let compared = baseline.report().cloned();
     conclude(
         Conclusion {
             spec,
@@ -194,13 +199,13 @@ pub(crate) fn write_outputs(
             commit: current_commit(),
             components: measured.components,
             baseline: &baseline,
-            anchor: args.anchor,
+            anchor: anchor.as_ref(),
             testbed,
             reserve,
             strict: args.strict,
             // Asked after the profiles, so a label added meanwhile counts.
             ack: gate_github::label::from_env(args.acknowledge_label),
-            stored: Box::new(stored),
+            stored: Box::new(move || stored(compared.as_ref())),
             wall_seconds: started.elapsed().as_secs_f64(),
             out: args.out,
             extra,

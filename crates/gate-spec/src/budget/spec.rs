@@ -250,7 +250,7 @@ pub struct AnchorName {
 }
 
 /// Whether `name` may name an anchor: a release tag or a stored baseline's
-/// name, which becomes a file name in the baseline store (`anchors/NAME.json`):
+/// name, which becomes a file name in the baseline store (`anchors/CARD/NAME.json`):
 /// letters, digits, `.`, `_`, `-` and `+`, not starting with `.` and
 /// without `..`, at most 100 characters.
 pub fn is_anchor_name(name: &str) -> bool {
