@@ -260,3 +260,238 @@ fn the_manuals_github_app_section_lists_the_permissions_the_comment_job_uses() {
         );
     }
 }
+
+/// Each command line of the README's `sh` blocks, its comment dropped.
+fn readme_commands(readme: &str) -> Vec<String> {
+    blocks(readme, &["sh"])
+        .into_iter()
+        .flat_map(|(_, block)| block.lines())
+        .map(|l| {
+            l.split("  #")
+                .next()
+                .unwrap_or(l)
+                .split("   #")
+                .next()
+                .unwrap_or(l)
+                .trim()
+                .to_string()
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// A release host on loopback: `GET /OWNER/gate/releases/download/TAG/NAME`
+/// answers `dir/NAME`, anything else 404, as github.com's release downloads
+/// do once their redirect is followed (`curl -L`). Its base URL.
+fn serve_release(dir: PathBuf, tag: String) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            if reader.read_line(&mut request).is_err() {
+                continue;
+            }
+            // The headers, up to the blank line.
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let path = request.split(' ').nth(1).unwrap_or("");
+            let prefix = format!("/OWNER/gate/releases/download/{tag}/");
+            let file = path
+                .strip_prefix(&prefix)
+                .filter(|name| !name.contains('/') && !name.starts_with('.'))
+                .and_then(|name| std::fs::read(dir.join(name)).ok());
+            let _ = match file {
+                Some(body) => stream
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .and_then(|_| stream.write_all(&body)),
+                None => stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+            };
+        }
+    });
+    base
+}
+
+/// Every command the README shows runs in a test (issue #51 item 5): its
+/// install from a release runs here, line for line, against the release
+/// gate-release.yml's jobs publish in their rehearsal (served on loopback
+/// for github.com); binstall's URL names an archive that release holds;
+/// the five-minute start runs here in a git repository of its own, down to
+/// the push; the two set-up commands are CI's own (.ci/run runs the
+/// README's test command; acceptance.rs runs the repository's gate). A
+/// command added to the README without a place here fails this test.
+#[test]
+fn every_command_the_readme_shows_runs_in_a_test() {
+    if !crate::common::available(
+        "every_command_the_readme_shows_runs_in_a_test",
+        ["curl", "sha256sum", "tar", "git"]
+            .into_iter()
+            .find(|tool| {
+                std::process::Command::new("sh")
+                    .args(["-c", &format!("command -v {tool}")])
+                    .output()
+                    .map_or(true, |o| !o.status.success())
+            })
+            .map(|tool| format!("`{tool}` is not installed")),
+    ) {
+        return;
+    }
+    let readme = include_str!("../../README.md");
+    let commands = readme_commands(readme);
+    let sh = blocks(readme, &["sh"]);
+    let block_with = |needle: &str| {
+        sh.iter()
+            .find(|(_, b)| b.contains(needle))
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_else(|| panic!("no sh block of the README holds `{needle}`"))
+    };
+    let install = block_with("curl -fsSLO");
+    let start = block_with("gate init");
+    let set_up = ["cargo run --release -- check", "cargo test"];
+    let binstall = "cargo binstall gate-cli";
+    let covered: Vec<String> = readme_commands(&format!("```sh\n{install}```\n```sh\n{start}```\n"))
+        .into_iter()
+        .chain(set_up.iter().map(|s| s.to_string()))
+        .chain([binstall.to_string()])
+        .collect();
+    let uncovered: Vec<&String> = commands.iter().filter(|c| !covered.contains(c)).collect();
+    assert!(uncovered.is_empty(), "README commands no test runs: {uncovered:?}");
+
+    // The release, rehearsed: gate-release.yml's package and release jobs.
+    let t = tempfile::tempdir().unwrap();
+    let release = std::fs::read_to_string(root().join(".github/workflows/gate-release.yml")).unwrap();
+    let doc = yaml_rust2::YamlLoader::load_from_str(&release).unwrap().remove(0);
+    crate::workflow_rehearsal::rehearse_release_in(doc, t.path()).unwrap_or_else(|e| panic!("{e}"));
+    let dist = crate::workflow_rehearsal::release_workspace(t.path()).join("dist");
+    let version = std::fs::read_to_string(root().join("Cargo.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("version = \"")
+                .map(|v| v.trim_end_matches('"').to_string())
+        })
+        .unwrap();
+    let tag = format!("v{version}");
+    let base = serve_release(dist.clone(), tag.clone());
+
+    // The install block, as a reader runs it: the release they chose (the
+    // README's `V=` line names one; here, the rehearsed one), github.com
+    // on loopback, and `sudo install` into a folder of the test's.
+    let home = t.path().join("reader");
+    let bin = home.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = install
+        .lines()
+        .map(|l| match l.trim_start().starts_with("V=") {
+            true => format!("V={tag}"),
+            false => l
+                .replace("https://github.com", &base)
+                .replace("sudo install", "install")
+                .replace("/usr/local/bin/", &format!("{}/", bin.display())),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let o = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(&home)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{script}\n{}", crate::common::output_text(&o));
+    let installed = std::process::Command::new(bin.join("gate"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(
+        crate::common::text(&installed.stdout).starts_with(&format!("gate {version}\n")),
+        "{}",
+        crate::common::output_text(&installed)
+    );
+
+    // binstall: gate-cli's metadata resolves to an archive of that release.
+    let cli: toml_edit::DocumentMut = std::fs::read_to_string(root().join("crates/gate-cli/Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let url = cli["package"]["metadata"]["binstall"]["pkg-url"]
+        .as_str()
+        .expect("gate-cli's binstall pkg-url")
+        .replace("{ repo }", "https://github.com/OWNER/gate")
+        .replace("{ version }", &version)
+        .replace("{ target }", "x86_64-unknown-linux-gnu")
+        .replace("{ archive-suffix }", ".tar.gz");
+    let archive = url
+        .strip_prefix(&format!("https://github.com/OWNER/gate/releases/download/{tag}/"))
+        .unwrap_or_else(|| panic!("{url}"));
+    assert!(dist.join(archive).is_file(), "{archive} is not in the release");
+    assert!(dist.join(format!("{archive}.sig")).is_file(), "{archive}.sig");
+
+    // The five-minute start, in a repository of the reader's with a remote.
+    // A build from this checkout names the placeholder `OWNER/gate` as its
+    // repository (a release's binary names its own), so `gate init` gets it
+    // the way a release build has it.
+    let remote = t.path().join("remote.git");
+    let repo = t.path().join("team");
+    let git = |dir: &Path, args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}: {}", crate::common::output_text(&o));
+    };
+    std::fs::create_dir_all(&repo).unwrap();
+    git(t.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.email", "team@example.com"]);
+    git(&repo, &["config", "user.name", "team"]);
+    git(&repo, &["remote", "add", "origin", remote.to_str().unwrap()]);
+    git(&repo, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    git(&repo, &["push", "-q", "-u", "origin", "main"]);
+    let tools = t.path().join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let gate = crate::common::gate_exe();
+    let wrapper = tools.join("gate");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = init ]; then shift; exec '{}' init --gate-repo acme/gate \"$@\"; fi\nexec '{}' \"$@\"\n",
+            gate.display(),
+            gate.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
+    let o = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &start])
+        .current_dir(&repo)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{start}\n{}", crate::common::output_text(&o));
+    let pushed = std::process::Command::new("git")
+        .args(["ls-tree", "-r", "--name-only", "main"])
+        .current_dir(&remote)
+        .output()
+        .unwrap();
+    let files = crate::common::text(&pushed.stdout);
+    for f in [
+        "budgets.yaml",
+        ".github/workflows/gate.yml",
+        ".github/workflows/gate-comment.yml",
+    ] {
+        assert!(files.lines().any(|l| l == f), "{f} pushed: {files}");
+    }
+}

@@ -776,12 +776,24 @@ fn sha256_of(path: &Path) -> String {
 /// build jobs' artifacts to `gh release create`; what `gh` was asked.
 fn rehearse_release(doc: Yaml) -> Result<(String, BTreeMap<String, String>), String> {
     let t = tempfile::tempdir().unwrap();
-    let tools = t.path().join("tools");
+    rehearse_release_in(doc, t.path())
+}
+
+/// The release job's workspace under a rehearsal's `scratch` folder: what
+/// `gh release create` published lies in its `dist/`.
+pub(crate) fn release_workspace(scratch: &Path) -> PathBuf {
+    scratch.join("release-workspace")
+}
+
+/// [`rehearse_release`] in `scratch`, which the caller keeps (the
+/// published files stay in [`release_workspace`]).
+pub(crate) fn rehearse_release_in(doc: Yaml, scratch: &Path) -> Result<(String, BTreeMap<String, String>), String> {
+    let tools = scratch.join("tools");
     std::fs::create_dir_all(&tools).unwrap();
     // apt-get runs under sudo on GitHub's images; here minisign is a stand-in already.
     executable(&tools.join("sudo"), "#!/bin/sh\nexit 0\n");
     executable(&tools.join("minisign"), crate::packaging::FAKE_MINISIGN);
-    let gh_log = t.path().join("gh.log");
+    let gh_log = scratch.join("gh.log");
     executable(
         &tools.join("gh"),
         &format!(
@@ -805,7 +817,7 @@ fn rehearse_release(doc: Yaml) -> Result<(String, BTreeMap<String, String>), Str
     let mut artifacts = BTreeMap::new();
     let mut needs = BTreeMap::new();
     for (job, artifact) in [("build-cpu", "bin-cpu"), ("build-cuda", "bin-cuda")] {
-        let dir = t.path().join("artifacts").join(artifact);
+        let dir = scratch.join("artifacts").join(artifact);
         std::fs::create_dir_all(&dir).unwrap();
         executable(
             &dir.join("gate"),
@@ -830,7 +842,7 @@ fn rehearse_release(doc: Yaml) -> Result<(String, BTreeMap<String, String>), Str
             ("token", "ghs_rehearsal".to_string()),
         ]),
         artifacts,
-        scratch: t.path().to_path_buf(),
+        scratch: scratch.to_path_buf(),
         tools,
     };
     let package = run.job("package", &needs)?;
