@@ -253,86 +253,80 @@ pub(super) fn options_of(c: &Component, config: &serde_json::Value, mut levers: 
     levers
         .into_iter()
         .filter_map(|lever| {
-            let (current, others): (Setting, Vec<Setting>) = match &lever {
-                Lever::Checkpoint { chunks, .. } => (
-                    Setting::Checkpoint { chunk: c.checkpoint },
-                    chunks
-                        .iter()
-                        .filter(|&&n| Some(n) != c.checkpoint && n > 0)
-                        .map(|&n| Setting::Checkpoint { chunk: Some(n) })
-                        .collect(),
-                ),
-                Lever::Config { key, values, .. } => {
-                    let now = config.get(key).cloned().unwrap_or(serde_json::Value::Null);
-                    (
-                        Setting::Config {
-                            key: key.clone(),
-                            value: now.clone(),
-                        },
-                        values
-                            .iter()
-                            .filter(|v| **v != now)
-                            .map(|v| Setting::Config {
-                                key: key.clone(),
-                                value: v.clone(),
-                            })
-                            .collect(),
-                    )
-                }
-                Lever::Batch { sizes } => (
-                    Setting::Batch { size: c.batch_size },
-                    sizes
-                        .iter()
-                        .filter(|&&b| b != c.batch_size && b >= 1)
-                        .map(|&size| Setting::Batch { size })
-                        .collect(),
-                ),
-                Lever::Dtype { dtypes } => (
-                    Setting::Dtype { dtype: c.dtype },
-                    dtypes
-                        .iter()
-                        .filter(|&&d| d != c.dtype)
-                        .map(|&dtype| Setting::Dtype { dtype })
-                        .collect(),
-                ),
-                Lever::Sequence { key, lengths } => {
-                    let now = config.get(key).cloned().unwrap_or(serde_json::Value::Null);
-                    let setting = |value: serde_json::Value| Setting::Config {
-                        key: key.clone(),
-                        value,
-                    };
-                    (
-                        setting(now.clone()),
-                        lengths
-                            .iter()
-                            .map(|&n| serde_json::Value::from(n))
-                            .filter(|v| *v != now)
-                            .map(setting)
-                            .collect(),
-                    )
-                }
-                Lever::Accumulation { key, steps } => {
-                    // The rows a step trains on stay the spec's: batch × steps.
-                    let now = config.get(key).and_then(serde_json::Value::as_u64).unwrap_or(1).max(1) as usize;
-                    let rows = c.batch_size * now;
-                    let setting = |steps: usize| Setting::Accumulation {
-                        key: key.clone(),
-                        steps,
-                        batch: rows / steps,
-                    };
-                    (
-                        setting(now),
-                        steps
-                            .iter()
-                            .filter(|&&k| k != now && k >= 1 && rows.is_multiple_of(k))
-                            .map(|&k| setting(k))
-                            .collect(),
-                    )
-                }
-            };
+            let (current, others) = settings_of(&lever, c, config);
             (!others.is_empty()).then_some(Options { lever, current, others })
         })
         .collect()
+}
+
+/// A lever's setting in the spec (`c`, its workload's `config`) and the
+/// others it offers.
+fn settings_of(lever: &Lever, c: &Component, config: &serde_json::Value) -> (Setting, Vec<Setting>) {
+    match lever {
+        Lever::Checkpoint { chunks, .. } => (
+            Setting::Checkpoint { chunk: c.checkpoint },
+            chunks
+                .iter()
+                .filter(|&&n| Some(n) != c.checkpoint && n > 0)
+                .map(|&n| Setting::Checkpoint { chunk: Some(n) })
+                .collect(),
+        ),
+        Lever::Config { key, values, .. } => config_settings(key, config, values.iter().cloned()),
+        Lever::Batch { sizes } => (
+            Setting::Batch { size: c.batch_size },
+            sizes
+                .iter()
+                .filter(|&&b| b != c.batch_size && b >= 1)
+                .map(|&size| Setting::Batch { size })
+                .collect(),
+        ),
+        Lever::Dtype { dtypes } => (
+            Setting::Dtype { dtype: c.dtype },
+            dtypes
+                .iter()
+                .filter(|&&d| d != c.dtype)
+                .map(|&dtype| Setting::Dtype { dtype })
+                .collect(),
+        ),
+        Lever::Sequence { key, lengths } => {
+            config_settings(key, config, lengths.iter().map(|&n| serde_json::Value::from(n)))
+        }
+        Lever::Accumulation { key, steps } => {
+            // The rows a step trains on stay the spec's: batch × steps.
+            let now = config.get(key).and_then(serde_json::Value::as_u64).unwrap_or(1).max(1) as usize;
+            let rows = c.batch_size * now;
+            let setting = |steps: usize| Setting::Accumulation {
+                key: key.clone(),
+                steps,
+                batch: rows / steps,
+            };
+            (
+                setting(now),
+                steps
+                    .iter()
+                    .filter(|&&k| k != now && k >= 1 && rows.is_multiple_of(k))
+                    .map(|&k| setting(k))
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// A `config:` key's value in the spec and the other `values` offered.
+fn config_settings(
+    key: &str,
+    config: &serde_json::Value,
+    values: impl Iterator<Item = serde_json::Value>,
+) -> (Setting, Vec<Setting>) {
+    let now = config.get(key).cloned().unwrap_or(serde_json::Value::Null);
+    let setting = |value: serde_json::Value| Setting::Config {
+        key: key.to_string(),
+        value,
+    };
+    (
+        setting(now.clone()),
+        values.filter(|v| *v != now).map(setting).collect(),
+    )
 }
 
 /// The settings a lever is probed at: the two ends of its range where it
