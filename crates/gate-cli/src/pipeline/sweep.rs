@@ -480,8 +480,6 @@ fn point_words(batch: usize, key: Option<&str>, seq: Option<usize>, dtype: DType
 /// per capacity, the largest batch it holds at each length; then the
 /// re-measured point's error.
 pub(crate) fn print_sweep(s: &Sweep) {
-    let bytes = |v: f64| format_value(Unit::Bytes, v);
-    let key = s.seq.as_ref().map(|a| a.key.as_str());
     println!(
         "{}: will it fit? ({}; {} profiles; m: measured, r: predicted then measured, else predicted)",
         s.component, s.backend, s.profiles
@@ -490,10 +488,20 @@ pub(crate) fn print_sweep(s: &Sweep) {
         Some(a) => a.lengths.iter().map(|&n| Some(n)).collect(),
         None => vec![None],
     };
+    print_grid(s, &lens);
+    print_capacities(s, &lens);
+    if let Some(p) = s.remeasured() {
+        print_remeasured(s, p);
+    }
+}
+
+/// The training peak of every point, a table per dtype: batch by length.
+fn print_grid(s: &Sweep, lens: &[Option<usize>]) {
+    let key = s.seq.as_ref().map(|a| a.key.as_str());
     for &dtype in &s.dtypes {
         println!("\ntraining peak, {dtype}");
         let mut header = format!("{:>8}", "batch");
-        for l in &lens {
+        for l in lens {
             header += &match (key, l) {
                 (Some(k), Some(n)) => format!("  {:>18}", format!("{k} {n}")),
                 _ => format!("  {:>18}", ""),
@@ -502,7 +510,7 @@ pub(crate) fn print_sweep(s: &Sweep) {
         println!("{header}");
         for &b in &s.batches {
             let mut row = format!("{b:>8}");
-            for l in &lens {
+            for l in lens {
                 let cell = s
                     .points
                     .iter()
@@ -513,7 +521,7 @@ pub(crate) fn print_sweep(s: &Sweep) {
                             Source::Remeasured => " r",
                             Source::Predicted => "  ",
                         };
-                        Some(format!("{}{mark}", bytes(p.training_peak()?)))
+                        Some(format!("{}{mark}", format_value(Unit::Bytes, p.training_peak()?)))
                     })
                     .unwrap_or_else(|| "—".into());
                 row += &format!("  {cell:>18}");
@@ -521,10 +529,19 @@ pub(crate) fn print_sweep(s: &Sweep) {
             println!("{row}");
         }
     }
+}
+
+/// For each capacity asked, the largest batch of the grid that fits it.
+fn print_capacities(s: &Sweep, lens: &[Option<usize>]) {
+    let key = s.seq.as_ref().map(|a| a.key.as_str());
     for (i, cap) in s.capacities.iter().enumerate() {
-        println!("\n{} — {} usable:", cap.name, bytes(cap.usable_bytes));
+        println!(
+            "\n{} — {} usable:",
+            cap.name,
+            format_value(Unit::Bytes, cap.usable_bytes)
+        );
         for &dtype in &s.dtypes {
-            for l in &lens {
+            for l in lens {
                 let largest = s
                     .points
                     .iter()
@@ -542,42 +559,47 @@ pub(crate) fn print_sweep(s: &Sweep) {
             }
         }
     }
-    if let Some(p) = s.remeasured() {
-        println!(
-            "\nre-measured {}, the fit's error there:",
-            point_words(p.batch, key, p.seq_len, p.dtype)
-        );
-        let mut worst = 0f64;
-        for name in [sweep::TRAINING_PEAK, "inference_peak", "activations"] {
-            if let Some(f) = p.figures.get(name) {
-                if let (Some(m), Some(e)) = (f.measured, f.error()) {
-                    println!(
-                        "  {name:<16} predicted {:>12}  measured {:>12}  error {:+.1} %",
-                        bytes(f.predicted),
-                        bytes(m),
-                        -e * 100.0
-                    );
-                    if name != "activations" {
-                        worst = worst.max(e.abs());
-                    }
+}
+
+/// The re-measured point's predicted and measured figures, and a warning
+/// where the fit misses it by more than [`MISS`].
+fn print_remeasured(s: &Sweep, p: &Point) {
+    let bytes = |v: f64| format_value(Unit::Bytes, v);
+    let key = s.seq.as_ref().map(|a| a.key.as_str());
+    println!(
+        "\nre-measured {}, the fit's error there:",
+        point_words(p.batch, key, p.seq_len, p.dtype)
+    );
+    let mut worst = 0f64;
+    for name in [sweep::TRAINING_PEAK, "inference_peak", "activations"] {
+        if let Some(f) = p.figures.get(name) {
+            if let (Some(m), Some(e)) = (f.measured, f.error()) {
+                println!(
+                    "  {name:<16} predicted {:>12}  measured {:>12}  error {:+.1} %",
+                    bytes(f.predicted),
+                    bytes(m),
+                    -e * 100.0
+                );
+                if name != "activations" {
+                    worst = worst.max(e.abs());
                 }
             }
         }
-        // Memory is bilinear in batch × length only once a step holds more
-        // positions than its fixed costs (a checkpoint chunk, a kernel's
-        // workspace): a grid below that fits badly, and its own
-        // re-measured point is the only thing that can tell.
-        if worst > MISS {
-            eprintln!(
-                "warning: the fit misses its re-measured point by {:.1} %: the grid's predicted figures are not to \
-                 be trusted near it",
-                worst * 100.0
-            );
-            eprintln!(
-                "hint: fit from points nearer those you ask about (`--batches`, `--seq-lens` with larger smallest \
-                 values), or measure the point itself with `gate check`"
-            );
-        }
+    }
+    // Memory is bilinear in batch × length only once a step holds more
+    // positions than its fixed costs (a checkpoint chunk, a kernel's
+    // workspace): a grid below that fits badly, and its own
+    // re-measured point is the only thing that can tell.
+    if worst > MISS {
+        eprintln!(
+            "warning: the fit misses its re-measured point by {:.1} %: the grid's predicted figures are not to \
+             be trusted near it",
+            worst * 100.0
+        );
+        eprintln!(
+            "hint: fit from points nearer those you ask about (`--batches`, `--seq-lens` with larger smallest \
+             values), or measure the point itself with `gate check`"
+        );
     }
 }
 
