@@ -47,71 +47,60 @@ pub(super) fn head(report: &Report, links: &Links) -> String {
         baseline_phrase(report)
     );
     let changes = &report.summary.budget_changes;
-    if !changes.is_empty() {
-        let _ = writeln!(
-            out,
-            "> [!IMPORTANT]\n> **{} in this PR** — review that the gate is not loosened unseen:",
-            if changes.len() == 1 {
-                "A budget changed".to_string()
-            } else {
-                format!("{} budgets changed", changes.len())
-            }
-        );
-        for c in changes.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(&c.text, 300));
-        }
-        if changes.len() > MAX_WARNINGS {
-            let _ = writeln!(out, "> - … and {} more", changes.len() - MAX_WARNINGS);
-        }
-        out.push('\n');
-    }
-    let w = &report.summary.warnings;
-    if !w.is_empty() {
-        let _ = writeln!(
-            out,
-            "> [!WARNING]\n> {}",
-            if report.summary.strict {
-                "warnings fail the gate under `--strict`:"
-            } else {
-                "warnings:"
-            }
-        );
-        for line in w.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(line.as_str(), 300));
-        }
-        if w.len() > MAX_WARNINGS {
-            let _ = writeln!(out, "> - … and {} more", w.len() - MAX_WARNINGS);
-        }
-        out.push('\n');
-    }
+    let changed = match changes.len() {
+        1 => "A budget changed".to_string(),
+        n => format!("{n} budgets changed"),
+    };
+    callout(
+        &mut out,
+        &format!("[!IMPORTANT]\n> **{changed} in this PR** — review that the gate is not loosened unseen:"),
+        changes.iter().map(|c| c.text.as_str()),
+    );
+    let warned = match report.summary.strict {
+        true => "warnings fail the gate under `--strict`:",
+        false => "warnings:",
+    };
+    callout(
+        &mut out,
+        &format!("[!WARNING]\n> {warned}"),
+        report.summary.warnings.iter().map(|w| w.as_str()),
+    );
     // How a figure was measured, when not the usual way: facts, never failures.
     let (tighter, notes): (Vec<&Note>, Vec<&Note>) = report
         .summary
         .notes
         .iter()
         .partition(|n| n.kind == NoteKind::TighterBudget);
-    if !notes.is_empty() {
-        let _ = writeln!(out, "> [!NOTE]\n> how some figures were measured:");
-        for line in notes.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(line.text.as_str(), 300));
-        }
-        if notes.len() > MAX_WARNINGS {
-            let _ = writeln!(out, "> - … and {} more", notes.len() - MAX_WARNINGS);
-        }
-        out.push('\n');
-    }
+    callout(
+        &mut out,
+        "[!NOTE]\n> how some figures were measured:",
+        notes.iter().map(|n| n.text.as_str()),
+    );
     // Proposals, decided by nobody here: the team tightens the spec or not.
-    if !tighter.is_empty() {
-        let _ = writeln!(out, "> [!TIP]\n> budgets with room to tighten:");
-        for line in tighter.iter().take(MAX_WARNINGS) {
-            let _ = writeln!(out, "> - {}", escape_max(line.text.as_str(), 300));
-        }
-        if tighter.len() > MAX_WARNINGS {
-            let _ = writeln!(out, "> - … and {} more", tighter.len() - MAX_WARNINGS);
-        }
-        out.push('\n');
-    }
+    callout(
+        &mut out,
+        "[!TIP]\n> budgets with room to tighten:",
+        tighter.iter().map(|n| n.text.as_str()),
+    );
     out
+}
+
+/// A GitHub alert (`> [!KIND]` and its title) listing `lines`, at most
+/// [`MAX_WARNINGS`] of them and a count of the rest; nothing when there
+/// are none.
+fn callout<'a>(out: &mut String, title: &str, lines: impl ExactSizeIterator<Item = &'a str>) {
+    let n = lines.len();
+    if n == 0 {
+        return;
+    }
+    let _ = writeln!(out, "> {title}");
+    for line in lines.take(MAX_WARNINGS) {
+        let _ = writeln!(out, "> - {}", escape_max(line, 300));
+    }
+    if n > MAX_WARNINGS {
+        let _ = writeln!(out, "> - … and {} more", n - MAX_WARNINGS);
+    }
+    out.push('\n');
 }
 
 /// On failure, one next step: the first failing budget, its block (the one
