@@ -65,17 +65,7 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
         ));
     }
     let report = read_report(&args.from)?;
-    let run_sha = match context::event_from_env() {
-        Event::WorkflowRun { head_sha, .. } => Some(head_sha),
-        _ => std::env::var("GITHUB_SHA").ok(),
-    };
-    let sha = args.sha.clone().or(run_sha).ok_or_else(|| {
-        CliError::Usage(
-            Problem::new("no commit to store the report under: GITHUB_SHA is not set")
-                .with_hint("pass --sha SHA (the commit the report was measured at)"),
-        )
-    })?;
-    let sha = context::check_sha(&sha).map_err(CliError::github_usage)?;
+    let sha = commit_to_store(&args)?;
     if let Some(name) = args.anchor.as_deref().filter(|n| !gate_spec::budget::is_anchor_name(n)) {
         return Err(CliError::Usage(
             Problem::new(format!("`{name}` is not a release tag or a baseline's name"))
@@ -127,14 +117,8 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
         Ok::<_, GithubError>((published, anchored))
     })?;
     let (result, anchored) = result;
-    let (what, path) = match result {
-        Published::Created { path } => ("stored", path),
-        Published::Updated { path } => ("replaced", path),
-        Published::Unchanged { path } => ("already stored", path),
-    };
-    eprintln!("gate baseline publish: {what} {path} on branch {branch} of {repo}");
-    if let Some(a) = anchored {
-        let (what, path) = match a {
+    for published in std::iter::once(result).chain(anchored) {
+        let (what, path) = match published {
             Published::Created { path } => ("stored", path),
             Published::Updated { path } => ("replaced", path),
             Published::Unchanged { path } => ("already stored", path),
@@ -142,4 +126,20 @@ fn publish(args: PublishArgs) -> Result<Exit, CliError> {
         eprintln!("gate baseline publish: {what} {path} on branch {branch} of {repo}");
     }
     Ok(Exit::Pass)
+}
+
+/// The commit a published report is stored under: `--sha`, else the run's
+/// (a `workflow_run`'s head, else `GITHUB_SHA`), checked as a commit id.
+fn commit_to_store(args: &PublishArgs) -> Result<String, CliError> {
+    let run_sha = match context::event_from_env() {
+        Event::WorkflowRun { head_sha, .. } => Some(head_sha),
+        _ => std::env::var("GITHUB_SHA").ok(),
+    };
+    let sha = args.sha.clone().or(run_sha).ok_or_else(|| {
+        CliError::Usage(
+            Problem::new("no commit to store the report under: GITHUB_SHA is not set")
+                .with_hint("pass --sha SHA (the commit the report was measured at)"),
+        )
+    })?;
+    context::check_sha(&sha).map_err(CliError::github_usage)
 }
