@@ -784,7 +784,6 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
     ),
     ("crates/gate-cli/src/commands/merge.rs", "run", "not split yet"),
     ("crates/gate-cli/src/commands/comment.rs", "run", "not split yet"),
-    ("crates/gate-report/src/compare.rs", "budget_changes", "not split yet"),
 ];
 
 /// Every production source file of the workspace (`src/` of the root and

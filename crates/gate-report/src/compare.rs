@@ -75,6 +75,14 @@ fn diff_json(path: &str, old: &serde_json::Value, new: &serde_json::Value, out: 
 /// changed row with the baseline's limit and returns each change, typed, with
 /// its sentence.
 pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline: &Report) -> Vec<BudgetChange> {
+    let mut out = added_or_changed(results, baseline);
+    out.extend(removed_or_unknown(spec, results, baseline));
+    out
+}
+
+/// This run's budgets the baseline did not have (of a component it had),
+/// or had with another limit (recorded on the row).
+fn added_or_changed(results: &mut [BudgetResult], baseline: &Report) -> Vec<BudgetChange> {
     let mut out = Vec::new();
     let limit_text = |r: &BudgetResult, op: gate_spec::budget::Op, value: f64| r.limit_text(op, value);
     // Looked up by (component, metric), not searched: linear in budgets (#43 item 5).
@@ -82,12 +90,6 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
     for b in &baseline.results {
         old_of.entry((b.component.as_str(), b.metric.as_str())).or_insert(b);
     }
-    let now: std::collections::HashSet<(gate_contract::report::Subject, gate_contract::report::MetricId)> = results
-        .iter()
-        .map(|r| (r.component.clone(), r.metric.clone()))
-        .collect();
-    let components: std::collections::HashMap<&str, &gate_spec::budget::Component> =
-        spec.components.iter().map(|c| (c.name.as_str(), c)).collect();
     for r in results.iter_mut() {
         let old = old_of.get(&(r.component.as_str(), r.metric.as_str())).copied();
         match old {
@@ -125,6 +127,19 @@ pub(super) fn budget_changes(spec: &Spec, results: &mut [BudgetResult], baseline
             Some(_) => {}
         }
     }
+    out
+}
+
+/// The baseline's budgets this run lacks because the spec dropped them,
+/// and those of a newer gate this one cannot read.
+fn removed_or_unknown(spec: &Spec, results: &[BudgetResult], baseline: &Report) -> Vec<BudgetChange> {
+    let mut out = Vec::new();
+    let now: std::collections::HashSet<(gate_contract::report::Subject, gate_contract::report::MetricId)> = results
+        .iter()
+        .map(|r| (r.component.clone(), r.metric.clone()))
+        .collect();
+    let components: std::collections::HashMap<&str, &gate_spec::budget::Component> =
+        spec.components.iter().map(|c| (c.name.as_str(), c)).collect();
     for b in &baseline.results {
         let still = now.contains(&(b.component.clone(), b.metric.clone()));
         // A budget of a newer gate (a metric or a unit this one does not
