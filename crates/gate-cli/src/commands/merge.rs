@@ -11,6 +11,7 @@ use crate::errors::CliError;
 use crate::pipeline::conclude::{conclude, reserve, verdict_exit, Conclusion};
 use crate::pipeline::emit::{Emitter, MessageFormat};
 use crate::pipeline::reports::{read_baseline, read_found, read_report};
+use gate_contract::report::Report;
 use gate_report::baseline::Outcome;
 use gate_runner::exit::Exit;
 use gate_spec::hint::Problem;
@@ -41,56 +42,9 @@ pub(crate) struct MergeArgs {
 }
 
 pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
-    // Shards of `check --shard I/N`: all N of them, once each, or the
-    // verdict would not be the unsharded run's.
-    let mut records = Vec::new();
-    for d in &args.dirs {
-        records.push((d.display().to_string(), crate::pipeline::shard::read(d)?));
-    }
-    crate::pipeline::shard::check_complete(&records)?;
-    crate::pipeline::shard::check_one_selection(&records)?;
-    crate::pipeline::shard::check_one_deal(&records)?;
-    let mut shards = Vec::new();
-    for (d, (_, record)) in args.dirs.iter().zip(&records) {
-        let report = read_report(d)?;
-        if let Some(record) = record {
-            crate::pipeline::shard::check_claims(d, record, &report)?;
-        }
-        shards.push((d.join("report.json").display().to_string(), report));
-    }
-    let merged = gate_report::merge::merge(&shards).map_err(|e| {
-        let hint = match e {
-            gate_report::merge::MergeError::Commit { .. } => {
-                "merge the output folders of one run of the matrix, at one commit: re-run the stale shard's job"
-            }
-            _ => {
-                "merge the output folders of one `gate check` matrix: same spec, same kind of runner, \
-                 each component in one shard"
-            }
-        };
-        CliError::Usage(Problem::new(e.to_string()).with_hint(hint))
-    })?;
-    if let Some(commit) = &merged.commit {
-        for origin in &merged.without_commit {
-            eprintln!(
-                "warning: {origin} records no commit; the merged report is of commit {commit}, as the other shards say"
-            );
-        }
-    }
-    // A newer gate's budgets (a metric or a unit this gate does not know)
-    // are said, never judged and never a refusal of the shard (#54).
-    for (origin, r) in &shards {
-        for row in r.results.iter().filter(|row| {
-            matches!(row.metric, gate_contract::report::MetricId::Unknown(_))
-                || row.unit == gate_spec::metric::Unit::Unknown
-        }) {
-            eprintln!(
-                "warning: {origin}: `{}.{}` is of a metric or unit this gate does not know (a newer gate's \
-                 report): shown, not judged",
-                row.component, row.metric
-            );
-        }
-    }
+    let (records, shards) = read_shards(&args.dirs)?;
+    let merged = merge_shards(&shards)?;
+    warn_of_shards(&merged, &shards);
     let budgets = args.budgets.clone().unwrap_or_else(|| PathBuf::from(&merged.spec));
     let spec = gate_spec::budget::load(&budgets)?;
     check_settings(&spec, &shards, &budgets)?;
@@ -142,6 +96,76 @@ pub(super) fn run(args: MergeArgs) -> Result<Exit, CliError> {
         },
     )?;
     Ok(report.as_ref().map_or(Exit::Interrupted, verdict_exit))
+}
+
+/// A shard's folder and its record (none from a gate before records).
+type ShardRecord = (String, Option<gate_contract::shard::Record>);
+
+/// A shard's report.json (its path as said in messages) and the report.
+type ShardReport = (String, Report);
+
+/// The shard records and reports of `dirs` (each `check --shard I/N`'s
+/// output): all N shards, once each, of one selection and one deal, each
+/// report what its record claims, or the verdict would not be the
+/// unsharded run's.
+fn read_shards(dirs: &[PathBuf]) -> Result<(Vec<ShardRecord>, Vec<ShardReport>), CliError> {
+    let mut records = Vec::new();
+    for d in dirs {
+        records.push((d.display().to_string(), crate::pipeline::shard::read(d)?));
+    }
+    crate::pipeline::shard::check_complete(&records)?;
+    crate::pipeline::shard::check_one_selection(&records)?;
+    crate::pipeline::shard::check_one_deal(&records)?;
+    let mut shards = Vec::new();
+    for (d, (_, record)) in dirs.iter().zip(&records) {
+        let report = read_report(d)?;
+        if let Some(record) = record {
+            crate::pipeline::shard::check_claims(d, record, &report)?;
+        }
+        shards.push((d.join("report.json").display().to_string(), report));
+    }
+    Ok((records, shards))
+}
+
+/// The shards' reports as one, or why they are not one run's.
+fn merge_shards(shards: &[(String, Report)]) -> Result<gate_report::merge::Merged, CliError> {
+    gate_report::merge::merge(shards).map_err(|e| {
+        let hint = match e {
+            gate_report::merge::MergeError::Commit { .. } => {
+                "merge the output folders of one run of the matrix, at one commit: re-run the stale shard's job"
+            }
+            _ => {
+                "merge the output folders of one `gate check` matrix: same spec, same kind of runner, \
+                 each component in one shard"
+            }
+        };
+        CliError::Usage(Problem::new(e.to_string()).with_hint(hint))
+    })
+}
+
+/// What the merge takes on trust, said: shards without a commit, and a
+/// newer gate's budgets (a metric or a unit this gate does not know),
+/// shown, never judged and never a refusal of the shard (#54).
+fn warn_of_shards(merged: &gate_report::merge::Merged, shards: &[(String, Report)]) {
+    if let Some(commit) = &merged.commit {
+        for origin in &merged.without_commit {
+            eprintln!(
+                "warning: {origin} records no commit; the merged report is of commit {commit}, as the other shards say"
+            );
+        }
+    }
+    for (origin, r) in shards {
+        for row in r.results.iter().filter(|row| {
+            matches!(row.metric, gate_contract::report::MetricId::Unknown(_))
+                || row.unit == gate_spec::metric::Unit::Unknown
+        }) {
+            eprintln!(
+                "warning: {origin}: `{}.{}` is of a metric or unit this gate does not know (a newer gate's \
+                 report): shown, not judged",
+                row.component, row.metric
+            );
+        }
+    }
 }
 
 /// The shards' components, which must be every component of the spec,
