@@ -254,25 +254,13 @@ pub(super) fn default_id(report: &Report) -> String {
 
 pub(super) fn run(args: CommentArgs) -> Result<Exit, CliError> {
     let mut report = read_report(&args.from)?;
-    // The baseline's text is in the comment's diff: the acknowledgement it
-    // names is a past run's, as unconfirmed as any in the artifact.
-    let baseline = read_baseline(&args.from).map(|mut b| {
-        b.summary.acknowledgement = None;
-        b.summary.warnings.retain(|w| !claims_acknowledgement(w));
-        b
-    });
+    let baseline = baseline_unacknowledged(&args.from);
     let history = read_history(&args.from);
     let author = author(&args)?;
     let check_run = check_run_name(&args)?;
     let id = comment::clean_id(&args.id.clone().unwrap_or_else(|| default_id(&report)));
 
-    // Without --pr the event is where the PR comes from: in a pull_request run
-    // a broken event file is an error, not "nothing to post" (#15).
-    let event = if args.pr.is_some() {
-        context::event_from_env()
-    } else {
-        context::event_from_env_checked().map_err(|e| github_error(e, &args.from))?
-    };
+    let event = event_of(&args)?;
     // Links come from this run's trusted context, never from the artifact.
     let links = context::links(&event, &report.spec);
     let Some((pr, verify_head)) = target_pr(&args, &event) else {
@@ -282,34 +270,14 @@ pub(super) fn run(args: CommentArgs) -> Result<Exit, CliError> {
         );
         return Ok(Exit::Pass);
     };
-    let repo = match &args.repo {
-        Some(r) => Repo::parse(r),
-        None => Repo::from_env(),
-    }
-    .map_err(|e| github_error(e, &args.from))?;
-    let settings = Settings::from_env();
-    if settings.token.is_none() {
-        return Err(github_error(
-            GithubError::Config {
-                message: "GITHUB_TOKEN is not set: cannot comment".into(),
-                hint: "pass `GITHUB_TOKEN: ${{ github.token }}` in the step's env, with `permissions: { pull-requests: write }`".into(),
-            },
-            &args.from,
-        ));
-    }
+    let (repo, settings) = repo_and_settings(&args)?;
     let noteworthy = markdown::noteworthy(&report);
     let result = gate_github::block_on(async {
         let client = Client::new(settings)?;
         if let Some(head) = &verify_head {
             comment::verify_pr_head(&client, &repo, pr, head).await?;
         }
-        // The head the comment is for: the run's (a workflow_run's was just
-        // checked against the pull request), else the pull request's now.
-        let head = match (&args.pr, &event) {
-            (None, Event::PullRequest(p)) => Some(p.head_sha.as_str()),
-            (None, Event::WorkflowRun { head_sha, .. }) if verify_head.is_some() => Some(head_sha.as_str()),
-            _ => None,
-        };
+        let head = comment_head(&args, &event, verify_head.is_some());
         let target = Target { repo: &repo, pr, head };
         confirm_acknowledgement(&client, &target, &args.acknowledge_label, &mut report).await?;
         let body = markdown::render_full(
@@ -349,6 +317,57 @@ pub(super) fn run(args: CommentArgs) -> Result<Exit, CliError> {
     });
     say_outcome(result, pr, &id).map_err(|e| github_error(e, &args.from))?;
     Ok(Exit::Pass)
+}
+
+/// The baseline's report, without the acknowledgement it names: its text
+/// is in the comment's diff, and that acknowledgement is a past run's, as
+/// unconfirmed as any in the artifact.
+fn baseline_unacknowledged(from: &std::path::Path) -> Option<Report> {
+    read_baseline(from).map(|mut b| {
+        b.summary.acknowledgement = None;
+        b.summary.warnings.retain(|w| !claims_acknowledgement(w));
+        b
+    })
+}
+
+/// This run's event. Without --pr the event is where the PR comes from:
+/// in a pull_request run a broken event file is an error, not "nothing to
+/// post" (#15).
+fn event_of(args: &CommentArgs) -> Result<Event, CliError> {
+    if args.pr.is_some() {
+        return Ok(context::event_from_env());
+    }
+    context::event_from_env_checked().map_err(|e| github_error(e, &args.from))
+}
+
+/// The repository to comment on and the API settings, which must carry a token.
+fn repo_and_settings(args: &CommentArgs) -> Result<(Repo, Settings), CliError> {
+    let repo = match &args.repo {
+        Some(r) => Repo::parse(r),
+        None => Repo::from_env(),
+    }
+    .map_err(|e| github_error(e, &args.from))?;
+    let settings = Settings::from_env();
+    if settings.token.is_none() {
+        return Err(github_error(
+            GithubError::Config {
+                message: "GITHUB_TOKEN is not set: cannot comment".into(),
+                hint: "pass `GITHUB_TOKEN: ${{ github.token }}` in the step's env, with `permissions: { pull-requests: write }`".into(),
+            },
+            &args.from,
+        ));
+    }
+    Ok((repo, settings))
+}
+
+/// The head the comment is for: the run's (a workflow_run's, once checked
+/// against the pull request), else none: the pull request's head now.
+fn comment_head<'e>(args: &CommentArgs, event: &'e Event, head_verified: bool) -> Option<&'e str> {
+    match (&args.pr, event) {
+        (None, Event::PullRequest(p)) => Some(p.head_sha.as_str()),
+        (None, Event::WorkflowRun { head_sha, .. }) if head_verified => Some(head_sha.as_str()),
+        _ => None,
+    }
 }
 
 /// Posts the check run `name` on the commit the comment is for (the run's
