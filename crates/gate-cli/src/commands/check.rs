@@ -128,27 +128,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
             })
     };
     let backend = loaded.backend(args.backend.into()).map_err(CliError::Infrastructure)?;
-    // A budget this backend can never measure is refused before anything
-    // runs, not left "not measured" with exit 0.
-    if backend != Backend::Cuda {
-        let refused = gate_spec::budget::cuda_only(spec, &chosen, true);
-        if !refused.0.is_empty() {
-            return Err(refused.into());
-        }
-    }
+    refuse_or_warn_before_profiles(spec, backend, &chosen, &args, &baseline)?;
     let stored = stored_reports(history_from, args.history as usize);
-    // On the card itself (not emulated), a ratio whose reference the
-    // baseline (a GPU's, where the store has one) shows too big for it is
-    // said before the profiles run.
-    if let (Backend::Cuda, false, Some(b)) = (
-        backend,
-        args.emulate_capacity || spec.device.emulate,
-        baseline.nearest_on(Backend::Cuda.name()),
-    ) {
-        for line in gate_report::ratios_beyond_card(spec, b) {
-            eprintln!("warning: {line}");
-        }
-    }
     let child_args = child_args(backend, args.emulate_capacity);
     let _gpu_lock = gpu_lock(backend)?;
     // A component's variants (`NAME@VARIANT`) come with it.
@@ -158,20 +139,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     }
     let exe = loaded.profiler();
 
-    let emitter = Emitter::new(args.message_format, selected.len() as u64);
     let names: Vec<String> = selected.iter().map(|c| c.name.clone()).collect();
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| gate_runner::default_jobs(backend == Backend::Cuda));
-    emitter.emit(&Event::RunStarted {
-        version: gate_contract::event::VERSION,
-        command: "check".into(),
-        components: names.clone(),
-        jobs,
-    });
-    if jobs > 1 && names.len() > 1 {
-        emitter.log(format!("profiling {} components, {jobs} at a time", names.len()));
-    }
+    let (emitter, jobs) = run_started(&args, &names, backend);
     let request = loaded.request();
     let profiled = gate_runner::profile_all(exe, request, &names, &child_args, jobs, &|p| {
         emitter.emit(&progress_event(p))
@@ -194,13 +163,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
 
     let infra = measured.infra.clone();
     *writing = true;
-    let extra = match &in_shard {
-        Some((record, _)) => vec![(
-            gate_contract::shard::FILE,
-            serde_json::to_vec_pretty(record).expect("the shard record serializes"),
-        )],
-        None => Vec::new(),
-    };
+    // A shard's record is written with its outputs.
+    let extra: Vec<_> = in_shard.iter().map(|(record, _)| shard_file(record)).collect();
     let placed = OutputArgs {
         budgets: &args.budgets,
         out: &args.out,
@@ -216,6 +180,62 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
         return Ok(Exit::Infrastructure);
     }
     Ok(verdict_exit(&report))
+}
+
+/// What is refused or said before any profile runs: a budget this backend
+/// can never measure (refused, not left "not measured" with exit 0); on the
+/// card itself (not emulated), a ratio whose reference the baseline (a
+/// GPU's, where the store has one) shows too big for it.
+fn refuse_or_warn_before_profiles(
+    spec: &gate_spec::budget::Spec,
+    backend: Backend,
+    chosen: &dyn Fn(&str) -> bool,
+    args: &CheckArgs,
+    baseline: &gate_report::baseline::Candidates,
+) -> Result<(), CliError> {
+    if backend != Backend::Cuda {
+        let refused = gate_spec::budget::cuda_only(spec, chosen, true);
+        if !refused.0.is_empty() {
+            return Err(refused.into());
+        }
+    }
+    if let (Backend::Cuda, false, Some(b)) = (
+        backend,
+        args.emulate_capacity || spec.device.emulate,
+        baseline.nearest_on(Backend::Cuda.name()),
+    ) {
+        for line in gate_report::ratios_beyond_card(spec, b) {
+            eprintln!("warning: {line}");
+        }
+    }
+    Ok(())
+}
+
+/// The run's event stream, started: the components it profiles and how
+/// many at a time (`--jobs`, else the backend's default).
+fn run_started(args: &CheckArgs, names: &[String], backend: Backend) -> (Emitter, usize) {
+    let emitter = Emitter::new(args.message_format, names.len() as u64);
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| gate_runner::default_jobs(backend == Backend::Cuda));
+    emitter.emit(&Event::RunStarted {
+        version: gate_contract::event::VERSION,
+        command: "check".into(),
+        components: names.to_vec(),
+        jobs,
+    });
+    if jobs > 1 && names.len() > 1 {
+        emitter.log(format!("profiling {} components, {jobs} at a time", names.len()));
+    }
+    (emitter, jobs)
+}
+
+/// A shard's record as the file written beside its report.
+fn shard_file(record: &gate_contract::shard::Record) -> (&'static str, Vec<u8>) {
+    (
+        gate_contract::shard::FILE,
+        serde_json::to_vec_pretty(record).expect("the shard record serializes"),
+    )
 }
 
 /// Refuses an `--only` name that is not a component of the spec.
