@@ -266,16 +266,7 @@ fn readme_commands(readme: &str) -> Vec<String> {
     blocks(readme, &["sh"])
         .into_iter()
         .flat_map(|(_, block)| block.lines())
-        .map(|l| {
-            l.split("  #")
-                .next()
-                .unwrap_or(l)
-                .split("   #")
-                .next()
-                .unwrap_or(l)
-                .trim()
-                .to_string()
-        })
+        .map(|l| l.split("  #").next().unwrap_or(l).trim().to_string())
         .filter(|l| !l.is_empty())
         .collect()
 }
@@ -374,14 +365,7 @@ fn every_command_the_readme_shows_runs_in_a_test() {
     let doc = yaml_rust2::YamlLoader::load_from_str(&release).unwrap().remove(0);
     crate::workflow_rehearsal::rehearse_release_in(doc, t.path()).unwrap_or_else(|e| panic!("{e}"));
     let dist = crate::workflow_rehearsal::release_workspace(t.path()).join("dist");
-    let version = std::fs::read_to_string(root().join("Cargo.toml"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("version = \"")
-                .map(|v| v.trim_end_matches('"').to_string())
-        })
-        .unwrap();
+    let version = crate::workflow_rehearsal::workspace_version();
     let tag = format!("v{version}");
     let base = serve_release(dist.clone(), tag.clone());
 

@@ -779,6 +779,19 @@ fn rehearse_release(doc: Yaml) -> Result<(String, BTreeMap<String, String>), Str
     rehearse_release_in(doc, t.path())
 }
 
+/// The workspace's version (Cargo.toml's `[workspace.package]`), which a
+/// release's tag names.
+pub(crate) fn workspace_version() -> String {
+    std::fs::read_to_string(root().join("Cargo.toml"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("version = \"")
+                .map(|v| v.trim_end_matches('"').to_string())
+        })
+        .unwrap()
+}
+
 /// The release job's workspace under a rehearsal's `scratch` folder: what
 /// `gh release create` published lies in its `dist/`.
 pub(crate) fn release_workspace(scratch: &Path) -> PathBuf {
@@ -805,14 +818,7 @@ pub(crate) fn rehearse_release_in(doc: Yaml, scratch: &Path) -> Result<(String, 
         ),
     );
     // The build jobs' binaries: a gate that answers what packaging asks.
-    let version = std::fs::read_to_string(root().join("Cargo.toml"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("version = \"")
-                .map(|v| v.trim_end_matches('"').to_string())
-        })
-        .unwrap();
+    let version = workspace_version();
     let tag = format!("v{version}");
     let mut artifacts = BTreeMap::new();
     let mut needs = BTreeMap::new();
@@ -867,14 +873,7 @@ pub(crate) fn rehearse_release_in(doc: Yaml, scratch: &Path) -> Result<(String, 
 fn the_release_jobs_run_step_by_step_to_gh_release_create() {
     let doc = load(".github/workflows/gate-release.yml").doc;
     let (asked, outputs) = rehearse_release(doc.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let version = std::fs::read_to_string(root().join("Cargo.toml"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("version = \"")
-                .map(|v| v.trim_end_matches('"').to_string())
-        })
-        .unwrap();
+    let version = workspace_version();
     let tag = format!("v{version}");
     let cpu = format!("dist/gate-{tag}-x86_64-unknown-linux-gnu.tar.gz");
     let cuda = format!("dist/gate-{tag}-x86_64-unknown-linux-gnu-cuda.tar.gz");

@@ -113,7 +113,8 @@ pub(in crate::pipeline) fn recompute_floor(t: &Timeline, blocks: &[String]) -> O
         blocks.iter().any(|b| b == last).then(|| last.to_string())
     };
     let mut forward_us: BTreeMap<String, u64> = BTreeMap::new();
-    let mut entered: Vec<(&str, u64)> = Vec::new();
+    // Each open block scope: its path, its block, when it was entered.
+    let mut entered: Vec<(&str, String, u64)> = Vec::new();
     let (mut phase, mut started) = (None::<&str>, None::<u64>);
     for s in &t.samples {
         match &s.event {
@@ -123,11 +124,14 @@ pub(in crate::pipeline) fn recompute_floor(t: &Timeline, blocks: &[String]) -> O
                     started = Some(s.t_us);
                 }
             }
-            Event::Enter(path) if phase == Some("forward") && block_of(path).is_some() => entered.push((path, s.t_us)),
+            Event::Enter(path) if phase == Some("forward") => {
+                if let Some(block) = block_of(path) {
+                    entered.push((path, block, s.t_us));
+                }
+            }
             Event::Exit(path) => {
-                if let Some(i) = entered.iter().rposition(|(p, _)| p == path) {
-                    let (path, since) = entered.remove(i);
-                    let block = block_of(path).unwrap_or_default();
+                if let Some(i) = entered.iter().rposition(|(p, _, _)| p == path) {
+                    let (_, block, since) = entered.remove(i);
                     *forward_us.entry(block).or_default() += s.t_us.saturating_sub(since);
                 }
             }
