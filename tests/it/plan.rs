@@ -196,6 +196,34 @@ fn a_plan_of_loss_changing_levers_shows_its_loss_and_apply_writes_it() {
     assert!(text.contains("passes every budget as it is"), "{text}");
 }
 
+/// Neither the dtype nor a smaller batch alone brings the MLP under its
+/// budget (33.2 and 17.1 MiB against 12), both do (9.95 MiB): the plan
+/// predicts the pair from the two probes and measures it. Added, the two
+/// cuts took more than the start held (a prediction of nothing); the
+/// batch's rows keep the dtype's share.
+#[test]
+fn a_smaller_batch_in_bf16_is_predicted_from_each_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("budgets.yaml");
+    std::fs::write(&spec, MLP.replace("training_peak: < 40 MiB", "training_peak: < 12 MiB")).unwrap();
+    let out = common::gate()
+        .args(["plan", "mlp", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let plan = plan_json(dir.path());
+    let chosen = &plan["candidates"][plan["chosen"].as_u64().expect("a configuration passes") as usize];
+    let settings = chosen["settings"].to_string();
+    assert!(settings.contains("bf16") && settings.contains("1024"), "{settings}");
+    let peak = &chosen["figures"]["training_peak"];
+    assert!(peak["measured"].as_f64().unwrap() < 12.0 * MIB, "{peak}");
+    assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
+}
+
 #[test]
 fn check_with_plan_names_the_measured_fix_in_the_report_the_table_and_junit() {
     let dir = tempfile::tempdir().unwrap();

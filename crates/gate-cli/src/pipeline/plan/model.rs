@@ -412,35 +412,63 @@ pub(super) fn rows_ratio(o: &Options, setting: &Setting) -> Option<f64> {
     }
 }
 
-/// A figure `start` moved by `effects`' differences `delta`: added, except
-/// where every lever that moves it changes only the rows a step holds.
-/// Then it is a part that stays (`fixed`, read from each such probe: with
-/// rows ρ, a figure s → q has fixed part (q − ρ·s)/(1 − ρ)) and a part that
-/// scales with the rows, so two of them multiply (half the batch at half
-/// the length is a quarter of the rows, not the two halvings added).
-pub(super) fn moved(start: f64, effects: &[Effect], delta: impl Fn(&Effect) -> f64) -> f64 {
-    let added: f64 = effects.iter().map(&delta).sum();
-    let others_move = effects
-        .iter()
-        .filter(|e| e.rows.is_none())
-        .any(|e| delta(e).abs() > 0.01 * start.abs().max(1.0));
-    let scaling: Vec<(f64, f64)> = effects
-        .iter()
-        .filter_map(|e| Some((e.rows?, delta(e))))
-        .filter(|(rho, _)| (rho - 1.0).abs() > f64::EPSILON)
-        .collect();
-    if others_move || scaling.len() < 2 {
-        return added;
+/// A figure `start` moved by `effects`' differences `delta`, of which
+/// `state` is each lever's change of the state the figure holds
+/// (parameters, gradients, the optimizer's state: bytes that do not grow
+/// with the rows).
+///
+/// Levers of the rows (the batch, the sequence length, micro-batches) split
+/// the figure into a part that stays (`fixed`, read from each such probe:
+/// with rows ρ, a figure s → q has fixed part (q − ρ·s)/(1 − ρ)) and a part
+/// that scales with the rows, so two of them multiply (half the batch at
+/// half the length is a quarter of the rows, not the two halvings added).
+/// Any other lever was probed at the start's rows: its change of the
+/// state stays as it is, and the rest scales the rows' part by the share it
+/// took of it (bf16 halves the activations at any batch). Added, bf16 and a
+/// quarter of the batch took more than the plain TFT's figure held:
+/// predicted 106.9 MiB, measured 935.7 MiB on an H100 (docs/gpu.md).
+/// Without a lever of the rows, levers compose in proportion (each takes
+/// its share of what the others left), so two cuts of the same bytes are
+/// not counted twice. A figure the start does not have (a recompute's part
+/// where nothing recomputed) is added to.
+pub(super) fn moved(
+    start: f64,
+    effects: &[Effect],
+    delta: impl Fn(&Effect) -> f64,
+    state: impl Fn(&Effect) -> f64,
+) -> f64 {
+    if start <= 0.0 {
+        return effects.iter().map(&delta).sum();
+    }
+    // A lever of the rows at the start's own rows moves the figure as any other.
+    let rows_of = |e: &Effect| e.rows.filter(|rho| (rho - 1.0).abs() > f64::EPSILON);
+    let scaling: Vec<(f64, f64)> = effects.iter().filter_map(|e| Some((rows_of(e)?, delta(e)))).collect();
+    let others = effects.iter().filter(|e| rows_of(e).is_none());
+    if scaling.is_empty() {
+        let proportion: f64 = others.map(|e| ((start + delta(e)) / start).max(0.0)).product();
+        return start * proportion - start;
     }
     let fixed = scaling
         .iter()
         .map(|(rho, d)| ((start + d) - rho * start) / (1.0 - rho))
         .sum::<f64>()
         / scaling.len() as f64;
-    let fixed = fixed.clamp(0.0, start.max(0.0));
+    let mut fixed = fixed.clamp(0.0, start);
+    let scaled = start - fixed;
+    let mut share = 1.0;
+    for e in others {
+        let d = delta(e);
+        let of_rows = d - state(e);
+        // What the rows' part cannot give stays with the fixed part (AdamW
+        // in slices: the optimizer's temporaries, whatever the batch).
+        let taken = if scaled > 0.0 { of_rows.max(-scaled) } else { 0.0 };
+        fixed += d - taken;
+        if scaled > 0.0 {
+            share *= 1.0 + taken / scaled;
+        }
+    }
     let rows: f64 = scaling.iter().map(|(rho, _)| rho).product();
-    let others: f64 = effects.iter().filter(|e| e.rows.is_none()).map(&delta).sum();
-    fixed + (start - fixed) * rows + others - start
+    fixed.max(0.0) + scaled * share * rows - start
 }
 
 /// Every combination of settings (the spec's own excluded), predicted and
@@ -465,7 +493,7 @@ pub(super) fn predict_all(
         }
         combos = next;
     }
-    let mut out: Vec<Candidate> = combos
+    let out: Vec<Candidate> = combos
         .into_iter()
         .filter(|k| !k.is_empty())
         // Both set the batch: accumulation keeps the rows a step, the batch
@@ -495,16 +523,51 @@ pub(super) fn predict_all(
             })
         })
         .collect();
-    // Those predicted to pass first, each group cheapest first.
-    out.sort_by(|a, b| {
+    let riders: Vec<bool> = out.iter().map(|k| carries_a_rider(k, &out)).collect();
+    let mut out: Vec<(bool, Candidate)> = riders.into_iter().zip(out).collect();
+    // Those predicted to pass first, then those with no setting along for
+    // the ride, each group cheapest first.
+    out.sort_by(|(ra, a), (rb, b)| {
         let fails = |k: &Candidate| k.outcome != Outcome::PredictedPass;
-        fails(a).cmp(&fails(b)).then(
+        fails(a).cmp(&fails(b)).then(ra.cmp(rb)).then(
             rank(a, c.batch_size, options)
                 .partial_cmp(&rank(b, c.batch_size, options))
                 .unwrap_or(std::cmp::Ordering::Equal),
         )
     });
+    let out: Vec<Candidate> = out.into_iter().map(|(_, k)| k).collect();
     out
+}
+
+/// The step-time ratios two predictions must differ by to be told apart:
+/// separate profiles' steps vary by 7–9 % on a loaded CPU (docs/plan.md).
+const TIME_NOISE: f64 = 0.10;
+
+/// Whether `k`, predicted to pass, carries a setting it does not need: the
+/// same settings less that one are also predicted to pass, at a step time
+/// within the noise. A lever's time probe can come out lower by chance (a
+/// loaded machine), and a setting that changes nothing (AdamW's slices
+/// where `optimizer: sgd` leaves no AdamW) then ranked ahead of the same
+/// candidate without it.
+pub(super) fn carries_a_rider(k: &Candidate, all: &[Candidate]) -> bool {
+    let time = |k: &Candidate| k.figures.get(&Metric::StepTimeRatio).map_or(1.0, |f| f.predicted);
+    k.outcome == Outcome::PredictedPass
+        && k.settings.len() >= 2
+        && all.iter().any(|less| {
+            less.outcome == Outcome::PredictedPass
+                && less.settings.len() + 1 == k.settings.len()
+                && less.settings.iter().all(|s| k.settings.contains(s))
+                && time(less) <= time(k) * (1.0 + TIME_NOISE)
+        })
+}
+
+/// The figures of what a step keeps whatever its rows: what the model and
+/// its optimizer hold.
+const STATE: [Metric; 3] = [Metric::Params, Metric::Gradients, Metric::Optimizer];
+
+/// A lever's change of the state every phase of a step holds.
+pub(super) fn state_of(e: &Effect) -> f64 {
+    STATE.iter().filter_map(|m| e.bytes.get(m)).sum()
 }
 
 /// A candidate's figures from the start's and its settings' effects.
@@ -513,7 +576,10 @@ pub(super) fn predict(c: &Component, start: &Figures, parts: &[Effect]) -> BTree
     for (metric, v) in values.iter_mut() {
         if metric.unit() == Unit::Bytes {
             let m = *metric;
-            *v = (*v + moved(*v, parts, |e| e.bytes.get(&m).copied().unwrap_or(0.0))).max(0.0);
+            let delta = |e: &Effect| e.bytes.get(&m).copied().unwrap_or(0.0);
+            // A state figure is all state; any other holds none of it.
+            let state = |e: &Effect| if STATE.contains(&m) { delta(e) } else { 0.0 };
+            *v = (*v + moved(*v, parts, delta, state)).max(0.0);
         }
     }
     // The training peak: the highest of the step's phases, each moved by
@@ -522,7 +588,7 @@ pub(super) fn predict(c: &Component, start: &Figures, parts: &[Effect]) -> BTree
         let highest = self::parts()
             .map(|p| {
                 let base = start.phase_peaks.get(&p).copied().unwrap_or(0.0);
-                base + moved(base, parts, |e| e.phases.get(&p).copied().unwrap_or(0.0))
+                base + moved(base, parts, |e| e.phases.get(&p).copied().unwrap_or(0.0), state_of)
             })
             .fold(0.0, f64::max);
         values.insert(Metric::TrainingPeak, start.offset + highest);
