@@ -129,6 +129,8 @@ fn a_burn_crate_is_gated_with_exact_params_and_blocks_that_add_up() {
     assert_eq!(c["param_count"].as_u64(), Some(elems), "{c}");
     assert_eq!(c["analytic_params_bytes"].as_u64(), Some(elems * 4), "{c}");
     assert_eq!(metric(c, "params"), (elems * 4) as f64, "{}", c["metrics"]);
+    // No BatchNorm, no buffer: the model keeps nothing of its own.
+    assert_eq!(metric(c, "model_state"), 0.0, "{}", c["metrics"]);
     // The live bytes the build left: the tensors plus burn's bookkeeping of
     // its 6 parameter tensors (each `Param`'s state, its autodiff leaf's
     // graph entry, ndarray's `Arc`: about 2 KiB a tensor).
@@ -343,10 +345,15 @@ fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_e
     for (name, moments) in [("bn_cnn", 3), ("bn_cnn@adam", 2), ("bn_cnn@sgd", 0)] {
         let c = &rep["components"][name];
         assert!(c["error"].is_null(), "{name}: {c}");
-        // params: the record, running statistics and the frozen stem included.
-        let elems = trained + frozen + running;
+        // params: the record's parameters, the frozen stem included; the
+        // running statistics are the model's own state, apart.
+        let elems = trained + frozen;
         assert_eq!(c["param_count"].as_u64(), Some(elems), "{name}: {c}");
         assert_eq!(metric(c, "params"), (elems * 4) as f64, "{name}");
+        assert_eq!(metric(c, "model_state"), (running * 4) as f64, "{name}");
+        // The team's closed form counts them as burn's `num_params` does,
+        // and agrees with the two together.
+        assert_eq!(c["analytic_params_bytes"].as_u64(), Some(elems * 4), "{name}: {c}");
         // The frozen stem keeps no gradient; the running statistics have none.
         assert_eq!(metric(c, "gradients"), (trained * 4) as f64, "{name}");
         assert_eq!(

@@ -81,10 +81,11 @@ impl<W: BurnWorkload> DynBurn for Workload<W> {
         ctx: RunCtx,
         frozen: Vec<String>,
     ) -> Result<Box<dyn DynTrainer + 'w>, String> {
-        let model = freeze(self.0.build(device), &frozen)?;
         // burn makes parameters lazily: each is made here, in the build,
         // not by whichever phase first reads it.
+        let model = self.0.build(device);
         let record = Record::of(&model);
+        let model = freeze(model, &frozen)?;
         Ok(Box::new(Trainer {
             workload: &self.0,
             plain: plain.clone(),
@@ -187,24 +188,37 @@ fn freeze<M: Module>(model: M, frozen: &[String]) -> Result<M, String> {
     }))
 }
 
-/// What the record of a built model holds: its parameter tensors.
+/// What the record of a built model holds: its parameter tensors (trained
+/// or frozen), and apart from them its buffers.
 #[derive(Debug, Clone, Copy, Default)]
 struct Record {
     elems: u64,
     bytes: u64,
     tensors: u64,
+    /// Tensors the built model trains none of (before the team's modules
+    /// are frozen): burn's `RunningState` (BatchNorm's running statistics)
+    /// and parameters the model itself set `no_grad`. The model's own
+    /// state: `model_state`.
+    buffer_bytes: u64,
 }
 
 impl Record {
-    /// Visits every float parameter of `model` (making any lazy one).
+    /// Visits every float tensor of `model` (making any lazy one), before
+    /// any module is frozen: what does not require a gradient then is a
+    /// buffer.
     fn of<M: Module>(model: &M) -> Record {
         struct Count(Record);
         impl ModuleVisitor for Count {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
                 let t = param.val();
                 let elems = t.shape().num_elements() as u64;
+                let bytes = elems * t.dtype().size() as u64;
+                if !t.is_require_grad() {
+                    self.0.buffer_bytes += bytes;
+                    return;
+                }
                 self.0.elems += elems;
-                self.0.bytes += elems * t.dtype().size() as u64;
+                self.0.bytes += bytes;
                 self.0.tensors += 1;
             }
         }
@@ -217,8 +231,10 @@ impl Record {
 /// The object-safe face of one workload's trainer. The batch and the
 /// optimizer live in it, so the phases' handles are plain values.
 pub trait DynTrainer {
-    /// The record's elements, bytes and tensors.
+    /// The record's parameters: elements, bytes and tensors.
     fn record(&self) -> (u64, u64, u64);
+    /// The record's buffers' bytes.
+    fn buffer_bytes(&self) -> u64;
     /// Draws the batch into the trainer.
     fn make_batch(&self);
     /// The training forward: the loss, its graph kept by autodiff.
@@ -307,6 +323,10 @@ fn scalar(t: Tensor<1>) -> f64 {
 impl<W: BurnWorkload> DynTrainer for Trainer<'_, W> {
     fn record(&self) -> (u64, u64, u64) {
         (self.record.elems, self.record.bytes, self.record.tensors)
+    }
+
+    fn buffer_bytes(&self) -> u64 {
+        self.record.buffer_bytes
     }
 
     fn make_batch(&self) {
@@ -539,6 +559,10 @@ impl Train for BurnTrainer<'_> {
 
     fn param_bytes(&self) -> Option<u64> {
         Some(self.inner.record().1)
+    }
+
+    fn buffer_bytes(&self) -> Option<u64> {
+        Some(self.inner.buffer_bytes())
     }
 
     fn batch(&self) -> adapter::Result<()> {

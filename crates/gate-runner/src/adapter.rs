@@ -201,6 +201,14 @@ pub trait Train {
     fn param_bytes(&self) -> Option<u64> {
         None
     }
+    /// The bytes of what the built model holds beside its parameters that
+    /// no optimizer trains and no step frees (buffers: BatchNorm's running
+    /// statistics, burn's `RunningState`), where the adapter tells them
+    /// apart: reported as `model_state` and left out of `param_bytes`.
+    /// `None`: the adapter does not tell them apart (the default).
+    fn buffer_bytes(&self) -> Option<u64> {
+        None
+    }
     /// The gradient store's own bytes: the bytes of the gradient tensors
     /// `grads` holds (`None`: the adapter cannot count them, and the runner
     /// reports the live bytes the backward left instead).

@@ -169,9 +169,8 @@ impl<'a, S: Session> Profile<'a, S> {
         probe.sync();
         let cleared = probe.live();
         if keeps_state {
-            self.m
-                .values
-                .insert(Metric::ModelState, after_update.saturating_sub(cleared) as f64);
+            // Beside any buffers the adapter counted at the build.
+            *self.m.values.entry(Metric::ModelState).or_insert(0.0) += after_update.saturating_sub(cleared) as f64;
         }
         // The state's own tensors where the adapter counts them: read after
         // the live bytes, so what counting them allocates is in no figure.
@@ -365,7 +364,8 @@ fn record_time(m: &mut Measurement, extra_warmup: usize, i: usize, ms: f64) {
 }
 
 /// `params`: the record's tensor bytes where the adapter counts them (the
-/// live bytes the build left kept beside them), else those live bytes.
+/// live bytes the build left kept beside them), else those live bytes;
+/// `model_state`: the buffers, where the adapter tells them apart.
 pub(super) fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained: i64) {
     let live = retained.max(0) as u64;
     let params = match trainer.param_bytes() {
@@ -376,6 +376,12 @@ pub(super) fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained
         None => live,
     };
     m.values.insert(Metric::Params, params as f64);
+    if let Some(buffers) = trainer.buffer_bytes() {
+        m.values.insert(Metric::ModelState, buffers as f64);
+        // The closed form counts them as the framework does (burn's
+        // `num_params`: every tensor of the record); `params` does not.
+        m.analytic_params_bytes = m.analytic_params_bytes.saturating_sub(buffers);
+    }
 }
 
 /// Steps after the first that may complete an optimizer's state (an
