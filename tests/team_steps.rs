@@ -164,7 +164,7 @@ fn measure_on(leak: bool, (ctx, rec): (RunCtx, Recorder)) -> gate_contract::meas
         leak,
     });
     let generate = Generate { prefill: 16, decode: 8 };
-    let m = profile_generation(&w, &ctx, generate, &rec, &mut |_, _| {});
+    let m = profile_generation(&w, &ctx, generate, None, &rec, &mut |_, _| {});
     assert!(m.failure.is_none(), "{:?}", m.failure);
     m
 }
@@ -531,7 +531,7 @@ fn keeps_trained(table: usize, keep_cache: bool, optimizer: &'static str) -> gat
 fn keeps_generating(table: usize, rows: usize) -> gate_contract::measurement::Measurement {
     let (ctx, rec) = on_cpu(rows);
     let generate = Generate { prefill: 8, decode: 8 };
-    let m = profile_generation(&keeps(table, true, "adamw"), &ctx, generate, &rec, &mut |_, _| {});
+    let m = profile_generation(&keeps(table, true, "adamw"), &ctx, generate, None, &rec, &mut |_, _| {});
     assert!(m.failure.is_none(), "{:?}", m.failure);
     m
 }
@@ -600,6 +600,94 @@ fn a_generation_decodes_the_batchs_rows_and_its_cache_per_token_is_the_batchs() 
     assert_eq!(two.values[&Metric::KvCachePerToken], 2.0 * per_row);
 }
 
+/// The CPU's probe with a card's `hold`: it holds up to `room` bytes and
+/// refuses more, as cuMemAlloc does on an emulated card.
+struct Holding {
+    room: u64,
+    held: std::sync::atomic::AtomicU64,
+}
+
+impl gate_probe::MemoryProbe for Holding {
+    fn backend(&self) -> &'static str {
+        CpuProbe.backend()
+    }
+    fn live(&self) -> u64 {
+        CpuProbe.live()
+    }
+    fn peak(&self) -> u64 {
+        CpuProbe.peak()
+    }
+    fn reset_peak(&self) {
+        CpuProbe.reset_peak()
+    }
+    fn tags_blocks(&self) -> bool {
+        CpuProbe.tags_blocks()
+    }
+    fn hold(&self, bytes: u64) -> Option<std::result::Result<(), gate_probe::BackendError>> {
+        if bytes > self.room {
+            return Some(Err(gate_probe::BackendError::new("out of memory (cuMemAlloc)")));
+        }
+        self.held.store(bytes, std::sync::atomic::Ordering::Relaxed);
+        Some(Ok(()))
+    }
+    fn release(&self) {
+        self.held.store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// On an emulated card `kv_capacity_tokens` is checked by one decode with
+/// the cache's memory held one token short of the figure (#50 item 6): the
+/// held bytes are the figure's arithmetic, the step runs, and a card that
+/// cannot hold them says so with the figure unconfirmed.
+fn the_serving_capacity_is_checked_by_one_decode_at_that_size() {
+    let _alone = alone();
+    let w = Cached(Cfg {
+        vocab: 64,
+        d: 32,
+        layers: 2,
+        leak: false,
+    });
+    let generate = Generate { prefill: 16, decode: 8 };
+    let card = gate_runner::phases::Card {
+        capacity: 8 << 20,
+        reserve: 1 << 20,
+    };
+    let run = |room: u64| {
+        let probe = Arc::new(Holding {
+            room,
+            held: Default::default(),
+        });
+        let rec = Recorder::new(probe.clone());
+        let m = profile_generation(&w, &RunCtx::cpu(1), generate, Some(card), &rec, &mut |_, _| {});
+        assert!(m.failure.is_none(), "{:?}", m.failure);
+        assert_eq!(probe.held.load(std::sync::atomic::Ordering::Relaxed), 0, "released");
+        m
+    };
+    let m = run(u64::MAX);
+    let check = m.kv_capacity_check.clone().expect("checked on the card");
+    // The figure's arithmetic: the cached tokens, and as many more as the
+    // room above the reserve and the higher peak takes at 512 B a token.
+    let per_token = m.values[&Metric::KvCachePerToken];
+    assert_eq!(per_token, 512.0);
+    let peak = m.values[&Metric::PrefillPeak].max(m.values[&Metric::DecodePeak]);
+    let tokens = 24.0 + ((card.capacity - card.reserve) as f64 - peak) / per_token;
+    assert_eq!(check.tokens, tokens.floor());
+    assert_eq!(check.held_bytes, ((check.tokens - 24.0 - 1.0) * per_token) as u64);
+    assert!(check.fits && check.reason.is_none(), "{check:?}");
+    // A card with less room than the figure promises.
+    let m = run(check.held_bytes / 2);
+    let short = m.kv_capacity_check.expect("checked on the card");
+    assert!(!short.fits, "{short:?}");
+    assert!(
+        short.reason.as_deref().unwrap_or("").contains("out of memory"),
+        "{short:?}"
+    );
+    // Without a card to check on (the CPU's probe holds nothing): no check.
+    let (ctx, rec) = on_cpu(1);
+    let m = profile_generation(&w, &ctx, generate, Some(card), &rec, &mut |_, _| {});
+    assert!(m.kv_capacity_check.is_none());
+}
+
 /// Every case above, in one test: the counting allocator counts the whole
 /// process, and libtest's own thread allocates as each test ends (its
 /// result, its captured output) while the next one measures. One test
@@ -611,4 +699,5 @@ fn every_team_step_one_at_a_time() {
     a_kv_cache_the_model_keeps_is_model_state_never_the_optimizers();
     a_table_the_build_makes_moves_each_peak_by_its_own_bytes_once();
     a_generation_decodes_the_batchs_rows_and_its_cache_per_token_is_the_batchs();
+    the_serving_capacity_is_checked_by_one_decode_at_that_size();
 }

@@ -54,6 +54,7 @@ pub fn profile_generation(
     workload: &dyn DynWorkload,
     ctx: &RunCtx,
     generate: gate_spec::budget::Generate,
+    card: Option<gate_runner::phases::Card>,
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
@@ -61,7 +62,7 @@ pub fn profile_generation(
         workload,
         ctx: ctx.clone(),
     };
-    gate_runner::phases::profile_generation(&session, generate, recorder, on_phase)
+    gate_runner::phases::profile_generation(&session, generate, card, recorder, on_phase)
 }
 
 #[cfg(test)]

@@ -194,6 +194,10 @@ pub struct Measurement {
     /// `None` where `params` is these live bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub param_live_bytes: Option<u64>,
+    /// A generation on an emulated card (`--emulate-capacity`): one decode
+    /// step run with the cache's memory held at `kv_capacity_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_capacity_check: Option<CapacityCheck>,
     /// The names of the `tracing` spans the model entered (gate's blocks
     /// come from those it attributes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -202,6 +206,24 @@ pub struct Measurement {
     /// compiled out, another subscriber set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spans_unavailable: Option<String>,
+}
+
+/// `kv_capacity_tokens` checked on the card: the memory a row's cache
+/// would hold one token short of the figure (`held_bytes`, the batch's,
+/// beyond the tokens the generation already cached) taken outside the
+/// framework's allocator, then one decode step, which grows the cache to
+/// the figure. It fits, or the figure is over what the card holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityCheck {
+    /// The figure checked: tokens a row's cache reaches.
+    pub tokens: f64,
+    /// Bytes held beside the generation's own cache.
+    pub held_bytes: u64,
+    /// Whether the decode step ran.
+    pub fits: bool,
+    /// Why it did not (the framework's error, first line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// How much of the model a training step trains: the trainable parameter

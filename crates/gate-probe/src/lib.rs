@@ -102,6 +102,17 @@ pub trait MemoryProbe: Send + Sync {
     fn lift_emulation(&self) -> Option<u64> {
         None
     }
+    /// Takes `bytes` of the device's memory outside the framework's
+    /// allocator and holds them until [`MemoryProbe::release`]: the memory a
+    /// longer KV cache would take, for one decode step to run beside
+    /// (`kv_capacity_tokens` checked on an emulated card). `None`: this
+    /// probe has no card to fill (the CPU's); `Some(Err)`: the device does
+    /// not have them.
+    fn hold(&self, _bytes: u64) -> Option<Result<(), BackendError>> {
+        None
+    }
+    /// Frees what [`MemoryProbe::hold`] took, if anything.
+    fn release(&self) {}
     /// Where the byte figures come from (see [`MemorySource`]).
     fn memory_source(&self) -> MemorySource {
         MemorySource::Allocator

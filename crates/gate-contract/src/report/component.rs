@@ -254,6 +254,10 @@ pub struct ComponentReport {
     /// (`metrics.gradients` is the gradient tensors' own bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_live_bytes: Option<u64>,
+    /// A generation on an emulated card: one decode step with the cache's
+    /// memory held at `kv_capacity_tokens` (see [`crate::measurement::CapacityCheck`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_capacity_check: Option<crate::measurement::CapacityCheck>,
     /// The live bytes the build left, where `metrics.params` is the
     /// parameters' own tensor bytes as the framework's adapter counted them
     /// (from the model's saved record); absent where `params` is these live bytes.

@@ -30,7 +30,7 @@ pub use summary::{
     Summary, TighterBudget, TIGHTEN_AFTER,
 };
 use warning::reads_as_acknowledgement;
-pub use warning::{Warning, WarningKind, CACHE_NEVER_GREW_LEAD, UNTRAINED_LEAD};
+pub use warning::{Warning, WarningKind, CACHE_NEVER_GREW_LEAD, CAPACITY_NOT_HELD_LEAD, UNTRAINED_LEAD};
 
 /// report.json's version.
 pub const SCHEMA: u32 = 1;

@@ -37,6 +37,9 @@ pub enum WarningKind {
     /// A generation's decode steps grew no memory: no cache, or one made
     /// whole in the prefill.
     CacheNeverGrew,
+    /// A generation's `kv_capacity_tokens`, checked on an emulated card by
+    /// one decode at that size, did not fit.
+    CapacityNotHeld,
     /// The spec's `anchor:` was not found or is from another testbed: no
     /// `drift:` budget is judged.
     NoAnchor,
@@ -139,6 +142,8 @@ impl Warning {
             WarningKind::Untrained
         } else if rest.starts_with(CACHE_NEVER_GREW_LEAD) {
             WarningKind::CacheNeverGrew
+        } else if rest.starts_with(CAPACITY_NOT_HELD_LEAD) {
+            WarningKind::CapacityNotHeld
         } else {
             WarningKind::Other
         };
@@ -153,6 +158,10 @@ impl Warning {
 
 /// How the warning of a generation whose cache never grew begins, after `NAME: `.
 pub const CACHE_NEVER_GREW_LEAD: &str = "the decode steps grew no cache: ";
+
+/// How the warning of a serving capacity the card did not hold begins,
+/// after `NAME: `.
+pub const CAPACITY_NOT_HELD_LEAD: &str = "kv_capacity_tokens is over what the card holds: ";
 
 /// How the warning of a step that leaves parameters without a gradient
 /// begins, after `NAME: `.

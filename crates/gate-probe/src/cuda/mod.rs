@@ -58,6 +58,8 @@ pub struct CudaProbe {
     /// A plain allocation holding the part of a larger card the spec does
     /// not have; behind a lock so the ratio steps can free it through `&self`.
     blocker: Mutex<Option<(CuDevicePtr, u64)>>,
+    /// A plain allocation standing for a longer KV cache (`hold`).
+    held: Mutex<Option<(CuDevicePtr, u64)>>,
     /// The source decided once the parameters were built; `None` until
     /// then (the pool is read).
     source: Mutex<Option<MemorySource>>,
@@ -123,6 +125,7 @@ impl CudaProbe {
             used_at_open: None,
             driver_used_at_open: None,
             blocker: Mutex::new(None),
+            held: Mutex::new(None),
             source: Mutex::new(None),
             sampled_high: AtomicU64::new(0),
         };
@@ -306,6 +309,7 @@ impl CudaProbe {
 impl Drop for CudaProbe {
     fn drop(&mut self) {
         self.free_blocker();
+        MemoryProbe::release(self);
         // SAFETY: pairs with the retain in `open`; other holders (the
         // framework's cudarc) keep their own retain, so the context lives on for them.
         unsafe {
@@ -373,6 +377,31 @@ impl MemoryProbe for CudaProbe {
 
     fn lift_emulation(&self) -> Option<u64> {
         self.free_blocker()
+    }
+
+    fn hold(&self, bytes: u64) -> Option<Result<(), BackendError>> {
+        MemoryProbe::release(self);
+        Some((|| {
+            self.bind()?;
+            let mut ptr: CuDevicePtr = 0;
+            // SAFETY: writes one device pointer; it is kept in `held` and freed once (`release`).
+            let r = unsafe { (self.driver.cuMemAlloc)(&mut ptr, bytes.max(1) as usize) };
+            self.driver.check(r, "holding a longer cache's memory (cuMemAlloc)")?;
+            *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some((ptr, bytes));
+            Ok(())
+        })())
+    }
+
+    fn release(&self) {
+        let Some((ptr, _)) = self.held.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        let _ = self.bind();
+        // SAFETY: `ptr` came from cuMemAlloc_v2 in `hold` on this context and
+        // was taken out of the lock, so it is freed exactly once.
+        unsafe {
+            let _ = (self.driver.cuMemFree)(ptr);
+        }
     }
 
     fn memory_source(&self) -> MemorySource {

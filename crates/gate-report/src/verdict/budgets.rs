@@ -36,6 +36,14 @@ pub(super) fn judge_component_budget(
         Some(v) => judge_figure(c, b, report, v, interval.as_ref(), base_value, config_changed.as_ref()),
         None => why_unmeasured(spec, components, report, b.metric),
     };
+    // A serving capacity the card did not hold in one decode at that size
+    // (an emulated card): the figure is over, whatever it reads.
+    let (status, reason) = match &report.kv_capacity_check {
+        Some(check) if b.metric == Metric::KvCapacityTokens && measured.is_some() && !check.fits => {
+            (Status::Fail, Some(capacity_not_held(check)))
+        }
+        _ => (status, reason),
+    };
     // A training figure of a step that leaves parameters untrained is
     // flagged on its row whatever its status.
     let untrained = report.untrained().filter(|_| b.metric.measures_training());
@@ -162,6 +170,16 @@ fn not_measured_reason(metric: Metric) -> String {
 
 /// Why a training figure of a component whose step leaves parameters
 /// without a gradient is not what it seems.
+/// Why a `kv_capacity_tokens` the card was checked at is not held.
+pub(super) fn capacity_not_held(check: &gate_contract::measurement::CapacityCheck) -> String {
+    format!(
+        "one decode with the cache at {} tokens did not fit on the emulated card ({} held beside it): {}",
+        check.tokens,
+        gate_spec::units::Bytes(check.held_bytes),
+        check.reason.as_deref().unwrap_or("no reason given")
+    )
+}
+
 fn untrained_reason(c: &gate_contract::measurement::GradientCoverage) -> String {
     format!(
         "measures a step that does not train: {} of {} parameter tensors got no gradient",
@@ -297,6 +315,55 @@ mod tests {
             assert_eq!(v.summary.status, RunStatus::Fail);
             reads_back(&v);
         }
+    }
+
+    #[test]
+    fn a_serving_capacity_the_card_did_not_hold_fails_its_budget_and_is_warned() {
+        let spec = gate_spec::budget::parse(
+            Path::new("budgets.yaml"),
+            "version: 1\ndevice: { name: card, capacity: 4 GiB }\ncomponents:\n  g:\n    workload: lm\n    generate: { prefill: 16, decode: 8 }\n    budgets:\n      kv_capacity_tokens: \"> 32768\"\n",
+        )
+        .unwrap();
+        let check = |fits: bool| gate_contract::measurement::CapacityCheck {
+            tokens: 40_960.0,
+            held_bytes: 83_834_880,
+            fits,
+            reason: (!fits).then(|| "CUDA_ERROR_OUT_OF_MEMORY".to_string()),
+        };
+        let mut c = BTreeMap::from([("g".to_string(), comp(&[(Metric::KvCapacityTokens, 40_960.0)], "x"))]);
+        c.get_mut("g").unwrap().kv_capacity_check = Some(check(true));
+        let v = decide(&spec, &c, &no_baseline(), &Testbed::default(), RESERVE, false);
+        assert_eq!(v.results[0].status, Status::Pass);
+        assert!(v
+            .summary
+            .warnings
+            .iter()
+            .all(|w| w.kind != WarningKind::CapacityNotHeld));
+
+        c.get_mut("g").unwrap().kv_capacity_check = Some(check(false));
+        let v = decide(&spec, &c, &no_baseline(), &Testbed::default(), RESERVE, false);
+        assert_eq!(v.results[0].status, Status::Fail, "{:?}", v.results[0]);
+        assert_eq!(
+            v.results[0].reason.as_deref(),
+            Some(
+                "one decode with the cache at 40960 tokens did not fit on the emulated card (79.95 MiB held beside \
+                 it): CUDA_ERROR_OUT_OF_MEMORY"
+            )
+        );
+        let w: Vec<_> = v
+            .summary
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::CapacityNotHeld)
+            .collect();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].text
+                .starts_with("g: kv_capacity_tokens is over what the card holds: "),
+            "{}",
+            w[0].text
+        );
+        reads_back(&v);
     }
 
     #[test]

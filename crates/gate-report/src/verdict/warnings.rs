@@ -106,6 +106,18 @@ pub(super) fn component_warnings(
             ),
         ));
     }
+    if let Some(check) = report.kv_capacity_check.as_ref().filter(|c| !c.fits) {
+        warnings.push(Warning::new(
+            Some(name),
+            WarningKind::CapacityNotHeld,
+            format!(
+                "{name}: {CAPACITY_NOT_HELD_LEAD}{}; hint: the card's allocator needs room the figure's \
+                 arithmetic does not count (its blocks, what it keeps cached), or more of the card is the \
+                 process's own than the reserve: gate the capacity a few percent under the figure",
+                super::budgets::capacity_not_held(check)
+            ),
+        ));
+    }
     if let Some(c) = report.untrained() {
         warnings.push(Warning::new(
             Some(name),

@@ -476,14 +476,23 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
     let mut m = match component.generate {
         // Inference only: the model's own generation loop, no training.
         Some(generate) => {
-            let mut m = profile_generation(&session, generate, &recorder, &mut on_phase);
+            let card = crate::phases::Card {
+                capacity: spec.device.capacity.0,
+                reserve: spec.device.reserve.0,
+            };
+            // Checked on the card where it is the spec's (emulated).
+            let checked = opened.emulated_block.is_some().then_some(card);
+            let mut m = profile_generation(&session, generate, checked, &recorder, &mut on_phase);
             // The card's serving capacity: the spec's card, its reserve as
-            // measured where the probe can (CUDA), else as written.
-            let reserve = recorder.probe().context_bytes().unwrap_or(spec.device.reserve.0);
-            if m.failure.is_none() {
-                if let Some(t) = crate::phases::kv_capacity_tokens(&m, generate, spec.device.capacity.0, reserve) {
-                    m.values.insert(gate_spec::metric::Metric::KvCapacityTokens, t);
-                }
+            // measured where the probe can (CUDA), else as written; the
+            // figure the card was checked at, where it was.
+            let reserve = card.reserve_measured(recorder.probe().as_ref());
+            let tokens = match &m.kv_capacity_check {
+                Some(check) => Some(check.tokens),
+                None => crate::phases::kv_capacity_tokens(&m, generate, card.capacity, reserve),
+            };
+            if let (None, Some(t)) = (&m.failure, tokens) {
+                m.values.insert(gate_spec::metric::Metric::KvCapacityTokens, t);
             }
             m
         }

@@ -17,17 +17,43 @@ use crate::adapter::{Session, Train, Unbuilt};
 /// bytes the cache grew by per token (`kv_cache_per_token`) and how much
 /// more the second half of the steps grew it than the first
 /// (`decode_growth`: 0 for a cache that grows the same each token).
+///
+/// On an emulated card (`card`: the spec's, which the probe holds the rest
+/// of the device back from), `kv_capacity_tokens` is checked there: see
+/// [`check_capacity`].
 pub fn profile_generation<S: Session>(
     session: &S,
     generate: gate_spec::budget::Generate,
+    card: Option<Card>,
     recorder: &Recorder,
     on_phase: &mut dyn FnMut(Phase, &Measurement),
 ) -> Measurement {
-    measure(session, recorder, on_phase, false, |p| generation_run(p, generate))
+    measure(session, recorder, on_phase, false, |p| {
+        generation_run(p, generate, card)
+    })
+}
+
+/// The spec's card: its capacity and the reserve written for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Card {
+    pub capacity: u64,
+    pub reserve: u64,
+}
+
+impl Card {
+    /// The reserve as the probe measures it where it can (the CUDA context
+    /// and workspaces), else as the spec writes it.
+    pub fn reserve_measured(&self, probe: &dyn gate_probe::MemoryProbe) -> u64 {
+        probe.context_bytes().unwrap_or(self.reserve)
+    }
 }
 
 /// The generation phases in order (see [`profile_generation`]).
-fn generation_run<S: Session>(p: &mut Profile<S>, generate: gate_spec::budget::Generate) -> PhaseResult<()> {
+fn generation_run<S: Session>(
+    p: &mut Profile<S>,
+    generate: gate_spec::budget::Generate,
+    card: Option<Card>,
+) -> PhaseResult<()> {
     let (prefill, decode) = (generate.prefill, generate.decode);
     generation_warm_up(p, prefill)?;
     let rec = p.rec;
@@ -66,7 +92,53 @@ fn generation_run<S: Session>(p: &mut Profile<S>, generate: gate_spec::budget::G
         .insert(Metric::PrefillPeak, span.peak.saturating_sub(base) as f64);
     p.m.blocks = blocks;
 
-    decode_steps(p, g.as_mut(), decode, base)
+    decode_steps(p, g.as_mut(), decode, base)?;
+    if let Some(card) = card {
+        p.m.kv_capacity_check = check_capacity(p, g.as_mut(), generate, card);
+    }
+    Ok(())
+}
+
+/// `kv_capacity_tokens` on the emulated card itself: the bytes the cache
+/// would grow by up to one token short of the figure are taken outside the
+/// framework's allocator, and one decode step runs beside them, growing
+/// the cache to the figure. It fits, or the figure promises more than the
+/// card holds (peers' figures have been 40 % over: kvcached#448). `None`
+/// where there is no figure to check, or the probe cannot hold memory.
+fn check_capacity<S: Session>(
+    p: &Profile<S>,
+    g: &mut dyn crate::adapter::Generation,
+    generate: gate_spec::budget::Generate,
+    card: Card,
+) -> Option<gate_contract::measurement::CapacityCheck> {
+    let probe = p.rec.probe();
+    let reserve = card.reserve_measured(probe.as_ref());
+    let tokens = kv_capacity_tokens(p.m, generate, card.capacity, reserve)?;
+    let per_token = *p.m.values.get(&Metric::KvCachePerToken)?;
+    let cached = (generate.prefill + generate.decode) as f64;
+    let held_bytes = capacity_hold_bytes(tokens, cached, per_token);
+    let ran = match probe.hold(held_bytes)? {
+        Err(e) => Err(e.to_string()),
+        Ok(()) => {
+            let stepped = g.decode().map_err(|e| e.to_string());
+            probe.sync();
+            stepped
+        }
+    };
+    probe.release();
+    Some(gate_contract::measurement::CapacityCheck {
+        tokens,
+        held_bytes,
+        fits: ran.is_ok(),
+        reason: ran.err().map(|e| first_line(&e)),
+    })
+}
+
+/// The bytes that stand for a cache of `tokens` where `cached` tokens are
+/// already in it and one decode step is still to come, at `per_token` a
+/// token (the batch's).
+fn capacity_hold_bytes(tokens: f64, cached: f64, per_token: f64) -> u64 {
+    ((tokens - cached - 1.0).max(0.0) * per_token).round() as u64
 }
 
 /// A throwaway generation (kernels' buffers, the tables of whatever the
@@ -165,6 +237,15 @@ pub fn kv_capacity_tokens(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_capacity_check_holds_the_cache_one_token_short_of_the_figure() {
+        // 40,960 tokens, 24 cached, 2,048 B a token: the decode step makes
+        // the 40,960th.
+        assert_eq!(capacity_hold_bytes(40_960.0, 24.0, 2048.0), (40_960 - 24 - 1) * 2048);
+        // A figure at or below what is cached holds nothing.
+        assert_eq!(capacity_hold_bytes(10.0, 24.0, 2048.0), 0);
+    }
 
     #[test]
     fn kv_capacity_is_the_tokens_held_and_those_the_free_bytes_take() {

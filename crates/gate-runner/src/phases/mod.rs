@@ -21,7 +21,7 @@ mod training;
 use training::run;
 
 pub use gate_spec::budget::Timing;
-pub use generation::{kv_capacity_tokens, profile_generation};
+pub use generation::{kv_capacity_tokens, profile_generation, Card};
 pub use ratio::{ratio_run, RatioPlan, RatioRun};
 
 /// Profiles `workload`, reporting each phase and the figures so far to
