@@ -128,17 +128,24 @@ impl Harness {
         gate_runner::harness::refuse(args, &crate::child::Candle(&self.registry), identity, &self.kinds())
     }
 
-    /// The spec's workload checks with this harness's kinds: the stock
-    /// `gate` reports its built-ins' config errors beside the file's own.
-    /// Not API (gate-cli's).
-    #[doc(hidden)]
-    pub fn workload_check(&self) -> impl gate_spec::budget::WorkloadCheck + '_ {
-        gate_runner::harness::registry::Checker(&*self.registry)
-    }
-
     #[cfg(feature = "test-support")]
     pub(crate) fn registry(&self) -> &Registry {
         &self.registry
+    }
+}
+
+/// A harness checks a spec's workloads against the kinds it knows, with
+/// the diagnostics its own `__resolve` gives (a kind it does not know is
+/// left to the spec's `harness:` where it names one): what `gate validate`
+/// reports beside the file's own problems. The stock `gate` checks its
+/// built-in models this way, in its own process.
+impl gate_spec::budget::WorkloadCheck for Harness {
+    fn check(
+        &self,
+        c: &gate_spec::budget::Component,
+        has_harness: bool,
+    ) -> Vec<(gate_spec::budget::Pos, String, String)> {
+        gate_runner::harness::registry::Checker(&*self.registry).check(c, has_harness)
     }
 }
 

@@ -34,7 +34,7 @@ pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<(Spec, Work
 /// Validates a spec's raw bytes (encodings refused by name) with its
 /// workloads checked against `registry` (every problem reported in one
 /// go), then builds them (gate's tests only: the installed `gate` checks
-/// a spec with [`crate::Harness::workload_check`]).
+/// a spec with the `Harness`'s [`gate_spec::budget::WorkloadCheck`]).
 #[cfg(feature = "test-support")]
 pub fn parse_bytes(path: &Path, bytes: &[u8], registry: &Registry) -> Result<(Spec, Workloads), Diagnostics> {
     let spec =

@@ -136,6 +136,18 @@ components:
       training_peak: < 40 MiB
 ";
 
+/// `gate plan mlp` on `spec`, plan.json into `out`.
+fn plan_mlp(spec: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    common::gate()
+        .args(["plan", "mlp", "--budgets"])
+        .arg(spec)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
 /// A model with no lever but the batch and the dtype (both change the
 /// loss): the plan says so, measures, and `--apply` writes the lines.
 #[test]
@@ -143,13 +155,7 @@ fn a_plan_of_loss_changing_levers_shows_its_loss_and_apply_writes_it() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("budgets.yaml");
     std::fs::write(&spec, MLP).unwrap();
-    let out = common::gate()
-        .args(["plan", "mlp", "--apply", "--budgets"])
-        .arg(&spec)
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = plan_mlp(&spec, dir.path(), &["--apply"]);
     let text = common::output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let plan = plan_json(dir.path());
@@ -184,13 +190,7 @@ fn a_plan_of_loss_changing_levers_shows_its_loss_and_apply_writes_it() {
         .unwrap();
     assert_eq!(valid.status.code(), Some(0), "{}", common::output_text(&valid));
     // Planned again, the spec passes as it is: nothing to plan.
-    let again = common::gate()
-        .args(["plan", "mlp", "--budgets"])
-        .arg(&spec)
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let again = plan_mlp(&spec, dir.path(), &[]);
     let text = common::output_text(&again);
     assert_eq!(again.status.code(), Some(0), "{text}");
     assert!(text.contains("passes every budget as it is"), "{text}");
@@ -206,13 +206,7 @@ fn a_smaller_batch_in_bf16_is_predicted_from_each_alone() {
     let dir = tempfile::tempdir().unwrap();
     let spec = dir.path().join("budgets.yaml");
     std::fs::write(&spec, MLP.replace("training_peak: < 40 MiB", "training_peak: < 12 MiB")).unwrap();
-    let out = common::gate()
-        .args(["plan", "mlp", "--budgets"])
-        .arg(&spec)
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = plan_mlp(&spec, dir.path(), &[]);
     let text = common::output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let plan = plan_json(dir.path());

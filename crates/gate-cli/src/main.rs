@@ -21,8 +21,7 @@ fn main() -> ExitCode {
         if let Some(exit) = models.serve(&args) {
             return exit;
         }
-        let check = models.workload_check();
-        gate_cli::main(args, Some(gate_cli::Builtins { check: &check }))
+        gate_cli::main(args, Some(gate_cli::Builtins { check: &models }))
     }
     #[cfg(not(feature = "builtins"))]
     gate_cli::main(args, None)
