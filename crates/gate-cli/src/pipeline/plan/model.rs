@@ -535,8 +535,7 @@ pub(super) fn predict_all(
                 .unwrap_or(std::cmp::Ordering::Equal),
         )
     });
-    let out: Vec<Candidate> = out.into_iter().map(|(_, k)| k).collect();
-    out
+    out.into_iter().map(|(_, k)| k).collect()
 }
 
 /// The step-time ratios two predictions must differ by to be told apart:
