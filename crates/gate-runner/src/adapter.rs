@@ -202,9 +202,9 @@ pub trait Train {
         None
     }
     /// The bytes of what the built model holds beside its parameters that
-    /// no optimizer trains and no step frees (buffers: BatchNorm's running
-    /// statistics, burn's `RunningState`), where the adapter tells them
-    /// apart: reported as `model_state` and left out of `param_bytes`.
+    /// no optimizer trains and no step frees (buffers, such as BatchNorm's
+    /// running statistics), where the adapter tells them apart: reported
+    /// as `model_state` and left out of `param_bytes`.
     /// `None`: the adapter does not tell them apart (the default).
     fn buffer_bytes(&self) -> Option<u64> {
         None

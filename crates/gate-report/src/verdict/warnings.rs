@@ -106,18 +106,7 @@ pub(super) fn component_warnings(
             ),
         ));
     }
-    if let Some(check) = report.kv_capacity_check.as_ref().filter(|c| !c.fits) {
-        warnings.push(Warning::new(
-            Some(name),
-            WarningKind::CapacityNotHeld,
-            format!(
-                "{name}: {CAPACITY_NOT_HELD_LEAD}{}; hint: the card's allocator needs room the figure's \
-                 arithmetic does not count (its blocks, what it keeps cached), or more of the card is the \
-                 process's own than the reserve: gate the capacity a few percent under the figure",
-                super::budgets::capacity_not_held(check)
-            ),
-        ));
-    }
+    warnings.extend(capacity_not_held(name, report));
     if let Some(c) = report.untrained() {
         warnings.push(Warning::new(
             Some(name),
@@ -156,6 +145,22 @@ pub(super) fn component_warnings(
         }
     }
     warnings
+}
+
+/// The warning of a serving capacity the card did not hold in one decode
+/// at that size, where it was checked (an emulated card).
+fn capacity_not_held(name: &str, report: &ComponentReport) -> Option<Warning> {
+    let check = report.kv_capacity_check.as_ref().filter(|c| !c.fits)?;
+    Some(Warning::new(
+        Some(name),
+        WarningKind::CapacityNotHeld,
+        format!(
+            "{name}: {CAPACITY_NOT_HELD_LEAD}{}; hint: the card's allocator needs room the figure's \
+             arithmetic does not count (its blocks, what it keeps cached), or more of the card is the \
+             process's own than the reserve: gate the capacity a few percent under the figure",
+            super::budgets::capacity_not_held(check)
+        ),
+    ))
 }
 
 /// The warning of a step that leaves trainable parameters without a gradient.

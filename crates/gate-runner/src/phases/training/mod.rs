@@ -378,8 +378,8 @@ pub(super) fn record_params<T: Train>(m: &mut Measurement, trainer: &T, retained
     m.values.insert(Metric::Params, params as f64);
     if let Some(buffers) = trainer.buffer_bytes() {
         m.values.insert(Metric::ModelState, buffers as f64);
-        // The closed form counts them as the framework does (burn's
-        // `num_params`: every tensor of the record); `params` does not.
+        // The team's closed form counts them as its framework's own count
+        // of parameters does (every tensor of the record); `params` does not.
         m.analytic_params_bytes = m.analytic_params_bytes.saturating_sub(buffers);
     }
 }
