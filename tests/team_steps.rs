@@ -674,14 +674,20 @@ fn the_serving_capacity_is_checked_by_one_decode_at_that_size() {
     assert_eq!(check.tokens, tokens.floor());
     assert_eq!(check.held_bytes, ((check.tokens - 24.0 - 1.0) * per_token) as u64);
     assert!(check.fits && check.reason.is_none(), "{check:?}");
-    // A card with less room than the figure promises.
-    let m = run(check.held_bytes / 2);
+    // A card with less room than the figure promises: said, and its own
+    // answer found by halving what is held: the room's tokens beside the
+    // generation's own cache (24 tokens, one more for each decode that ran
+    // in the search).
+    let room = check.held_bytes / 2;
+    let m = run(room);
     let short = m.kv_capacity_check.expect("checked on the card");
     assert!(!short.fits, "{short:?}");
     assert!(
         short.reason.as_deref().unwrap_or("").contains("out of memory"),
         "{short:?}"
     );
+    let beside = short.card_tokens.expect("the card's own answer") - (room / 512) as f64;
+    assert!((25.0..=24.0 + 40.0).contains(&beside), "{short:?}");
     // Without a card to check on (the CPU's probe holds nothing): no check.
     let (ctx, rec) = on_cpu(1);
     let m = profile_generation(&w, &ctx, generate, Some(card), &rec, &mut |_, _| {});

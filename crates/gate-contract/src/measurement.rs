@@ -212,7 +212,8 @@ pub struct Measurement {
 /// would hold one token short of the figure (`held_bytes`, the batch's,
 /// beyond the tokens the generation already cached) taken outside the
 /// framework's allocator, then one decode step, which grows the cache to
-/// the figure. It fits, or the figure is over what the card holds.
+/// the figure. It fits, or the figure is over what the card holds, and the
+/// card's own answer is searched for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapacityCheck {
     /// The figure checked: tokens a row's cache reaches.
@@ -224,6 +225,11 @@ pub struct CapacityCheck {
     /// Why it did not (the framework's error, first line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Where it did not: the longest cache (tokens a row) with which one
+    /// decode step ran on the card, found by halving what was held. The
+    /// card's own answer, which `kv_capacity_tokens` then reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card_tokens: Option<f64>,
 }
 
 /// How much of the model a training step trains: the trainable parameter

@@ -56,6 +56,7 @@ entry_points! {
         cuDeviceGetDefaultMemPool = "cuDeviceGetDefaultMemPool": fn(*mut CuMemoryPool, CuDevice) -> CuResult;
         cuMemPoolGetAttribute = "cuMemPoolGetAttribute": fn(CuMemoryPool, c_int, *mut c_void) -> CuResult;
         cuMemPoolSetAttribute = "cuMemPoolSetAttribute": fn(CuMemoryPool, c_int, *mut c_void) -> CuResult;
+        cuMemPoolTrimTo = "cuMemPoolTrimTo": fn(CuMemoryPool, usize) -> CuResult;
         cuMemAlloc = "cuMemAlloc_v2": fn(*mut CuDevicePtr, usize) -> CuResult;
         cuMemFree = "cuMemFree_v2": fn(CuDevicePtr) -> CuResult;
         cuMemGetInfo = "cuMemGetInfo_v2": fn(*mut usize, *mut usize) -> CuResult;

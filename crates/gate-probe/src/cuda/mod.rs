@@ -383,6 +383,13 @@ impl MemoryProbe for CudaProbe {
         MemoryProbe::release(self);
         Some((|| {
             self.bind()?;
+            // A cache grows in the pool: what the pool keeps and does not
+            // use (it releases nothing, `RELEASE_THRESHOLD`) is room the
+            // cache would have, so it goes back to the device first.
+            self.sync();
+            // SAFETY: the device's default pool, alive with the context.
+            let r = unsafe { (self.driver.cuMemPoolTrimTo)(self.pool, 0) };
+            self.driver.check(r, "cuMemPoolTrimTo")?;
             let mut ptr: CuDevicePtr = 0;
             // SAFETY: writes one device pointer; it is kept in `held` and freed once (`release`).
             let r = unsafe { (self.driver.cuMemAlloc)(&mut ptr, bytes.max(1) as usize) };

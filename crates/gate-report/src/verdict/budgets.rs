@@ -37,10 +37,15 @@ pub(super) fn judge_component_budget(
         None => why_unmeasured(spec, components, report, b.metric),
     };
     // A serving capacity the card did not hold in one decode at that size
-    // (an emulated card): the figure is over, whatever it reads.
+    // (an emulated card): the figure read is the card's own answer where
+    // one was found, said beside it; where none was, it is over, whatever
+    // it reads.
     let (status, reason) = match &report.kv_capacity_check {
         Some(check) if b.metric == Metric::KvCapacityTokens && measured.is_some() && !check.fits => {
-            (Status::Fail, Some(capacity_not_held(check)))
+            match check.card_tokens {
+                Some(_) => (status, Some(capacity_not_held(check))),
+                None => (Status::Fail, Some(capacity_not_held(check))),
+            }
         }
         _ => (status, reason),
     };
@@ -170,14 +175,22 @@ fn not_measured_reason(metric: Metric) -> String {
 
 /// Why a training figure of a component whose step leaves parameters
 /// without a gradient is not what it seems.
-/// Why a `kv_capacity_tokens` the card was checked at is not held.
+/// Why a `kv_capacity_tokens` the card was checked at is not held, and
+/// what the card held instead where that was found.
 pub(super) fn capacity_not_held(check: &gate_contract::measurement::CapacityCheck) -> String {
-    format!(
+    let lead = format!(
         "one decode with the cache at {} tokens did not fit on the emulated card ({} held beside it): {}",
         check.tokens,
         gate_spec::units::Bytes(check.held_bytes),
         check.reason.as_deref().unwrap_or("no reason given")
-    )
+    );
+    match check.card_tokens {
+        Some(held) => format!(
+            "{lead}; the card held {held} ({:+.1} % against the arithmetic), the figure read",
+            (held / check.tokens - 1.0) * 100.0
+        ),
+        None => lead,
+    }
 }
 
 fn untrained_reason(c: &gate_contract::measurement::GradientCoverage) -> String {
@@ -329,6 +342,7 @@ mod tests {
             held_bytes: 83_834_880,
             fits,
             reason: (!fits).then(|| "CUDA_ERROR_OUT_OF_MEMORY".to_string()),
+            card_tokens: None,
         };
         let mut c = BTreeMap::from([("g".to_string(), comp(&[(Metric::KvCapacityTokens, 40_960.0)], "x"))]);
         c.get_mut("g").unwrap().kv_capacity_check = Some(check(true));
@@ -364,6 +378,29 @@ mod tests {
             w[0].text
         );
         reads_back(&v);
+
+        // The card's own answer found: the figure read is it (the harness
+        // writes it), judged as any figure, the arithmetic's miss said.
+        let mut found = check(false);
+        found.card_tokens = Some(36_864.0);
+        *c.get_mut("g").unwrap() = comp(&[(Metric::KvCapacityTokens, 36_864.0)], "x");
+        c.get_mut("g").unwrap().kv_capacity_check = Some(found);
+        let v = decide(&spec, &c, &no_baseline(), &Testbed::default(), RESERVE, false);
+        assert_eq!(v.results[0].status, Status::Pass, "{:?}", v.results[0]);
+        assert!(
+            v.results[0]
+                .reason
+                .as_deref()
+                .unwrap()
+                .ends_with("; the card held 36864 (-10.0 % against the arithmetic), the figure read"),
+            "{:?}",
+            v.results[0].reason
+        );
+        assert!(v
+            .summary
+            .warnings
+            .iter()
+            .any(|w| w.kind == WarningKind::CapacityNotHeld));
     }
 
     #[test]

@@ -484,11 +484,12 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
             let checked = opened.emulated_block.is_some().then_some(card);
             let mut m = profile_generation(&session, generate, checked, &recorder, &mut on_phase);
             // The card's serving capacity: the spec's card, its reserve as
-            // measured where the probe can (CUDA), else as written; the
-            // figure the card was checked at, where it was.
+            // measured where the probe can (CUDA), else as written; where
+            // the card was checked, the figure it held (its own answer
+            // where the arithmetic's did not fit).
             let reserve = card.reserve_measured(recorder.probe().as_ref());
             let tokens = match &m.kv_capacity_check {
-                Some(check) => Some(check.tokens),
+                Some(check) => Some(check.card_tokens.unwrap_or(check.tokens)),
                 None => crate::phases::kv_capacity_tokens(&m, generate, card.capacity, reserve),
             };
             if let (None, Some(t)) = (&m.failure, tokens) {

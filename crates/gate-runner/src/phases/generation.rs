@@ -93,6 +93,9 @@ fn generation_run<S: Session>(
     p.m.blocks = blocks;
 
     decode_steps(p, g.as_mut(), decode, base)?;
+    // What of the card the process holds beside its tensors (the CUDA
+    // context): the serving capacity's reserve, where it is measured.
+    p.m.context_reserve_bytes = rec.probe().context_bytes();
     if let Some(card) = card {
         p.m.kv_capacity_check = check_capacity(p, g.as_mut(), generate, card);
     }
@@ -103,8 +106,10 @@ fn generation_run<S: Session>(
 /// would grow by up to one token short of the figure are taken outside the
 /// framework's allocator, and one decode step runs beside them, growing
 /// the cache to the figure. It fits, or the figure promises more than the
-/// card holds (peers' figures have been 40 % over: kvcached#448). `None`
-/// where there is no figure to check, or the probe cannot hold memory.
+/// card holds (peers' figures have been 40 % over: kvcached#448), and the
+/// card's own answer is found by halving what is held: the longest cache
+/// with which a decode step still ran. `None` where there is no figure to
+/// check, or the probe cannot hold memory.
 fn check_capacity<S: Session>(
     p: &Profile<S>,
     g: &mut dyn crate::adapter::Generation,
@@ -115,22 +120,53 @@ fn check_capacity<S: Session>(
     let reserve = card.reserve_measured(probe.as_ref());
     let tokens = kv_capacity_tokens(p.m, generate, card.capacity, reserve)?;
     let per_token = *p.m.values.get(&Metric::KvCachePerToken)?;
-    let cached = (generate.prefill + generate.decode) as f64;
+    // Each decode that runs makes the generation's own cache a token longer.
+    let mut cached = (generate.prefill + generate.decode) as f64;
+    let extra = (tokens - cached - 1.0).max(0.0);
     let held_bytes = capacity_hold_bytes(tokens, cached, per_token);
-    let ran = match probe.hold(held_bytes)? {
-        Err(e) => Err(e.to_string()),
-        Ok(()) => {
-            let stepped = g.decode().map_err(|e| e.to_string());
-            probe.sync();
-            stepped
+    // One decode step beside `extra` tokens' bytes held: the cache's
+    // length then, or why it did not run (and whether for want of memory).
+    let mut decode_beside = |extra: f64| -> Option<Result<f64, (String, bool)>> {
+        let ran = match probe.hold((extra * per_token).round() as u64)? {
+            Err(e) => Err((e.to_string(), true)),
+            Ok(()) => {
+                let stepped = g.decode().map_err(|e| {
+                    let memory = e.kind() == gate_contract::measurement::FailureKind::OutOfMemory;
+                    (e.to_string(), memory)
+                });
+                probe.sync();
+                stepped
+            }
+        };
+        probe.release();
+        Some(ran.map(|()| {
+            cached += 1.0;
+            cached + extra
+        }))
+    };
+    let (fits, reason, card_tokens) = match decode_beside(extra)? {
+        Ok(_) => (true, None, None),
+        Err((why, memory)) => {
+            // Halving the held tokens: `lo` ran (nothing held: the
+            // generation itself did), `hi` did not.
+            let (mut lo, mut hi, mut longest) = (0.0f64, extra, None);
+            while memory && hi - lo > 1.0 {
+                let mid = ((lo + hi) / 2.0).floor();
+                match decode_beside(mid)? {
+                    Ok(length) => (lo, longest) = (mid, Some(length)),
+                    Err((_, true)) => hi = mid,
+                    Err((_, false)) => break,
+                }
+            }
+            (false, Some(first_line(&why)), longest)
         }
     };
-    probe.release();
     Some(gate_contract::measurement::CapacityCheck {
         tokens,
         held_bytes,
-        fits: ran.is_ok(),
-        reason: ran.err().map(|e| first_line(&e)),
+        fits,
+        reason,
+        card_tokens,
     })
 }
 
