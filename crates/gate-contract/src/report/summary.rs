@@ -97,6 +97,9 @@ pub enum NoteKind {
     /// `loss_ratio` compares losses from the ratio steps: the reference's
     /// own profile gave none.
     LossFromRatioSteps,
+    /// `kv_capacity_tokens` is the card's own answer: a decode beside the
+    /// arithmetic's figure did not fit on the emulated card.
+    CapacityFromCard,
     /// A size fell past [`TIGHTEN_AFTER`] percent below its baseline: a
     /// tighter budget is proposed (the note's `proposal`), so the room the
     /// improvement made is not spent unseen. Never a pass or a fail.

@@ -17,7 +17,30 @@ pub(super) fn notes(spec: &Spec, testbed: &Testbed, components: &BTreeMap<String
     notes.extend(ratio_notes(spec, components));
     notes.extend(params_notes(spec, components));
     notes.extend(attribution_notes(spec, components));
+    notes.extend(capacity_notes(spec, components));
     notes
+}
+
+/// Components whose `kv_capacity_tokens` is the card's own answer, the
+/// arithmetic's figure having not fitted beside a decode on the emulated
+/// card (where no answer was found, a warning says so instead).
+fn capacity_notes(spec: &Spec, components: &BTreeMap<String, ComponentReport>) -> Vec<Note> {
+    spec.components
+        .iter()
+        .filter_map(|c| {
+            let check = components.get(&c.name)?.kv_capacity_check.as_ref()?;
+            let held = check.card_tokens.filter(|_| !check.fits)?;
+            let text = format!(
+                "{}: kv_capacity_tokens is the card's own answer, {held} tokens: one decode beside the \
+                 arithmetic's {} did not fit on the emulated card ({:+.1} %: what the allocator needs beside the \
+                 cache, which the arithmetic does not count)",
+                c.name,
+                check.tokens,
+                (held / check.tokens - 1.0) * 100.0
+            );
+            Some(Note::new(vec![c.name.clone()], NoteKind::CapacityFromCard, text))
+        })
+        .collect()
 }
 
 /// The components whose `params` is the bytes of what was built, with no

@@ -148,16 +148,19 @@ pub(super) fn component_warnings(
 }
 
 /// The warning of a serving capacity the card did not hold in one decode
-/// at that size, where it was checked (an emulated card).
+/// at that size, where it was checked (an emulated card) and no length it
+/// held was found (where one was, the figure is it and a note says so).
 fn capacity_not_held(name: &str, report: &ComponentReport) -> Option<Warning> {
-    let check = report.kv_capacity_check.as_ref().filter(|c| !c.fits)?;
+    let check = report
+        .kv_capacity_check
+        .as_ref()
+        .filter(|c| !c.fits && c.card_tokens.is_none())?;
     Some(Warning::new(
         Some(name),
         WarningKind::CapacityNotHeld,
         format!(
-            "{name}: {CAPACITY_NOT_HELD_LEAD}{}; hint: the card's allocator needs room the figure's \
-             arithmetic does not count (its blocks, what it keeps cached), or more of the card is the \
-             process's own than the reserve: gate the capacity a few percent under the figure",
+            "{name}: {CAPACITY_NOT_HELD_LEAD}{}; hint: not even the generation's own cache took a decode \
+             step beside a held part of the card: run it without `--emulate-capacity` to see the decode's own error",
             super::budgets::capacity_not_held(check)
         ),
     ))
