@@ -41,14 +41,12 @@ fn the_readme_keeps_the_two_set_up_commands_and_their_measured_time() {
         "cargo run --release -- check      # the gate on this repository's budgets.yaml, on the CPU\n\
          cargo test                        # the test suite\n"
     ));
+    // The figures change as they are measured again; the sentences stay.
     assert!(
-        section.contains("29.6 s, the median of 3 runs"),
+        section.contains(" s, the median of 3 runs on "),
         "the run's measured time"
     );
-    assert!(
-        section.contains("took 2,048 s cold on 2 cores"),
-        "the test suite's measured time"
-    );
+    assert!(section.contains(" s cold on 2 cores"), "the test suite's measured time");
 }
 
 /// Relative Markdown links of `text` (a file in `dir`), as paths from the root.

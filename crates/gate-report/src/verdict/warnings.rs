@@ -159,8 +159,9 @@ fn capacity_not_held(name: &str, report: &ComponentReport) -> Option<Warning> {
         Some(name),
         WarningKind::CapacityNotHeld,
         format!(
-            "{name}: {CAPACITY_NOT_HELD_LEAD}{}; hint: not even the generation's own cache took a decode \
-             step beside a held part of the card: run it without `--emulate-capacity` to see the decode's own error",
+            "{name}: {CAPACITY_NOT_HELD_LEAD}{}; hint: no shorter cache was found with which a decode step ran \
+             beside the held bytes (or the step failed for another reason than memory, given above): run it \
+             without `--emulate-capacity` to see the decode alone",
             super::budgets::capacity_not_held(check)
         ),
     ))
