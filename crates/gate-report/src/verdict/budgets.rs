@@ -42,10 +42,12 @@ pub(super) fn judge_component_budget(
     // it reads.
     let (status, reason) = match &report.kv_capacity_check {
         Some(check) if b.metric == Metric::KvCapacityTokens && measured.is_some() && !check.fits => {
-            match check.card_tokens {
-                Some(_) => (status, Some(capacity_not_held(check))),
-                None => (Status::Fail, Some(capacity_not_held(check))),
-            }
+            let status = if check.card_tokens.is_some() {
+                status
+            } else {
+                Status::Fail
+            };
+            (status, Some(capacity_not_held(check)))
         }
         _ => (status, reason),
     };
@@ -173,8 +175,6 @@ fn not_measured_reason(metric: Metric) -> String {
     }
 }
 
-/// Why a training figure of a component whose step leaves parameters
-/// without a gradient is not what it seems.
 /// Why a `kv_capacity_tokens` the card was checked at is not held, and
 /// what the card held instead where that was found.
 pub(super) fn capacity_not_held(check: &gate_contract::measurement::CapacityCheck) -> String {
@@ -193,6 +193,8 @@ pub(super) fn capacity_not_held(check: &gate_contract::measurement::CapacityChec
     }
 }
 
+/// Why a training figure of a component whose step leaves parameters
+/// without a gradient is not what it seems.
 fn untrained_reason(c: &gate_contract::measurement::GradientCoverage) -> String {
     format!(
         "measures a step that does not train: {} of {} parameter tensors got no gradient",

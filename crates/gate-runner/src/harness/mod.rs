@@ -487,10 +487,12 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
             // measured where the probe can (CUDA), else as written; where
             // the card was checked, the figure it held (its own answer
             // where the arithmetic's did not fit).
-            let reserve = card.reserve_measured(recorder.probe().as_ref());
             let tokens = match &m.kv_capacity_check {
                 Some(check) => Some(check.card_tokens.unwrap_or(check.tokens)),
-                None => crate::phases::kv_capacity_tokens(&m, generate, card.capacity, reserve),
+                None => {
+                    let reserve = card.reserve_measured(recorder.probe().as_ref());
+                    crate::phases::kv_capacity_tokens(&m, generate, card.capacity, reserve)
+                }
             };
             if let (None, Some(t)) = (&m.failure, tokens) {
                 m.values.insert(gate_spec::metric::Metric::KvCapacityTokens, t);
