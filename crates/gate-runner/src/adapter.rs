@@ -204,7 +204,9 @@ pub trait Train {
     /// The bytes of what the built model holds beside its parameters that
     /// no optimizer trains and no step frees (buffers, such as BatchNorm's
     /// running statistics), where the adapter tells them apart: reported
-    /// as `model_state` and left out of `param_bytes`.
+    /// as `model_state` and left out of `param_bytes`. The team's closed
+    /// form is taken to count them, as a framework's own parameter count
+    /// does (every tensor of its record), so they are taken from it too.
     /// `None`: the adapter does not tell them apart (the default).
     fn buffer_bytes(&self) -> Option<u64> {
         None
