@@ -25,7 +25,7 @@ fn gate_bin() -> String {
 fn repo_root() -> std::path::PathBuf {
     match std::env::var_os("GATE_BIN") {
         Some(_) => std::env::current_dir().expect("a current folder"),
-        None => env!("CARGO_MANIFEST_DIR").into(),
+        None => env!("GATE_REPO_ROOT").into(),
     }
 }
 
@@ -84,7 +84,7 @@ fn an_emulated_small_card_turns_out_of_memory_into_a_failed_measurement() {
 }
 
 /// On CUDA a dropout mask is drawn on the device from one seed of the step
-/// (`src/sdk/cuda_dropout.rs`): the same step seed must give the same mask
+/// (`crates/gate-sdk/src/sdk/cuda_dropout.rs`): the same step seed must give the same mask
 /// (a checkpointed block's recompute depends on it), another seed another
 /// mask, with about `p` of the elements dropped and the rest scaled.
 #[test]
@@ -110,7 +110,7 @@ fn device_dropout_masks_replay_from_the_step_seed() -> gate::candle_core::Result
 
 /// `gate::optim::SlicedAdamW` on the GPU: slices written back with
 /// `slice_set` (a copy kernel into the parameter's storage) give candle-nn's
-/// AdamW to the bit, as on the CPU (src/sdk/optim.rs).
+/// AdamW to the bit, as on the CPU (crates/gate-sdk/src/sdk/optim.rs).
 #[test]
 fn sliced_adamw_on_cuda_equals_candle_nns_adamw_bit_for_bit() -> gate::candle_core::Result<()> {
     use gate::candle_core::{Device, Tensor, Var};

@@ -34,7 +34,7 @@ root="${RUNNER_TEMP:?RUNNER_TEMP is set by the runner}/gate-action"
 bin_dir="$root/bin-$features"
 out bin-dir "$bin_dir"
 out target-dir "$root/target-$features"
-source_key=$(cd "$ACTION_PATH" && find Cargo.toml Cargo.lock src crates scripts/build-cuda.sh scripts/action/install.sh -type f 2>/dev/null |
+source_key=$(cd "$ACTION_PATH" && find Cargo.toml Cargo.lock crates scripts/build-cuda.sh scripts/action/install.sh -type f 2>/dev/null |
   LC_ALL=C sort | while IFS= read -r f; do sha256 "$f"; done | sha256 | cut -c1-16 || true)
 out source-key "$source_key"
 prefix="gate-${RUNNER_OS_NAME}-${RUNNER_ARCH_NAME}-${features}-"

@@ -30,8 +30,8 @@ pub(crate) fn gate_exe() -> &'static Path {
                 exe.display()
             )
         });
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let newer = newest_source(&[root.join("src"), root.join("crates")]).filter(|(t, _)| *t > built);
+        let root = Path::new(env!("GATE_REPO_ROOT"));
+        let newer = newest_source(&[root.join("crates")]).filter(|(t, _)| *t > built);
         if let Some((_, path)) = newer {
             panic!(
                 "{} is older than {}: rebuild it (`cargo test` at the workspace root, or `cargo build -p gate-cli`)",
@@ -68,10 +68,14 @@ fn newest_source(dirs: &[PathBuf]) -> Option<(std::time::SystemTime, PathBuf)> {
     newest
 }
 
-/// The built `gate`: no `GITHUB_*` or `RUNNER_*` variables, no injected
-/// fault, no colour. Tests that rehearse Actions set what they need.
+/// The built `gate`, started in the repository's root (cargo starts the
+/// tests in their package's folder, tests/; a test that needs another
+/// folder says so with its own `current_dir`): no `GITHUB_*` or `RUNNER_*`
+/// variables, no injected fault, no colour. Tests that rehearse Actions set
+/// what they need.
 pub(crate) fn gate() -> Command {
     let mut cmd = Command::new(gate_exe());
+    cmd.current_dir(env!("GATE_REPO_ROOT"));
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
         if k.starts_with("GITHUB_") || k.starts_with("RUNNER_") || k.starts_with("GATE_") || k == "CI" {
@@ -157,7 +161,7 @@ pub(crate) fn crate_copy(
     name: &str,
     rewrite: impl Fn(&std::path::Path, Vec<u8>) -> Vec<u8>,
 ) -> CrateCopy {
-    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/fixture-copies");
+    let base = std::path::Path::new(env!("GATE_REPO_ROOT")).join("target/fixture-copies");
     std::fs::create_dir_all(&base).unwrap();
     let lock = std::fs::File::create(base.join(format!("{name}.lock"))).unwrap();
     lock.lock().unwrap();
@@ -174,7 +178,10 @@ pub(crate) fn sdk_path_here(
     relative: &'static str,
 ) -> impl Fn(&std::path::Path, Vec<u8>) -> Vec<u8> {
     let from = format!("gate-sdk = {{ path = {relative:?}");
-    let to = format!("gate-sdk = {{ path = {:?}", env!("CARGO_MANIFEST_DIR"));
+    let to = format!(
+        "gate-sdk = {{ path = {:?}",
+        concat!(env!("GATE_REPO_ROOT"), "/crates/gate-sdk")
+    );
     move |rel, bytes| {
         if rel != std::path::Path::new(manifest) {
             return bytes;
@@ -241,7 +248,7 @@ pub(crate) fn gate_for_adopter(dir: &std::path::Path, args: &[&str]) -> Output {
         .current_dir(dir)
         .env(
             "CARGO_TARGET_DIR",
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+            std::path::Path::new(env!("GATE_REPO_ROOT")).join("target"),
         )
         .env_remove("CARGO_BUILD_TARGET")
         .output()
@@ -299,7 +306,7 @@ pub(crate) fn crates_unavailable(manifest: &std::path::Path) -> Option<String> {
 /// Node.js 20+ or npm, or `npm ci` failed), a test's skip reason; `what`
 /// says what the tool checks.
 pub(crate) fn node_tool(name: &str, what: &str) -> Result<std::path::PathBuf, String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::path::Path::new(env!("GATE_REPO_ROOT"));
     let src = root.join("scripts").join(name);
     let dir = root.join("target").join(format!("{name}-node"));
     let hint = "hint: install Node.js 20 or newer with npm (Debian: apt-get install nodejs npm)";

@@ -161,7 +161,7 @@ fn tft_within_twice_its_floor(report: &Value) {
 
 #[test]
 fn the_repository_gate_measures_the_stored_bytes() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let out = tempfile::tempdir().unwrap();
     let o = common::gate()
         .current_dir(root)

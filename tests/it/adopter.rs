@@ -24,7 +24,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("GATE_REPO_ROOT"))
 }
 
 /// Whether `test` can run: the example's crates can be had (crates.io, or
@@ -40,7 +40,7 @@ fn adopter() -> common::CrateCopy {
     common::crate_copy(
         &root().join("examples/adopter"),
         "examples-adopter",
-        common::sdk_path_here("crates/ml/Cargo.toml", "../../../.."),
+        common::sdk_path_here("crates/ml/Cargo.toml", "../../../../crates/gate-sdk"),
     )
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("GATE_REPO_ROOT"))
 }
 
 const FIXTURE: &str = "burn-0-22";

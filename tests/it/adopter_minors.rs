@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("GATE_REPO_ROOT"))
 }
 
 /// Whether `test` can run: the crates of fixtures `names` can be had
@@ -43,7 +43,7 @@ pub(crate) fn fixture(name: &str, copy: &str) -> common::CrateCopy {
     common::crate_copy(
         &root().join("tests/adopters").join(name),
         copy,
-        common::sdk_path_here("Cargo.toml", "../../.."),
+        common::sdk_path_here("Cargo.toml", "../../../crates/gate-sdk"),
     )
 }
 

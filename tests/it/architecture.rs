@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// The candle adapter's (src/) top-level modules, lowest first: a module
+/// The candle adapter's (crates/gate-sdk/src/) top-level modules, lowest first: a module
 /// may import only those before it.
 const LAYERS: &[&str] = &["sdk", "runner", "child", "harness"];
 
@@ -69,7 +69,7 @@ fn crate_refs(text: &str) -> BTreeSet<String> {
 }
 
 fn graph() -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = Path::new(env!("GATE_REPO_ROOT")).join("crates/gate-sdk/src");
     let mut files = Vec::new();
     sources(&src, &mut files);
     let mut g: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
@@ -226,7 +226,7 @@ fn the_path_reader_sees_a_command_importing_another() {
 /// neither wing (commands → pipeline → app/errors).
 #[test]
 fn the_command_lines_commands_and_pipeline_import_only_downward() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-cli/src");
+    let src = Path::new(env!("GATE_REPO_ROOT")).join("crates/gate-cli/src");
     let mut wrong = Vec::new();
     for want in ["lib.rs", "app.rs", "errors.rs", "commands/mod.rs", "pipeline/mod.rs"] {
         if !src.join(want).is_file() {
@@ -303,7 +303,7 @@ fn the_built_in_models_use_only_the_sdk() {
         .filter(|n| n.starts_with("gate-"))
         .collect();
     assert_eq!(gates, BTreeSet::from(["gate-sdk"]));
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-builtins/src");
+    let src = Path::new(env!("GATE_REPO_ROOT")).join("crates/gate-builtins/src");
     let mut files = Vec::new();
     sources(&src, &mut files);
     for f in files {
@@ -328,7 +328,7 @@ fn cargo_tree(args: &[&str], manifest: Option<&Path>) -> std::process::Output {
         cmd.arg("tree")
             .args(args)
             .args(["-e", "normal,build", "--prefix", "none"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            .current_dir(env!("GATE_REPO_ROOT"));
         if let Some(m) = manifest {
             cmd.arg("--manifest-path").arg(m);
         }
@@ -397,7 +397,7 @@ fn resolved() -> (BTreeMap<String, String>, BTreeMap<String, Vec<String>>) {
     let run = |offline: bool| {
         let mut cmd = std::process::Command::new(&cargo);
         cmd.args(["metadata", "--format-version", "1", "--locked"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
+            .current_dir(env!("GATE_REPO_ROOT"));
         if offline {
             cmd.arg("--offline");
         }
@@ -530,7 +530,7 @@ fn the_contract_crate_needs_no_runner_renderer_network_or_command_line() {
 /// probe, and none of the command line's weight.
 #[test]
 fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/adopter/Cargo.toml");
+    let manifest = Path::new(env!("GATE_REPO_ROOT")).join("examples/adopter/Cargo.toml");
     let out = cargo_tree(&["-p", "ml"], Some(&manifest));
     if !out.status.success() {
         eprintln!(
@@ -547,13 +547,15 @@ fn an_adopters_harness_compiles_no_command_line_renderer_or_network() {
     assert!(heavy.is_empty(), "the harness compiles {heavy:?}");
 }
 
-/// gate's API is what src/lib.rs re-exports (issue #29): every module of
-/// the root package (the candle SDK) is a private `mod`, the crate's own names for the core
-/// crates are `pub(crate)`, and the one public module is `test_support`,
-/// behind its feature (gate's own tests and benches; no `__private`).
+/// gate's API is what crates/gate-sdk/src/lib.rs re-exports (issue #29):
+/// every module of the candle SDK is a private `mod`, the crate's own names
+/// for the core crates are `pub(crate)`, the one public module is
+/// `test_support`, behind its feature (gate's own tests and benches; no
+/// `__private`), and the one hidden re-export is gate-runner for `main!`'s
+/// expansion.
 #[test]
-fn the_root_package_keeps_its_modules_private() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+fn the_candle_adapter_keeps_its_modules_private() {
+    let src = Path::new(env!("GATE_REPO_ROOT")).join("crates/gate-sdk/src");
     let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
     let code: Vec<&str> = lib
         .lines()
@@ -580,8 +582,10 @@ fn the_root_package_keeps_its_modules_private() {
                 wrong.push(format!("src/lib.rs declares `{l}`"));
             }
         } else if let Some(rest) = l.strip_prefix("pub use ") {
-            // The API: the harness, the allocator (gate-probe's) and the SDK's items.
-            if !["harness", "gate_probe", "sdk"].contains(&ident(rest).as_str()) {
+            // The API: the harness, the allocator (gate-probe's) and the SDK's
+            // items; and, hidden, gate-runner for `main!` (which it writes once).
+            let for_main = rest == "gate_runner as __runner;" && attrs().any(|a| *a == "#[doc(hidden)]");
+            if !["harness", "gate_probe", "sdk"].contains(&ident(rest).as_str()) && !for_main {
                 wrong.push(format!("src/lib.rs re-exports `{l}`"));
             }
         } else if let Some(rest) = l.strip_prefix("pub extern crate ") {
@@ -610,9 +614,8 @@ fn the_root_package_keeps_its_modules_private() {
 /// `gate_runner::child::command`.
 #[test]
 fn every_child_is_made_by_the_one_command_builder() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
     for krate in std::fs::read_dir(root.join("crates")).unwrap() {
         // crates/README.md sits beside the crates.
         let krate = krate.unwrap().path();
@@ -649,9 +652,9 @@ fn every_child_is_made_by_the_one_command_builder() {
 }
 
 /// The crates no framework is in: every one but the framework adapters
-/// (the root package, crates/gate-burn) and the built-in models, written on
-/// the root package's candle as a team's crate is.
-const ADAPTER_CRATES: &[&str] = &["gate-burn", "gate-builtins"];
+/// (crates/gate-sdk, crates/gate-burn) and the built-in models, written on
+/// the candle SDK as a team's crate is.
+const ADAPTER_CRATES: &[&str] = &["gate-sdk", "gate-burn", "gate-builtins"];
 
 /// What may still name a framework outside the adapters, each with why:
 /// (file, the text on its line, or `None` for the whole file).
@@ -701,7 +704,7 @@ fn no_crate_outside_the_adapters_names_a_framework() {
             }
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let mut all = Vec::new();
     let mut crates = 0;
     for krate in std::fs::read_dir(root.join("crates")).unwrap() {
@@ -761,12 +764,6 @@ const LONG_FILES: &[(&str, &str)] = &[];
 /// Functions over [`MAX_FN_LINES`] (file, name), each with why: a table,
 /// or one not split yet, named here so the list only shrinks.
 const LONG_FNS: &[(&str, &str, &str)] = &[
-    // The sweep's steps: not split yet (#52).
-    (
-        "crates/gate-cli/src/pipeline/sweep.rs",
-        "sweep_component",
-        "not split yet",
-    ),
     // Its intermediates are freed where they are on purpose: split up, they
     // would be freed at other points and the measured bytes would change
     // (steps 1–6 of docs/models.md §4 in one place).
@@ -775,16 +772,13 @@ const LONG_FNS: &[(&str, &str, &str)] = &[
         "ssd",
         "its bytes are measured as written",
     ),
-    // Not split yet (#52): one step each, taken in turn.
-    ("crates/gate-runner/src/harness/mod.rs", "run_profile", "not split yet"),
 ];
 
-/// Every production source file of the workspace (`src/` of the root and
-/// of each crate), with its text up to its `#[cfg(test)] mod tests`.
+/// Every production source file of the workspace (`src/` of each crate),
+/// with its text up to its `#[cfg(test)] mod tests`.
 fn production_sources() -> Vec<(String, String)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let mut files = Vec::new();
-    sources(&root.join("src"), &mut files);
     for krate in std::fs::read_dir(root.join("crates")).unwrap() {
         let krate = krate.unwrap().path();
         if krate.join("src").is_dir() {
@@ -928,4 +922,89 @@ fn no_file_over_800_lines_and_no_function_over_80() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The repository's root is the workspace only (#52 item 4): its manifest
+/// declares no package, the candle adapter sits in crates/ beside burn's,
+/// and the product's tests are a package of their own (gate-tests, in
+/// tests/), so no crate dev-depends on a layer above it: a crate's
+/// dev-dependency inside the workspace is itself or one its own
+/// dependencies already reach.
+#[test]
+fn the_root_is_the_workspace_and_no_crate_dev_depends_on_a_layer_above_it() {
+    let root = Path::new(env!("GATE_REPO_ROOT"));
+    let manifest: toml_edit::DocumentMut = std::fs::read_to_string(root.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        manifest.get("package").is_none(),
+        "the root Cargo.toml declares a package"
+    );
+    assert!(root.join("crates/gate-sdk/src/lib.rs").is_file() && !root.join("src").exists());
+
+    let (names, deps) = resolved();
+    let id_of = |name: &str| names.iter().find(|(_, n)| n.as_str() == name).map(|(id, _)| id.clone());
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![id_of(from).unwrap()];
+        while let Some(id) = todo.pop() {
+            if seen.insert(id.clone()) {
+                todo.extend(deps.get(&id).into_iter().flatten().cloned());
+            }
+        }
+        seen.into_iter().map(|id| names[&id].clone()).collect::<BTreeSet<_>>()
+    };
+    let mut wrong = Vec::new();
+    let mut members = 0;
+    for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+        let path = krate.unwrap().path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        members += 1;
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        let name = doc["package"]["name"].as_str().unwrap().to_string();
+        let reached = reach(&name);
+        let Some(dev) = doc.get("dev-dependencies").and_then(|d| d.as_table_like()) else {
+            continue;
+        };
+        for (dep, _) in dev.iter() {
+            if id_of(dep).is_some() && !reached.contains(dep) {
+                wrong.push(format!("{name} dev-depends on {dep}, which it does not depend on"));
+            }
+        }
+    }
+    assert!(members >= 11, "{members} crates read");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Nothing depends on the tests' package.
+    let tests = id_of("gate-tests").expect("tests/ is the package gate-tests");
+    let on_tests: Vec<_> = deps.iter().filter(|(_, to)| to.contains(&tests)).collect();
+    assert!(on_tests.is_empty(), "{on_tests:?}");
+}
+
+/// What both adapters' harness binaries share is written once, in
+/// gate-runner's harness (#52 item 4): each adapter's `main!` forwards to
+/// `gate_runner::adapter_main!`, which alone declares the counting
+/// allocator and `main`.
+#[test]
+fn the_adapters_main_is_written_once_in_the_runner() {
+    let root = Path::new(env!("GATE_REPO_ROOT"));
+    let mut declaring = Vec::new();
+    for (rel, text) in production_sources() {
+        let adapter_or_runner = ["crates/gate-sdk/", "crates/gate-burn/", "crates/gate-runner/"]
+            .iter()
+            .any(|c| rel.starts_with(c));
+        if adapter_or_runner && text.lines().any(|l| l.trim() == "#[global_allocator]") {
+            declaring.push(rel);
+        }
+    }
+    assert_eq!(declaring, ["crates/gate-runner/src/harness/mod.rs"]);
+    for adapter in ["crates/gate-sdk/src/harness.rs", "crates/gate-burn/src/lib.rs"] {
+        let text = std::fs::read_to_string(root.join(adapter)).unwrap();
+        assert!(
+            text.contains("$crate::__runner::adapter_main!($crate; $($workload),*);"),
+            "{adapter}'s main! forwards to gate-runner's"
+        );
+    }
 }

@@ -33,7 +33,7 @@ fn fixture() -> Fixture {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().to_path_buf();
     let spec = root.join("budgets.yaml");
-    std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp.yaml"), &spec).unwrap();
+    std::fs::copy(Path::new(env!("GATE_REPO_ROOT")).join("examples/mlp.yaml"), &spec).unwrap();
     let event = root.join("event.json");
     let sha = |n: u32| format!("{n:040x}");
     std::fs::write(
@@ -66,7 +66,7 @@ fn fixture() -> Fixture {
 
 fn command(f: &Fixture, env: &[(&str, &str)]) -> Command {
     let mut c = common::gate();
-    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+    c.current_dir(env!("GATE_REPO_ROOT"))
         .args(["check", "--budgets"])
         .arg(&f.spec)
         .arg("--baseline")

@@ -51,7 +51,7 @@ fn every_other_printing_command_survives_a_closed_stdout() {
     std::fs::write(t.path().join("budgets.yaml"), PASSING).unwrap();
     std::fs::create_dir(t.path().join("shard")).unwrap();
     std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-h200.json"),
+        concat!(env!("GATE_REPO_ROOT"), "/tests/fixtures/report-h200.json"),
         t.path().join("shard/report.json"),
     )
     .unwrap();

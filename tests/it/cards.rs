@@ -49,7 +49,7 @@ fn sha(n: u32) -> String {
 /// `gate` with a GitHub environment pointed at `fake` (and `event`, a pull request's).
 fn gate(fake: &Fake, event: Option<&Path>) -> Command {
     let mut c = common::gate();
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c.current_dir(env!("GATE_REPO_ROOT"));
     for k in [
         "GITHUB_ACTIONS",
         "GITHUB_STEP_SUMMARY",

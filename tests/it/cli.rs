@@ -9,7 +9,7 @@ use std::process::Output;
 
 fn gate(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut cmd = common::gate();
-    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args(args).current_dir(env!("GATE_REPO_ROOT"));
     for (k, v) in envs {
         cmd.env(k, v);
     }

@@ -31,7 +31,7 @@ fn check(spec: &Path, out: &Path, baseline: &str, anchor: &str) -> Output {
         .arg("--out")
         .arg(out)
         .args(["--baseline", baseline, "--anchor", anchor, "--jobs", "1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(env!("GATE_REPO_ROOT"))
         .output()
         .expect("the gate binary runs")
 }

@@ -12,7 +12,7 @@ use std::process::Output;
 fn gate(args: &[&str]) -> Output {
     common::gate()
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(env!("GATE_REPO_ROOT"))
         .output()
         .expect("the gate binary runs")
 }
@@ -182,7 +182,7 @@ fn members_are_measured_and_summed_into_the_ensemble() {
 
 #[test]
 fn the_repository_spec_gates_all_four_members() {
-    let spec = gate_spec::budget::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/budgets.yaml")))
+    let spec = gate_spec::budget::load(Path::new(concat!(env!("GATE_REPO_ROOT"), "/budgets.yaml")))
         .expect("budgets.yaml is valid");
     let workloads =
         gate::test_support::runner::resolve(&spec, &gate_builtins::registry()).expect("every workload resolves");

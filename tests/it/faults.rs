@@ -15,7 +15,7 @@ use serde_json::Value;
 
 fn gate(args: &[&str], fault: Option<&str>) -> Output {
     let mut cmd = common::gate();
-    cmd.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.args(args).current_dir(env!("GATE_REPO_ROOT"));
     if let Some(f) = fault {
         cmd.env("GATE_INJECT_FAULT", f);
     }
@@ -201,10 +201,9 @@ fn a_panic_names_its_file_and_line_in_every_output() {
     let all = output_text(&o);
     assert_eq!(o.status.code(), Some(1), "{all}");
     // The injected panic's own line and column in crates/gate-runner/src/fault.rs.
-    let source = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-runner/src/fault.rs"),
-    )
-    .unwrap();
+    let source =
+        std::fs::read_to_string(std::path::Path::new(env!("GATE_REPO_ROOT")).join("crates/gate-runner/src/fault.rs"))
+            .unwrap();
     let (line, col) = source
         .lines()
         .enumerate()

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const REPORT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/report-h200.json");
+const REPORT: &str = concat!(env!("GATE_REPO_ROOT"), "/tests/fixtures/report-h200.json");
 
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();

@@ -129,7 +129,7 @@ fn mutate(seed: &[u8], rng: &mut u64) -> Vec<u8> {
 
 #[test]
 fn ten_thousand_mutated_specs_never_panic_or_hang() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/spec");
+    let dir = Path::new(env!("GATE_REPO_ROOT")).join("fuzz/corpus/spec");
     let mut seeds: Vec<Vec<u8>> = std::fs::read_dir(&dir)
         .unwrap()
         .flatten()

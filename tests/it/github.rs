@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 const MLP: &str = "examples/mlp.yaml";
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("GATE_REPO_ROOT"))
 }
 
 /// A command with a clean GitHub environment pointed at the fake.

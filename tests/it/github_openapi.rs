@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 const MLP: &str = "examples/mlp.yaml";
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("GATE_REPO_ROOT"))
 }
 
 /// target/github-openapi-node with the checker, or why it cannot be had.

@@ -16,7 +16,7 @@ use serde_json::json;
 
 fn gate(fake: &Fake, event: &Path) -> Command {
     let mut c = common::gate();
-    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c.current_dir(env!("GATE_REPO_ROOT"));
     for k in [
         "GITHUB_ACTIONS",
         "GITHUB_STEP_SUMMARY",
@@ -175,7 +175,7 @@ fn hostile_names_in_the_spec_are_escaped_end_to_end() {
     let ev = hostile_event(t.path());
     let long = "n".repeat(10_000);
     let device = format!("'@org/team <img src=x> %0A::error::pwned `tick` {long}'");
-    let spec = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp.yaml"))
+    let spec = std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("examples/mlp.yaml"))
         .unwrap()
         .replace("name: RTX 3050 Ti Laptop GPU", &format!("name: {device}"))
         .replace("params: < 1 MiB", "params: < 1 KiB");

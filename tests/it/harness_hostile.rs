@@ -20,10 +20,7 @@ const SPEC: &str = "version: 1\nharness: { package: rogue, bin: rogue-harness }\
 /// A copy of the rogue crate in `dir/crate` with `SPEC` beside it; the spec's path.
 fn rogue(dir: &Path) -> PathBuf {
     let krate = dir.join("crate");
-    common::copy_crate(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harnesses/rogue"),
-        &krate,
-    );
+    common::copy_crate(&Path::new(env!("GATE_REPO_ROOT")).join("tests/harnesses/rogue"), &krate);
     std::fs::write(krate.join("budgets.yaml"), SPEC).unwrap();
     krate.join("budgets.yaml")
 }

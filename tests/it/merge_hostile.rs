@@ -237,7 +237,7 @@ fn figures_of_other_settings_or_commits_are_refused_or_said() {
 
 /// `gate check` of the built-in MLP into `out`, with `extra` arguments.
 fn check_mlp(out: &Path, extra: &[&str]) -> Output {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     common::gate()
         .current_dir(root)
         .args(["check", "--budgets", "examples/mlp.yaml"])
@@ -320,7 +320,7 @@ fn a_newer_gates_report_is_read_as_a_baseline_and_merged() {
     std::fs::write(&path, serde_json::to_string(&report).unwrap()).unwrap();
     let merged = t.path().join("merged");
     let o = common::gate()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(env!("GATE_REPO_ROOT"))
         .arg("merge")
         .arg(&shard)
         .arg("--out")

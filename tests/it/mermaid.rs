@@ -23,7 +23,7 @@ use gate_render::markdown;
 use serde_json::Value;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("GATE_REPO_ROOT"))
 }
 
 /// The comment exactly as `gate check` posts it.

@@ -20,7 +20,7 @@ fn gate_in(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn gate(args: &[&str]) -> Output {
-    gate_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
+    gate_in(Path::new(env!("GATE_REPO_ROOT")), args)
 }
 
 #[test]
@@ -288,7 +288,7 @@ fn version_names_the_repository_init_takes_gate_from() {
 }
 
 fn load(rel: &str) -> Yaml {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+    let path = Path::new(env!("GATE_REPO_ROOT")).join(rel);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
     YamlLoader::load_from_str(&text).unwrap().remove(0)
 }
@@ -316,7 +316,7 @@ fn refs(text: &str, prefix: &str) -> BTreeSet<String> {
 
 #[test]
 fn the_composite_action_is_well_formed() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let atext = std::fs::read_to_string(root.join("action.yml")).unwrap();
     let action = load("action.yml");
     assert!(action["name"].as_str().is_some() && action["description"].as_str().is_some());
@@ -412,7 +412,7 @@ fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
     let checkout = t.path().join("gate");
     std::fs::create_dir_all(&checkout).unwrap();
     std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"),
+        Path::new(env!("GATE_REPO_ROOT")).join("Cargo.toml"),
         checkout.join("Cargo.toml"),
     )
     .unwrap();
@@ -423,7 +423,9 @@ fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).unwrap();
     assert!(
-        manifest.contains(r#"gate-sdk = { path = "../gate", default-features = false, features = ["candle-0-9-1"] }"#),
+        manifest.contains(
+            r#"gate-sdk = { path = "../gate/crates/gate-sdk", default-features = false, features = ["candle-0-9-1"] }"#
+        ),
         "{manifest}"
     );
     // The workflows need a GitHub repository; a path cannot be `uses:`d.
@@ -464,14 +466,14 @@ fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
 #[test]
 fn a_harness_on_another_candle_is_named_before_the_build() {
     let t = tempfile::tempdir().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     std::fs::create_dir_all(t.path().join("src")).unwrap();
     std::fs::write(
         t.path().join("Cargo.toml"),
         format!(
             "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
              [dependencies]\ncandle-core = \"=0.9.1\"\ngate-sdk = {{ path = {:?} }}\n\n[workspace]\n",
-            root.display().to_string()
+            root.join("crates/gate-sdk").display().to_string()
         ),
     )
     .unwrap();
@@ -510,7 +512,7 @@ fn workspace_metadata() -> serde_json::Value {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let o = Command::new(cargo)
         .args(["metadata", "--no-deps", "--format-version", "1", "--offline"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(env!("GATE_REPO_ROOT"))
         .output()
         .expect("cargo runs");
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -545,7 +547,7 @@ fn included_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// scripts, CI, build outputs). `.ci/run` verifies the packages build.
 #[test]
 fn every_crate_packs_in_dependency_order_with_only_what_it_needs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let out = tempfile::tempdir().unwrap();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // Packing resolves each package's lock against the registry's index:
@@ -584,11 +586,18 @@ fn every_crate_packs_in_dependency_order_with_only_what_it_needs() {
         .collect();
 
     let meta = workspace_metadata();
-    let packages = meta["packages"].as_array().unwrap();
+    // `publish = false` (the tests' package) reads as an empty list of registries.
+    let packages: Vec<&serde_json::Value> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["publish"].as_array().is_none_or(|r| !r.is_empty()))
+        .collect();
     let names: BTreeSet<&str> = packages.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let order: Vec<&str> = order.into_iter().filter(|n| names.contains(n)).collect();
     assert_eq!(order.iter().copied().collect::<BTreeSet<_>>(), names, "{err}");
     assert_eq!(order.len(), names.len(), "each crate packed once:\n{err}");
-    for p in packages {
+    for p in &packages {
         let name = p["name"].as_str().unwrap();
         let at = order.iter().position(|n| *n == name).unwrap();
         for d in p["dependencies"].as_array().unwrap() {
@@ -654,7 +663,7 @@ fn every_crate_packs_in_dependency_order_with_only_what_it_needs() {
 /// inside the crate (its package cannot reach ../../tests): the same bytes.
 #[test]
 fn the_report_crates_fixture_is_the_repositorys() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let ours = std::fs::read(root.join("tests/fixtures/report-h200.json")).unwrap();
     let copy = std::fs::read(root.join("crates/gate-report/testdata/report-h200.json")).unwrap();
     assert!(
@@ -811,7 +820,7 @@ fn init_quotes_the_package_name_and_places_a_toml_error() {
 /// binaries and the templates are resolved as binstall resolves them.
 #[test]
 fn binstall_finds_the_release_archive_and_the_binary_in_it() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let manifest: toml_edit::DocumentMut = std::fs::read_to_string(root.join("crates/gate-cli/Cargo.toml"))
         .unwrap()
         .parse()
@@ -915,7 +924,7 @@ esac
 /// minisign (none here): the files, the names and the key's fate.
 #[test]
 fn a_release_is_signed_for_binstall_with_a_key_that_is_then_gone() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let t = tempfile::tempdir().unwrap();
     let bin = t.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -1012,7 +1021,7 @@ fn a_release_is_signed_for_binstall_with_a_key_that_is_then_gone() {
 /// packaging anything, then publishes the (so dirty) tree.
 #[test]
 fn the_release_workflow_signs_for_binstall_and_publishes_the_key() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let text = std::fs::read_to_string(root.join(".github/workflows/gate-release.yml")).unwrap();
     let docs = YamlLoader::load_from_str(&text).unwrap();
     let jobs = &docs[0]["jobs"];
@@ -1065,11 +1074,11 @@ fn the_release_workflow_signs_for_binstall_and_publishes_the_key() {
     }
 }
 
-/// The publishable packages of the workspace: the root's and each crate's
-/// under crates/ (none sets `publish = false`).
+/// The publishable packages of the workspace: each crate's under crates/
+/// (none sets `publish = false`; the tests' package, tests/, does).
 fn publishable_crates() -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut manifests = vec![root.join("Cargo.toml")];
+    let root = Path::new(env!("GATE_REPO_ROOT"));
+    let mut manifests = Vec::new();
     for e in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
         let m = e.path().join("Cargo.toml");
         if m.is_file() {
@@ -1093,7 +1102,7 @@ fn publishable_crates() -> Vec<String> {
 /// first gate-cli on crates.io names the key its archives are signed with.
 #[test]
 fn the_release_docs_count_the_crates_give_cratesios_pace_and_key_the_first_publish() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let docs = std::fs::read_to_string(root.join("docs/release.md")).unwrap();
     let n = publishable_crates().len();
     assert_eq!(n, 11, "{:?}", publishable_crates());
@@ -1123,7 +1132,7 @@ fn the_release_docs_count_the_crates_give_cratesios_pace_and_key_the_first_publi
 /// docs state is that image's, 2.39.
 #[test]
 fn release_builds_run_on_ubuntu_24_04_and_the_docs_state_its_glibc() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let text = std::fs::read_to_string(root.join(".github/workflows/gate-release.yml")).unwrap();
     let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
     for (name, job) in doc["jobs"].as_hash().unwrap() {
@@ -1152,7 +1161,7 @@ fn release_builds_run_on_ubuntu_24_04_and_the_docs_state_its_glibc() {
 /// inline table) is refused and left as it was (#54 item 6).
 #[test]
 fn set_binstall_key_refuses_a_key_in_another_toml_form() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let t = tempfile::tempdir().unwrap();
     let manifest = t.path().join("Cargo.toml");
     let stock = std::fs::read_to_string(root.join("crates/gate-cli/Cargo.toml")).unwrap();
@@ -1190,7 +1199,7 @@ fn set_binstall_key_refuses_a_key_in_another_toml_form() {
 /// sparse one.
 #[test]
 fn publish_never_prints_an_index_password() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     for index in [
         "sparse+http://releaser:s3cretpw@127.0.0.1:9/index/",
         "https://releaser:s3cretpw@127.0.0.1:9/index?token=s3cretpw",

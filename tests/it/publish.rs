@@ -46,7 +46,7 @@ const REGISTRY: &str = "gate-rehearsal";
 const TOKEN: &str = "rehearsal-token-not-a-secret";
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("GATE_REPO_ROOT"))
 }
 
 /// Where cargo's sparse protocol finds a crate's index file.

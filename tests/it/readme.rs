@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("GATE_REPO_ROOT"))
 }
 
 #[test]
@@ -211,7 +211,7 @@ fn the_manual_hands_readers_only_what_gate_init_writes() {
         [".github/workflows/gate.yml", ".github/workflows/gate-comment.yml"]
     );
     for file in named {
-        let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        let template = std::path::Path::new(env!("GATE_REPO_ROOT"))
             .join("crates/gate-cli/src/templates")
             .join(file.trim_start_matches(".github/workflows/"));
         assert!(template.exists(), "{file} is not a template of `gate init`");
@@ -219,7 +219,7 @@ fn the_manual_hands_readers_only_what_gate_init_writes() {
     // Every workflow of this repository that builds gate from its checkout
     // is named in the "own" section and says so in its name.
     let own = section("## gate's own workflows (not to copy)\n");
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".github/workflows");
+    let dir = std::path::Path::new(env!("GATE_REPO_ROOT")).join(".github/workflows");
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let text = std::fs::read_to_string(e.path()).unwrap();
         let file = e.file_name().to_string_lossy().into_owned();

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use yaml_rust2::YamlLoader;
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("GATE_REPO_ROOT"))
 }
 
 /// A 40-hex commit id whose short form is distinct for each `n`.

@@ -14,7 +14,7 @@ use std::path::Path;
 use serde_json::Value;
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    Path::new(env!("GATE_REPO_ROOT"))
 }
 
 /// Every schema with the file it is checked in as.

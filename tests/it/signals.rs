@@ -23,7 +23,7 @@ fn slow_spec(dir: &Path) -> PathBuf {
 
 fn start(spec: &Path, out: &Path) -> Child {
     common::gate()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(env!("GATE_REPO_ROOT"))
         .args(["check", "--baseline", "none", "--budgets"])
         .arg(spec)
         .arg("--out")

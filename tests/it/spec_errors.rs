@@ -1046,7 +1046,8 @@ fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
 #[test]
 fn the_repository_specs_are_valid() {
     for path in ["budgets.yaml", "examples/mlp.yaml"] {
-        let (spec, _) = gate::test_support::runner::load(Path::new(path), &gate_builtins::registry())
+        let file = Path::new(env!("GATE_REPO_ROOT")).join(path);
+        let (spec, _) = gate::test_support::runner::load(&file, &gate_builtins::registry())
             .unwrap_or_else(|e| panic!("{path}: {e}"));
         assert!(!spec.components.is_empty());
     }

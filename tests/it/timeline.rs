@@ -230,7 +230,7 @@ fn the_mlp_timeline_is_written_and_its_peaks_are_the_components_to_the_byte() {
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(out.join("timeline-gone.svg"), "<svg/>").unwrap();
     std::fs::write(out.join("notes.svg"), "<svg/>").unwrap();
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp.yaml");
+    let spec = Path::new(env!("GATE_REPO_ROOT")).join("examples/mlp.yaml");
     let r = check(&spec, &out);
     assert!(!out.join("timeline-gone.svg").exists());
     assert!(out.join("notes.svg").exists());

@@ -65,7 +65,7 @@ impl Sandbox {
         let work = tmp.path().join("work");
         std::fs::create_dir_all(&input).unwrap();
         std::fs::create_dir_all(work.join("tmp")).unwrap();
-        let spec = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mlp.yaml")).unwrap();
+        let spec = std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("examples/mlp.yaml")).unwrap();
         std::fs::write(input.join("mlp.yaml"), spec).unwrap();
         let fake = Fake::start();
         fake.state.lock().unwrap().pulls.insert(7, sha(0xbeef));

@@ -391,7 +391,7 @@ fn a_doubled_ffn_is_a_regression_named_on_its_block() {
     let spec = t.path().join("budgets.yaml");
     // The fixture's own spec, whatever an earlier run left in the copy.
     let original = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adopters/transformers-0-11/budgets.yaml"),
+        std::path::Path::new(env!("GATE_REPO_ROOT")).join("tests/adopters/transformers-0-11/budgets.yaml"),
     )
     .unwrap();
     std::fs::write(&spec, &original).unwrap();
@@ -619,7 +619,7 @@ fn a_language_model_through_lm_is_planned_with_the_levers_it_has() {
 /// run them.
 #[test]
 fn each_model_through_lm_is_at_most_25_lines_of_the_teams_code() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adopters/transformers-0-11");
+    let dir = std::path::Path::new(env!("GATE_REPO_ROOT")).join("tests/adopters/transformers-0-11");
     let code = |file: &str| {
         std::fs::read_to_string(dir.join(file))
             .unwrap()
@@ -788,7 +788,7 @@ fn a_grown_rope_table_moves_each_peak_by_its_own_bytes_once() {
     let t = fixture("transformers-0-11", "transformers-0-11-rope");
     let spec = t.path().join("budgets.yaml");
     let original = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/adopters/transformers-0-11/budgets.yaml"),
+        std::path::Path::new(env!("GATE_REPO_ROOT")).join("tests/adopters/transformers-0-11/budgets.yaml"),
     )
     .unwrap();
     std::fs::write(&spec, &original).unwrap();

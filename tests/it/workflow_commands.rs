@@ -349,7 +349,7 @@ fn the_apis_html_url_starts_no_command() {
     .unwrap();
     let out = t.path().join("out");
     let gate = || {
-        let mut c = gate_in_actions(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let mut c = gate_in_actions(Path::new(env!("GATE_REPO_ROOT")));
         c.env("GITHUB_API_URL", &fake.url)
             .env("GITHUB_TOKEN", TOKEN)
             .env("GITHUB_REPOSITORY", REPO)
@@ -423,7 +423,7 @@ fn stored_reports_from_the_api_start_no_command() {
     )
     .unwrap();
     let gate = || {
-        let mut c = gate_in_actions(Path::new(env!("CARGO_MANIFEST_DIR")));
+        let mut c = gate_in_actions(Path::new(env!("GATE_REPO_ROOT")));
         c.env("GITHUB_API_URL", &fake.url)
             .env("GITHUB_TOKEN", TOKEN)
             .env("GITHUB_REPOSITORY", REPO)

@@ -39,7 +39,7 @@ use std::path::PathBuf;
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    PathBuf::from(env!("GATE_REPO_ROOT"))
 }
 
 /// A workflow file, with `gate init`'s placeholders filled in as `gate

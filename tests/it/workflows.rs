@@ -28,7 +28,7 @@ struct Workflow {
 }
 
 fn workflows() -> Vec<Workflow> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".github/workflows");
+    let dir = PathBuf::from(env!("GATE_REPO_ROOT")).join(".github/workflows");
     let mut v = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap().flatten() {
         let p = e.path();
@@ -163,7 +163,7 @@ fn trusted_branch(d: &str) -> bool {
 #[test]
 fn the_init_template_keeps_self_hosted_runners_to_a_separate_guarded_gpu_job() {
     let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/gate-cli/src/templates/gate.yml"))
+        std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("crates/gate-cli/src/templates/gate.yml"))
             .unwrap()
             .replace("{{REPO}}", "acme/gate")
             .replace("{{PIN}}", "v1.0.0")
@@ -380,7 +380,7 @@ fn no_event_text_is_expanded_inside_a_script() {
 
 /// The `run:` script of the action step named `name`.
 fn action_step(name: &str) -> String {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let text = std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("action.yml")).unwrap();
     let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
     let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
     let step = steps
@@ -399,7 +399,7 @@ fn run_action_script(script: &str, envs: &[(&str, &str)]) -> (Option<i32>, Strin
     cmd.arg("-e")
         .arg("-c")
         .arg(script)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(env!("GATE_REPO_ROOT"))
         .env("GITHUB_OUTPUT", &out)
         .env("RUNNER_OS", "Linux")
         .env("RUNNER_ARCH", "X64")
@@ -540,7 +540,7 @@ fn node20_pins(file: &str, text: &str) -> Vec<String> {
 
 #[test]
 fn every_action_used_runs_on_node24() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(env!("GATE_REPO_ROOT"));
     let mut files = vec!["action.yml".to_string(), "README.md".into()];
     for dir in [".github/workflows", "crates/gate-cli/src/templates", "docs"] {
         for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
@@ -604,7 +604,7 @@ fn hostile_caller(root: &Path) -> (PathBuf, PathBuf) {
         .arg("-c")
         .arg(r#"tar -C "$1" --exclude=./target --exclude=./.git -cf - . | tar -C "$2" -xf -"#)
         .arg("copy")
-        .arg(env!("CARGO_MANIFEST_DIR"))
+        .arg(env!("GATE_REPO_ROOT"))
         .arg(&gate)
         .status()
         .unwrap();
@@ -738,7 +738,7 @@ fn the_action_builds_gate_apart_from_the_callers_workspace_toolchain_and_cargo_c
 #[test]
 fn the_action_never_runs_a_cached_gate_whose_hash_does_not_match() {
     let t = tempfile::tempdir().unwrap();
-    let gate = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let gate = Path::new(env!("GATE_REPO_ROOT"));
     let rt = t.path().join("runner_temp");
     std::fs::create_dir_all(&rt).unwrap();
     let bin = t.path().join("bin");
@@ -813,7 +813,7 @@ fn the_cuda_runtime_venv_is_fresh_per_job_under_runner_temp() {
     let env_file = t.path().join("github_env");
     let run = || {
         let o = std::process::Command::new("bash")
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/cuda-runtime.sh"))
+            .arg(Path::new(env!("GATE_REPO_ROOT")).join("scripts/action/cuda-runtime.sh"))
             .arg("/bin/true")
             .env("PATH", format!("{}:/usr/bin:/bin", shim.display()))
             .env("HOME", &home)
@@ -936,7 +936,7 @@ fn every_caller_of_the_reusable_workflow_grants_what_its_jobs_ask_for() {
         .flat_map(|(_, j)| granted(&j["permissions"]))
         .collect();
     assert!(asked.contains(&("pull-requests".into(), "read".into())), "{asked:?}");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let template = std::fs::read_to_string(root.join("crates/gate-cli/src/templates/gate.yml"))
         .unwrap()
         .replace("{{REPO}}", "acme/gate")
@@ -1001,7 +1001,7 @@ fn every_upload_replaces_an_earlier_attempts_artifact() {
 /// `gate init`'s template `name`, with its placeholders filled, as YAML.
 fn template(name: &str) -> Yaml {
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
+        Path::new(env!("GATE_REPO_ROOT"))
             .join("crates/gate-cli/src/templates")
             .join(name),
     )
@@ -1155,7 +1155,7 @@ fn generated_pinned(sha: &str) -> Vec<(String, String)> {
 
 #[test]
 fn every_action_is_pinned_by_a_commit_sha_with_its_release_in_a_comment() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(env!("GATE_REPO_ROOT"));
     let mut files = vec![(
         "action.yml".to_string(),
         std::fs::read_to_string(root.join("action.yml")).unwrap(),
@@ -1224,7 +1224,7 @@ fn the_pin_check_catches_tags_short_shas_and_missing_releases() {
 /// same-repository route of an `if:`.
 #[test]
 fn dependabot_waits_a_cooldown_and_its_pull_requests_take_the_forks_route() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(env!("GATE_REPO_ROOT"));
     let text = std::fs::read_to_string(root.join(".github/dependabot.yml")).unwrap();
     let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
     for u in doc["updates"].as_vec().unwrap() {
@@ -1261,7 +1261,7 @@ fn dependabot_waits_a_cooldown_and_its_pull_requests_take_the_forks_route() {
 
 #[test]
 fn dependabot_keeps_the_pinned_actions_current() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(env!("GATE_REPO_ROOT"));
     let text = std::fs::read_to_string(root.join(".github/dependabot.yml"))
         .expect(".github/dependabot.yml: Dependabot updates SHA pins and their comments");
     let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
@@ -1480,7 +1480,7 @@ fn no_job_that_writes_and_no_release_build_uses_a_cache() {
 
     // The action touches a cache only for `check`: each cache step's `if:`
     // says so, or reads the outputs of a step whose `if:` does.
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(env!("GATE_REPO_ROOT"));
     let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
         .unwrap()
         .remove(0);
@@ -1582,7 +1582,7 @@ fn runner_hook(event: &str, payload: &serde_json::Value) -> (Option<i32>, String
     let path = t.path().join("event.json");
     std::fs::write(&path, payload.to_string()).unwrap();
     let o = std::process::Command::new("bash")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/runner/refuse-fork-jobs.sh"))
+        .arg(PathBuf::from(env!("GATE_REPO_ROOT")).join("scripts/runner/refuse-fork-jobs.sh"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("GITHUB_EVENT_NAME", event)
@@ -1725,7 +1725,7 @@ jq -r "$4" "$f"
 /// Runs scripts/action/verdict.sh as gate-pr.yml's `verdict` step does.
 fn run_verdict(path: &Path, results: &str, event: &str, fork: bool) -> (Option<i32>, String) {
     let o = std::process::Command::new("bash")
-        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/action/verdict.sh"))
+        .arg(PathBuf::from(env!("GATE_REPO_ROOT")).join("scripts/action/verdict.sh"))
         .env(
             "PATH",
             format!("{}:{}", path.display(), std::env::var("PATH").unwrap_or_default()),
@@ -1758,7 +1758,7 @@ fn a_re_run_of_an_older_verdict_never_replaces_a_newer_runs_check() {
     let bin = verdict_gh(t.path(), &runs, &[]);
     let run = |number: &str| {
         let o = std::process::Command::new("bash")
-            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/action/verdict.sh"))
+            .arg(PathBuf::from(env!("GATE_REPO_ROOT")).join("scripts/action/verdict.sh"))
             .env(
                 "PATH",
                 format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
@@ -2058,7 +2058,7 @@ fn the_release_attests_only_the_checked_archives_from_one_job_with_its_own_permi
         .unwrap()
         .contains("\"dist/gate-$TAG.sigstore.json\""));
     let find =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh")).unwrap();
+        std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("scripts/action/find-release.sh")).unwrap();
     assert!(
         find.contains("bundle=\"gate-${tag}.sigstore.json\""),
         "find-release.sh fetches that name"
@@ -2162,7 +2162,7 @@ fn crates_io_is_published_by_one_job_with_a_token_of_the_run_and_none_stored() {
     );
     assert_eq!(w.text.matches("CARGO_REGISTRY_TOKEN").count(), 1);
 
-    let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/release.md")).unwrap();
+    let docs = std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("docs/release.md")).unwrap();
     for setting in ["Workflow filename: `gate-release.yml`", "Environment: `crates-io`"] {
         assert!(
             docs.contains(setting),
@@ -2271,7 +2271,7 @@ fn run_release_install_with(
     bundle: Option<&Path>,
 ) -> (Option<i32>, String) {
     let mut cmd = std::process::Command::new("/bin/bash");
-    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/install.sh"))
+    cmd.arg(Path::new(env!("GATE_REPO_ROOT")).join("scripts/action/install.sh"))
         .env_clear();
     if let Some(b) = bundle {
         cmd.env("BUNDLE", b);
@@ -2280,7 +2280,7 @@ fn run_release_install_with(
         .env("PATH", tools)
         .env("GITHUB_OUTPUT", root.join("github_output"))
         .env("GITHUB_PATH", root.join("github_path"))
-        .env("ACTION_PATH", env!("CARGO_MANIFEST_DIR"))
+        .env("ACTION_PATH", env!("GATE_REPO_ROOT"))
         .env("FOUND", "true")
         .env("BIN_DIR", bin)
         .env("FEATURES", "cpu")
@@ -2483,7 +2483,7 @@ fn the_release_bundle_is_verified_offline_and_a_refusal_is_told_from_a_mismatch(
 /// (`file: job` or `action.yml`) and the permissions its job holds (none
 /// for the action's own steps: those are the caller's job's).
 fn every_step() -> Vec<(String, Yaml, Option<Yaml>)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
         .unwrap()
         .remove(0);
@@ -2521,7 +2521,7 @@ fn with_text(v: &Yaml) -> Option<String> {
 /// A value in `action.yml`'s steps with `${{ inputs.NAME }}` replaced by
 /// that input's default (what a caller that does not set it gets).
 fn action_default(value: &str) -> String {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = Path::new(env!("GATE_REPO_ROOT"));
     let action = YamlLoader::load_from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap())
         .unwrap()
         .remove(0);
@@ -2833,7 +2833,7 @@ fn a_downloaded_file_is_made_executable_before_it_runs() {
 /// package's (a change under crates/ must not bring back an older build).
 #[test]
 fn the_source_build_cache_key_covers_the_workspace_crates() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = std::path::Path::new(env!("GATE_REPO_ROOT"));
     let t = tempfile::tempdir().unwrap();
     let action = t.path().join("action");
     std::fs::create_dir_all(&action).unwrap();
@@ -3000,7 +3000,7 @@ fn find_release(root: &Path, action: &Path, path: &str, envs: &[(&str, &str)]) -
     let output = root.join("find-output");
     let _ = std::fs::remove_file(&output);
     let mut cmd = std::process::Command::new("bash");
-    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+    cmd.arg(Path::new(env!("GATE_REPO_ROOT")).join("scripts/action/find-release.sh"))
         .env("PATH", path)
         .env("ACTION_PATH", action)
         .env("RUNNER_TEMP", root)
@@ -3049,7 +3049,7 @@ fn the_comment_step_posts_at_most_twenty_comments_a_run() {
     let run = |extra: &[(&str, &str)]| {
         let _ = std::fs::remove_file(&log);
         let mut cmd = std::process::Command::new("bash");
-        cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/comment.sh"))
+        cmd.arg(Path::new(env!("GATE_REPO_ROOT")).join("scripts/action/comment.sh"))
             .env(
                 "PATH",
                 format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
@@ -3098,7 +3098,7 @@ fn a_runner_without_curl_is_told_so_not_that_there_is_no_release() {
     let (found, outputs, _) = find_release(t.path(), &action, dir.to_str().unwrap(), &[]);
     assert!(!found, "{outputs}");
     let o = std::process::Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .arg(Path::new(env!("GATE_REPO_ROOT")).join("scripts/action/find-release.sh"))
         .env("PATH", &dir)
         .env("ACTION_PATH", &action)
         .env("RUNNER_TEMP", t.path())
@@ -3220,7 +3220,7 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
     // A tampered archive is refused, shasum checking it.
     std::fs::write(rel.join(asset), b"not the archive").unwrap();
     let o = std::process::Command::new("bash")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/action/find-release.sh"))
+        .arg(Path::new(env!("GATE_REPO_ROOT")).join("scripts/action/find-release.sh"))
         .env("PATH", &path)
         .env("ACTION_PATH", &action)
         .env("RUNNER_TEMP", root)
@@ -3241,7 +3241,7 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
 /// run only where find-release.sh said `build-cache=true` (GitHub-hosted).
 #[test]
 fn the_action_restores_no_build_cache_on_a_self_hosted_runner() {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let text = std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("action.yml")).unwrap();
     let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
     let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
     let mut n = 0;
@@ -3266,7 +3266,7 @@ fn the_action_restores_no_build_cache_on_a_self_hosted_runner() {
 /// only there, and the restore and the save run only when it gave a key.
 #[test]
 fn the_action_keeps_no_gpu_kernel_cache_on_a_self_hosted_runner() {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml")).unwrap();
+    let text = std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("action.yml")).unwrap();
     let doc = YamlLoader::load_from_str(&text).unwrap().remove(0);
     let steps = key(key(&doc, "runs"), "steps").as_vec().unwrap();
     let jit = steps
@@ -3387,7 +3387,7 @@ fn the_reusable_workflow_publishes_only_the_report_its_measuring_job_wrote() {
 /// the token in .git/config.
 #[test]
 fn the_readmes_own_job_example_is_least_privilege_and_keeps_no_credentials() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/github.md")).unwrap();
+    let readme = std::fs::read_to_string(Path::new(env!("GATE_REPO_ROOT")).join("docs/github.md")).unwrap();
     let at = readme.find("**Without the reusable workflow.**").expect("the section");
     let block = readme[at..]
         .split("```yaml\n")
@@ -3503,7 +3503,7 @@ fn the_next_majors_take_every_input_gate_sets_and_refuse_no_checkout_of_gate_s()
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 
     // Pinned to them, every file passes the Node 24 check.
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(env!("GATE_REPO_ROOT"));
     let mut files: Vec<PathBuf> = vec![
         root.join("action.yml"),
         root.join("README.md"),

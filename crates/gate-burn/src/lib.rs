@@ -197,14 +197,11 @@ impl Harness {
 #[macro_export]
 macro_rules! main {
     ($($workload:ty),* $(,)?) => {
-        #[global_allocator]
-        static GATE_COUNTING_ALLOCATOR: $crate::CountingAlloc = $crate::CountingAlloc;
-
-        fn main() -> ::std::process::ExitCode {
-            $crate::Harness::new()
-                $(.register::<$workload>())*
-                .identity(::core::env!("CARGO_PKG_NAME"), ::core::option_env!("CARGO_BIN_NAME"))
-                .run()
-        }
+        $crate::__runner::adapter_main!($crate; $($workload),*);
     };
 }
+
+/// gate-runner, for [`main!`]'s expansion in a team's crate (which depends
+/// on this adapter only). Not API.
+#[doc(hidden)]
+pub use gate_runner as __runner;

@@ -24,6 +24,29 @@
 
 pub mod registry;
 
+/// The body of every adapter's `main!`, written once: the counting allocator that measures
+/// CPU memory as the binary's global allocator, and a `main` that registers
+/// the workloads with the adapter's `Harness`, names the binary from cargo's
+/// environment and answers the installed `gate`. `$adapter` is the adapter
+/// crate's `$crate`, which holds `CountingAlloc` and `Harness`; an adapter
+/// forwards to this through its hidden `__runner` re-export, since a team's
+/// crate depends on the adapter, not on this crate.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! adapter_main {
+    ($adapter:tt; $($workload:ty),*) => {
+        #[global_allocator]
+        static GATE_COUNTING_ALLOCATOR: $adapter::CountingAlloc = $adapter::CountingAlloc;
+
+        fn main() -> ::std::process::ExitCode {
+            $adapter::Harness::new()
+                $(.register::<$workload>())*
+                .identity(::core::env!("CARGO_PKG_NAME"), ::core::option_env!("CARGO_BIN_NAME"))
+                .run()
+        }
+    };
+}
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -440,22 +463,10 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
     let emulate = (args.emulate_capacity || spec.device.emulate).then_some(spec.device.capacity.0);
     let backend = gate_probe::resolve_backend(args.backend).map_err(ChildError::infrastructure)?;
     let opened = framework.open(backend, emulate).map_err(ChildError::infrastructure)?;
-    // The spans the model opens become blocks: installed before anything is
-    // built or measured, with its tables' room made now.
-    let selection = match &component.spans {
-        Some(names) => gate_probe::spans::SpanSelection::Only(names.iter().map(|n| n.name.clone()).collect()),
-        None => gate_probe::spans::SpanSelection::AllButLeaves,
-    };
-    let spans = gate_probe::spans::SpanScopes::new(selection);
-    let spans_seen = spans.handle();
-    let spans_unavailable = gate_probe::spans::install(spans).err();
+    let (spans_seen, spans_unavailable) = install_spans(component);
     let recorder = Recorder::new(opened.probe.clone());
-    let session = framework.session(
-        workload,
-        &opened.device,
-        component,
-        args.batch_size.unwrap_or(component.batch_size),
-    );
+    let batch = args.batch_size.unwrap_or(component.batch_size);
+    let session = framework.session(workload, &opened.device, component, batch);
     let base = Measurement {
         device: opened.info.clone(),
         emulated_block_bytes: opened.emulated_block,
@@ -483,26 +494,12 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
             // Checked on the card where it is the spec's (emulated).
             let checked = opened.emulated_block.is_some().then_some(card);
             let mut m = profile_generation(&session, generate, checked, &recorder, &mut on_phase);
-            // The card's serving capacity: the spec's card, its reserve as
-            // measured where the probe can (CUDA), else as written; where
-            // the card was checked, the figure it held (its own answer
-            // where the arithmetic's did not fit).
-            let tokens = match &m.kv_capacity_check {
-                Some(check) => Some(check.card_tokens.unwrap_or(check.tokens)),
-                None => {
-                    let reserve = card.reserve_measured(recorder.probe().as_ref());
-                    crate::phases::kv_capacity_tokens(&m, generate, card.capacity, reserve)
-                }
-            };
-            if let (None, Some(t)) = (&m.failure, tokens) {
-                m.values.insert(gate_spec::metric::Metric::KvCapacityTokens, t);
-            }
+            serving_capacity(&mut m, generate, card, &recorder);
             m
         }
         None => {
             // The throwaway warm-up's own session, where the adapter says a
             // smaller batch sets up all its framework keeps (see `warm_up_batch`).
-            let batch = args.batch_size.unwrap_or(component.batch_size);
             let warm_batch = framework.warm_up_batch(backend, batch);
             let warm =
                 (warm_batch != batch).then(|| framework.session(workload, &opened.device, component, warm_batch));
@@ -511,11 +508,7 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
     };
     m.device = base.device;
     m.emulated_block_bytes = base.emulated_block_bytes;
-    m.spans_entered = spans_seen.entered().into_iter().map(String::from).collect();
-    m.spans_unavailable = spans_unavailable.map(|e| e.to_string());
-    if m.failure.is_none() {
-        m.failure = unseen_spans(component, &m);
-    }
+    record_spans(&mut m, component, &spans_seen, spans_unavailable);
     // Taken before the ratio steps, which also run the reference.
     m.checkpointed = framework.checkpointed();
     // A variant with a ratio budget: its steps and its reference's, in this
@@ -533,25 +526,93 @@ fn run_profile<F: Framework>(args: ProfileArgs, framework: &F, identity: Identit
         let phase = Phase::Ratio;
         let so_far = Box::new(m.clone());
         emit(&mut stdout, &ChildEvent::Phase { phase, so_far }).map_err(parent_write_error)?;
-        // The ratios compare time and loss, not bytes: on an emulated card
-        // the held-back memory is freed for them, so a reference too big for
-        // the card is still stepped (docs/levers.md, "Ratios on an emulated card").
-        m.ratio_lifted_bytes = recorder.probe().lift_emulation().filter(|&b| b > 0);
-        let reference = framework.session(rw, &opened.device, rc, rc.batch_size);
-        let sync = || recorder.probe().sync();
-        match ratio_run(&session, &reference, plan, &sync) {
-            Ok(run) => {
-                m.step_time_ratios = run.step_time_ratios;
-                m.ratio_losses = run.losses;
-            }
-            Err(e) => m.ratio_error = Some(e),
-        }
+        let reference = || framework.session(rw, &opened.device, rc, rc.batch_size);
+        run_ratios(&mut m, &session, reference, plan, &recorder);
     }
     if let Some(e) = io_err {
         return Err(parent_write_error(e));
     }
     emit(&mut stdout, &ChildEvent::Done(Box::new(m))).map_err(parent_write_error)?;
     Ok(Exit::Pass)
+}
+
+/// The spans the model opens become blocks: installed before anything is
+/// built or measured, with its tables' room made now. The handle says which
+/// spans were entered; an error, why spans cannot be attributed here.
+fn install_spans(
+    component: &Component,
+) -> (
+    gate_probe::spans::SpanHandle,
+    Option<gate_probe::spans::SpansUnavailable>,
+) {
+    let selection = match &component.spans {
+        Some(names) => gate_probe::spans::SpanSelection::Only(names.iter().map(|n| n.name.clone()).collect()),
+        None => gate_probe::spans::SpanSelection::AllButLeaves,
+    };
+    let spans = gate_probe::spans::SpanScopes::new(selection);
+    let seen = spans.handle();
+    (seen, gate_probe::spans::install(spans).err())
+}
+
+/// The card's serving capacity, `kv_capacity_tokens`: the spec's card, its
+/// reserve as measured where the probe can (CUDA), else as written; where
+/// the card was checked, the figure it held (its own answer where the
+/// arithmetic's did not fit).
+fn serving_capacity(
+    m: &mut Measurement,
+    generate: gate_spec::budget::Generate,
+    card: crate::phases::Card,
+    recorder: &Recorder,
+) {
+    let tokens = match &m.kv_capacity_check {
+        Some(check) => Some(check.card_tokens.unwrap_or(check.tokens)),
+        None => {
+            let reserve = card.reserve_measured(recorder.probe().as_ref());
+            crate::phases::kv_capacity_tokens(m, generate, card.capacity, reserve)
+        }
+    };
+    if let (None, Some(t)) = (&m.failure, tokens) {
+        m.values.insert(gate_spec::metric::Metric::KvCapacityTokens, t);
+    }
+}
+
+/// A variant's ratio steps beside its reference's (`reference` builds the
+/// reference's session), into `m`. The ratios compare time and loss, not
+/// bytes: on an emulated card the held-back memory is freed for them, so a
+/// reference too big for the card is still stepped (docs/levers.md,
+/// "Ratios on an emulated card").
+fn run_ratios<S: Session>(
+    m: &mut Measurement,
+    session: &S,
+    reference: impl FnOnce() -> S,
+    plan: RatioPlan,
+    recorder: &Recorder,
+) {
+    m.ratio_lifted_bytes = recorder.probe().lift_emulation().filter(|&b| b > 0);
+    let reference = reference();
+    let sync = || recorder.probe().sync();
+    match ratio_run(session, &reference, plan, &sync) {
+        Ok(run) => {
+            m.step_time_ratios = run.step_time_ratios;
+            m.ratio_losses = run.losses;
+        }
+        Err(e) => m.ratio_error = Some(e),
+    }
+}
+
+/// Which spans the model entered, why spans could not be attributed (if
+/// so), and a `spans:` name never entered as the profile's failure.
+fn record_spans(
+    m: &mut Measurement,
+    component: &Component,
+    seen: &gate_probe::spans::SpanHandle,
+    unavailable: Option<gate_probe::spans::SpansUnavailable>,
+) {
+    m.spans_entered = seen.entered().into_iter().map(String::from).collect();
+    m.spans_unavailable = unavailable.map(|e| e.to_string());
+    if m.failure.is_none() {
+        m.failure = unseen_spans(component, m);
+    }
 }
 
 /// The spec's `spans:` names the model never entered, as a failure of the

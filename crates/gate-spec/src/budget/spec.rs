@@ -283,7 +283,7 @@ pub struct HarnessSpec {
     pub line: usize,
 }
 
-// The spec travels to a harness as JSON (src/child.rs), where a path only
+// The spec travels to a harness as JSON (gate-sdk's src/child.rs), where a path only
 // names the file in messages: one that is not UTF-8 goes as its lossy text
 // rather than failing the run (serde refuses such a `PathBuf`).
 mod path_text {

@@ -141,7 +141,7 @@ fn with_harness_deps(
     });
     let key = existing.clone().unwrap_or_else(|| SDK_PACKAGE.to_string());
     if existing.is_none() {
-        let mut t = source.dependency(tag, "");
+        let mut t = source.dependency(tag, "crates/gate-sdk");
         // On the crate's candle, 0.11 when it names none yet.
         t.insert("default-features", false.into());
         let mut a = Array::new();
@@ -270,7 +270,7 @@ mod tests {
     /// it serves is a feature of the SDK.
     #[test]
     fn the_sdk_features_named_are_the_sdks_own() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gate-sdk/Cargo.toml");
         let doc: toml_edit::DocumentMut = std::fs::read_to_string(root).unwrap().parse().unwrap();
         let versions = doc["package"]["metadata"]["gate"]["versions"].as_array().unwrap();
         for entry in versions {
@@ -294,7 +294,8 @@ mod tests {
         let manifest = "[package]\nname = \"m\"\nversion = \"0.1.0\"\n";
         let source = GateSource::Path(PathBuf::from("../gate"));
         let (edited, added, builtins) = with_harness_deps(manifest, &source, "v0.1.0", Some("candle-0-10")).unwrap();
-        let line = r#"gate-sdk = { path = "../gate", default-features = false, features = ["candle-0-10"] }"#;
+        let line =
+            r#"gate-sdk = { path = "../gate/crates/gate-sdk", default-features = false, features = ["candle-0-10"] }"#;
         assert!(edited.contains(line), "{edited}");
         assert!(edited.contains(r#"cuda = ["gate-sdk/cuda"]"#), "{edited}");
         assert_eq!(added[0], line);

@@ -59,7 +59,7 @@ pub(crate) struct InitArgs {
 impl GateSource {
     /// A dependency on one of gate's packages from here: git and `tag`, or
     /// the checkout's path joined with `folder` (the package's folder in
-    /// gate's repository; `""` for the root package, gate-sdk).
+    /// gate's repository, `crates/gate-sdk` for the SDK).
     fn dependency(&self, tag: &str, folder: &str) -> toml_edit::InlineTable {
         let mut t = toml_edit::InlineTable::new();
         match self {
@@ -72,7 +72,7 @@ impl GateSource {
                 t.insert("tag", tag.into());
             }
             GateSource::Path(p) => {
-                let path = if folder.is_empty() { p.clone() } else { p.join(folder) };
+                let path = p.join(folder);
                 t.insert("path", path.to_string_lossy().as_ref().into());
             }
         }

@@ -160,15 +160,7 @@ impl gate_spec::budget::WorkloadCheck for Harness {
 #[macro_export]
 macro_rules! main {
     ($($workload:ty),* $(,)?) => {
-        #[global_allocator]
-        static GATE_COUNTING_ALLOCATOR: $crate::CountingAlloc = $crate::CountingAlloc;
-
-        fn main() -> ::std::process::ExitCode {
-            $crate::Harness::new()
-                $(.register::<$workload>())*
-                .identity(::core::env!("CARGO_PKG_NAME"), ::core::option_env!("CARGO_BIN_NAME"))
-                .run()
-        }
+        $crate::__runner::adapter_main!($crate; $($workload),*);
     };
 }
 

@@ -93,6 +93,11 @@ mod sdk;
 
 pub use gate_probe::CountingAlloc;
 pub use harness::Harness;
+
+/// gate-runner, for [`main!`]'s expansion in a team's crate (which depends
+/// on gate-sdk only). Not API.
+#[doc(hidden)]
+pub use gate_runner as __runner;
 pub use sdk::{
     checkpoint, clip_grad_norm, nn, optim, scope, scoped, Batch, ConfigIssue, Generator, LanguageModel, Lever, Lm,
     LmConfig, Model, OptimizerStep, ParamCount, ParamStore, PlainForward, Pos, Problems, Rng, RunCtx, ScopeGuard, Step,
