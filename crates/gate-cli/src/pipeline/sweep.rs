@@ -81,7 +81,85 @@ pub(crate) fn sweep_component(
     backend: Backend,
     opts: &SweepOptions,
 ) -> Result<Sweep, CliError> {
-    let config = loaded.config(&c.name).unwrap_or(serde_json::Value::Null);
+    let axes = axes(loaded, c, opts)?;
+    let mut probe = Prober {
+        loaded,
+        c,
+        axes: &axes,
+        runner: Runner::new(loaded.profiler(), backend),
+    };
+
+    // The exact points: the two smallest batches × the two smallest lengths.
+    let (b1, b2) = (axes.batches[0], axes.batches[1]);
+    let lens: Vec<Option<usize>> = match &axes.seq {
+        Some(a) => vec![Some(a.lengths[0]), Some(a.lengths[1])],
+        None => vec![None],
+    };
+    let corner = |batch, seq| At {
+        dtype_rank: 0,
+        batch,
+        seq,
+    };
+    let base: Vec<At> = lens.iter().flat_map(|&s| [corner(b1, s), corner(b2, s)]).collect();
+    let base_q = probe.measure(&base)?;
+    let fits = fit_all(&base, &base_q);
+    let mut measured: BTreeMap<At, BTreeMap<String, f64>> = base.iter().copied().zip(base_q).collect();
+    let scales = dtype_scales(&mut probe, &fits, &base, &mut measured)?;
+    let model = Model {
+        fits,
+        scales,
+        dtypes: &axes.dtypes,
+    };
+
+    let capacities = capacities(loaded, &opts.capacities);
+    let grid = grid(&axes);
+    let check = point_to_check(&grid, &measured, &model, &capacities);
+    if let Some(at) = check {
+        let q = probe.measure(&[at])?;
+        measured.extend([(at, q.into_iter().next().unwrap_or_default())]);
+    }
+    let points = grid
+        .iter()
+        .chain(measured.keys().filter(|a| !grid.contains(a)))
+        .map(|at| {
+            let source = match (measured.contains_key(at), Some(*at) == check) {
+                (false, _) => Source::Predicted,
+                (true, true) => Source::Remeasured,
+                (true, false) => Source::Measured,
+            };
+            point(at, source, &model, measured.get(at), &capacities)
+        })
+        .collect();
+    let profiles = probe.runner.profiles;
+    let Model { fits, scales, .. } = model;
+    Ok(Sweep {
+        schema: sweep::SCHEMA,
+        component: c.name.clone(),
+        backend: backend.name().into(),
+        batches: axes.batches,
+        seq: axes.seq,
+        dtypes: axes.dtypes,
+        capacities,
+        points,
+        fits: fits.into_iter().filter(|(n, _)| n != OUTSIDE).collect(),
+        dtype_scales: scales,
+        profiles,
+    })
+}
+
+/// What a sweep varies and reads: its batch sizes, its sequence axis
+/// (where the workload declares one), its dtypes (the spec's first, where
+/// the fit is made) and the checkpointable blocks whose kept bytes it fits.
+struct Axes {
+    batches: Vec<usize>,
+    seq: Option<SeqAxis>,
+    dtypes: Vec<DType>,
+    blocks: Vec<String>,
+}
+
+/// The axes of `c`'s sweep: asked in `opts`, else from the spec and the
+/// workload's levers.
+fn axes(loaded: &super::harness::Loaded, c: &Component, opts: &SweepOptions) -> Result<Axes, CliError> {
     let levers = loaded.levers(&c.name);
     let b0 = c.batch_size.max(1);
     let batches = axis(
@@ -95,46 +173,18 @@ pub(crate) fn sweep_component(
             "give them with --batches, e.g. --batches 8,16,32",
         ));
     }
-    let seq = levers.iter().find_map(|l| match l {
-        Lever::Sequence { key, lengths } => Some((key.clone(), lengths.clone())),
-        _ => None,
-    });
-    let seq = match (seq, &opts.seq_lens) {
-        (None, Some(_)) => {
-            return Err(usage(
-                format!("`{}`'s workload declares no sequence length", c.name),
-                "sweep the batch and the dtype alone (leave out --seq-lens), or declare a \
-                 `Lever::Sequence` in the workload's `levers`",
-            ))
-        }
-        (None, None) => None,
-        (Some((key, declared)), asked) => {
-            let now = config.get(&key).and_then(serde_json::Value::as_u64).map(|n| n as usize);
-            let lengths = axis(match asked {
-                Some(v) => v.clone(),
-                None => declared.into_iter().chain(now).chain(now.map(|n| n * 2)).collect(),
-            });
-            if lengths.len() < 2 {
-                return Err(usage(
-                    "a sweep needs two sequence lengths at least".into(),
-                    "give them with --seq-lens, e.g. --seq-lens 30,60,120",
-                ));
-            }
-            Some(SeqAxis { key, lengths })
-        }
-    };
+    let config = loaded.config(&c.name).unwrap_or(serde_json::Value::Null);
+    let seq = seq_axis(c, &config, &levers, opts.seq_lens.as_ref())?;
     let declared_dtypes = levers.iter().find_map(|l| match l {
         Lever::Dtype { dtypes } => Some(dtypes.clone()),
         _ => None,
     });
-    // The spec's dtype first: the fit is made there.
     let mut dtypes = vec![c.dtype];
     for d in opts.dtypes.clone().or(declared_dtypes).unwrap_or_default() {
         if !dtypes.contains(&d) {
             dtypes.push(d);
         }
     }
-
     let blocks: Vec<String> = levers
         .iter()
         .filter_map(|l| match l {
@@ -143,98 +193,130 @@ pub(crate) fn sweep_component(
         })
         .flatten()
         .collect();
-    let mut runner = Runner::new(loaded.profiler(), backend);
-    let at_setting = |at: &At| -> Vec<Setting> {
+    Ok(Axes {
+        batches,
+        seq,
+        dtypes,
+        blocks,
+    })
+}
+
+/// The sequence axis: the workload's `Lever::Sequence` key, at the lengths
+/// asked, else those it declares, the config's own and twice that.
+fn seq_axis(
+    c: &Component,
+    config: &serde_json::Value,
+    levers: &[Lever],
+    asked: Option<&Vec<usize>>,
+) -> Result<Option<SeqAxis>, CliError> {
+    let declared = levers.iter().find_map(|l| match l {
+        Lever::Sequence { key, lengths } => Some((key.clone(), lengths.clone())),
+        _ => None,
+    });
+    let Some((key, declared)) = declared else {
+        return match asked {
+            Some(_) => Err(usage(
+                format!("`{}`'s workload declares no sequence length", c.name),
+                "sweep the batch and the dtype alone (leave out --seq-lens), or declare a \
+                 `Lever::Sequence` in the workload's `levers`",
+            )),
+            None => Ok(None),
+        };
+    };
+    let now = config.get(&key).and_then(serde_json::Value::as_u64).map(|n| n as usize);
+    let lengths = axis(match asked {
+        Some(v) => v.clone(),
+        None => declared.into_iter().chain(now).chain(now.map(|n| n * 2)).collect(),
+    });
+    if lengths.len() < 2 {
+        return Err(usage(
+            "a sweep needs two sequence lengths at least".into(),
+            "give them with --seq-lens, e.g. --seq-lens 30,60,120",
+        ));
+    }
+    Ok(Some(SeqAxis { key, lengths }))
+}
+
+/// Profiles points of the grid: the spec with one variant per point,
+/// started in turn and counted.
+struct Prober<'a> {
+    loaded: &'a super::harness::Loaded,
+    c: &'a Component,
+    axes: &'a Axes,
+    runner: Runner,
+}
+
+impl Prober<'_> {
+    /// The settings that make the spec's component the point `at`.
+    fn settings(&self, at: &At) -> Vec<Setting> {
         let mut s = vec![Setting::Batch { size: at.batch }];
-        if let (Some(axis), Some(n)) = (&seq, at.seq) {
+        if let (Some(axis), Some(n)) = (&self.axes.seq, at.seq) {
             s.push(Setting::Config {
                 key: axis.key.clone(),
                 value: n.into(),
             });
         }
-        if dtypes[at.dtype_rank] != c.dtype {
-            s.push(Setting::Dtype {
-                dtype: dtypes[at.dtype_rank],
-            });
+        let dtype = self.axes.dtypes[at.dtype_rank];
+        if dtype != self.c.dtype {
+            s.push(Setting::Dtype { dtype });
         }
         s
-    };
-    let describe = |at: &At| {
-        point_words(
-            at.batch,
-            seq.as_ref().map(|a| a.key.as_str()),
-            at.seq,
-            dtypes[at.dtype_rank],
-        )
-    };
-    let measure_all = |runner: &mut Runner, points: &[At]| -> Result<Vec<BTreeMap<String, f64>>, CliError> {
-        let name = |k: usize| format!("{}@sweep-{}", c.name, runner.profiles + k);
-        let names: Vec<String> = (0..points.len()).map(name).collect();
-        let spec = with_components(
-            &loaded.spec,
-            points
-                .iter()
-                .zip(&names)
-                .map(|(at, n)| apply(c, &at_setting(at), n, None))
-                .collect(),
-        );
+    }
+
+    fn describe(&self, at: &At) -> String {
+        let key = self.axes.seq.as_ref().map(|a| a.key.as_str());
+        point_words(at.batch, key, at.seq, self.axes.dtypes[at.dtype_rank])
+    }
+
+    /// Each point's quantities, exactly; a point whose profile fails ends
+    /// the sweep (it fits from exact points only).
+    fn measure(&mut self, points: &[At]) -> Result<Vec<BTreeMap<String, f64>>, CliError> {
+        let c = self.c;
+        let names: Vec<String> = (0..points.len())
+            .map(|k| format!("{}@sweep-{}", c.name, self.runner.profiles + k))
+            .collect();
+        let variants = points
+            .iter()
+            .zip(&names)
+            .map(|(at, n)| apply(c, &self.settings(at), n, None))
+            .collect();
+        let spec = with_components(&self.loaded.spec, variants);
         let request = super::harness::Loaded::request_for(&spec)?;
         let mut out = Vec::new();
         for (at, n) in points.iter().zip(&names) {
-            eprintln!("{}: profiling {}", c.name, describe(at));
-            let m = runner.measure(request.as_ref(), n, &describe(at))?;
+            let what = self.describe(at);
+            eprintln!("{}: profiling {what}", c.name);
+            let m = self.runner.measure(request.as_ref(), n, &what)?;
             if let Some(f) = &m.failure {
                 return Err(CliError::Infrastructure(
                     Problem::new(format!(
-                        "the profile at {} failed in phase {}: {}",
-                        describe(at),
-                        f.phase,
-                        f.reason
+                        "the profile at {what} failed in phase {}: {}",
+                        f.phase, f.reason
                     ))
                     .with_hint("a sweep fits from exact points: give smaller --batches or --seq-lens"),
                 ));
             }
-            out.push(quantities(&m, &blocks));
+            out.push(quantities(&m, &self.axes.blocks));
         }
         Ok(out)
-    };
-
-    // The exact points: the two smallest batches × the two smallest lengths.
-    let (b1, b2) = (batches[0], batches[1]);
-    let lens: Vec<Option<usize>> = match &seq {
-        Some(a) => vec![Some(a.lengths[0]), Some(a.lengths[1])],
-        None => vec![None],
-    };
-    let corner = |batch, seq| At {
-        dtype_rank: 0,
-        batch,
-        seq,
-    };
-    let mut base: Vec<At> = Vec::new();
-    for &s in &lens {
-        base.push(corner(b1, s));
-        base.push(corner(b2, s));
     }
-    let base_q = measure_all(&mut runner, &base)?;
-    let fits = fit_all(&base, &base_q);
-    let mut measured: BTreeMap<At, BTreeMap<String, f64>> = base.iter().copied().zip(base_q).collect();
+}
 
-    // A lower dtype: two corners, its figures a line in the spec dtype's.
-    let mut scales: BTreeMap<String, BTreeMap<String, DtypeScale>> = BTreeMap::new();
-    for (rank, dtype) in dtypes.iter().enumerate().skip(1) {
-        let pair = [
-            At {
-                dtype_rank: rank,
-                ..base[0]
-            },
-            At {
-                dtype_rank: rank,
-                ..base[base.len() - 1]
-            },
-        ];
-        let q = measure_all(&mut runner, &pair)?;
+/// Each lower dtype, measured at two corners of `base` (kept in
+/// `measured`): its figures as a straight line in the spec dtype's fitted
+/// ones, per quantity.
+fn dtype_scales(
+    probe: &mut Prober<'_>,
+    fits: &BTreeMap<String, Fit>,
+    base: &[At],
+    measured: &mut BTreeMap<At, BTreeMap<String, f64>>,
+) -> Result<BTreeMap<String, BTreeMap<String, DtypeScale>>, CliError> {
+    let mut scales = BTreeMap::new();
+    for (rank, dtype) in probe.axes.dtypes.iter().enumerate().skip(1) {
+        let pair = [base[0], base[base.len() - 1]].map(|at| At { dtype_rank: rank, ..at });
+        let q = probe.measure(&pair)?;
         let mut per = BTreeMap::new();
-        for (name, f) in &fits {
+        for (name, f) in fits {
             let (Some(w1), Some(w2)) = (q[0].get(name), q[1].get(name)) else {
                 continue;
             };
@@ -255,11 +337,24 @@ pub(crate) fn sweep_component(
         scales.insert(dtype.to_string(), per);
         measured.extend(pair.into_iter().zip(q));
     }
+    Ok(scales)
+}
 
-    let capacities = capacities(loaded, &opts.capacities);
-    let predict = |at: &At| -> BTreeMap<String, f64> {
-        let scale = (at.dtype_rank > 0).then(|| &scales[dtypes[at.dtype_rank].as_str()]);
-        let mut out: BTreeMap<String, f64> = fits
+/// The fitted figures: each quantity's fit in the spec's dtype and each
+/// lower dtype's line through it.
+struct Model<'a> {
+    fits: BTreeMap<String, Fit>,
+    scales: BTreeMap<String, BTreeMap<String, DtypeScale>>,
+    dtypes: &'a [DType],
+}
+
+impl Model<'_> {
+    /// Every quantity predicted at `at`; the step's peak its highest
+    /// part's (each fitted alone) plus what lies outside the phases.
+    fn predict(&self, at: &At) -> BTreeMap<String, f64> {
+        let scale = (at.dtype_rank > 0).then(|| &self.scales[self.dtypes[at.dtype_rank].as_str()]);
+        let mut out: BTreeMap<String, f64> = self
+            .fits
             .iter()
             .filter_map(|(name, f)| {
                 let v = f.at(at.batch, at.seq);
@@ -269,112 +364,97 @@ pub(crate) fn sweep_component(
                 }
             })
             .collect();
-        // The step's peak is its highest part's: each fitted alone.
-        let phases: Vec<f64> = out
-            .iter()
-            .filter(|(k, _)| k.starts_with(PART))
-            .map(|(_, v)| *v)
-            .collect();
-        if let (Some(top), Some(outside)) = (phases.into_iter().reduce(f64::max), out.get(OUTSIDE).copied()) {
+        let phases = out.iter().filter(|(k, _)| k.starts_with(PART)).map(|(_, v)| *v);
+        if let (Some(top), Some(outside)) = (phases.reduce(f64::max), out.get(OUTSIDE).copied()) {
             out.insert(sweep::TRAINING_PEAK.into(), top + outside);
         }
         out
-    };
+    }
 
-    let mut grid: Vec<At> = Vec::new();
-    let grid_lens: Vec<Option<usize>> = match &seq {
+    fn peak(&self, at: &At) -> f64 {
+        self.predict(at)
+            .get(sweep::TRAINING_PEAK)
+            .copied()
+            .unwrap_or(f64::INFINITY)
+    }
+}
+
+/// Every point of the grid: each dtype × batch × length.
+fn grid(axes: &Axes) -> Vec<At> {
+    let lens: Vec<Option<usize>> = match &axes.seq {
         Some(a) => a.lengths.iter().map(|&n| Some(n)).collect(),
         None => vec![None],
     };
-    for rank in 0..dtypes.len() {
-        for &batch in &batches {
-            for &s in &grid_lens {
-                grid.push(At {
-                    dtype_rank: rank,
-                    batch,
-                    seq: s,
-                });
+    let mut grid = Vec::new();
+    for dtype_rank in 0..axes.dtypes.len() {
+        for &batch in &axes.batches {
+            for &seq in &lens {
+                grid.push(At { dtype_rank, batch, seq });
             }
         }
     }
-    // One predicted point measured again: the largest the first capacity is
-    // predicted to hold (the answer a team acts on), else the smallest.
-    let fits_first = |v: f64| capacities.first().is_none_or(|cap| v <= cap.usable_bytes);
-    let predicted_peak = |at: &At| predict(at).get(sweep::TRAINING_PEAK).copied().unwrap_or(f64::INFINITY);
-    let unmeasured: Vec<At> = grid.iter().copied().filter(|a| !measured.contains_key(a)).collect();
-    let check = unmeasured
-        .iter()
-        .filter(|a| fits_first(predicted_peak(a)))
-        .max_by(|a, b| predicted_peak(a).total_cmp(&predicted_peak(b)))
-        .or_else(|| {
-            unmeasured
-                .iter()
-                .min_by(|a, b| predicted_peak(a).total_cmp(&predicted_peak(b)))
-        })
-        .copied();
-    if let Some(at) = check {
-        let q = measure_all(&mut runner, &[at])?;
-        measured.extend([(at, q.into_iter().next().unwrap_or_default())]);
-    }
+    grid
+}
 
-    let points = grid
+/// The one predicted point measured again: the largest the first capacity
+/// is predicted to hold (the answer a team acts on), else the smallest.
+fn point_to_check(
+    grid: &[At],
+    measured: &BTreeMap<At, BTreeMap<String, f64>>,
+    model: &Model<'_>,
+    capacities: &[Capacity],
+) -> Option<At> {
+    let fits_first = |v: f64| capacities.first().is_none_or(|cap| v <= cap.usable_bytes);
+    let unmeasured: Vec<At> = grid.iter().copied().filter(|a| !measured.contains_key(a)).collect();
+    unmeasured
         .iter()
-        .chain(measured.keys().filter(|a| !grid.contains(a)))
-        .map(|at| {
-            let predicted = predict(at);
-            let exact = measured.get(at);
-            let source = match (exact, Some(*at) == check) {
-                (None, _) => Source::Predicted,
-                (Some(_), true) => Source::Remeasured,
-                (Some(_), false) => Source::Measured,
-            };
-            let mut names: Vec<&String> = predicted.keys().collect();
-            if let Some(e) = exact {
-                names.extend(e.keys());
-            }
-            names.sort();
-            names.dedup();
-            let figures: BTreeMap<String, Figure> = names
-                .into_iter()
-                .filter(|n| n.as_str() != OUTSIDE && !n.starts_with(PART))
-                .map(|n| {
-                    let m = exact.and_then(|e| e.get(n)).copied();
-                    let p = predicted.get(n).copied().or(m).unwrap_or(0.0);
-                    (
-                        n.clone(),
-                        Figure {
-                            predicted: p,
-                            measured: m,
-                        },
-                    )
-                })
-                .collect();
-            let mut point = Point {
-                batch: at.batch,
-                seq_len: at.seq,
-                dtype: dtypes[at.dtype_rank],
-                source,
-                figures,
-                fits: Vec::new(),
-            };
-            let peak = point.training_peak().unwrap_or(f64::INFINITY);
-            point.fits = capacities.iter().map(|cap| peak <= cap.usable_bytes).collect();
-            point
+        .filter(|a| fits_first(model.peak(a)))
+        .max_by(|a, b| model.peak(a).total_cmp(&model.peak(b)))
+        .or_else(|| unmeasured.iter().min_by(|a, b| model.peak(a).total_cmp(&model.peak(b))))
+        .copied()
+}
+
+/// One point of the sweep: each figure predicted, and measured where it was.
+fn point(
+    at: &At,
+    source: Source,
+    model: &Model<'_>,
+    exact: Option<&BTreeMap<String, f64>>,
+    capacities: &[Capacity],
+) -> Point {
+    let predicted = model.predict(at);
+    let mut names: Vec<&String> = predicted.keys().collect();
+    if let Some(e) = exact {
+        names.extend(e.keys());
+    }
+    names.sort();
+    names.dedup();
+    let figures: BTreeMap<String, Figure> = names
+        .into_iter()
+        .filter(|n| n.as_str() != OUTSIDE && !n.starts_with(PART))
+        .map(|n| {
+            let m = exact.and_then(|e| e.get(n)).copied();
+            let p = predicted.get(n).copied().or(m).unwrap_or(0.0);
+            (
+                n.clone(),
+                Figure {
+                    predicted: p,
+                    measured: m,
+                },
+            )
         })
         .collect();
-    Ok(Sweep {
-        schema: sweep::SCHEMA,
-        component: c.name.clone(),
-        backend: backend.name().into(),
-        batches,
-        seq,
-        dtypes,
-        capacities,
-        points,
-        fits: fits.into_iter().filter(|(n, _)| n != OUTSIDE).collect(),
-        dtype_scales: scales,
-        profiles: runner.profiles,
-    })
+    let mut point = Point {
+        batch: at.batch,
+        seq_len: at.seq,
+        dtype: model.dtypes[at.dtype_rank],
+        source,
+        figures,
+        fits: Vec::new(),
+    };
+    let peak = point.training_peak().unwrap_or(f64::INFINITY);
+    point.fits = capacities.iter().map(|cap| peak <= cap.usable_bytes).collect();
+    point
 }
 
 /// The card of the spec and those asked for, each less the spec's
