@@ -388,7 +388,7 @@ fn a_model_written_from_docs_sdk_md_alone_is_gated() {
         .map(|l| {
             if l.starts_with("gate-sdk = ") {
                 // The doc's features kept: the harness it describes is the slim one.
-                let source = format!("path = {:?}", root().display().to_string());
+                let source = format!("path = {:?}", root().join("crates/gate-sdk").display().to_string());
                 assert!(
                     l.contains(r#"default-features = false, features = ["candle-0-11"]"#),
                     "{l}"
@@ -500,7 +500,7 @@ fn gate_init_harness_makes_a_crate_its_own_gate() {
         )
         .replace(
             r#"git = "https://github.com/acme/gate", tag = "v0.1.0""#,
-            &format!("path = {:?}", root().display().to_string()),
+            &format!("path = {:?}", root().join("crates/gate-sdk").display().to_string()),
         );
     std::fs::write(dir.join("Cargo.toml"), local).unwrap();
     std::fs::copy(root().join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
