@@ -3,8 +3,9 @@
 
 Each `tests/NAME.rs` was its own binary, linking candle, tokio and octocrab
 on every change; `tests/it/main.rs` declares them all as modules of one
-(the layout of uv and ripgrep, which cargo's autotests builds as the test
-target `it`). Run from anywhere in the checkout:
+(the layout of uv and ripgrep; the tests' package, tests/Cargo.toml, names
+it as the `[[test]]` target `it`, and names each binary kept apart). Run
+from anywhere in the checkout:
 
     python3 scripts/one-test-binary.py
 
@@ -17,8 +18,8 @@ so it can be run again after new `tests/NAME.rs` files land. What it does:
   `use crate::...;` (dropped where only `use` paths name them),
   `use common::` / `use github_fake::` become `use crate::...::`, and the
   relative paths of `include_str!`, `include_bytes!`, `include!` and
-  `#[path]` are rebased onto `tests/it/`. `env!("CARGO_MANIFEST_DIR")` and
-  `env!("CARGO_BIN_EXE_gate")` are the same in every integration test.
+  `#[path]` are rebased onto `tests/it/`. `env!("GATE_REPO_ROOT")` (the tests'
+  package's build script sets it) is the same in every integration test.
   The moved files are then formatted with rustfmt (the imports re-sort).
 - insta names a snapshot file after the module path (`MODULE__TEST.snap`
   beside the source, in `snapshots/`), which is now `it::NAME`: each

@@ -1008,3 +1008,35 @@ fn the_adapters_main_is_written_once_in_the_runner() {
         );
     }
 }
+
+/// The tests' package lists its targets by hand (`autotests = false`: its
+/// folder is the package's root, not a `tests/` under one), so a test file
+/// that no `[[test]]` names would never run: every `tests/*.rs` is one, or
+/// the package's build script or library.
+#[test]
+fn every_test_file_is_a_target_of_the_tests_package() {
+    let root = Path::new(env!("GATE_REPO_ROOT"));
+    let manifest: toml_edit::DocumentMut = std::fs::read_to_string(root.join("tests/Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let targets: BTreeSet<String> = manifest["test"]
+        .as_array_of_tables()
+        .expect("tests/Cargo.toml lists its [[test]] targets")
+        .iter()
+        .map(|t| t["path"].as_str().unwrap().to_string())
+        .collect();
+    let mut unlisted = Vec::new();
+    for e in std::fs::read_dir(root.join("tests")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".rs") && name != "build.rs" && name != "lib.rs" && !targets.contains(&name) {
+            unlisted.push(name);
+        }
+    }
+    assert!(targets.contains("it/main.rs"), "{targets:?}");
+    assert!(
+        unlisted.is_empty(),
+        "tests/{unlisted:?} is no [[test]] of tests/Cargo.toml: add it there, or move it into tests/it/ \
+         (scripts/one-test-binary.py)"
+    );
+}
