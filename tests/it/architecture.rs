@@ -933,10 +933,7 @@ fn no_file_over_800_lines_and_no_function_over_80() {
 #[test]
 fn the_root_is_the_workspace_and_no_crate_dev_depends_on_a_layer_above_it() {
     let root = Path::new(env!("GATE_REPO_ROOT"));
-    let manifest: toml_edit::DocumentMut = std::fs::read_to_string(root.join("Cargo.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let manifest = manifest_at("Cargo.toml");
     assert!(
         manifest.get("package").is_none(),
         "the root Cargo.toml declares a package"
@@ -1016,10 +1013,7 @@ fn the_adapters_main_is_written_once_in_the_runner() {
 #[test]
 fn every_test_file_is_a_target_of_the_tests_package() {
     let root = Path::new(env!("GATE_REPO_ROOT"));
-    let manifest: toml_edit::DocumentMut = std::fs::read_to_string(root.join("tests/Cargo.toml"))
-        .unwrap()
-        .parse()
-        .unwrap();
+    let manifest = manifest_at("tests/Cargo.toml");
     let targets: BTreeSet<String> = manifest["test"]
         .as_array_of_tables()
         .expect("tests/Cargo.toml lists its [[test]] targets")
@@ -1039,4 +1033,11 @@ fn every_test_file_is_a_target_of_the_tests_package() {
         "tests/{unlisted:?} is no [[test]] of tests/Cargo.toml: add it there, or move it into tests/it/ \
          (scripts/one-test-binary.py)"
     );
+}
+
+/// The manifest at `rel` (from the repository's root), parsed.
+fn manifest_at(rel: &str) -> toml_edit::DocumentMut {
+    let path = Path::new(env!("GATE_REPO_ROOT")).join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.parse().unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -27,10 +27,10 @@ pub mod registry;
 /// The body of every adapter's `main!`, written once: the counting
 /// allocator that measures CPU memory as the binary's global allocator, and
 /// a `main` that registers the workloads with the adapter's `Harness`, names
-/// the binary from cargo's environment and answers the installed `gate`. `$adapter` is the adapter
-/// crate's `$crate`, which holds `CountingAlloc` and `Harness`; an adapter
-/// forwards to this through its hidden `__runner` re-export, since a team's
-/// crate depends on the adapter, not on this crate.
+/// the binary from cargo's environment and answers the installed `gate`.
+/// `$adapter` is the adapter crate's `$crate`, which holds `CountingAlloc`
+/// and `Harness`; an adapter forwards to this through its hidden `__runner`
+/// re-export, since a team's crate depends on the adapter, not on this one.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! adapter_main {
