@@ -27,6 +27,11 @@
 //! field is never renamed or dropped without bumping its file's version),
 //! the Rust API may change in any release.
 
+// Before the modules whose types carry the profile facts (macros are
+// in scope from their definition on).
+#[macro_use]
+mod profile_facts;
+
 pub mod event;
 pub mod history;
 pub mod measurement;

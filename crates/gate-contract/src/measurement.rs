@@ -88,125 +88,51 @@ impl FailureKind {
 
 pub use gate_probe::DeviceInfo;
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Measurement {
-    pub device: DeviceInfo,
-    /// Metric values in canonical units (bytes, ms, plain number).
-    pub values: BTreeMap<Metric, f64>,
-    /// Parameter elements counted on the built model.
-    pub param_elems: u64,
-    /// Parameter tensors the built model holds (0: the adapter does not say).
-    #[serde(default)]
-    pub param_tensors: u64,
-    /// Elements of frozen (non-trained) state the model holds, from the closed form.
-    pub frozen_elems: u64,
-    /// Closed-form elements × dtype size.
-    pub analytic_params_bytes: u64,
-    /// Bytes of the synthetic batch (kept on the device during the whole profile).
-    pub batch_bytes: u64,
-    /// The gradient store straight after `backward()`, before the runner keeps
-    /// only the parameters' gradients (the difference is the framework's extra).
-    pub unpruned_gradient_bytes: u64,
-    /// Blocks of the grad-enabled forward pass, ranked by retained bytes.
-    pub blocks: Vec<BlockStat>,
-    /// Where the blocks' kept bytes were read at the forward's end (the
-    /// CPU): what each held at its exit, by name. Above what it keeps, an
-    /// op after it freed the difference (a graph cut downstream).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub block_exit_bytes: BTreeMap<String, i64>,
-    pub step_times_ms: Vec<f64>,
-    /// Process memory outside the tensor allocator (CUDA context and workspaces), measured.
-    pub context_reserve_bytes: Option<u64>,
-    /// The CUDA pool's high-water reservation from the device.
-    pub pool_reserved_peak_bytes: Option<u64>,
-    /// Bytes held back to emulate a smaller card, when emulation is on.
-    pub emulated_block_bytes: Option<u64>,
-    /// Loss after each training step, in order.
-    pub losses: Vec<f64>,
-    pub failure: Option<Failure>,
-    /// Why the warm-up step failed, when it did (the profile then ran cold).
-    pub warmup_error: Option<String>,
-    /// Live bytes after the timed training steps beyond those after the first
-    /// steady step (`None` with a single timed step).
-    #[serde(default)]
-    pub growth_training_bytes: Option<u64>,
-    /// Live bytes after further inference calls beyond those after the first.
-    #[serde(default)]
-    pub growth_inference_bytes: Option<u64>,
-    /// How long each phase took, in order; timed by the parent from the
-    /// child's phase events (the child leaves it empty).
-    #[serde(default)]
-    pub phase_seconds: Vec<(Phase, f64)>,
-    /// The child's wall time, start to exit (set by the parent).
-    #[serde(default)]
-    pub profile_seconds: Option<f64>,
-    /// Of that, the time it waited for its turn to time its steps while
-    /// another profile timed theirs (`timing_lock`): not work, and no part
-    /// of what a run one profile at a time would take.
-    #[serde(default)]
-    pub turn_wait_seconds: f64,
-    /// Live bytes over the steady training step and the first inference
-    /// call, sampled at every scope boundary and phase mark.
-    #[serde(default)]
-    pub timeline: Option<gate_probe::Timeline>,
-    /// The `ratio` phase: variant step time / reference step time, one per
-    /// interleaved pair.
-    #[serde(default)]
-    pub step_time_ratios: Vec<f64>,
-    /// Why the `ratio` phase failed, if it did (the byte figures stand).
-    #[serde(default)]
-    pub ratio_error: Option<String>,
-    /// The `ratio` phase: the variant's and the reference's loss, each after
-    /// as many seeded steps as its own profile takes, in this one process.
-    /// `loss_ratio` falls back on them when the reference's own profile did
-    /// not reach its loss (it does not fit the emulated card).
-    #[serde(default)]
-    pub ratio_losses: Option<(f64, f64)>,
-    /// Bytes freed before the `ratio` phase: the capacity emulation is
-    /// lifted for the ratio steps, which measure time and loss, never bytes.
-    #[serde(default)]
-    pub ratio_lifted_bytes: Option<u64>,
-    /// The blocks the model checkpointed in its training steps, as the SDK
-    /// saw them run (not as its config says).
-    #[serde(default)]
-    pub checkpointed: Vec<CheckpointedBlock>,
-    /// A failed profile: the allocator's high-water in the failing phase
-    /// (for an out-of-memory failure, about what it held when it ran out).
-    #[serde(default)]
-    pub failure_peak_bytes: Option<u64>,
-    /// Where the byte figures come from: the probe's exact counter, or NVML
-    /// per process when the framework's tensors were not in the CUDA pool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_source: Option<gate_probe::MemorySource>,
-    /// Which trainable parameters the first backward gave a gradient
-    /// (`None`: the adapter cannot tell).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gradient_coverage: Option<GradientCoverage>,
-    /// The live bytes the backward left above the pre-forward level once
-    /// pruned (the gradient store plus the framework's bookkeeping of it);
-    /// `gradients` itself is the gradient tensors' bytes when the adapter
-    /// can count them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gradient_live_bytes: Option<u64>,
-    /// The live bytes the build left (the parameters' tensors plus the
-    /// framework's bookkeeping of them) where `params` is the record's
-    /// tensor bytes as the adapter counted them (gate-runner's `Train::param_bytes`);
-    /// `None` where `params` is these live bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub param_live_bytes: Option<u64>,
-    /// A generation on an emulated card (`--emulate-capacity`): one decode
-    /// step run with the cache's memory held at `kv_capacity_tokens`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_capacity_check: Option<CapacityCheck>,
-    /// The names of the `tracing` spans the model entered (gate's blocks
-    /// come from those it attributes).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub spans_entered: Vec<String>,
-    /// Why the model's spans could not be attributed in this harness (TRACE
-    /// compiled out, another subscriber set).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spans_unavailable: Option<String>,
-}
+profile_facts!(struct_with_profile_facts! {
+    /// What one component's profile measured, as the harness writes it on
+    /// its `profile` line: its figures, the blocks of its forward, its
+    /// failure, then the profile facts report.json keeps as they are
+    /// (`profile_facts`).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct Measurement {
+        pub device: DeviceInfo,
+        /// Metric values in canonical units (bytes, ms, plain number).
+        pub values: BTreeMap<Metric, f64>,
+        /// Parameter elements counted on the built model.
+        pub param_elems: u64,
+        /// Elements of frozen (non-trained) state the model holds, from the closed form.
+        pub frozen_elems: u64,
+        /// Blocks of the grad-enabled forward pass, ranked by retained bytes.
+        pub blocks: Vec<BlockStat>,
+        /// Where the blocks' kept bytes were read at the forward's end (the
+        /// CPU): what each held at its exit, by name. Above what it keeps, an
+        /// op after it freed the difference (a graph cut downstream).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub block_exit_bytes: BTreeMap<String, i64>,
+        pub failure: Option<Failure>,
+        /// Live bytes after the timed training steps beyond those after the first
+        /// steady step (`None` with a single timed step).
+        #[serde(default)]
+        pub growth_training_bytes: Option<u64>,
+        /// Live bytes after further inference calls beyond those after the first.
+        #[serde(default)]
+        pub growth_inference_bytes: Option<u64>,
+        /// How long each phase took, in order; timed by the parent from the
+        /// child's phase events (the child leaves it empty).
+        #[serde(default)]
+        pub phase_seconds: Vec<(Phase, f64)>,
+        /// The `ratio` phase: the variant's and the reference's loss, each after
+        /// as many seeded steps as its own profile takes, in this one process.
+        /// `loss_ratio` falls back on them when the reference's own profile did
+        /// not reach its loss (it does not fit the emulated card).
+        #[serde(default)]
+        pub ratio_losses: Option<(f64, f64)>,
+        /// A failed profile: the allocator's high-water in the failing phase
+        /// (for an out-of-memory failure, about what it held when it ran out).
+        #[serde(default)]
+        pub failure_peak_bytes: Option<u64>,
+    }
+});
 
 /// `kv_capacity_tokens` checked on the card: the memory a row's cache
 /// would hold one token short of the figure (`held_bytes`, the batch's,

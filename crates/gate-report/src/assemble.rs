@@ -33,7 +33,7 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         })
         .collect();
     let activations = m.values.get(&Metric::Activations).copied();
-    ComponentReport {
+    let mut report = ComponentReport {
         workload: c.kind.clone(),
         dtype: c.dtype.as_str().into(),
         batch_size: c.batch_size,
@@ -42,14 +42,6 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         config,
         metrics,
         param_count: m.param_elems,
-        analytic_params_bytes: m.analytic_params_bytes,
-        param_tensors: m.param_tensors,
-        batch_bytes: m.batch_bytes,
-        unpruned_gradient_bytes: m.unpruned_gradient_bytes,
-        context_reserve_bytes: m.context_reserve_bytes,
-        pool_reserved_peak_bytes: m.pool_reserved_peak_bytes,
-        emulated_block_bytes: m.emulated_block_bytes,
-        warmup_error: m.warmup_error.clone(),
         blocks: ComponentReport::blocks_from(&m.blocks, activations)
             .into_iter()
             .map(|mut b| {
@@ -57,8 +49,6 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
                 b
             })
             .collect(),
-        step_times_ms: m.step_times_ms.clone(),
-        losses: m.losses.clone(),
         error: m.failure.as_ref().map(|f| ComponentError {
             kind: ErrorKind::Failed,
             phase: Some(f.phase.to_string()),
@@ -68,8 +58,6 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
         }),
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
-        profile_seconds: m.profile_seconds,
-        turn_wait_seconds: m.turn_wait_seconds,
         phase_seconds: m
             .phase_seconds
             .iter()
@@ -78,22 +66,15 @@ pub fn component_report(c: &Component, config: serde_json::Value, m: &Measuremen
                 seconds: *s,
             })
             .collect(),
-        timeline: m.timeline.clone(),
-        step_time_ratios: m.step_time_ratios.clone(),
-        ratio_error: m.ratio_error.clone(),
         ratio_losses: m
             .ratio_losses
             .map(|(variant, reference)| RatioLosses { variant, reference }),
-        ratio_lifted_bytes: m.ratio_lifted_bytes,
-        checkpointed: m.checkpointed.clone(),
-        memory_source: m.memory_source.filter(|s| !s.is_exact()),
-        gradient_coverage: m.gradient_coverage.clone(),
-        gradient_live_bytes: m.gradient_live_bytes,
-        kv_capacity_check: m.kv_capacity_check.clone(),
-        param_live_bytes: m.param_live_bytes,
-        spans_entered: m.spans_entered.clone(),
-        spans_unavailable: m.spans_unavailable.clone(),
-    }
+        ..ComponentReport::default()
+    };
+    report.copy_profile_facts(m);
+    // report.json names the source only where it is not the exact counter.
+    report.memory_source = report.memory_source.filter(|s| !s.is_exact());
+    report
 }
 
 pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
@@ -103,20 +84,6 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         batch_size: c.batch_size,
         seed: c.seed,
         fingerprint: component_fingerprint(c, &serde_json::Value::Null),
-        config: serde_json::Value::Null,
-        metrics: BTreeMap::new(),
-        param_count: 0,
-        analytic_params_bytes: 0,
-        param_tensors: 0,
-        batch_bytes: 0,
-        unpruned_gradient_bytes: 0,
-        context_reserve_bytes: None,
-        pool_reserved_peak_bytes: None,
-        emulated_block_bytes: None,
-        warmup_error: None,
-        blocks: Vec::new(),
-        step_times_ms: Vec::new(),
-        losses: Vec::new(),
         error: Some(ComponentError {
             kind: ErrorKind::NotMeasured,
             phase: None,
@@ -126,22 +93,7 @@ pub fn not_measured_report(c: &Component, reason: &str) -> ComponentReport {
         }),
         reference: c.reference.clone(),
         master_dtype: c.master_dtype.map(|d| d.as_str().to_string()),
-        profile_seconds: None,
-        turn_wait_seconds: 0.0,
-        phase_seconds: Vec::new(),
-        timeline: None,
-        step_time_ratios: Vec::new(),
-        ratio_error: None,
-        ratio_losses: None,
-        ratio_lifted_bytes: None,
-        checkpointed: Vec::new(),
-        memory_source: None,
-        gradient_coverage: None,
-        gradient_live_bytes: None,
-        kv_capacity_check: None,
-        param_live_bytes: None,
-        spans_entered: Vec::new(),
-        spans_unavailable: None,
+        ..ComponentReport::default()
     }
 }
 

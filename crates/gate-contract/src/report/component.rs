@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use gate_probe::{BlockStat, Timeline};
+use gate_probe::BlockStat;
 use gate_spec::metric::{Metric, Unit};
+
+use crate::measurement::Measurement;
 
 /// A metric value with its unit. Bytes are written as integers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -145,131 +147,50 @@ impl BlockReport {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ComponentReport {
-    pub workload: String,
-    pub dtype: String,
-    pub batch_size: usize,
-    pub seed: u64,
-    pub config: serde_json::Value,
-    /// The figures this gate knows: a metric or a unit of a newer gate in
-    /// a stored report is left out here (its budget's row keeps it, as
-    /// [`MetricId::Unknown`](super::MetricId::Unknown)), never compared and never a refusal.
-    #[serde(deserialize_with = "known_metrics")]
-    pub metrics: BTreeMap<Metric, MetricValue>,
-    /// Parameter elements counted on the built model.
-    pub param_count: u64,
-    /// The closed-form parameter (and frozen-state) bytes, to check `params` against.
-    pub analytic_params_bytes: u64,
-    /// Parameter tensors the built model holds: each adds the framework's
-    /// bookkeeping to `params` beyond the closed form's bytes.
-    #[serde(default)]
-    pub param_tensors: u64,
-    pub batch_bytes: u64,
-    /// The gradient store right after `backward()`, before only the parameters'
-    /// gradients are kept: a framework's extra gradients for untracked operands.
-    #[serde(default)]
-    pub unpruned_gradient_bytes: u64,
-    /// CUDA runs: process memory outside the pool (context, kernels, workspaces).
-    pub context_reserve_bytes: Option<u64>,
-    /// CUDA runs: the pool's high-water reservation from the device.
-    pub pool_reserved_peak_bytes: Option<u64>,
-    /// Capacity emulation: bytes held back so the run saw only the spec's card.
-    pub emulated_block_bytes: Option<u64>,
-    /// Why the warm-up step failed (the profile then ran cold), if it did.
-    pub warmup_error: Option<String>,
-    pub blocks: Vec<BlockReport>,
-    pub step_times_ms: Vec<f64>,
-    pub losses: Vec<f64>,
-    /// Fingerprint of what makes this component's figures comparable (dtype, batch, config).
-    pub fingerprint: String,
-    pub error: Option<ComponentError>,
-    /// A variant's reference (the component its `loss_ratio` and
-    /// `step_time_ratio` compare against); absent for the reference itself
-    /// and for components without variants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reference: Option<String>,
-    /// Mixed precision: the dtype of the master weights (and gradients and
-    /// optimizer state); `dtype` is then the compute dtype.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub master_dtype: Option<String>,
-    /// Wall time of the component's profile (the child process, start to
-    /// exit), in seconds; absent in reports from before it was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile_seconds: Option<f64>,
-    /// Of `profile_seconds`, the time the profile waited for its turn to
-    /// time its steps while another one timed theirs (profiles side by
-    /// side on one GPU take turns; CPU profiles do not); absent when it
-    /// did not wait.
-    #[serde(default, skip_serializing_if = "is_zero_seconds")]
-    pub turn_wait_seconds: f64,
-    /// How long each phase of the profile took, in the order they ran
-    /// (`setup` is the child's start until its first phase).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub phase_seconds: Vec<PhaseTime>,
-    /// Live bytes over the steady training step and the first inference
-    /// call, sampled at every scope boundary and phase mark (the SVG
-    /// `timeline-NAME.svg` draws it); absent when nothing was sampled.
-    /// Each sample is a string `"T_US LIVE PEAK EVENT"`: microseconds since
-    /// its span started, live bytes above `base_bytes`, the highest live
-    /// bytes since the previous sample, and `phase:NAME`, `enter:BLOCK`,
-    /// `exit:BLOCK` or `end`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeline: Option<Timeline>,
-    /// A variant with a `step_time_ratio` budget: its step time over its
-    /// reference's, one per interleaved pair of steps (variant, reference)
-    /// timed in one process after the byte profiles. Its `step_time_ratio`
-    /// is their median, judged with its interval.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub step_time_ratios: Vec<f64>,
-    /// Why the interleaved pairs could not be timed (the ratio then comes
-    /// from the two profiles' medians, without an interval).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio_error: Option<String>,
-    /// A variant with a `loss_ratio` budget, from the ratio steps: its loss
-    /// and its reference's, each after as many seeded steps as its profile
-    /// takes. `loss_ratio` uses them when the reference's own profile has no
-    /// loss (it does not fit the emulated card).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio_losses: Option<RatioLosses>,
-    /// Capacity emulation: the bytes freed for the ratio steps (they measure
-    /// time and loss; every byte figure is from the emulated card).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ratio_lifted_bytes: Option<u64>,
-    /// The blocks the model checkpointed in its training steps (seen by
-    /// the SDK as they ran), each by scope, whole or in chunks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checkpointed: Vec<crate::measurement::CheckpointedBlock>,
-    /// Where the byte figures come from, written only when it is not the
-    /// backend's exact counter (the counting allocator, the CUDA pool):
-    /// `nvml_process` when the model's tensors were not in the CUDA pool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_source: Option<gate_probe::MemorySource>,
-    /// Which trainable parameters the first training step gave a gradient;
-    /// absent when the harness could not tell (an older SDK).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gradient_coverage: Option<crate::measurement::GradientCoverage>,
-    /// The live bytes the backward left above the pre-forward level once
-    /// pruned: the gradient store and the framework's bookkeeping of it
-    /// (`metrics.gradients` is the gradient tensors' own bytes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gradient_live_bytes: Option<u64>,
-    /// A generation on an emulated card: one decode step with the cache's
-    /// memory held at `kv_capacity_tokens` (see [`crate::measurement::CapacityCheck`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_capacity_check: Option<crate::measurement::CapacityCheck>,
-    /// The live bytes the build left, where `metrics.params` is the
-    /// parameters' own tensor bytes as the framework's adapter counted them
-    /// (from the model's saved record); absent where `params` is these live bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub param_live_bytes: Option<u64>,
-    /// The `tracing` spans the model entered, by name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub spans_entered: Vec<String>,
-    /// Why the model's spans could not be attributed (a reason and a hint).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spans_unavailable: Option<String>,
-}
+profile_facts!(struct_with_profile_facts! {
+    /// A component as report.json keeps it: what it ran (workload, dtype,
+    /// batch, config and their fingerprint), its figures with their units,
+    /// its blocks, its error, then the profile facts its measurement carried
+    /// (`profile_facts`).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    pub struct ComponentReport {
+        pub workload: String,
+        pub dtype: String,
+        pub batch_size: usize,
+        pub seed: u64,
+        pub config: serde_json::Value,
+        /// The figures this gate knows: a metric or a unit of a newer gate in
+        /// a stored report is left out here (its budget's row keeps it, as
+        /// [`MetricId::Unknown`](super::MetricId::Unknown)), never compared and never a refusal.
+        #[serde(deserialize_with = "known_metrics")]
+        pub metrics: BTreeMap<Metric, MetricValue>,
+        /// Parameter elements counted on the built model.
+        pub param_count: u64,
+        pub blocks: Vec<BlockReport>,
+        /// Fingerprint of what makes this component's figures comparable (dtype, batch, config).
+        pub fingerprint: String,
+        pub error: Option<ComponentError>,
+        /// A variant's reference (the component its `loss_ratio` and
+        /// `step_time_ratio` compare against); absent for the reference itself
+        /// and for components without variants.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reference: Option<String>,
+        /// Mixed precision: the dtype of the master weights (and gradients and
+        /// optimizer state); `dtype` is then the compute dtype.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub master_dtype: Option<String>,
+        /// How long each phase of the profile took, in the order they ran
+        /// (`setup` is the child's start until its first phase).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub phase_seconds: Vec<PhaseTime>,
+        /// A variant with a `loss_ratio` budget, from the ratio steps: its loss
+        /// and its reference's, each after as many seeded steps as its profile
+        /// takes. `loss_ratio` uses them when the reference's own profile has no
+        /// loss (it does not fit the emulated card).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub ratio_losses: Option<RatioLosses>,
+    } copied_from Measurement
+});
 
 impl ComponentReport {
     /// The coverage when some trainable parameter got no gradient: the
@@ -404,10 +325,6 @@ fn known_metrics<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Metric, Met
         .filter_map(|(name, v)| Some((Metric::parse(&name)?, v)))
         .filter(|(_, v)| v.unit != Unit::Unknown)
         .collect())
-}
-
-fn is_zero_seconds(s: &f64) -> bool {
-    *s == 0.0
 }
 
 #[cfg(test)]
