@@ -203,6 +203,17 @@ impl<'m> Resolve<'m> {
     }
 }
 
+/// The frameworks the adapters among `metadata`'s packages declare.
+pub(crate) fn adapter_frameworks(metadata: &Value) -> Vec<String> {
+    metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Adapter::read)
+        .map(|a| a.framework)
+        .collect()
+}
+
 /// The version of crate `krate` that `package` depends on directly in this resolve.
 pub(crate) fn crate_version(metadata: &Value, package: &str, krate: &str) -> Option<String> {
     let r = Resolve::new(metadata)?;

@@ -123,6 +123,8 @@ const ALLOWED: &[&str] = &[
 /// the toolkits' and the runtimes' (CUDA, cuDNN, NCCL, ROCm, the BLAS and
 /// thread pools), Rust's own (`RUST_LOG`, `RUST_BACKTRACE`), gate's, the
 /// XDG folders, and the compilers' per-target settings (`CC_x86_64_…`).
+/// A framework's own settings are added once gate knows the framework
+/// ([`pass_framework_settings`]).
 const ALLOWED_PREFIXES: &[&str] = &[
     "CARGO_",
     "RUSTUP_",
@@ -135,8 +137,6 @@ const ALLOWED_PREFIXES: &[&str] = &[
     "ROCM_",
     "HIP_",
     "HSA_",
-    "CANDLE_",
-    "BURN_",
     "WGPU_",
     "MKL_",
     "OMP_",
@@ -151,6 +151,41 @@ const ALLOWED_PREFIXES: &[&str] = &[
     "CFLAGS_",
     "CXXFLAGS_",
 ];
+
+/// The prefixes of the frameworks' own settings that children get from now
+/// on (`NAME_` for the framework `name`), added by [`pass_framework_settings`].
+static FRAMEWORK_PREFIXES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// From now on every child also gets the framework `name`'s own settings:
+/// the variables named `NAME_*` (upper-cased, `-` as `_`), as a framework
+/// names its build's and its runtime's switches after itself. gate names
+/// no framework: the command line calls this with what the adapter
+/// declares (`[package.metadata.gate] framework`, read from `cargo
+/// metadata` before a harness is built) and what a harness answers
+/// (`__resolve`'s framework, before its profiles run). Such a variable
+/// that looks like a credential still stays out. A name that is not
+/// letters, digits, `-` and `_`, or shorter than two characters, adds
+/// nothing (returns `false`).
+pub fn pass_framework_settings(name: &str) -> bool {
+    let valid = name.len() >= 2
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !valid {
+        return false;
+    }
+    let prefix = format!("{}_", name.to_ascii_uppercase().replace('-', "_"));
+    let mut prefixes = FRAMEWORK_PREFIXES.lock().unwrap_or_else(|p| p.into_inner());
+    if !prefixes.contains(&prefix) {
+        prefixes.push(prefix);
+    }
+    true
+}
+
+/// Whether `upper` is one of a framework's settings ([`pass_framework_settings`]).
+fn framework_setting(upper: &str) -> bool {
+    let prefixes = FRAMEWORK_PREFIXES.lock().unwrap_or_else(|p| p.into_inner());
+    prefixes.iter().any(|p| upper.starts_with(p.as_str()))
+}
 
 /// Words that make an allowed name a credential all the same: cargo's
 /// registry tokens (`CARGO_REGISTRY_TOKEN`, `CARGO_REGISTRIES_*_TOKEN`)
@@ -175,7 +210,8 @@ fn passed_names(list: Option<&std::ffi::OsStr>) -> Vec<String> {
 }
 
 /// Whether a child may see the variable `name` with `value`: a name of
-/// [`ALLOWED`] or with a prefix of [`ALLOWED_PREFIXES`] that does not look
+/// [`ALLOWED`] or with a prefix of [`ALLOWED_PREFIXES`] or of a framework's
+/// settings ([`pass_framework_settings`]) that does not look
 /// like a credential, or one [`PASS_ENV`] lists (`passed`); never one of
 /// [`CREDENTIALS`], nor any variable whose value contains one of `secrets`
 /// (the values of the variables left out for looking like credentials: a
@@ -199,7 +235,9 @@ pub fn is_passed(name: &std::ffi::OsStr, value: &std::ffi::OsStr, passed: &[Stri
     if listed {
         return true;
     }
-    let allowed = ALLOWED.contains(&upper.as_str()) || ALLOWED_PREFIXES.iter().any(|p| upper.starts_with(p));
+    let allowed = ALLOWED.contains(&upper.as_str())
+        || ALLOWED_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || framework_setting(&upper);
     allowed && !secret_shaped(&upper)
 }
 
@@ -298,7 +336,23 @@ fn allocator_tunables(user: Option<std::ffi::OsString>) -> std::ffi::OsString {
 
 #[cfg(test)]
 mod tests {
-    use super::allocator_tunables;
+    use super::{allocator_tunables, is_passed, pass_framework_settings};
+
+    /// A framework's settings pass once the command line has learnt its
+    /// name, not before; a credential-shaped one never; a name that is not
+    /// one adds nothing.
+    #[test]
+    fn a_frameworks_settings_pass_once_its_name_is_known() {
+        let passes = |name: &str| is_passed(name.as_ref(), "1".as_ref(), &[], &[]);
+        assert!(!passes("FW_ONE_DEVICE"));
+        assert!(pass_framework_settings("fw-one"));
+        assert!(passes("FW_ONE_DEVICE") && passes("fw_one_cache"));
+        assert!(!passes("FW_ONE_API_KEY") && !passes("FW_ONE_TOKEN"));
+        assert!(!passes("FW_TWO_DEVICE"));
+        for bad in ["", "x", "a b", "fw*", "-fw", "1fw"] {
+            assert!(!pass_framework_settings(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn the_users_tunables_come_last_so_they_win() {

@@ -27,7 +27,7 @@ use death::{describe_exit, exit_kind, no_measurement, panic_kind, STDERR_KEPT};
 use events::{read_events, Events};
 use signals::{spawn, wait_listed, Watchdog, RUNNING};
 
-pub use command::{child_env, command, is_passed, tie, PASS_ENV};
+pub use command::{child_env, command, is_passed, pass_framework_settings, tie, PASS_ENV};
 pub use death::{signal_name, status_words, Tail};
 pub use signals::{
     begin_writing, forget_scratch, forward_signals, interrupted, scratch, spawn_helper, stopping, Helper,
