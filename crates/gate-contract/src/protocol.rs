@@ -53,12 +53,19 @@ impl FrameworkId {
     }
 }
 
-/// The one framework of the first harnesses of protocol 2 and of the
-/// reports before [`FrameworkId`]: they carried its version alone, under a
-/// field named after it, which the answer and the testbed keep (its
+/// The field the first harnesses of protocol 2 and the reports before
+/// [`FrameworkId`] carried their one framework's version in, named after
+/// that framework (`NAME_version`): the answer and the testbed keep it (its
 /// harnesses still write it, and the fingerprints of its stored baselines
-/// hold it). The only framework the contract names, as wire history.
-pub const FIRST_FRAMEWORK: &str = "candle";
+/// hold it). serde's `rename`s of it spell it out; a test holds them to this.
+pub const LEGACY_VERSION_FIELD: &str = "candle_version";
+
+/// The one framework of the first harnesses and reports, as their version's
+/// field names it ([`LEGACY_VERSION_FIELD`] without `_version`): read off
+/// the wire's own history, the contract names no framework of its own.
+pub const FIRST_FRAMEWORK: &str = LEGACY_VERSION_FIELD
+    .split_at(LEGACY_VERSION_FIELD.len() - "_version".len())
+    .0;
 
 /// A harness's answer to `__resolve`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -129,4 +136,28 @@ pub enum ChildEvent {
     },
     /// The profile ended (a failure included): its measurement.
     Done(Box<Measurement>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The legacy field's name is the one serde writes and reads, and the
+    /// first framework's name is its head.
+    #[test]
+    fn the_legacy_field_is_the_wires_and_names_the_first_framework() {
+        let answer = ResolveAnswer {
+            protocol: PROTOCOL,
+            configs: serde_json::Map::new(),
+            framework: FrameworkId::first("0.9.1"),
+            legacy_version: Some("0.9.1".into()),
+            levers: BTreeMap::new(),
+        };
+        let written = serde_json::to_value(&answer).unwrap();
+        assert_eq!(written[LEGACY_VERSION_FIELD], "0.9.1", "{written}");
+        let legacy: LegacyAnswer = serde_json::from_value(written).unwrap();
+        assert_eq!(legacy.legacy_version.as_deref(), Some("0.9.1"));
+        assert!(LEGACY_VERSION_FIELD.starts_with(FIRST_FRAMEWORK));
+        assert_eq!(format!("{FIRST_FRAMEWORK}_version"), LEGACY_VERSION_FIELD);
+    }
 }
