@@ -656,39 +656,17 @@ fn every_child_is_made_by_the_one_command_builder() {
 /// the candle SDK as a team's crate is.
 const ADAPTER_CRATES: &[&str] = &["gate-sdk", "gate-burn", "gate-builtins"];
 
-/// What may still name a framework outside the adapters, each with why:
-/// (file, the text on its line, or `None` for the whole file).
-const FRAMEWORK_NAMES_KEPT: &[(&str, Option<&str>)] = &[
-    // The first framework's name, which the first harnesses and reports
-    // implied by giving its version alone (wire history: the contract reads
-    // them so).
-    (
-        "crates/gate-contract/src/protocol.rs",
-        Some(r#"pub const FIRST_FRAMEWORK: &str = "candle";"#),
-    ),
-    // The environment a harness's build and run keep: the frameworks' own
-    // settings, known before any harness is (`gate doctor` and `cargo
-    // metadata` run with it too).
-    ("crates/gate-runner/src/child/command.rs", Some(r#""CANDLE_","#)),
-    ("crates/gate-runner/src/child/command.rs", Some(r#""BURN_","#)),
-    // `gate init --harness` writes a harness on the candle SDK: the one
-    // adapter it scaffolds (its template, its dependency line, the built-in
-    // models' minor).
-    ("crates/gate-cli/src/commands/init/harness.rs", None),
-    // The installed command's crates.io description and keywords, and its
-    // `builtins` feature: the built-in models, which are candle's.
-    ("crates/gate-cli/Cargo.toml", None),
-];
-
 /// The field report.json's testbed and the `__resolve` answer kept from
 /// before `framework` (stored reports have it): the contract names it, as
 /// the wire does, and no other crate.
 const LEGACY_FIELD: &str = "candle_version";
 
 /// No crate outside the framework adapters names candle or burn: not in its
-/// code, its comments, its tests or its manifest (#52), but for the lines
-/// [`FRAMEWORK_NAMES_KEPT`] lists. A framework's versions, its checks and
-/// its words are the adapter's, which the command line reads as data.
+/// code, its comments, its tests or its manifest (#52). A framework's
+/// versions, its checks, its settings and its words are the adapter's,
+/// which the command line reads as data (`cargo metadata`, the harness's
+/// `__resolve` answer, the SDK's manifest the built-in models carry); the
+/// contract names only the wire's legacy field.
 #[test]
 fn no_crate_outside_the_adapters_names_a_framework() {
     fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -716,7 +694,6 @@ fn no_crate_outside_the_adapters_names_a_framework() {
         }
     }
     assert!(crates >= 8, "{crates} crates read");
-    let mut kept_used = BTreeSet::new();
     let mut found = Vec::new();
     for f in &all {
         let rel = f.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
@@ -729,15 +706,7 @@ fn no_crate_outside_the_adapters_names_a_framework() {
             if !l.contains("candle") && !l.contains("burn") {
                 continue;
             }
-            let kept = FRAMEWORK_NAMES_KEPT
-                .iter()
-                .position(|(file, text)| *file == rel && text.is_none_or(|t| line.contains(t)));
-            match kept {
-                Some(k) => {
-                    kept_used.insert(k);
-                }
-                None => found.push(format!("{rel}:{}: {}", i + 1, line.trim())),
-            }
+            found.push(format!("{rel}:{}: {}", i + 1, line.trim()));
         }
     }
     assert!(
@@ -745,12 +714,6 @@ fn no_crate_outside_the_adapters_names_a_framework() {
         "a framework named outside its adapter:\n{}",
         found.join("\n")
     );
-    // Each exception still has something to excuse, or it goes.
-    let stale: Vec<_> = (0..FRAMEWORK_NAMES_KEPT.len())
-        .filter(|k| !kept_used.contains(k))
-        .map(|k| FRAMEWORK_NAMES_KEPT[k])
-        .collect();
-    assert!(stale.is_empty(), "exceptions with nothing left to excuse: {stale:?}");
 }
 
 /// The most lines a production source file holds, its tests included.

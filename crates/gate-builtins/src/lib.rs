@@ -23,6 +23,11 @@ pub use mlp::Mlp;
 pub use ppo::Ppo;
 pub use tft::Tft;
 
+/// The manifest of the SDK the built-in models are built on
+/// ([`gate::ADAPTER_MANIFEST`]): `gate init --harness` sets a crate up on
+/// the SDK's feature for the crate's framework version from it.
+pub use gate::ADAPTER_MANIFEST as SDK_MANIFEST;
+
 /// The kinds registered here, in order (what an unknown kind's hint lists).
 pub const KINDS: [&str; 5] = ["mlp", "tft", "dqn", "ppo", "mamba2"];
 

@@ -60,6 +60,8 @@ pub(crate) const LONG_VERSION: &str = concat!(
 #[derive(Clone, Copy, Default)]
 pub(crate) struct App<'a> {
     pub builtins: Option<&'a dyn WorkloadCheck>,
+    /// The Cargo.toml of the SDK the built-in models are built on.
+    pub sdk_manifest: Option<&'static str>,
 }
 
 /// The built-in workloads a binary built on this crate serves itself:
@@ -70,6 +72,10 @@ pub(crate) struct App<'a> {
 pub struct Builtins<'a> {
     /// The built-in kinds' checks of a component's workload (gate-builtins').
     pub check: &'a dyn WorkloadCheck,
+    /// The Cargo.toml of the SDK they are built on, whose declaration of the
+    /// framework versions it serves `gate init --harness` reads
+    /// (`gate_builtins::SDK_MANIFEST`).
+    pub sdk_manifest: &'static str,
 }
 
 /// `--backend`: the command line's face of [`Backend`], so the probe

@@ -37,6 +37,7 @@ use app::App;
 pub fn main(args: Vec<std::ffi::OsString>, builtins: Option<Builtins<'_>>) -> std::process::ExitCode {
     let app = App {
         builtins: builtins.map(|b| b.check),
+        sdk_manifest: builtins.map(|b| b.sdk_manifest),
     };
     commands::main_with(args, &app).into()
 }

@@ -21,7 +21,11 @@ fn main() -> ExitCode {
         if let Some(exit) = models.serve(&args) {
             return exit;
         }
-        gate_cli::main(args, Some(gate_cli::Builtins { check: &models }))
+        let builtins = gate_cli::Builtins {
+            check: &models,
+            sdk_manifest: gate_builtins::SDK_MANIFEST,
+        };
+        gate_cli::main(args, Some(builtins))
     }
     #[cfg(not(feature = "builtins"))]
     gate_cli::main(args, None)

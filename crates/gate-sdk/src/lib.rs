@@ -94,6 +94,15 @@ mod sdk;
 pub use gate_probe::CountingAlloc;
 pub use harness::Harness;
 
+/// This adapter's Cargo.toml as it was built. Its `[package.metadata.gate]`
+/// declares the framework it serves, the crate that carries the framework's
+/// version, and which feature serves which versions; its `[features]` the
+/// default. The installed `gate` reads a team's harness's adapter from
+/// `cargo metadata` before it builds it; the stock `gate` reads this one,
+/// through its built-in models, to set a crate up on the feature for its
+/// framework version (`gate init --harness`).
+pub const ADAPTER_MANIFEST: &str = include_str!("../Cargo.toml");
+
 /// gate-runner, for [`main!`]'s expansion in a team's crate (which depends
 /// on gate-sdk only). Not API.
 #[doc(hidden)]

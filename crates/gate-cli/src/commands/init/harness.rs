@@ -1,12 +1,21 @@
-//! `gate init --harness`: a crate set up with a harness on gate's candle
-//! SDK, the one adapter `gate init` scaffolds: the harness's source, the
-//! SDK's feature for the crate's candle, the dependencies added to its
-//! Cargo.toml. (The other adapters' crates are set up by hand, docs/burn.md.)
+//! `gate init --harness`: a crate set up with a harness on gate's SDK, the
+//! one adapter `gate init` scaffolds: the harness's source, the SDK's
+//! feature for the framework version the crate is on, the dependencies
+//! added to its Cargo.toml. (The other adapters' crates are set up by
+//! hand, as each adapter's guide says.)
+//!
+//! Which feature serves which framework version is the adapter's word, not
+//! this file's: its Cargo.toml declares them (`[package.metadata.gate]`,
+//! read as `gate check` reads it from `cargo metadata`,
+//! crates/gate-cli/src/pipeline/versions.rs). This reads the declaration of
+//! the checkout a path source names, else of the SDK this gate's built-in
+//! models were built with.
 
 use std::path::{Path, PathBuf};
 
 use super::{package_name, relative, with_harness_line, GateSource, InitArgs};
 use crate::errors::CliError;
+use crate::pipeline::versions::Adapter;
 use gate_spec::hint::Problem;
 
 /// The harness file `gate init --harness` writes.
@@ -17,9 +26,8 @@ const HARNESS: &str = "//! This crate's harness: the workloads named below (each
 gate::main!(/* your workloads, e.g. my_crate::MyForecaster */);
 ";
 
-/// The harness file on candle 0.11: with gate's built-in `mlp`
-/// (gate-builtins), which the starter spec measures until the crate's own
-/// workloads replace it.
+/// The harness file with gate's built-in `mlp` (gate-builtins), which the
+/// starter spec measures until the crate's own workloads replace it.
 const HARNESS_WITH_MLP: &str = "//! This crate's harness: the workloads named below (each a type that
 //! implements `gate::Workload`; see docs/sdk.md). budgets.yaml names this
 //! binary under `harness:`, so `gate check` builds and runs it. gate's
@@ -28,47 +36,121 @@ const HARNESS_WITH_MLP: &str = "//! This crate's harness: the workloads named be
 gate::main!(gate_builtins::Mlp /* , your workloads, e.g. my_crate::MyForecaster */);
 ";
 
-/// gate's SDK on candle, the adapter `gate init --harness` sets a crate up
-/// with (its library is `gate`).
+/// gate's SDK, the adapter `gate init --harness` sets a crate up with (its
+/// library is `gate`).
 pub(super) const SDK_PACKAGE: &str = "gate-sdk";
 
-/// The crate whose version is candle's, as the SDK's
-/// `[package.metadata.gate] framework-crate` says.
-const CANDLE_CRATE: &str = "candle-core";
+/// The SDK's folder in gate's repository.
+const SDK_FOLDER: &str = "crates/gate-sdk";
 
-/// The package of gate's built-in models (a harness on candle 0.11 may register them).
+/// The package of gate's built-in models, which are built on the SDK's
+/// default features only.
 const BUILTINS_PACKAGE: &str = "gate-builtins";
 
-/// Whether a crate on `candle` (its gate feature; none yet means 0.11) can
-/// have the built-in models, which are written against candle 0.11.
-fn with_builtins(candle: Option<&str>) -> bool {
-    candle.is_none_or(|c| c == "candle-0-11")
+/// What the SDK's Cargo.toml declares: the framework versions it serves
+/// (each with its feature) and its default features.
+#[derive(Debug)]
+struct Declared {
+    adapter: Adapter,
+    defaults: Vec<String>,
 }
 
-/// gate's candle feature for the crate at `manifest`: the one that serves
-/// the candle-core it depends on (resolved in its Cargo.lock when there is
-/// one, else its requirement), or `None` when it has no candle of its own
-/// (gate's default, candle 0.11 with the built-in models).
-fn candle_feature(manifest: &Path, text: &str) -> Result<Option<String>, CliError> {
+impl Declared {
+    /// The declaration in an adapter's Cargo.toml text, if it makes one.
+    fn read(manifest: &str) -> Option<Declared> {
+        let doc = manifest.parse::<toml_edit::DocumentMut>().ok()?;
+        let package = doc.get("package")?;
+        let json = serde_json::json!({
+            "name": package.get("name")?.as_str()?,
+            "metadata": { "gate": toml_json(package.get("metadata")?.get("gate")?) },
+        });
+        let adapter = Adapter::read(&json)?;
+        let defaults = doc
+            .get("features")
+            .and_then(|f| f.get("default"))
+            .and_then(|d| d.as_array())
+            .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        Some(Declared { adapter, defaults })
+    }
+
+    /// The SDK's declaration: the checkout's, for a path source that has
+    /// the SDK, else the one this gate's built-in models were built with.
+    fn find(source: &GateSource, built_in: Option<&str>) -> Option<Declared> {
+        let checkout = match source {
+            GateSource::Path(p) => std::fs::read_to_string(p.join(SDK_FOLDER).join("Cargo.toml")).ok(),
+            _ => None,
+        };
+        checkout.as_deref().or(built_in).and_then(Declared::read)
+    }
+
+    /// The feature that serves `version` of the framework, if one does.
+    fn serving(&self, version: &str) -> Option<String> {
+        self.adapter.pick(version)?.feature.clone()
+    }
+
+    /// Whether the crate, on the SDK's `feature`, can have the built-in
+    /// models (built on the SDK's defaults).
+    fn has_builtins_on(&self, feature: &str) -> bool {
+        self.defaults.iter().any(|d| d == feature)
+    }
+}
+
+/// A TOML item as JSON (strings, numbers, booleans, arrays, tables).
+fn toml_json(item: &toml_edit::Item) -> serde_json::Value {
+    fn value(v: &toml_edit::Value) -> serde_json::Value {
+        use toml_edit::Value as V;
+        match v {
+            V::String(s) => s.value().as_str().into(),
+            V::Integer(i) => (*i.value()).into(),
+            V::Float(f) => (*f.value()).into(),
+            V::Boolean(b) => (*b.value()).into(),
+            V::Datetime(d) => d.value().to_string().into(),
+            V::Array(a) => a.iter().map(value).collect(),
+            V::InlineTable(t) => t.iter().map(|(k, v)| (k.to_string(), value(v))).collect(),
+        }
+    }
+    match item {
+        toml_edit::Item::None => serde_json::Value::Null,
+        toml_edit::Item::Value(v) => value(v),
+        toml_edit::Item::Table(t) => t.iter().map(|(k, i)| (k.to_string(), toml_json(i))).collect(),
+        toml_edit::Item::ArrayOfTables(a) => a
+            .iter()
+            .map(|t| {
+                t.iter()
+                    .map(|(k, i)| (k.to_string(), toml_json(i)))
+                    .collect::<serde_json::Value>()
+            })
+            .collect(),
+    }
+}
+
+/// The SDK's feature for the crate at `manifest`: the one that serves the
+/// framework version it depends on (resolved in its Cargo.lock when there
+/// is one, else its requirement), or `None` when it has none of its own or
+/// none the SDK serves (then the SDK's defaults; `gate check` names the
+/// feature to pick before it builds anything).
+fn framework_feature(manifest: &Path, text: &str, sdk: &Declared) -> Result<Option<String>, CliError> {
     let Ok(package) = package_name(manifest, text) else {
         return Ok(None);
     };
+    let krate = &sdk.adapter.krate;
     // Bounded, its errors shown (#54): a held lock or a broken manifest is
     // said, not waited on forever or swallowed.
     let resolved = match crate::pipeline::harness::cargo_metadata(manifest, &["--locked", "--offline"], false)? {
         Ok(o) => serde_json::from_slice::<serde_json::Value>(&o)
             .ok()
-            .and_then(|m| crate::pipeline::versions::crate_version(&m, &package, CANDLE_CRATE)),
-        // A crate without candle of its own has nothing to resolve: what
-        // cargo said does not matter.
-        Err(_) if candle_requirement(text).is_none() => None,
+            .and_then(|m| crate::pipeline::versions::crate_version(&m, &package, krate)),
+        // A crate without the framework of its own has nothing to resolve:
+        // what cargo said does not matter.
+        Err(_) if requirement(text, krate).is_none() => None,
         Err(said) => {
             // Without a Cargo.lock that matches, cargo refuses `--locked`:
             // the requirement in Cargo.toml is read instead, and why is said.
             let last: Vec<&str> = said.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
             let last = last[last.len().saturating_sub(3)..].join(" / ");
             eprintln!(
-                "note: `cargo metadata --locked --offline` could not resolve {} ({}); reading candle-core's \
+                "note: `cargo metadata --locked --offline` could not resolve {} ({}); reading {krate}'s \
                  requirement from it instead",
                 manifest.display(),
                 if last.is_empty() { "it said nothing" } else { &last }
@@ -76,38 +158,35 @@ fn candle_feature(manifest: &Path, text: &str) -> Result<Option<String>, CliErro
             None
         }
     };
-    let Some(version) = resolved.or_else(|| candle_requirement(text)) else {
+    let Some(version) = resolved.or_else(|| requirement(text, krate)) else {
         return Ok(None);
     };
-    Ok(sdk_feature(&version))
-}
-
-/// The SDK's feature for candle-core `version`, by the SDK's naming of its
-/// features (`candle-MAJOR-MINOR`; 0.9.0 and 0.9.1 have `candle-0-9-1`,
-/// as 0.9.2 added API they lack), so that a new minor of the SDK needs no
-/// line here; `None` below 0.9, which the SDK never served. The SDK's
-/// `[package.metadata.gate] versions` is the word on what it serves: a
-/// crate it does not serve is told so, by that list, at its first `gate
-/// check` (crates/gate-cli/src/pipeline/versions.rs).
-fn sdk_feature(version: &str) -> Option<String> {
-    let mut parts = version.split(['.', '-', '+']).map(|p| p.parse::<u64>().ok());
-    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next().flatten());
-    match (major, minor, patch) {
-        (0, 0..=8, _) => None,
-        (0, 9, Some(0 | 1)) => Some("candle-0-9-1".into()),
-        (major, minor, _) => Some(format!("candle-{major}-{minor}")),
+    let feature = sdk.serving(&version);
+    match &feature {
+        Some(f) => eprintln!(
+            "{} is on {} {version}: gate's adapter for it is its feature `{f}`",
+            manifest.display(),
+            sdk.adapter.framework
+        ),
+        None => eprintln!(
+            "note: {} is on {} {version}, which gate's adapter does not serve; it gets the adapter's \
+             default features, and `gate check` names the versions it serves",
+            manifest.display(),
+            sdk.adapter.framework
+        ),
     }
+    Ok(feature)
 }
 
-/// The version in the manifest's `candle-core` requirement, operators
-/// stripped (`"=0.9.1"`, `{ version = "0.10" }`): what a fresh lock resolves
-/// within.
-fn candle_requirement(text: &str) -> Option<String> {
+/// The version in the manifest's requirement on `krate`, operators
+/// stripped (`"=0.9.1"`, `{ version = "0.10" }`): what a fresh lock
+/// resolves within.
+fn requirement(text: &str, krate: &str) -> Option<String> {
     let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
-    let dep = doc.get("dependencies")?.get("candle-core")?;
+    let dep = doc.get("dependencies")?.get(krate)?;
     let req = dep.as_str().or_else(|| dep.get("version")?.as_str())?;
     let v = req.trim().trim_start_matches(['=', '^', '~', '>', ' ']);
-    // A bare `0.9` resolves to the newest 0.9 (0.9.2 or later).
+    // A bare `MAJOR.MINOR` resolves to the newest release of that minor.
     Some(if v.matches('.').count() == 1 {
         format!("{v}.99")
     } else {
@@ -118,14 +197,15 @@ fn candle_requirement(text: &str) -> Option<String> {
 /// Adds what a harness needs to a crate's manifest, keeping every key the
 /// crate already has: gate's SDK (the package `gate-sdk`, from a path or
 /// git until its first release on crates.io), serde (for the configs) and
-/// a `cuda` feature that forwards to gate's; on candle 0.11 gate's built-in
-/// models too. Returns the manifest, what was added, and whether the crate
-/// has the built-in models.
+/// a `cuda` feature that forwards to gate's; `with_builtins`, gate's
+/// built-in models too. Returns the manifest, what was added, and whether
+/// the crate has the built-in models.
 fn with_harness_deps(
     manifest: &str,
     source: &GateSource,
     tag: &str,
-    candle: Option<&str>,
+    feature: Option<&str>,
+    with_builtins: bool,
 ) -> Result<(String, Vec<String>, bool), String> {
     use toml_edit::{value, Array, DocumentMut, InlineTable, Item, Table};
     let mut doc = manifest.parse::<DocumentMut>().map_err(|e| e.to_string())?;
@@ -141,21 +221,24 @@ fn with_harness_deps(
     });
     let key = existing.clone().unwrap_or_else(|| SDK_PACKAGE.to_string());
     if existing.is_none() {
-        let mut t = source.dependency(tag, "crates/gate-sdk");
-        // On the crate's candle, 0.11 when it names none yet.
-        t.insert("default-features", false.into());
-        let mut a = Array::new();
-        a.push(candle.unwrap_or("candle-0-11"));
-        t.insert("features", a.into());
+        let mut t = source.dependency(tag, SDK_FOLDER);
+        // The feature for the crate's framework version, by name; else the
+        // SDK's defaults.
+        if let Some(feature) = feature {
+            t.insert("default-features", false.into());
+            let mut a = Array::new();
+            a.push(feature);
+            t.insert("features", a.into());
+        }
         let line = t.to_string();
         deps.insert(SDK_PACKAGE, value(t));
         added.push(format!("{SDK_PACKAGE} = {}", line.trim()));
     }
-    // On 0.11, gate's built-in models too (their crate, written against
-    // 0.11 only), so that the starter spec's `mlp` runs before the crate
-    // has a workload.
+    // Where the crate is on the SDK's defaults, gate's built-in models too
+    // (their crate is built on those only), so that the starter spec's
+    // `mlp` runs before the crate has a workload.
     let has_builtins = deps.contains_key(BUILTINS_PACKAGE);
-    let builtins = has_builtins || (with_builtins(candle) && existing.is_none());
+    let builtins = has_builtins || (with_builtins && existing.is_none());
     if builtins && !has_builtins {
         let t = source.dependency(tag, "crates/gate-builtins");
         let line = t.to_string();
@@ -201,6 +284,7 @@ pub(super) struct ManifestEdit {
 pub(super) fn harness(
     args: &InitArgs,
     source: &GateSource,
+    sdk_manifest: Option<&str>,
     budgets: &mut String,
 ) -> Result<((PathBuf, String), ManifestEdit), CliError> {
     let crate_dir = args.crate_dir.clone().unwrap_or_else(|| args.dir.clone());
@@ -212,6 +296,7 @@ pub(super) fn harness(
         )
     })?;
     let package = package_name(&manifest, &text)?;
+    let checkout = source.clone();
     // A path dependency is written relative to the crate, so it can be committed.
     let source = match source {
         GateSource::Path(p) => {
@@ -220,12 +305,25 @@ pub(super) fn harness(
         }
         other => other.clone(),
     };
-    let candle = candle_feature(&manifest, &text)?;
-    if let Some(f) = &candle {
-        eprintln!("{} is on candle `{f}`: gate's adapter for it", manifest.display());
-    }
+    let (feature, with_builtins) = match Declared::find(&checkout, sdk_manifest) {
+        Some(sdk) => {
+            // The crate's framework version's feature, else the SDK's default
+            // (the one the built-in models are on).
+            let feature = framework_feature(&manifest, &text, &sdk)?.or_else(|| sdk.defaults.first().cloned());
+            let builtins = feature.as_deref().is_none_or(|f| sdk.has_builtins_on(f));
+            (feature, builtins)
+        }
+        None => {
+            eprintln!(
+                "note: this gate has no declaration of gate's SDK at hand (built without its built-in models, \
+                 and `--gate-repo` is not a checkout of gate), so the crate gets the SDK's default features; \
+                 `gate check` names the feature for the crate's framework version before it builds anything"
+            );
+            (None, true)
+        }
+    };
     let (edited, added, builtins) =
-        with_harness_deps(&text, &source, &args.gate_ref, candle.as_deref()).map_err(|e| {
+        with_harness_deps(&text, &source, &args.gate_ref, feature.as_deref(), with_builtins).map_err(|e| {
             CliError::Usage(
                 Problem::new(format!("--harness: cannot edit {}: {e}", manifest.display()))
                     .with_hint("add the lines by hand (docs/sdk.md, step 1)"),
@@ -253,61 +351,105 @@ pub(super) fn harness(
 mod tests {
     use super::*;
 
+    /// An adapter's Cargo.toml as the SDK's is laid out, for a framework `fw`.
+    const DECLARED: &str = r#"[package]
+name = "gate-sdk"
+
+[package.metadata.gate]
+framework = "fw"
+framework-crate = "fw-core"
+versions = [
+    { feature = "fw-0-9-1", serves = ["0.9.0", "0.9.1"] },
+    { feature = "fw-0-9", serves = ["0.9"] },
+    { feature = "fw-0-10", serves = ["0.10"] },
+]
+
+[features]
+default = ["fw-0-10"]
+"#;
+
     #[test]
-    fn each_candle_version_gets_the_sdk_feature_of_its_name() {
-        assert_eq!(sdk_feature("0.9.1").as_deref(), Some("candle-0-9-1"));
-        assert_eq!(sdk_feature("0.9.0").as_deref(), Some("candle-0-9-1"));
-        assert_eq!(sdk_feature("0.9.2").as_deref(), Some("candle-0-9"));
-        assert_eq!(sdk_feature("0.9.2-alpha.1").as_deref(), Some("candle-0-9"));
-        assert_eq!(sdk_feature("0.10.2").as_deref(), Some("candle-0-10"));
-        assert_eq!(sdk_feature("0.11.1").as_deref(), Some("candle-0-11"));
-        assert_eq!(sdk_feature("0.12.0").as_deref(), Some("candle-0-12"));
-        assert_eq!(sdk_feature("0.8.4"), None);
-        assert_eq!(sdk_feature("x"), None);
+    fn each_version_gets_the_feature_the_adapter_declares_for_it() {
+        let sdk = Declared::read(DECLARED).unwrap();
+        assert_eq!(sdk.adapter.krate, "fw-core");
+        assert_eq!(sdk.defaults, ["fw-0-10"]);
+        for (version, feature) in [
+            ("0.9.1", Some("fw-0-9-1")),
+            ("0.9.0", Some("fw-0-9-1")),
+            ("0.9.2", Some("fw-0-9")),
+            ("0.9.2-alpha.1", Some("fw-0-9")),
+            ("0.10.99", Some("fw-0-10")),
+            ("0.11.0", None),
+            ("0.8.4", None),
+        ] {
+            assert_eq!(sdk.serving(version).as_deref(), feature, "{version}");
+        }
+        assert!(sdk.has_builtins_on("fw-0-10") && !sdk.has_builtins_on("fw-0-9"));
+        assert_eq!(
+            requirement("[dependencies]\nfw-core = \"=0.9.1\"\n", "fw-core").as_deref(),
+            Some("0.9.1")
+        );
+        assert_eq!(
+            requirement("[dependencies]\nfw-core = { version = \"0.10\" }\n", "fw-core").as_deref(),
+            Some("0.10.99")
+        );
     }
 
-    /// Every feature the SDK's naming gives for a version the SDK declares
-    /// it serves is a feature of the SDK.
+    /// The SDK's own Cargo.toml, as it is built into gate (and a checkout
+    /// holds it), declares what `gate init --harness` reads: each entry a
+    /// feature of the SDK's, the default among them.
     #[test]
-    fn the_sdk_features_named_are_the_sdks_own() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gate-sdk/Cargo.toml");
-        let doc: toml_edit::DocumentMut = std::fs::read_to_string(root).unwrap().parse().unwrap();
-        let versions = doc["package"]["metadata"]["gate"]["versions"].as_array().unwrap();
-        for entry in versions {
-            let entry = entry.as_inline_table().unwrap();
-            let feature = entry.get("feature").and_then(|f| f.as_str()).unwrap();
-            for served in entry.get("serves").and_then(|s| s.as_array()).unwrap() {
-                let served = served.as_str().unwrap();
+    fn the_sdks_declaration_reads_and_names_its_own_features() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gate-sdk/Cargo.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let sdk = Declared::read(&text).unwrap();
+        let doc: toml_edit::DocumentMut = text.parse().unwrap();
+        assert!(!sdk.adapter.versions.is_empty());
+        for entry in &sdk.adapter.versions {
+            let feature = entry.feature.as_deref().unwrap();
+            assert!(doc["features"].get(feature).is_some(), "{feature}");
+            for served in &entry.serves {
                 let version = if served.matches('.').count() == 1 {
                     format!("{served}.99")
                 } else {
-                    served.to_string()
+                    served.clone()
                 };
-                assert_eq!(sdk_feature(&version).as_deref(), Some(feature), "{served}");
-                assert!(doc["features"].get(feature).is_some(), "{feature}");
+                assert_eq!(sdk.serving(&version).as_deref(), Some(feature), "{served}");
             }
         }
+        assert_eq!(sdk.defaults.len(), 1, "{:?}", sdk.defaults);
+        assert!(sdk
+            .adapter
+            .versions
+            .iter()
+            .any(|v| v.feature == Some(sdk.defaults[0].clone())));
     }
 
     #[test]
     fn the_harness_dependency_is_gate_sdk_and_cuda_forwards_to_it() {
         let manifest = "[package]\nname = \"m\"\nversion = \"0.1.0\"\n";
         let source = GateSource::Path(PathBuf::from("../gate"));
-        let (edited, added, builtins) = with_harness_deps(manifest, &source, "v0.1.0", Some("candle-0-10")).unwrap();
+        let (edited, added, builtins) = with_harness_deps(manifest, &source, "v0.1.0", Some("fw-0-9"), false).unwrap();
         let line =
-            r#"gate-sdk = { path = "../gate/crates/gate-sdk", default-features = false, features = ["candle-0-10"] }"#;
+            r#"gate-sdk = { path = "../gate/crates/gate-sdk", default-features = false, features = ["fw-0-9"] }"#;
         assert!(edited.contains(line), "{edited}");
         assert!(edited.contains(r#"cuda = ["gate-sdk/cuda"]"#), "{edited}");
         assert_eq!(added[0], line);
-        // The built-in models are candle 0.11's only.
+        // The built-in models are on the SDK's defaults only.
         assert!(!builtins && !edited.contains("gate-builtins"), "{edited}");
+        // No feature known: the SDK's defaults.
+        let (edited, _, _) = with_harness_deps(manifest, &source, "v0.1.0", None, true).unwrap();
+        assert!(
+            edited.contains(r#"gate-sdk = { path = "../gate/crates/gate-sdk" }"#),
+            "{edited}"
+        );
     }
 
     #[test]
-    fn on_candle_0_11_the_built_in_models_come_too_with_their_cuda() {
+    fn on_the_sdks_defaults_the_built_in_models_come_too_with_their_cuda() {
         let manifest = "[package]\nname = \"m\"\nversion = \"0.1.0\"\n";
         let source = GateSource::Path(PathBuf::from("../gate"));
-        let (edited, _, builtins) = with_harness_deps(manifest, &source, "v0.1.0", None).unwrap();
+        let (edited, _, builtins) = with_harness_deps(manifest, &source, "v0.1.0", Some("fw-0-10"), true).unwrap();
         assert!(builtins);
         assert!(
             edited.contains(r#"gate-builtins = { path = "../gate/crates/gate-builtins" }"#),
@@ -324,7 +466,7 @@ mod tests {
         let manifest = "[package]\nname = \"m\"\nversion = \"0.1.0\"\n\n[dependencies]\n\
                         gate = { package = \"gate-sdk\", version = \"0.1\" }\n";
         let source = GateSource::GitHub("acme/gate".into());
-        let (edited, added, builtins) = with_harness_deps(manifest, &source, "v0.1.0", None).unwrap();
+        let (edited, added, builtins) = with_harness_deps(manifest, &source, "v0.1.0", None, true).unwrap();
         assert!(!builtins, "a crate that has gate already gets no second dependency");
         assert!(!edited.contains("gate-sdk = "), "{edited}");
         assert!(edited.contains(r#"cuda = ["gate/cuda"]"#), "{edited}");

@@ -246,7 +246,7 @@ pub(super) fn run(args: InitArgs, app: &crate::app::App<'_>) -> Result<Exit, Cli
     let mut files: Vec<(PathBuf, String)> = vec![(out_path(&args, crate::app::DEFAULT_SPEC), BUDGETS.to_string())];
     let mut manifest_edit = None;
     if args.harness {
-        let (harness_file, edit) = harness(&args, &source, &mut files[0].1)?;
+        let (harness_file, edit) = harness(&args, &source, app.sdk_manifest, &mut files[0].1)?;
         files.push(harness_file);
         manifest_edit = Some(edit);
     }
