@@ -726,16 +726,7 @@ const LONG_FILES: &[(&str, &str)] = &[];
 
 /// Functions over [`MAX_FN_LINES`] (file, name), each with why: a table,
 /// or one not split yet, named here so the list only shrinks.
-const LONG_FNS: &[(&str, &str, &str)] = &[
-    // Its intermediates are freed where they are on purpose: split up, they
-    // would be freed at other points and the measured bytes would change
-    // (steps 1–6 of docs/models.md §4 in one place).
-    (
-        "crates/gate-builtins/src/mamba2/ssd.rs",
-        "ssd",
-        "its bytes are measured as written",
-    ),
-];
+const LONG_FNS: &[(&str, &str, &str)] = &[];
 
 /// Every production source file of the workspace (`src/` of each crate),
 /// with its text up to its `#[cfg(test)] mod tests`.

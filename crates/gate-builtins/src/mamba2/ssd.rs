@@ -29,25 +29,19 @@ pub fn causal_depthwise_conv(x: &Tensor, weight: &Tensor, bias: &Tensor) -> Resu
 /// [B, L, N], `d` [H]; returns y [B, L, H, P]. L need not be a multiple of
 /// `chunk`: the tail is padded with dt = 0 (an identity step), which leaves
 /// every real output unchanged.
-// Long on purpose: steps 1–6 of docs/models.md §4 in one place, and split up
-// its intermediates could be freed at other points, changing the measured bytes.
+// Steps 1–6 of docs/models.md §4 in one function on purpose: split into
+// functions, its intermediates would be freed at other points than where
+// they are now, changing the measured bytes.
 pub fn ssd(x: &Tensor, dt: &Tensor, a: &Tensor, b: &Tensor, c: &Tensor, d: &Tensor, chunk: usize) -> Result<Tensor> {
     let (bs, len, h, p) = x.dims4()?;
     let n = b.dim(D::Minus1)?;
     let q = chunk.clamp(1, len.max(1));
     let chunks = len.div_ceil(q);
     let pad = chunks * q - len;
-    let pad_time = |t: &Tensor| -> Result<Tensor> {
-        if pad == 0 {
-            Ok(t.clone())
-        } else {
-            t.pad_with_zeros(1, 0, pad)
-        }
-    };
-    let xdt = pad_time(&x.broadcast_mul(&dt.unsqueeze(3)?)?)?;
-    let adt = pad_time(&dt.broadcast_mul(a)?)?;
-    let bc = pad_time(b)?.reshape((bs, chunks, q, n))?;
-    let cc = pad_time(c)?.reshape((bs, chunks, q, n))?;
+    let xdt = pad_time(&x.broadcast_mul(&dt.unsqueeze(3)?)?, pad)?;
+    let adt = pad_time(&dt.broadcast_mul(a)?, pad)?;
+    let bc = pad_time(b, pad)?.reshape((bs, chunks, q, n))?;
+    let cc = pad_time(c, pad)?.reshape((bs, chunks, q, n))?;
 
     // 1. Cumulative decay within each chunk: acs [B, c, H, Q].
     let acs = adt
@@ -112,6 +106,15 @@ pub fn ssd(x: &Tensor, dt: &Tensor, a: &Tensor, b: &Tensor, c: &Tensor, d: &Tens
         .reshape((bs, chunks * q, h, p))?
         .narrow(1, 0, len)?;
     y.add(&x.broadcast_mul(&d.reshape((h, 1))?)?)
+}
+
+/// `t` [B, L, ...] with `pad` zero steps after its last (itself when none).
+fn pad_time(t: &Tensor, pad: usize) -> Result<Tensor> {
+    if pad == 0 {
+        Ok(t.clone())
+    } else {
+        t.pad_with_zeros(1, 0, pad)
+    }
 }
 
 /// [Q, Q]: 0 where j ≤ i, −∞ above the diagonal, so exp() zeroes the future.
