@@ -10,7 +10,6 @@ use gate_probe::{Backend, BackendError};
 use gate_probe::{MemoryProbe, MemorySource};
 use gate_runner::harness::{Framework, Opened, Registry};
 use gate_spec::budget::Component;
-use gate_spec::dtype::DType;
 
 use crate::session::{BurnSession, DynBurn};
 use crate::RunCtx;
@@ -137,16 +136,4 @@ fn open_cuda(_emulate: Option<u64>) -> Result<Opened<Device>, BackendError> {
         "gate-burn does not yet measure burn's CUDA backend: CubeCL's pools hold pages, not the bytes tensors use",
     )
     .with_hint("run with `--backend cpu` (ndarray, exact bytes); docs/burn.md says what CUDA needs"))
-}
-
-/// The dtype gate-burn builds in: burn's default float, f32.
-pub(crate) fn check_dtype(dtype: DType) -> Result<(), String> {
-    if dtype == DType::F32 {
-        return Ok(());
-    }
-    Err(format!(
-        "gate-burn builds models in f32 (burn's default float), and the spec asks for `dtype: {}`; \
-         hint: remove `dtype:` (f32) for a burn component",
-        dtype.as_str()
-    ))
 }

@@ -520,7 +520,7 @@ impl<'a> Unbuilt for Params<'a> {
 
     fn build(self) -> adapter::Result<BurnTrainer<'a>> {
         let s = self.session;
-        crate::framework::check_dtype(s.dtype).map_err(adapter::Error::msg)?;
+        check_dtype(s.dtype).map_err(adapter::Error::msg)?;
         let frozen = self.frozen;
         let inner = caught(|| s.workload.trainer(&s.device, &s.plain, s.ctx, frozen))?.map_err(adapter::Error::msg)?;
         Ok(BurnTrainer { inner })
@@ -641,4 +641,16 @@ impl Train for BurnTrainer<'_> {
     fn leak(&self, _batch: &()) -> adapter::Result<()> {
         caught(|| self.inner.leak())
     }
+}
+
+/// The dtype gate-burn builds in: burn's default float, f32.
+fn check_dtype(dtype: gate_spec::dtype::DType) -> Result<(), String> {
+    if dtype == gate_spec::dtype::DType::F32 {
+        return Ok(());
+    }
+    Err(format!(
+        "gate-burn builds models in f32 (burn's default float), and the spec asks for `dtype: {}`; \
+         hint: remove `dtype:` (f32) for a burn component",
+        dtype.as_str()
+    ))
 }

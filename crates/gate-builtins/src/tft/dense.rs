@@ -119,6 +119,31 @@ pub fn vector_param(stack: Stack, vb: &VarBuilder, name: &str, n: usize, init: I
     stack.vector(vb, name, n, init)
 }
 
+/// A copy whose parameters are detached (sharing their storage, so the
+/// optimizer's updates show through): its forward builds no graph.
+pub(super) trait Detached {
+    fn detached(&self) -> Self;
+}
+
+impl Detached for Dense {
+    fn detached(&self) -> Self {
+        Dense {
+            weight: self.weight.detach(),
+            bias: self.bias.as_ref().map(Tensor::detach),
+            stack: self.stack,
+        }
+    }
+}
+
+impl Detached for LayerNorm {
+    fn detached(&self) -> Self {
+        LayerNorm {
+            weight: self.weight.detach(),
+            bias: self.bias.detach(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

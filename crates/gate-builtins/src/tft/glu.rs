@@ -4,7 +4,7 @@
 use candle_core::{Result, Tensor, D};
 use candle_nn::VarBuilder;
 
-use super::dense::{Dense, LayerNorm, Stack};
+use super::dense::{Dense, Detached, LayerNorm, Stack};
 use gate::Step;
 
 #[derive(Debug, Clone)]
@@ -52,5 +52,17 @@ impl GateAddNorm {
     pub fn forward(&self, x: Tensor, skip: &Tensor, step: &Step) -> Result<Tensor> {
         let sum = (self.glu.forward(x, step)? + skip)?;
         self.norm.forward(&sum)
+    }
+}
+
+impl Detached for GateAddNorm {
+    fn detached(&self) -> Self {
+        GateAddNorm {
+            glu: Glu {
+                fc: self.glu.fc.detached(),
+                ..self.glu.clone()
+            },
+            norm: self.norm.detached(),
+        }
     }
 }

@@ -5,9 +5,8 @@
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-use super::dense::{vector_param, Dense, LayerNorm, Stack};
+use super::dense::{vector_param, Dense, Detached, LayerNorm, Stack};
 use super::glu::GateAddNorm;
-use super::taped::Detached;
 use gate::Step;
 
 /// Linear interpolation of the last axis from `input` to `output` points,
@@ -150,6 +149,18 @@ impl Grn {
             self.fc2.forward(&h)?
         };
         self.gate.forward(hidden, &residual, step)
+    }
+}
+
+impl Detached for Grn {
+    fn detached(&self) -> Self {
+        Grn {
+            fc1: self.fc1.detached(),
+            context: self.context.as_ref().map(Detached::detached),
+            fc2: self.fc2.detached(),
+            gate: self.gate.detached(),
+            resample: self.resample.as_ref().map(Detached::detached),
+        }
     }
 }
 

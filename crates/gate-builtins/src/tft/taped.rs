@@ -23,8 +23,7 @@
 
 use candle_core::{DType, Result, Tensor};
 
-use super::dense::{Dense, LayerNorm, Stack, LN_EPS};
-use super::glu::{GateAddNorm, Glu};
+use super::dense::{Dense, Stack, LN_EPS};
 use super::grn::Grn;
 use gate::Step;
 
@@ -189,55 +188,6 @@ impl Grn {
         drop((x, da1));
         let dx = (dx + ds)?;
         Ok((dx, grads))
-    }
-}
-
-/// A copy whose parameters are detached (sharing their storage, so the
-/// optimizer's updates show through): its forward builds no graph.
-pub(super) trait Detached {
-    fn detached(&self) -> Self;
-}
-
-impl Detached for Dense {
-    fn detached(&self) -> Self {
-        Dense {
-            weight: self.weight.detach(),
-            bias: self.bias.as_ref().map(Tensor::detach),
-            stack: self.stack,
-        }
-    }
-}
-
-impl Detached for LayerNorm {
-    fn detached(&self) -> Self {
-        LayerNorm {
-            weight: self.weight.detach(),
-            bias: self.bias.detach(),
-        }
-    }
-}
-
-impl Detached for GateAddNorm {
-    fn detached(&self) -> Self {
-        GateAddNorm {
-            glu: Glu {
-                fc: self.glu.fc.detached(),
-                ..self.glu.clone()
-            },
-            norm: self.norm.detached(),
-        }
-    }
-}
-
-impl Detached for Grn {
-    fn detached(&self) -> Self {
-        Grn {
-            fc1: self.fc1.detached(),
-            context: self.context.as_ref().map(Detached::detached),
-            fc2: self.fc2.detached(),
-            gate: self.gate.detached(),
-            resample: self.resample.as_ref().map(Detached::detached),
-        }
     }
 }
 

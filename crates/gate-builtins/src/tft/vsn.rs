@@ -10,9 +10,9 @@ use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 use candle_nn::VarBuilder;
 
-use super::dense::Stack;
+use super::dense::{Detached, Stack};
 use super::grn::{Grn, GrnDims};
-use super::taped::{Detached, TensorGrads};
+use super::taped::TensorGrads;
 use gate::scoped;
 use gate::Step;
 
