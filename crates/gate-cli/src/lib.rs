@@ -35,6 +35,9 @@ use app::App;
 /// infrastructure, 130 interrupted). `builtins`: the built-in workloads
 /// this binary serves, if any.
 pub fn main(args: Vec<std::ffi::OsString>, builtins: Option<Builtins<'_>>) -> std::process::ExitCode {
+    if let Some(b) = builtins {
+        pipeline::versions::trust_framework_of(b.sdk_manifest);
+    }
     let app = App {
         builtins: builtins.map(|b| b.check),
         sdk_manifest: builtins.map(|b| b.sdk_manifest),

@@ -203,15 +203,82 @@ impl<'m> Resolve<'m> {
     }
 }
 
-/// The frameworks the adapters among `metadata`'s packages declare.
-pub(crate) fn adapter_frameworks(metadata: &Value) -> Vec<String> {
-    metadata["packages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Adapter::read)
-        .map(|a| a.framework)
-        .collect()
+/// What an adapter's Cargo.toml declares, read from its text (the SDK the
+/// stock `gate` is built with, or a checkout's) rather than from `cargo
+/// metadata`: the declaration, and its default features.
+#[derive(Debug)]
+pub(crate) struct Declared {
+    pub adapter: Adapter,
+    pub defaults: Vec<String>,
+}
+
+impl Declared {
+    /// The declaration in an adapter's Cargo.toml text, if it makes one.
+    pub(crate) fn read(manifest: &str) -> Option<Declared> {
+        let doc = manifest.parse::<toml_edit::DocumentMut>().ok()?;
+        let package = doc.get("package")?;
+        let json = serde_json::json!({
+            "name": package.get("name")?.as_str()?,
+            "metadata": { "gate": toml_json(package.get("metadata")?.get("gate")?) },
+        });
+        let adapter = Adapter::read(&json)?;
+        let defaults = doc
+            .get("features")
+            .and_then(|f| f.get("default"))
+            .and_then(|d| d.as_array())
+            .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        Some(Declared { adapter, defaults })
+    }
+
+    /// The feature that serves `version` of the framework, if one does.
+    pub(crate) fn serving(&self, version: &str) -> Option<String> {
+        self.adapter.pick(version)?.feature.clone()
+    }
+
+    /// Whether the crate, on the SDK's `feature`, can have the built-in
+    /// models (built on the SDK's defaults).
+    pub(crate) fn has_builtins_on(&self, feature: &str) -> bool {
+        self.defaults.iter().any(|d| d == feature)
+    }
+}
+
+/// A TOML item as JSON (strings, numbers, booleans, arrays, tables).
+fn toml_json(item: &toml_edit::Item) -> serde_json::Value {
+    fn value(v: &toml_edit::Value) -> serde_json::Value {
+        use toml_edit::Value as V;
+        match v {
+            V::String(s) => s.value().as_str().into(),
+            V::Integer(i) => (*i.value()).into(),
+            V::Float(f) => (*f.value()).into(),
+            V::Boolean(b) => (*b.value()).into(),
+            V::Datetime(d) => d.value().to_string().into(),
+            V::Array(a) => a.iter().map(value).collect(),
+            V::InlineTable(t) => t.iter().map(|(k, v)| (k.to_string(), value(v))).collect(),
+        }
+    }
+    match item {
+        toml_edit::Item::None => serde_json::Value::Null,
+        toml_edit::Item::Value(v) => value(v),
+        toml_edit::Item::Table(t) => t.iter().map(|(k, i)| (k.to_string(), toml_json(i))).collect(),
+        toml_edit::Item::ArrayOfTables(a) => a
+            .iter()
+            .map(|t| {
+                t.iter()
+                    .map(|(k, i)| (k.to_string(), toml_json(i)))
+                    .collect::<serde_json::Value>()
+            })
+            .collect(),
+    }
+}
+
+/// Children get the own settings (`NAME_*`) of the framework of the SDK
+/// compiled into this gate, whose Cargo.toml is `sdk_manifest`: the one
+/// framework gate trusts by name (see `gate_runner::child::pass_framework_settings`).
+pub(crate) fn trust_framework_of(sdk_manifest: &str) {
+    if let Some(sdk) = Declared::read(sdk_manifest) {
+        gate_runner::child::pass_framework_settings(&sdk.adapter.framework);
+    }
 }
 
 /// The version of crate `krate` that `package` depends on directly in this resolve.

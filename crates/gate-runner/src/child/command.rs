@@ -123,8 +123,8 @@ const ALLOWED: &[&str] = &[
 /// the toolkits' and the runtimes' (CUDA, cuDNN, NCCL, ROCm, the BLAS and
 /// thread pools), Rust's own (`RUST_LOG`, `RUST_BACKTRACE`), gate's, the
 /// XDG folders, and the compilers' per-target settings (`CC_x86_64_…`).
-/// A framework's own settings are added once gate knows the framework
-/// ([`pass_framework_settings`]).
+/// The framework's own settings of the SDK built into gate are added at
+/// start ([`pass_framework_settings`]).
 const ALLOWED_PREFIXES: &[&str] = &[
     "CARGO_",
     "RUSTUP_",
@@ -158,14 +158,17 @@ static FRAMEWORK_PREFIXES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new
 
 /// From now on every child also gets the framework `name`'s own settings:
 /// the variables named `NAME_*` (upper-cased, `-` as `_`), as a framework
-/// names its build's and its runtime's switches after itself. gate names
-/// no framework: the command line calls this with what the adapter
-/// declares (`[package.metadata.gate] framework`, read from `cargo
-/// metadata` before a harness is built) and what a harness answers
-/// (`__resolve`'s framework, before its profiles run). Such a variable
-/// that looks like a credential still stays out. A name that is not
-/// letters, digits, `-` and `_`, or shorter than two characters, adds
-/// nothing (returns `false`).
+/// names its build's and its runtime's switches after itself. gate-runner
+/// names no framework; the command line calls this with a name it trusts
+/// only: the framework of the SDK compiled into the binary (its built-in
+/// models'), never one a harness answers or its crate's adapter declares.
+/// Those are the pull request's to choose, and a framework "named" `ssh`,
+/// `slack` or `google` would hand its build and its profiles
+/// `SSH_AUTH_SOCK`, `SLACK_WEBHOOK_URL` or `GOOGLE_GHA_CREDS_PATH`; a
+/// harness on another framework gets its settings where the job names
+/// them ([`PASS_ENV`], `GATE_PASS_ENV=NAME_*`). A variable that looks like
+/// a credential still stays out. A name that is not letters, digits, `-`
+/// and `_`, or shorter than two characters, adds nothing (returns `false`).
 pub fn pass_framework_settings(name: &str) -> bool {
     let valid = name.len() >= 2
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
@@ -338,9 +341,9 @@ fn allocator_tunables(user: Option<std::ffi::OsString>) -> std::ffi::OsString {
 mod tests {
     use super::{allocator_tunables, is_passed, pass_framework_settings};
 
-    /// A framework's settings pass once the command line has learnt its
-    /// name, not before; a credential-shaped one never; a name that is not
-    /// one adds nothing.
+    /// A framework's settings pass once the command line has named it, not
+    /// before; a credential-shaped one never; a name that is not one adds
+    /// nothing.
     #[test]
     fn a_frameworks_settings_pass_once_its_name_is_known() {
         let passes = |name: &str| is_passed(name.as_ref(), "1".as_ref(), &[], &[]);

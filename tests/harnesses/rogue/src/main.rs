@@ -33,6 +33,7 @@
 //! Otherwise `__resolve` answers for one component, `rogue`, and `profile`
 //! exits 2 at once (as a harness that cannot read its request does).
 //! `ROGUE_CONFIG_DEPTH=N`: `__resolve` answers a config nested N levels.
+//! `ROGUE_FRAMEWORK=NAME`: `__resolve` names its framework `NAME`.
 //! In every mode, `ROGUE_ENV_OUT` names a folder where each command
 //! records its environment (`__resolve.env`, `profile.env`), and the text
 //! of the file `ROGUE_SAY_FILE` is printed on stderr first.
@@ -144,10 +145,13 @@ fn main() {
                 .and_then(|d| d.parse().ok())
                 .unwrap_or(1);
             let config = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
-            let _ = writeln!(
-                out,
-                r#"{{"protocol":3,"configs":{{"rogue":{config}}},"candle_version":"0.0.0"}}"#
-            );
+            // A framework of its own choosing, else the first framework's
+            // legacy answer (its version alone).
+            let framework = match std::env::var("ROGUE_FRAMEWORK") {
+                Ok(name) => format!(r#""framework":{{"name":{},"version":"1"}}"#, json_quote(&name)),
+                Err(_) => r#""candle_version":"0.0.0""#.to_string(),
+            };
+            let _ = writeln!(out, r#"{{"protocol":3,"configs":{{"rogue":{config}}},{framework}}}"#);
         }
         _ => std::process::exit(2),
     }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::{package_name, relative, with_harness_line, GateSource, InitArgs};
 use crate::errors::CliError;
-use crate::pipeline::versions::Adapter;
+use crate::pipeline::versions::Declared;
 use gate_spec::hint::Problem;
 
 /// The harness file `gate init --harness` writes.
@@ -47,82 +47,14 @@ const SDK_FOLDER: &str = "crates/gate-sdk";
 /// default features only.
 const BUILTINS_PACKAGE: &str = "gate-builtins";
 
-/// What the SDK's Cargo.toml declares: the framework versions it serves
-/// (each with its feature) and its default features.
-#[derive(Debug)]
-struct Declared {
-    adapter: Adapter,
-    defaults: Vec<String>,
-}
-
-impl Declared {
-    /// The declaration in an adapter's Cargo.toml text, if it makes one.
-    fn read(manifest: &str) -> Option<Declared> {
-        let doc = manifest.parse::<toml_edit::DocumentMut>().ok()?;
-        let package = doc.get("package")?;
-        let json = serde_json::json!({
-            "name": package.get("name")?.as_str()?,
-            "metadata": { "gate": toml_json(package.get("metadata")?.get("gate")?) },
-        });
-        let adapter = Adapter::read(&json)?;
-        let defaults = doc
-            .get("features")
-            .and_then(|f| f.get("default"))
-            .and_then(|d| d.as_array())
-            .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
-            .unwrap_or_default();
-        Some(Declared { adapter, defaults })
-    }
-
-    /// The SDK's declaration: the checkout's, for a path source that has
-    /// the SDK, else the one this gate's built-in models were built with.
-    fn find(source: &GateSource, built_in: Option<&str>) -> Option<Declared> {
-        let checkout = match source {
-            GateSource::Path(p) => std::fs::read_to_string(p.join(SDK_FOLDER).join("Cargo.toml")).ok(),
-            _ => None,
-        };
-        checkout.as_deref().or(built_in).and_then(Declared::read)
-    }
-
-    /// The feature that serves `version` of the framework, if one does.
-    fn serving(&self, version: &str) -> Option<String> {
-        self.adapter.pick(version)?.feature.clone()
-    }
-
-    /// Whether the crate, on the SDK's `feature`, can have the built-in
-    /// models (built on the SDK's defaults).
-    fn has_builtins_on(&self, feature: &str) -> bool {
-        self.defaults.iter().any(|d| d == feature)
-    }
-}
-
-/// A TOML item as JSON (strings, numbers, booleans, arrays, tables).
-fn toml_json(item: &toml_edit::Item) -> serde_json::Value {
-    fn value(v: &toml_edit::Value) -> serde_json::Value {
-        use toml_edit::Value as V;
-        match v {
-            V::String(s) => s.value().as_str().into(),
-            V::Integer(i) => (*i.value()).into(),
-            V::Float(f) => (*f.value()).into(),
-            V::Boolean(b) => (*b.value()).into(),
-            V::Datetime(d) => d.value().to_string().into(),
-            V::Array(a) => a.iter().map(value).collect(),
-            V::InlineTable(t) => t.iter().map(|(k, v)| (k.to_string(), value(v))).collect(),
-        }
-    }
-    match item {
-        toml_edit::Item::None => serde_json::Value::Null,
-        toml_edit::Item::Value(v) => value(v),
-        toml_edit::Item::Table(t) => t.iter().map(|(k, i)| (k.to_string(), toml_json(i))).collect(),
-        toml_edit::Item::ArrayOfTables(a) => a
-            .iter()
-            .map(|t| {
-                t.iter()
-                    .map(|(k, i)| (k.to_string(), toml_json(i)))
-                    .collect::<serde_json::Value>()
-            })
-            .collect(),
-    }
+/// The SDK's declaration: the checkout's, for a path source that has the
+/// SDK, else the one this gate's built-in models were built with.
+fn sdk_declaration(source: &GateSource, built_in: Option<&str>) -> Option<Declared> {
+    let checkout = match source {
+        GateSource::Path(p) => std::fs::read_to_string(p.join(SDK_FOLDER).join("Cargo.toml")).ok(),
+        _ => None,
+    };
+    checkout.as_deref().or(built_in).and_then(Declared::read)
 }
 
 /// The SDK's feature for the crate at `manifest`: the one that serves the
@@ -305,7 +237,7 @@ pub(super) fn harness(
         }
         other => other.clone(),
     };
-    let (feature, with_builtins) = match Declared::find(&checkout, sdk_manifest) {
+    let (feature, with_builtins) = match sdk_declaration(&checkout, sdk_manifest) {
         Some(sdk) => {
             // The crate's framework version's feature, else the SDK's default
             // (the one the built-in models are on).

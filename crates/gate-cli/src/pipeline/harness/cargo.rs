@@ -220,11 +220,6 @@ fn check_versions(
     let Ok(metadata) = serde_json::from_slice::<serde_json::Value>(&stdout) else {
         return Ok((None, None, Vec::new()));
     };
-    // The build and the harness get the adapters' frameworks' own settings
-    // (`NAME_*`: a framework's build switches are read by its build scripts).
-    for framework in crate::pipeline::versions::adapter_frameworks(&metadata) {
-        gate_runner::child::pass_framework_settings(&framework);
-    }
     let target_dir = metadata["target_directory"].as_str().map(PathBuf::from);
     let limits = crate::pipeline::adapters::limits(&metadata, &h.package);
     match crate::pipeline::versions::mismatch(&metadata) {

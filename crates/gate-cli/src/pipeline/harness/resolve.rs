@@ -56,8 +56,6 @@ pub(super) fn resolve(exe: &Path, spec: &Spec, who: &str, bin: &str, request: &P
         )));
     }
     let framework = framework_of(&answer).ok_or_else(|| fail("its answer has no `framework`".into()))?;
-    // Its profiles get the framework's own settings (`NAME_*`).
-    gate_runner::child::pass_framework_settings(&framework.name);
     // A config deeper than a spec may write goes into the report all the
     // same, which gate could then not read back (issue #43 item 11).
     let limit = gate_spec::config::MAX_CONFIG_DEPTH;
