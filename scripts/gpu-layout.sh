@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# On the GPU machine (no cargo), 2026-12-06 (eleventh session): the tree
-# after the candle adapter moved to crates/gate-sdk and the tests became the
-# package gate-tests (#52 item 4), checked on the card. Carried in .devicez/
+# On the GPU machine (no cargo): the tree checked on the card after a
+# change of its layout or its wire (2026-12-06, eleventh session: the candle
+# adapter moved to crates/gate-sdk, the tests the package gate-tests; twelfth:
+# the profile facts declared once, the framework settings of the
+# environment, gate init's declaration reader). Carried in .devicez/
 # (ignored), built beforehand with ../shared/gpu/build-cuda.sh
 # `--release --locked --features cuda --bin gate --test gpu`:
 #   .devicez/gate.xz     the stock gate, --features cuda

@@ -283,40 +283,9 @@ pub(super) fn harness(
 mod tests {
     use super::*;
 
-    /// An adapter's Cargo.toml as the SDK's is laid out, for a framework `fw`.
-    const DECLARED: &str = r#"[package]
-name = "gate-sdk"
-
-[package.metadata.gate]
-framework = "fw"
-framework-crate = "fw-core"
-versions = [
-    { feature = "fw-0-9-1", serves = ["0.9.0", "0.9.1"] },
-    { feature = "fw-0-9", serves = ["0.9"] },
-    { feature = "fw-0-10", serves = ["0.10"] },
-]
-
-[features]
-default = ["fw-0-10"]
-"#;
-
+    /// A requirement's version, operators stripped; a bare minor is its newest release.
     #[test]
-    fn each_version_gets_the_feature_the_adapter_declares_for_it() {
-        let sdk = Declared::read(DECLARED).unwrap();
-        assert_eq!(sdk.adapter.krate, "fw-core");
-        assert_eq!(sdk.defaults, ["fw-0-10"]);
-        for (version, feature) in [
-            ("0.9.1", Some("fw-0-9-1")),
-            ("0.9.0", Some("fw-0-9-1")),
-            ("0.9.2", Some("fw-0-9")),
-            ("0.9.2-alpha.1", Some("fw-0-9")),
-            ("0.10.99", Some("fw-0-10")),
-            ("0.11.0", None),
-            ("0.8.4", None),
-        ] {
-            assert_eq!(sdk.serving(version).as_deref(), feature, "{version}");
-        }
-        assert!(sdk.has_builtins_on("fw-0-10") && !sdk.has_builtins_on("fw-0-9"));
+    fn a_requirement_reads_as_the_version_it_resolves_within() {
         assert_eq!(
             requirement("[dependencies]\nfw-core = \"=0.9.1\"\n", "fw-core").as_deref(),
             Some("0.9.1")
@@ -325,36 +294,7 @@ default = ["fw-0-10"]
             requirement("[dependencies]\nfw-core = { version = \"0.10\" }\n", "fw-core").as_deref(),
             Some("0.10.99")
         );
-    }
-
-    /// The SDK's own Cargo.toml, as it is built into gate (and a checkout
-    /// holds it), declares what `gate init --harness` reads: each entry a
-    /// feature of the SDK's, the default among them.
-    #[test]
-    fn the_sdks_declaration_reads_and_names_its_own_features() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gate-sdk/Cargo.toml");
-        let text = std::fs::read_to_string(path).unwrap();
-        let sdk = Declared::read(&text).unwrap();
-        let doc: toml_edit::DocumentMut = text.parse().unwrap();
-        assert!(!sdk.adapter.versions.is_empty());
-        for entry in &sdk.adapter.versions {
-            let feature = entry.feature.as_deref().unwrap();
-            assert!(doc["features"].get(feature).is_some(), "{feature}");
-            for served in &entry.serves {
-                let version = if served.matches('.').count() == 1 {
-                    format!("{served}.99")
-                } else {
-                    served.clone()
-                };
-                assert_eq!(sdk.serving(&version).as_deref(), Some(feature), "{served}");
-            }
-        }
-        assert_eq!(sdk.defaults.len(), 1, "{:?}", sdk.defaults);
-        assert!(sdk
-            .adapter
-            .versions
-            .iter()
-            .any(|v| v.feature == Some(sdk.defaults[0].clone())));
+        assert_eq!(requirement("[dependencies]\nother = \"1\"\n", "fw-core"), None);
     }
 
     #[test]
