@@ -459,6 +459,30 @@ fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
             "{req}: {manifest}"
         );
     }
+    // A candle the SDK does not serve (0.12, by its declared versions) gets
+    // the SDK's default feature and a note, not a feature made up from the
+    // version's number.
+    let dir = t.path().join("unserved");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [dependencies]\ncandle-core = \"0.12\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    let o = gate_in(
+        &dir,
+        &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(manifest.contains(r#"features = ["candle-0-11"]"#), "{manifest}");
+    assert!(!manifest.contains("candle-0-12"), "{manifest}");
+    assert!(
+        text(&o.stderr).contains("candle 0.12, which gate's adapter does not serve"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 /// A harness whose crate is on another candle than gate's is refused before

@@ -47,14 +47,17 @@ const SDK_FOLDER: &str = "crates/gate-sdk";
 /// default features only.
 const BUILTINS_PACKAGE: &str = "gate-builtins";
 
-/// The SDK's declaration: the checkout's, for a path source that has the
-/// SDK, else the one this gate's built-in models were built with.
+/// The SDK's declaration: the checkout's, for a path source whose SDK
+/// declares one, else the one this gate's built-in models were built with.
 fn sdk_declaration(source: &GateSource, built_in: Option<&str>) -> Option<Declared> {
     let checkout = match source {
         GateSource::Path(p) => std::fs::read_to_string(p.join(SDK_FOLDER).join("Cargo.toml")).ok(),
         _ => None,
     };
-    checkout.as_deref().or(built_in).and_then(Declared::read)
+    checkout
+        .as_deref()
+        .and_then(Declared::read)
+        .or_else(|| built_in.and_then(Declared::read))
 }
 
 /// The SDK's feature for the crate at `manifest`: the one that serves the
@@ -117,13 +120,9 @@ fn requirement(text: &str, krate: &str) -> Option<String> {
     let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
     let dep = doc.get("dependencies")?.get(krate)?;
     let req = dep.as_str().or_else(|| dep.get("version")?.as_str())?;
-    let v = req.trim().trim_start_matches(['=', '^', '~', '>', ' ']);
-    // A bare `MAJOR.MINOR` resolves to the newest release of that minor.
-    Some(if v.matches('.').count() == 1 {
-        format!("{v}.99")
-    } else {
-        v.to_string()
-    })
+    // A bare `MAJOR.MINOR` stays so: the declaration's entries are version
+    // prefixes, so it takes the entry of the whole minor, not of one release.
+    Some(req.trim().trim_start_matches(['=', '^', '~', '>', ' ']).to_string())
 }
 
 /// Adds what a harness needs to a crate's manifest, keeping every key the
@@ -283,7 +282,7 @@ pub(super) fn harness(
 mod tests {
     use super::*;
 
-    /// A requirement's version, operators stripped; a bare minor is its newest release.
+    /// A requirement's version, operators stripped; a bare minor stays a minor.
     #[test]
     fn a_requirement_reads_as_the_version_it_resolves_within() {
         assert_eq!(
@@ -292,7 +291,7 @@ mod tests {
         );
         assert_eq!(
             requirement("[dependencies]\nfw-core = { version = \"0.10\" }\n", "fw-core").as_deref(),
-            Some("0.10.99")
+            Some("0.10")
         );
         assert_eq!(requirement("[dependencies]\nother = \"1\"\n", "fw-core"), None);
     }
