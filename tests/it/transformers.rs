@@ -564,6 +564,12 @@ fn a_language_model_through_lm_is_planned_with_the_levers_it_has() {
             "plan.yaml",
             "--out",
             out.to_str().unwrap(),
+            // Every candidate predicted to pass is measured, not only those
+            // the step times rank first: which ones those are varies with
+            // the machine's load, and a CI run once failed on one of
+            // micro-batches at half the length that is measured here now.
+            "--measure",
+            "64",
             "--apply",
         ],
     );
@@ -592,7 +598,7 @@ fn a_language_model_through_lm_is_planned_with_the_levers_it_has() {
         chosen["figures"]["optimizer"]["measured"].as_f64().unwrap() < 1e6,
         "{chosen}"
     );
-    assert!(crate::plan::assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
+    assert!(crate::plan::assert_predictions_hold(&plan, 0.10) >= 20, "{plan}");
     // What --apply wrote is what a team would write, and it passes.
     let applied = std::fs::read_to_string(t.path().join("plan.yaml")).unwrap();
     assert!(applied.contains("optimizer: sgd"), "{applied}");

@@ -160,6 +160,7 @@ pub(crate) fn plan_component(
                 let key = effects[i].len();
                 let mut e = Effect::between(&start, &f);
                 e.rows = rows_ratio(&options[i], &setting);
+                e.micro_batches = matches!(setting, Setting::Accumulation { steps, .. } if steps > 1);
                 effects[i].insert(key, (setting, e));
             }
         }
