@@ -77,6 +77,11 @@ fn the_tft_is_planned_from_its_plain_model_to_a_configuration_that_passes() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("fails training_peak as the spec has it"), "{text}");
     assert!(text.contains("the cheapest configuration that passes"), "{text}");
+    // `plain: {}` is the start itself: one profile serves as both.
+    assert!(
+        text.contains("its reference `tft@plain` is the same configuration") && !text.contains("measuring its reference"),
+        "{text}"
+    );
     let plan = plan_json(dir.path());
     // The TFT's own levers were offered, and the batch (gate's own).
     let levers: Vec<String> = plan["levers"]

@@ -92,15 +92,33 @@ pub(crate) fn plan_component(
     // The ratio budgets compare with the component's reference; on the
     // CPU (no interleaved pairs) its own profile's step time and loss.
     let has_ratio = c.budgets.iter().any(|b| b.metric.ratio_of().is_some());
+    // A reference profiled exactly as the start (`plain: {}` beside a
+    // component that sets neither lever) is measured once, as the start.
+    let same_as_start = c
+        .reference
+        .as_deref()
+        .and_then(|r| spec.component(r))
+        .is_some_and(|r| profiled_alike(loaded, c, r));
+    let mut start_m = measured.start;
     let reference = match (&c.reference, measured.reference) {
         (Some(_), Some(m)) => Some(Figures::of(&m, None, &blocks)),
+        (Some(r), None) if has_ratio && same_as_start => {
+            eprintln!("{}: measuring it as the spec has it (its reference `{r}` is the same configuration)", c.name);
+            let m = match start_m.take() {
+                Some(m) => m,
+                None => runner.measure(loaded.request(), &c.name, "the start")?,
+            };
+            let reference = Figures::of(&m, None, &blocks);
+            start_m = Some(m);
+            Some(reference)
+        }
         (Some(r), None) if has_ratio => {
             eprintln!("{}: measuring its reference `{r}`", c.name);
             Some(Figures::of(&runner.measure(loaded.request(), r, r)?, None, &blocks))
         }
         _ => None,
     };
-    let start_m = match measured.start {
+    let start_m = match start_m {
         Some(m) => m,
         None => {
             eprintln!("{}: measuring it as the spec has it", c.name);
@@ -441,4 +459,29 @@ pub(crate) fn plans_for_failing(
         plans.insert(c.name.clone(), plan);
     }
     Ok(plans)
+}
+
+/// Whether `a` and `b` run the same profile: the same workload and
+/// resolved config, batch, dtype, seed, timing, checkpoint, master
+/// weights, spans and generation. Budgets and names do not change what a
+/// profile measures (the ratio phase pairs the two only on a card, where
+/// the pair is then the model with itself).
+fn profiled_alike(loaded: &super::harness::Loaded, a: &Component, b: &Component) -> bool {
+    let spans = |c: &Component| {
+        c.spans
+            .as_ref()
+            .map(|s| s.iter().map(|n| n.name.clone()).collect::<Vec<_>>())
+    };
+    let config = |c: &Component| loaded.config(&c.name);
+    a.kind == b.kind
+        && a.batch_size == b.batch_size
+        && a.dtype == b.dtype
+        && a.seed == b.seed
+        && a.timing == b.timing
+        && a.checkpoint == b.checkpoint
+        && a.master_dtype == b.master_dtype
+        && a.generate == b.generate
+        && spans(a) == spans(b)
+        && config(a).is_some()
+        && config(a) == config(b)
 }
