@@ -79,7 +79,8 @@ fn the_tft_is_planned_from_its_plain_model_to_a_configuration_that_passes() {
     assert!(text.contains("the cheapest configuration that passes"), "{text}");
     // `plain: {}` is the start itself: one profile serves as both.
     assert!(
-        text.contains("its reference `tft@plain` is the same configuration") && !text.contains("measuring its reference"),
+        text.contains("its reference `tft@plain` is the same configuration")
+            && !text.contains("measuring its reference"),
         "{text}"
     );
     let plan = plan_json(dir.path());
