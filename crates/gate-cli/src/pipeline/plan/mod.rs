@@ -103,13 +103,15 @@ pub(crate) fn plan_component(
     let reference = match (&c.reference, measured.reference) {
         (Some(_), Some(m)) => Some(Figures::of(&m, None, &blocks)),
         (Some(r), None) if has_ratio && same_as_start => {
-            eprintln!(
-                "{}: measuring it as the spec has it (its reference `{r}` is the same configuration)",
-                c.name
-            );
             let m = match start_m.take() {
                 Some(m) => m,
-                None => runner.measure(loaded.request(), &c.name, "the start")?,
+                None => {
+                    eprintln!(
+                        "{}: measuring it as the spec has it (its reference `{r}` is the same configuration)",
+                        c.name
+                    );
+                    runner.measure(loaded.request(), &c.name, "the start")?
+                }
             };
             let reference = Figures::of(&m, None, &blocks);
             start_m = Some(m);
