@@ -144,7 +144,7 @@ pub(crate) fn main_with(args: Vec<std::ffi::OsString>, app: &App<'_>) -> Exit {
         Err(e) => {
             // clap repeats a value it refuses, which may be the token.
             let text = e.render().to_string();
-            let shown = output::redacted(&text);
+            let shown = crate::pipeline::redact::redacted(&text);
             // An error (not --help or --version) is guarded like any command.
             if e.use_stderr() {
                 actions::open();

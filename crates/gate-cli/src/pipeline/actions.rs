@@ -256,7 +256,7 @@ pub(crate) fn commands(text: &str) {
             *guard = Some(token);
         }
     }
-    write_stdout(&super::output::redacted(&out));
+    write_stdout(&super::redact::redacted(&out));
 }
 
 /// `line` as [`commands`] writes it: as it is when it is one of gate's
@@ -372,10 +372,11 @@ fn close_at_exit() {
                 std::backtrace::BacktraceStatus::Captured => format!("stack backtrace:\n{trace}"),
                 _ => "note: run with `RUST_BACKTRACE=1` for a backtrace\n".into(),
             };
-            super::output::stderr(format_args!(
-                "thread '{}' {info}\n{trace}",
-                thread.name().unwrap_or("<unnamed>")
-            ));
+            // As pipeline/output.rs prints to stderr: redacted, then inert.
+            let text = format!("thread '{}' {info}\n{trace}", thread.name().unwrap_or("<unnamed>"));
+            let mut err = std::io::stderr().lock();
+            let text = inert_on(Stream::Err, &super::redact::redacted(&text));
+            let _ = err.write_all(text.as_bytes()).and_then(|()| err.flush());
         }));
     });
 }

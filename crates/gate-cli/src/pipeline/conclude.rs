@@ -48,7 +48,7 @@ pub(crate) struct Conclusion<'a> {
 /// on stdout. `None` when a signal arrived before writing began.
 pub(crate) fn conclude(c: Conclusion<'_>, after_write: impl FnOnce(&Report)) -> Result<Option<Report>, CliError> {
     // The token never reaches an output, whatever text carried it (#15).
-    let report = super::output::scrub(gate_report::conclude(gate_report::Inputs {
+    let report = super::redact::scrub(gate_report::conclude(gate_report::Inputs {
         spec: c.spec,
         spec_path: c.spec_path,
         commit: c.commit,

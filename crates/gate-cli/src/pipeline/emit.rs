@@ -66,7 +66,7 @@ impl Emitter {
                 // `##[` starts a workflow command anywhere in a line; in a
                 // JSON line it can only be inside a string, where `\u005b`
                 // is the same `[` to a JSON reader.
-                let line = super::output::redacted(&serde_json::to_string(event).expect("an event serializes"))
+                let line = super::redact::redacted(&serde_json::to_string(event).expect("an event serializes"))
                     .replace("##[", "##\\u005b");
                 let mut out = std::io::stdout().lock();
                 // A closed stdout (a consumer that went away) is not the run's failure.

@@ -15,6 +15,7 @@ pub(crate) mod conclude;
 pub(crate) mod emit;
 pub(crate) mod harness;
 pub(crate) mod plan;
+pub(crate) mod redact;
 pub(crate) mod reports;
 pub(crate) mod run;
 pub(crate) mod shard;

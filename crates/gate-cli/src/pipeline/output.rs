@@ -1,7 +1,8 @@
 //! Writing output files atomically: a temp file in the same folder, then a
 //! rename, so a killed run leaves the old file or the new one, never a torn one.
 //! Everything the subcommands print (`print!`, `eprint!` and their `ln`
-//! forms below) or write here has the token redacted first (#15); what
+//! forms below) or write here has the token redacted first (#15,
+//! pipeline/redact.rs); what
 //! they print is also made inert as workflow commands in GitHub Actions
 //! (pipeline/actions.rs).
 //!
@@ -20,6 +21,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::actions::Stream;
+use super::redact::{redact_bytes, redacted, secret};
 
 /// `print!` for the subcommands: std's panics (exit 101) when stdout is a
 /// closed pipe (`gate check | head -1`); a reader that stops reading must
@@ -55,54 +57,6 @@ macro_rules! eprintln {
     ($($t:tt)*) => {
         $crate::pipeline::output::stderr(format_args!("{}\n", format_args!($($t)*)))
     };
-}
-
-/// The token (GITHUB_TOKEN), read once. Whatever gate prints or writes
-/// passes through here first, so its value never shows wherever the text
-/// came from: a server that echoes it, a variable set to it by mistake, the
-/// event file (#15).
-fn secret() -> Option<&'static str> {
-    static TOKEN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    TOKEN.get_or_init(gate_github::client::token_from_env).as_deref()
-}
-
-/// `text` with the token replaced by `***`.
-pub(crate) fn redacted(text: &str) -> String {
-    gate_github::client::redact(text, secret())
-}
-
-/// `value` (a report) with the token replaced wherever it got in: a commit
-/// taken from GITHUB_SHA, a reason quoting an environment variable or the
-/// event. Done before rendering, because renderers escape and shorten text
-/// (`ghs\_…` in Markdown, a 12-character commit), after which `redacted`
-/// could no longer recognise it.
-pub(crate) fn scrub<T: serde::Serialize + serde::de::DeserializeOwned>(value: T) -> T {
-    let Some(token) = secret() else { return value };
-    match serde_json::to_string(&value) {
-        Ok(json) if json.contains(token) => serde_json::from_str(&redacted(&json)).unwrap_or(value),
-        _ => value,
-    }
-}
-
-fn redact_bytes<'a>(bytes: &'a [u8], secret: Option<&str>) -> std::borrow::Cow<'a, [u8]> {
-    let Some(s) = secret.map(str::as_bytes).filter(|s| s.len() >= 4) else {
-        return bytes.into();
-    };
-    if !bytes.windows(s.len()).any(|w| w == s) {
-        return bytes.into();
-    }
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        if rest.starts_with(s) {
-            out.extend_from_slice(b"***");
-            rest = &rest[s.len()..];
-        } else {
-            out.push(rest[0]);
-            rest = &rest[1..];
-        }
-    }
-    out.into()
 }
 
 /// Writes to stdout; a closed or broken pipe (or any other write error) is

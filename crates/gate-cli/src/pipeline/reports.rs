@@ -19,7 +19,7 @@ pub(crate) fn read_report(dir: &Path) -> Result<Report, CliError> {
     // Scrubbed: what is posted or published from it is public, and the
     // folder may come from elsewhere (an artifact).
     gate_report::baseline::load_found(&path)
-        .map(crate::pipeline::output::scrub)
+        .map(crate::pipeline::redact::scrub)
         .map_err(|e| {
             CliError::Usage(
                 Problem::new(e.to_string().replacen("the baseline ", "", 1)).with_hint(format!(
@@ -43,7 +43,7 @@ pub(crate) fn read_found(dir: &Path, name: &str, then: &str) -> Option<Report> {
         return None;
     }
     match gate_report::baseline::load_found(&path) {
-        Ok(r) => Some(crate::pipeline::output::scrub(r)),
+        Ok(r) => Some(crate::pipeline::redact::scrub(r)),
         Err(e) => {
             eprintln!("warning: {e}; {then}");
             None
