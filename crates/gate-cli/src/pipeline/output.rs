@@ -2,9 +2,8 @@
 //! rename, so a killed run leaves the old file or the new one, never a torn one.
 //! Everything the subcommands print (`print!`, `eprint!` and their `ln`
 //! forms below) or write here has the token redacted first (#15,
-//! pipeline/redact.rs); what
-//! they print is also made inert as workflow commands in GitHub Actions
-//! (pipeline/actions.rs).
+//! pipeline/redact.rs); what they print is also made inert as workflow
+//! commands in GitHub Actions (pipeline/actions.rs).
 //!
 //! The temp file is `.NAME.tmp.PID.RANDOM` (hidden, next to NAME, created
 //! exclusively). A run killed
