@@ -395,19 +395,39 @@ fn the_composite_action_is_well_formed() {
     }
 }
 
+/// A library crate `name` at `dir` whose one dependency is candle-core as
+/// `requirement` (a TOML value: `"=0.9.1"`, `{ version = "0.10" }`).
+fn candle_crate(dir: &Path, name: &str, requirement: &str) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\ncandle-core = {requirement}\n\n[workspace]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/lib.rs"), "").unwrap();
+}
+
+/// `gate init --harness --no-workflows` in `dir`, gate from GitHub: it
+/// passes, and the crate's manifest is returned.
+fn init_harness_from_github(dir: &Path) -> (Output, String) {
+    let o = gate_in(
+        dir,
+        &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    (o, manifest)
+}
+
 /// A crate on candle 0.9.1 gets gate's adapter for it, from a checkout's path.
 #[test]
 fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
     let t = tempfile::tempdir().unwrap();
     let krate = t.path().join("forecasting");
-    std::fs::create_dir_all(krate.join("src")).unwrap();
-    std::fs::write(
-        krate.join("Cargo.toml"),
-        "[package]\nname = \"forecasting\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-         [dependencies]\ncandle-core = \"=0.9.1\"\n\n[workspace]\n",
-    )
-    .unwrap();
-    std::fs::write(krate.join("src/lib.rs"), "").unwrap();
+    candle_crate(&krate, "forecasting", r#""=0.9.1""#);
     // A copy of gate's manifest stands for the checkout: only its presence is checked.
     let checkout = t.path().join("gate");
     std::fs::create_dir_all(&checkout).unwrap();
@@ -439,21 +459,8 @@ fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
     // A candle of a later 0.9 takes `candle-0-9`, one of 0.10 `candle-0-10`.
     for (req, feature) in [("0.9.2", "candle-0-9"), ("0.10", "candle-0-10")] {
         let dir = t.path().join(format!("c{feature}"));
-        std::fs::create_dir_all(dir.join("src")).unwrap();
-        std::fs::write(
-            dir.join("Cargo.toml"),
-            format!(
-                "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-                 [dependencies]\ncandle-core = {{ version = \"{req}\" }}\n\n[workspace]\n"
-            ),
-        )
-        .unwrap();
-        let o = gate_in(
-            &dir,
-            &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
-        );
-        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        candle_crate(&dir, "m", &format!(r#"{{ version = "{req}" }}"#));
+        let (_, manifest) = init_harness_from_github(&dir);
         assert!(
             manifest.contains(&format!(r#"features = ["{feature}"]"#)),
             "{req}: {manifest}"
@@ -463,19 +470,8 @@ fn init_harness_picks_the_crates_candle_and_takes_a_checkouts_path() {
     // the SDK's default feature and a note, not a feature made up from the
     // version's number.
     let dir = t.path().join("unserved");
-    std::fs::create_dir_all(dir.join("src")).unwrap();
-    std::fs::write(
-        dir.join("Cargo.toml"),
-        "[package]\nname = \"m\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-         [dependencies]\ncandle-core = \"0.12\"\n\n[workspace]\n",
-    )
-    .unwrap();
-    let o = gate_in(
-        &dir,
-        &["init", "--harness", "--no-workflows", "--gate-repo", "acme/gate"],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    candle_crate(&dir, "m", r#""0.12""#);
+    let (o, manifest) = init_harness_from_github(&dir);
     assert!(manifest.contains(r#"features = ["candle-0-11"]"#), "{manifest}");
     assert!(!manifest.contains("candle-0-12"), "{manifest}");
     assert!(

@@ -14,14 +14,18 @@ fn effect(phases: &[(&'static str, bool, f64)], time: f64) -> Effect {
     }
 }
 
+/// A lever of the rows at ratio `rho` that changes nothing else.
+fn rows(rho: f64) -> Effect {
+    Effect {
+        rows: Some(rho),
+        ..Effect::none()
+    }
+}
+
 #[test]
 fn two_levers_of_the_rows_multiply_where_they_alone_move_a_figure() {
     // 100 fixed + 5,300 that scales with the rows; half the batch and
     // half the length each measured alone at 2,750.
-    let rows = |rho: f64| Effect {
-        rows: Some(rho),
-        ..Effect::none()
-    };
     let start = 5400.0;
     let both = [rows(0.5), rows(0.5)];
     let d = moved(start, &both, |_| 2750.0 - start, |_| 0.0);
@@ -38,10 +42,6 @@ fn two_levers_of_the_rows_multiply_where_they_alone_move_a_figure() {
 /// averaged over both probes predicted 77,293 B.
 #[test]
 fn a_lever_of_the_rows_that_leaves_a_figure_does_not_scale_what_another_moves() {
-    let rows = |rho: f64| Effect {
-        rows: Some(rho),
-        ..Effect::none()
-    };
     let start = 139_288.0;
     let probe = |e: &Effect| if e.rows == Some(0.25) { 40_096.0 } else { start };
     let both = start + moved(start, &[rows(0.25), rows(0.5)], |e| probe(e) - start, |_| 0.0);
@@ -75,10 +75,7 @@ fn a_lever_of_the_rows_and_one_that_is_not_compose_on_the_rows_part() {
         bytes: [(Metric::Params, 0.254)].into_iter().collect(),
         ..Effect::none()
     };
-    let quarter = Effect {
-        rows: Some(0.25),
-        ..Effect::none()
-    };
+    let quarter = rows(0.25);
     let probe = |e: &Effect| if e.rows.is_some() { 17.106 } else { 33.180 };
     let both = start + moved(start, &[bf16.clone(), quarter.clone()], |e| probe(e) - start, state_of);
     assert!((both - 9.950).abs() / 9.950 < 0.02, "{both}");
@@ -173,7 +170,7 @@ fn micro_batches_put_a_forward_and_the_summed_gradients_in_the_backward() {
         offset: 0.0,
     };
     let c = component_with(&[(Metric::TrainingPeak, 30.0)]);
-    let rows = |rho: f64, forward: f64, micro_batches: bool| Effect {
+    let step = |rho: f64, forward: f64, micro_batches: bool| Effect {
         rows: Some(rho),
         micro_batches,
         ..effect(&[("forward", false, forward), ("backward", false, 0.0)], 1.0)
@@ -184,14 +181,14 @@ fn micro_batches_put_a_forward_and_the_summed_gradients_in_the_backward() {
     };
     // Four micro-batches: the first forward holds a quarter of the rows.
     let forward = 11.81 + 25.04 / 4.0;
-    let micro = rows(0.25, forward - 36.85, true);
-    let half = rows(0.5, 11.81 + 25.04 / 2.0 - 36.85, false);
+    let micro = step(0.25, forward - 36.85, true);
+    let half = step(0.5, 11.81 + 25.04 / 2.0 - 36.85, false);
     let k = predict(&c, &start, &[micro.clone(), sgd.clone(), half.clone()]);
     let first_forward = 3.95 + 25.04 / 8.0;
     let peak = k[&Metric::TrainingPeak].predicted;
     assert!((peak - (first_forward + 0.51)).abs() < 1e-9, "{peak}");
     // A quarter of the batch in one step keeps its backward as it was.
-    let quarter = rows(0.25, forward - 36.85, false);
+    let quarter = step(0.25, forward - 36.85, false);
     let k = predict(&c, &start, &[quarter, sgd, half]);
     let peak = k[&Metric::TrainingPeak].predicted;
     assert!((peak - first_forward).abs() < 1e-9, "{peak}");
@@ -222,8 +219,7 @@ fn the_inference_peak_keeps_the_parameters_a_lever_adds_outside_the_rows() {
         bytes: [(Metric::InferencePeak, 3_059_341.0 - 6_109_861.0)]
             .into_iter()
             .collect(),
-        rows: Some(0.25),
-        ..Effect::none()
+        ..rows(0.25)
     };
     let k = predict(&c, &start, &[bf16, quarter]);
     let peak = k[&Metric::InferencePeak].predicted;
