@@ -6,7 +6,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
 use super::dense::{vector_param, Dense, Detached, LayerNorm, Stack};
-use super::glu::GateAddNorm;
+use super::glu::{GateAddNorm, Glu};
 use gate::Step;
 
 /// Linear interpolation of the last axis from `input` to `output` points,
@@ -19,23 +19,30 @@ struct Interpolation {
     frac: Tensor,
 }
 
+/// Each output point's lower and upper neighbour among `input` points, and
+/// the upper one's weight.
+pub(super) fn interpolation_points(input: usize, output: usize) -> (Vec<u32>, Vec<u32>, Vec<f32>) {
+    let scale = if output > 1 {
+        (input - 1) as f64 / (output - 1) as f64
+    } else {
+        0.0
+    };
+    let mut lower = Vec::with_capacity(output);
+    let mut upper = Vec::with_capacity(output);
+    let mut frac = Vec::with_capacity(output);
+    for j in 0..output {
+        let pos = j as f64 * scale;
+        let lo = (pos.floor() as usize).min(input - 1);
+        lower.push(lo as u32);
+        upper.push((lo + 1).min(input - 1) as u32);
+        frac.push((pos - lo as f64) as f32);
+    }
+    (lower, upper, frac)
+}
+
 impl Interpolation {
     fn new(input: usize, output: usize, dtype: DType, device: &Device) -> Result<Self> {
-        let scale = if output > 1 {
-            (input - 1) as f64 / (output - 1) as f64
-        } else {
-            0.0
-        };
-        let mut lower = Vec::with_capacity(output);
-        let mut upper = Vec::with_capacity(output);
-        let mut frac = Vec::with_capacity(output);
-        for j in 0..output {
-            let pos = j as f64 * scale;
-            let lo = (pos.floor() as usize).min(input - 1);
-            lower.push(lo as u32);
-            upper.push((lo + 1).min(input - 1) as u32);
-            frac.push((pos - lo as f64) as f32);
-        }
+        let (lower, upper, frac) = interpolation_points(input, output);
         Ok(Interpolation {
             lower: Tensor::new(lower, device)?,
             upper: Tensor::new(upper, device)?,
@@ -43,12 +50,20 @@ impl Interpolation {
         })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// Each output point's two neighbours in `x`'s last axis.
+    fn neighbours(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
         let last = x.rank() - 1;
-        let lo = x.index_select(&self.lower, last)?;
-        let hi = x.index_select(&self.upper, last)?;
-        // lo + (hi − lo)·frac
-        lo.broadcast_add(&(hi - &lo)?.broadcast_mul(&self.frac)?)
+        Ok((x.index_select(&self.lower, last)?, x.index_select(&self.upper, last)?))
+    }
+
+    /// The interpolation from each point's two neighbours: lo + (hi − lo)·frac.
+    fn between(&self, lo: &Tensor, hi: &Tensor) -> Result<Tensor> {
+        lo.broadcast_add(&(hi - lo)?.broadcast_mul(&self.frac)?)
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (lo, hi) = self.neighbours(x)?;
+        self.between(&lo, &hi)
     }
 }
 
@@ -70,7 +85,22 @@ impl ResampleNorm {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let resampled = self.interpolation.forward(x)?;
+        self.scaled_norm(&self.interpolation.forward(x)?)
+    }
+
+    /// The two neighbours of each output point in `x`'s last axis (what the
+    /// interpolation reads of it).
+    pub(super) fn neighbours(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
+        self.interpolation.neighbours(x)
+    }
+
+    /// [`ResampleNorm::forward`] from the neighbours its input would give
+    /// ([`ResampleNorm::neighbours`]): the same ops on the same values.
+    pub(super) fn forward_between(&self, lo: &Tensor, hi: &Tensor) -> Result<Tensor> {
+        self.scaled_norm(&self.interpolation.between(lo, hi)?)
+    }
+
+    fn scaled_norm(&self, resampled: &Tensor) -> Result<Tensor> {
         let gate = (candle_nn::ops::sigmoid(&self.mask)? * 2.0)?;
         self.norm.forward(&resampled.broadcast_mul(&gate)?)
     }
@@ -128,6 +158,55 @@ impl Grn {
             context,
             fc2: Dense::new(hidden, hidden, true, stack, vb.pp("fc2"))?,
             gate: GateAddNorm::new(hidden, output, dropout, stack, vb.pp("gate"))?,
+            resample,
+        })
+    }
+
+    /// A copy whose every parameter is `f` of it (the layers', the
+    /// norms', the resampling's gate).
+    pub(super) fn map_tensors(&self, f: &mut dyn FnMut(&Tensor) -> Result<Tensor>) -> Result<Grn> {
+        type Map<'a> = &'a mut dyn FnMut(&Tensor) -> Result<Tensor>;
+        fn dense(d: &Dense, f: Map) -> Result<Dense> {
+            let weight = f(&d.weight)?;
+            let bias = d.bias.as_ref().map(&mut *f).transpose()?;
+            Ok(Dense {
+                weight,
+                bias,
+                stack: d.stack,
+            })
+        }
+        fn norm(n: &LayerNorm, f: Map) -> Result<LayerNorm> {
+            Ok(LayerNorm {
+                weight: f(&n.weight)?,
+                bias: f(&n.bias)?,
+            })
+        }
+        let fc1 = dense(&self.fc1, f)?;
+        let context = match &self.context {
+            Some(c) => Some(dense(c, f)?),
+            None => None,
+        };
+        let fc2 = dense(&self.fc2, f)?;
+        let gate = GateAddNorm {
+            glu: Glu {
+                fc: dense(&self.gate.glu.fc, f)?,
+                ..self.gate.glu.clone()
+            },
+            norm: norm(&self.gate.norm, f)?,
+        };
+        let resample = match &self.resample {
+            Some(r) => Some(ResampleNorm {
+                interpolation: r.interpolation.clone(),
+                mask: f(&r.mask)?,
+                norm: norm(&r.norm, f)?,
+            }),
+            None => None,
+        };
+        Ok(Grn {
+            fc1,
+            context,
+            fc2,
+            gate,
             resample,
         })
     }

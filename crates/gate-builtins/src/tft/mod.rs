@@ -11,6 +11,7 @@ pub mod glu;
 pub mod grn;
 pub mod loss;
 pub mod lstm;
+mod selection;
 mod taped;
 pub mod vsn;
 
@@ -23,11 +24,12 @@ use self::dense::{Dense, Stack};
 use self::glu::GateAddNorm;
 use self::grn::{Grn, GrnDims};
 use self::lstm::{Lstm, State};
+use self::selection::EncoderSelection;
 use self::vsn::{Prescale, Vsn};
 use candle_core::backprop::GradStore;
 use candle_core::Var;
 use candle_nn::Optimizer as _;
-use gate::checkpoint::{self, Checkpointed, RowGrads, RowWise};
+use gate::checkpoint::{self, Checkpointed, RowWise};
 use gate::optim::SlicedAdamW;
 use gate::scoped;
 use gate::{Batch, Lever, Model, ParamCount, Problems, RunCtx, Step, TrainingForward, Workload};
@@ -173,9 +175,10 @@ pub struct TftModel {
     checkpoint: Option<usize>,
 }
 
-/// The encoder VSN over positions: `[N, V]` reals and `[N, c]` context → `[N, H]`.
-/// Its prescaler is concatenated once, so every chunk uses the same tensors
-/// (and the gradients computed by hand for them are summed over the chunks).
+/// The encoder VSN over positions as a row-wise block: `[N, V]` reals and
+/// `[N, c]` context → `[N, H]`, chunk by chunk, recomputed under autograd.
+/// For the forms [`EncoderSelection`] does not split (per-variable GRNs
+/// that resample, a single variable).
 struct VsnRows {
     vsn: Vsn,
     hidden: usize,
@@ -197,15 +200,6 @@ impl RowWise for VsnRows {
             .detached()
             .forward(&x, Some(&context), step)?
             .reshape((n, self.hidden))
-    }
-
-    fn backward_rows(&self, inputs: &[Tensor], step: &Step, grad_out: &Tensor) -> Result<Option<RowGrads>> {
-        let (n, v) = inputs[0].dims2()?;
-        let x = inputs[0].reshape((1, n, v))?;
-        let context = inputs[1].unsqueeze(0)?;
-        let dout = grad_out.reshape((1, n, self.hidden))?;
-        let grads = self.vsn.backward_taped(&x, Some(&context), step, &dout)?;
-        Ok(grads.map(|(store, tensors)| RowGrads::new(store, tensors)))
     }
 }
 
@@ -233,7 +227,11 @@ impl TrainingForward for CheckpointedForward<'_> {
         let CheckpointedForward { model, vsn, loss } = *self;
         let mut grads = loss.backward()?;
         drop(loss);
-        vsn.backward(&model.encoder_vsn_rows()?, &mut grads, vars)?;
+        let chunk = model.checkpoint.unwrap_or(1);
+        match EncoderSelection::new(&model.encoder_vsn, chunk)? {
+            Some(block) => vsn.backward_whole(&block, &mut grads, vars)?,
+            None => vsn.backward(&model.encoder_vsn_rows()?, &mut grads, vars)?,
+        }
         Ok(grads)
     }
 }
@@ -353,11 +351,11 @@ impl TftModel {
             Some(chunk) => {
                 let (b, t, _) = x.dims3()?;
                 let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
-                checkpoint::forward_chunked(&self.encoder_vsn_rows()?, &inputs, chunk, step)?.reshape((
-                    b,
-                    t,
-                    self.cfg.hidden_dim,
-                ))
+                let out = match EncoderSelection::new(&self.encoder_vsn, chunk)? {
+                    Some(block) => checkpoint::forward_whole(&block, &inputs, step)?,
+                    None => checkpoint::forward_chunked(&self.encoder_vsn_rows()?, &inputs, chunk, step)?,
+                };
+                out.reshape((b, t, self.cfg.hidden_dim))
             }
         })
     }
@@ -391,7 +389,10 @@ impl TftModel {
         let (b, t, _) = x.dims3()?;
         let vsn = scoped("encoder_vsn", || {
             let inputs = self.encoder_vsn_inputs(x, &statics.selection)?;
-            Checkpointed::forward(&self.encoder_vsn_rows()?, inputs, chunk, step)
+            match EncoderSelection::new(&self.encoder_vsn, chunk)? {
+                Some(block) => Checkpointed::whole(&block, inputs, step),
+                None => Checkpointed::forward(&self.encoder_vsn_rows()?, inputs, chunk, step),
+            }
         })?;
         let encoder_in = vsn.output().reshape((b, t, self.cfg.hidden_dim))?;
         let pred = self.rest(batch, &statics, &encoder_in, step)?;

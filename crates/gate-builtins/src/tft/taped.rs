@@ -73,13 +73,18 @@ fn project_backward(x: &Tensor, dy: &Tensor, layer: &Dense, grads: &mut TensorGr
 }
 
 impl Grn {
+    /// Whether this GRN's backward is written by hand: per variable, with no
+    /// resampling and no context.
+    pub(super) fn is_taped_form(&self) -> bool {
+        matches!(self.fc1.stack, Stack::PerVariable(_)) && self.resample.is_none() && self.context.is_none()
+    }
+
     /// The forward with no graph, keeping what [`Grn::backward_taped`] needs;
     /// `None` when this GRN is not of the form written by hand. Draws
     /// `step`'s dropout exactly as [`Grn::forward`] does, and computes the
     /// same values with the same ops.
     pub(super) fn forward_taped(&self, x: &Tensor, step: &Step) -> Result<Option<(Tensor, GrnTape)>> {
-        let per_variable = matches!(self.fc1.stack, Stack::PerVariable(_));
-        if !per_variable || self.resample.is_some() || self.context.is_some() {
+        if !self.is_taped_form() {
             return Ok(None);
         }
         let x = x.detach().contiguous()?;

@@ -6,13 +6,11 @@
 //! Layout: the V variables are the leading axis, `[V, N, ·]` with N = B·T,
 //! so the per-variable GRNs are batched matmuls over contiguous tensors.
 
-use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 use candle_nn::VarBuilder;
 
 use super::dense::{Detached, Stack};
 use super::grn::{Grn, GrnDims};
-use super::taped::TensorGrads;
 use gate::scoped;
 use gate::Step;
 
@@ -59,6 +57,17 @@ impl Prescale {
         })
     }
 
+    /// A copy over fresh leaves holding the stacked weight's and bias's
+    /// values, and the two leaves: a backward keeps a leaf's gradient, not
+    /// an intermediate's such as the stacked tensors.
+    pub(super) fn as_leaves(&self) -> Result<(Self, Var, Var)> {
+        let (weight, bias) = self.stacked()?;
+        let weight = Var::from_tensor(&weight.detach())?;
+        let bias = Var::from_tensor(&bias.detach())?;
+        let parts = vec![(weight.as_tensor().clone(), bias.as_tensor().clone())];
+        Ok((Prescale { parts }, weight, bias))
+    }
+
     /// A copy over detached tensors.
     pub(super) fn detached(&self) -> Self {
         Prescale {
@@ -67,7 +76,7 @@ impl Prescale {
     }
 
     /// `x` `[N, V]` → `[V, N, d_c]`.
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (n, v) = x.dims2()?;
         let xt = x.t()?.contiguous()?.reshape((v, n, 1))?;
         let (weight, bias) = self.stacked()?;
@@ -77,13 +86,13 @@ impl Prescale {
 
 #[derive(Debug, Clone)]
 pub struct Vsn {
-    prescale: Prescale,
-    vars: usize,
-    prescale_dim: usize,
-    hidden: usize,
-    single: Grn,
+    pub(super) prescale: Prescale,
+    pub(super) vars: usize,
+    pub(super) prescale_dim: usize,
+    pub(super) hidden: usize,
+    pub(super) single: Grn,
     /// None for a single variable (its weight is 1).
-    flattened: Option<Grn>,
+    pub(super) flattened: Option<Grn>,
 }
 
 impl Vsn {
@@ -187,66 +196,5 @@ impl Vsn {
             .contiguous()?
             .reshape((b, t, self.vars * self.prescale_dim))?;
         super::dense::softmax(&flattened.forward(&flat, context, step)?)
-    }
-
-    /// The backward of [`Vsn::forward`] for output gradient `dout`
-    /// `[B, T, hidden]`, with the prescaling and the per-variable GRNs
-    /// written by hand (`taped`); the flattened GRN and the softmax run under
-    /// autograd, whose store is returned with the hand-computed gradients.
-    /// `None` when the GRNs are not of the form written by hand, or there is
-    /// a single variable.
-    pub(super) fn backward_taped(
-        &self,
-        x: &Tensor,
-        context: Option<&Tensor>,
-        step: &Step,
-        dout: &Tensor,
-    ) -> Result<Option<(GradStore, TensorGrads)>> {
-        let (b, t, v) = x.dims3()?;
-        let n = b * t;
-        let Some(flattened) = &self.flattened else {
-            return Ok(None);
-        };
-        let x = x.reshape((n, v))?.t()?.contiguous()?.reshape((v, n, 1))?;
-        let (weight, bias) = self.prescale.stacked()?;
-        let prescaled = x.broadcast_mul(&weight.detach())?.broadcast_add(&bias.detach())?;
-        // Dropout is drawn in the forward's order: the per-variable GRNs first.
-        let Some((per_variable, tape)) = self.single.forward_taped(&prescaled, step)? else {
-            return Ok(None);
-        };
-        // The flattened GRN's input as a leaf of its own graph: its gradient
-        // is read back below. Making the leaf is the copy the forward makes.
-        let flat = Var::from_tensor(&prescaled.transpose(0, 1)?)?;
-        let scores = flattened.forward(&flat.reshape((b, t, v * self.prescale_dim))?, context, step)?;
-        let weights = super::dense::softmax(&scores)?
-            .reshape((n, v))?
-            .t()?
-            .contiguous()?
-            .reshape((v, n, 1))?;
-        // out = Σ_v w_v ⊙ grn_v: each factor's gradient is the other's
-        // product with dout. The flattened GRN's backward runs first, so its
-        // graph is gone before the per-variable backward starts.
-        let g = dout.reshape((1, n, self.hidden))?;
-        let dweights = per_variable.broadcast_mul(&g)?.sum_keepdim(2)?;
-        drop(per_variable);
-        let mut store = weights.mul(&dweights)?.sum_all()?.backward()?;
-        // The tracked tensors go here, and the flattened GRN's graph with
-        // them (a shadowing binding would keep them to the end).
-        let weights = {
-            let tracked = weights;
-            tracked.detach()
-        };
-        let dflat = store.remove(flat.as_tensor());
-        drop((flat, scores, dweights));
-        drop(prescaled); // the tape holds it as the GRNs' input, and drops it when read
-        let (dprescaled, mut grads) = self.single.backward_taped(tape, weights.broadcast_mul(&g)?)?;
-        let dprescaled = match dflat {
-            Some(d) => (dprescaled + d.transpose(0, 1)?)?,
-            None => dprescaled,
-        };
-        // prescaled = x ⊙ w + b, per variable over the positions.
-        grads.push((weight, x.transpose(1, 2)?.matmul(&dprescaled)?));
-        grads.push((bias, dprescaled.sum_keepdim(1)?));
-        Ok(Some((store, grads)))
     }
 }

@@ -94,11 +94,11 @@ impl Recompute<'_> {
         }
     }
 
-    /// The block's backward written by hand, if it has one (row-wise only).
+    /// The block's backward written by hand, if it has one.
     fn by_hand(self, inputs: &[Tensor], step: &Step, grad_out: &Tensor) -> Result<Option<RowGrads>> {
         match self {
             Recompute::Rows(b) => b.backward_rows(inputs, step, grad_out),
-            Recompute::Whole(_) => Ok(None),
+            Recompute::Whole(b) => b.backward_block(inputs, step, grad_out),
         }
     }
 }
@@ -133,6 +133,35 @@ pub trait Block {
     /// it twice per training step, in forward and again in backward, with
     /// a step that draws the same masks both times.
     fn forward_block(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor>;
+
+    /// The block's output with no graph: what [`Checkpointed::whole`] keeps.
+    /// The default runs [`Block::forward_block`] and detaches the result, so
+    /// the block's whole graph lives until it returns; a block that can run
+    /// on detached parameters (and in parts of its own) keeps only its live
+    /// tensors.
+    fn forward_block_detached(&self, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+        Ok(self.forward_block(inputs, step)?.detach())
+    }
+
+    /// The block's backward written by hand, with the same contract as
+    /// [`RowWise::backward_rows`] over all of the block's inputs: the
+    /// gradients of the tracked inputs and of the variables in `store`, the
+    /// rest in `tensors`. The default, `None`, makes [`Checkpointed`]
+    /// recompute the block under autograd, whole. A block written by hand
+    /// can run its own parts: the positions in chunks, and what every
+    /// position shares once.
+    fn backward_block(&self, inputs: &[Tensor], step: &Step, grad_out: &Tensor) -> Result<Option<RowGrads>> {
+        let _ = (inputs, step, grad_out);
+        Ok(None)
+    }
+
+    /// Positions per chunk, for a block that runs its own chunks (with
+    /// [`Block::forward_block_detached`] and [`Block::backward_block`]):
+    /// recorded with the block, as a row-wise block's chunk is. `None`, the
+    /// default: the block runs whole.
+    fn chunk(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A checkpointed block's forward: its output as a leaf, and what the
@@ -162,6 +191,14 @@ impl Drop for Checkpointed {
     fn drop(&mut self) {
         live().retain(|l| l.order != self.order);
     }
+}
+
+/// Runs `block` with its graph, drawing the masks [`Checkpointed::whole`]
+/// draws for the same `step`: for inference on detached weights, or as the
+/// reference a checkpointed block's gradients are tested against.
+pub fn forward_whole(block: &dyn Block, inputs: &[Tensor], step: &Step) -> Result<Tensor> {
+    let seed = step.fork_seed();
+    block.forward_block(inputs, &step.chunk(seed, 0))
 }
 
 /// Backpropagates checkpointed blocks in the order that is always right:
@@ -195,13 +232,15 @@ impl Checkpointed {
             outs.push(block.forward_rows_detached(&part, &step.chunk(seed, k))?);
         }
         let output = Tensor::cat(&outs, 0)?;
-        Checkpointed::register(inputs, &output, Some(chunk.max(1)), seed, step)
+        let chunk = Some(chunk.max(1));
+        Checkpointed::register(inputs, &output, (chunk, chunk), seed, step)
     }
 
-    /// Runs any block whole with no graph kept; in backward it is
-    /// recomputed whole from `inputs`. `step` is the training step's (a
-    /// seed for the block's dropout is forked from it, so the recompute
-    /// draws the same masks).
+    /// Runs any block whole with no graph kept
+    /// ([`Block::forward_block_detached`]); in backward it is recomputed
+    /// whole from `inputs`, or runs its own [`Block::backward_block`].
+    /// `step` is the training step's (a seed for the block's dropout is
+    /// forked from it, so the recompute draws the same masks).
     pub fn whole(block: &dyn Block, inputs: Vec<Tensor>, step: &Step) -> Result<Self> {
         if inputs.is_empty() {
             candle_core::bail!("a checkpointed block needs at least one input");
@@ -211,13 +250,21 @@ impl Checkpointed {
         // kept for backward, so its own scopes record nothing.
         let _quiet = gate_probe::quiet();
         let detached: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
-        let output = block.forward_block(&detached, &step.chunk(seed, 0))?.detach();
-        Checkpointed::register(inputs, &output, None, seed, step)
+        let output = block.forward_block_detached(&detached, &step.chunk(seed, 0))?.detach();
+        Checkpointed::register(inputs, &output, (None, block.chunk()), seed, step)
     }
 
     /// The block's output as a leaf, entered in [`LIVE`] in forward order.
-    fn register(inputs: Vec<Tensor>, output: &Tensor, chunk: Option<usize>, seed: u64, step: &Step) -> Result<Self> {
-        let scope = note_checkpointed(chunk, step);
+    /// `chunk`: positions per part of the recompute (`None`: whole), and per
+    /// chunk as recorded (a block run whole may run its own chunks).
+    fn register(
+        inputs: Vec<Tensor>,
+        output: &Tensor,
+        (chunk, recorded): (Option<usize>, Option<usize>),
+        seed: u64,
+        step: &Step,
+    ) -> Result<Self> {
+        let scope = note_checkpointed(recorded, step);
         let output = Var::from_tensor(output)?;
         let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         live().push(LiveLeaf {
