@@ -22,6 +22,7 @@
 //! forward, the recompute and [`gate::checkpoint::forward_whole`] draw the
 //! same masks.
 
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Result, Tensor, Var};
 
 use super::taped::TensorGrads;
@@ -134,6 +135,89 @@ impl EncoderSelection {
     }
 }
 
+impl EncoderSelection {
+    /// A copy of the block's selection network whose flattened GRN reads
+    /// leaves, and what it reads, each with the leaf its gradient is read
+    /// from: a backward keeps a leaf's gradient, not an intermediate's. The
+    /// flattened GRN's parameters are variables (their own leaves), or in
+    /// half precision copies built from f32 masters; the prescaler's stacked
+    /// weight and bias are built from variables. Their gradients are pushed
+    /// up with the rest of the sums.
+    fn with_leaves(&self) -> Result<(Vsn, Vec<(Tensor, Tensor)>)> {
+        let (prescale, weight_leaf, bias_leaf) = self.vsn.prescale.as_leaves()?;
+        let (weight, bias) = self.vsn.prescale.stacked()?;
+        let mut read: Vec<(Tensor, Tensor)> = vec![
+            (weight, weight_leaf.as_tensor().clone()),
+            (bias, bias_leaf.as_tensor().clone()),
+        ];
+        let flattened = match &self.vsn.flattened {
+            Some(f) => Some(f.map_tensors(&mut |t| {
+                let leaf = if t.is_variable() {
+                    t.clone()
+                } else {
+                    Var::from_tensor(&t.detach())?.as_tensor().clone()
+                };
+                read.push((t.clone(), leaf.clone()));
+                Ok(leaf)
+            })?),
+            None => None,
+        };
+        let vsn = Vsn {
+            prescale,
+            flattened,
+            ..self.vsn.clone()
+        };
+        Ok((vsn, read))
+    }
+
+    /// The flattened GRN's backward for the weights' gradient `dweights`
+    /// `[N, V]`, part by part under autograd, each part's graph gone before
+    /// the next: a store holding the context's gradient only, and every
+    /// other gradient summed by hand (a variable's both in a store and in
+    /// the sums would be counted twice).
+    fn flattened_backward(
+        &self,
+        x: &Tensor,
+        context: &Tensor,
+        dweights: &Tensor,
+        step: &Step,
+        seed: u64,
+    ) -> Result<(GradStore, TensorGrads)> {
+        let (vsn, read) = self.with_leaves()?;
+        let mut sums: Option<TensorGrads> = None;
+        let mut dcontext: Vec<Tensor> = Vec::new();
+        for (k, start, len) in self.parts(x.dim(0)?) {
+            let rows = |t: &Tensor| t.narrow(0, start, len);
+            let store = vsn
+                .selection_rows(
+                    &self.neighbour_vars,
+                    &rows(x)?,
+                    Some(&rows(context)?),
+                    &step.chunk(seed, k),
+                )?
+                .mul(&rows(dweights)?)?
+                .sum_all()?
+                .backward()?;
+            let grads = read
+                .iter()
+                .map(|(of, leaf)| match store.get(leaf) {
+                    Some(g) => Ok((of.clone(), g.detach())),
+                    None => Ok((of.clone(), of.zeros_like()?)),
+                })
+                .collect::<Result<TensorGrads>>()?;
+            sums = Some(add_grads(sums, grads)?);
+            if let Some(g) = store.get(context) {
+                dcontext.push(g.narrow(0, start, len)?.detach());
+            }
+        }
+        let mut store = Tensor::zeros((), DType::F32, x.device())?.backward()?;
+        if !dcontext.is_empty() {
+            store.insert(context, Tensor::cat(&dcontext, 0)?);
+        }
+        Ok((store, sums.unwrap_or_default()))
+    }
+}
+
 impl Block for EncoderSelection {
     fn chunk(&self) -> Option<usize> {
         Some(self.chunk)
@@ -190,70 +274,9 @@ impl Block for EncoderSelection {
         }
         drop(weights);
         let dweights = Tensor::cat(&dweights, 0)?;
-        // What the flattened GRN's graph reads, each with the leaf its
-        // gradient is read from: its parameters (variables), and the
-        // prescaler's stacked weight and bias (built from variables, so
-        // run from leaves of their values, their gradients pushed up with
-        // the rest of the sums).
-        let (prescale, weight_leaf, bias_leaf) = self.vsn.prescale.as_leaves()?;
-        let (weight, bias) = self.vsn.prescale.stacked()?;
-        let mut read: Vec<(Tensor, Tensor)> = vec![
-            (weight, weight_leaf.as_tensor().clone()),
-            (bias, bias_leaf.as_tensor().clone()),
-        ];
-        let flattened = match &self.vsn.flattened {
-            Some(f) => Some(f.map_tensors(&mut |t| {
-                // A half-precision copy of an f32 master is built from it.
-                let leaf = if t.is_variable() {
-                    t.clone()
-                } else {
-                    Var::from_tensor(&t.detach())?.as_tensor().clone()
-                };
-                read.push((t.clone(), leaf.clone()));
-                Ok(leaf)
-            })?),
-            None => None,
-        };
-        let vsn = Vsn {
-            prescale,
-            flattened,
-            ..self.vsn.clone()
-        };
-        let mut by_part: Option<TensorGrads> = None;
-        let mut dcontext: Vec<Tensor> = Vec::new();
-        for (k, start, len) in self.parts(n) {
-            let rows = |t: &Tensor| t.narrow(0, start, len);
-            let store = vsn
-                .selection_rows(
-                    &self.neighbour_vars,
-                    &rows(x)?,
-                    Some(&rows(context)?),
-                    &step.chunk(seed, k),
-                )?
-                .mul(&rows(&dweights)?)?
-                .sum_all()?
-                .backward()?;
-            let grads = read
-                .iter()
-                .map(|(of, leaf)| match store.get(leaf) {
-                    Some(g) => Ok((of.clone(), g.detach())),
-                    None => Ok((of.clone(), of.zeros_like()?)),
-                })
-                .collect::<Result<TensorGrads>>()?;
-            by_part = Some(add_grads(by_part, grads)?);
-            if let Some(g) = store.get(context) {
-                dcontext.push(g.narrow(0, start, len)?.detach());
-            }
-        }
-        // The store carries the context's gradient only: every other is in
-        // the sums (a variable's both in a store and in the sums would be
-        // counted twice).
-        let mut store = Tensor::zeros((), DType::F32, x.device())?.backward()?;
-        if !dcontext.is_empty() {
-            store.insert(context, Tensor::cat(&dcontext, 0)?);
-        }
+        let (store, by_part) = self.flattened_backward(x, context, &dweights, step, seed)?;
         let mut tensors = by_chunk.unwrap_or_default();
-        tensors.extend(by_part.unwrap_or_default());
+        tensors.extend(by_part);
         Ok(Some(RowGrads::new(store, tensors)))
     }
 }
