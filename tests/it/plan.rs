@@ -268,12 +268,12 @@ fn sweep_json(dir: &Path) -> Value {
     sweep
 }
 
-/// "Will it fit?" for the repository's TFT (budgets.yaml: chunk 64, AdamW
+/// "Will it fit?" for the repository's TFT (budgets.yaml: chunk 96, AdamW
 /// in slices) over batch × encoder length, from four exact profiles at the
 /// grid's smallest corner, and one predicted point measured again: its
 /// bytes within 10 % of the prediction. The re-measured point (batch 64 ×
 /// 60) is past where the training peak stops being the recompute's fixed
-/// working memory and grows with the rest's backward (167.8 MiB at 32 × 60,
+/// working memory and grows with the rest's backward (167.5 MiB at 32 × 60,
 /// about 257 MiB here): what the phases' parts are fitted for.
 #[test]
 fn a_sweep_of_the_tft_answers_a_batch_by_sequence_grid_and_publishes_its_error() {
