@@ -113,6 +113,9 @@ fn the_tft_is_planned_from_its_plain_model_to_a_configuration_that_passes() {
         "{settings}"
     );
     assert!(!settings.contains("batch") && !settings.contains("dtype"), "{settings}");
+    // And it does not say that it trains differently (it did, whenever the
+    // spec budgeted the loss ratio).
+    assert!(!text.contains("trains differently"), "{text}");
     assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
     // Predicted and measured side by side for what it ran.
     assert!(text.contains("predicted") && text.contains("measured"), "{text}");

@@ -200,6 +200,21 @@ pub struct Probe {
 }
 
 impl Plan {
+    /// Whether `candidate` trains differently from the spec: one of its
+    /// settings is of a lever that changes the loss ([`Lever::changes_loss`];
+    /// a config key counts as its lever says, an undeclared one as a change).
+    pub fn changes_loss(&self, candidate: &Candidate) -> bool {
+        candidate.settings.iter().any(|s| match s {
+            Setting::Checkpoint { .. } | Setting::Accumulation { .. } => false,
+            Setting::Batch { .. } | Setting::Dtype { .. } => true,
+            Setting::Config { key, .. } => self
+                .levers
+                .iter()
+                .find(|l| matches!(l, Lever::Config { key: k, .. } | Lever::Sequence { key: k, .. } if k == key))
+                .is_none_or(Lever::changes_loss),
+        })
+    }
+
     /// Whether the component passes as the spec has it (nothing to plan).
     pub fn start_passes(&self) -> bool {
         self.start_fails.is_empty()
@@ -296,5 +311,48 @@ mod tests {
         assert_eq!(yaml("a b: c".into()), "config: { optimizer: \"a b: c\" }");
         assert_eq!(yaml("1e3".into()), "config: { optimizer: \"1e3\" }");
         assert_eq!(yaml(serde_json::Value::Null), "config: { optimizer: null }");
+    }
+
+    /// The TFT's plan chose recompute in chunks and AdamW in slices (its
+    /// loss ratio 1.00, measured): it printed "this one trains differently"
+    /// because the spec budgets the loss ratio. Only a setting of a lever
+    /// that changes the loss makes a candidate train differently.
+    #[test]
+    fn a_candidate_trains_differently_only_through_a_lever_that_changes_the_loss() {
+        let config = |key: &str, changes_loss| Lever::Config {
+            key: key.into(),
+            values: vec![],
+            about: String::new(),
+            changes_loss,
+        };
+        let plan = Plan {
+            schema: SCHEMA,
+            component: "tft".into(),
+            backend: "cpu".into(),
+            levers: vec![config("adamw_slice", false), config("optimizer", true)],
+            start: BTreeMap::new(),
+            start_fails: vec![],
+            probes: vec![],
+            candidates: vec![],
+            chosen: None,
+            profiles: 0,
+            recompute_floor: None,
+        };
+        let with = |settings: Vec<Setting>| Candidate {
+            settings,
+            figures: BTreeMap::new(),
+            outcome: Outcome::Pass,
+            fails: vec![],
+            error: None,
+        };
+        let set = |key: &str, value: serde_json::Value| Setting::Config { key: key.into(), value };
+        let kept = with(vec![
+            Setting::Checkpoint { chunk: Some(96) },
+            set("adamw_slice", 262_144.into()),
+        ]);
+        assert!(!plan.changes_loss(&kept));
+        assert!(plan.changes_loss(&with(vec![set("optimizer", "sgd".into())])));
+        assert!(plan.changes_loss(&with(vec![Setting::Batch { size: 8 }])));
+        assert!(plan.changes_loss(&with(vec![set("undeclared", 1.into())])));
     }
 }

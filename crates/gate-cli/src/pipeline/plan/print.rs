@@ -97,7 +97,7 @@ pub(crate) fn print_plan(c: &Component, plan: &Plan) {
         }
         // The ranking puts levers that keep the loss first: a choice that
         // changes it says so in words, not only through its figure.
-        if let Some(loss) = k.figures.get(&Metric::LossRatio) {
+        if let Some(loss) = k.figures.get(&Metric::LossRatio).filter(|_| plan.changes_loss(k)) {
             let ratio = loss.measured.unwrap_or(loss.predicted);
             println!(
                 "  no configuration found that keeps the loss passes: this one trains differently (loss ratio {ratio:.2}{})",
