@@ -215,6 +215,8 @@ struct Statics {
 struct CheckpointedForward<'a> {
     model: &'a TftModel,
     vsn: Checkpointed,
+    /// Positions per chunk, as the forward ran.
+    chunk: usize,
     loss: Tensor,
 }
 
@@ -224,10 +226,14 @@ impl TrainingForward for CheckpointedForward<'_> {
     }
 
     fn backward(self: Box<Self>, vars: &[Var]) -> Result<GradStore> {
-        let CheckpointedForward { model, vsn, loss } = *self;
+        let CheckpointedForward {
+            model,
+            vsn,
+            chunk,
+            loss,
+        } = *self;
         let mut grads = loss.backward()?;
         drop(loss);
-        let chunk = model.checkpoint.unwrap_or(1);
         match EncoderSelection::new(&model.encoder_vsn, chunk)? {
             Some(block) => vsn.backward_whole(&block, &mut grads, vars)?,
             None => vsn.backward(&model.encoder_vsn_rows()?, &mut grads, vars)?,
@@ -462,7 +468,12 @@ impl Model for TftModel {
             return Ok(Box::new(gate::PlainForward(self.loss(batch, step)?)));
         };
         let (vsn, loss) = self.checkpointed_loss(batch, step, chunk)?;
-        Ok(Box::new(CheckpointedForward { model: self, vsn, loss }))
+        Ok(Box::new(CheckpointedForward {
+            model: self,
+            vsn,
+            chunk,
+            loss,
+        }))
     }
 
     /// With checkpointing on, the encoder VSN runs as in training (no graph
