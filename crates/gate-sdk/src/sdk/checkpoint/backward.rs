@@ -136,16 +136,21 @@ impl Checkpointed {
     }
 
     /// Pushes the inputs' gradients, and those computed by hand for tensors
-    /// built from variables, into their own graphs in one backward.
+    /// built from variables, into their own graphs, one tensor at a time
+    /// (each its own `sum(x ⊙ g)` and backward): one tensor's cast, product
+    /// and upstream gradients are held beside the sums, not every tensor's
+    /// at once (with half-precision copies of f32 masters, whose gradients
+    /// all go this way, all at once was the recompute's peak).
     fn push_upstream(&self, pass: Pass<'_>, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
-        let mut surrogate: Option<Tensor> = None;
-        let mut terms = Vec::new();
         for (x, parts) in self.inputs.iter().zip(pass.input_grads) {
             if !parts.is_empty() {
-                terms.push((x.clone(), Tensor::cat(&parts, 0)?));
+                let g = Tensor::cat(&parts, 0)?;
+                drop(parts);
+                push_into_graph(x, g, grads, &pass.keep, vars)?;
             }
         }
-        for (of, grad) in pass.by_hand.into_sums()? {
+        for sum in pass.by_hand.into_sums() {
+            let (of, grad) = sum?;
             if pass.keep.contains(&of.id()) {
                 let sum = match grads.get_id(of.id()) {
                     Some(old) => old.add(&grad)?.detach(),
@@ -153,22 +158,19 @@ impl Checkpointed {
                 };
                 grads.insert(&of, sum);
             } else {
-                terms.push((of, grad));
+                push_into_graph(&of, grad, grads, &pass.keep, vars)?;
             }
-        }
-        for (x, g) in terms {
-            let term = x.mul(&g)?.sum_all()?;
-            surrogate = Some(match surrogate {
-                Some(s) => (s + term)?,
-                None => term,
-            });
-        }
-        if let Some(s) = surrogate {
-            let upstream = s.backward()?;
-            accumulate(grads, &upstream, &pass.keep, vars)?;
         }
         Ok(())
     }
+}
+
+/// `x`'s gradient `g` pushed through `x`'s graph into the `keep` tensors'
+/// gradients in `grads`.
+fn push_into_graph(x: &Tensor, g: Tensor, grads: &mut GradStore, keep: &HashSet<TensorId>, vars: &[Var]) -> Result<()> {
+    let upstream = x.mul(&g)?.sum_all()?.backward()?;
+    drop(g);
+    accumulate(grads, &upstream, keep, vars)
 }
 
 /// A part of a recompute: its chunk's index, and its rows (start, count),
@@ -202,15 +204,13 @@ struct HandGrads {
 }
 
 impl HandGrads {
-    /// Each tensor with its summed gradient, in the tensor's dtype.
-    fn into_sums(self) -> Result<Vec<(Tensor, Tensor)>> {
-        self.sums
-            .into_iter()
-            .map(|(of, g)| {
-                let g = g.to_dtype(of.dtype())?;
-                Ok((of, g))
-            })
-            .collect()
+    /// Each tensor with its summed gradient, in the tensor's dtype, cast
+    /// one at a time as they are taken.
+    fn into_sums(self) -> impl Iterator<Item = Result<(Tensor, Tensor)>> {
+        self.sums.into_iter().map(|(of, g)| {
+            let g = g.to_dtype(of.dtype())?;
+            Ok((of, g))
+        })
     }
 
     fn add(&mut self, of: Tensor, grad: Tensor) -> Result<()> {
