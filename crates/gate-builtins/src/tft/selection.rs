@@ -11,16 +11,17 @@
 //! b[v, j]`), so what the flattened GRN reads of its wide input is narrow:
 //! its first layer is `x·Aᵀ + W1·b` with `A[o, v] = Σ_j W1[o, v·d_c + j]·w[v, j]`,
 //! and its resampling reads two columns of `flat` per output point, each the
-//! prescale of one variable. So the whole flattened GRN runs once over all
-//! positions on `[N, V]`-wide tensors (its graph ~15 of them, less than a
-//! chunk's working set), and its backward is autograd's, once. What stays
-//! per chunk is the per-variable GRNs, whose backward is written by hand
-//! (`taped`): ~65 operations a chunk in backward and ~30 in forward.
+//! prescale of one variable. So the whole flattened GRN runs on `[N, V]`-wide
+//! tensors, in parts of [`CHUNKS_PER_PART`] chunks' rows (its graph under
+//! autograd is ~35 tensors of `[rows, V]`), and its backward is autograd's,
+//! once a part. What stays per chunk is the per-variable GRNs, whose
+//! backward is written by hand (`taped`): ~65 operations a chunk in backward
+//! and ~30 in forward.
 //!
-//! Dropout: the flattened GRN draws its mask once, from the block's chunk
-//! index after the last; chunk `k`'s per-variable GRNs from chunk `k`. The
-//! forward, the recompute and [`gate::checkpoint::forward_whole`] draw the
-//! same masks.
+//! Dropout: part `p` of the flattened GRN draws its mask as the block's
+//! chunk index `chunks + p` (after the last chunk), chunk `k`'s per-variable
+//! GRNs as chunk `k`. The forward, the recompute and
+//! [`gate::checkpoint::forward_whole`] draw the same masks.
 
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Result, Tensor, Var};
