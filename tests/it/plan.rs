@@ -227,6 +227,57 @@ fn a_smaller_batch_in_bf16_is_predicted_from_each_alone() {
     assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
 }
 
+/// A round's profiles run side by side (`--jobs`, one per core by
+/// default): each is its own process, so every probe's and candidate's
+/// figures but the times are what they are one at a time, and so is the
+/// choice.
+#[test]
+fn a_plans_profiles_side_by_side_measure_what_they_measure_one_at_a_time() {
+    let figures = |jobs: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("budgets.yaml");
+        std::fs::write(&spec, MLP.replace("training_peak: < 40 MiB", "training_peak: < 12 MiB")).unwrap();
+        let out = plan_mlp(&spec, dir.path(), &["--jobs", jobs]);
+        let text = common::output_text(&out);
+        assert_eq!(out.status.code(), Some(0), "{text}");
+        let plan = plan_json(dir.path());
+        let untimed = |values: &Value| {
+            let mut v = values.as_object().unwrap().clone();
+            v.retain(|metric, _| !metric.contains("time"));
+            v
+        };
+        let probes: Vec<_> = plan["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["setting"].clone(), untimed(&p["values"])))
+            .collect();
+        // The candidates by their settings (their ranking weighs the
+        // measured step times), each with its predicted figures but the times.
+        let predicted: std::collections::BTreeMap<String, _> = plan["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                let mut f = k["figures"].as_object().unwrap().clone();
+                f.retain(|metric, _| !metric.contains("time"));
+                f.values_mut().for_each(|v| {
+                    v.as_object_mut().unwrap().remove("measured");
+                });
+                (k["settings"].to_string(), f)
+            })
+            .collect();
+        let chosen = &plan["candidates"][plan["chosen"].as_u64().expect("a configuration passes") as usize];
+        let chosen = (
+            chosen["settings"].clone(),
+            chosen["figures"]["training_peak"]["measured"].clone(),
+        );
+        assert!(probes.len() >= 2, "{plan}");
+        (probes, predicted, chosen)
+    };
+    assert_eq!(figures("3"), figures("1"));
+}
+
 #[test]
 fn check_with_plan_names_the_measured_fix_in_the_report_the_table_and_junit() {
     let dir = tempfile::tempdir().unwrap();

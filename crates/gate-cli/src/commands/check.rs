@@ -150,7 +150,7 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     }
     emitter.log(where_the_time_went(&profiled, jobs, started.elapsed()));
     let plans = if args.plan {
-        plans_for_failing(&loaded, &selected, &profiled, backend)?
+        plans_for_failing(&loaded, &selected, &profiled, backend, jobs)?
     } else {
         BTreeMap::new()
     };

@@ -28,6 +28,11 @@ pub(crate) struct PlanArgs {
     /// others are predicted to suffice.
     #[arg(long)]
     pub all_levers: bool,
+    /// Profiles run side by side (default: one per core on the CPU, one on
+    /// a GPU), as `gate check --jobs`: a round's probes, candidates or
+    /// sweep points are independent, so bytes are the same whatever the number.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
     /// Write the chosen configuration into the spec.
     #[arg(long)]
     pub apply: bool,
@@ -86,6 +91,7 @@ pub(super) fn run(args: PlanArgs, app: &crate::app::App) -> Result<Exit, CliErro
     let opts = PlanOptions {
         measure: args.measure,
         all_levers: args.all_levers,
+        jobs: jobs(&args, backend),
     };
     let plan = plan_component(&loaded, &c, backend, &opts, Measured::default())?;
     print_plan(&c, &plan);
@@ -104,6 +110,12 @@ pub(super) fn run(args: PlanArgs, app: &crate::app::App) -> Result<Exit, CliErro
         println!("\nwritten to {}", args.budgets.display());
     }
     Ok(Exit::Pass)
+}
+
+/// `--jobs`, else the backend's default (`gate check`'s).
+fn jobs(args: &PlanArgs, backend: gate_probe::Backend) -> usize {
+    args.jobs
+        .unwrap_or_else(|| gate_runner::default_jobs(backend == gate_probe::Backend::Cuda))
 }
 
 /// `gate plan COMPONENT --sweep`.
@@ -159,6 +171,7 @@ fn sweep(args: &PlanArgs, loaded: &crate::pipeline::harness::Loaded, c: &Compone
         seq_lens: args.seq_lens.clone(),
         dtypes,
         capacities,
+        jobs: jobs(args, backend),
     };
     let s = sweep_component(loaded, c, backend, &opts)?;
     print_sweep(&s);

@@ -42,6 +42,8 @@ pub(crate) struct SweepOptions {
     pub dtypes: Option<Vec<DType>>,
     /// Capacities asked for beside the spec's card, as written and in bytes.
     pub capacities: Vec<(String, f64)>,
+    /// How many profiles run at once (`--jobs`).
+    pub jobs: usize,
 }
 
 /// What lies outside the phases' samples: the training peak less the
@@ -86,7 +88,7 @@ pub(crate) fn sweep_component(
         loaded,
         c,
         axes: &axes,
-        runner: Runner::new(loaded.profiler(), backend),
+        runner: Runner::new(loaded.profiler(), backend, opts.jobs),
     };
 
     // The exact points: the two smallest batches × the two smallest lengths.
@@ -282,11 +284,14 @@ impl Prober<'_> {
             .collect();
         let spec = with_components(&self.loaded.spec, variants);
         let request = super::harness::Loaded::request_for(&spec)?;
+        let named: Vec<(String, String)> = (names.into_iter())
+            .zip(points.iter().map(|at| self.describe(at)))
+            .collect();
+        let ms = (self.runner).measure_all(request.as_ref(), &named, &|what| {
+            eprintln!("{}: profiling {what}", c.name)
+        })?;
         let mut out = Vec::new();
-        for (at, n) in points.iter().zip(&names) {
-            let what = self.describe(at);
-            eprintln!("{}: profiling {what}", c.name);
-            let m = self.runner.measure(request.as_ref(), n, &what)?;
+        for ((_, what), m) in named.iter().zip(ms) {
             if let Some(f) = &m.failure {
                 return Err(CliError::Infrastructure(
                     Problem::new(format!(

@@ -46,7 +46,7 @@ use gate_contract::measurement::Measurement;
 use gate_contract::plan::{self, Candidate, Lever, Outcome, Plan, Probe, Setting};
 use gate_probe::Backend;
 use gate_runner::exit::Exit;
-use gate_runner::{run_child, ChildArgs};
+use gate_runner::ChildArgs;
 use gate_spec::budget::{Component, Spec};
 use gate_spec::hint::Problem;
 use gate_spec::metric::{Metric, Unit};
@@ -65,6 +65,8 @@ pub(crate) struct PlanOptions {
     pub measure: usize,
     /// Whether the levers that change the loss are probed from the start.
     pub all_levers: bool,
+    /// How many profiles run at once (`--jobs`).
+    pub jobs: usize,
 }
 
 /// The plan for `c` (a component of `loaded`'s spec), from `start` (its
@@ -88,7 +90,7 @@ pub(crate) fn plan_component(
         })
         .flatten()
         .collect();
-    let mut runner = Runner::new(loaded.profiler(), backend);
+    let mut runner = Runner::new(loaded.profiler(), backend, opts.jobs);
     // The ratio budgets compare with the component's reference; on the
     // CPU (no interleaved pairs) its own profile's step time and loss.
     let has_ratio = c.budgets.iter().any(|b| b.metric.ratio_of().is_some());
@@ -118,8 +120,20 @@ pub(crate) fn plan_component(
             Some(reference)
         }
         (Some(r), None) if has_ratio => {
-            eprintln!("{}: measuring its reference `{r}`", c.name);
-            Some(Figures::of(&runner.measure(loaded.request(), r, r)?, None, &blocks))
+            // Its reference and, when the caller has not measured it, the
+            // start: side by side.
+            let mut todo = vec![(r.clone(), r.clone())];
+            if start_m.is_none() {
+                todo.push((c.name.clone(), "the start".into()));
+            }
+            let mut ms = runner.measure_all(loaded.request(), &todo, &|what| match what == r {
+                true => eprintln!("{}: measuring its reference `{r}`", c.name),
+                false => eprintln!("{}: measuring it as the spec has it", c.name),
+            })?;
+            if ms.len() == 2 {
+                start_m = ms.pop();
+            }
+            Some(Figures::of(&ms.remove(0), None, &blocks))
         }
         _ => None,
     };
@@ -169,9 +183,13 @@ pub(crate) fn plan_component(
                 .collect(),
         );
         let request = super::harness::Loaded::request_for(&probe_spec)?;
-        for (k, (i, setting)) in todo.into_iter().enumerate() {
-            eprintln!("{}: probing {}", c.name, setting.yaml());
-            let m = runner.measure(request.as_ref(), &probe_name(k), &setting.yaml())?;
+        let named: Vec<(String, String)> = (todo.iter().enumerate())
+            .map(|(k, (_, setting))| (probe_name(k), setting.yaml()))
+            .collect();
+        let ms = runner.measure_all(request.as_ref(), &named, &|what| {
+            eprintln!("{}: probing {what}", c.name)
+        })?;
+        for ((i, setting), m) in todo.into_iter().zip(ms) {
             let f = Figures::of(&m, Some(&against), &blocks);
             let error = m.failure.as_ref().map(|f| format!("{} in phase {}", f.reason, f.phase));
             plan.probes.push(Probe {
@@ -263,10 +281,13 @@ pub(crate) fn plan_component(
             .collect(),
     );
     let request = super::harness::Loaded::request_for(&measured_spec)?;
-    for &i in &to_measure {
-        let what = yaml_of(&plan.candidates[i].settings);
-        eprintln!("{}: measuring {what}", c.name);
-        let m = runner.measure(request.as_ref(), &candidate_name(i), &what)?;
+    let named: Vec<(String, String)> = (to_measure.iter())
+        .map(|&i| (candidate_name(i), yaml_of(&plan.candidates[i].settings)))
+        .collect();
+    let ms = runner.measure_all(request.as_ref(), &named, &|what| {
+        eprintln!("{}: measuring {what}", c.name)
+    })?;
+    for (&i, m) in to_measure.iter().zip(ms) {
         let f = Figures::of(&m, Some(&against), &blocks);
         let k = &mut plan.candidates[i];
         for (metric, fig) in k.figures.iter_mut() {
@@ -375,46 +396,83 @@ fn rank(k: &Candidate, batch: usize, options: &[Options]) -> (usize, f64, usize)
     (loss, per_step / rows, k.settings.len())
 }
 
-/// Starts profiles and counts them.
+/// Starts profiles, up to `jobs` at a time, and counts them.
 pub(super) struct Runner {
     exe: PathBuf,
-    backend: Backend,
+    args: ChildArgs,
+    jobs: usize,
     pub(super) profiles: usize,
 }
 
 impl Runner {
-    pub(super) fn new(exe: &Path, backend: Backend) -> Runner {
+    /// `jobs` as `gate check --jobs`: the profiles of one round (a plan's
+    /// probes, its candidates, a sweep's points) are independent processes,
+    /// so their bytes are the same whatever it is; on a GPU their timed
+    /// steps take turns.
+    pub(super) fn new(exe: &Path, backend: Backend, jobs: usize) -> Runner {
         Runner {
             exe: exe.to_path_buf(),
-            backend,
+            args: crate::pipeline::run::child_args(backend, false),
+            jobs: jobs.max(1),
             profiles: 0,
         }
     }
 
+    /// One profile: `name` of `request`, `what` it is in messages.
     pub(super) fn measure(&mut self, request: &Path, name: &str, what: &str) -> Result<Measurement, CliError> {
-        let args = ChildArgs {
-            extra: vec!["--backend".into(), self.backend.name().into()],
-            ..Default::default()
+        let todo = [(name.to_string(), what.to_string())];
+        let mut all = self.measure_all(request, &todo, &|_| {})?;
+        Ok(all.remove(0))
+    }
+
+    /// The profiles `todo` (each a component of `request` and what it is,
+    /// for messages), side by side; `started` hears each as it starts.
+    /// Their measurements in `todo`'s order; the first that could not be
+    /// started or failed for the machine's reasons is the error.
+    pub(super) fn measure_all(
+        &mut self,
+        request: &Path,
+        todo: &[(String, String)],
+        started: &(dyn Fn(&str) + Sync),
+    ) -> Result<Vec<Measurement>, CliError> {
+        let names: Vec<String> = todo.iter().map(|(name, _)| name.clone()).collect();
+        let announce = |name: &str| {
+            if let Some((_, what)) = todo.iter().find(|(n, _)| n == name) {
+                started(what);
+            }
         };
-        self.profiles += 1;
-        let m = run_child(&self.exe, request, name, &args, &mut |_| {});
+        self.profiles += todo.len();
+        let profiled = gate_runner::profile_all(&self.exe, request, &names, &self.args, self.jobs, &|p| {
+            if let gate_runner::Progress::Start(name) = p {
+                announce(name);
+            }
+        });
         if let Some(sig) = gate_runner::interrupted() {
             let name = if sig == 15 { "SIGTERM" } else { "SIGINT" };
             eprintln!("gate plan: interrupted by {name}: profile stopped");
             return Err(CliError::Reported(Exit::Interrupted));
         }
-        let m =
-            m.map_err(|e| CliError::Infrastructure(Problem::new(format!("cannot start the profile of {what}: {e}"))))?;
-        if let Some(f) = m.failure.as_ref().filter(|f| gate_runner::infrastructure_failure(f)) {
-            return Err(CliError::Infrastructure(
-                Problem::new(format!(
-                    "the profile of {what} failed in phase {}: {}",
-                    f.phase, f.reason
-                ))
-                .with_hint("this is not the configuration's memory: fix the harness or the machine, then plan again"),
-            ));
-        }
-        Ok(m)
+        profiled
+            .into_iter()
+            .zip(todo)
+            .map(|(p, (_, what))| {
+                let m = p.result.map_err(|e| {
+                    CliError::Infrastructure(Problem::new(format!("cannot start the profile of {what}: {e}")))
+                })?;
+                if let Some(f) = m.failure.as_ref().filter(|f| gate_runner::infrastructure_failure(f)) {
+                    return Err(CliError::Infrastructure(
+                        Problem::new(format!(
+                            "the profile of {what} failed in phase {}: {}",
+                            f.phase, f.reason
+                        ))
+                        .with_hint(
+                            "this is not the configuration's memory: fix the harness or the machine, then plan again",
+                        ),
+                    ));
+                }
+                Ok(m)
+            })
+            .collect()
     }
 }
 
@@ -426,6 +484,7 @@ pub(crate) fn plans_for_failing(
     selected: &[&gate_spec::budget::Component],
     profiled: &[gate_runner::Profiled],
     backend: Backend,
+    jobs: usize,
 ) -> Result<BTreeMap<String, gate_contract::plan::Plan>, CliError> {
     let measurement = |name: &str| {
         profiled
@@ -458,6 +517,7 @@ pub(crate) fn plans_for_failing(
         let options = PlanOptions {
             measure: 2,
             all_levers: false,
+            jobs,
         };
         let plan = plan_component(loaded, c, backend, &options, given)?;
         print_plan(c, &plan);
