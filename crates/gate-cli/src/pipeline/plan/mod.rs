@@ -145,6 +145,13 @@ pub(crate) fn plan_component(
         }
     };
     let start = Figures::of(&start_m, reference.as_ref(), &blocks);
+    if backend == Backend::Cpu {
+        // A lever lowers the start's memory or leaves it: each later
+        // profile holds about as much as the start did, in this machine's RAM.
+        if let Some(&peak) = start.values.get(&Metric::TrainingPeak) {
+            runner.fit_in_memory(&c.name, peak, available_memory());
+        }
+    }
     // A candidate's ratios are against the reference, or the start itself.
     let against = reference.clone().unwrap_or_else(|| start.clone());
     let mut plan = Plan {
@@ -418,6 +425,24 @@ impl Runner {
         }
     }
 
+    /// No more profiles side by side than the machine's available memory
+    /// holds, each taking `peak` bytes (a CPU profile's training peak) and
+    /// a quarter more for what the process holds besides its tensors.
+    pub(super) fn fit_in_memory(&mut self, component: &str, peak: f64, available: Option<u64>) {
+        let Some(available) = available else { return };
+        let fits = jobs_in_memory(self.jobs, peak, available);
+        if fits < self.jobs {
+            eprintln!(
+                "{component}: {fits} profile{} at a time, not {}: each may hold {:.1} GiB of the {:.1} GiB available",
+                if fits == 1 { "" } else { "s" },
+                self.jobs,
+                peak * 1.25 / GIB,
+                available as f64 / GIB
+            );
+            self.jobs = fits;
+        }
+    }
+
     /// One profile: `name` of `request`, `what` it is in messages.
     pub(super) fn measure(&mut self, request: &Path, name: &str, what: &str) -> Result<Measurement, CliError> {
         let todo = [(name.to_string(), what.to_string())];
@@ -474,6 +499,27 @@ impl Runner {
             })
             .collect()
     }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// How many of `jobs` profiles of `peak` bytes each (and a quarter more)
+/// fit in `available` bytes at once: at least one.
+fn jobs_in_memory(jobs: usize, peak: f64, available: u64) -> usize {
+    if peak <= 0.0 {
+        return jobs;
+    }
+    let each = peak * 1.25;
+    ((available as f64 / each).floor() as usize).clamp(1, jobs.max(1))
+}
+
+/// The machine's available memory (Linux's `MemAvailable`); `None`
+/// where it cannot be read, and then nothing is limited.
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// `--plan`: a plan for each selected component (not a variant) whose

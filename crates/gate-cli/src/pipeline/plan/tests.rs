@@ -397,3 +397,17 @@ fn component_with(budgets: &[(Metric, f64)]) -> Component {
     }
     c
 }
+
+/// Profiles side by side only as many as the memory holds: the plain
+/// TFT's 5.4 GB start leaves room for two on 24 GB, one on 8 GB.
+#[test]
+fn a_plan_runs_no_more_profiles_at_once_than_the_memory_holds() {
+    let gib = 1u64 << 30;
+    let tft = 5386.7 * 1024.0 * 1024.0;
+    assert_eq!(jobs_in_memory(2, tft, 22 * gib), 2);
+    assert_eq!(jobs_in_memory(16, tft, 22 * gib), 3);
+    assert_eq!(jobs_in_memory(2, tft, 8 * gib), 1);
+    // Even where one does not fit, one runs (its own failure says so).
+    assert_eq!(jobs_in_memory(4, tft, gib), 1);
+    assert_eq!(jobs_in_memory(4, 0.0, gib), 4);
+}
