@@ -95,11 +95,6 @@ fn cpu_summary() -> (String, String) {
     (model, cores)
 }
 
-fn meminfo_kib(text: &str, key: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
@@ -108,7 +103,10 @@ fn memory_summary() -> String {
     let Some(text) = read("/proc/meminfo") else {
         return "unknown (no /proc/meminfo)".into();
     };
-    match (meminfo_kib(&text, "MemTotal:"), meminfo_kib(&text, "MemAvailable:")) {
+    match (
+        crate::pipeline::run::meminfo_kib(&text, "MemTotal:"),
+        crate::pipeline::run::meminfo_kib(&text, "MemAvailable:"),
+    ) {
         (Some(t), Some(a)) => format!("{} total, {} available", gib(t * 1024), gib(a * 1024)),
         (Some(t), None) => format!("{} total", gib(t * 1024)),
         _ => "unknown".into(),

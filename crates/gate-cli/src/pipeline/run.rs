@@ -54,6 +54,12 @@ pub(crate) fn remove_previous_outputs(out: &std::path::Path) {
     }
 }
 
+/// A `/proc/meminfo` line's value (`key` with its colon), in KiB.
+pub(crate) fn meminfo_kib(text: &str, key: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The arguments each profile's child gets: the backend, and whether to emulate the spec's capacity.
 pub(crate) fn child_args(backend: Backend, emulate_capacity: bool) -> ChildArgs {
     let mut child_args = ChildArgs {

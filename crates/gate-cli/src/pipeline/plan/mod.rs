@@ -126,9 +126,12 @@ pub(crate) fn plan_component(
             if start_m.is_none() {
                 todo.push((c.name.clone(), "the start".into()));
             }
-            let mut ms = runner.measure_all(loaded.request(), &todo, &|what| match what == r {
-                true => eprintln!("{}: measuring its reference `{r}`", c.name),
-                false => eprintln!("{}: measuring it as the spec has it", c.name),
+            let mut ms = runner.measure_all(loaded.request(), &todo, &|what| {
+                if what == r {
+                    eprintln!("{}: measuring its reference `{r}`", c.name)
+                } else {
+                    eprintln!("{}: measuring it as the spec has it", c.name)
+                }
             })?;
             if ms.len() == 2 {
                 start_m = ms.pop();
@@ -517,9 +520,7 @@ fn jobs_in_memory(jobs: usize, peak: f64, available: u64) -> usize {
 /// where it cannot be read, and then nothing is limited.
 fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    Some(crate::pipeline::run::meminfo_kib(&text, "MemAvailable:")? * 1024)
 }
 
 /// `--plan`: a plan for each selected component (not a variant) whose
