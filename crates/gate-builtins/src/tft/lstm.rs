@@ -2,8 +2,20 @@
 //! `weight_hh_l{k}`, `bias_ih_l{k}`, `bias_hh_l{k}`, gates i, f, g, o) and
 //! dropout between layers. Each layer computes x·W_ihᵀ for all steps in one
 //! matmul up front; only h·W_hhᵀ runs per step.
+//!
+//! When the TFT checkpoints, the encoder LSTM runs taped ([`TapedLstm`]):
+//! its forward keeps no graph, only each layer's input, hidden and cell
+//! states, and its backward is written by hand. Under autograd each of its
+//! ~120 cells kept about 30 tensors (30.6 MiB of the rest's 68.4 MiB kept
+//! at the TFT's size) and ran ~45 small kernels in backward: every op's
+//! generic backward, each gradient added into a fresh zero tensor, and the
+//! per-step slice of the up-front product padded back to all T steps. The
+//! hand-written backward recomputes the gates of all steps in one matmul and
+//! runs 9 kernels a step; the weights' and input's gradients are one matmul
+//! each over all steps.
 
-use candle_core::{Result, Tensor, D};
+use candle_core::backprop::GradStore;
+use candle_core::{Result, Tensor, TensorId, Var, D};
 use candle_nn::{Init, VarBuilder};
 
 use gate::Step;
@@ -52,9 +64,7 @@ impl Lstm {
         })
     }
 
-    /// `x` `[B, T, I]`, one initial state per layer → output `[B, T, H]` and
-    /// each layer's final state.
-    pub fn forward(&self, x: &Tensor, init: &[State], step: &Step) -> Result<(Tensor, Vec<State>)> {
+    fn check_init(&self, init: &[State]) -> Result<()> {
         if init.len() != self.layers.len() {
             candle_core::bail!(
                 "the LSTM has {} layers but got {} initial states",
@@ -62,6 +72,13 @@ impl Lstm {
                 init.len()
             );
         }
+        Ok(())
+    }
+
+    /// `x` `[B, T, I]`, one initial state per layer → output `[B, T, H]` and
+    /// each layer's final state.
+    pub fn forward(&self, x: &Tensor, init: &[State], step: &Step) -> Result<(Tensor, Vec<State>)> {
+        self.check_init(init)?;
         let hsz = self.hidden;
         let (b, t, _) = x.dims3()?;
         let mut input = x.clone();
@@ -98,5 +115,395 @@ impl Lstm {
             };
         }
         Ok((input, finals))
+    }
+}
+
+/// What one layer's backward reads, kept by the taped forward: detached,
+/// time-major (`[T, B, ·]`).
+struct LayerTape {
+    /// The layer's input (after the dropout between layers), `[T, B, I]`.
+    input: Tensor,
+    /// The hidden and cell state after every step, `[T, B, H]` each.
+    h: Tensor,
+    c: Tensor,
+    /// The state the layer started from, `[B, H]` each.
+    init: State,
+    /// The dropout mask on this layer's output (the next layer's input), `[T, B, H]`.
+    mask: Option<Tensor>,
+}
+
+/// The gradients [`Lstm::backward_taped`] computes.
+struct TapedGrads {
+    /// The input's, `[B, T, I]`.
+    input: Tensor,
+    /// Each layer's initial state's.
+    init: Vec<State>,
+    /// Each parameter's, with the parameter as the layer uses it.
+    params: Vec<(Tensor, Tensor)>,
+}
+
+impl Lstm {
+    /// [`Lstm::forward`]'s arithmetic, op for op (the same output to the
+    /// bit, the same dropout masks drawn), with no graph: the output
+    /// `[B, T, H]`, each layer's final state, and the tape.
+    fn forward_taped(&self, x: &Tensor, init: &[State], step: &Step) -> Result<(Tensor, Vec<State>, Vec<LayerTape>)> {
+        self.check_init(init)?;
+        let hsz = self.hidden;
+        let (b, t, _) = x.dims3()?;
+        let mut input = x.detach().transpose(0, 1)?.contiguous()?;
+        let mut finals = Vec::with_capacity(self.layers.len());
+        let mut tapes = Vec::with_capacity(self.layers.len());
+        let mut out = input.clone();
+        for (k, (layer, state)) in self.layers.iter().zip(init).enumerate() {
+            let i = input.dim(2)?;
+            let xw = input
+                .reshape((t * b, i))?
+                .matmul(&layer.w_ih.detach().t()?)?
+                .broadcast_add(&layer.b_ih.detach())?
+                .reshape((t, b, 4 * hsz))?;
+            let w_hh_t = layer.w_hh.detach().t()?;
+            let b_hh = layer.b_hh.detach();
+            let start = State {
+                h: state.h.detach(),
+                c: state.c.detach(),
+            };
+            let (mut h, mut c) = (start.h.clone(), start.c.clone());
+            let mut hs = Vec::with_capacity(t);
+            let mut cs = Vec::with_capacity(t);
+            for s in 0..t {
+                let gates = xw.get(s)?.add(&h.matmul(&w_hh_t)?)?.broadcast_add(&b_hh)?;
+                // One sigmoid over all four gates: elementwise, so each gate's
+                // values are those of a sigmoid over its own slice.
+                let sig = candle_nn::ops::sigmoid(&gates)?;
+                let cell_input = gates.narrow(D::Minus1, 2 * hsz, hsz)?.tanh()?;
+                c = ((sig.narrow(D::Minus1, hsz, hsz)? * &c)? + (sig.narrow(D::Minus1, 0, hsz)? * cell_input)?)?;
+                h = (sig.narrow(D::Minus1, 3 * hsz, hsz)? * c.tanh()?)?;
+                hs.push(h.clone());
+                cs.push(c.clone());
+            }
+            drop(xw);
+            out = Tensor::stack(&hs, 1)?;
+            drop(hs);
+            let mask = if k + 1 < self.layers.len() {
+                step.dropout_mask(&out, self.dropout)?
+            } else {
+                None
+            };
+            let next = match &mask {
+                Some(m) => out.mul(m)?,
+                None => out.clone(),
+            };
+            finals.push(State { h, c });
+            tapes.push(LayerTape {
+                input: std::mem::replace(&mut input, next.transpose(0, 1)?.contiguous()?),
+                h: out.transpose(0, 1)?.contiguous()?,
+                c: Tensor::stack(&cs, 0)?,
+                init: start,
+                mask: mask
+                    .map(|m| m.transpose(0, 1).and_then(|m| m.contiguous()))
+                    .transpose()?,
+            });
+        }
+        Ok((out, finals, tapes))
+    }
+
+    /// Backpropagation through time from the tape: `d_out` is the loss's
+    /// gradient with respect to the output `[B, T, H]`, `d_finals` each
+    /// layer's final state's (absent: zero).
+    fn backward_taped(
+        &self,
+        tapes: Vec<LayerTape>,
+        d_out: &Tensor,
+        d_finals: Vec<(Option<Tensor>, Option<Tensor>)>,
+    ) -> Result<TapedGrads> {
+        let hsz = self.hidden;
+        let mut init = Vec::with_capacity(self.layers.len());
+        let mut params = Vec::with_capacity(4 * self.layers.len());
+        // The gradient of the layer above's input (the top layer's: the output's).
+        let mut d_input = d_out.transpose(0, 1)?.contiguous()?;
+        for ((layer, tape), (dh_final, dc_final)) in self.layers.iter().zip(tapes).zip(d_finals).rev() {
+            let d_seq = match &tape.mask {
+                Some(mask) => d_input.mul(mask)?,
+                None => d_input,
+            };
+            let (t, b, i) = tape.input.dims3()?;
+            let rows = |x: &Tensor, w: usize| x.reshape((t * b, w));
+            let w_ih = layer.w_ih.detach();
+            let w_hh = layer.w_hh.detach();
+            let h_prev = Tensor::cat(&[&tape.init.h.unsqueeze(0)?, &tape.h.narrow(0, 0, t - 1)?], 0)?;
+            let c_prev = Tensor::cat(&[&tape.init.c.unsqueeze(0)?, &tape.c.narrow(0, 0, t - 1)?], 0)?;
+            // Every step's gates at once, from the kept states.
+            let gates = rows(&tape.input, i)?
+                .matmul(&w_ih.t()?)?
+                .broadcast_add(&layer.b_ih.detach())?
+                .add(&rows(&h_prev, hsz)?.matmul(&w_hh.t()?)?)?
+                .broadcast_add(&layer.b_hh.detach())?;
+            let sig = candle_nn::ops::sigmoid(&gates)?;
+            let gate = |k: usize| sig.narrow(1, k * hsz, hsz);
+            let (ig, fg, og) = (gate(0)?, gate(1)?, gate(3)?);
+            let g = gates.narrow(1, 2 * hsz, hsz)?.tanh()?;
+            drop(gates);
+            let tc = rows(&tape.c, hsz)?.tanh()?;
+            let one_minus = |x: &Tensor| x.affine(-1.0, 1.0);
+            let dsigmoid = |s: &Tensor| s.mul(&one_minus(s)?);
+            // The step's factors, all steps at once: dc += dh ⊙ q; the
+            // pre-activations' gradients are dc ⊙ [a_i a_f a_g] and dh ⊙ a_o.
+            let steps = |x: Tensor| x.reshape((t, b, hsz));
+            let q = steps(og.mul(&one_minus(&tc.sqr()?)?)?)?;
+            let a_o = steps(tc.mul(&dsigmoid(&og)?)?)?;
+            let a_i = g.mul(&dsigmoid(&ig)?)?;
+            let a_f = rows(&c_prev, hsz)?.mul(&dsigmoid(&fg)?)?;
+            let a_g = ig.mul(&one_minus(&g.sqr()?)?)?;
+            let a_ifg = Tensor::stack(&[a_i, a_f, a_g], 1)?.reshape((t, b, 3, hsz))?;
+            let f = steps(fg.contiguous()?)?;
+            drop((sig, g, tc, c_prev));
+            // gates = x·W_ihᵀ + h·W_hhᵀ: dh_prev = d_gates·W_hh, split at the o gate.
+            let w_ifg = w_hh.narrow(0, 0, 3 * hsz)?;
+            let w_o = w_hh.narrow(0, 3 * hsz, hsz)?;
+            let zeros = || Tensor::zeros((b, hsz), d_seq.dtype(), d_seq.device());
+            let mut dh_next = dh_final.map_or_else(zeros, Ok)?;
+            let mut dc = dc_final.map_or_else(zeros, Ok)?;
+            let mut d_ifg = Vec::with_capacity(t);
+            let mut d_o = Vec::with_capacity(t);
+            for s in (0..t).rev() {
+                let dh = dh_next.add(&d_seq.get(s)?)?;
+                let dc_s = dc.add(&dh.mul(&q.get(s)?)?)?;
+                let ifg = a_ifg
+                    .get(s)?
+                    .broadcast_mul(&dc_s.unsqueeze(1)?)?
+                    .reshape((b, 3 * hsz))?;
+                let o = dh.mul(&a_o.get(s)?)?;
+                dh_next = ifg.matmul(&w_ifg)?.add(&o.matmul(&w_o)?)?;
+                dc = dc_s.mul(&f.get(s)?)?;
+                d_ifg.push(ifg);
+                d_o.push(o);
+            }
+            d_ifg.reverse();
+            d_o.reverse();
+            let d_gates =
+                Tensor::cat(&[Tensor::stack(&d_ifg, 0)?, Tensor::stack(&d_o, 0)?], 2)?.reshape((t * b, 4 * hsz))?;
+            drop((d_ifg, d_o));
+            let d_gates_t = d_gates.t()?;
+            params.push((layer.w_ih.clone(), d_gates_t.matmul(&rows(&tape.input, i)?)?));
+            params.push((layer.w_hh.clone(), d_gates_t.matmul(&rows(&h_prev, hsz)?)?));
+            let d_bias = d_gates.sum(0)?;
+            params.push((layer.b_ih.clone(), d_bias.clone()));
+            params.push((layer.b_hh.clone(), d_bias));
+            d_input = d_gates.matmul(&w_ih)?.reshape((t, b, i))?;
+            init.push(State { h: dh_next, c: dc });
+        }
+        init.reverse();
+        Ok(TapedGrads {
+            input: d_input.transpose(0, 1)?.contiguous()?,
+            init,
+            params,
+        })
+    }
+}
+
+/// The encoder LSTM of a checkpointed TFT's training forward: run taped
+/// (no graph), its output and final states leaves the rest of the model
+/// runs from, and in backward its gradients computed by hand and pushed into
+/// the input's and initial state's graphs.
+pub(super) struct TapedLstm {
+    tapes: Vec<LayerTape>,
+    /// The input and initial states as the model computed them: their
+    /// gradients go there.
+    input: Tensor,
+    init: Vec<State>,
+    output: Var,
+    finals: Vec<(Var, Var)>,
+}
+
+impl TapedLstm {
+    pub(super) fn forward(lstm: &Lstm, x: &Tensor, init: &[State], step: &Step) -> Result<Self> {
+        let (out, finals, tapes) = lstm.forward_taped(x, init, step)?;
+        Ok(TapedLstm {
+            tapes,
+            input: x.clone(),
+            init: init.to_vec(),
+            output: Var::from_tensor(&out)?,
+            finals: finals
+                .iter()
+                .map(|s| Ok((Var::from_tensor(&s.h)?, Var::from_tensor(&s.c)?)))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// The output leaf, `[B, T, H]`.
+    pub(super) fn output(&self) -> &Tensor {
+        self.output.as_tensor()
+    }
+
+    /// Each layer's final state, as leaves.
+    pub(super) fn finals(&self) -> Vec<State> {
+        self.finals
+            .iter()
+            .map(|(h, c)| State {
+                h: h.as_tensor().clone(),
+                c: c.as_tensor().clone(),
+            })
+            .collect()
+    }
+
+    /// Backpropagates the LSTM into `grads`, which holds the rest of the
+    /// model's backward (the leaves' gradients, which it removes): the
+    /// gradients of `vars` and of the `leaves` the input is built from (a
+    /// checkpointed block's output, whose backward runs next) are
+    /// accumulated; the input and initial states pass theirs on through
+    /// their own graphs.
+    pub(super) fn backward(self, lstm: &Lstm, grads: &mut GradStore, vars: &[Var], leaves: &[&Tensor]) -> Result<()> {
+        let TapedLstm {
+            tapes,
+            input,
+            init,
+            output,
+            finals,
+        } = self;
+        // Detached: a leaf's gradient is built from the tracked tensors
+        // that used the leaf (the decoder's gates), and its op chain would
+        // carry this backward's pushes into their graphs.
+        let mut take = |leaf: &Var| grads.remove(leaf.as_tensor()).map(|g| g.detach());
+        let d_out = match take(&output) {
+            Some(g) => g,
+            None => output.zeros_like()?,
+        };
+        let d_finals = finals.iter().map(|(h, c)| (take(h), take(c))).collect();
+        drop((output, finals));
+        let taped = lstm.backward_taped(tapes, &d_out, d_finals)?;
+        drop(d_out);
+        let keep: Vec<TensorId> = vars
+            .iter()
+            .map(|v| v.as_tensor().id())
+            .chain(leaves.iter().map(|l| l.id()))
+            .collect();
+        // Gradients of one tensor (every layer starts from the same state) summed before they go upstream.
+        let mut sums: Vec<(Tensor, Tensor)> = Vec::new();
+        let of_init = init
+            .into_iter()
+            .zip(taped.init)
+            .flat_map(|(s, d)| [(s.h, d.h), (s.c, d.c)]);
+        for (of, g) in std::iter::once((input, taped.input)).chain(of_init).chain(taped.params) {
+            match sums.iter_mut().find(|(t, _)| t.id() == of.id()) {
+                Some((_, sum)) => *sum = sum.add(&g)?,
+                None => sums.push((of, g)),
+            }
+        }
+        for (of, g) in sums {
+            push_gradient(&of, g, grads, &keep)?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds `g`, the gradient of `of`, into `grads`: directly where `of` is kept
+/// (a variable, a leaf), else through `of`'s graph into the kept tensors'.
+/// An untracked `of` (detached weights, an input) has nowhere to go.
+fn push_gradient(of: &Tensor, g: Tensor, grads: &mut GradStore, keep: &[TensorId]) -> Result<()> {
+    if keep.contains(&of.id()) {
+        return accumulate(grads, of.id(), &g);
+    }
+    if !of.track_op() {
+        return Ok(());
+    }
+    let upstream = of.mul(&g.to_dtype(of.dtype())?)?.sum_all()?.backward()?;
+    drop(g);
+    for &id in keep {
+        if let Some(g) = upstream.get_id(id) {
+            accumulate(grads, id, g)?;
+        }
+    }
+    Ok(())
+}
+
+fn accumulate(grads: &mut GradStore, id: TensorId, g: &Tensor) -> Result<()> {
+    let sum = match grads.get_id(id) {
+        Some(old) => old.add(g)?.detach(),
+        None => g.detach(),
+    };
+    grads.insert_id(id, sum);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+    use candle_nn::VarMap;
+
+    /// The largest |a − b| / max|b| over every gradient the two stores hold for `of`.
+    fn rel(a: &GradStore, b: &GradStore, of: &Tensor) -> Result<f32> {
+        let (x, y) = (
+            a.get(of).expect("taped gradient"),
+            b.get(of).expect("autograd gradient"),
+        );
+        let diff = (x - y)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        let scale = y.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+        Ok(diff / scale.max(1e-12))
+    }
+
+    #[test]
+    fn the_taped_backward_equals_autograd() -> Result<()> {
+        let dev = Device::Cpu;
+        for (dropout, train) in [(0.0, true), (0.3, true), (0.3, false)] {
+            let map = VarMap::new();
+            let vb = VarBuilder::from_varmap(&map, DType::F32, &dev);
+            let lstm = Lstm::new(5, 4, 2, dropout, vb.pp("lstm"))?;
+            let decoder = Lstm::new(5, 4, 2, dropout, vb.pp("decoder"))?;
+            let xd = Tensor::randn(0f32, 1.0, (3, 2, 5), &dev)?;
+            let x = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 7, 5), &dev)?)?;
+            let h0 = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 4), &dev)?)?;
+            let c0 = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 4), &dev)?)?;
+            let init = vec![
+                State {
+                    h: h0.as_tensor().affine(2.0, 0.0)?,
+                    c: c0.as_tensor().affine(3.0, 0.0)?,
+                };
+                2
+            ];
+            let r = Tensor::randn(0f32, 1.0, (3, 7, 4), &dev)?;
+            let rh = Tensor::randn(0f32, 1.0, (3, 4), &dev)?;
+            let step = || if train { Step::train(11) } else { Step::eval() };
+            let loss = |out: &Tensor, finals: &[State]| -> Result<Tensor> {
+                let (dec, _) = decoder.forward(&xd, finals, &step())?;
+                let mut l = (out.mul(&r)?.sum_all()? + dec.sum_all()?)?;
+                for s in finals {
+                    l = (l + s.h.mul(&rh)?.sum_all()? + s.c.mul(&rh)?.affine(2.0, 0.0)?.sum_all()?)?;
+                }
+                Ok(l)
+            };
+            let (out, finals) = lstm.forward(x.as_tensor(), &init, &step())?;
+            let reference = loss(&out, &finals)?.backward()?;
+            let taped = TapedLstm::forward(&lstm, x.as_tensor(), &init, &step())?;
+            assert_eq!(
+                taped.output().flatten_all()?.to_vec1::<f32>()?,
+                out.flatten_all()?.to_vec1::<f32>()?,
+                "the taped forward is the forward to the bit"
+            );
+            let mut grads = loss(taped.output(), &taped.finals())?.backward()?;
+            let vars = map.all_vars();
+            taped.backward(
+                &lstm,
+                &mut grads,
+                &vars,
+                &[x.as_tensor(), h0.as_tensor(), c0.as_tensor()],
+            )?;
+            for (name, t) in [("x", x.as_tensor()), ("h0", h0.as_tensor()), ("c0", c0.as_tensor())].into_iter() {
+                let worst = rel(&grads, &reference, t)?;
+                assert!(
+                    worst < 1e-5,
+                    "dropout {dropout}, train {train}: {name} {:?} differs by {worst}",
+                    t.dims()
+                );
+            }
+            for (name, v) in map.data().lock().expect("the var map").iter() {
+                let worst = rel(&grads, &reference, v.as_tensor())?;
+                assert!(
+                    worst < 1e-5,
+                    "dropout {dropout}, train {train}: `{name}` differs by {worst}"
+                );
+            }
+        }
+        Ok(())
     }
 }

@@ -23,7 +23,7 @@ use self::config::{TftConfig, TftKeys};
 use self::dense::{Dense, Stack};
 use self::glu::GateAddNorm;
 use self::grn::{Grn, GrnDims};
-use self::lstm::{Lstm, State};
+use self::lstm::{Lstm, State, TapedLstm};
 use self::selection::EncoderSelection;
 use self::vsn::{Prescale, Vsn};
 use candle_core::backprop::GradStore;
@@ -211,10 +211,12 @@ struct Statics {
     enrichment: Tensor,
 }
 
-/// A checkpointed training forward: the encoder VSN's output leaf and the rest's graph.
+/// A checkpointed training forward: the encoder VSN's output leaf, the
+/// encoder LSTM's tape and leaves, and the rest's graph.
 struct CheckpointedForward<'a> {
     model: &'a TftModel,
     vsn: Checkpointed,
+    lstm: TapedLstm,
     /// Positions per chunk, as the forward ran.
     chunk: usize,
     loss: Tensor,
@@ -229,11 +231,15 @@ impl TrainingForward for CheckpointedForward<'_> {
         let CheckpointedForward {
             model,
             vsn,
+            lstm,
             chunk,
             loss,
         } = *self;
         let mut grads = loss.backward()?;
         drop(loss);
+        // The LSTM first: its input is the VSN's leaf, whose backward needs
+        // the whole of that leaf's gradient.
+        lstm.backward(&model.lstm_encoder, &mut grads, vars, &[vsn.output()])?;
         match EncoderSelection::new(&model.encoder_vsn, chunk)? {
             Some(block) => vsn.backward_whole(&block, &mut grads, vars)?,
             None => vsn.backward(&model.encoder_vsn_rows()?, &mut grads, vars)?,
@@ -371,7 +377,7 @@ impl TftModel {
         self.check_batch(batch)?;
         let statics = self.statics(batch, step)?;
         let encoder_in = self.encoder_vsn(batch, &statics, step)?;
-        self.rest(batch, &statics, &encoder_in, step)
+        self.rest(batch, &statics, &encoder_in, step, None)
     }
 
     fn loss_of(&self, pred: &Tensor, batch: &Batch) -> Result<Tensor> {
@@ -386,9 +392,9 @@ impl TftModel {
         })
     }
 
-    /// The loss with the encoder VSN checkpointed: its output leaf (what
-    /// its backward needs) and the loss over the rest's graph.
-    fn checkpointed_loss(&self, batch: &Batch, step: &Step, chunk: usize) -> Result<(Checkpointed, Tensor)> {
+    /// The loss with the encoder VSN checkpointed and the encoder LSTM
+    /// taped: what their backwards need and the loss over the rest's graph.
+    fn checkpointed_loss(&self, batch: &Batch, step: &Step, chunk: usize) -> Result<(Checkpointed, TapedLstm, Tensor)> {
         self.check_batch(batch)?;
         let statics = self.statics(batch, step)?;
         let x = &batch.tensors[data::ENCODER];
@@ -401,13 +407,24 @@ impl TftModel {
             }
         })?;
         let encoder_in = vsn.output().reshape((b, t, self.cfg.hidden_dim))?;
-        let pred = self.rest(batch, &statics, &encoder_in, step)?;
+        let mut lstm = None;
+        let pred = self.rest(batch, &statics, &encoder_in, step, Some(&mut lstm))?;
         let loss = self.loss_of(&pred, batch)?;
-        Ok((vsn, loss))
+        let lstm = lstm.expect("`rest` runs the encoder LSTM taped when asked to");
+        Ok((vsn, lstm, loss))
     }
 
     /// Everything after the encoder VSN, from its output `encoder_in` `[B, T, H]`.
-    fn rest(&self, batch: &Batch, statics: &Statics, encoder_in: &Tensor, step: &Step) -> Result<Tensor> {
+    /// With `taped`, the encoder LSTM runs taped and is left there for the
+    /// backward; without, under autograd.
+    fn rest(
+        &self,
+        batch: &Batch,
+        statics: &Statics,
+        encoder_in: &Tensor,
+        step: &Step,
+        taped: Option<&mut Option<TapedLstm>>,
+    ) -> Result<Tensor> {
         let t = &batch.tensors;
         let te = self.cfg.sequence_length;
         let td = self.cfg.prediction_horizon;
@@ -422,9 +439,15 @@ impl TftModel {
         };
         // Every encoder layer starts from the static state; each decoder layer
         // continues from the matching encoder layer.
-        let (encoder_out, states) = scoped("lstm_encoder", || {
-            self.lstm_encoder
-                .forward(encoder_in, &vec![init; self.cfg.num_layers], step)
+        let init = vec![init; self.cfg.num_layers];
+        let (encoder_out, states) = scoped("lstm_encoder", || match taped {
+            None => self.lstm_encoder.forward(encoder_in, &init, step),
+            Some(slot) => {
+                let run = TapedLstm::forward(&self.lstm_encoder, encoder_in, &init, step)?;
+                let outs = (run.output().clone(), run.finals());
+                *slot = Some(run);
+                Ok(outs)
+            }
         })?;
         let (decoder_out, _) = scoped("lstm_decoder", || self.lstm_decoder.forward(&decoder_in, &states, step))?;
         let phi = scoped("post_lstm_gate", || {
@@ -467,10 +490,11 @@ impl Model for TftModel {
         let Some(chunk) = self.checkpoint else {
             return Ok(Box::new(gate::PlainForward(self.loss(batch, step)?)));
         };
-        let (vsn, loss) = self.checkpointed_loss(batch, step, chunk)?;
+        let (vsn, lstm, loss) = self.checkpointed_loss(batch, step, chunk)?;
         Ok(Box::new(CheckpointedForward {
             model: self,
             vsn,
+            lstm,
             chunk,
             loss,
         }))
@@ -481,7 +505,7 @@ impl Model for TftModel {
     /// plain model's activations, for a figure nobody backpropagates.
     fn eval_loss(&self, batch: &Batch) -> Result<Tensor> {
         match self.checkpoint {
-            Some(chunk) => Ok(self.checkpointed_loss(batch, &Step::eval(), chunk)?.1),
+            Some(chunk) => Ok(self.checkpointed_loss(batch, &Step::eval(), chunk)?.2),
             None => self.loss(batch, &Step::eval()),
         }
     }
