@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU machine (no cargo), 2026-12-07 (sixteenth session): issue #53
+# items 1 and 2 with the checkpointed TFT's encoder LSTM taped
+# (crates/gate-builtins/src/tft/lstm.rs), against the binary before it, on
+# one card in one call. Carried, built beforehand with
+# scripts/build-cuda.sh (CUDA_COMPUTE_CAP=90) and xz'd:
+#   .devicez/gate.xz      the stock gate of this tree, --features cuda
+#   .devicez/gate-old.xz  the same of the commit before the taped LSTM
+#   .devicez/gpu-*.xz     tests/gpu.rs (the checkpointed TFT's gradients on CUDA)
+# and .whl/ (the peer's wheels, docs/peer.md).
+# Output: $OUT/gpu-lstm.tgz (every step's log and report), a line a step.
+FINAL=${OUT:-target/gpu-lstm}
+mkdir -p "$FINAL"
+OUT=/tmp/gpu-lstm-work PACK=$(cd "$FINAL" && pwd)/gpu-lstm.tgz
+. "$(dirname "$0")/gpu-common.sh"
+OLD=$(realpath .device/gate-old)
+step gpu_tests env GATE_BIN="$G" .device/gpu-* --test-threads 1 checkpointed_tft sliced_adamw device_dropout
+# budgets.yaml's TFT and its plain reference, step_time_ratio in 15
+# interleaved pairs: the binary before and after, alternating.
+for i in 1 2 3; do
+  step old$i "$OLD" check --backend cuda --only tft --baseline none --out "$OUT/old$i"
+  step new$i "$G" check --backend cuda --only tft --baseline none --out "$OUT/new$i"
+done
+# Against the peer, in the same call (pytorch-forecasting 1.8.0).
+step peer python3 scripts/peer-tft.py --wheels .whl --gate "$G" --out "$OUT/peer" --plain
+# The repository's gate, every component.
+step check "$G" check --backend cuda --baseline none --out "$OUT/check"
+for f in old1 new1 old2 new2 old3 new3 check; do
+  echo "== $f"; grep -E "training_peak|step_time_ratio|^  tft|PASS|FAIL" "$OUT/$f.log" | head -12
+done
+echo "== peer"; tail -n 25 "$OUT/peer.log"
+tail -n 5 "$OUT/gpu_tests.log"
