@@ -228,35 +228,9 @@ impl Lstm {
             };
             let (t, b, i) = tape.input.dims3()?;
             let rows = |x: &Tensor, w: usize| x.reshape((t * b, w));
-            let w_ih = layer.w_ih.detach();
             let w_hh = layer.w_hh.detach();
             let h_prev = Tensor::cat(&[&tape.init.h.unsqueeze(0)?, &tape.h.narrow(0, 0, t - 1)?], 0)?;
-            let c_prev = Tensor::cat(&[&tape.init.c.unsqueeze(0)?, &tape.c.narrow(0, 0, t - 1)?], 0)?;
-            // Every step's gates at once, from the kept states.
-            let gates = rows(&tape.input, i)?
-                .matmul(&w_ih.t()?)?
-                .broadcast_add(&layer.b_ih.detach())?
-                .add(&rows(&h_prev, hsz)?.matmul(&w_hh.t()?)?)?
-                .broadcast_add(&layer.b_hh.detach())?;
-            let sig = candle_nn::ops::sigmoid(&gates)?;
-            let gate = |k: usize| sig.narrow(1, k * hsz, hsz);
-            let (ig, fg, og) = (gate(0)?, gate(1)?, gate(3)?);
-            let g = gates.narrow(1, 2 * hsz, hsz)?.tanh()?;
-            drop(gates);
-            let tc = rows(&tape.c, hsz)?.tanh()?;
-            let one_minus = |x: &Tensor| x.affine(-1.0, 1.0);
-            let dsigmoid = |s: &Tensor| s.mul(&one_minus(s)?);
-            // The step's factors, all steps at once: dc += dh ⊙ q; the
-            // pre-activations' gradients are dc ⊙ [a_i a_f a_g] and dh ⊙ a_o.
-            let steps = |x: Tensor| x.reshape((t, b, hsz));
-            let q = steps(og.mul(&one_minus(&tc.sqr()?)?)?)?;
-            let a_o = steps(tc.mul(&dsigmoid(&og)?)?)?;
-            let a_i = g.mul(&dsigmoid(&ig)?)?;
-            let a_f = rows(&c_prev, hsz)?.mul(&dsigmoid(&fg)?)?;
-            let a_g = ig.mul(&one_minus(&g.sqr()?)?)?;
-            let a_ifg = Tensor::stack(&[a_i, a_f, a_g], 1)?.reshape((t, b, 3, hsz))?;
-            let f = steps(fg.contiguous()?)?;
-            drop((sig, g, tc, c_prev));
+            let Factors { q, a_o, a_ifg, f } = Factors::new(layer, &tape, &h_prev, hsz)?;
             // gates = x·W_ihᵀ + h·W_hhᵀ: dh_prev = d_gates·W_hh, split at the o gate.
             let w_ifg = w_hh.narrow(0, 0, 3 * hsz)?;
             let w_o = w_hh.narrow(0, 3 * hsz, hsz)?;
@@ -289,7 +263,7 @@ impl Lstm {
             let d_bias = d_gates.sum(0)?;
             params.push((layer.b_ih.clone(), d_bias.clone()));
             params.push((layer.b_hh.clone(), d_bias));
-            d_input = d_gates.matmul(&w_ih)?.reshape((t, b, i))?;
+            d_input = d_gates.matmul(&layer.w_ih.detach())?.reshape((t, b, i))?;
             init.push(State { h: dh_next, c: dc });
         }
         init.reverse();
@@ -297,6 +271,49 @@ impl Lstm {
             input: d_input.transpose(0, 1)?.contiguous()?,
             init,
             params,
+        })
+    }
+}
+
+/// One layer's per-step factors of backpropagation through time, every
+/// step at once (`[T, B, ·]`): dc += dh ⊙ q; the gates' pre-activation
+/// gradients are dc ⊙ [a_i a_f a_g] and dh ⊙ a_o; dc passes back as dc ⊙ f.
+struct Factors {
+    q: Tensor,
+    a_o: Tensor,
+    /// `[T, B, 3, H]`: a_i, a_f, a_g.
+    a_ifg: Tensor,
+    f: Tensor,
+}
+
+impl Factors {
+    /// From the kept states: every step's gates recomputed in one matmul.
+    fn new(layer: &Layer, tape: &LayerTape, h_prev: &Tensor, hsz: usize) -> Result<Self> {
+        let (t, b, i) = tape.input.dims3()?;
+        let rows = |x: &Tensor, w: usize| x.reshape((t * b, w));
+        let c_prev = Tensor::cat(&[&tape.init.c.unsqueeze(0)?, &tape.c.narrow(0, 0, t - 1)?], 0)?;
+        let gates = rows(&tape.input, i)?
+            .matmul(&layer.w_ih.detach().t()?)?
+            .broadcast_add(&layer.b_ih.detach())?
+            .add(&rows(h_prev, hsz)?.matmul(&layer.w_hh.detach().t()?)?)?
+            .broadcast_add(&layer.b_hh.detach())?;
+        let sig = candle_nn::ops::sigmoid(&gates)?;
+        let gate = |k: usize| sig.narrow(1, k * hsz, hsz);
+        let (ig, fg, og) = (gate(0)?, gate(1)?, gate(3)?);
+        let g = gates.narrow(1, 2 * hsz, hsz)?.tanh()?;
+        drop(gates);
+        let tc = rows(&tape.c, hsz)?.tanh()?;
+        let one_minus = |x: &Tensor| x.affine(-1.0, 1.0);
+        let dsigmoid = |s: &Tensor| s.mul(&one_minus(s)?);
+        let steps = |x: Tensor| x.reshape((t, b, hsz));
+        let a_i = g.mul(&dsigmoid(&ig)?)?;
+        let a_f = rows(&c_prev, hsz)?.mul(&dsigmoid(&fg)?)?;
+        let a_g = ig.mul(&one_minus(&g.sqr()?)?)?;
+        Ok(Factors {
+            q: steps(og.mul(&one_minus(&tc.sqr()?)?)?)?,
+            a_o: steps(tc.mul(&dsigmoid(&og)?)?)?,
+            a_ifg: Tensor::stack(&[a_i, a_f, a_g], 1)?.reshape((t, b, 3, hsz))?,
+            f: steps(fg.contiguous()?)?,
         })
     }
 }

@@ -439,15 +439,16 @@ impl TftModel {
         };
         // Every encoder layer starts from the static state; each decoder layer
         // continues from the matching encoder layer.
-        let init = vec![init; self.cfg.num_layers];
-        let (encoder_out, states) = scoped("lstm_encoder", || match taped {
-            None => self.lstm_encoder.forward(encoder_in, &init, step),
-            Some(slot) => {
-                let run = TapedLstm::forward(&self.lstm_encoder, encoder_in, &init, step)?;
-                let outs = (run.output().clone(), run.finals());
-                *slot = Some(run);
-                Ok(outs)
-            }
+        let (encoder_out, states) = scoped("lstm_encoder", || {
+            // Built in the scope, so its bytes are the block's while it runs.
+            let init = vec![init; self.cfg.num_layers];
+            let Some(slot) = taped else {
+                return self.lstm_encoder.forward(encoder_in, &init, step);
+            };
+            let run = TapedLstm::forward(&self.lstm_encoder, encoder_in, &init, step)?;
+            let outs = (run.output().clone(), run.finals());
+            *slot = Some(run);
+            Ok(outs)
         })?;
         let (decoder_out, _) = scoped("lstm_decoder", || self.lstm_decoder.forward(&decoder_in, &states, step))?;
         let phi = scoped("post_lstm_gate", || {
