@@ -462,13 +462,20 @@ mod tests {
     #[test]
     fn the_taped_backward_equals_autograd() -> Result<()> {
         let dev = Device::Cpu;
-        for (dropout, train) in [(0.0, true), (0.3, true), (0.3, false)] {
+        for (dropout, train, t, layers) in [
+            (0.0, true, 7, 2),
+            (0.3, true, 7, 2),
+            (0.3, false, 7, 2),
+            (0.3, true, 1, 2),
+            (0.3, true, 5, 3),
+            (0.3, true, 5, 1),
+        ] {
             let map = VarMap::new();
             let vb = VarBuilder::from_varmap(&map, DType::F32, &dev);
-            let lstm = Lstm::new(5, 4, 2, dropout, vb.pp("lstm"))?;
-            let decoder = Lstm::new(5, 4, 2, dropout, vb.pp("decoder"))?;
+            let lstm = Lstm::new(5, 4, layers, dropout, vb.pp("lstm"))?;
+            let decoder = Lstm::new(5, 4, layers, dropout, vb.pp("decoder"))?;
             let xd = Tensor::randn(0f32, 1.0, (3, 2, 5), &dev)?;
-            let x = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 7, 5), &dev)?)?;
+            let x = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, t, 5), &dev)?)?;
             let h0 = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 4), &dev)?)?;
             let c0 = Var::from_tensor(&Tensor::randn(0f32, 1.0, (3, 4), &dev)?)?;
             let init = vec![
@@ -476,9 +483,9 @@ mod tests {
                     h: h0.as_tensor().affine(2.0, 0.0)?,
                     c: c0.as_tensor().affine(3.0, 0.0)?,
                 };
-                2
+                layers
             ];
-            let r = Tensor::randn(0f32, 1.0, (3, 7, 4), &dev)?;
+            let r = Tensor::randn(0f32, 1.0, (3, t, 4), &dev)?;
             let rh = Tensor::randn(0f32, 1.0, (3, 4), &dev)?;
             let step = || if train { Step::train(11) } else { Step::eval() };
             let loss = |out: &Tensor, finals: &[State]| -> Result<Tensor> {
@@ -509,7 +516,7 @@ mod tests {
                 let worst = rel(&grads, &reference, t)?;
                 assert!(
                     worst < 1e-5,
-                    "dropout {dropout}, train {train}: {name} {:?} differs by {worst}",
+                    "dropout {dropout}, train {train}, {t} steps, {layers} layers: {name} {:?} differs by {worst}",
                     t.dims()
                 );
             }
@@ -517,7 +524,7 @@ mod tests {
                 let worst = rel(&grads, &reference, v.as_tensor())?;
                 assert!(
                     worst < 1e-5,
-                    "dropout {dropout}, train {train}: `{name}` differs by {worst}"
+                    "dropout {dropout}, train {train}, {t} steps, {layers} layers: `{name}` differs by {worst}"
                 );
             }
         }
