@@ -7,7 +7,8 @@
 //! its forward keeps no graph, only each layer's input, hidden and cell
 //! states, and its backward is written by hand. Under autograd each of its
 //! ~120 cells kept about 30 tensors (30.6 MiB of the rest's 68.4 MiB kept
-//! at the TFT's size) and ran ~45 small kernels in backward: every op's
+//! at the TFT's size) and ran ~45 small kernels in backward (counted from
+//! the code and candle's backprop): every op's
 //! generic backward, each gradient added into a fresh zero tensor, and the
 //! per-step slice of the up-front product padded back to all T steps. The
 //! hand-written backward recomputes the gates of all steps in one matmul and
