@@ -3,7 +3,8 @@
 //! dropout between layers. Each layer computes x·W_ihᵀ for all steps in one
 //! matmul up front; only h·W_hhᵀ runs per step.
 //!
-//! When the TFT checkpoints, the encoder LSTM runs taped ([`TapedLstm`]):
+//! When the TFT checkpoints, the encoder LSTM runs taped (a
+//! [`gate::checkpoint::TapedBlock`]):
 //! its forward keeps no graph, only each layer's input, hidden and cell
 //! states, and its backward is written by hand. Under autograd each of its
 //! ~120 cells kept about 30 tensors (30.6 MiB of the rest's 68.4 MiB kept
@@ -15,10 +16,10 @@
 //! runs 9 kernels a step; the weights' and input's gradients are one matmul
 //! each over all steps.
 
-use candle_core::backprop::GradStore;
-use candle_core::{Result, Tensor, TensorId, Var, D};
+use candle_core::{Result, Tensor, D};
 use candle_nn::{Init, VarBuilder};
 
+use gate::checkpoint::{Taped, TapedBlock, TapedGrads};
 use gate::Step;
 
 #[derive(Debug, Clone)]
@@ -133,8 +134,8 @@ struct LayerTape {
     mask: Option<Tensor>,
 }
 
-/// The gradients [`Lstm::backward_taped`] computes.
-struct TapedGrads {
+/// The gradients [`Lstm::backprop_tape`] computes.
+struct LstmGrads {
     /// The input's, `[B, T, I]`.
     input: Tensor,
     /// Each layer's initial state's.
@@ -147,7 +148,7 @@ impl Lstm {
     /// [`Lstm::forward`]'s arithmetic, op for op (the same output to the
     /// bit, the same dropout masks drawn), with no graph: the output
     /// `[B, T, H]`, each layer's final state, and the tape.
-    fn forward_taped(&self, x: &Tensor, init: &[State], step: &Step) -> Result<(Tensor, Vec<State>, Vec<LayerTape>)> {
+    fn run_tape(&self, x: &Tensor, init: &[State], step: &Step) -> Result<(Tensor, Vec<State>, Vec<LayerTape>)> {
         self.check_init(init)?;
         let hsz = self.hidden;
         let (b, t, _) = x.dims3()?;
@@ -211,12 +212,12 @@ impl Lstm {
     /// Backpropagation through time from the tape: `d_out` is the loss's
     /// gradient with respect to the output `[B, T, H]`, `d_finals` each
     /// layer's final state's (absent: zero).
-    fn backward_taped(
+    fn backprop_tape(
         &self,
         tapes: Vec<LayerTape>,
         d_out: &Tensor,
         d_finals: Vec<(Option<Tensor>, Option<Tensor>)>,
-    ) -> Result<TapedGrads> {
+    ) -> Result<LstmGrads> {
         let hsz = self.hidden;
         let mut init = Vec::with_capacity(self.layers.len());
         let mut params = Vec::with_capacity(4 * self.layers.len());
@@ -268,7 +269,7 @@ impl Lstm {
             init.push(State { h: dh_next, c: dc });
         }
         init.reverse();
-        Ok(TapedGrads {
+        Ok(LstmGrads {
             input: d_input.transpose(0, 1)?.contiguous()?,
             init,
             params,
@@ -319,134 +320,96 @@ impl Factors {
     }
 }
 
-/// The encoder LSTM of a checkpointed TFT's training forward: run taped
-/// (no graph), its output and final states leaves the rest of the model
-/// runs from, and in backward its gradients computed by hand and pushed into
-/// the input's and initial state's graphs.
-pub(super) struct TapedLstm {
-    tapes: Vec<LayerTape>,
-    /// The input and initial states as the model computed them: their
-    /// gradients go there.
-    input: Tensor,
-    init: Vec<State>,
-    output: Var,
-    finals: Vec<(Var, Var)>,
-}
+/// The LSTM's tape from a taped forward: each layer's, bottom first.
+pub struct LstmTape(Vec<LayerTape>);
 
-impl TapedLstm {
-    pub(super) fn forward(lstm: &Lstm, x: &Tensor, init: &[State], step: &Step) -> Result<Self> {
-        let (out, finals, tapes) = lstm.forward_taped(x, init, step)?;
-        Ok(TapedLstm {
-            tapes,
-            input: x.clone(),
-            init: init.to_vec(),
-            output: Var::from_tensor(&out)?,
-            finals: finals
-                .iter()
-                .map(|s| Ok((Var::from_tensor(&s.h)?, Var::from_tensor(&s.c)?)))
-                .collect::<Result<_>>()?,
-        })
-    }
+/// The LSTM as a taped block (the encoder LSTM of a checkpointed TFT's
+/// training forward): inputs the sequence `[B, T, I]` then each layer's
+/// initial `h` and `c` ([`taped_inputs`]); outputs the output `[B, T, H]`
+/// then each layer's final `h` and `c` ([`taped_finals`]).
+impl TapedBlock for Lstm {
+    type Tape = LstmTape;
 
-    /// The output leaf, `[B, T, H]`.
-    pub(super) fn output(&self) -> &Tensor {
-        self.output.as_tensor()
-    }
-
-    /// Each layer's final state, as leaves.
-    pub(super) fn finals(&self) -> Vec<State> {
-        self.finals
-            .iter()
-            .map(|(h, c)| State {
-                h: h.as_tensor().clone(),
-                c: c.as_tensor().clone(),
-            })
-            .collect()
-    }
-
-    /// Backpropagates the LSTM into `grads`, which holds the rest of the
-    /// model's backward (the leaves' gradients, which it removes): the
-    /// gradients of `vars` and of the `leaves` the input is built from (a
-    /// checkpointed block's output, whose backward runs next) are
-    /// accumulated; the input and initial states pass theirs on through
-    /// their own graphs.
-    pub(super) fn backward(self, lstm: &Lstm, grads: &mut GradStore, vars: &[Var], leaves: &[&Tensor]) -> Result<()> {
-        let TapedLstm {
-            tapes,
-            input,
-            init,
-            output,
-            finals,
-        } = self;
-        // Detached: a leaf's gradient is built from the tracked tensors
-        // that used the leaf (the decoder's gates), and its op chain would
-        // carry this backward's pushes into their graphs.
-        let mut take = |leaf: &Var| grads.remove(leaf.as_tensor()).map(|g| g.detach());
-        let d_out = match take(&output) {
-            Some(g) => g,
-            None => output.zeros_like()?,
-        };
-        let d_finals = finals.iter().map(|(h, c)| (take(h), take(c))).collect();
-        drop((output, finals));
-        let taped = lstm.backward_taped(tapes, &d_out, d_finals)?;
-        drop(d_out);
-        let keep: Vec<TensorId> = vars
-            .iter()
-            .map(|v| v.as_tensor().id())
-            .chain(leaves.iter().map(|l| l.id()))
+    fn forward_taped(&self, inputs: &[Tensor], step: &Step) -> Result<(Vec<Tensor>, LstmTape)> {
+        let (x, init) = split_inputs(inputs)?;
+        let (out, finals, tapes) = self.run_tape(x, &init, step)?;
+        let outputs = std::iter::once(out)
+            .chain(finals.into_iter().flat_map(|s| [s.h, s.c]))
             .collect();
-        // Gradients of one tensor (every layer starts from the same state) summed before they go upstream.
-        let mut sums: Vec<(Tensor, Tensor)> = Vec::new();
-        let of_init = init
-            .into_iter()
-            .zip(taped.init)
-            .flat_map(|(s, d)| [(s.h, d.h), (s.c, d.c)]);
-        for (of, g) in std::iter::once((input, taped.input)).chain(of_init).chain(taped.params) {
-            match sums.iter_mut().find(|(t, _)| t.id() == of.id()) {
-                Some((_, sum)) => *sum = sum.add(&g)?,
-                None => sums.push((of, g)),
+        Ok((outputs, LstmTape(tapes)))
+    }
+
+    fn backward_taped(&self, tape: LstmTape, grad_outputs: Vec<Option<Tensor>>) -> Result<TapedGrads> {
+        let LstmTape(tapes) = tape;
+        let mut grad_outputs = grad_outputs.into_iter();
+        let d_out = match grad_outputs.next().flatten() {
+            Some(g) => g,
+            None => {
+                let Some(top) = tapes.last().map(|tape| &tape.h) else {
+                    candle_core::bail!("a taped LSTM's tape has no layer")
+                };
+                let (t, b, h) = top.dims3()?;
+                Tensor::zeros((b, t, h), top.dtype(), top.device())?
             }
-        }
-        for (of, g) in sums {
-            push_gradient(&of, g, grads, &keep)?;
-        }
-        Ok(())
+        };
+        let rest: Vec<Option<Tensor>> = grad_outputs.collect();
+        let d_finals = rest
+            .chunks(2)
+            .map(|hc| (hc[0].clone(), hc.get(1).cloned().flatten()))
+            .collect();
+        drop(rest);
+        let grads = self.backprop_tape(tapes, &d_out, d_finals)?;
+        drop(d_out);
+        let inputs = std::iter::once(Some(grads.input))
+            .chain(grads.init.into_iter().flat_map(|s| [Some(s.h), Some(s.c)]))
+            .collect();
+        Ok(TapedGrads::new(inputs, grads.params))
     }
 }
 
-/// Adds `g`, the gradient of `of`, into `grads`: directly where `of` is kept
-/// (a variable, a leaf), else through `of`'s graph into the kept tensors'.
-/// An untracked `of` (detached weights, an input) has nowhere to go.
-fn push_gradient(of: &Tensor, g: Tensor, grads: &mut GradStore, keep: &[TensorId]) -> Result<()> {
-    if keep.contains(&of.id()) {
-        return accumulate(grads, of.id(), &g);
-    }
-    if !of.track_op() {
-        return Ok(());
-    }
-    let upstream = of.mul(&g.to_dtype(of.dtype())?)?.sum_all()?.backward()?;
-    drop(g);
-    for &id in keep {
-        if let Some(g) = upstream.get_id(id) {
-            accumulate(grads, id, g)?;
-        }
-    }
-    Ok(())
+/// A taped LSTM's inputs: the sequence, then each layer's initial state.
+pub(super) fn taped_inputs(x: &Tensor, init: &[State]) -> Vec<Tensor> {
+    std::iter::once(x.clone())
+        .chain(init.iter().flat_map(|s| [s.h.clone(), s.c.clone()]))
+        .collect()
 }
 
-fn accumulate(grads: &mut GradStore, id: TensorId, g: &Tensor) -> Result<()> {
-    let sum = match grads.get_id(id) {
-        Some(old) => old.add(g)?.detach(),
-        None => g.detach(),
+/// Each layer's final state from a taped LSTM's outputs, as leaves.
+pub(super) fn taped_finals(run: &Taped<LstmTape>) -> Vec<State> {
+    (0..(run.outputs() - 1) / 2)
+        .map(|k| State {
+            h: run.output(1 + 2 * k).clone(),
+            c: run.output(2 + 2 * k).clone(),
+        })
+        .collect()
+}
+
+/// [`taped_inputs`] back: the sequence and each layer's initial state.
+fn split_inputs(inputs: &[Tensor]) -> Result<(&Tensor, Vec<State>)> {
+    let Some((x, states)) = inputs.split_first() else {
+        candle_core::bail!("a taped LSTM's inputs are the sequence and each layer's initial h and c; got none")
     };
-    grads.insert_id(id, sum);
-    Ok(())
+    if states.len() % 2 != 0 {
+        candle_core::bail!(
+            "a taped LSTM's initial states come in pairs (h, c); got {}",
+            states.len()
+        )
+    }
+    let init = states
+        .chunks(2)
+        .map(|hc| State {
+            h: hc[0].clone(),
+            c: hc[1].clone(),
+        })
+        .collect();
+    Ok((x, init))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::{DType, Device};
+    use candle_core::backprop::GradStore;
+    use candle_core::{DType, Device, Var};
     use candle_nn::VarMap;
 
     /// The largest |a − b| / max|b| over every gradient the two stores hold for `of`.
@@ -499,20 +462,18 @@ mod tests {
             };
             let (out, finals) = lstm.forward(x.as_tensor(), &init, &step())?;
             let reference = loss(&out, &finals)?.backward()?;
-            let taped = TapedLstm::forward(&lstm, x.as_tensor(), &init, &step())?;
+            let taped = Taped::forward(&lstm, taped_inputs(x.as_tensor(), &init), &step())?;
             assert_eq!(
-                taped.output().flatten_all()?.to_vec1::<f32>()?,
+                taped.output(0).flatten_all()?.to_vec1::<f32>()?,
                 out.flatten_all()?.to_vec1::<f32>()?,
                 "the taped forward is the forward to the bit"
             );
-            let mut grads = loss(taped.output(), &taped.finals())?.backward()?;
-            let vars = map.all_vars();
-            taped.backward(
-                &lstm,
-                &mut grads,
-                &vars,
-                &[x.as_tensor(), h0.as_tensor(), c0.as_tensor()],
-            )?;
+            let mut grads = loss(taped.output(0), &taped_finals(&taped))?.backward()?;
+            // The input's and the initial state's leaves kept too, as a
+            // checkpointed block's output feeding the LSTM is.
+            let mut vars = map.all_vars();
+            vars.extend([x.clone(), h0.clone(), c0.clone()]);
+            taped.backward(&lstm, &mut grads, &vars)?;
             for (name, t) in [("x", x.as_tensor()), ("h0", h0.as_tensor()), ("c0", c0.as_tensor())].into_iter() {
                 let worst = rel(&grads, &reference, t)?;
                 assert!(

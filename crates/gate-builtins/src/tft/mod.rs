@@ -23,13 +23,13 @@ use self::config::{TftConfig, TftKeys};
 use self::dense::{Dense, Stack};
 use self::glu::GateAddNorm;
 use self::grn::{Grn, GrnDims};
-use self::lstm::{Lstm, State, TapedLstm};
+use self::lstm::{Lstm, LstmTape, State};
 use self::selection::EncoderSelection;
 use self::vsn::{Prescale, Vsn};
 use candle_core::backprop::GradStore;
 use candle_core::Var;
 use candle_nn::Optimizer as _;
-use gate::checkpoint::{self, Checkpointed, RowWise};
+use gate::checkpoint::{self, Checkpointed, RowWise, Taped};
 use gate::optim::SlicedAdamW;
 use gate::scoped;
 use gate::{Batch, Lever, Model, ParamCount, Problems, RunCtx, Step, TrainingForward, Workload};
@@ -216,7 +216,7 @@ struct Statics {
 struct CheckpointedForward<'a> {
     model: &'a TftModel,
     vsn: Checkpointed,
-    lstm: TapedLstm,
+    lstm: Taped<LstmTape>,
     /// Positions per chunk, as the forward ran.
     chunk: usize,
     loss: Tensor,
@@ -237,9 +237,9 @@ impl TrainingForward for CheckpointedForward<'_> {
         } = *self;
         let mut grads = loss.backward()?;
         drop(loss);
-        // The LSTM first: its input is the VSN's leaf, whose backward needs
-        // the whole of that leaf's gradient.
-        lstm.backward(&model.lstm_encoder, &mut grads, vars, &[vsn.output()])?;
+        // The LSTM first (the reverse of the forwards): its input is the
+        // VSN's leaf, whose backward needs the whole of that leaf's gradient.
+        lstm.backward(&model.lstm_encoder, &mut grads, vars)?;
         match EncoderSelection::new(&model.encoder_vsn, chunk)? {
             Some(block) => vsn.backward_whole(&block, &mut grads, vars)?,
             None => vsn.backward(&model.encoder_vsn_rows()?, &mut grads, vars)?,
@@ -394,7 +394,12 @@ impl TftModel {
 
     /// The loss with the encoder VSN checkpointed and the encoder LSTM
     /// taped: what their backwards need and the loss over the rest's graph.
-    fn checkpointed_loss(&self, batch: &Batch, step: &Step, chunk: usize) -> Result<(Checkpointed, TapedLstm, Tensor)> {
+    fn checkpointed_loss(
+        &self,
+        batch: &Batch,
+        step: &Step,
+        chunk: usize,
+    ) -> Result<(Checkpointed, Taped<LstmTape>, Tensor)> {
         self.check_batch(batch)?;
         let statics = self.statics(batch, step)?;
         let x = &batch.tensors[data::ENCODER];
@@ -423,7 +428,7 @@ impl TftModel {
         statics: &Statics,
         encoder_in: &Tensor,
         step: &Step,
-        taped: Option<&mut Option<TapedLstm>>,
+        taped: Option<&mut Option<Taped<LstmTape>>>,
     ) -> Result<Tensor> {
         let t = &batch.tensors;
         let te = self.cfg.sequence_length;
@@ -445,8 +450,8 @@ impl TftModel {
             let Some(slot) = taped else {
                 return self.lstm_encoder.forward(encoder_in, &init, step);
             };
-            let run = TapedLstm::forward(&self.lstm_encoder, encoder_in, &init, step)?;
-            let outs = (run.output().clone(), run.finals());
+            let run = Taped::forward(&self.lstm_encoder, lstm::taped_inputs(encoder_in, &init), step)?;
+            let outs = (run.output(0).clone(), lstm::taped_finals(&run));
             *slot = Some(run);
             Ok(outs)
         })?;

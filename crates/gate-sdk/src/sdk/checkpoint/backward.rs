@@ -149,19 +149,7 @@ impl Checkpointed {
                 push_into_graph(x, g, grads, &pass.keep, vars)?;
             }
         }
-        for sum in pass.by_hand.into_sums() {
-            let (of, grad) = sum?;
-            if pass.keep.contains(&of.id()) {
-                let sum = match grads.get_id(of.id()) {
-                    Some(old) => old.add(&grad)?.detach(),
-                    None => grad,
-                };
-                grads.insert(&of, sum);
-            } else {
-                push_into_graph(&of, grad, grads, &pass.keep, vars)?;
-            }
-        }
-        Ok(())
+        pass.by_hand.push(grads, &pass.keep, vars)
     }
 }
 
@@ -198,7 +186,7 @@ struct Pass<'a> {
 /// many chunks would round at every add, as autograd's f32 masters do not),
 /// and cast back by [`HandGrads::into_sums`].
 #[derive(Default)]
-struct HandGrads {
+pub(super) struct HandGrads {
     sums: Vec<(Tensor, Tensor)>,
     index: std::collections::HashMap<TensorId, usize>,
 }
@@ -213,7 +201,27 @@ impl HandGrads {
         })
     }
 
-    fn add(&mut self, of: Tensor, grad: Tensor) -> Result<()> {
+    /// Adds each sum into `grads`: where its tensor is kept (a variable, a
+    /// living block's leaf) directly, else through the tensor's own graph
+    /// into the kept tensors' gradients. A tensor that is neither (an
+    /// untracked input, a detached weight) has nowhere to send it.
+    pub(super) fn push(self, grads: &mut GradStore, keep: &HashSet<TensorId>, vars: &[Var]) -> Result<()> {
+        for sum in self.into_sums() {
+            let (of, grad) = sum?;
+            if keep.contains(&of.id()) {
+                let sum = match grads.get_id(of.id()) {
+                    Some(old) => old.add(&grad)?.detach(),
+                    None => grad,
+                };
+                crate::sdk::compat::set_var_grad(grads, of.id(), vars, sum);
+            } else if of.track_op() {
+                push_into_graph(&of, grad, grads, keep, vars)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn add(&mut self, of: Tensor, grad: Tensor) -> Result<()> {
         let grad = grad.detach().to_dtype(candle_core::DType::F32)?;
         match self.index.get(&of.id()) {
             Some(&i) => {

@@ -23,12 +23,18 @@
 //! Inputs may be tracked (a static context computed from parameters): their
 //! gradients are gathered chunk by chunk and pushed into their own graph
 //! once, at the end.
+//!
+//! A block whose backward is written by hand can instead keep a tape of its
+//! own from one forward ([`TapedBlock`], [`Taped`]), not recomputed: for a
+//! block whose tape is small beside its autograd graph and whose autograd
+//! backward is many small kernels (a recurrent layer). Its outputs are
+//! leaves too, and it takes its place among the checkpointed blocks' order.
 
 //!
 //! One file per job: the chunks a row-wise block runs in (`chunks`), the
 //! record of the blocks alive and seen (`record`), the recompute and its
-//! gradients (`backward`), and the gatherer of a forward's blocks
-//! (`checkpoints`). The paths stay `gate::checkpoint::X`.
+//! gradients (`backward`), the taped blocks (`taped`), and the gatherer of a
+//! forward's blocks (`checkpoints`). The paths stay `gate::checkpoint::X`.
 
 use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
@@ -39,6 +45,7 @@ mod backward;
 mod checkpoints;
 mod chunks;
 mod record;
+mod taped;
 #[cfg(test)]
 mod tests;
 
@@ -47,7 +54,8 @@ pub use checkpoints::Checkpoints;
 pub use chunks::forward_chunked;
 use chunks::{chunks, rows_of};
 pub(crate) use record::take_checkpointed;
-use record::{live, note_checkpointed, LiveLeaf, NEXT_ORDER};
+use record::{enter_live, leave, note_checkpointed};
+pub use taped::{Taped, TapedBlock, TapedGrads};
 
 /// A block whose output row `i` depends only on its inputs' row `i`. Every
 /// input has the positions as axis 0 (the same count for all); the output
@@ -189,7 +197,7 @@ pub struct Checkpointed {
 
 impl Drop for Checkpointed {
     fn drop(&mut self) {
-        live().retain(|l| l.order != self.order);
+        leave(self.order);
     }
 }
 
@@ -266,13 +274,7 @@ impl Checkpointed {
     ) -> Result<Self> {
         let scope = note_checkpointed(recorded, step);
         let output = Var::from_tensor(output)?;
-        let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        live().push(LiveLeaf {
-            order,
-            thread: std::thread::current().id(),
-            leaf: output.clone(),
-            done: false,
-        });
+        let order = enter_live(std::slice::from_ref(&output));
         Ok(Checkpointed {
             inputs,
             output,

@@ -8,26 +8,26 @@ use candle_core::{Result, Var};
 use super::Checkpointed;
 use crate::sdk::nn::Step;
 
-/// A checkpointed block's output leaf, while its [`Checkpointed`] lives,
-/// and whether its backward has run. Another block's backward must keep
+/// A checkpointed block's output leaf, while its [`Checkpointed`] lives
+/// (or one of a [`super::Taped`] block's), and whether its backward has run. Another block's backward must keep
 /// these leaves' gradients: the model's backward left them there, and a
 /// later block's recompute adds to an earlier one's (the earlier block's
 /// output is its input).
-pub(super) struct LiveLeaf {
-    pub(super) order: u64,
+struct LiveLeaf {
+    order: u64,
     /// The thread that ran its forward: blocks of models trained side by
     /// side on other threads are neither waited for nor kept.
-    pub(super) thread: std::thread::ThreadId,
-    pub(super) leaf: Var,
-    pub(super) done: bool,
+    thread: std::thread::ThreadId,
+    leaf: Var,
+    done: bool,
 }
 
 /// Every living checkpointed block's leaf, in forward order. Process-wide,
 /// so a block dropped on another thread than its forward's still leaves.
 static LIVE: std::sync::Mutex<Vec<LiveLeaf>> = std::sync::Mutex::new(Vec::new());
-pub(super) static NEXT_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static NEXT_ORDER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-pub(super) fn live() -> std::sync::MutexGuard<'static, Vec<LiveLeaf>> {
+fn live() -> std::sync::MutexGuard<'static, Vec<LiveLeaf>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -95,7 +95,17 @@ pub(super) fn note_checkpointed(chunk: Option<usize>, step: &Step) -> Option<u16
         return None;
     }
     let thread = std::thread::current().id();
-    let unscoped_index = live().iter().filter(|l| l.thread == thread).count();
+    // Blocks, not leaves: a taped block enters one leaf per output, all
+    // under its order, side by side (nothing allocated here: this runs
+    // inside the scope being measured).
+    let unscoped_index = {
+        let live = live();
+        let mut last = None;
+        live.iter()
+            .filter(|l| l.thread == thread)
+            .filter(|l| last.replace(l.order) != Some(l.order))
+            .count()
+    };
     // None: not measured (warm-up, or no recorder).
     let block = gate_probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk))?;
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
@@ -120,26 +130,51 @@ impl Checkpointed {
     /// that ran forward after it (and so may read its output) ran backward
     /// first. Returns the other living blocks' leaves, whose gradients stay.
     pub(super) fn begin_backward(&self) -> Result<Vec<Var>> {
-        let mut live = live();
-        let thread = std::thread::current().id();
-        let mine = |l: &&mut LiveLeaf| l.thread == thread || l.order == self.order;
-        if let Some(later) = live.iter_mut().filter(mine).find(|l| l.order > self.order && !l.done) {
-            let (later, mine) = (later.order - self.order, self.order);
-            candle_core::bail!(
-                "checkpointed blocks must run backward in the reverse order of their forwards: \
-                 block #{mine} ran backward before the block that ran forward {later} after it; \
-                 call `Checkpointed::backward` on the later block first, or give all of them to \
-                 `checkpoint::backward_all`"
-            );
-        }
-        let mut kept = Vec::new();
-        for l in live.iter_mut().filter(mine) {
-            if l.order == self.order {
-                l.done = true;
-            } else {
-                kept.push(l.leaf.clone());
-            }
-        }
-        Ok(kept)
+        begin_backward(self.order)
     }
+}
+
+/// [`Checkpointed::begin_backward`] for the block (checkpointed or taped)
+/// entered in [`LIVE`] as `order`.
+pub(super) fn begin_backward(order: u64) -> Result<Vec<Var>> {
+    let mut live = live();
+    let thread = std::thread::current().id();
+    let mine = |l: &&mut LiveLeaf| l.thread == thread || l.order == order;
+    if let Some(later) = live.iter_mut().filter(mine).find(|l| l.order > order && !l.done) {
+        let later = later.order - order;
+        candle_core::bail!(
+            "checkpointed blocks must run backward in the reverse order of their forwards: \
+             block #{order} ran backward before the block that ran forward {later} after it; \
+             run the later block's backward first (`Checkpointed::backward`, `Taped::backward`), \
+             or give all of them to `checkpoint::backward_all`"
+        );
+    }
+    let mut kept = Vec::new();
+    for l in live.iter_mut().filter(mine) {
+        if l.order == order {
+            l.done = true;
+        } else {
+            kept.push(l.leaf.clone());
+        }
+    }
+    Ok(kept)
+}
+
+/// Enters `leaves` (one block's outputs) in [`LIVE`] under one new order,
+/// which it returns; [`leave`] takes them out.
+pub(super) fn enter_live(leaves: &[Var]) -> u64 {
+    let order = NEXT_ORDER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let thread = std::thread::current().id();
+    live().extend(leaves.iter().map(|leaf| LiveLeaf {
+        order,
+        thread,
+        leaf: leaf.clone(),
+        done: false,
+    }));
+    order
+}
+
+/// Takes the block entered as `order` out of [`LIVE`].
+pub(super) fn leave(order: u64) {
+    live().retain(|l| l.order != order);
 }

@@ -367,3 +367,121 @@ fn a_whole_block_with_its_own_backward_gives_autograds_gradients() -> Result<()>
     );
     assert_same_grads(&want, &grads, &vars)
 }
+
+/// y = tanh(x·W + c) and z = y ⊙ y, backpropagated by hand from a tape of
+/// x and y; a `Taped` block's gradients against autograd's of the same.
+struct Cell {
+    w: Var,
+}
+
+struct CellTape {
+    x: Tensor,
+    y: Tensor,
+}
+
+impl Cell {
+    fn forward(&self, x: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
+        let y = x.matmul(self.w.as_tensor())?.add(c)?.tanh()?;
+        let z = y.sqr()?;
+        Ok((y, z))
+    }
+}
+
+impl TapedBlock for Cell {
+    type Tape = CellTape;
+
+    fn forward_taped(&self, inputs: &[Tensor], _step: &Step) -> Result<(Vec<Tensor>, CellTape)> {
+        let y = inputs[0]
+            .matmul(&self.w.as_tensor().detach())?
+            .add(&inputs[1])?
+            .tanh()?;
+        let z = y.sqr()?;
+        let tape = CellTape {
+            x: inputs[0].clone(),
+            y: y.clone(),
+        };
+        Ok((vec![y, z], tape))
+    }
+
+    fn backward_taped(&self, tape: CellTape, grad_outputs: Vec<Option<Tensor>>) -> Result<TapedGrads> {
+        let mut dy = tape.y.zeros_like()?;
+        if let Some(g) = &grad_outputs[0] {
+            dy = dy.add(g)?;
+        }
+        if let Some(g) = &grad_outputs[1] {
+            dy = dy.add(&g.mul(&tape.y)?.affine(2.0, 0.0)?)?;
+        }
+        let d_pre = dy.mul(&tape.y.sqr()?.affine(-1.0, 1.0)?)?;
+        let dw = tape.x.t()?.matmul(&d_pre)?;
+        let dx = d_pre.matmul(&self.w.as_tensor().detach().t()?)?;
+        Ok(TapedGrads::new(
+            vec![Some(dx), Some(d_pre)],
+            vec![(self.w.as_tensor().clone(), dw)],
+        ))
+    }
+}
+
+#[test]
+fn a_taped_block_fed_by_a_checkpointed_one_gives_the_plain_gradients() -> Result<()> {
+    let dev = Device::Cpu;
+    let layer = Layer {
+        w: Var::from_tensor(&Tensor::randn(0f32, 0.5, (3, 3), &dev)?)?,
+    };
+    let cell = Cell {
+        w: Var::from_tensor(&Tensor::randn(0f32, 0.5, (3, 4), &dev)?)?,
+    };
+    // The cell's context is tracked (c = u²): its gradient goes through
+    // its own graph into u.
+    let u = Var::from_tensor(&Tensor::randn(0f32, 1.0, (6, 4), &dev)?)?;
+    let u3 = Var::from_tensor(&Tensor::randn(0f32, 1.0, (6, 3), &dev)?)?;
+    let x = Tensor::randn(0f32, 1.0, (6, 3), &dev)?;
+    let r = Tensor::randn(0f32, 1.0, (6, 4), &dev)?;
+    let vars = vec![layer.w.clone(), cell.w.clone(), u.clone(), u3.clone()];
+    let loss_of = |y: &Tensor, z: &Tensor| y.mul(&r)?.sum_all()? + z.sum_all()?.affine(0.5, 0.0)?;
+    // A step forks the block's seed: each run gets its own, the same masks.
+    let step = || Step::train(3);
+
+    let h = forward_chunked(&layer, &[x.clone(), u3.as_tensor().sqr()?], 2, &step())?;
+    let (y, z) = cell.forward(&h, &u.as_tensor().sqr()?)?;
+    let want = loss_of(&y, &z)?.backward()?;
+
+    let step = step();
+    let ck = Checkpointed::forward(&layer, vec![x.clone(), u3.as_tensor().sqr()?], 2, &step)?;
+    let taped = Taped::forward(&cell, vec![ck.output().clone(), u.as_tensor().sqr()?], &step)?;
+    assert_eq!(taped.outputs(), 2);
+    let mut got = loss_of(taped.output(0), taped.output(1))?.backward()?;
+    // The checkpointed block first is refused: the taped one read its output.
+    let err = ck.backward(&layer, &mut got, &vars).unwrap_err().to_string();
+    assert!(err.contains("reverse order of their forwards"), "{err}");
+    taped.backward(&cell, &mut got, &vars)?;
+    ck.backward(&layer, &mut got, &vars)?;
+    assert_same_grads(&want, &got, &vars)?;
+    Ok(())
+}
+
+#[test]
+fn a_taped_blocks_input_given_twice_gets_both_gradients() -> Result<()> {
+    let dev = Device::Cpu;
+    let cell = Cell {
+        w: Var::from_tensor(&Tensor::randn(0f32, 0.5, (4, 4), &dev)?)?,
+    };
+    let u = Var::from_tensor(&Tensor::randn(0f32, 1.0, (5, 4), &dev)?)?;
+    let vars = vec![cell.w.clone(), u.clone()];
+    // One tensor as both inputs (an LSTM's layers sharing one initial state).
+    let x = u.as_tensor().affine(0.5, 0.1)?;
+    let (y, z) = cell.forward(&x, &x)?;
+    let want = (y.sum_all()? + z.sum_all()?)?.backward()?;
+
+    let x = u.as_tensor().affine(0.5, 0.1)?;
+    let taped = Taped::forward(&cell, vec![x.clone(), x], &Step::eval())?;
+    let mut got = (taped.output(0).sum_all()? + taped.output(1).sum_all()?)?.backward()?;
+    taped.backward(&cell, &mut got, &vars)?;
+    assert_same_grads(&want, &got, &vars)?;
+
+    // A loss that reads none of the outputs leaves the gradients as they are.
+    let taped = Taped::forward(&cell, vec![u.as_tensor().clone(), u.as_tensor().clone()], &Step::eval())?;
+    let mut none = u.as_tensor().sum_all()?.backward()?;
+    taped.backward(&cell, &mut none, &vars)?;
+    assert!(none.get(cell.w.as_tensor()).is_none());
+    Ok(())
+}
