@@ -196,8 +196,15 @@ impl Lstm {
                 None => out.clone(),
             };
             finals.push(State { h, c });
+            // The next layer's input, time-major; above the top layer no
+            // layer reads it, so no copy is made.
+            let next_input = if k + 1 < self.layers.len() {
+                next.transpose(0, 1)?.contiguous()?
+            } else {
+                next
+            };
             tapes.push(LayerTape {
-                input: std::mem::replace(&mut input, next.transpose(0, 1)?.contiguous()?),
+                input: std::mem::replace(&mut input, next_input),
                 h: out.transpose(0, 1)?.contiguous()?,
                 c: Tensor::stack(&cs, 0)?,
                 init: start,
@@ -215,7 +222,7 @@ impl Lstm {
     fn backprop_tape(
         &self,
         tapes: Vec<LayerTape>,
-        d_out: &Tensor,
+        d_out: Tensor,
         d_finals: Vec<(Option<Tensor>, Option<Tensor>)>,
     ) -> Result<LstmGrads> {
         let hsz = self.hidden;
@@ -223,6 +230,8 @@ impl Lstm {
         let mut params = Vec::with_capacity(4 * self.layers.len());
         // The gradient of the layer above's input (the top layer's: the output's).
         let mut d_input = d_out.transpose(0, 1)?.contiguous()?;
+        // Only its time-major copy is read from here on.
+        drop(d_out);
         for ((layer, tape), (dh_final, dc_final)) in self.layers.iter().zip(tapes).zip(d_finals).rev() {
             let d_seq = match &tape.mask {
                 Some(mask) => d_input.mul(mask)?,
@@ -358,8 +367,7 @@ impl TapedBlock for Lstm {
             .map(|hc| (hc[0].clone(), hc.get(1).cloned().flatten()))
             .collect();
         drop(rest);
-        let grads = self.backprop_tape(tapes, &d_out, d_finals)?;
-        drop(d_out);
+        let grads = self.backprop_tape(tapes, d_out, d_finals)?;
         let inputs = std::iter::once(Some(grads.input))
             .chain(grads.init.into_iter().flat_map(|s| [Some(s.h), Some(s.c)]))
             .collect();
