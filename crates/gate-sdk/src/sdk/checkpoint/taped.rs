@@ -108,7 +108,7 @@ impl<T> Taped<T> {
     }
 
     /// How many outputs the block gave.
-    pub fn outputs(&self) -> usize {
+    pub fn output_count(&self) -> usize {
         self.outputs.len()
     }
 

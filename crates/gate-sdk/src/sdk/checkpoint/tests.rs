@@ -448,7 +448,7 @@ fn a_taped_block_fed_by_a_checkpointed_one_gives_the_plain_gradients() -> Result
     let step = step();
     let ck = Checkpointed::forward(&layer, vec![x.clone(), u3.as_tensor().sqr()?], 2, &step)?;
     let taped = Taped::forward(&cell, vec![ck.output().clone(), u.as_tensor().sqr()?], &step)?;
-    assert_eq!(taped.outputs(), 2);
+    assert_eq!(taped.output_count(), 2);
     let mut got = loss_of(taped.output(0), taped.output(1))?.backward()?;
     // The checkpointed block first is refused: the taped one read its output.
     let err = ck.backward(&layer, &mut got, &vars).unwrap_err().to_string();
