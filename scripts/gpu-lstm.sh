@@ -4,8 +4,11 @@
 # (crates/gate-builtins/src/tft/lstm.rs), against the binary before it, on
 # one card in one call. Carried, built beforehand with
 # scripts/build-cuda.sh (CUDA_COMPUTE_CAP=90) and xz'd:
-#   .devicez/gate.xz      the stock gate of this tree, --features cuda
-#   .devicez/gate-old.xz  the same of the commit before the taped LSTM
+#   .devicez/gate.xz      the stock gate of this tree, --features cuda (built
+#                         from b0d07e1, 2026-12-07 seventeenth session: the
+#                         LSTM a gate::checkpoint::TapedBlock; the first
+#                         build, of 2781e7a, never reached a card)
+#   .devicez/gate-old.xz  the same of 9a261bf, the commit before the taped LSTM
 #   .devicez/gpu-*.xz     tests/gpu.rs (the checkpointed TFT's gradients on CUDA)
 # and .whl/ (the peer's wheels, docs/peer.md).
 # Output: $OUT/gpu-lstm.tgz (every step's log and report), a line a step.
@@ -14,6 +17,8 @@ mkdir -p "$FINAL"
 OUT=/tmp/gpu-lstm-work PACK=$(cd "$FINAL" && pwd)/gpu-lstm.tgz
 . "$(dirname "$0")/gpu-common.sh"
 OLD=$(realpath .device/gate-old)
+# Whether a kernel profiler is there, for a later call that counts launches.
+{ command -v nsys ncu nvprof; nvidia-smi -L; } > "$OUT/tools.txt" 2>&1
 step gpu_tests env GATE_BIN="$G" .device/gpu-* --test-threads 1 checkpointed_tft sliced_adamw device_dropout
 # budgets.yaml's TFT and its plain reference, step_time_ratio in 15
 # interleaved pairs: the binary before and after, alternating; the peer
