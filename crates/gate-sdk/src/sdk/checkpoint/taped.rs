@@ -121,6 +121,10 @@ impl<T> Taped<T> {
     /// leaves; the inputs' and the parameters' computed by hand go through
     /// their own graphs (one tensor at a time: each one's product and
     /// upstream gradients are held beside the sums, not all at once).
+    ///
+    /// It takes the block (the tape moves into the backward), so a backward
+    /// refused for its order drops the block with the error: that step's
+    /// gradients cannot be completed, and the error says which order to use.
     pub fn backward<B: TapedBlock<Tape = T> + ?Sized>(
         self,
         block: &B,
