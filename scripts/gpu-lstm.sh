@@ -33,6 +33,13 @@ for i in 2 3; do
 done
 # The repository's gate, every component.
 step check "$G" check --backend cuda --baseline none --out "$OUT/check"
+# Where a card has Nsight Systems: the TFT's kernels counted and timed (the
+# launches the taped LSTM was written to save are counted from the code so
+# far, not measured). The per-kernel summary only; the trace stays there.
+if command -v nsys >/dev/null 2>&1; then
+  step nsys nsys profile --trace=cuda --stats=true --force-overwrite=true -o /tmp/tft-nsys \
+    "$G" check --backend cuda --only tft --baseline none --out "$OUT/nsys-check"
+fi
 for f in old1 new1 old2 new2 old3 new3 check; do
   echo "== $f"; grep -E "training_peak|step_time_ratio|^  tft|PASS|FAIL" "$OUT/$f.log" | head -12
 done
