@@ -384,7 +384,7 @@ pub(super) fn taped_inputs(x: &Tensor, init: &[State]) -> Vec<Tensor> {
 
 /// Each layer's final state from a taped LSTM's outputs, as leaves.
 pub(super) fn taped_finals(run: &Taped<LstmTape>) -> Vec<State> {
-    (0..(run.output_count() - 1) / 2)
+    (0..run.output_count().saturating_sub(1) / 2)
         .map(|k| State {
             h: run.output(1 + 2 * k).clone(),
             c: run.output(2 + 2 * k).clone(),
