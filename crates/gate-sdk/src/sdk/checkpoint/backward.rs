@@ -9,7 +9,7 @@ use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, TensorId, Var};
 
 use super::chunks::{chunks, rows_or_all};
-use super::record::seen_name;
+use super::record::{begin_backward, seen_name};
 use super::{Checkpointed, Recompute, RowGrads};
 use crate::sdk::nn::Step;
 
@@ -27,7 +27,7 @@ impl Checkpointed {
     /// block recomputed as `block` says, part by part.
     pub(super) fn backward_with(&self, block: Recompute<'_>, grads: &mut GradStore, vars: &[Var]) -> Result<()> {
         self.refuse_the_other_kind(&block)?;
-        let kept = self.begin_backward()?;
+        let kept = begin_backward(self.order)?;
         let Some(grad_out) = grads.remove(self.output.as_tensor()) else {
             return Ok(()); // the loss does not depend on the block
         };

@@ -38,7 +38,7 @@ pub(super) fn rows_of(inputs: &[Tensor]) -> Result<usize> {
 /// Runs `block` chunk by chunk and concatenates the outputs, each chunk's
 /// intermediates dropped before the next starts. With tracked weights the
 /// result still carries each chunk's graph; use it for inference (detached
-/// weights), or through [`Checkpointed`] for training.
+/// weights), or through [`Checkpointed`](super::Checkpointed) for training.
 pub fn forward_chunked(block: &dyn RowWise, inputs: &[Tensor], chunk: usize, step: &Step) -> Result<Tensor> {
     let n = rows_of(inputs)?;
     let seed = step.fork_seed();

@@ -5,11 +5,11 @@
 
 use candle_core::{Result, Var};
 
-use super::Checkpointed;
 use crate::sdk::nn::Step;
 
-/// A checkpointed block's output leaf, while its [`Checkpointed`] lives
-/// (or one of a [`super::Taped`] block's), and whether its backward has run. Another block's backward must keep
+/// A checkpointed block's output leaf while its [`super::Checkpointed`]
+/// lives (or one of a [`super::Taped`] block's), and whether its backward
+/// has run. Another block's backward must keep
 /// these leaves' gradients: the model's backward left them there, and a
 /// later block's recompute adds to an earlier one's (the earlier block's
 /// output is its input).
@@ -125,17 +125,10 @@ pub(super) fn seen_name(at: u16) -> Option<String> {
     seen.get(usize::from(at)).map(SeenBlock::name)
 }
 
-impl Checkpointed {
-    /// Marks this block's backward as run, after checking that every block
-    /// that ran forward after it (and so may read its output) ran backward
-    /// first. Returns the other living blocks' leaves, whose gradients stay.
-    pub(super) fn begin_backward(&self) -> Result<Vec<Var>> {
-        begin_backward(self.order)
-    }
-}
-
-/// [`Checkpointed::begin_backward`] for the block (checkpointed or taped)
-/// entered in [`LIVE`] as `order`.
+/// Marks the backward of the block (checkpointed or taped) entered in
+/// [`LIVE`] as `order` as run, after checking that every block that ran
+/// forward after it (and so may read its output) ran backward first.
+/// Returns the other living blocks' leaves, whose gradients stay.
 pub(super) fn begin_backward(order: u64) -> Result<Vec<Var>> {
     let mut live = live();
     let thread = std::thread::current().id();
