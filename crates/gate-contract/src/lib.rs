@@ -21,6 +21,12 @@
 //!   the pairs a ratio takes).
 //! - [`schema`]: the JSON Schemas, traced from the types' serde readers.
 //!
+//! The files' modules (`report`, `history`, `shard`, `sweep`, `event`,
+//! `schema`) are the `files` feature, on by default; a harness needs only
+//! `protocol`, `measurement`, `plan` and `timing`, and gate's harness-side
+//! crates (gate-sdk, gate-burn, gate-runner) leave `files` off, which keeps
+//! the files' serde code out of a team's harness build.
+//!
 //! A team's dashboard or harness can depend on this crate alone: it has no
 //! runner, renderer, network or ML framework in its dependency tree.
 //! Internal to gate before 1.0: the files' versions are the promise (a
@@ -32,13 +38,19 @@
 #[macro_use]
 mod profile_facts;
 
+#[cfg(feature = "files")]
 pub mod event;
+#[cfg(feature = "files")]
 pub mod history;
 pub mod measurement;
 pub mod plan;
 pub mod protocol;
+#[cfg(feature = "files")]
 pub mod report;
+#[cfg(feature = "files")]
 pub mod schema;
+#[cfg(feature = "files")]
 pub mod shard;
+#[cfg(feature = "files")]
 pub mod sweep;
 pub mod timing;

@@ -174,14 +174,14 @@ pub(crate) fn is_zero_seconds(s: &f64) -> bool {
 }
 
 /// The names of the profile facts, in their order (for tests).
-#[cfg(test)]
+#[cfg(all(test, feature = "files"))]
 macro_rules! profile_fact_names {
     ([] $($(#[$fact_meta:meta])* $fact:ident: $ty:ty,)*) => {
         &[$(stringify!($fact)),*]
     };
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "files"))]
 mod tests {
     use crate::measurement::Measurement;
     use crate::report::ComponentReport;
