@@ -243,13 +243,25 @@ fn mirror(
 /// The stock gate run in an adopter's folder, its harness built into this
 /// checkout's `target/` (so one adopter's build reuses the last one's).
 pub(crate) fn gate_for_adopter(dir: &std::path::Path, args: &[&str]) -> Output {
+    gate_for_adopter_in(dir, &std::path::Path::new(env!("GATE_REPO_ROOT")).join("target"), args)
+}
+
+/// The target folder of the burn fixture's harness: a folder of its own
+/// inside `target/`, so that burn's long build never holds cargo's lock of
+/// the folder the candle fixtures build in (`.ci/run` builds it beside
+/// them, from the start). Burn's graph shares next to no build with the
+/// candle fixtures' (its workspace resolves other features of serde, half
+/// and the proc macros), so nothing is compiled twice for it.
+pub(crate) fn burn_target() -> std::path::PathBuf {
+    std::path::Path::new(env!("GATE_REPO_ROOT")).join("target/adopter-burn")
+}
+
+/// [`gate_for_adopter`] with the harness built into `target`.
+pub(crate) fn gate_for_adopter_in(dir: &std::path::Path, target: &std::path::Path, args: &[&str]) -> Output {
     gate()
         .args(args)
         .current_dir(dir)
-        .env(
-            "CARGO_TARGET_DIR",
-            std::path::Path::new(env!("GATE_REPO_ROOT")).join("target"),
-        )
+        .env("CARGO_TARGET_DIR", target)
         .env_remove("CARGO_BUILD_TARGET")
         .output()
         .expect("the gate binary runs")

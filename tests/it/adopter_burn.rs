@@ -4,8 +4,10 @@
 //! `gate` binary through its spec's `harness:` (issue #40).
 //!
 //! The copy lives under `target/fixture-copies/` and its harness is built
-//! with cargo, release, into this checkout's `target/`, so burn is
-//! compiled once (about what CONTRIBUTING.md's "What `.ci/run` costs" says).
+//! with cargo, release, into `target/adopter-burn/` (`common::burn_target`,
+//! where `.ci/run` prebuilds it), so burn is compiled once and its build
+//! never waits on, nor holds up, the candle fixtures' (CONTRIBUTING.md,
+//! "What `.ci/run` costs").
 
 use crate::common;
 
@@ -57,10 +59,16 @@ fn fixture(copy: &str) -> common::CrateCopy {
     })
 }
 
+/// The stock gate in the copy `dir`, burn's harness built into its own
+/// target folder ([`common::burn_target`]).
+fn burn_gate(dir: &Path, args: &[&str]) -> Output {
+    common::gate_for_adopter_in(dir, &common::burn_target(), args)
+}
+
 /// `gate check` in the copy with `--baseline BASELINE`, into `out`.
 fn check(t: &common::CrateCopy, out: &str, baseline: &str) -> (Output, PathBuf) {
     let out = t.path().join(out);
-    let r = common::gate_for_adopter(
+    let r = burn_gate(
         t.path(),
         &["check", "--baseline", baseline, "--out", out.to_str().unwrap()],
     );
@@ -301,7 +309,7 @@ fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_e
     let t = fixture("burn-0-22");
     // A first run is the baseline: `--strict` fails on having none.
     let base = t.path().join("bn-base");
-    let r = common::gate_for_adopter(
+    let r = burn_gate(
         t.path(),
         &[
             "check",
@@ -315,7 +323,7 @@ fn a_batchnorm_cnn_with_a_frozen_stem_passes_strict_and_its_optimizer_state_is_e
     );
     assert_eq!(r.status.code(), Some(0), "{}", text(&r.stderr));
     let out = t.path().join("strict");
-    let r = common::gate_for_adopter(
+    let r = burn_gate(
         t.path(),
         &[
             "check",
@@ -398,7 +406,7 @@ fn what_burn_cannot_run_is_refused_before_anything_is_built() {
     }
     let t = fixture("burn-0-22");
     let out = t.path().join("cuda");
-    let r = common::gate_for_adopter(
+    let r = burn_gate(
         t.path(),
         &[
             "check",
@@ -421,7 +429,7 @@ fn what_burn_cannot_run_is_refused_before_anything_is_built() {
         "{stderr}"
     );
     assert!(stderr.contains("hint: run with `--backend cpu`"), "{stderr}");
-    let r = common::gate_for_adopter(t.path(), &["validate", "--backend", "cuda"]);
+    let r = burn_gate(t.path(), &["validate", "--backend", "cuda"]);
     assert_eq!(r.status.code(), Some(2), "{}", text(&r.stderr));
     assert!(text(&r.stderr).contains("runs on cpu only"), "{}", text(&r.stderr));
 
@@ -433,7 +441,7 @@ fn what_burn_cannot_run_is_refused_before_anything_is_built() {
     );
     assert_ne!(spec, bf16);
     std::fs::write(t.path().join("bf16.yaml"), bf16).unwrap();
-    let r = common::gate_for_adopter(t.path(), &["validate", "--budgets", "bf16.yaml"]);
+    let r = burn_gate(t.path(), &["validate", "--budgets", "bf16.yaml"]);
     let stderr = text(&r.stderr);
     std::fs::remove_file(t.path().join("bf16.yaml")).unwrap();
     assert_eq!(r.status.code(), Some(2), "{stderr}");
@@ -462,7 +470,7 @@ fn a_frozen_module_the_model_does_not_have_fails_the_build_with_the_tensors_ther
     assert_ne!(code, typo, "the fixture freezes `stem`");
     std::fs::write(&lib, typo).unwrap();
     let out = t.path().join("typo");
-    let r = common::gate_for_adopter(
+    let r = burn_gate(
         t.path(),
         &[
             "check",
