@@ -24,7 +24,7 @@
 //! The files' modules (`report`, `history`, `shard`, `sweep`, `event`,
 //! `schema`) are the `files` feature, on by default; a harness needs only
 //! `protocol`, `measurement`, `plan` and `timing`, and gate's harness-side
-//! crates (gate-sdk, gate-burn, gate-runner) leave `files` off, which keeps
+//! crates (the SDK, the adapters and the runner) leave `files` off, which keeps
 //! the files' serde code out of a team's harness build.
 //!
 //! A team's dashboard or harness can depend on this crate alone: it has no
