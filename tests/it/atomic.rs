@@ -27,6 +27,10 @@ struct Fixture {
     baseline: PathBuf,
     event: PathBuf,
     summary: PathBuf,
+    /// gate's TMPDIR: a run killed with SIGKILL leaves its harness request
+    /// folder (its signal handler never runs), and here it goes with the
+    /// test's folder instead of staying in the machine's /tmp.
+    tmp: PathBuf,
 }
 
 fn fixture() -> Fixture {
@@ -56,7 +60,9 @@ fn fixture() -> Fixture {
         baseline: root.join("baseline-in.json"),
         event,
         summary: root.join("step_summary.md"),
+        tmp: root.join("tmp"),
     };
+    std::fs::create_dir_all(&f.tmp).unwrap();
     // A complete run gives the baseline the next runs compare with.
     let o = command(&f, &[]).stdout(Stdio::null()).output().unwrap();
     assert!(o.status.code().is_some(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -79,6 +85,7 @@ fn command(f: &Fixture, env: &[(&str, &str)]) -> Command {
         .arg(&f.out)
         .env("GITHUB_EVENT_PATH", &f.event)
         .env("GITHUB_STEP_SUMMARY", &f.summary)
+        .env("TMPDIR", &f.tmp)
         .env_remove("GATE_INJECT_WRITE_KILL")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
