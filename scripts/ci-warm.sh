@@ -14,6 +14,7 @@
 # (rust-cache's defaults: gate's crates are not kept, every source is new).
 # CLONE's target/ is consumed; the run's log is CLONE.warm.log.
 set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
 clone=$(realpath "$1")
 mode=${2:-}
 origin=$(git -C "$clone" remote get-url origin)
@@ -29,7 +30,7 @@ if [ "$mode" != --as-before ]; then
   if [ -f "$clone/.ci-state/sources.tsv" ]; then
     mv "$clone/.ci-state" "$clone.ci-state"
   else
-    (cd "$clone" && python3 .ci/source-mtimes "$clone.ci-state/sources.tsv" 2>/dev/null)
+    (cd "$clone" && python3 "$here/.ci/source-mtimes" "$clone.ci-state/sources.tsv")
   fi
 fi
 rm -rf "$clone"
@@ -46,5 +47,9 @@ else
   export GATE_CI_SOURCE_MTIMES=1
 fi
 du -sh target >&2
-export CARGO_INCREMENTAL=0
+# As rust-cache exports it, for both the run that filled the cache and this
+# one. A cold run made without it (CARGO_INCREMENTAL unset: the dev profile
+# incremental) built gate's crates in another profile, and every one of them
+# rebuilds: INCREMENTAL=default then leaves it unset here too.
+if [ "${INCREMENTAL:-}" = default ]; then unset CARGO_INCREMENTAL; else export CARGO_INCREMENTAL=0; fi
 /usr/bin/time -v .ci/run >"$clone.warm.log" 2>&1
