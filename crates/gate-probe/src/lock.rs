@@ -44,5 +44,8 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(100));
         drop(first);
         assert!(handle.join().unwrap(), "the second run had to wait");
+        // A real device's lock file stays for the next run; this test's
+        // device name is its own and never used again.
+        let _ = std::fs::remove_file(std::env::temp_dir().join(format!("gate-test{}.lock", std::process::id())));
     }
 }
