@@ -21,9 +21,27 @@ fn slow_spec(dir: &Path) -> PathBuf {
     p
 }
 
+/// gate's TMPDIR for a run on `spec`: a folder beside it, where its
+/// harness request goes (removed by gate's signal handler, looked at by the
+/// tests; a SIGKILLed run's stays there and goes with the test's folder).
+fn tmp_of(spec: &Path) -> PathBuf {
+    spec.parent().unwrap().join("tmp")
+}
+
+/// What gate left in its TMPDIR.
+fn left_in_tmp(spec: &Path) -> Vec<std::ffi::OsString> {
+    std::fs::read_dir(tmp_of(spec))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect()
+}
+
 fn start(spec: &Path, out: &Path) -> Child {
+    std::fs::create_dir_all(tmp_of(spec)).unwrap();
     common::gate()
         .current_dir(env!("GATE_REPO_ROOT"))
+        .env("TMPDIR", tmp_of(spec))
         .args(["check", "--baseline", "none", "--budgets"])
         .arg(spec)
         .arg("--out")
@@ -121,6 +139,8 @@ fn sigint_stops_the_profiles_and_writes_nothing() {
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted by SIGINT"), "{err}");
     assert!(gone(profile), "the profile {profile} still runs");
+    // The handler removed the harness's request folder.
+    assert_eq!(left_in_tmp(&spec), Vec::<std::ffi::OsString>::new());
     // Nothing written: the folder holds no output (and no temp file).
     let left: Vec<_> = std::fs::read_dir(&out)
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
@@ -145,6 +165,7 @@ fn sigterm_leaves_the_old_outputs_as_they_were() {
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted by SIGTERM"), "{err}");
     assert!(gone(profile), "the profile {profile} still runs");
+    assert_eq!(left_in_tmp(&spec), Vec::<std::ffi::OsString>::new());
     for name in ["report.json", "junit.xml", "comment.md"] {
         assert_eq!(std::fs::read_to_string(out.join(name)).unwrap(), format!("old {name}"));
     }
