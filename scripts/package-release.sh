@@ -13,11 +13,15 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 chmod +x "$CPU" "$CUDA"
 commit=$("$CPU" --version | sed -n 's/^commit: //p')
+# Each archive's folder is staged here, removed at exit (it was left in
+# /tmp, two folders a run).
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
 for variant in cpu cuda; do
   suffix=""
   if [ "$variant" = cuda ]; then suffix=-cuda; fi
   name="gate-${TAG}-${TRIPLE}${suffix}"
-  dir=$(mktemp -d)/$name
+  dir=$stage/$name
   mkdir -p "$dir/completions" "$dir/man"
   if [ "$variant" = cpu ]; then
     install -m 0755 "$CPU" "$dir/gate"
