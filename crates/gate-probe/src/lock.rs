@@ -36,6 +36,7 @@ mod tests {
     fn a_second_holder_waits_until_the_first_releases() {
         let name = format!("test{}", std::process::id());
         let first = super::acquire(&name, |_| panic!("free lock")).unwrap();
+        let path = first.path.clone();
         let handle = std::thread::spawn(move || {
             let mut waited = false;
             let _second = super::acquire(&name, |_| waited = true).unwrap();
@@ -46,6 +47,6 @@ mod tests {
         assert!(handle.join().unwrap(), "the second run had to wait");
         // A real device's lock file stays for the next run; this test's
         // device name is its own and never used again.
-        let _ = std::fs::remove_file(std::env::temp_dir().join(format!("gate-test{}.lock", std::process::id())));
+        let _ = std::fs::remove_file(path);
     }
 }
