@@ -55,7 +55,10 @@ else
 fi
 
 found=false
-finish() { out found "$found"; }
+finish() {
+  out found "$found"
+  if [ "$found" != true ] && [ -n "${tmp:-}" ]; then rm -rf "$tmp"; fi
+}
 trap finish EXIT
 
 if [ "$VERSION" = source ]; then note "version: source: building from the action's source"; exit 0; fi
@@ -81,7 +84,13 @@ suffix=""
 if [ "$features" = cuda ]; then suffix=-cuda; fi
 asset="gate-${tag}-${triple}${suffix}.tar.gz"
 base="${GITHUB_SERVER_URL:-https://github.com}/$repo/releases/download/$tag"
-tmp=$(mktemp -d)
+# Under the job's RUNNER_TEMP too, not /tmp: a self-hosted runner's /tmp
+# outlives the job, and each run would leave a release archive there. A
+# release that is not used is removed at once; a used one's archive stays
+# for install.sh's provenance check, and the runner empties RUNNER_TEMP
+# after the job.
+mkdir -p "$root"
+tmp=$(mktemp -d "$root/release.XXXXXX")
 # Said as such: without curl the release is not looked for at all, which
 # is not the same as a release without this asset (GitHub's hosted images
 # have curl; a slim self-hosted or container image may not).

@@ -115,6 +115,24 @@ pub(crate) fn output_text(o: &Output) -> String {
     format!("{}\n{}", text(&o.stdout), text(&o.stderr))
 }
 
+/// Writes `text` to `path` as an executable script (mode 755), through a
+/// child process rather than this one. A file this multi-threaded process
+/// held open for writing is inherited, still open, by a child that another
+/// test thread forks at that moment, until that child execs; running the
+/// script then fails with ETXTBSY, "Text file busy" (rust-lang/rust#114554).
+/// Seen once in a whole `.ci/run`: a fake `gh` that "did not run".
+pub(crate) fn write_executable(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut child = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success(), "could not write {}", path.display());
+}
+
 /// Copies the folder `from` to `to`, leaving out `target` folders: an
 /// adopter crate as a team would check it out.
 pub(crate) fn copy_crate(from: &std::path::Path, to: &std::path::Path) {

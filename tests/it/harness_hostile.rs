@@ -408,13 +408,10 @@ fn no_child_gate_starts_gets_a_github_credential() {
     std::fs::create_dir(&envs).unwrap();
     let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let wrapper = t.path().join("cargo-wrapper");
-    std::fs::write(
+    crate::common::write_executable(
         &wrapper,
-        format!("#!/bin/sh\nenv > \"$ROGUE_ENV_OUT/cargo-$1.env\"\nexec '{real}' \"$@\"\n"),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        &format!("#!/bin/sh\nenv > \"$ROGUE_ENV_OUT/cargo-$1.env\"\nexec '{real}' \"$@\"\n"),
+    );
     // Every credential-shaped name GitHub, the cloud providers and the
     // registries use (#54 item 3: `…_KEY` names passed the deny-list).
     let credentials = [
@@ -777,16 +774,10 @@ fn a_cargo_metadata_held_by_a_lock_is_said_and_bounded() {
     let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let wrapper = t.path().join("cargo-wrapper");
     let alive = t.path().join("sleeper.pid");
-    std::fs::write(
-        &wrapper,
-        format!(
+    crate::common::write_executable(&wrapper, &format!(
             "#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  echo '    Blocking waiting for file lock on package cache' >&2\n  sleep 30 &\n  echo $! > '{}'\n  wait\n  exit 0\nfi\nexec '{real}' \"$@\"\n",
             alive.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ));
     let started = Instant::now();
     let o = gate_in(t.path(), &spec, "profile-ok")
         .env("CARGO", &wrapper)
@@ -1029,9 +1020,7 @@ fn a_gate_binary_replaced_mid_run_is_not_what_its_profiles_run() {
         if line.contains("a: profile started") {
             // Replaced as an installer replaces a binary: a new file renamed over it.
             let impostor = t.path().join("impostor");
-            std::fs::write(&impostor, format!("#!/bin/sh\ntouch '{}'\nexit 0\n", marker.display())).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&impostor, std::fs::Permissions::from_mode(0o755)).unwrap();
+            crate::common::write_executable(&impostor, &format!("#!/bin/sh\ntouch '{}'\nexit 0\n", marker.display()));
             std::fs::rename(&impostor, &exe).unwrap();
             break;
         }
@@ -1052,7 +1041,6 @@ fn a_gate_binary_replaced_mid_run_is_not_what_its_profiles_run() {
 /// failure shown, not discarded (#54 item 5).
 #[test]
 fn init_bounds_cargo_metadata_and_shows_its_error() {
-    use std::os::unix::fs::PermissionsExt;
     for (case, body, code, said) in [
         (
             "held",
@@ -1076,12 +1064,7 @@ fn init_bounds_cargo_metadata_and_shows_its_error() {
         .unwrap();
         std::fs::write(t.path().join("src/main.rs"), "fn main() {}\n").unwrap();
         let wrapper = t.path().join("cargo-wrapper");
-        std::fs::write(
-            &wrapper,
-            format!("#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  {body}\nfi\nexec cargo \"$@\"\n"),
-        )
-        .unwrap();
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::common::write_executable(&wrapper, &format!("#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  {body}\nfi\nexec cargo \"$@\"\n"));
         let started = Instant::now();
         let o = gate()
             .current_dir(t.path())

@@ -949,9 +949,7 @@ fn a_release_is_signed_for_binstall_with_a_key_that_is_then_gone() {
     let bin = t.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let fake = bin.join("minisign");
-    std::fs::write(&fake, FAKE_MINISIGN).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::common::write_executable(&fake, FAKE_MINISIGN);
     let tmp = t.path().join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let dist = t.path().join("dist");

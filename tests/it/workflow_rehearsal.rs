@@ -758,9 +758,7 @@ impl Run {
 }
 
 fn executable(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    crate::common::write_executable(path, text);
 }
 
 fn sha256_of(path: &Path) -> String {

@@ -622,13 +622,7 @@ fn real_cargo() -> String {
 }
 
 fn executable(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    let ok = std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    crate::common::write_executable(path, text);
 }
 
 /// A release build takes minutes: returns a folder with a `cargo` shim that
@@ -3180,6 +3174,12 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
     let (found, outputs, err) = find_release(root, &action, &path, &[]);
     assert!(found, "{err}");
     assert!(outputs.contains("build-cache=false\n"), "{outputs}");
+    // The downloaded archive is kept for install.sh under the job's
+    // RUNNER_TEMP (emptied after the job), never in /tmp, which a
+    // self-hosted runner keeps.
+    let archive = outputs.lines().find_map(|l| l.strip_prefix("archive=")).unwrap();
+    assert!(Path::new(archive).starts_with(root.join("gate-action")), "{outputs}");
+    let downloads = || std::fs::read_dir(root.join("gate-action")).unwrap().count();
     assert!(!outputs.contains("bundle="), "a release without a bundle: {outputs}");
     // A release that ships its Sigstore bundle: handed to install.sh.
     std::fs::write(rel.join("gate-v9.8.7.sigstore.json"), "{}\n").unwrap();
@@ -3194,8 +3194,10 @@ fn a_commit_pin_runs_only_its_own_commits_release_and_self_hosted_runners_get_no
     assert!(found, "the release's own commit: {err}");
     let (found, _, err) = find_release(root, &action, &path, &pin("v9.8.7"));
     assert!(found, "a tag keeps the release: {err}");
+    let before = downloads();
     let (found, _, err) = find_release(root, &action, &path, &pin("1234567890123456789012345678901234567890"));
     assert!(!found, "a commit between releases builds its own source: {err}");
+    assert_eq!(downloads(), before, "a release not used is not left behind");
     assert!(
         err.contains("release v9.8.7 is commit abcdef012345, this action is 123456789012: building from source"),
         "{err}"
