@@ -206,8 +206,9 @@ fn checkpointed_tft_gradients_on_cuda_equal_the_full_graph() -> gate::candle_cor
 }
 
 /// The adopter example's transformer (docs/sdk.md §10), built here from its
-/// source: the SDK on the GPU is this crate's.
-#[allow(dead_code)]
+/// source: the SDK on the GPU is this crate's. Its `pub` items are the
+/// adopter crate's API there, private to this test here.
+#[allow(dead_code, unreachable_pub)]
 #[path = "../examples/adopter/crates/ml/src/transformer.rs"]
 mod transformer;
 
