@@ -774,10 +774,13 @@ fn a_cargo_metadata_held_by_a_lock_is_said_and_bounded() {
     let real = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let wrapper = t.path().join("cargo-wrapper");
     let alive = t.path().join("sleeper.pid");
-    crate::common::write_executable(&wrapper, &format!(
+    crate::common::write_executable(
+        &wrapper,
+        &format!(
             "#!/bin/sh\nif [ \"$1\" = metadata ]; then\n  echo '    Blocking waiting for file lock on package cache' >&2\n  sleep 30 &\n  echo $! > '{}'\n  wait\n  exit 0\nfi\nexec '{real}' \"$@\"\n",
             alive.display()
-        ));
+        ),
+    );
     let started = Instant::now();
     let o = gate_in(t.path(), &spec, "profile-ok")
         .env("CARGO", &wrapper)

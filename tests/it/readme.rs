@@ -444,11 +444,14 @@ fn every_command_the_readme_shows_runs_in_a_test() {
     std::fs::create_dir_all(&tools).unwrap();
     let gate = crate::common::gate_exe();
     let wrapper = tools.join("gate");
-    crate::common::write_executable(&wrapper, &format!(
+    crate::common::write_executable(
+        &wrapper,
+        &format!(
             "#!/bin/sh\nif [ \"$1\" = init ]; then shift; exec '{}' init --gate-repo acme/gate \"$@\"; fi\nexec '{}' \"$@\"\n",
             gate.display(),
             gate.display()
-        ));
+        ),
+    );
     let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap_or_default());
     let o = std::process::Command::new("bash")
         .args(["-euo", "pipefail", "-c", &start])
