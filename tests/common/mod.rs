@@ -121,6 +121,7 @@ pub(crate) fn output_text(o: &Output) -> String {
 /// test thread forks at that moment, until that child execs; running the
 /// script then fails with ETXTBSY, "Text file busy" (rust-lang/rust#114554).
 /// Seen once in a whole `.ci/run`: a fake `gh` that "did not run".
+/// (`copy_executable` does the same for a copy of a program.)
 pub(crate) fn write_executable(path: &Path, text: &str) {
     use std::io::Write;
     let mut child = Command::new("sh")
@@ -131,6 +132,18 @@ pub(crate) fn write_executable(path: &Path, text: &str) {
         .unwrap();
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     assert!(child.wait().unwrap().success(), "could not write {}", path.display());
+}
+
+/// Copies the program `from` to `to`, mode 755, through a child process,
+/// for the reason `write_executable` gives.
+pub(crate) fn copy_executable(from: &Path, to: &Path) {
+    let ok = Command::new("install")
+        .args(["-m", "755"])
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "could not copy {} to {}", from.display(), to.display());
 }
 
 /// Copies the folder `from` to `to`, leaving out `target` folders: an

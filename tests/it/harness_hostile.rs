@@ -988,7 +988,7 @@ fn a_gate_binary_replaced_mid_run_is_not_what_its_profiles_run() {
     use std::io::BufRead;
     let t = tempfile::tempdir().unwrap();
     let exe = t.path().join("gate");
-    std::fs::copy(common::gate_exe(), &exe).unwrap();
+    common::copy_executable(common::gate_exe(), &exe);
     let spec = t.path().join("budgets.yaml");
     let component = |name: &str| {
         format!("  {name}:\n    workload: mlp\n    batch_size: 4\n    config: {{ input_dim: 8, hidden_dim: 8, hidden_layers: 1, output_dim: 2 }}\n    budgets: {{ params: < 64 MiB }}\n")

@@ -861,11 +861,10 @@ fn binstall_finds_the_release_archive_and_the_binary_in_it() {
 
     let t = tempfile::tempdir().unwrap();
     let fake = t.path().join("gate-fake");
-    std::fs::write(
+    crate::common::write_executable(
         &fake,
         "#!/bin/sh\ncase \"$1\" in --version) printf 'gate 1.2.3\\ncommit: abc\\n';; *) echo x;; esac\n",
-    )
-    .unwrap();
+    );
     let out = t.path().join("dist");
     let o = Command::new("bash")
         .arg(root.join("scripts/package-release.sh"))
