@@ -602,7 +602,12 @@ fn hostile_caller(root: &Path) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(&gate).unwrap();
     let copied = std::process::Command::new("bash")
         .arg("-c")
-        .arg(r#"tar -C "$1" --exclude=./target --exclude=./.git -cf - . | tar -C "$2" -xf -"#)
+        // As a checkout holds it: no build output (a contributor's fixture
+        // builds in place leave gigabytes under tests/adopters/*/target).
+        .arg(concat!(
+            r#"tar -C "$1" --exclude=./target --exclude=./.git --exclude='./tests/adopters/*/target' "#,
+            r#"--exclude=./examples/adopter/target --exclude=./fuzz/target -cf - . | tar -C "$2" -xf -"#
+        ))
         .arg("copy")
         .arg(env!("GATE_REPO_ROOT"))
         .arg(&gate)
