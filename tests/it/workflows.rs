@@ -2870,6 +2870,82 @@ fn the_source_build_cache_key_covers_the_workspace_crates() {
     assert_ne!(before, key("pub fn b() {}\n"), "a change under crates/ changes the key");
 }
 
+/// CI's cache keeps every crate the adopter fixtures build. rust-cache
+/// keeps in `target/` only the packages that the root workspace's `cargo
+/// metadata --all-features` lists, matched by name (ci.yml; its model,
+/// scripts/rust-cache-save.py), so a fixture's dependency that no crate of
+/// the workspace lists is compiled again by every warm `.ci/run`:
+/// candle-transformers was, about 230 s of CPU a run, until
+/// tests/Cargo.toml listed it under a feature never turned on.
+#[test]
+fn the_ci_cache_keeps_every_crate_the_adopter_fixtures_build() {
+    let test = "workflows::the_ci_cache_keeps_every_crate_the_adopter_fixtures_build";
+    let root = Path::new(env!("GATE_REPO_ROOT"));
+    let mut fixtures = vec![root.join("examples/adopter")];
+    for e in std::fs::read_dir(root.join("tests/adopters")).unwrap() {
+        let dir = e.unwrap().path();
+        if dir.join("Cargo.toml").is_file() {
+            fixtures.push(dir);
+        }
+    }
+    fixtures.sort();
+    assert!(fixtures.len() >= 6, "{fixtures:?}");
+    // Every crate of each lock file in cargo's cache (`cargo fetch`), so
+    // that `cargo metadata` below reads their manifests offline.
+    for dir in std::iter::once(&root.to_path_buf()).chain(&fixtures) {
+        if !common::available(test, common::crates_unavailable(&dir.join("Cargo.toml"))) {
+            return;
+        }
+    }
+    let host = {
+        let o = std::process::Command::new("rustc").arg("-vV").output().unwrap();
+        let text = common::text(&o.stdout);
+        text.lines()
+            .find_map(|l| l.strip_prefix("host: "))
+            .expect("rustc -vV names the host")
+            .to_string()
+    };
+    // The registry's packages `cargo metadata` lists in `dir` (the local
+    // ones, gate's and the fixture's own, are kept or rebuilt by other rules).
+    let registry_packages = |dir: &Path, args: &[&str]| -> std::collections::BTreeSet<String> {
+        let o = common::cargo()
+            .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}: {}", dir.display(), common::text(&o.stderr));
+        let meta: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| !p["source"].is_null())
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let kept = registry_packages(root, &["--all-features"]);
+    let mut missing = Vec::new();
+    for dir in &fixtures {
+        // What the fixture's build compiles on this machine: its default
+        // features, as `.ci/run`'s prebuild and the adopter tests build it.
+        for name in registry_packages(dir, &["--filter-platform", &host]) {
+            if !kept.contains(&name) {
+                missing.push(format!(
+                    "{name} (built by {})",
+                    dir.strip_prefix(root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in the root workspace's `cargo metadata --all-features`, so CI's cache drops them and \
+         every warm run compiles them again:\n{}\nhint: list them as tests/Cargo.toml lists candle-transformers",
+        missing.join("\n")
+    );
+}
+
 /// A PATH of every tool in /usr/bin and /bin but `sha256sum` (a macOS
 /// image has only Perl's `shasum`), plus `extra` first.
 fn path_without_sha256sum(root: &Path, extra: &[&Path]) -> String {
