@@ -2874,9 +2874,10 @@ fn the_source_build_cache_key_covers_the_workspace_crates() {
 /// keeps in `target/` only the packages that the root workspace's `cargo
 /// metadata --all-features` lists, matched by name (ci.yml; its model,
 /// scripts/rust-cache-save.py), so a fixture's dependency that no crate of
-/// the workspace lists is compiled again by every warm `.ci/run`:
-/// candle-transformers was, about 230 s of CPU a run, until
-/// tests/Cargo.toml listed it under a feature never turned on.
+/// the workspace lists is compiled again by every warm `.ci/run`, as
+/// candle-transformers was (168 s and 96 s of one warm run, for its two
+/// fixtures) until tests/Cargo.toml listed it under a feature never
+/// turned on.
 #[test]
 fn the_ci_cache_keeps_every_crate_the_adopter_fixtures_build() {
     let test = "workflows::the_ci_cache_keeps_every_crate_the_adopter_fixtures_build";
@@ -2898,7 +2899,8 @@ fn the_ci_cache_keeps_every_crate_the_adopter_fixtures_build() {
         }
     }
     let host = {
-        let o = std::process::Command::new("rustc").arg("-vV").output().unwrap();
+        let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+        let o = std::process::Command::new(rustc).arg("-vV").output().unwrap();
         let text = common::text(&o.stdout);
         text.lines()
             .find_map(|l| l.strip_prefix("host: "))
