@@ -125,11 +125,11 @@ if [ "$FOUND" != true ]; then
     # and rustup look for them from the working directory up). So build a
     # copy outside that tree, and drop the caller's build flags from the env.
     src=$(mktemp -d "${RUNNER_TEMP:-/tmp}/gate-src.XXXXXX")
-    # Without any build output: a checkout where someone built a fixture or
-    # the fuzz targets in place holds gigabytes under their own target/.
-    tar -C "$ACTION_PATH" --exclude=./target --exclude=./.git \
-      --exclude='./tests/adopters/*/target' --exclude=./examples/adopter/target --exclude=./fuzz/target \
-      -cf - . | tar -C "$src" -xf -
+    # Without any build output: no folder named `target` at any depth (an
+    # unanchored pattern; gate tracks no path of that name), since a
+    # checkout where someone built a fixture or the fuzz targets in place
+    # holds gigabytes under their own target/.
+    tar -C "$ACTION_PATH" --exclude=target --exclude=./.git -cf - . | tar -C "$src" -xf -
     unset RUSTFLAGS CARGO_ENCODED_RUSTFLAGS CARGO_BUILD_RUSTFLAGS CARGO_BUILD_TARGET
     # A pinned toolchain, through RUSTUP_TOOLCHAIN rather than `cargo +V`: the
     # variable beats any rust-toolchain.toml and reaches every cargo and rustc

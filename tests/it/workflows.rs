@@ -602,12 +602,10 @@ fn hostile_caller(root: &Path) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(&gate).unwrap();
     let copied = std::process::Command::new("bash")
         .arg("-c")
-        // As a checkout holds it: no build output (a contributor's fixture
-        // builds in place leave gigabytes under tests/adopters/*/target).
-        .arg(concat!(
-            r#"tar -C "$1" --exclude=./target --exclude=./.git --exclude='./tests/adopters/*/target' "#,
-            r#"--exclude=./examples/adopter/target --exclude=./fuzz/target -cf - . | tar -C "$2" -xf -"#
-        ))
+        // As a checkout holds it: no build output, no `target` folder at any
+        // depth (a contributor's fixture builds in place leave gigabytes
+        // under tests/adopters/*/target).
+        .arg(r#"tar -C "$1" --exclude=target --exclude=./.git -cf - . | tar -C "$2" -xf -"#)
         .arg("copy")
         .arg(env!("GATE_REPO_ROOT"))
         .arg(&gate)
@@ -2868,6 +2866,28 @@ fn the_source_build_cache_key_covers_the_workspace_crates() {
     let before = key("pub fn a() {}\n");
     assert_eq!(before, key("pub fn a() {}\n"), "the key is stable");
     assert_ne!(before, key("pub fn b() {}\n"), "a change under crates/ changes the key");
+}
+
+/// The action's build from source copies gate's checkout without any folder
+/// named `target` (scripts/action/install.sh, an unanchored `tar
+/// --exclude`), which holds only while gate tracks no path of that name.
+#[test]
+fn no_tracked_path_is_named_target() {
+    let o = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(env!("GATE_REPO_ROOT"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::text(&o.stderr));
+    let named_target: Vec<String> = common::text(&o.stdout)
+        .split('\0')
+        .filter(|p| p.split('/').any(|c| c == "target"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        named_target.is_empty(),
+        "install.sh's source copy would leave these out: {named_target:?}\nhint: rename them, or anchor the copy's `--exclude=target`"
+    );
 }
 
 /// CI's cache keeps every crate the adopter fixtures build. rust-cache
