@@ -863,7 +863,7 @@ fn shards_are_dealt_by_the_baselines_profile_times() {
     assert!(
         text(&m.stderr).contains(&format!(
             "warning: shards dealt from different inputs: {} was dealt with `charlie` at 20.000 s, {} with it at \
-             25.000 s; merged, as no component fell to two shards",
+             25.000 s; no component fell to two shards",
             dir("o2").display(),
             dir("s1").display()
         )),

@@ -236,6 +236,66 @@ fn check_with_plan_names_the_measured_fix_in_the_report_the_table_and_junit() {
     let comment = gate_render::markdown::render(&r, None, gate_render::markdown::COMMENT_LIMIT);
     assert!(comment.contains("**Measured fix for `mlp`"), "{comment}");
     assert!(comment.contains("<details><summary>The plan for `mlp`"), "{comment}");
+    // The command it names writes the fix into this spec, run as printed
+    // from where the check ran: it names the spec, which is not the default.
+    let command = message
+        .split("Write it into the spec with `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("the command that writes the fix");
+    assert!(
+        command.starts_with("gate plan mlp --apply --budgets ") && command.contains(spec.to_str().unwrap()),
+        "{command}"
+    );
+    let before = std::fs::read_to_string(&spec).unwrap();
+    let exe = common::gate_exe().to_str().unwrap().to_string();
+    let applied = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{exe}' {} --out '{}'",
+            &command["gate ".len()..],
+            dir.path().display()
+        ))
+        .current_dir(env!("GATE_REPO_ROOT"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(applied.status.code(), Some(0), "{}", common::output_text(&applied));
+    let after = std::fs::read_to_string(&spec).unwrap();
+    assert_ne!(before, after, "the spec was not written");
+    // And where `--apply` writes it, the plan does not tell the reader to.
+    assert!(
+        !common::output_text(&applied).contains("--apply` writes it"),
+        "{}",
+        common::output_text(&applied)
+    );
+}
+
+/// Counts and grids that cannot mean anything are refused before anything
+/// is built or profiled, as the usage errors they are (exit 2), naming the
+/// value; options a sweep does not take are refused with it, not ignored.
+#[test]
+fn a_plan_refuses_zero_counts_empty_grid_values_and_options_a_sweep_does_not_take() {
+    let refused = |args: &[&str], says: &str| {
+        let out = common::gate().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    refused(&["plan", "tft", "--measure", "0"], "must be 1 or more");
+    refused(&["plan", "tft", "--jobs", "0"], "must be 1 or more");
+    refused(&["check", "--jobs", "0"], "must be 1 or more");
+    refused(&["plan", "tft", "--sweep", "--batches", "0,8,16"], "must be 1 or more");
+    refused(&["plan", "tft", "--sweep", "--seq-lens", "10,0"], "must be 1 or more");
+    refused(
+        &["plan", "tft", "--sweep", "--batches", "4,8,18446744073709551615"],
+        "must be at most 4294967295",
+    );
+    for option in [&["--apply"][..], &["--all-levers"], &["--measure", "2"]] {
+        let mut args = vec!["plan", "tft", "--sweep"];
+        args.extend_from_slice(option);
+        refused(&args, "cannot be used with");
+    }
 }
 
 pub(crate) fn sweep_json(dir: &Path) -> Value {

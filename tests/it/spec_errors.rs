@@ -736,7 +736,23 @@ components:
       step_time: < 500
 "#,
         r#"budgets.yaml:10:18: error: budget for `m.step_time`: duration `500` has no unit
-  hint: write a duration with a unit, e.g. `250 ms` or `2 s`"#,
+  hint: write a duration with a unit, ms or s, e.g. `250 ms` or `2 s`"#,
+    ),
+    (
+        "step_time_in_an_unknown_unit",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    budgets:
+      step_time: < 1 us
+"#,
+        r#"budgets.yaml:10:18: error: budget for `m.step_time`: unknown duration unit `us` in `1 us`
+  hint: write a duration with a unit, ms or s, e.g. `250 ms` or `2 s`"#,
     ),
     (
         "timing_steps_zero",

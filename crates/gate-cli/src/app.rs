@@ -5,9 +5,31 @@
 use gate_spec::budget::WorkloadCheck;
 
 /// The spec every subcommand reads unless `--budgets` names another.
-pub(crate) const DEFAULT_SPEC: &str = "budgets.yaml";
+pub(crate) const DEFAULT_SPEC: &str = gate_spec::budget::DEFAULT_FILE;
 /// The output folder `check` writes and `comment`, `merge`, `baseline` read.
 pub(crate) const DEFAULT_OUT: &str = "target/gate";
+
+/// A count that must be 1 or more (`--jobs`, `--measure`): clap's parser,
+/// so 0 is refused as the usage error it is, not run as "0 at a time".
+pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(0) => Err("must be 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A sweep's batch size or sequence length: 1 to 2^32 - 1. Beyond that a
+/// predicted figure would pass the largest byte count gate can hold, and
+/// print as a clamped number instead of a prediction.
+pub(crate) fn grid_size(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<u64>() {
+        Ok(0) => Err("must be 1 or more".into()),
+        Ok(n) if n > u64::from(u32::MAX) => Err(format!("must be at most {}", u32::MAX)),
+        Ok(n) => Ok(n as usize),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 /// `gate --version`'s line on the built-in models (the `builtins` feature).
 #[cfg(feature = "builtins")]

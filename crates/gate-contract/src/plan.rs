@@ -225,10 +225,40 @@ impl Plan {
         self.candidates.get(self.chosen?)
     }
 
+    /// The command that writes the chosen configuration into `spec` (the
+    /// spec file as the run named it): `--budgets` only where the spec is
+    /// not [`gate_spec::budget::DEFAULT_FILE`], so the line runs as printed
+    /// where the run ran; a word a POSIX shell would split or expand is
+    /// single-quoted.
+    pub fn apply_command(&self, spec: &str) -> String {
+        let mut words = vec![
+            "gate".to_string(),
+            "plan".into(),
+            shell_word(&self.component),
+            "--apply".into(),
+        ];
+        if !spec.is_empty() && spec != gate_spec::budget::DEFAULT_FILE {
+            words.push("--budgets".into());
+            words.push(shell_word(spec));
+        }
+        words.join(" ")
+    }
+
     /// The chosen candidate's settings in the spec's words, one string.
     pub fn chosen_yaml(&self) -> Option<String> {
         let k = self.chosen()?;
         Some(k.settings.iter().map(Setting::yaml).collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// `word` as one word of a POSIX shell command: as it is where it holds
+/// nothing a shell would split, expand or quote, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./@+=:,%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
     }
 }
 

@@ -185,7 +185,7 @@ pub fn failure_message(r: &BudgetResult) -> String {
                 "<"
             };
             let factor = match (r.ratio(), r.unit) {
-                (Some(x), Unit::Bytes | Unit::Ms) if r.limit > 0.0 && x > 0.0 => format!(" ({x:.1}x)"),
+                (Some(x), Unit::Bytes | Unit::Ms) if r.limit > 0.0 && x > 0.0 => format!(" ({})", factor_text(x)),
                 _ => String::new(),
             };
             format!(
@@ -198,9 +198,28 @@ pub fn failure_message(r: &BudgetResult) -> String {
     }
 }
 
+/// A figure against its limit as a factor: one decimal, more (up to four)
+/// where one would round a figure over or under its limit to `1.0x`.
+fn factor_text(x: f64) -> String {
+    let decimals = (1..=4)
+        .find(|&d| format!("{x:.d$}") != format!("{:.d$}", 1.0) || x == 1.0)
+        .unwrap_or(4);
+    format!("{x:.decimals$}x")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A figure just over its limit never reads as exactly its limit.
+    #[test]
+    fn a_factor_near_one_keeps_the_digits_that_show_which_side_it_is() {
+        assert_eq!(factor_text(5.597 / 5.58), "1.003x");
+        assert_eq!(factor_text(0.9996), "0.9996x");
+        assert_eq!(factor_text(1.0), "1.0x");
+        assert_eq!(factor_text(2.04), "2.0x");
+        assert_eq!(factor_text(31.26), "31.3x");
+    }
 
     fn summary(status: &str, strict: bool, warnings: &[&str], not_measured: usize) -> Summary {
         Summary {

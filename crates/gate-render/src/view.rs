@@ -519,12 +519,12 @@ pub fn fix_words(report: &Report, component: &str, code: impl Fn(&str) -> String
                 settings.join(", "),
                 figures.join(", "),
                 plan.profiles,
-                code(&format!("gate plan {component} --apply"))
+                code(&plan.apply_command(&report.spec))
             )
         }
         None => format!(
             "No measured fix for {}: {} configurations of its levers predicted, {measured} measured, none passes \
-             every budget (plan.json; docs/plan.md).",
+             every budget (report.json's `plans`; docs/plan.md).",
             code(component),
             plan.candidates.len()
         ),

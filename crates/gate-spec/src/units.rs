@@ -156,18 +156,34 @@ pub fn parse_percent(text: &str) -> Result<Percent, UnitError> {
 }
 
 /// Parses a duration `250 ms` or `1.5 s` into milliseconds.
+///
+/// ```
+/// use gate_spec::units::parse_millis;
+/// assert_eq!(parse_millis("250 ms").unwrap(), 250.0);
+/// assert_eq!(parse_millis("1.5s").unwrap(), 1500.0);
+/// assert!(parse_millis("1 us").unwrap_err().message.contains("unknown duration unit `us`"));
+/// ```
 pub fn parse_millis(text: &str) -> Result<f64, UnitError> {
-    let hint = "write a duration with a unit, e.g. `250 ms` or `2 s`";
+    let hint = "write a duration with a unit, ms or s, e.g. `250 ms` or `2 s`";
     let t = text.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        return Err(UnitError {
-            message: format!("duration `{text}` has no unit"),
-            hint: hint.into(),
-        });
+    // The unit is the trailing letters; what is before them is the number.
+    let num = t.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = &t[num.len()..];
+    let scale = match unit {
+        "ms" => 1.0,
+        "s" => 1000.0,
+        "" => {
+            return Err(UnitError {
+                message: format!("duration `{text}` has no unit"),
+                hint: hint.into(),
+            })
+        }
+        other => {
+            return Err(UnitError {
+                message: format!("unknown duration unit `{other}` in `{text}`"),
+                hint: hint.into(),
+            })
+        }
     };
     match num.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),

@@ -61,7 +61,7 @@ pub(crate) struct CheckArgs {
     pub anchor: String,
     /// Profiles run side by side (default: one per core on the CPU, one on a GPU).
     /// Bytes are the same whatever the number; on a GPU, timed steps take turns (on the CPU each has its core).
-    #[arg(long, short = 'j', value_name = "N")]
+    #[arg(long, short = 'j', value_name = "N", value_parser = crate::app::at_least_one)]
     pub jobs: Option<usize>,
     /// The branch of the baseline store read by `--baseline auto`.
     #[arg(long, default_value = gate_github::store::DEFAULT_BRANCH)]
@@ -150,7 +150,14 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     }
     emitter.log(where_the_time_went(&profiled, jobs, started.elapsed()));
     let plans = if args.plan {
-        plans_for_failing(&loaded, &selected, &profiled, backend, jobs)?
+        plans_for_failing(
+            &loaded,
+            &selected,
+            &profiled,
+            backend,
+            jobs,
+            &args.budgets.display().to_string(),
+        )?
     } else {
         BTreeMap::new()
     };

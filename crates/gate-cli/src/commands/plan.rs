@@ -22,19 +22,19 @@ pub(crate) struct PlanArgs {
     #[arg(long, value_enum, default_value_t = crate::app::BackendArg::Cpu)]
     pub backend: crate::app::BackendArg,
     /// How many candidates predicted to pass are measured, cheapest first.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = crate::app::at_least_one, conflicts_with = "sweep")]
     pub measure: usize,
     /// Also probe the levers that change the loss (batch, dtype) when the
     /// others are predicted to suffice.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sweep")]
     pub all_levers: bool,
     /// Profiles run side by side (default: one per core on the CPU, one on
     /// a GPU), as `gate check --jobs`: a round's probes, candidates or
     /// sweep points are independent, so bytes are the same whatever the number.
-    #[arg(long, short = 'j', value_name = "N")]
+    #[arg(long, short = 'j', value_name = "N", value_parser = crate::app::at_least_one)]
     pub jobs: Option<usize>,
     /// Write the chosen configuration into the spec.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sweep")]
     pub apply: bool,
     /// Where plan.json (sweep.json with --sweep) is written.
     #[arg(long, default_value = "target/gate")]
@@ -45,10 +45,10 @@ pub(crate) struct PlanArgs {
     #[arg(long)]
     pub sweep: bool,
     /// The sweep's batch sizes (default: a quarter of the spec's to four times it).
-    #[arg(long, value_delimiter = ',', value_name = "B,B,…", requires = "sweep")]
+    #[arg(long, value_delimiter = ',', value_name = "B,B,…", requires = "sweep", value_parser = crate::app::grid_size)]
     pub batches: Option<Vec<usize>>,
     /// The sweep's sequence lengths (default: the workload's, the spec's, twice the spec's).
-    #[arg(long, value_delimiter = ',', value_name = "S,S,…", requires = "sweep")]
+    #[arg(long, value_delimiter = ',', value_name = "S,S,…", requires = "sweep", value_parser = crate::app::grid_size)]
     pub seq_lens: Option<Vec<usize>>,
     /// The sweep's dtypes (default: the spec's and those the workload offers).
     #[arg(long, value_delimiter = ',', value_name = "D,D,…", requires = "sweep")]
@@ -94,7 +94,8 @@ pub(super) fn run(args: PlanArgs, app: &crate::app::App) -> Result<Exit, CliErro
         jobs: jobs(&args, backend),
     };
     let plan = plan_component(&loaded, &c, backend, &opts, Measured::default())?;
-    print_plan(&c, &plan);
+    let spec = args.budgets.display().to_string();
+    print_plan(&c, &plan, (!args.apply).then_some(spec.as_str()));
     write_plan(&args.out, &plan)?;
     if plan.start_passes() {
         return Ok(Exit::Pass);

@@ -118,10 +118,12 @@ pub(crate) fn costs<'a>(names: impl IntoIterator<Item = &'a str>, time: impl Fn(
     let mut names: Vec<&str> = names.into_iter().collect();
     names.sort_unstable();
     names.dedup();
-    // A time that is not a number of seconds (a hand-edited file) is as good as none.
+    // A time that is not a number of seconds a profile can take (a
+    // hand-edited file: negative, NaN, or past GitHub's longest job, 5 days
+    // on a self-hosted runner) is as good as none.
     let measured = |name: &str| -> Option<Millis> {
         let s = time(name)?;
-        (s.is_finite() && s >= 0.0).then(|| (s * 1000.0).round() as Millis)
+        (s.is_finite() && (0.0..=MAX_PROFILE_SECONDS).contains(&s)).then(|| (s * 1000.0).round() as Millis)
     };
     let mut known: Vec<Millis> = names.iter().filter_map(|n| measured(n)).collect();
     if known.is_empty() {
@@ -176,13 +178,22 @@ pub(crate) fn deal(costs: &BTreeMap<String, Millis>, count: usize) -> Vec<Vec<St
     shards
 }
 
-/// Each shard's total cost under `deal`.
+/// Each shard's total cost under `deal` (saturating, as the deal adds).
 pub(crate) fn totals(costs: &BTreeMap<String, Millis>, shards: &[Vec<String>]) -> Vec<Millis> {
     shards
         .iter()
-        .map(|s| s.iter().map(|n| costs.get(n).copied().unwrap_or(0)).sum())
+        .map(|s| sum(s.iter().map(|n| costs.get(n).copied().unwrap_or(0))))
         .collect()
 }
+
+/// The sum of `costs`, saturating: a cost is bounded, a count of them is not.
+pub(crate) fn sum(costs: impl IntoIterator<Item = Millis>) -> Millis {
+    costs.into_iter().fold(0, Millis::saturating_add)
+}
+
+/// The longest profile time a baseline may give: 5 days, the most GitHub
+/// Actions lets a job of a self-hosted runner run (its usage limits).
+const MAX_PROFILE_SECONDS: f64 = 5.0 * 24.0 * 3600.0;
 
 /// Reads `dir/shard.json`: `None` when there is none (an unsharded run).
 pub(crate) fn read(dir: &Path) -> Result<Option<Record>, CliError> {
@@ -347,7 +358,7 @@ pub(crate) fn check_one_deal(records: &[(String, Option<Record>)]) -> Result<(),
         )),
         None => {
             eprintln!(
-                "warning: shards dealt from different inputs: {differ}; merged, as no component fell to two shards \
+                "warning: shards dealt from different inputs: {differ}; no component fell to two shards \
                  (give every shard the same --baseline FILE)"
             );
             Ok(())
@@ -458,7 +469,7 @@ pub(crate) fn log_shard(
                 "shard {s}: dealt by the baseline's profile times: {:.1} s here, {:.1} s the longest shard, {:.1} s in all",
                 seconds(totals[s.index - 1]),
                 seconds(longest),
-                seconds(totals.iter().sum())
+                seconds(crate::pipeline::shard::sum(totals.iter().copied()))
             );
             if !costs.estimated.is_empty() {
                 eprintln!(
@@ -471,7 +482,7 @@ pub(crate) fn log_shard(
         gate_contract::shard::DealtBy::Name if s.count > 1 => eprintln!(
             "shard {s}: dealt by name, round-robin ({}): pass every shard the same baseline to deal by profile time",
             if with_baseline {
-                "the baseline records no profile times"
+                "the baseline records no profile time for these components"
             } else {
                 "no baseline"
             }

@@ -655,6 +655,18 @@ fn print_remeasured(s: &Sweep, p: &Point) {
         "\nre-measured {}, the fit's error there:",
         point_words(p.batch, key, p.seq_len, p.dtype)
     );
+    // The point is the largest the first capacity is predicted to hold;
+    // where none is, the smallest, and the reader is told why.
+    let predicted_peak = p.figures.get(sweep::TRAINING_PEAK).map(|f| f.predicted);
+    if let (Some(cap), Some(peak)) = (s.capacities.first(), predicted_peak) {
+        if peak > cap.usable_bytes {
+            println!(
+                "  (no point is predicted to fit {} ({} usable): the smallest predicted is measured again instead)",
+                cap.name,
+                bytes(cap.usable_bytes)
+            );
+        }
+    }
     let mut worst = 0f64;
     for name in [sweep::TRAINING_PEAK, "inference_peak", "activations"] {
         if let Some(f) = p.figures.get(name) {

@@ -46,6 +46,9 @@ pub trait WorkloadCheck {
 /// filling memory.
 pub const MAX_SPEC_BYTES: u64 = 64 << 20;
 
+/// The spec every `gate` command reads unless `--budgets` names another.
+pub const DEFAULT_FILE: &str = "budgets.yaml";
+
 /// Validates a spec's tree (`issues`: what the reader found while making
 /// it), checking each workload with `check` when given.
 pub fn validate_tree(

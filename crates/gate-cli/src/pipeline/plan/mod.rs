@@ -532,6 +532,7 @@ pub(crate) fn plans_for_failing(
     profiled: &[gate_runner::Profiled],
     backend: Backend,
     jobs: usize,
+    spec_path: &str,
 ) -> Result<BTreeMap<String, gate_contract::plan::Plan>, CliError> {
     let measurement = |name: &str| {
         profiled
@@ -567,7 +568,7 @@ pub(crate) fn plans_for_failing(
             jobs,
         };
         let plan = plan_component(loaded, c, backend, &options, given)?;
-        print_plan(c, &plan);
+        print_plan(c, &plan, Some(spec_path));
         plans.insert(c.name.clone(), plan);
     }
     Ok(plans)

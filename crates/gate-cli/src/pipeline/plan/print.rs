@@ -32,7 +32,10 @@ pub(super) fn show(metric: Metric, v: f64) -> String {
     }
 }
 
-pub(crate) fn print_plan(c: &Component, plan: &Plan) {
+/// `spec` is the spec file as the command named it: the line that writes the
+/// chosen configuration names it unless it is the default; `None` when the
+/// command writes it itself (`--apply`).
+pub(crate) fn print_plan(c: &Component, plan: &Plan, spec: Option<&str>) {
     if plan.start_passes() {
         println!("{}: passes every budget as it is; nothing to plan", c.name);
         return;
@@ -104,7 +107,9 @@ pub(crate) fn print_plan(c: &Component, plan: &Plan) {
                 if loss.measured.is_some() { ", measured" } else { ", predicted" }
             );
         }
-        println!("  (`gate plan {} --apply` writes it)", c.name);
+        if let Some(spec) = spec {
+            println!("  (`{}` writes it)", plan.apply_command(spec));
+        }
     }
 }
 
