@@ -202,3 +202,37 @@ fn the_repository_spec_gates_all_four_members() {
     let gated: Vec<&str> = e.budgets.iter().map(|b| b.metric.name()).collect();
     assert_eq!(gated, ["total", "headroom"]);
 }
+
+/// A card of 2^63 bytes and the most processes a spec allows: the sum and
+/// the headroom are figures, not an overflow (a review found a panic
+/// here); the headroom is the capacity less the total.
+#[test]
+fn an_ensemble_on_the_largest_card_and_the_most_processes_is_summed_without_overflow() {
+    let t = tempfile::tempdir().unwrap();
+    let spec = t.path().join("budgets.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1\ndevice: { name: big, capacity: 8589934592 GiB, reserve: 1 GiB }\n\
+         defaults: { timing: { warmup: 0, steps: 1 } }\ncomponents:\n  mlp:\n    workload: mlp\n    \
+         config: { input_dim: 8, hidden_dim: 8, hidden_layers: 1, output_dim: 2 }\n    budgets: { params: < 1 MiB }\n\
+         ensemble: { members: [mlp], processes: 65536, budgets: { headroom: \"> 1 MiB\" } }\n",
+    )
+    .unwrap();
+    let out = t.path().join("out");
+    let o = gate(&[
+        "check",
+        "--baseline",
+        "none",
+        "--budgets",
+        spec.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let e = &report["ensemble"];
+    let total = e["total_bytes"].as_u64().unwrap();
+    assert_eq!(e["reserve_bytes"].as_u64(), Some(65536u64 << 30), "{e}");
+    assert_eq!(e["headroom_bytes"].as_i64(), Some(((1u64 << 63) - total) as i64), "{e}");
+}

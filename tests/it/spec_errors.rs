@@ -1059,6 +1059,60 @@ fn all_errors_of_a_file_are_reported_in_one_go_in_file_order() {
     assert!(d.0.iter().all(|e| !e.hint.is_empty()), "every error carries a hint");
 }
 
+/// Hostile input, round six (found by a review): a spec nested thousands of
+/// levels by indentation is an error at its place, not a stack overflow;
+/// numbers that pass their own parse but no arithmetic (a NaN limit, a
+/// batch or a process count past any machine) are refused where written;
+/// every error has a hint.
+#[test]
+fn deep_block_nesting_and_numbers_past_any_machine_are_errors_at_their_place() {
+    let registry = gate_builtins::registry();
+    let parse = |text: &str| {
+        gate::test_support::runner::parse(Path::new("budgets.yaml"), text, &registry)
+            .map(|_| ())
+            .unwrap_err()
+    };
+    let deep = format!("version: 1\nx:\n  {}1\n", "- ".repeat(4000));
+    let e = parse(&deep);
+    assert!(
+        e.to_string()
+            .contains("budgets.yaml:3:513: error: the spec nests mappings and lists deeper than 256 levels"),
+        "{e}"
+    );
+    let mut indented = String::from("version: 1\nx:\n");
+    for i in 0..3000 {
+        indented += &format!("{}k{i}:\n", "  ".repeat(i + 1));
+    }
+    assert!(parse(&indented).to_string().contains("deeper than 256 levels"));
+
+    let spec = |component: &str, budgets: &str, ensemble: &str| {
+        format!(
+            "version: 1\ndevice: {{ name: x, capacity: 4 GiB, reserve: 300 MiB }}\ndefaults: {{ seed: -1 }}\ncomponents:\n  mlp:\n    workload: mlp\n{component}    budgets: {{ {budgets} }}\n{ensemble}"
+        )
+    };
+    let e = parse(&spec(
+        "    batch_size: 9223372036854775807\n",
+        "params: < 1 MiB",
+        "ensemble: { members: [mlp], processes: 99999999999, budgets: { headroom: \"> 1 MiB\" } }\n",
+    ));
+    let text = e.to_string();
+    for says in [
+        "budgets.yaml:3:19: error: seed must be a whole number of 0 or more, found `-1`",
+        "budgets.yaml:7:17: error: batch_size is 9223372036854775807, more than the 16777216 gate allows",
+        "ensemble.processes is 99999999999, more than the 65536 gate allows",
+    ] {
+        assert!(text.contains(says), "{says}: {text}");
+    }
+    assert!(
+        e.0.iter().all(|d| !d.hint.is_empty()),
+        "every error carries a hint: {text}"
+    );
+    for limit in ["< NaN", "< inf", "< 1e999", "\"> -inf\""] {
+        let e = parse(&spec("", &format!("loss: {limit}"), ""));
+        assert!(e.to_string().contains("is not a finite number"), "{limit}: {e}");
+    }
+}
+
 #[test]
 fn the_repository_specs_are_valid() {
     for path in ["budgets.yaml", "examples/mlp.yaml"] {

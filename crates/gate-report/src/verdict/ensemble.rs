@@ -41,18 +41,21 @@ fn ensemble_report(
     let mut missing = Vec::new();
     for m in &e.members {
         match components.get(m).and_then(|r| r.value(e.metric)) {
-            Some(v) => sum += v as u64,
+            Some(v) => sum = sum.saturating_add(v as u64),
             None => missing.push(m.clone()),
         }
     }
-    let total = missing.is_empty().then_some(sum + reserve.bytes * e.processes);
+    // Saturating: a spec bounds each term, not their sum.
+    let reserves = reserve.bytes.saturating_mul(e.processes);
+    let total = missing.is_empty().then_some(sum.saturating_add(reserves));
     let capacity = spec.device.capacity.0;
     EnsembleReport {
         members: e.members.clone(),
         metric: e.metric,
         total_bytes: total,
-        headroom_bytes: total.map(|t| capacity as i64 - t as i64),
-        reserve_bytes: reserve.bytes * e.processes,
+        headroom_bytes: total
+            .map(|t| (i128::from(capacity) - i128::from(t)).clamp(i64::MIN.into(), i64::MAX.into()) as i64),
+        reserve_bytes: reserves,
         reserve_source: if reserve.measured {
             ReserveSource::Measured
         } else {

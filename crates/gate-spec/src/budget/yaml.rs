@@ -39,7 +39,17 @@ struct Builder {
     root: Option<Node>,
     issues: Vec<YamlIssue>,
     documents: usize,
+    /// Levels of mappings and lists open past [`MAX_NESTING`], not built.
+    skipped: usize,
 }
+
+/// The deepest a spec's mappings and lists may nest: the spec's own
+/// levels and a config's [`MAX_CONFIG_DEPTH`](crate::config::MAX_CONFIG_DEPTH)
+/// fit many times over. The YAML parser limits flow nesting (`[[[…`) itself
+/// but not block nesting (`- - - …`, indentation): past this, the levels
+/// are not built into the tree, whose walks and drop recurse per level and
+/// would run out of stack (a few thousand levels: an 8 KB file).
+const MAX_NESTING: usize = 256;
 
 impl Builder {
     fn push_value(&mut self, node: Node) {
@@ -91,6 +101,32 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let pos = Pos::from_marker(&mark);
+        // Past the nesting limit, events only count levels: the too-deep
+        // value is reported once and stands as a null in the tree.
+        match ev {
+            Event::SequenceStart(..) | Event::MappingStart(..)
+                if self.skipped > 0 || self.stack.len() >= MAX_NESTING =>
+            {
+                if self.skipped == 0 {
+                    self.issues.push(YamlIssue {
+                        pos,
+                        message: format!("the spec nests mappings and lists deeper than {MAX_NESTING} levels"),
+                        hint: "a spec is a few levels deep; a config's keys nest 16 levels at most".into(),
+                    });
+                }
+                self.skipped += 1;
+                return;
+            }
+            Event::SequenceEnd | Event::MappingEnd if self.skipped > 0 => {
+                self.skipped -= 1;
+                if self.skipped == 0 {
+                    self.push_value(Node::Null { pos });
+                }
+                return;
+            }
+            _ if self.skipped > 0 => return,
+            _ => {}
+        }
         match ev {
             Event::DocumentStart => self.documents += 1,
             Event::Scalar(text, style, anchor, tag) => {
@@ -220,7 +256,17 @@ pub(super) fn parse(text: &str) -> Result<(Node, Vec<YamlIssue>), YamlIssue> {
     check_chars(text)?;
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    if let Err(e) = parser.load(&mut builder, true) {
+    // The parser's events one by one: `Parser::load` hands over the same
+    // events in the same order, but recurses once per level of nesting, and
+    // a few thousand block levels (an 8 KB file) ran out of stack.
+    let events = std::iter::from_fn(|| match parser.next_token() {
+        Ok((Event::StreamEnd, _)) => None,
+        other => Some(other),
+    });
+    if let Err(e) = events
+        .map(|ev| ev.map(|(ev, mark)| builder.on_event(ev, mark)))
+        .collect::<Result<(), _>>()
+    {
         let m = e.marker();
         let pos = Pos {
             line: m.line(),

@@ -22,6 +22,20 @@ impl Ctx {
         }
     }
 
+    /// A whole number from 1 to `max`; `why` says what the limit is for.
+    pub(super) fn positive_int_at_most(&mut self, node: &Node, what: &str, max: u64, why: &str) -> Option<u64> {
+        let v = self.positive_int(node, what)?;
+        if v > max {
+            self.err(
+                node.pos(),
+                format!("{what} is {v}, more than the {max} gate allows"),
+                format!("{why}; give {what} of at most {max}"),
+            );
+            return None;
+        }
+        Some(v)
+    }
+
     pub(super) fn positive_int(&mut self, node: &Node, what: &str) -> Option<u64> {
         let text = self.text(node, what)?;
         match text.trim().parse::<i64>() {
@@ -53,7 +67,7 @@ impl Ctx {
                 self.err(
                     node.pos(),
                     format!("{what} must be a whole number of 0 or more, found `{text}`"),
-                    "",
+                    format!("give {what} as a whole number from 0 to {}", u64::MAX),
                 );
                 None
             }
@@ -117,10 +131,19 @@ impl Ctx {
             Unit::Bytes => parse_size(&text).map(|b| b.0 as f64),
             Unit::Ms => parse_millis(&text),
             // Every metric of a spec has a unit this gate knows.
-            Unit::One | Unit::Unknown => text.parse::<f64>().map_err(|_| UnitError {
-                message: format!("`{text}` is not a number"),
-                hint: "write a plain number".into(),
-            }),
+            // A finite one: NaN or infinity (which Rust reads from `NaN`,
+            // `inf`, `1e999`) compares false or true with every figure.
+            Unit::One | Unit::Unknown => match text.trim().parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(v),
+                Ok(_) => Err(UnitError {
+                    message: format!("`{text}` is not a finite number"),
+                    hint: "write a plain number, e.g. `< 1.2`".into(),
+                }),
+                Err(_) => Err(UnitError {
+                    message: format!("`{text}` is not a number"),
+                    hint: "write a plain number".into(),
+                }),
+            },
         };
         match value {
             Ok(v) => Some(Limit {

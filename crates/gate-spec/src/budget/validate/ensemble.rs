@@ -22,9 +22,16 @@ pub(super) fn validate_ensemble(cx: &mut Ctx, node: &Node, top: &[(String, Pos, 
     // Where `metric:` is written (the ensemble's own position when it is not).
     let metric_pos = find(entries, "metric").map_or(node.pos(), |n| n.pos());
     let metric = metric(cx, entries);
+    // A card's processes times their reserve must stay a byte count.
+    const MAX_PROCESSES: u64 = 65_536;
     let processes = match find(entries, "processes") {
         None => Some(1),
-        Some(n) => cx.positive_int(n, "ensemble.processes"),
+        Some(n) => cx.positive_int_at_most(
+            n,
+            "ensemble.processes",
+            MAX_PROCESSES,
+            "the processes that share one card, each with its reserve",
+        ),
     };
     let budgets = budgets(cx, node, entries);
     Some(Ensemble {

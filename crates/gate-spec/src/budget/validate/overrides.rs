@@ -13,6 +13,12 @@ use crate::config::Pos;
 use crate::metric::Metric;
 use crate::units::Percent;
 
+/// The most rows a step may hold (2^24): past this a built-in model's
+/// batch arithmetic (rows × features) can overflow, and no training step
+/// a card can hold comes near it.
+const MAX_BATCH_SIZE: u64 = 1 << 24;
+const MAX_BATCH_WHY: &str = "a step's rows times its features must stay a size a machine can hold";
+
 /// What `defaults:` sets for every component: the values below when it does not.
 #[derive(Clone, Copy)]
 pub(super) struct Defaults {
@@ -45,7 +51,9 @@ impl Defaults {
         match key {
             "dtype" => self.dtype = cx.dtype(value).unwrap_or(self.dtype),
             "batch_size" => {
-                self.batch_size = cx.positive_int(value, "batch_size").unwrap_or(self.batch_size as u64) as usize
+                self.batch_size = cx
+                    .positive_int_at_most(value, "batch_size", MAX_BATCH_SIZE, MAX_BATCH_WHY)
+                    .unwrap_or(self.batch_size as u64) as usize
             }
             "tolerance" => self.tolerance = cx.percent(value, "tolerance").unwrap_or(self.tolerance),
             "drift" => {
