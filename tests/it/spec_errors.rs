@@ -1113,6 +1113,27 @@ fn deep_block_nesting_and_numbers_past_any_machine_are_errors_at_their_place() {
     }
 }
 
+/// A spec of 100,000 unknown keys lists the first 200 problems and counts
+/// the rest, instead of holding and printing every one.
+#[test]
+fn a_spec_of_countless_errors_lists_the_first_and_says_there_are_more() {
+    let mut text =
+        String::from("version: 1\ndevice: { name: c, capacity: 4 GiB }\ncomponents:\n  m:\n    workload: mlp\n");
+    for i in 0..100_000 {
+        text += &format!("k{i}: 1\n");
+    }
+    let d = gate_spec::budget::parse(Path::new("budgets.yaml"), &text).unwrap_err();
+    // The 100,000 keys and the component's missing budgets: 200 listed.
+    assert_eq!((d.0.len(), d.1), (200, 99_801));
+    assert_eq!(
+        d.summary(),
+        "the spec has 100001 errors; the first 200 are listed: fix them and run `gate validate` again"
+    );
+    // Listed in file order (of the first 10,000 found: the unknown keys,
+    // which the spec's top level is checked for before its components).
+    assert_eq!((d.0[0].pos.line, d.0[199].pos.line), (6, 205));
+}
+
 #[test]
 fn the_repository_specs_are_valid() {
     for path in ["budgets.yaml", "examples/mlp.yaml"] {

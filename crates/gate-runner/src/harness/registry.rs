@@ -206,7 +206,7 @@ pub fn resolve<D: ?Sized + Resolvable>(spec: &Spec, registry: &Registry<D>) -> R
     if diags.is_empty() {
         Ok(out)
     } else {
-        Err(Diagnostics(diags))
+        Err(Diagnostics::all(diags))
     }
 }
 

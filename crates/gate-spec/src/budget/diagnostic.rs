@@ -65,15 +65,30 @@ fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
         .into()
 }
 
-/// Every error found in one spec file, in file order.
+/// The errors found in one spec file, in file order: the first ones, and
+/// how many more were found and not listed (a spec of countless errors is
+/// not held and printed whole).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub struct Diagnostics(pub Vec<Diagnostic>);
+pub struct Diagnostics(pub Vec<Diagnostic>, pub usize);
 
 impl Diagnostics {
-    /// The closing line under the listed errors: `the spec has N error(s)`.
+    /// Every one of `errors`, none left out.
+    pub fn all(errors: Vec<Diagnostic>) -> Diagnostics {
+        Diagnostics(errors, 0)
+    }
+
+    /// The closing line under the listed errors: `the spec has N error(s)`,
+    /// and how many are listed where not all are.
     pub fn summary(&self) -> String {
-        let n = self.0.len();
-        format!("the spec has {n} error{}", if n == 1 { "" } else { "s" })
+        let n = self.0.len() + self.1;
+        let s = if n == 1 { "" } else { "s" };
+        match self.1 {
+            0 => format!("the spec has {n} error{s}"),
+            _ => format!(
+                "the spec has {n} error{s}; the first {} are listed: fix them and run `gate validate` again",
+                self.0.len()
+            ),
+        }
     }
 }
 

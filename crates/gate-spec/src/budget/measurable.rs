@@ -117,7 +117,7 @@ pub fn cuda_only(spec: &Spec, selected: &dyn Fn(&str) -> bool, on_cpu: bool) -> 
             hint: hint.into(),
         });
     }
-    Diagnostics(out)
+    Diagnostics::all(out)
 }
 
 /// Counts each look at a component in [`unmeasurable`], so a test can hold

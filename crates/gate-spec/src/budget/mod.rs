@@ -57,7 +57,7 @@ pub fn validate_tree(
     issues: Vec<tree::YamlIssue>,
     check: Option<&dyn WorkloadCheck>,
 ) -> Result<Spec, Diagnostics> {
-    validate::validate(path, root, issues, check)
+    validate::validate(path, root, issues, 0, check)
 }
 
 /// Checks the workloads of a spec already validated, as [`parse_with`]
@@ -78,7 +78,7 @@ pub fn check_workloads(spec: &Spec, check: &dyn WorkloadCheck) -> Result<(), Dia
     diags.sort_by_key(|d| d.pos);
     match diags.is_empty() {
         true => Ok(()),
-        false => Err(Diagnostics(diags)),
+        false => Err(Diagnostics::all(diags)),
     }
 }
 
@@ -92,7 +92,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Spec, Diagnostics> {
 /// Parses and validates `text`, checking each workload with `check`.
 pub fn parse_with(path: &Path, text: &str, check: Option<&dyn WorkloadCheck>) -> Result<Spec, Diagnostics> {
     match yaml::parse(text) {
-        Ok((root, issues)) => validate_tree(path, &root, issues, check),
+        Ok((root, issues, dropped)) => validate::validate(path, &root, issues, dropped, check),
         Err(issue) => Err(one(path, issue)),
     }
 }
@@ -144,7 +144,7 @@ pub fn read(path: &Path) -> Result<Vec<u8>, SpecError> {
 
 #[cfg(feature = "yaml")]
 fn one(path: &Path, issue: tree::YamlIssue) -> Diagnostics {
-    Diagnostics(vec![Diagnostic {
+    Diagnostics::all(vec![Diagnostic {
         file: path.display().to_string(),
         pos: issue.pos,
         message: issue.message,

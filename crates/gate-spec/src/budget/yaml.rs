@@ -41,6 +41,8 @@ struct Builder {
     documents: usize,
     /// Levels of mappings and lists open past [`MAX_NESTING`], not built.
     skipped: usize,
+    /// Problems found past [`MAX_KEPT`](super::validate::MAX_KEPT), counted only.
+    dropped: usize,
 }
 
 /// The deepest a spec's mappings and lists may nest: the spec's own
@@ -50,6 +52,16 @@ struct Builder {
 /// are not built into the tree, whose walks and drop recurse per level and
 /// would run out of stack (a few thousand levels: an 8 KB file).
 const MAX_NESTING: usize = 256;
+
+/// A problem the reader found; past [`MAX_KEPT`](super::validate::MAX_KEPT)
+/// it is counted in `dropped`, not kept (the validation says how many more).
+fn note(issues: &mut Vec<YamlIssue>, dropped: &mut usize, issue: YamlIssue) {
+    if issues.len() < super::validate::MAX_KEPT {
+        issues.push(issue);
+    } else {
+        *dropped += 1;
+    }
+}
 
 impl Builder {
     fn push_value(&mut self, node: Node) {
@@ -63,11 +75,15 @@ impl Builder {
                         Node::Scalar { text, pos, .. } => {
                             let duplicate = match seen.get(&text) {
                                 Some(first) => {
-                                    self.issues.push(YamlIssue {
-                                        pos,
-                                        message: format!("duplicate key `{text}` (first at line {})", first.line),
-                                        hint: "each key may appear once in a mapping; remove or rename one".into(),
-                                    });
+                                    note(
+                                        &mut self.issues,
+                                        &mut self.dropped,
+                                        YamlIssue {
+                                            pos,
+                                            message: format!("duplicate key `{text}` (first at line {})", first.line),
+                                            hint: "each key may appear once in a mapping; remove or rename one".into(),
+                                        },
+                                    );
                                     true
                                 }
                                 None => false,
@@ -76,11 +92,15 @@ impl Builder {
                         }
                         Node::Null { pos } => *pending = Some((String::new(), pos, false)),
                         other => {
-                            self.issues.push(YamlIssue {
-                                pos: other.pos(),
-                                message: format!("a key must be a plain name, found {}", other.kind()),
-                                hint: "write keys as `name: value`".into(),
-                            });
+                            note(
+                                &mut self.issues,
+                                &mut self.dropped,
+                                YamlIssue {
+                                    pos: other.pos(),
+                                    message: format!("a key must be a plain name, found {}", other.kind()),
+                                    hint: "write keys as `name: value`".into(),
+                                },
+                            );
                             *pending = Some((String::new(), other.pos(), false));
                         }
                     }
@@ -108,11 +128,15 @@ impl MarkedEventReceiver for Builder {
                 if self.skipped > 0 || self.stack.len() >= MAX_NESTING =>
             {
                 if self.skipped == 0 {
-                    self.issues.push(YamlIssue {
-                        pos,
-                        message: format!("the spec nests mappings and lists deeper than {MAX_NESTING} levels"),
-                        hint: "a spec is a few levels deep; a config's keys nest 16 levels at most".into(),
-                    });
+                    note(
+                        &mut self.issues,
+                        &mut self.dropped,
+                        YamlIssue {
+                            pos,
+                            message: format!("the spec nests mappings and lists deeper than {MAX_NESTING} levels"),
+                            hint: "a spec is a few levels deep; a config's keys nest 16 levels at most".into(),
+                        },
+                    );
                 }
                 self.skipped += 1;
                 return;
@@ -131,11 +155,15 @@ impl MarkedEventReceiver for Builder {
             Event::DocumentStart => self.documents += 1,
             Event::Scalar(text, style, anchor, tag) => {
                 if anchor != 0 || tag.is_some() {
-                    self.issues.push(YamlIssue {
-                        pos,
-                        message: "anchors and tags are not supported in a spec".into(),
-                        hint: "write the value out in full".into(),
-                    });
+                    note(
+                        &mut self.issues,
+                        &mut self.dropped,
+                        YamlIssue {
+                            pos,
+                            message: "anchors and tags are not supported in a spec".into(),
+                            hint: "write the value out in full".into(),
+                        },
+                    );
                 }
                 let quoted = !matches!(style, TScalarStyle::Plain);
                 let node = if !quoted && matches!(text.as_str(), "" | "~" | "null" | "Null" | "NULL") {
@@ -146,19 +174,27 @@ impl MarkedEventReceiver for Builder {
                 self.push_value(node);
             }
             Event::Alias(_) => {
-                self.issues.push(YamlIssue {
-                    pos,
-                    message: "aliases (`*name`) are not supported in a spec".into(),
-                    hint: "write the value out in full".into(),
-                });
+                note(
+                    &mut self.issues,
+                    &mut self.dropped,
+                    YamlIssue {
+                        pos,
+                        message: "aliases (`*name`) are not supported in a spec".into(),
+                        hint: "write the value out in full".into(),
+                    },
+                );
                 self.push_value(Node::Null { pos });
             }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) if anchor != 0 => {
-                self.issues.push(YamlIssue {
-                    pos,
-                    message: "anchors (`&name`) are not supported in a spec".into(),
-                    hint: "write the value out in full".into(),
-                });
+                note(
+                    &mut self.issues,
+                    &mut self.dropped,
+                    YamlIssue {
+                        pos,
+                        message: "anchors (`&name`) are not supported in a spec".into(),
+                        hint: "write the value out in full".into(),
+                    },
+                );
                 if matches!(ev, Event::SequenceStart(..)) {
                     self.stack.push(Frame::Seq(Vec::new(), pos));
                 } else {
@@ -248,9 +284,10 @@ fn check_chars(text: &str) -> Result<(), YamlIssue> {
     Ok(())
 }
 
-/// Parses `text` into one document tree. A syntax error stops parsing (the
+/// Parses `text` into one document tree, with the problems found and how
+/// many more were found and not kept. A syntax error stops parsing (the
 /// YAML parser cannot resume) and is returned as the only issue.
-pub(super) fn parse(text: &str) -> Result<(Node, Vec<YamlIssue>), YamlIssue> {
+pub(super) fn parse(text: &str) -> Result<(Node, Vec<YamlIssue>, usize), YamlIssue> {
     // A byte-order mark is allowed at the start of a stream.
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     check_chars(text)?;
@@ -259,14 +296,11 @@ pub(super) fn parse(text: &str) -> Result<(Node, Vec<YamlIssue>), YamlIssue> {
     // The parser's events one by one: `Parser::load` hands over the same
     // events in the same order, but recurses once per level of nesting, and
     // a few thousand block levels (an 8 KB file) ran out of stack.
-    let events = std::iter::from_fn(|| match parser.next_token() {
+    let mut events = std::iter::from_fn(|| match parser.next_token() {
         Ok((Event::StreamEnd, _)) => None,
         other => Some(other),
     });
-    if let Err(e) = events
-        .map(|ev| ev.map(|(ev, mark)| builder.on_event(ev, mark)))
-        .collect::<Result<(), _>>()
-    {
+    if let Err(e) = events.try_for_each(|ev| ev.map(|(ev, mark)| builder.on_event(ev, mark))) {
         let m = e.marker();
         let pos = Pos {
             line: m.line(),
@@ -296,7 +330,7 @@ pub(super) fn parse(text: &str) -> Result<(Node, Vec<YamlIssue>), YamlIssue> {
     let root = builder.root.unwrap_or(Node::Null {
         pos: Pos { line: 1, col: 1 },
     });
-    Ok((root, builder.issues))
+    Ok((root, builder.issues, builder.dropped))
 }
 
 #[cfg(test)]
@@ -305,7 +339,7 @@ mod tests {
 
     #[test]
     fn positions_are_one_based_and_point_at_values() {
-        let (root, issues) = parse("a: 1\nb:\n  c: \"x\"\n").unwrap();
+        let (root, issues, _) = parse("a: 1\nb:\n  c: \"x\"\n").unwrap();
         assert!(issues.is_empty());
         let Node::Map { entries, .. } = root else { panic!() };
         assert_eq!(entries[0].1, Pos { line: 1, col: 1 });
@@ -319,7 +353,7 @@ mod tests {
 
     #[test]
     fn duplicate_keys_are_reported_with_both_lines() {
-        let (_, issues) = parse("a: 1\nb: 2\na: 3\n").unwrap();
+        let (_, issues, _) = parse("a: 1\nb: 2\na: 3\n").unwrap();
         assert_eq!(issues.len(), 1);
         assert_eq!(issues[0].pos, Pos { line: 3, col: 1 });
         assert_eq!(issues[0].message, "duplicate key `a` (first at line 1)");

@@ -5,9 +5,16 @@ use crate::budget::tree::Node;
 use crate::budget::Diagnostic;
 use crate::config::Pos;
 
+/// The most problems one validation keeps (a few MB): a spec of a million
+/// unknown keys would otherwise hold and print a million (a review found a
+/// 9 MB file taking a GB); those past it are counted as "more".
+pub(crate) const MAX_KEPT: usize = 10_000;
+
 pub(super) struct Ctx {
     file: String,
     pub(super) diags: Vec<Diagnostic>,
+    /// Problems found past [`MAX_KEPT`], counted and not kept.
+    pub(super) unkept: usize,
     /// Where the first `drift:` is written: a spec with one needs an `anchor:`.
     pub(super) drift_at: Option<Pos>,
 }
@@ -17,11 +24,16 @@ impl Ctx {
         Ctx {
             file,
             diags: Vec::new(),
+            unkept: 0,
             drift_at: None,
         }
     }
 
     pub(super) fn err(&mut self, pos: Pos, message: impl Into<String>, hint: impl Into<String>) {
+        if self.diags.len() >= MAX_KEPT {
+            self.unkept += 1;
+            return;
+        }
         self.diags.push(Diagnostic {
             file: self.file.clone(),
             pos,

@@ -11,5 +11,7 @@ mod hints;
 mod overrides;
 mod root;
 
+pub(crate) use context::MAX_KEPT;
+
 pub use harness::is_cargo_name;
 pub(super) use root::{check_workloads, validate};

@@ -15,14 +15,20 @@ use crate::budget::tree::{Node, YamlIssue};
 use crate::budget::{is_anchor_name, measurable, AnchorName, Component, Diagnostics, Spec, WorkloadCheck};
 use crate::config::Pos;
 
-/// Validates a parsed tree. `yaml_issues` are problems the YAML reader found.
+/// The most problems a validation lists: the rest are one line.
+const MAX_LISTED: usize = 200;
+
+/// Validates a parsed tree. `yaml_issues` are problems the YAML reader
+/// found, and `yaml_dropped` how many more it counted and did not keep.
 pub(crate) fn validate(
     path: &Path,
     root: &Node,
     yaml_issues: Vec<YamlIssue>,
+    yaml_dropped: usize,
     check: Option<&dyn WorkloadCheck>,
 ) -> Result<Spec, Diagnostics> {
     let mut cx = Ctx::new(path.display().to_string());
+    cx.unkept = yaml_dropped;
     for i in yaml_issues {
         cx.err(i.pos, i.message, i.hint);
     }
@@ -30,11 +36,15 @@ pub(crate) fn validate(
     spec.iter()
         .flat_map(measurable::unmeasurable)
         .for_each(|(p, m, h)| cx.err(p, m, h));
+    let unkept = cx.unkept;
     let mut diags = cx.diags;
     diags.sort_by_key(|d| d.pos);
+    // The first problems by position, and how many more.
+    let unlisted = diags.len().saturating_sub(MAX_LISTED) + unkept;
+    diags.truncate(MAX_LISTED);
     match spec {
         Some(spec) if diags.is_empty() => Ok(spec),
-        _ => Err(Diagnostics(diags)),
+        _ => Err(Diagnostics(diags, unlisted)),
     }
 }
 
