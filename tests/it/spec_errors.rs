@@ -331,6 +331,25 @@ components:
   hint: e.g. `< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`"#,
     ),
     (
+        "limit_with_an_unknown_key",
+        r#"version: 1
+device:
+  name: card
+  capacity: 4 GiB
+  reserve: 300 MiB
+components:
+  m:
+    workload: mlp
+    spans: ["<img src=x>"]
+    budgets:
+      params: { max: 1 MiB, foo: 1 }
+"#,
+        r#"budgets.yaml:9:13: error: `<img src=x>` is not a span name
+  hint: a span's name is the one word the model's code gives it (256 characters at most): no `.` or `#` (gate writes those between and after names), spaces, `<`, `>`, `@`, `|` or backticks
+budgets.yaml:11:29: error: unknown key `foo` in the budget for `m.params`
+  hint: a limit as a mapping is `max` or `min` alone, e.g. `< 300 MB`, `<= 1 GiB` or `{ max: 300 MB }`"#,
+    ),
+    (
         "missing_budgets",
         r#"version: 1
 device:
@@ -636,7 +655,7 @@ components:
       params: < 1 MiB
 "#,
         r#"budgets.yaml:9:19: error: `model.attn` is not a span name
-  hint: a span's name has no `.` or `#` (gate writes those between and after names)
+  hint: a span's name is the one word the model's code gives it (256 characters at most): no `.` or `#` (gate writes those between and after names), spaces, `<`, `>`, `@`, `|` or backticks
 budgets.yaml:9:31: error: span `attn` is listed twice
   hint: list each name once
 budgets.yaml:14:12: error: `spans` is empty

@@ -80,9 +80,22 @@ const SIZE_HINT: &str =
 /// ```
 pub fn parse_size(text: &str) -> Result<Bytes, UnitError> {
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_' || c == '-' || c == '+'))
-        .unwrap_or(t.len());
+    // The number ends where the unit starts; an exponent (`5e3`) is part
+    // of the number: an `e` between a digit and a digit or sign.
+    let chars: Vec<(usize, char)> = t.char_indices().collect();
+    let exponent = |i: usize| {
+        i > 0
+            && chars[i - 1].1.is_ascii_digit()
+            && chars
+                .get(i + 1)
+                .is_some_and(|&(_, c)| c.is_ascii_digit() || c == '-' || c == '+')
+    };
+    let split = (0..chars.len())
+        .find(|&i| {
+            let c = chars[i].1;
+            !(c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '+') || (matches!(c, 'e' | 'E') && exponent(i)))
+        })
+        .map_or(t.len(), |i| chars[i].0);
     let (num, unit) = (t[..split].trim(), t[split..].trim());
     if num.is_empty() {
         return Err(UnitError {
@@ -127,6 +140,12 @@ pub fn parse_size(text: &str) -> Result<Bytes, UnitError> {
         return Err(UnitError {
             message: format!("size `{text}` rounds to 0 bytes"),
             hint: "sizes count whole bytes: give at least `1 B`".into(),
+        });
+    }
+    if scale == 1 && value.fract() != 0.0 {
+        return Err(UnitError {
+            message: format!("size `{text}` is not a whole number of bytes"),
+            hint: "a size in `B` counts whole bytes; a larger unit may take a fraction (`1.5 KiB`)".into(),
         });
     }
     Ok(Bytes(bytes.round() as u64))
@@ -293,6 +312,31 @@ mod tests {
         assert_eq!(parse_size("1.5KiB").unwrap(), Bytes(1536));
         assert_eq!(parse_size("512 B").unwrap(), Bytes(512));
         assert_eq!(parse_size("2.5 GB").unwrap(), Bytes(2_500_000_000));
+        // An exponent is the number's, not a unit's.
+        assert_eq!(parse_size("5e3 MiB").unwrap(), Bytes(5000 * MIB));
+        assert_eq!(parse_size("1.5E+2 KB").unwrap(), Bytes(150_000));
+        assert_eq!(parse_size("2e-3 KB").unwrap(), Bytes(2));
+    }
+
+    #[test]
+    fn a_size_in_bytes_is_whole_and_a_unit_after_an_e_is_a_unit() {
+        assert_eq!(
+            parse_size("1.5 B").unwrap_err().message,
+            "size `1.5 B` is not a whole number of bytes"
+        );
+        assert_eq!(
+            parse_size("5 EiB").unwrap_err().message,
+            "unknown size unit `EiB` in `5 EiB`"
+        );
+        assert_eq!(
+            parse_size("5e MiB").unwrap_err().message,
+            "unknown size unit `e MiB` in `5e MiB`"
+        );
+        assert_eq!(
+            parse_millis("1 us").unwrap_err().message,
+            "unknown duration unit `us` in `1 us`"
+        );
+        assert_eq!(parse_millis("1e3 ms").unwrap(), 1000.0);
     }
 
     #[test]

@@ -180,7 +180,15 @@ impl Ctx {
                 Some((op, rest.trim().to_string(), *pos))
             }
             Node::Map { entries, pos } => {
-                if entries.len() != 1 || !matches!(entries[0].0.as_str(), "max" | "min") {
+                if let Some((key, kpos, _)) = entries.iter().find(|(k, _, _)| !matches!(k.as_str(), "max" | "min")) {
+                    self.err(
+                        *kpos,
+                        format!("unknown key `{key}` in the budget for {what}"),
+                        format!("a limit as a mapping is `max` or `min` alone, e.g. {example}"),
+                    );
+                    return None;
+                }
+                if entries.len() != 1 {
                     self.err(
                         *pos,
                         format!("budget for {what} must have exactly one of `max` or `min`"),

@@ -259,11 +259,16 @@ impl Ctx {
                 continue;
             };
             let name = name.trim();
-            if name.is_empty() || name.contains(['.', '#']) {
+            // A name from the model's code (`attn`, `rms-norm`): none of the
+            // marks gate writes between and after names, nor what would be
+            // markup, a mention or a line break where reports show it.
+            let foreign = |c: char| c.is_whitespace() || c.is_control() || ".#`<>@|".contains(c);
+            if name.is_empty() || name.contains(foreign) || name.chars().count() > 256 {
                 self.err(
                     item.pos(),
-                    format!("`{name}` is not a span name"),
-                    "a span's name has no `.` or `#` (gate writes those between and after names)",
+                    format!("`{}` is not a span name", name.escape_debug()),
+                    "a span's name is the one word the model's code gives it (256 characters at most): no `.` or `#` \
+                     (gate writes those between and after names), spaces, `<`, `>`, `@`, `|` or backticks",
                 );
             } else if out.iter().any(|s| s.name == name) {
                 self.err(
