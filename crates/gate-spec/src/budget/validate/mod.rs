@@ -11,6 +11,7 @@ mod hints;
 mod overrides;
 mod root;
 
+#[cfg(feature = "yaml")]
 pub(crate) use context::MAX_KEPT;
 
 pub use harness::is_cargo_name;
