@@ -150,14 +150,8 @@ fn run_until_written(args: CheckArgs, app: &App, writing: &mut bool) -> Result<E
     }
     emitter.log(where_the_time_went(&profiled, jobs, started.elapsed()));
     let plans = if args.plan {
-        plans_for_failing(
-            &loaded,
-            &selected,
-            &profiled,
-            backend,
-            jobs,
-            &args.budgets.display().to_string(),
-        )?
+        let spec_path = args.budgets.display().to_string();
+        plans_for_failing(&loaded, &selected, &profiled, backend, jobs, &spec_path)?
     } else {
         BTreeMap::new()
     };

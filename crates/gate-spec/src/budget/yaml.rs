@@ -64,6 +64,39 @@ fn note(issues: &mut Vec<YamlIssue>, dropped: &mut usize, issue: YamlIssue) {
 }
 
 impl Builder {
+    /// Past the nesting limit, events only count levels: the too-deep
+    /// value is reported once and stands as a null in the tree. Whether
+    /// `ev` was one of those.
+    fn past_the_nesting_limit(&mut self, ev: &Event, pos: Pos) -> bool {
+        match ev {
+            Event::SequenceStart(..) | Event::MappingStart(..)
+                if self.skipped > 0 || self.stack.len() >= MAX_NESTING =>
+            {
+                if self.skipped == 0 {
+                    note(
+                        &mut self.issues,
+                        &mut self.dropped,
+                        YamlIssue {
+                            pos,
+                            message: format!("the spec nests mappings and lists deeper than {MAX_NESTING} levels"),
+                            hint: "a spec is a few levels deep; a config's keys nest 16 levels at most".into(),
+                        },
+                    );
+                }
+                self.skipped += 1;
+                true
+            }
+            Event::SequenceEnd | Event::MappingEnd if self.skipped > 0 => {
+                self.skipped -= 1;
+                if self.skipped == 0 {
+                    self.push_value(Node::Null { pos });
+                }
+                true
+            }
+            _ => self.skipped > 0,
+        }
+    }
+
     fn push_value(&mut self, node: Node) {
         match self.stack.last_mut() {
             None => self.root = Some(node),
@@ -121,35 +154,8 @@ impl Builder {
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         let pos = Pos::from_marker(&mark);
-        // Past the nesting limit, events only count levels: the too-deep
-        // value is reported once and stands as a null in the tree.
-        match ev {
-            Event::SequenceStart(..) | Event::MappingStart(..)
-                if self.skipped > 0 || self.stack.len() >= MAX_NESTING =>
-            {
-                if self.skipped == 0 {
-                    note(
-                        &mut self.issues,
-                        &mut self.dropped,
-                        YamlIssue {
-                            pos,
-                            message: format!("the spec nests mappings and lists deeper than {MAX_NESTING} levels"),
-                            hint: "a spec is a few levels deep; a config's keys nest 16 levels at most".into(),
-                        },
-                    );
-                }
-                self.skipped += 1;
-                return;
-            }
-            Event::SequenceEnd | Event::MappingEnd if self.skipped > 0 => {
-                self.skipped -= 1;
-                if self.skipped == 0 {
-                    self.push_value(Node::Null { pos });
-                }
-                return;
-            }
-            _ if self.skipped > 0 => return,
-            _ => {}
+        if self.past_the_nesting_limit(&ev, pos) {
+            return;
         }
         match ev {
             Event::DocumentStart => self.documents += 1,
