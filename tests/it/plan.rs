@@ -151,6 +151,91 @@ fn a_smaller_batch_in_bf16_is_predicted_from_each_alone() {
     assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
 }
 
+/// The TFT at batch 2 × 80 steps runs its encoder's selection network
+/// over 160 positions: a chunk of 160 or more is one chunk (19.98 MiB at
+/// 160, 320 and 640 alike; 14.41 at 96, 13.51 at 64 and below). The probe
+/// at 640 ran that one chunk, so 160 is predicted as it measured, and 320
+/// and 640 are no candidates of their own. Before, the line drawn from the
+/// probes at 32 and 640 predicted 160 at 13.51 MiB and 320 at 15.46 (32 %
+/// and 23 % low): both predicted to pass the 19 MiB they fail, and each
+/// measured for nothing.
+#[test]
+fn a_chunk_past_the_blocks_positions_is_predicted_as_one_chunk_of_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("budgets.yaml");
+    std::fs::write(
+        &spec,
+        "version: 1
+device: { name: card, capacity: 4 GiB }
+defaults: { dtype: f32, seed: 42, timing: { warmup: 1, steps: 2 } }
+components:
+  tft:
+    workload: tft
+    batch_size: 2
+    checkpoint: none
+    config:
+      input_dim: 64
+      hidden_dim: 32
+      num_heads: 4
+      num_layers: 1
+      sequence_length: 80
+      prediction_horizon: 5
+      num_quantiles: 9
+      num_static_features: 5
+      num_known_features: 10
+      num_unknown_features: 49
+    budgets:
+      training_peak: < 19 MiB
+",
+    )
+    .unwrap();
+    let out = common::gate()
+        .args(["plan", "tft", "--measure", "20", "--budgets"])
+        .arg(&spec)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = common::output_text(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let plan = plan_json(dir.path());
+    let chunk_of = |settings: &Value| {
+        settings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|s| s["checkpoint"]["chunk"].as_u64())
+    };
+    let probe_640 = plan["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["setting"]["checkpoint"]["chunk"] == 640)
+        .expect("the checkpoint probed at its largest chunk");
+    let one_chunk = probe_640["values"]["training_peak"].as_f64().unwrap();
+    let candidates = plan["candidates"].as_array().unwrap();
+    let chunks: Vec<Option<u64>> = candidates.iter().map(|k| chunk_of(&k["settings"])).collect();
+    assert!(
+        !chunks.contains(&Some(320)) && !chunks.contains(&Some(640)),
+        "{chunks:?}"
+    );
+    let at_160: Vec<&Value> = candidates
+        .iter()
+        .filter(|k| chunk_of(&k["settings"]) == Some(160))
+        .collect();
+    assert!(!at_160.is_empty(), "{chunks:?}");
+    for k in at_160 {
+        let predicted = k["figures"]["training_peak"]["predicted"].as_f64().unwrap();
+        assert!((predicted - one_chunk).abs() / one_chunk < 0.01, "{k}");
+        assert_eq!(k["outcome"], "predicted_fail", "{k}");
+    }
+    // Every candidate predicted to pass was measured, each within 10 %.
+    assert!(candidates.iter().all(|k| k["outcome"] != "predicted_pass"), "{plan}");
+    assert!(assert_predictions_hold(&plan, 0.10) >= 1, "{plan}");
+    let chosen = &candidates[plan["chosen"].as_u64().expect("a configuration passes") as usize];
+    assert!(chunk_of(&chosen["settings"]).is_some_and(|c| c < 160), "{chosen}");
+}
+
 /// A round's profiles run side by side (`--jobs`, one per core by
 /// default): each is its own process, so every probe's and candidate's
 /// figures but the times are what they are one at a time, and so is the

@@ -220,6 +220,12 @@ pub struct CheckpointedBlock {
     pub block: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk: Option<usize>,
+    /// The most positions one measured training forward ran the block's
+    /// chunks over (absent: run whole, or not said). A chunk of this many
+    /// positions or more is one chunk: `gate plan` predicts every larger
+    /// chunk as this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positions: Option<usize>,
 }
 
 /// The phases whose work a metric's value comes from, as `phases` measures

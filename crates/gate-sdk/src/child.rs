@@ -97,7 +97,13 @@ impl gate_runner::harness::Framework for Candle<'_> {
     fn checkpointed(&self) -> Vec<gate_contract::measurement::CheckpointedBlock> {
         crate::sdk::checkpoint::take_checkpointed()
             .into_iter()
-            .map(|(block, chunk)| gate_contract::measurement::CheckpointedBlock { block, chunk })
+            .map(
+                |(block, chunk, positions)| gate_contract::measurement::CheckpointedBlock {
+                    block,
+                    chunk,
+                    positions,
+                },
+            )
             .collect()
     }
 }

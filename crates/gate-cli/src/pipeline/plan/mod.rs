@@ -22,7 +22,8 @@
 //! the optimizer's), so levers that act on different phases compose
 //! where the peak moves between phases; a setting between two probed ones
 //! is interpolated (bytes linear in the chunk, time linear in the number of
-//! chunks). Recomputing a block runs its forward again: the blocks'
+//! chunks; a chunk past the positions the blocks ran over is one chunk of
+//! them). Recomputing a block runs its forward again: the blocks'
 //! forward time in the start's step (read from its memory timeline) is
 //! reported with the plan, and on a GPU, where it is the least any chunk
 //! costs, a checkpoint it alone puts over a `step_time_ratio` budget is
@@ -372,7 +373,7 @@ fn refinement(
             .iter()
             .filter_map(|s| {
                 let i = options.iter().position(|o| o.others.contains(s))?;
-                let probed = effects[i].values().any(|(p, _)| p == s);
+                let probed = effects[i].values().any(|(p, _)| p == s) || ran_as_probed(&options[i], &effects[i], s);
                 (!probed).then(|| (i, s.clone()))
             })
             .collect();

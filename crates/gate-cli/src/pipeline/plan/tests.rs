@@ -11,6 +11,7 @@ fn effect(phases: &[(&'static str, bool, f64)], time: f64) -> Effect {
         loss: 1.0,
         rows: None,
         micro_batches: false,
+        positions: None,
     }
 }
 
@@ -131,6 +132,7 @@ fn levers_on_different_phases_compose_where_the_peak_moves() {
         .into_iter()
         .collect(),
         offset: 0.0,
+        positions: None,
     };
     let c = component_with(&[(Metric::TrainingPeak, 250.0)]);
     // Checkpointing takes backward outside the block to 200 and puts
@@ -168,6 +170,7 @@ fn micro_batches_put_a_forward_and_the_summed_gradients_in_the_backward() {
             .into_iter()
             .collect(),
         offset: 0.0,
+        positions: None,
     };
     let c = component_with(&[(Metric::TrainingPeak, 30.0)]);
     let step = |rho: f64, forward: f64, micro_batches: bool| Effect {
@@ -260,6 +263,71 @@ fn a_chunk_between_two_probes_is_interpolated_in_bytes_and_in_chunks() {
     // Time: 1/64 lies 2/3 of the way from 1/32 to 1/128.
     assert!((e.time - 1.5).abs() < 1e-12, "{}", e.time);
     assert_eq!(probe_settings(&o).len(), 2);
+}
+
+/// The TFT at batch 2 × 80 steps: 160 positions. Chunks 160, 320 and 640
+/// are one chunk of them, the same run (tests/it/plan.rs measures it).
+#[test]
+fn a_chunk_past_the_blocks_positions_is_one_chunk_of_them() {
+    let chunks = [32, 64, 96, 160, 320, 640];
+    let o = Options {
+        lever: Lever::Checkpoint {
+            blocks: vec!["encoder_vsn".into()],
+            chunks: chunks.to_vec(),
+        },
+        current: Setting::Checkpoint { chunk: None },
+        others: chunks.map(|n| Setting::Checkpoint { chunk: Some(n) }).to_vec(),
+    };
+    let at = |n: usize| Setting::Checkpoint { chunk: Some(n) };
+    let probe = |bytes: f64, time: f64| Effect {
+        positions: Some(160),
+        ..effect(&[("backward", true, bytes)], time)
+    };
+    let probed: BTreeMap<usize, (Setting, Effect)> =
+        [(0, (at(32), probe(100.0, 1.5))), (1, (at(640), probe(500.0, 1.0)))]
+            .into_iter()
+            .collect();
+    assert_eq!(positions_of(&probed), Some(160));
+    // The probe at 640 ran one chunk of 160: 160 and 320 are that run.
+    for n in [160, 320] {
+        let e = effect_of(&o, &probed, &at(n)).unwrap();
+        assert_eq!(e.phases[&("backward", true)], 500.0, "chunk {n}");
+        assert_eq!(e.time, 1.0, "chunk {n}");
+    }
+    // 96 lies between 32 and 160 (not 640): bytes half-way, time in the
+    // number of chunks (1/96 between 1/32 and 1/160).
+    let e = effect_of(&o, &probed, &at(96)).unwrap();
+    assert_eq!(e.phases[&("backward", true)], 300.0);
+    let w = (1.0 / 96.0 - 1.0 / 32.0) / (1.0 / 160.0 - 1.0 / 32.0);
+    assert!((e.time - (1.5 - 0.5 * w)).abs() < 1e-12, "{}", e.time);
+    // 320 and 640 are the same run as 160, the smallest chunk that covers
+    // the positions: neither predicted as a candidate of its own nor probed
+    // again; 160 is not probed either (the probe at 640 ran it).
+    assert!(!same_run_as_another(&o, &probed, &at(160)));
+    assert!(same_run_as_another(&o, &probed, &at(320)));
+    assert!(same_run_as_another(&o, &probed, &at(640)));
+    assert!(ran_as_probed(&o, &probed, &at(160)));
+    assert!(!ran_as_probed(&o, &probed, &at(96)));
+    // Without positions (a workload whose blocks ran whole, an older
+    // harness), every chunk is its own point, as before.
+    let unsaid: BTreeMap<usize, (Setting, Effect)> = probed
+        .iter()
+        .map(|(k, (s, e))| {
+            (
+                *k,
+                (
+                    s.clone(),
+                    Effect {
+                        positions: None,
+                        ..e.clone()
+                    },
+                ),
+            )
+        })
+        .collect();
+    assert!(!same_run_as_another(&o, &unsaid, &at(320)));
+    let e = effect_of(&o, &unsaid, &at(160)).unwrap();
+    assert!(e.phases[&("backward", true)] < 500.0);
 }
 
 #[test]

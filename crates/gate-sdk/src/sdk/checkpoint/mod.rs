@@ -164,8 +164,9 @@ pub trait Block {
     }
 
     /// Positions per chunk, for a block that runs its own chunks (with
-    /// [`Block::forward_block_detached`] and [`Block::backward_block`]):
-    /// recorded with the block, as a row-wise block's chunk is. `None`, the
+    /// [`Block::forward_block_detached`] and [`Block::backward_block`]) over
+    /// its first input's axis 0: recorded with the block and that axis's
+    /// length, as a row-wise block's chunk and positions are. `None`, the
     /// default: the block runs whole.
     fn chunk(&self) -> Option<usize> {
         None
@@ -241,7 +242,7 @@ impl Checkpointed {
         }
         let output = Tensor::cat(&outs, 0)?;
         let chunk = Some(chunk.max(1));
-        Checkpointed::register(inputs, &output, (chunk, chunk), seed, step)
+        Checkpointed::register(inputs, &output, (chunk, chunk, Some(n)), seed, step)
     }
 
     /// Runs any block whole with no graph kept
@@ -259,20 +260,27 @@ impl Checkpointed {
         let _quiet = gate_probe::quiet();
         let detached: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
         let output = block.forward_block_detached(&detached, &step.chunk(seed, 0))?.detach();
-        Checkpointed::register(inputs, &output, (None, block.chunk()), seed, step)
+        // A block that runs its own chunks runs them over its first input's
+        // axis 0 ([`Block::chunk`]).
+        let positions = match block.chunk() {
+            Some(_) => Some(inputs[0].dim(0)?),
+            None => None,
+        };
+        Checkpointed::register(inputs, &output, (None, block.chunk(), positions), seed, step)
     }
 
     /// The block's output as a leaf, entered in [`LIVE`] in forward order.
-    /// `chunk`: positions per part of the recompute (`None`: whole), and per
-    /// chunk as recorded (a block run whole may run its own chunks).
+    /// `chunk`: positions per part of the recompute (`None`: whole), per
+    /// chunk as recorded (a block run whole may run its own chunks), and the
+    /// positions the chunks ran over.
     fn register(
         inputs: Vec<Tensor>,
         output: &Tensor,
-        (chunk, recorded): (Option<usize>, Option<usize>),
+        (chunk, recorded, positions): (Option<usize>, Option<usize>, Option<usize>),
         seed: u64,
         step: &Step,
     ) -> Result<Self> {
-        let scope = note_checkpointed(recorded, step);
+        let scope = note_checkpointed(recorded, positions, step);
         let output = Var::from_tensor(output)?;
         let order = enter_live(std::slice::from_ref(&output));
         Ok(Checkpointed {

@@ -31,22 +31,24 @@ fn live() -> std::sync::MutexGuard<'static, Vec<LiveLeaf>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A checkpointed block's name and chunk, as the record keeps it. Aligned
-/// as compute scratch (`gate_probe::alloc::SCRATCH_ALIGN`), so the record's
-/// memory, taken while a block's scope is measured, is no part of the
-/// block's bytes; a name is cut at [`SeenBlock::NAME`] bytes.
+/// A checkpointed block's name and chunk, as the record keeps it, and the
+/// most positions its chunks ran over. Aligned as compute scratch
+/// (`gate_probe::alloc::SCRATCH_ALIGN`), so the record's memory, taken
+/// while a block's scope is measured, is no part of the block's bytes; a
+/// name is cut at [`SeenBlock::NAME`] bytes.
 #[repr(align(128))]
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 struct SeenBlock {
     name: [u8; SeenBlock::NAME],
     len: u8,
     chunk: Option<usize>,
+    positions: Option<usize>,
 }
 
 impl SeenBlock {
     const NAME: usize = 96;
 
-    fn new(path: &str, unscoped_index: usize, chunk: Option<usize>) -> Self {
+    fn new(path: &str, unscoped_index: usize, chunk: Option<usize>, positions: Option<usize>) -> Self {
         use std::io::Write;
         let mut name = [0u8; SeenBlock::NAME];
         let len = if path.is_empty() {
@@ -65,7 +67,13 @@ impl SeenBlock {
             name,
             len: len as u8,
             chunk,
+            positions,
         }
+    }
+
+    /// The same block at the same chunk (whatever its positions).
+    fn same(&self, other: &SeenBlock) -> bool {
+        (self.name, self.len, self.chunk) == (other.name, other.len, other.chunk)
     }
 
     fn name(&self) -> String {
@@ -78,19 +86,24 @@ impl SeenBlock {
 /// SDK saw it, whatever the config calls it).
 static SEEN: std::sync::Mutex<Vec<SeenBlock>> = std::sync::Mutex::new(Vec::new());
 
+/// A block checkpointed in measured training forwards: its scope path
+/// (`block0`), its chunk (`None`: whole) and the most positions its chunks
+/// ran over (`None`: run whole).
+pub(crate) type SeenCheckpoint = (String, Option<usize>, Option<usize>);
+
 /// The blocks checkpointed in measured training forwards since the last
-/// call, by scope path (`block0`) and chunk (`None`: whole), sorted; the
-/// record is emptied.
-pub(crate) fn take_checkpointed() -> Vec<(String, Option<usize>)> {
+/// call, sorted; the record is emptied.
+pub(crate) fn take_checkpointed() -> Vec<SeenCheckpoint> {
     let seen = std::mem::take(&mut *SEEN.lock().unwrap_or_else(|e| e.into_inner()));
-    let mut out: Vec<(String, Option<usize>)> = seen.iter().map(|b| (b.name(), b.chunk)).collect();
+    let mut out: Vec<SeenCheckpoint> = seen.iter().map(|b| (b.name(), b.chunk, b.positions)).collect();
     out.sort();
     out
 }
 
-/// Notes a block checkpointed now, if a training step is being measured,
-/// and returns its name's place in the record.
-pub(super) fn note_checkpointed(chunk: Option<usize>, step: &Step) -> Option<u16> {
+/// Notes a block checkpointed now over `positions` (in chunks of `chunk`),
+/// if a training step is being measured, and returns its name's place in
+/// the record.
+pub(super) fn note_checkpointed(chunk: Option<usize>, positions: Option<usize>, step: &Step) -> Option<u16> {
     if !step.is_train() {
         return None;
     }
@@ -107,10 +120,13 @@ pub(super) fn note_checkpointed(chunk: Option<usize>, step: &Step) -> Option<u16
             .count()
     };
     // None: not measured (warm-up, or no recorder).
-    let block = gate_probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk))?;
+    let block = gate_probe::with_current_path(|path| SeenBlock::new(path, unscoped_index, chunk, positions))?;
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-    let at = match seen.iter().position(|b| *b == block) {
-        Some(at) => at,
+    let at = match seen.iter().position(|b| b.same(&block)) {
+        Some(at) => {
+            seen[at].positions = seen[at].positions.max(positions);
+            at
+        }
         None => {
             seen.push(block);
             seen.len() - 1
