@@ -71,8 +71,13 @@ components:
 
 /// `gate plan mlp` on `spec`, plan.json into `out`.
 fn plan_mlp(spec: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    plan_of("mlp", spec, out, extra)
+}
+
+/// `gate plan COMPONENT` on `spec`, plan.json into `out`.
+fn plan_of(component: &str, spec: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     common::gate()
-        .args(["plan", "mlp", "--budgets"])
+        .args(["plan", component, "--budgets"])
         .arg(spec)
         .arg("--out")
         .arg(out)
@@ -189,13 +194,7 @@ components:
 ",
     )
     .unwrap();
-    let out = common::gate()
-        .args(["plan", "tft", "--measure", "20", "--budgets"])
-        .arg(&spec)
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = plan_of("tft", &spec, dir.path(), &["--measure", "20"]);
     let text = common::output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let plan = plan_json(dir.path());
