@@ -96,15 +96,6 @@ impl gate_runner::harness::Framework for Candle<'_> {
 
     fn checkpointed(&self) -> Vec<gate_contract::measurement::CheckpointedBlock> {
         crate::sdk::checkpoint::take_checkpointed()
-            .into_iter()
-            .map(
-                |(block, chunk, positions)| gate_contract::measurement::CheckpointedBlock {
-                    block,
-                    chunk,
-                    positions,
-                },
-            )
-            .collect()
     }
 }
 

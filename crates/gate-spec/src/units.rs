@@ -81,21 +81,21 @@ const SIZE_HINT: &str =
 pub fn parse_size(text: &str) -> Result<Bytes, UnitError> {
     let t = text.trim();
     // The number ends where the unit starts; an exponent (`5e3`) is part
-    // of the number: an `e` between a digit and a digit or sign.
-    let chars: Vec<(usize, char)> = t.char_indices().collect();
+    // of the number: an `e` between a digit and a digit or sign. Every byte
+    // before the split is ASCII, so the split is a char boundary.
+    let b = t.as_bytes();
     let exponent = |i: usize| {
         i > 0
-            && chars[i - 1].1.is_ascii_digit()
-            && chars
-                .get(i + 1)
-                .is_some_and(|&(_, c)| c.is_ascii_digit() || c == '-' || c == '+')
+            && b[i - 1].is_ascii_digit()
+            && b.get(i + 1)
+                .is_some_and(|c| c.is_ascii_digit() || matches!(c, b'-' | b'+'))
     };
-    let split = (0..chars.len())
+    let split = (0..b.len())
         .find(|&i| {
-            let c = chars[i].1;
-            !(c.is_ascii_digit() || matches!(c, '.' | '_' | '-' | '+') || (matches!(c, 'e' | 'E') && exponent(i)))
+            let c = b[i];
+            !(c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-' | b'+') || (matches!(c, b'e' | b'E') && exponent(i)))
         })
-        .map_or(t.len(), |i| chars[i].0);
+        .unwrap_or(b.len());
     let (num, unit) = (t[..split].trim(), t[split..].trim());
     if num.is_empty() {
         return Err(UnitError {
@@ -320,18 +320,14 @@ mod tests {
 
     #[test]
     fn a_size_in_bytes_is_whole_and_a_unit_after_an_e_is_a_unit() {
-        assert_eq!(
-            parse_size("1.5 B").unwrap_err().message,
-            "size `1.5 B` is not a whole number of bytes"
-        );
-        assert_eq!(
-            parse_size("5 EiB").unwrap_err().message,
-            "unknown size unit `EiB` in `5 EiB`"
-        );
-        assert_eq!(
-            parse_size("5e MiB").unwrap_err().message,
-            "unknown size unit `e MiB` in `5e MiB`"
-        );
+        for (text, message) in [
+            ("1.5 B", "size `1.5 B` is not a whole number of bytes"),
+            ("5 EiB", "unknown size unit `EiB` in `5 EiB`"),
+            ("5e MiB", "unknown size unit `e MiB` in `5e MiB`"),
+            ("5 µB", "unknown size unit `µB` in `5 µB`"),
+        ] {
+            assert_eq!(parse_size(text).unwrap_err().message, message);
+        }
         assert_eq!(
             parse_millis("1 us").unwrap_err().message,
             "unknown duration unit `us` in `1 us`"

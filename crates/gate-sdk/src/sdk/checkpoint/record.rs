@@ -4,6 +4,7 @@
 //! training forward checkpointed, which the report lists.
 
 use candle_core::{Result, Var};
+use gate_contract::measurement::CheckpointedBlock;
 
 use crate::sdk::nn::Step;
 
@@ -86,16 +87,19 @@ impl SeenBlock {
 /// SDK saw it, whatever the config calls it).
 static SEEN: std::sync::Mutex<Vec<SeenBlock>> = std::sync::Mutex::new(Vec::new());
 
-/// A block checkpointed in measured training forwards: its scope path
-/// (`block0`), its chunk (`None`: whole) and the most positions its chunks
-/// ran over (`None`: run whole).
-pub(crate) type SeenCheckpoint = (String, Option<usize>, Option<usize>);
-
 /// The blocks checkpointed in measured training forwards since the last
-/// call, sorted; the record is emptied.
-pub(crate) fn take_checkpointed() -> Vec<SeenCheckpoint> {
+/// call, by scope path (`block0`), chunk (`None`: whole) and the most
+/// positions their chunks ran over, sorted; the record is emptied.
+pub(crate) fn take_checkpointed() -> Vec<CheckpointedBlock> {
     let seen = std::mem::take(&mut *SEEN.lock().unwrap_or_else(|e| e.into_inner()));
-    let mut out: Vec<SeenCheckpoint> = seen.iter().map(|b| (b.name(), b.chunk, b.positions)).collect();
+    let mut out: Vec<CheckpointedBlock> = seen
+        .iter()
+        .map(|b| CheckpointedBlock {
+            block: b.name(),
+            chunk: b.chunk,
+            positions: b.positions,
+        })
+        .collect();
     out.sort();
     out
 }
